@@ -1,0 +1,92 @@
+"""The internal model of a SchedulingPolicy: defaulted, validated, immutable.
+
+The wire model is what users write (polsched.io/v1alpha1, every field optional); the
+loader (polsched.api.loader) turns it into these frozen dataclasses, or raises
+PolicyError listing every problem with its field path. Nothing here performs I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from polsched.framework.pipeline import FilterEntry, ScoreEntry
+from polsched.framework.selectors import Matcher
+
+GROUP = "polsched.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "SchedulingPolicy"
+PLURAL = "schedulingpolicies"
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a policy: `path` like spec.filters[2].args.requirements[0].operator."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class PolicyError(ValueError):
+    def __init__(self, errors: list[FieldError], name: str = "") -> None:
+        self.errors = errors
+        self.name = name
+        what = f"SchedulingPolicy {name!r}" if name else "SchedulingPolicy"
+        super().__init__(f"{what} is invalid: " + "; ".join(str(e) for e in errors))
+
+
+@dataclass(frozen=True)
+class ManagedResource:
+    name: str
+    ignored_by_scheduler: bool = False
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    """kube-scheduler's Extender (KubeSchedulerConfiguration v1), defaulted."""
+
+    url_prefix: str
+    filter_verb: str = ""
+    prioritize_verb: str = ""
+    bind_verb: str = ""
+    preempt_verb: str = ""
+    weight: int = 1
+    enable_https: bool = False
+    node_cache_capable: bool = False
+    ignorable: bool = False
+    http_timeout_seconds: float = 5.0
+    managed_resources: tuple[ManagedResource, ...] = ()
+    tls_insecure: bool = False
+    # (namespace, name) of a Secret whose ca.crt verifies the extender's certificate.
+    ca_secret_ref: tuple[str, str] | None = None
+    # Inline PEM CA data (tlsConfig.caData), as kube-scheduler allows.
+    ca_data: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    mode: str = "Shared"  # Shared | Dedicated
+    replicas: int = 1
+    resources: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    scheduler_name: str
+    generation: int
+    paused: bool
+    percentage_of_nodes_to_score: int
+    # Pods of namespaces whose labels do not match are not scheduled; None: every namespace.
+    namespace_selector: Matcher | None
+    runtime: RuntimeConfig
+    filters: tuple[FilterEntry, ...]
+    scorers: tuple[ScoreEntry, ...]
+    extenders: tuple[ExtenderConfig, ...]
+    # Resources NodeResourcesFit ignores (managedResources with ignoredByScheduler).
+    ignored_resources: frozenset[str] = frozenset()
+    uid: str = ""

@@ -1,0 +1,38 @@
+"""The scheduling framework: Status, NodeInfo/PodInfo/Snapshot, CycleState, the plugin
+base classes, the registry and the pipeline. Purely computational: nothing in this
+package performs I/O except awaiting extenders through the Extender protocol."""
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    FilterPlugin,
+    Handle,
+    Plugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    default_normalize,
+)
+from polsched.framework.pipeline import (
+    Explanation,
+    ExtenderError,
+    FilterEntry,
+    FitError,
+    Pipeline,
+    PipelineError,
+    ScheduleResult,
+    ScoreEntry,
+)
+from polsched.framework.registry import ArgsError, PluginSpec, Registry
+from polsched.framework.status import SKIP, SUCCESS, Code, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+__all__ = [
+    "MAX_NODE_SCORE", "MIN_NODE_SCORE", "SKIP", "SUCCESS", "ArgsError", "Code", "CycleState",
+    "Explanation", "ExtenderError", "FilterEntry", "FilterPlugin", "FitError", "Handle",
+    "NodeInfo", "Pipeline", "PipelineError", "Plugin", "PluginSpec", "PodInfo",
+    "PreFilterPlugin", "PreScorePlugin", "Registry", "ScheduleResult", "ScoreEntry",
+    "ScoreExtensions", "ScorePlugin", "Snapshot", "Status", "default_normalize",
+]

@@ -1,0 +1,25 @@
+"""CycleState: data that plugins share within one scheduling cycle of one pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CycleState:
+    __slots__ = ("_data", "skip_filter", "skip_score")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        # Plugins whose PreFilter / PreScore returned Skip in this cycle.
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> Any:
+        """The value a plugin wrote earlier in this cycle; KeyError when it wrote none."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)

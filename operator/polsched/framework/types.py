@@ -1,0 +1,200 @@
+"""PodInfo, NodeInfo and Snapshot: the scheduler's view of the cluster.
+
+A PodInfo is computed once per pod version from the pod's JSON (a plain dict, as the API
+server sends it; we do not build kubernetes client model objects on the hot path). A
+NodeInfo aggregates a node and the pods assigned to it, like kube-scheduler's
+framework.NodeInfo (pkg/scheduler/framework/types.go). Plugins read these; only the cache
+(cluster/) changes them. Purely data: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polsched.framework import resources as res
+
+Json = dict[str, Any]
+
+# A host port in use: (hostIP, protocol, hostPort), hostIP "0.0.0.0" when unset.
+HostPort = tuple[str, str, int]
+
+
+@dataclass(slots=True, eq=False)
+class PodInfo:
+    raw: Json
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    scheduler_name: str
+    node_name: str
+    priority: int
+    creation: str
+    requests: dict[str, int]
+    non_zero_cpu: int
+    non_zero_memory: int
+    host_ports: tuple[HostPort, ...]
+    tolerations: tuple[Json, ...]
+    node_selector: Mapping[str, str]
+    affinity: Json
+    images: tuple[str, ...]
+    resource_version: str
+    terminal: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def spec(self) -> Json:
+        spec: Json = self.raw.get("spec") or {}
+        return spec
+
+    @property
+    def has_affinity(self) -> bool:
+        return bool(self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity"))
+
+    @property
+    def has_required_anti_affinity(self) -> bool:
+        anti = self.affinity.get("podAntiAffinity") or {}
+        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    @classmethod
+    def from_json(cls, pod: Json) -> PodInfo:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        ports: list[HostPort] = []
+        for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+            for p in c.get("ports") or ():
+                hp = p.get("hostPort") or 0
+                if hp > 0:
+                    ports.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))
+        non_zero = res.pod_requests(spec, non_zero=True)
+        return cls(
+            raw=pod,
+            namespace=meta.get("namespace") or "",
+            name=meta.get("name") or "",
+            uid=meta.get("uid") or "",
+            labels=meta.get("labels") or {},
+            scheduler_name=spec.get("schedulerName") or "default-scheduler",
+            node_name=spec.get("nodeName") or "",
+            priority=spec.get("priority") or 0,
+            creation=meta.get("creationTimestamp") or "",
+            requests=res.pod_requests(spec),
+            non_zero_cpu=non_zero.get(res.CPU, 0),
+            non_zero_memory=non_zero.get(res.MEMORY, 0),
+            host_ports=tuple(ports),
+            tolerations=tuple(spec.get("tolerations") or ()),
+            node_selector=spec.get("nodeSelector") or {},
+            affinity=spec.get("affinity") or {},
+            images=tuple(c.get("image") or "" for c in spec.get("containers") or ()),
+            resource_version=meta.get("resourceVersion") or "",
+            terminal=status.get("phase") in ("Succeeded", "Failed"),
+        )
+
+
+@dataclass(slots=True, eq=False)
+class NodeInfo:
+    """A node and the pods on it (bound, or assumed while their bind is in flight)."""
+
+    raw: Json
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Json, ...]
+    unschedulable: bool
+    allocatable: dict[str, int]
+    # image name -> size in bytes, from node.status.images (every name of an image).
+    images: dict[str, int]
+    requested: dict[str, int] = field(default_factory=dict)
+    non_zero_cpu: int = 0
+    non_zero_memory: int = 0
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+    used_ports: set[HostPort] = field(default_factory=set)
+    pods_with_affinity: int = 0
+    pods_with_required_anti_affinity: int = 0
+    # Bumped on every change to the node or its pods; caches keyed on (name, generation)
+    # are valid while it is unchanged.
+    generation: int = 0
+
+    @classmethod
+    def from_json(cls, node: Json) -> NodeInfo:
+        info = cls(raw={}, name="", labels={}, taints=(), unschedulable=False,
+                   allocatable={}, images={})
+        info.set_node(node)
+        return info
+
+    def set_node(self, node: Json) -> None:
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        self.raw = node
+        self.name = meta.get("name") or ""
+        self.labels = meta.get("labels") or {}
+        self.taints = tuple(spec.get("taints") or ())
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.allocatable = res.resource_list(status.get("allocatable") or status.get("capacity"))
+        images: dict[str, int] = {}
+        for image in status.get("images") or ():
+            for n in image.get("names") or ():
+                images[n] = image.get("sizeBytes") or 0
+        self.images = images
+        self.generation += 1
+
+    def add_pod(self, pod: PodInfo) -> None:
+        if pod.key in self.pods:
+            self.remove_pod(self.pods[pod.key])
+        self.pods[pod.key] = pod
+        for k, v in pod.requests.items():
+            self.requested[k] = self.requested.get(k, 0) + v
+        self.non_zero_cpu += pod.non_zero_cpu
+        self.non_zero_memory += pod.non_zero_memory
+        self.used_ports.update(pod.host_ports)
+        self.pods_with_affinity += pod.has_affinity
+        self.pods_with_required_anti_affinity += pod.has_required_anti_affinity
+        self.generation += 1
+
+    def remove_pod(self, pod: PodInfo) -> bool:
+        old = self.pods.pop(pod.key, None)
+        if old is None:
+            return False
+        for k, v in old.requests.items():
+            self.requested[k] = self.requested.get(k, 0) - v
+        self.non_zero_cpu -= old.non_zero_cpu
+        self.non_zero_memory -= old.non_zero_memory
+        if old.host_ports:
+            self.used_ports = {p for q in self.pods.values() for p in q.host_ports}
+        self.pods_with_affinity -= old.has_affinity
+        self.pods_with_required_anti_affinity -= old.has_required_anti_affinity
+        self.generation += 1
+        return True
+
+
+class Snapshot:
+    """The nodes a scheduling cycle sees, in a stable order.
+
+    The cache hands out its live NodeInfos: a cycle runs without awaiting, so nothing
+    changes under it, and an assumed pod is visible to the very next cycle.
+    """
+
+    __slots__ = ("nodes", "by_name", "image_nodes")
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.nodes = nodes
+        self.by_name = {n.name: n for n in nodes}
+        # image name -> number of nodes that have it (ImageLocality spreads by it)
+        self.image_nodes: dict[str, int] = {}
+        for n in nodes:
+            for image in n.images:
+                self.image_nodes[image] = self.image_nodes.get(image, 0) + 1
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self.nodes)
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self.by_name.get(name)

@@ -1,0 +1,64 @@
+"""The plugins, one module each, and the registry and default profile built from them.
+
+Each module defines NAME and SPEC (a framework.PluginSpec). Names and args follow
+kube-scheduler where it has the plugin; NodeLabel, NodeLabelValue and Expression are ours.
+"""
+
+from __future__ import annotations
+
+from polsched.framework.registry import Registry
+from polsched.plugins import (
+    expression,
+    image_locality,
+    inter_pod_affinity,
+    node_affinity,
+    node_label,
+    node_label_value,
+    node_name,
+    node_ports,
+    node_resources_balanced_allocation,
+    node_resources_fit,
+    node_unschedulable,
+    pod_topology_spread,
+    taint_toleration,
+)
+
+REGISTRY = Registry([
+    node_unschedulable.SPEC,
+    node_name.SPEC,
+    taint_toleration.SPEC,
+    node_affinity.SPEC,
+    node_ports.SPEC,
+    node_resources_fit.SPEC,
+    node_resources_balanced_allocation.SPEC,
+    image_locality.SPEC,
+    inter_pod_affinity.SPEC,
+    pod_topology_spread.SPEC,
+    node_label.SPEC,
+    node_label_value.SPEC,
+    expression.SPEC,
+])
+
+# kube-scheduler v1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
+# restricted to the plugins polsched implements; filters in upstream order.
+DEFAULT_FILTERS: tuple[str, ...] = (
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+)
+DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+)
+
+__all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORERS", "REGISTRY"]
