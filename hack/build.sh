@@ -11,13 +11,29 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 
 cache_root=${POLSCHED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/polsched}
-key=$(cat "$here/versions.env" "$here/build.sh" "$here"/kube/go.mod "$here"/kube/go.sum \
+key=$(cat "$here/versions.env" "$here"/kube/go.mod "$here"/kube/go.sum \
       "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go | sha256sum | cut -c1-16)
 bin="$cache_root/bin-$key"
 
 log() { printf '[hack/build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-if [[ -x "$bin/kube-apiserver" && -x "$bin/kube-scheduler" && -x "$bin/etcd" && -x "$bin/kwok" ]]; then
+# kwok's stage files (node initialize + lease heartbeat, pod ready/complete/delete) ship
+# inside its module; collect them into one config file next to the binary.
+kwok_stages() {
+  local out=$1 src
+  src="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  [[ -d "$src" ]] || (cd "$here/etcd" && GOFLAGS=-mod=mod go mod download "sigs.k8s.io/kwok@$KWOK_VERSION" >&2)
+  : > "$out.tmp"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    { echo "---"; cat "$src/$f"; } >> "$out.tmp"
+  done
+  mv "$out.tmp" "$out"
+}
+
+if [[ -x "$bin/kube-apiserver" && -x "$bin/kube-scheduler" && -x "$bin/kube-controller-manager" \
+      && -x "$bin/etcd" && -x "$bin/kwok" ]]; then
+  [[ -f "$bin/kwok-stages.yaml" ]] || kwok_stages "$bin/kwok-stages.yaml"
   echo "$bin"
   exit 0
 fi
@@ -46,12 +62,13 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
 done
 
-log "building kube-apiserver and kube-scheduler $KUBE_VERSION into $bin (a cold build downloads modules and takes 10-25 minutes on 2 cores)"
+log "building kube-apiserver, kube-controller-manager and kube-scheduler $KUBE_VERSION into $bin (a cold build downloads modules and takes 10-25 minutes on 2 cores)"
 ( cd "$here/kube" && go mod download 2>&1 | sed 's/^/  /' >&2 )
 log "modules downloaded ($(( $(date +%s) - start ))s); compiling"
 ( cd "$here/kube" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$bin.tmp/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler 2>&1 ) | progress kube
-[[ -x "$bin.tmp/kube-apiserver" && -x "$bin.tmp/kube-scheduler" ]] || { log "kube build failed"; exit 1; }
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kube-controller-manager 2>&1 ) | progress kube
+[[ -x "$bin.tmp/kube-apiserver" && -x "$bin.tmp/kube-scheduler" && -x "$bin.tmp/kube-controller-manager" ]] || { log "kube build failed"; exit 1; }
 
 log "building etcd $ETCD_VERSION"
 ( cd "$here/etcd" && CGO_ENABLED=0 go build -v -trimpath -ldflags "-s -w" -o "$bin.tmp/etcd" . 2>&1 ) | progress etcd
@@ -60,6 +77,7 @@ log "building etcd $ETCD_VERSION"
 log "building kwok $KWOK_VERSION"
 ( CGO_ENABLED=0 GOBIN="$bin.tmp" go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" 2>&1 ) | progress kwok
 [[ -x "$bin.tmp/kwok" ]] || { log "kwok build failed"; exit 1; }
+kwok_stages "$bin.tmp/kwok-stages.yaml"
 
 rm -rf "$bin" && mv "$bin.tmp" "$bin"
 log "done in $(( $(date +%s) - start ))s: $bin"

@@ -1,0 +1,58 @@
+# polsched: the two commands a newcomer runs are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all venv build cluster cluster-down test test-unit test-e2e lint demo demo-down bench clean
+
+all: test
+
+# The venv is rebuilt when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml
+	@echo "[make] creating $(VENV) and installing polsched (editable) with its test deps"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# Build (or reuse the cached) kube-apiserver, kube-scheduler, etcd and kwok.
+build:
+	@hack/build.sh >/dev/null
+
+cluster: build
+	@hack/cluster.sh up .dev
+
+cluster-down:
+	@hack/cluster.sh down .dev
+
+# Every test: unit, then e2e against a real kube-apiserver the test session starts
+# (or the one from `make cluster` when POLSCHED_KUBECONFIG is set).
+test: venv build
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
+
+test-e2e: venv build
+	$(PY) -m pytest tests -m e2e $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check operator tests
+	$(VENV)/bin/mypy
+
+demo: venv cluster
+	@hack/demo.sh up
+
+demo-down:
+	@hack/demo.sh down || true
+	@hack/cluster.sh down .dev
+
+bench: venv build
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+clean: cluster-down
+	rm -rf $(VENV) .dev

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The local control plane: etcd, kube-apiserver (RBAC, client-certificate auth),
+# kube-controller-manager (namespace, garbage-collector and service-account controllers
+# only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
+# kwok plays the nodes. Pods need no ServiceAccount (the ServiceAccount admission plugin
+# is off), so a test may create pods right after creating their namespace.
+#
+#   hack/cluster.sh up   [DIR]   # start (idempotent); DIR defaults to .dev
+#   hack/cluster.sh down [DIR]   # stop everything started for DIR, leave no process behind
+#   hack/cluster.sh status [DIR]
+#
+# DIR/kubeconfig is the admin kubeconfig (user polsched-admin in group system:masters).
+# Environment: POLSCHED_NO_KWOK=1 skips kwok; POLSCHED_APISERVER_ARGS adds flags.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+cmd=${1:-up}
+dir=${2:-$root/.dev}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+log() { printf '[hack/cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
+
+stop_one() {
+  local name=$1 pid
+  [[ -f "$dir/$name.pid" ]] || return 0
+  pid=$(cat "$dir/$name.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/$name.pid"
+}
+
+down() {
+  stop_one kwok
+  stop_one kube-controller-manager
+  stop_one kube-apiserver
+  stop_one etcd
+  rm -rf "$dir/etcd-data" "$dir/kubeconfig"
+  log "stopped (state in $dir removed)"
+}
+
+readyz() {
+  local port=$1
+  curl -sf --max-time 2 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" \
+    --key "$dir/pki/admin.key" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+pki() {
+  local p="$dir/pki"
+  [[ -f "$p/admin.crt" ]] && return 0
+  mkdir -p "$p"
+  log "generating certificates in $p"
+  (
+    cd "$p"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=polsched-local-ca" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
+      -subj "/CN=kube-apiserver" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\n' > san.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -out apiserver.crt -days 3650 -extfile san.ext 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr \
+      -subj "/O=system:masters/CN=polsched-admin" 2>/dev/null
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -out admin.crt -days 3650 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f ./*.csr san.ext
+  )
+}
+
+kubeconfig() {
+  local port=$1 b64="base64 -w0"
+  cat > "$dir/kubeconfig.tmp" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: polsched-local
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority-data: $($b64 < "$dir/pki/ca.crt")
+users:
+- name: polsched-admin
+  user:
+    client-certificate-data: $($b64 < "$dir/pki/admin.crt")
+    client-key-data: $($b64 < "$dir/pki/admin.key")
+contexts:
+- name: polsched-local
+  context: {cluster: polsched-local, user: polsched-admin}
+current-context: polsched-local
+KC
+  mv "$dir/kubeconfig.tmp" "$dir/kubeconfig"
+}
+
+up() {
+  if alive etcd && alive kube-apiserver && alive kube-controller-manager \
+      && [[ -f "$dir/apiserver.port" ]] \
+      && readyz "$(cat "$dir/apiserver.port")"; then
+    if [[ -n "${POLSCHED_NO_KWOK:-}" ]] || alive kwok; then
+      log "already running: $dir/kubeconfig"
+      return 0
+    fi
+  fi
+  down 2>/dev/null || true
+  local bin start
+  start=$(date +%s)
+  bin=$("$here/build.sh")
+  # A start that fails half-way leaves nothing running.
+  trap 'down >/dev/null 2>&1' ERR
+  pki
+  local etcd_port peer_port api_port
+  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
+  log "starting etcd on 127.0.0.1:$etcd_port"
+  # --unsafe-no-fsync: a throwaway test store; fsync would dominate bind latency.
+  setsid "$bin/etcd" --name polsched --data-dir "$dir/etcd-data" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "polsched=http://127.0.0.1:$peer_port" \
+    --unsafe-no-fsync --quota-backend-bytes 8589934592 --log-level warn \
+    >"$dir/etcd.log" 2>&1 < /dev/null &
+  echo $! > "$dir/etcd.pid"
+  log "starting kube-apiserver on https://127.0.0.1:$api_port"
+  # shellcheck disable=SC2086
+  setsid "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+    --client-ca-file "$dir/pki/ca.crt" \
+    --service-account-key-file "$dir/pki/sa.pub" \
+    --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 \
+    --endpoint-reconciler-type none \
+    --disable-admission-plugins ServiceAccount \
+    --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
+    --enable-priority-and-fairness=false \
+    --profiling=false --v=0 ${POLSCHED_APISERVER_ARGS:-} \
+    >"$dir/kube-apiserver.log" 2>&1 < /dev/null &
+  echo $! > "$dir/kube-apiserver.pid"
+  echo "$api_port" > "$dir/apiserver.port"
+  for i in $(seq 1 600); do
+    if readyz "$api_port"; then break; fi
+    if ! alive kube-apiserver; then
+      log "kube-apiserver exited; last lines of $dir/kube-apiserver.log:"; grep -E "^[EF][0-9]{4}" "$dir/kube-apiserver.log" | tail -5 >&2; tail -5 "$dir/kube-apiserver.log" >&2; exit 1
+    fi
+    if ! alive etcd; then
+      log "etcd exited; last lines of $dir/etcd.log:"; tail -20 "$dir/etcd.log" >&2; exit 1
+    fi
+    (( i % 20 == 0 )) && log "waiting for /readyz ($((i / 10))s)"
+    sleep 0.1
+  done
+  readyz "$api_port" || { log "kube-apiserver not ready after 60s; see $dir/kube-apiserver.log"; exit 1; }
+  kubeconfig "$api_port"
+  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount)"
+  setsid "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
+    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --v=0 \
+    >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &
+  echo $! > "$dir/kube-controller-manager.pid"
+  if [[ -z "${POLSCHED_NO_KWOK:-}" ]]; then
+    log "starting kwok (keeps fake nodes Ready, moves bound pods to Running)"
+    # Nodes opt in with the annotation kwok.x-k8s.io/node=fake, as kwok's docs do.
+    setsid "$bin/kwok" --kubeconfig "$dir/kubeconfig" --config "$bin/kwok-stages.yaml" \
+      --manage-all-nodes=false \
+      --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+      --node-lease-duration-seconds=40 \
+      --server-address=127.0.0.1:0 \
+      >"$dir/kwok.log" 2>&1 < /dev/null &
+    echo $! > "$dir/kwok.pid"
+  fi
+  trap - ERR
+  log "ready in $(( $(date +%s) - start ))s: export KUBECONFIG=$dir/kubeconfig"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  status)
+    for n in etcd kube-apiserver kube-controller-manager kwok; do
+      if alive "$n"; then echo "$n: running (pid $(cat "$dir/$n.pid"))"; else echo "$n: stopped"; fi
+    done ;;
+  *) echo "usage: $0 up|down|status [DIR]" >&2; exit 2 ;;
+esac
