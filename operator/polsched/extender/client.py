@@ -1,0 +1,326 @@
+"""HTTPExtender: one kube-scheduler extender (spec.extenders[i]) spoken to over HTTP.
+
+Behaviour follows kube-scheduler's pkg/scheduler/extender.go: POST to the urlPrefix with
+its trailing slashes trimmed + "/" + verb; a nodeCacheCapable extender gets and returns
+node names, any other gets and returns whole v1.Node objects; anything but 200 is
+"failed <verb> with extender at URL <url>, code <status>"; managedResources limits the
+pods the extender sees; httpTimeout (default 5s) bounds each whole exchange.
+
+Each extender keeps one aiohttp session (a keep-alive connection pool) for the event loop
+it is used on, so a pod costs a request, not a TCP (and TLS) handshake. Everything is
+awaited: a slow extender delays only the pods that wait for it.
+
+Deliberate differences from upstream, each to stay safe where Go would not:
+- prioritize scores are clamped into 0..MaxExtenderPriority (upstream adds whatever comes
+  back, so one misbehaving extender could outweigh every plugin);
+- an Error in an answer reads "failed <verb> with extender at URL <url>: <Error>" (upstream
+  reports the bare Error text, which does not say which extender failed);
+- HTTP(S)_PROXY from the environment is not used (Go's transport uses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import ssl
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from polsched import __version__
+from polsched.api.model import ExtenderConfig
+from polsched.extender import wire
+from polsched.framework.pipeline import MAX_EXTENDER_PRIORITY, ExtenderError
+from polsched.framework.types import NodeInfo, PodInfo
+
+# pkg/scheduler/extender.go: DefaultExtenderTimeout.
+DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
+# Go's http.Transport keeps idle connections for 90s (utilnet.SetTransportDefaults).
+IDLE_CONNECTION_SECONDS = 90.0
+_HEADERS = {"Content-Type": "application/json", "User-Agent": f"polsched/{__version__}"}
+# The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
+# entries than the request that found it too big: nodes deleted from the cluster go then.
+_NODE_CACHE_SLACK = 1024
+
+
+def _go_quote(s: str) -> str:
+    """Go's %q for the strings we quote (a JSON string is close enough)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _pem_from_ca_data(data: str) -> str:
+    """tlsConfig.caData: PEM text, or PEM base64-encoded as a []byte field is in YAML."""
+    if "-----BEGIN" in data:
+        return data
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return data  # let the ssl module say what is wrong with it
+
+
+def build_ssl(config: ExtenderConfig, ca_pem: str | None = None) -> ssl.SSLContext | bool:
+    """The TLS settings of pkg/scheduler/extender.go makeTransport: enableHTTPS without a
+    CA means "do not verify", as upstream; otherwise verify against the given CA, or the
+    system roots when none is given. True means aiohttp's default verification."""
+    ca = ca_pem or (_pem_from_ca_data(config.ca_data) if config.ca_data else "")
+    insecure = config.tls_insecure or (config.enable_https and not ca)
+    if insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    if ca:
+        try:
+            return ssl.create_default_context(cadata=ca)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ExtenderError(
+                f"extender {config.url_prefix}: tlsConfig: the CA certificate (caData or "
+                f"the Secret in caSecretRef) is not valid PEM: {exc}") from exc
+    return True
+
+
+class HTTPExtender:
+    """A kube-scheduler extender, implementing framework.pipeline.Extender plus binding
+    and preemption. Build one per spec.extenders entry when the policy loads; call
+    close() when the policy's pipeline is dropped."""
+
+    def __init__(self, config: ExtenderConfig, ca_pem: str | None = None) -> None:
+        self.config = config
+        self._base = config.url_prefix.rstrip("/")
+        timeout = config.http_timeout_seconds
+        self._timeout = timeout if timeout > 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
+        self._managed = frozenset(r.name for r in config.managed_resources)
+        self._ssl = build_ssl(config, ca_pem)
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+        # nodeCacheCapable false: node name -> (the node JSON it was encoded from, bytes).
+        # NodeInfo.set_node replaces `raw`, so an identity check says the bytes are current.
+        self._node_json: dict[str, tuple[wire.Json, bytes]] = {}
+
+    # -- framework.pipeline.Extender --------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The urlPrefix as configured, as upstream's Name()."""
+        return self.config.url_prefix
+
+    @property
+    def ignorable(self) -> bool:
+        return self.config.ignorable
+
+    @property
+    def weight(self) -> int:
+        return self.config.weight
+
+    @property
+    def timeout_seconds(self) -> float:
+        return self._timeout
+
+    def url(self, verb: str) -> str:
+        return f"{self._base}/{verb}"
+
+    def is_filter(self) -> bool:
+        return bool(self.config.filter_verb)
+
+    def is_prioritizer(self) -> bool:
+        return bool(self.config.prioritize_verb)
+
+    def is_binder(self) -> bool:
+        return bool(self.config.bind_verb)
+
+    def supports_preemption(self) -> bool:
+        return bool(self.config.preempt_verb)
+
+    def is_interested(self, pod: PodInfo) -> bool:
+        """True when managedResources is empty or a container or init container names one
+        of them in its requests or limits (extender.go IsInterested)."""
+        managed = self._managed
+        if not managed:
+            return True
+        spec = pod.spec
+        for key in ("containers", "initContainers"):
+            for container in spec.get(key) or ():
+                resources = container.get("resources") or {}
+                for section in ("requests", "limits"):
+                    names = resources.get(section)
+                    if names and not managed.isdisjoint(names):
+                        return True
+        return False
+
+    async def filter(self, pod: PodInfo, nodes: Sequence[NodeInfo]
+                     ) -> tuple[list[NodeInfo], dict[str, str], dict[str, str]]:
+        """Feasible nodes (a subset of `nodes`, in the extender's order), then failed and
+        failed-and-unresolvable node name -> reason."""
+        verb = self.config.filter_verb
+        if not verb:
+            return list(nodes), {}, {}
+        answer = await self._send(verb, self._args(pod, nodes))
+        result = wire.ExtenderFilterResult.from_json(answer)
+        if result.error:
+            raise ExtenderError(
+                f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
+        if self.config.node_cache_capable and result.node_names is not None:
+            names = result.node_names
+        elif result.nodes is not None:
+            names = [wire.node_name(n) for n in result.nodes]
+        else:
+            names = []  # upstream: neither list means no node passed
+        by_name = {n.name: n for n in nodes}
+        feasible: list[NodeInfo] = []
+        seen: set[str] = set()
+        for name in names:
+            node = by_name.get(name)
+            if node is None:
+                raise ExtenderError(
+                    f"extender {_go_quote(self.name)} claims a filtered node "
+                    f"{_go_quote(name)} which is not found in the input node list")
+            if name not in seen:
+                seen.add(name)
+                feasible.append(node)
+        return feasible, result.failed_nodes, result.failed_and_unresolvable_nodes
+
+    async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, int]:
+        """Host -> score in 0..MaxExtenderPriority. A host listed twice gets the sum, as
+        upstream adds every entry; the pipeline applies weight x (100 / 10)."""
+        verb = self.config.prioritize_verb
+        if not verb:
+            return {n.name: 0 for n in nodes}
+        answer = await self._send(verb, self._args(pod, nodes))
+        scores: dict[str, int] = {}
+        for hp in wire.decode_host_priority_list(answer):
+            scores[hp.host] = scores.get(hp.host, 0) + hp.score
+        for host, score in scores.items():
+            if score < wire.MIN_EXTENDER_PRIORITY or score > MAX_EXTENDER_PRIORITY:
+                scores[host] = min(max(score, wire.MIN_EXTENDER_PRIORITY),
+                                   MAX_EXTENDER_PRIORITY)
+        return scores
+
+    # -- binding and preemption -------------------------------------------------------
+
+    async def bind(self, pod: PodInfo, node_name: str) -> None:
+        """Ask the extender to bind `pod` to `node_name` instead of posting a Binding."""
+        verb = self.config.bind_verb
+        if not verb:
+            raise ExtenderError("unexpected empty bindVerb in extender")
+        args = wire.ExtenderBindingArgs(pod.name, pod.namespace, pod.uid, node_name)
+        answer = await self._send(verb, wire.dumps(args.to_json()))
+        result = wire.ExtenderBindingResult.from_json(answer)
+        if result.error:
+            raise ExtenderError(
+                f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
+
+    async def process_preemption(
+        self, pod: PodInfo, victims_by_node: Mapping[str, wire.Victims],
+        node_infos: Mapping[str, NodeInfo] | None = None,
+    ) -> dict[str, wire.Victims]:
+        """The candidates the extender keeps, with the victims it chose (extender.go
+        ProcessPreemption). The extender answers with pod UIDs; they are resolved against
+        the pods on each node in `node_infos` (the snapshot), or, without it, against the
+        victims offered for that node."""
+        verb = self.config.preempt_verb
+        if not verb:
+            raise ExtenderError(f"preempt verb is not defined for extender {self.name} "
+                                "but run into ProcessPreemption")
+        if self.config.node_cache_capable:
+            args = wire.ExtenderPreemptionArgs(
+                pod.raw, node_name_to_meta_victims={
+                    n: v.to_meta() for n, v in victims_by_node.items()})
+        else:
+            args = wire.ExtenderPreemptionArgs(pod.raw, node_name_to_victims=victims_by_node)
+        answer = await self._send(verb, wire.dumps(args.to_json()))
+        result = wire.ExtenderPreemptionResult.from_json(answer)
+        out: dict[str, wire.Victims] = {}
+        for node_name, meta in result.node_name_to_meta_victims.items():
+            candidates = self._pods_on(node_name, victims_by_node, node_infos)
+            pods: list[wire.Json] = []
+            for meta_pod in meta.pods:
+                found = candidates.get(meta_pod.uid)
+                if found is None:
+                    raise ExtenderError(
+                        f"extender: {self.name} claims to preempt pod (UID: {meta_pod.uid}) "
+                        f"on node: {node_name}, but the pod is not found on that node")
+                pods.append(found)
+            out[node_name] = wire.Victims(tuple(pods), meta.num_pdb_violations)
+        return out
+
+    @staticmethod
+    def _pods_on(node_name: str, victims_by_node: Mapping[str, wire.Victims],
+                 node_infos: Mapping[str, NodeInfo] | None) -> dict[str, wire.Json]:
+        """UID -> pod JSON of the pods an answer may name on `node_name`."""
+        if node_infos is not None:
+            info = node_infos.get(node_name)
+            if info is None:
+                raise ExtenderError(f"nodeinfo not found for node name {_go_quote(node_name)}")
+            return {p.uid: p.raw for p in info.pods.values()}
+        offered = victims_by_node.get(node_name)
+        if offered is None:
+            raise ExtenderError(f"nodeinfo not found for node name {_go_quote(node_name)}")
+        return {str((p.get("metadata") or {}).get("uid") or ""): p for p in offered.pods}
+
+    # -- transport ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the connection pool; the next call opens a new one."""
+        session, self._session, self._session_loop = self._session, None, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    def _session_for_loop(self) -> aiohttp.ClientSession:
+        """The pool for the running loop, created on first use: an aiohttp session belongs
+        to the loop it was made on."""
+        loop = asyncio.get_running_loop()
+        session = self._session
+        if session is None or session.closed or self._session_loop is not loop:
+            connector = aiohttp.TCPConnector(ssl=self._ssl,
+                                             keepalive_timeout=IDLE_CONNECTION_SECONDS)
+            session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                headers=_HEADERS,
+                trust_env=False,
+            )
+            self._session, self._session_loop = session, loop
+        return session
+
+    async def _send(self, verb: str, body: bytes) -> Any:
+        """POST `body` to the verb's URL; the decoded JSON answer. Every failure is an
+        ExtenderError naming the URL."""
+        url = self.url(verb)
+        session = self._session_for_loop()
+        try:
+            async with session.post(url, data=body) as resp:
+                # Read even an error answer to the end, so the connection stays pooled.
+                payload = await resp.read()
+                status = resp.status
+        except TimeoutError:
+            raise ExtenderError(f'Post "{url}": no answer within httpTimeout '
+                                f"({self._timeout:g}s)") from None
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise ExtenderError(f'Post "{url}": {exc or type(exc).__name__}') from exc
+        if status != 200:
+            raise ExtenderError(f"failed {verb} with extender at URL {url}, code {status}")
+        return wire.loads(payload, f"decoding the {verb} answer of the extender at URL {url}")
+
+    def _args(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> bytes:
+        """ExtenderArgs for filter and prioritize; whole nodes come from the per-node
+        cache, which matters at thousands of nodes per pod."""
+        pod_json = wire.dumps(pod.raw)
+        if self.config.node_cache_capable:
+            return wire.encode_args(pod_json, None, [n.name for n in nodes])
+        return wire.encode_args(pod_json, self._nodes_json(nodes), None)
+
+    def _nodes_json(self, nodes: Sequence[NodeInfo]) -> list[bytes]:
+        cache = self._node_json
+        if len(cache) > len(nodes) + _NODE_CACHE_SLACK:
+            cache.clear()
+        out: list[bytes] = []
+        for n in nodes:
+            entry = cache.get(n.name)
+            if entry is None or entry[0] is not n.raw:
+                entry = (n.raw, wire.dumps(n.raw))
+                cache[n.name] = entry
+            out.append(entry[1])
+        return out
