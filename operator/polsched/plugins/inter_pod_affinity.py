@@ -1,0 +1,478 @@
+"""InterPodAffinity: required pod (anti-)affinity as a filter, preferred terms as a scorer.
+
+Reimplements kube-scheduler's interpodaffinity plugin (pkg/scheduler/framework/plugins/
+interpodaffinity/{filtering,scoring,plugin}.go, v1.36). The v1.36 hostname fast path is an
+optimisation with the same outcome and is not copied.
+
+PreFilter / PreScore walk the snapshot once per pod and reduce it to counts per topology
+pair (topologyKey, value); Filter and Score per node are dict lookups on the node's labels.
+
+namespaceSelector: kube-scheduler resolves it with a namespace lister. A plugin here never
+calls the API server, so it reads namespace labels from ``Handle.extra["namespace_labels"]``
+(a ``Mapping[str, Mapping[str, str]]``, namespace name -> labels; the cache may update it in
+place). Without that mapping an empty namespaceSelector (``{}``) still means every namespace,
+and any non-empty namespaceSelector matches no namespace (only the term's ``namespaces``
+list applies).
+
+matchLabelKeys / mismatchLabelKeys: the API server merges them into labelSelector when the
+pod is created (pkg/registry/core/pod/strategy.go applyMatchLabelKeysAndMismatchLabelKeys);
+we merge them again when parsing a term, which is a no-op for pods the API server already
+mutated and makes pods built elsewhere (tests, older servers) behave the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+NAME = "InterPodAffinity"
+
+# filtering.go
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
+    "node(s) didn't satisfy existing pods anti-affinity rules")
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+DEFAULT_ARGS: Mapping[str, Any] = {
+    "hardPodAffinityWeight": 1,
+    "ignorePreferredTermsOfExistingPods": False,
+}
+# apis/config/validation: ValidateInterPodAffinityArgs
+_MAX_HARD_POD_AFFINITY_WEIGHT = 100
+
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+TopologyPair = tuple[str, str]
+_NO_LABELS: Mapping[str, str] = {}
+
+
+# -- affinity terms -----------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A parsed v1.PodAffinityTerm (framework.AffinityTerm), with its weight when preferred."""
+
+    selector: Matcher
+    topology_key: str
+    namespaces: frozenset[str]
+    # namespaceSelector {}: every namespace.
+    all_namespaces: bool
+    # A non-empty namespaceSelector, matched against namespace labels; None when absent.
+    namespace_selector: Matcher | None
+    weight: int = 0
+
+    def matches(self, pod: PodInfo, ns_labels: Mapping[str, str] | None) -> bool:
+        """AffinityTerm.Matches: the pod's namespace is selected and its labels match.
+        `ns_labels` are the labels of the pod's namespace, None when unknown."""
+        if (self.all_namespaces or pod.namespace in self.namespaces
+                or (self.namespace_selector is not None and ns_labels is not None
+                    and self.namespace_selector(ns_labels))):
+            return self.selector(pod.labels)
+        return False
+
+
+def _merge_label_keys(selector: Any, term: Mapping[str, Any],
+                      pod_labels: Mapping[str, str]) -> Any:
+    """matchLabelKeys adds `key In (value)`, mismatchLabelKeys `key NotIn (value)`, for keys
+    the owning pod has; a null labelSelector stays null (it selects nothing anyway)."""
+    match_keys = term.get("matchLabelKeys") or ()
+    mismatch_keys = term.get("mismatchLabelKeys") or ()
+    if selector is None or not isinstance(selector, Mapping) or not (match_keys or mismatch_keys):
+        return selector
+    exprs = list(selector.get("matchExpressions") or ())
+    for keys, op in ((match_keys, "In"), (mismatch_keys, "NotIn")):
+        for key in keys:
+            if isinstance(key, str) and key in pod_labels:
+                exprs.append({"key": key, "operator": op, "values": [pod_labels[key]]})
+    return {**selector, "matchExpressions": exprs}
+
+
+def _parse_term(pod: PodInfo, term: Any, weight: int, path: str) -> AffinityTerm:
+    if not isinstance(term, Mapping):
+        raise SelectorError(path, "must be an object")
+    selector = _merge_label_keys(term.get("labelSelector"), term, pod.labels)
+    matcher = compile_label_selector(selector, f"{path}.labelSelector")
+    namespaces = frozenset(term.get("namespaces") or ())
+    ns_sel = term.get("namespaceSelector")
+    all_namespaces = False
+    ns_matcher: Matcher | None = None
+    if ns_sel is None:
+        # getNamespacesFromPodAffinityTerm: neither namespaces nor a selector means the
+        # pod's own namespace.
+        if not namespaces:
+            namespaces = frozenset((pod.namespace,))
+    elif isinstance(ns_sel, Mapping) and not ns_sel.get("matchLabels") \
+            and not ns_sel.get("matchExpressions"):
+        all_namespaces = True
+    else:
+        ns_matcher = compile_label_selector(ns_sel, f"{path}.namespaceSelector")
+    return AffinityTerm(matcher, str(term.get("topologyKey") or ""), namespaces,
+                        all_namespaces, ns_matcher, weight)
+
+
+def _parse_terms(pod: PodInfo, kind: str, when: str) -> tuple[AffinityTerm, ...]:
+    """One list of a pod's terms, e.g. podAntiAffinity.requiredDuringScheduling...; raises
+    SelectorError naming the field."""
+    section = pod.affinity.get(kind) or {}
+    raw = section.get(when) or ()
+    base = f"spec.affinity.{kind}.{when}"
+    terms: list[AffinityTerm] = []
+    for i, item in enumerate(raw):
+        path = f"{base}[{i}]"
+        if when.startswith("preferred"):
+            if not isinstance(item, Mapping):
+                raise SelectorError(path, "must be an object")
+            weight = item.get("weight") or 0
+            terms.append(_parse_term(pod, item.get("podAffinityTerm"), int(weight),
+                                     f"{path}.podAffinityTerm"))
+        else:
+            terms.append(_parse_term(pod, item, 0, path))
+    return tuple(terms)
+
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerms:
+    """All affinity terms of one pod (framework.PodInfo's four term lists)."""
+
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[AffinityTerm, ...] = ()
+
+    @staticmethod
+    def parse(pod: PodInfo, strict: bool) -> PodTerms:
+        """strict: raise SelectorError on the first malformed term (the incoming pod);
+        otherwise a malformed list is dropped, as framework.NewPodInfo leaves it empty."""
+        lists: list[tuple[AffinityTerm, ...]] = []
+        for kind, when in (("podAffinity", _REQUIRED), ("podAntiAffinity", _REQUIRED),
+                           ("podAffinity", _PREFERRED), ("podAntiAffinity", _PREFERRED)):
+            try:
+                lists.append(_parse_terms(pod, kind, when))
+            except (SelectorError, TypeError, ValueError):
+                if strict:
+                    raise
+                lists.append(())
+        return PodTerms(*lists)
+
+
+_EMPTY_TERMS = PodTerms()
+
+
+class _TermsCache:
+    """Parsed terms of existing pods, reused while the PodInfo object is the same (the
+    cache builds a new PodInfo for every pod version)."""
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[PodInfo, PodTerms]] = {}
+        self._limit = 4096
+
+    def get(self, pod: PodInfo) -> PodTerms:
+        if not pod.has_affinity:
+            return _EMPTY_TERMS
+        hit = self._entries.get(pod.key)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        terms = PodTerms.parse(pod, strict=False)
+        if len(self._entries) >= self._limit:
+            # Entries of deleted pods are never looked up again: start over rather than
+            # track deletions; live pods are re-parsed once.
+            self._entries.clear()
+        self._entries[pod.key] = (pod, terms)
+        return terms
+
+    def grow_to(self, live: int) -> None:
+        self._limit = max(self._limit, 2 * live)
+
+
+def _namespace_lookup(handle: Handle) -> NamespaceLabels | None:
+    lookup = handle.extra.get("namespace_labels")
+    return lookup if isinstance(lookup, Mapping) else None
+
+
+# -- args -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InterPodAffinityArgs:
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+
+def parse_args(args: Mapping[str, Any] | None) -> InterPodAffinityArgs:
+    """InterPodAffinityArgs (KubeSchedulerConfiguration v1), defaulted and validated."""
+    if not args:
+        args = DEFAULT_ARGS
+    if not isinstance(args, Mapping):
+        raise ArgsError("", "must be an object with hardPodAffinityWeight and/or "
+                            "ignorePreferredTermsOfExistingPods")
+    for key in args:
+        if key not in DEFAULT_ARGS:
+            raise ArgsError(str(key), "unknown field: InterPodAffinity takes hardPodAffinityWeight "
+                                      "and ignorePreferredTermsOfExistingPods")
+    weight = args.get("hardPodAffinityWeight", DEFAULT_ARGS["hardPodAffinityWeight"])
+    if isinstance(weight, bool) or not isinstance(weight, int) \
+            or not 0 <= weight <= _MAX_HARD_POD_AFFINITY_WEIGHT:
+        raise ArgsError("hardPodAffinityWeight",
+                        f"must be an integer in [0-{_MAX_HARD_POD_AFFINITY_WEIGHT}], "
+                        f"got {weight!r}")
+    ignore = args.get("ignorePreferredTermsOfExistingPods", False)
+    if not isinstance(ignore, bool):
+        raise ArgsError("ignorePreferredTermsOfExistingPods",
+                        f"must be true or false, got {ignore!r}")
+    return InterPodAffinityArgs(weight, ignore)
+
+
+# -- filter ---------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _FilterState:
+    affinity_terms: tuple[AffinityTerm, ...]
+    anti_affinity_terms: tuple[AffinityTerm, ...]
+    # existing pods matching ALL the incoming pod's affinity terms, per topology pair
+    affinity_counts: dict[TopologyPair, int]
+    # existing pods matching each incoming anti-affinity term, per topology pair
+    anti_affinity_counts: dict[TopologyPair, int]
+    # existing pods whose required anti-affinity terms match the incoming pod
+    existing_anti_affinity_counts: dict[TopologyPair, int]
+    # the topology keys appearing in existing_anti_affinity_counts
+    existing_anti_affinity_keys: frozenset[str]
+    # satisfyPodAffinity's escape hatch: no pod matches anywhere and the pod matches its
+    # own affinity terms, so the first pod of a group with self-affinity can land.
+    self_affinity_ok: bool
+
+
+def _add(counts: dict[TopologyPair, int], node: NodeInfo, key: str) -> None:
+    value = node.labels.get(key)
+    if value is not None:
+        pair = (key, value)
+        counts[pair] = counts.get(pair, 0) + 1
+
+
+class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
+    NAME = NAME
+
+    def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
+        self.args = args
+        self._namespaces = _namespace_lookup(handle)
+        self._terms = _TermsCache()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        try:
+            terms = PodTerms.parse(pod, strict=True)
+        except (SelectorError, TypeError, ValueError) as err:
+            return Status.unresolvable(f"parsing pod: {err}")
+        lookup = self._namespaces
+        own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
+
+        # getExistingAntiAffinityCounts: only nodes with pods carrying required anti-affinity.
+        existing: dict[TopologyPair, int] = {}
+        cached = self._terms.get
+        live = 0
+        for node in snapshot.nodes:
+            if not node.pods_with_required_anti_affinity:
+                continue
+            for other in node.pods.values():
+                if not other.has_required_anti_affinity:
+                    continue
+                live += 1
+                for t in cached(other).required_anti_affinity:
+                    if t.matches(pod, own_ns_labels):
+                        _add(existing, node, t.topology_key)
+        self._terms.grow_to(live)
+
+        affinity = terms.required_affinity
+        anti = terms.required_anti_affinity
+        if not existing and not affinity and not anti:
+            return SKIP
+
+        # getIncomingAffinityAntiAffinityCounts
+        affinity_counts: dict[TopologyPair, int] = {}
+        anti_counts: dict[TopologyPair, int] = {}
+        if affinity or anti:
+            for node in snapshot.nodes:
+                for other in node.pods.values():
+                    ns_labels = None if lookup is None else lookup.get(other.namespace)
+                    if affinity and all(t.matches(other, ns_labels) for t in affinity):
+                        for t in affinity:
+                            _add(affinity_counts, node, t.topology_key)
+                    for t in anti:
+                        if t.matches(other, ns_labels):
+                            _add(anti_counts, node, t.topology_key)
+
+        own_ns = None if lookup is None else lookup.get(pod.namespace)
+        self_ok = (not affinity_counts and bool(affinity)
+                   and all(t.matches(pod, own_ns) for t in affinity))
+        state.write(_PRE_FILTER_KEY, _FilterState(
+            affinity, anti, affinity_counts, anti_counts, existing,
+            frozenset(k for k, _ in existing), self_ok))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        s: _FilterState = state.read(_PRE_FILTER_KEY)
+        labels = node.labels
+        if s.affinity_terms:
+            pods_exist = True
+            counts = s.affinity_counts
+            for t in s.affinity_terms:
+                value = labels.get(t.topology_key)
+                if value is None:
+                    # All topology labels must exist on the node.
+                    return _AFFINITY_NOT_MATCH
+                if counts.get((t.topology_key, value), 0) <= 0:
+                    pods_exist = False
+            if not pods_exist and not s.self_affinity_ok:
+                return _AFFINITY_NOT_MATCH
+        if s.anti_affinity_counts:
+            counts = s.anti_affinity_counts
+            for t in s.anti_affinity_terms:
+                value = labels.get(t.topology_key)
+                if value is not None and counts.get((t.topology_key, value), 0) > 0:
+                    return _ANTI_AFFINITY_NOT_MATCH
+        if s.existing_anti_affinity_counts:
+            counts = s.existing_anti_affinity_counts
+            for key in s.existing_anti_affinity_keys:
+                value = labels.get(key)
+                if value is not None and counts.get((key, value), 0) > 0:
+                    return _EXISTING_ANTI_AFFINITY_NOT_MATCH
+        return SUCCESS
+
+
+_AFFINITY_NOT_MATCH = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+_EXISTING_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(
+    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+
+
+# -- scorer ---------------------------------------------------------------------------------
+
+# topologyKey -> topology value -> summed weight
+ScoreMap = dict[str, dict[str, int]]
+
+
+def _process_term(scores: ScoreMap, term: AffinityTerm, weight: int, pod: PodInfo,
+                  ns_labels: Mapping[str, str] | None, node: NodeInfo) -> None:
+    """scoreMap.processTerm"""
+    if term.matches(pod, ns_labels):
+        value = node.labels.get(term.topology_key)
+        if value is not None:
+            by_value = scores.setdefault(term.topology_key, {})
+            by_value[value] = by_value.get(value, 0) + weight
+
+
+class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
+    NAME = NAME
+
+    def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
+        self.args = args
+        self._namespaces = _namespace_lookup(handle)
+        self._terms = _TermsCache()
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        pod_affinity = pod.affinity.get("podAffinity") or {}
+        pod_anti = pod.affinity.get("podAntiAffinity") or {}
+        has_constraints = bool(pod_affinity.get(_PREFERRED) or pod_anti.get(_PREFERRED))
+        # Optionally ignore existing pods' preferences when the incoming pod has none.
+        if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return SKIP
+        try:
+            terms = PodTerms.parse(pod, strict=True)
+        except (SelectorError, TypeError, ValueError) as err:
+            return Status.error(f"failed to parse pod: {err}")
+
+        lookup = self._namespaces
+        own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
+        hard_weight = self.args.hard_pod_affinity_weight
+        preferred = terms.preferred_affinity
+        preferred_anti = terms.preferred_anti_affinity
+        cached = self._terms.get
+        scores: ScoreMap = {}
+        live = 0
+        for node in snapshot.nodes:
+            # Unless the incoming pod has preferred terms, only pods with affinity matter.
+            if not has_constraints and not node.pods_with_affinity:
+                continue
+            if not node.labels:
+                continue
+            for other in node.pods.values():
+                if has_constraints:
+                    ns_labels = None if lookup is None else lookup.get(other.namespace)
+                    for t in preferred:
+                        _process_term(scores, t, t.weight, other, ns_labels, node)
+                    for t in preferred_anti:
+                        _process_term(scores, t, -t.weight, other, ns_labels, node)
+                if not other.has_affinity:
+                    continue
+                live += 1
+                existing = cached(other)
+                if hard_weight > 0:
+                    for t in existing.required_affinity:
+                        _process_term(scores, t, hard_weight, pod, own_ns_labels, node)
+                for t in existing.preferred_affinity:
+                    _process_term(scores, t, t.weight, pod, own_ns_labels, node)
+                for t in existing.preferred_anti_affinity:
+                    _process_term(scores, t, -t.weight, pod, own_ns_labels, node)
+        self._terms.grow_to(live)
+        # Upstream skips when no node produced a score entry; entries that sum to zero
+        # still count as produced.
+        if not scores:
+            return SKIP
+        state.write(_PRE_SCORE_KEY, scores)
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        scores: ScoreMap = state.read(_PRE_SCORE_KEY)
+        labels = node.labels
+        total = 0
+        for key, by_value in scores.items():
+            value = labels.get(key)
+            if value is not None:
+                total += by_value.get(value, 0)
+        return total
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """Min-max scaling into 0..MAX_NODE_SCORE: affinity scores are positive and
+        anti-affinity scores negative, so the lowest raw score maps to 0."""
+        if not scores or not state.get(_PRE_SCORE_KEY):
+            return SUCCESS
+        lo, hi = min(scores), max(scores)
+        diff = hi - lo
+        for i, s in enumerate(scores):
+            scores[i] = int(MAX_NODE_SCORE * ((s - lo) / diff)) if diff > 0 else 0
+        return SUCCESS
+
+
+# -- registration ---------------------------------------------------------------------------
+
+def new_filter(args: Mapping[str, Any], handle: Handle) -> InterPodAffinityFilter:
+    return InterPodAffinityFilter(parse_args(args), handle)
+
+
+def new_scorer(args: Mapping[str, Any], handle: Handle) -> InterPodAffinityScorer:
+    return InterPodAffinityScorer(parse_args(args), handle)
+
+
+SPEC = PluginSpec(name=NAME, filter=new_filter, score=new_scorer, default_args=DEFAULT_ARGS)

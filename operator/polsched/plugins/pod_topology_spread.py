@@ -1,0 +1,533 @@
+"""PodTopologySpread: a pod's topologySpreadConstraints as a filter (DoNotSchedule) and a
+scorer (ScheduleAnyway).
+
+Reimplements kube-scheduler's podtopologyspread plugin (pkg/scheduler/framework/plugins/
+podtopologyspread/{common,filtering,scoring,plugin}.go, v1.36). PreFilter / PreScore count
+matching pods per topology domain once per pod; Filter and Score per node are dict lookups
+(Score also counts the node's own pods for kubernetes.io/hostname constraints, as upstream).
+
+Counted pods: same namespace as the incoming pod, labels matching the constraint's selector
+(labelSelector plus matchLabelKeys), not terminating (no metadata.deletionTimestamp). A
+node takes part in a constraint only when it has every constraint's topologyKey and passes
+the constraint's node inclusion policies: nodeAffinityPolicy Honor (the default) requires
+the pod's nodeSelector and required node affinity to match the node, nodeTaintsPolicy Honor
+(default Ignore) requires the pod to tolerate the node's NoSchedule/NoExecute taints.
+
+Default constraints (args defaultConstraints / defaultingType): upstream applies them only to
+pods without constraints of their own, with a selector built from the Services,
+ReplicationControllers, ReplicaSets and StatefulSets that select the pod, and skips them
+when that selector is empty. polsched has no such listers, so the selector is always empty
+and default constraints never apply, whether System or List. (Building the selector from
+the pod's own labels instead would spread pods upstream does not spread.) The args are
+still validated as upstream does, so a policy that kube-scheduler accepts loads here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import (
+    Matcher,
+    SelectorError,
+    compile_label_selector,
+    compile_requirements,
+)
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins import taint_toleration
+
+NAME = "PodTopologySpread"
+
+# plugin.go
+ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+IGNORE = "Ignore"
+SYSTEM_DEFAULTING = "System"
+LIST_DEFAULTING = "List"
+
+# plugin.go systemDefaultConstraints
+SYSTEM_DEFAULT_CONSTRAINTS: tuple[Mapping[str, Any], ...] = (
+    {"topologyKey": LABEL_HOSTNAME, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 3},
+    {"topologyKey": LABEL_TOPOLOGY_ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 5},
+)
+
+DEFAULT_ARGS: Mapping[str, Any] = {"defaultingType": SYSTEM_DEFAULTING}
+
+_MAX_INT32 = 2**31 - 1
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+# -- constraints ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """common.go topologySpreadConstraint: a v1.TopologySpreadConstraint with its selector
+    compiled (matchLabelKeys merged) and its defaults applied."""
+
+    max_skew: int
+    topology_key: str
+    selector: Matcher
+    # labels.Selector.Empty(): a selector without requirements counts no pods (although the
+    # incoming pod itself matches it), common.go countPodsMatchSelector.
+    selector_empty: bool
+    min_domains: int = 1
+    honor_node_affinity: bool = True
+    honor_node_taints: bool = False
+
+
+def _compile_constraint(c: Mapping[str, Any], pod_labels: Mapping[str, str],
+                        path: str) -> SpreadConstraint:
+    sel = c.get("labelSelector")
+    match_keys = c.get("matchLabelKeys") or ()
+    extra = [{"key": k, "operator": "In", "values": [pod_labels[k]]}
+             for k in match_keys if isinstance(k, str) and k in pod_labels]
+    # mergeLabelSetWithSelector: the pod's values of matchLabelKeys are ANDed with the
+    # selector; a null selector selects nothing and stays so.
+    if extra and isinstance(sel, Mapping):
+        sel = {**sel, "matchExpressions": [*(sel.get("matchExpressions") or ()), *extra]}
+    matcher = compile_label_selector(sel, f"{path}.labelSelector")
+    empty = isinstance(sel, Mapping) and not sel.get("matchLabels") \
+        and not sel.get("matchExpressions")
+    min_domains = c.get("minDomains")
+    return SpreadConstraint(
+        max_skew=int(c.get("maxSkew") or 0),
+        topology_key=str(c.get("topologyKey") or ""),
+        selector=matcher,
+        selector_empty=empty,
+        min_domains=1 if min_domains is None else int(min_domains),
+        honor_node_affinity=(c.get("nodeAffinityPolicy") or HONOR) == HONOR,
+        honor_node_taints=(c.get("nodeTaintsPolicy") or IGNORE) == HONOR,
+    )
+
+
+def pod_constraints(pod: PodInfo, action: str) -> tuple[SpreadConstraint, ...]:
+    """The pod's own constraints with whenUnsatisfiable == action (filterTopology-
+    SpreadConstraints). Raises SelectorError on a malformed selector."""
+    out: list[SpreadConstraint] = []
+    for i, c in enumerate(pod.spec.get("topologySpreadConstraints") or ()):
+        if isinstance(c, Mapping) and c.get("whenUnsatisfiable") == action:
+            out.append(_compile_constraint(c, pod.labels, f"spec.topologySpreadConstraints[{i}]"))
+    return tuple(out)
+
+
+# -- node inclusion -------------------------------------------------------------------------
+
+NodePredicate = Callable[[NodeInfo], bool]
+
+
+def _compile_match_fields(reqs: Any) -> Matcher:
+    """nodeSelectorRequirementsAsFieldSelector: only metadata.name, In/NotIn, one value."""
+    for r in reqs:
+        if not isinstance(r, Mapping) or r.get("key") != "metadata.name" \
+                or r.get("operator") not in ("In", "NotIn") or len(r.get("values") or ()) != 1:
+            raise SelectorError("matchFields", "only metadata.name In/NotIn with one value")
+    return compile_requirements(reqs)
+
+
+def required_node_affinity(pod: PodInfo) -> NodePredicate:
+    """component-helpers nodeaffinity.GetRequiredNodeAffinity(pod).Match, ignoring parse
+    errors as PodTopologySpread does: nodeSelector AND any of the required
+    nodeSelectorTerms (a malformed or empty term matches no node)."""
+    selector = tuple(pod.node_selector.items())
+    node_affinity = pod.affinity.get("nodeAffinity") or {}
+    required = node_affinity.get(_REQUIRED)
+    terms: list[tuple[Matcher, Matcher | None]] | None = None
+    if required is not None:
+        terms = []
+        for term in (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) \
+                else ():
+            if not isinstance(term, Mapping):
+                continue
+            exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+            if not exprs and not fields:
+                continue
+            try:
+                expr_match = compile_requirements(exprs)
+                field_match = _compile_match_fields(fields) if fields else None
+            except SelectorError:
+                continue
+            terms.append((expr_match, field_match))
+    if not selector and terms is None:
+        return lambda node: True
+
+    def match(node: NodeInfo) -> bool:
+        labels = node.labels
+        for k, v in selector:
+            if labels.get(k) != v:
+                return False
+        if terms is None:
+            return True
+        for expr_match, field_match in terms:
+            if expr_match(labels) and (field_match is None
+                                       or field_match({"metadata.name": node.name})):
+                return True
+        return False
+    return match
+
+
+class _NodeInclusion:
+    """matchNodeInclusionPolicies for one incoming pod; each predicate evaluated at most
+    once per node and cycle."""
+
+    __slots__ = ("_affinity", "_tolerations", "_affinity_ok", "_taints_ok")
+
+    def __init__(self, pod: PodInfo) -> None:
+        self._affinity = required_node_affinity(pod)
+        self._tolerations = taint_toleration.compile_tolerations(pod.tolerations)
+        self._affinity_ok: dict[str, bool] = {}
+        self._taints_ok: dict[str, bool] = {}
+
+    def includes(self, c: SpreadConstraint, node: NodeInfo) -> bool:
+        if c.honor_node_affinity:
+            ok = self._affinity_ok.get(node.name)
+            if ok is None:
+                ok = self._affinity_ok[node.name] = self._affinity(node)
+            if not ok:
+                return False
+        if c.honor_node_taints:
+            ok = self._taints_ok.get(node.name)
+            if ok is None:
+                ok = self._taints_ok[node.name] = taint_toleration.find_untolerated_taint(
+                    node.taints, self._tolerations) is None
+            if not ok:
+                return False
+        return True
+
+
+def count_matching(node: NodeInfo, selector: Matcher, namespace: str) -> int:
+    """countPodsMatchSelector for a non-empty selector: pods of `namespace` on the node
+    whose labels match, skipping terminating pods (kubernetes#87621)."""
+    n = 0
+    for p in node.pods.values():
+        if p.namespace == namespace and selector(p.labels) \
+                and not (p.raw.get("metadata") or {}).get("deletionTimestamp"):
+            n += 1
+    return n
+
+
+def _has_keys(labels: Mapping[str, str], constraints: Sequence[SpreadConstraint]) -> bool:
+    """nodeLabelsMatchSpreadConstraints: the node has every constraint's topologyKey."""
+    for c in constraints:
+        if c.topology_key not in labels:
+            return False
+    return True
+
+
+# -- args -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PodTopologySpreadArgs:
+    defaulting_type: str = SYSTEM_DEFAULTING
+    default_constraints: tuple[Mapping[str, Any], ...] = ()
+
+
+_CONSTRAINT_FIELDS = frozenset((
+    "maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains",
+    "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys"))
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _validate_default_constraint(c: Any, path: str) -> None:
+    """ValidatePodTopologySpreadArgs for one default constraint, plus the fields upstream's
+    decoder types (minDomains, policies, matchLabelKeys)."""
+    if not isinstance(c, Mapping):
+        raise ArgsError(path, "must be an object with maxSkew, topologyKey and "
+                              "whenUnsatisfiable")
+    for key in c:
+        if key not in _CONSTRAINT_FIELDS:
+            raise ArgsError(f"{path}.{key}", "unknown field")
+    skew = c.get("maxSkew")
+    if not _positive_int(skew):
+        raise ArgsError(f"{path}.maxSkew", f"must be an integer greater than 0, got {skew!r}")
+    key = c.get("topologyKey")
+    if not isinstance(key, str) or not key:
+        raise ArgsError(f"{path}.topologyKey", "must be a non-empty label key")
+    when = c.get("whenUnsatisfiable")
+    if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise ArgsError(f"{path}.whenUnsatisfiable",
+                        f"must be {DO_NOT_SCHEDULE} or {SCHEDULE_ANYWAY}, got {when!r}")
+    if c.get("labelSelector") is not None:
+        raise ArgsError(f"{path}.labelSelector", "must not be set: default constraints "
+                        "take their selector from the pod's owners; remove it")
+    md = c.get("minDomains")
+    if md is not None:
+        if not _positive_int(md):
+            raise ArgsError(f"{path}.minDomains", f"must be an integer greater than 0, "
+                                                  f"got {md!r}")
+        if when != DO_NOT_SCHEDULE:
+            raise ArgsError(f"{path}.minDomains",
+                            f"can only be set when whenUnsatisfiable is {DO_NOT_SCHEDULE}")
+    for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        v = c.get(policy)
+        if v is not None and v not in (HONOR, IGNORE):
+            raise ArgsError(f"{path}.{policy}", f"must be {HONOR} or {IGNORE}, got {v!r}")
+    mlk = c.get("matchLabelKeys")
+    if mlk is not None and (not isinstance(mlk, list)
+                            or not all(isinstance(k, str) and k for k in mlk)):
+        raise ArgsError(f"{path}.matchLabelKeys", "must be a list of label keys")
+
+
+def parse_args(args: Mapping[str, Any] | None) -> PodTopologySpreadArgs:
+    """PodTopologySpreadArgs (KubeSchedulerConfiguration v1), defaulted and validated as
+    apis/config/validation ValidatePodTopologySpreadArgs."""
+    if not args:
+        args = DEFAULT_ARGS
+    if not isinstance(args, Mapping):
+        raise ArgsError("", "must be an object with defaultingType and/or defaultConstraints")
+    for key in args:
+        if key not in ("defaultingType", "defaultConstraints"):
+            raise ArgsError(str(key), "unknown field: PodTopologySpread takes defaultingType "
+                                      "and defaultConstraints")
+    defaulting = args.get("defaultingType") or SYSTEM_DEFAULTING
+    if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
+        raise ArgsError("defaultingType", f"must be {SYSTEM_DEFAULTING} or {LIST_DEFAULTING}, "
+                                          f"got {defaulting!r}")
+    raw = args.get("defaultConstraints")
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise ArgsError("defaultConstraints", "must be a list of constraints")
+    if defaulting == SYSTEM_DEFAULTING and raw:
+        raise ArgsError("defaultingType", f"must be {LIST_DEFAULTING} when defaultConstraints "
+                                          f"are set ({SYSTEM_DEFAULTING} uses the built-in "
+                                          "constraints)")
+    seen: set[tuple[str, str]] = set()
+    for i, c in enumerate(raw):
+        path = f"defaultConstraints[{i}]"
+        _validate_default_constraint(c, path)
+        pair = (c["topologyKey"], c["whenUnsatisfiable"])
+        if pair in seen:
+            raise ArgsError(path, f"duplicate constraint for topologyKey {pair[0]!r} and "
+                                  f"whenUnsatisfiable {pair[1]}")
+        seen.add(pair)
+    constraints = SYSTEM_DEFAULT_CONSTRAINTS if defaulting == SYSTEM_DEFAULTING else tuple(raw)
+    return PodTopologySpreadArgs(defaulting, constraints)
+
+
+# -- the plugin -----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _FilterConstraint:
+    topology_key: str
+    # domain value -> matching pods
+    counts: dict[str, int]
+    # a node of domain v fails when counts[v] > limit, where
+    # limit = maxSkew + global minimum - (1 if the pod matches its own selector else 0)
+    limit: int
+
+
+@dataclass(slots=True)
+class _ScoreState:
+    constraints: tuple[SpreadConstraint, ...]
+    # per constraint: domain value -> matching pods; empty for hostname constraints,
+    # counted per node in Score
+    counts: list[dict[str, int]]
+    weights: list[float]
+    ignored: set[str]
+    require_all: bool
+    namespace: str
+    # per scored node, in the order score_nodes saw them: was it ignored
+    ignored_mask: list[bool]
+
+
+class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
+                        ScoreExtensions):
+    NAME = NAME
+
+    def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
+        self.args = args
+        self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+
+    def _constraints(self, pod: PodInfo, action: str) -> tuple[SpreadConstraint, ...]:
+        if pod.spec.get("topologySpreadConstraints"):
+            return pod_constraints(pod, action)
+        # buildDefaultConstraints: without Service/ReplicaSet/StatefulSet/RC listers the
+        # default selector is empty, and upstream returns no constraints for an empty one.
+        return ()
+
+    # -- filter --
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        try:
+            constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        except (SelectorError, TypeError, ValueError) as err:
+            return Status.error(f"obtaining pod's hard topology spread constraints: {err}")
+        if not constraints:
+            return SKIP
+        namespace = pod.namespace
+        inclusion = _NodeInclusion(pod)
+        counts: list[dict[str, int]] = [{} for _ in constraints]
+        for node in snapshot.nodes:
+            labels = node.labels
+            if not _has_keys(labels, constraints):
+                continue
+            for i, c in enumerate(constraints):
+                if not inclusion.includes(c, node):
+                    continue
+                value = labels[c.topology_key]
+                n = 0 if c.selector_empty else count_matching(node, c.selector, namespace)
+                by_value = counts[i]
+                by_value[value] = by_value.get(value, 0) + n
+        compiled: list[_FilterConstraint] = []
+        pod_labels = pod.labels
+        for c, by_value in zip(constraints, counts, strict=True):
+            # minMatchNum: fewer eligible domains than minDomains makes the global minimum 0
+            # (MaxInt32 when no domain is eligible is upstream's value, kept for parity).
+            min_match = min(by_value.values(), default=_MAX_INT32)
+            if len(by_value) < c.min_domains:
+                min_match = 0
+            self_match = 1 if c.selector(pod_labels) else 0
+            compiled.append(_FilterConstraint(c.topology_key, by_value,
+                                              c.max_skew + min_match - self_match))
+        state.write(_PRE_FILTER_KEY, tuple(compiled))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
+        labels = node.labels
+        for c in constraints:
+            value = labels.get(c.topology_key)
+            if value is None:
+                return _NODE_LABEL_NOT_MATCH
+            if c.counts.get(value, 0) > c.limit:
+                return _CONSTRAINTS_NOT_MATCH
+        return SUCCESS
+
+    # -- scorer --
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        if not snapshot.nodes:
+            return SKIP
+        try:
+            constraints = self._constraints(pod, SCHEDULE_ANYWAY)
+        except (SelectorError, TypeError, ValueError) as err:
+            return Status.error(f"obtaining pod's soft topology spread constraints: {err}")
+        if not constraints:
+            return SKIP
+        # Only non-system-default rules require every topology label on a node, so that
+        # nodes without a zone label still get hostname spreading.
+        require_all = bool(pod.spec.get("topologySpreadConstraints")) \
+            or not self.system_defaulted
+        # initPreScoreState: the domains of the feasible nodes, and the nodes to ignore.
+        counts: list[dict[str, int]] = [{} for _ in constraints]
+        sizes = [0] * len(constraints)
+        ignored: set[str] = set()
+        for node in nodes:
+            labels = node.labels
+            if require_all and not _has_keys(labels, constraints):
+                ignored.add(node.name)
+                continue
+            for i, c in enumerate(constraints):
+                if c.topology_key == LABEL_HOSTNAME:
+                    continue   # counted per node in Score
+                value = labels.get(c.topology_key, "")
+                if value not in counts[i]:
+                    counts[i][value] = 0
+                    sizes[i] += 1
+        weights: list[float] = []
+        for i, c in enumerate(constraints):
+            size = len(nodes) - len(ignored) if c.topology_key == LABEL_HOSTNAME else sizes[i]
+            weights.append(math.log(size + 2))
+
+        namespace = pod.namespace
+        inclusion = _NodeInclusion(pod)
+        for node in snapshot.nodes:
+            labels = node.labels
+            if require_all and not _has_keys(labels, constraints):
+                continue
+            for i, c in enumerate(constraints):
+                by_value = counts[i]
+                value = labels.get(c.topology_key, "")
+                # Only domains of feasible nodes are counted.
+                if value not in by_value or not inclusion.includes(c, node):
+                    continue
+                if not c.selector_empty:
+                    by_value[value] += count_matching(node, c.selector, namespace)
+        state.write(_PRE_SCORE_KEY, _ScoreState(constraints, counts, weights, ignored,
+                                                 require_all, namespace, []))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        s: _ScoreState = state.read(_PRE_SCORE_KEY)
+        if node.name in s.ignored:
+            return 0
+        labels = node.labels
+        total = 0.0
+        for i, c in enumerate(s.constraints):
+            value = labels.get(c.topology_key)
+            if value is None:
+                continue
+            if c.topology_key == LABEL_HOSTNAME:
+                cnt = 0 if c.selector_empty else count_matching(node, c.selector, s.namespace)
+            else:
+                cnt = s.counts[i].get(value, 0)
+            # scoreForCount: maxSkew-1 waters down differences between domains.
+            total += cnt * s.weights[i] + (c.max_skew - 1)
+        # math.Round: half away from zero (the total is never negative)
+        return math.floor(total + 0.5)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: Sequence[NodeInfo]) -> list[int] | Status:
+        s: _ScoreState = state.read(_PRE_SCORE_KEY)
+        s.ignored_mask = [n.name in s.ignored for n in nodes]
+        score = self.score
+        return [score(state, pod, n) for n in nodes]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """Fewer matching pods score higher: MAX * (max + min - s) / max over the nodes not
+        ignored; ignored nodes get 0."""
+        s: _ScoreState | None = state.get(_PRE_SCORE_KEY)
+        if s is None:
+            return SUCCESS
+        mask = s.ignored_mask if len(s.ignored_mask) == len(scores) else [False] * len(scores)
+        lo, hi = _MAX_INT64, 0
+        for i, v in enumerate(scores):
+            if mask[i]:
+                continue
+            lo = min(lo, v)
+            hi = max(hi, v)
+        for i, v in enumerate(scores):
+            if mask[i]:
+                scores[i] = 0
+            elif hi == 0:
+                scores[i] = MAX_NODE_SCORE
+            else:
+                scores[i] = MAX_NODE_SCORE * (hi + lo - v) // hi
+        return SUCCESS
+
+
+_MAX_INT64 = 2**63 - 1
+_CONSTRAINTS_NOT_MATCH = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+_NODE_LABEL_NOT_MATCH = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> PodTopologySpread:
+    return PodTopologySpread(parse_args(args), handle)
+
+
+SPEC = PluginSpec(name=NAME, filter=new, score=new, default_args=DEFAULT_ARGS)
