@@ -1,0 +1,325 @@
+"""NodeAffinity: spec.nodeSelector and required node affinity must match the node (filter);
+matching preferred node affinity terms add their weights (scorer).
+
+Copies kube-scheduler's nodeaffinity plugin (pkg/scheduler/framework/plugins/nodeaffinity/
+node_affinity.go) and component-helpers' scheduling/corev1/nodeaffinity/nodeaffinity.go:
+terms are ORed, a term's matchExpressions (node labels) and matchFields (only
+metadata.name exists) are ANDed, an empty term matches nothing, a required term that does
+not parse is skipped while a preferred term that does not parse is an error. Args:
+addedAffinity (NodeAffinityArgs), which every pod must also satisfy / is scored by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    default_normalize,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import SelectorError, compile_requirements
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+NAME = "NodeAffinity"
+
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+# metav1.ObjectNameField: the only node field a matchFields requirement can name.
+OBJECT_NAME_FIELD = "metadata.name"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+_POD_MISMATCH = Status.unresolvable(ERR_REASON_POD)
+_ENFORCED_MISMATCH = Status.unresolvable(ERR_REASON_ENFORCED)
+
+FieldMatcher = Callable[[Mapping[str, str]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A parsed NodeSelectorTerm; None for a part the term does not have."""
+
+    labels: Callable[[Mapping[str, str]], bool] | None
+    fields: FieldMatcher | None
+
+    def matches(self, node: NodeInfo) -> bool:
+        if self.labels is not None and not self.labels(node.labels):
+            return False
+        # Upstream skips matchFields for a node without a name (no fields to match).
+        if self.fields is not None and node.name and not self.fields(
+                {OBJECT_NAME_FIELD: node.name}):
+            return False
+        return True
+
+
+def _path(base: str, child: str) -> str:
+    return f"{base}.{child}" if base else child
+
+
+def _compile_field_requirements(reqs: Any, path: str) -> FieldMatcher:
+    """nodeSelectorRequirementsAsFieldSelector: In / NotIn with exactly one value each."""
+    if not isinstance(reqs, list):
+        raise SelectorError(path, "must be a list")
+    checks: list[tuple[str, bool, str]] = []
+    for i, r in enumerate(reqs):
+        rpath = f"{path}[{i}]"
+        if not isinstance(r, Mapping):
+            raise SelectorError(rpath, "must be an object with key, operator and values")
+        key = r.get("key")
+        if not isinstance(key, str) or not key:
+            raise SelectorError(_path(rpath, "key"), "must be a non-empty string")
+        op = r.get("operator")
+        if op not in ("In", "NotIn"):
+            raise SelectorError(_path(rpath, "operator"),
+                                f"unsupported operator {op!r}: must be one of In, NotIn")
+        values = r.get("values") or []
+        if not isinstance(values, list) or len(values) != 1 or not isinstance(values[0], str):
+            raise SelectorError(_path(rpath, "values"), "must have one element")
+        checks.append((key, op == "In", values[0]))
+    frozen = tuple(checks)
+
+    def match(fields: Mapping[str, str]) -> bool:
+        for key, equal, value in frozen:
+            if (fields.get(key, "") == value) is not equal:
+                return False
+        return True
+    return match
+
+
+def compile_term(term: Any, path: str) -> Term | None:
+    """One NodeSelectorTerm; None when it is empty (it then matches nothing and is dropped).
+    Raises SelectorError naming the field."""
+    if not isinstance(term, Mapping):
+        raise SelectorError(path, "must be an object with matchExpressions and/or matchFields")
+    exprs = term.get("matchExpressions")
+    fields = term.get("matchFields")
+    if not exprs and not fields:
+        return None
+    label_matcher = compile_requirements(exprs, _path(path, "matchExpressions")) if exprs else None
+    field_matcher = _compile_field_requirements(fields, _path(path, "matchFields")) if fields \
+        else None
+    return Term(label_matcher, field_matcher)
+
+
+def compile_node_selector(selector: Any, path: str, lazy: bool) -> tuple[Term, ...]:
+    """A v1.NodeSelector's terms. With lazy (a pod's own affinity, as upstream's
+    LazyErrorNodeSelector) a term that does not parse is dropped: it matches no node.
+    Without lazy (our args) it raises SelectorError."""
+    if not isinstance(selector, Mapping):
+        raise SelectorError(path, "must be an object with nodeSelectorTerms")
+    raw = selector.get("nodeSelectorTerms") or []
+    tpath = _path(path, "nodeSelectorTerms")
+    if not isinstance(raw, list):
+        raise SelectorError(tpath, "must be a list")
+    terms: list[Term] = []
+    for i, t in enumerate(raw):
+        try:
+            term = compile_term(t, f"{tpath}[{i}]")
+        except SelectorError:
+            if lazy:
+                continue
+            raise
+        if term is not None:
+            terms.append(term)
+    return tuple(terms)
+
+
+def compile_preferred(raw: Any, path: str) -> tuple[tuple[int, Term], ...]:
+    """PreferredSchedulingTerms: (weight, term), dropping zero weights and empty terms.
+    Raises SelectorError naming the field."""
+    if not isinstance(raw, list):
+        raise SelectorError(path, "must be a list")
+    out: list[tuple[int, Term]] = []
+    for i, p in enumerate(raw):
+        ppath = f"{path}[{i}]"
+        if not isinstance(p, Mapping):
+            raise SelectorError(ppath, "must be an object with weight and preference")
+        weight = p.get("weight") or 0
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise SelectorError(_path(ppath, "weight"), "must be an integer")
+        if weight == 0:
+            continue
+        term = compile_term(p.get("preference") or {}, _path(ppath, "preference"))
+        if term is not None:
+            out.append((weight, term))
+    return tuple(out)
+
+
+def _matches_all(terms: Sequence[Term], node: NodeInfo) -> bool:
+    """A NodeSelector: any term matches; no term at all matches nothing."""
+    for term in terms:
+        if term.matches(node):
+            return True
+    return False
+
+
+def _preferred_score(terms: Sequence[tuple[int, Term]], node: NodeInfo) -> int:
+    return sum(weight for weight, term in terms if term.matches(node))
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredNodeAffinity:
+    """nodeaffinity.RequiredNodeAffinity: nodeSelector labels AND the required terms (None
+    when the pod has no required node affinity)."""
+
+    node_selector: tuple[tuple[str, str], ...]
+    terms: tuple[Term, ...] | None
+
+    @classmethod
+    def of(cls, pod: PodInfo) -> RequiredNodeAffinity:
+        required = (pod.affinity.get("nodeAffinity") or {}).get(REQUIRED)
+        terms = None
+        if required is not None:
+            try:
+                terms = compile_node_selector(required, "", lazy=True)
+            except SelectorError:
+                terms = ()
+        return cls(tuple(pod.node_selector.items()), terms)
+
+    def matches(self, node: NodeInfo) -> bool:
+        labels = node.labels
+        for key, value in self.node_selector:
+            if labels.get(key) != value:
+                return False
+        return self.terms is None or _matches_all(self.terms, node)
+
+
+def _names_conflict(required: Any) -> bool:
+    """PreFilter's node-name shortcut: when every required term names nodes with
+    matchFields metadata.name In, and the union of those names is empty, no node can
+    match ("pod affinity terms conflict")."""
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return False
+    union: set[str] = set()
+    for t in terms:
+        names: set[str] | None = None
+        fields = t.get("matchFields") if isinstance(t, Mapping) else None
+        for r in fields if isinstance(fields, list) else ():
+            if (isinstance(r, Mapping) and r.get("key") == OBJECT_NAME_FIELD
+                    and r.get("operator") == "In"):
+                values = {v for v in r.get("values") or () if isinstance(v, str)}
+                names = values if names is None else names & values
+        if names is None:
+            return False
+        union |= names
+    return not union
+
+
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
+                   ScoreExtensions):
+    NAME = NAME
+
+    def __init__(self, added_required: tuple[Term, ...] | None,
+                 added_preferred: tuple[tuple[int, Term], ...]) -> None:
+        self.added_required = added_required
+        self.added_preferred = added_preferred
+
+    # -- filter ------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        required = (pod.affinity.get("nodeAffinity") or {}).get(REQUIRED)
+        if required is None and self.added_required is None and not pod.node_selector:
+            return SKIP
+        state.write(_PRE_FILTER_KEY, RequiredNodeAffinity.of(pod))
+        if required is not None and _names_conflict(required):
+            return Status.unresolvable(ERR_REASON_CONFLICT)
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if self.added_required is not None and not _matches_all(self.added_required, node):
+            return _ENFORCED_MISMATCH
+        required: RequiredNodeAffinity | None = state.get(_PRE_FILTER_KEY)
+        if required is None:
+            required = RequiredNodeAffinity.of(pod)
+        return SUCCESS if required.matches(node) else _POD_MISMATCH
+
+    # -- score -------------------------------------------------------------------------
+    @staticmethod
+    def _pod_preferred(pod: PodInfo) -> tuple[tuple[int, Term], ...]:
+        raw = (pod.affinity.get("nodeAffinity") or {}).get(PREFERRED)
+        if raw is None:
+            return ()
+        return compile_preferred(raw, f"spec.affinity.nodeAffinity.{PREFERRED}")
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        try:
+            preferred = self._pod_preferred(pod)
+        except SelectorError as err:
+            return Status.error(f"pod {pod.key}: {err}")
+        if not preferred and not self.added_preferred:
+            return SKIP
+        state.write(_PRE_SCORE_KEY, self.added_preferred + preferred)
+        return SUCCESS
+
+    def _terms(self, state: CycleState, pod: PodInfo) -> tuple[tuple[int, Term], ...]:
+        terms: tuple[tuple[int, Term], ...] | None = state.get(_PRE_SCORE_KEY)
+        if terms is None:
+            terms = self.added_preferred + self._pod_preferred(pod)
+        return terms
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return _preferred_score(self._terms(state, pod), node)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: Sequence[NodeInfo]) -> list[int] | Status:
+        try:
+            terms = self._terms(state, pod)
+        except SelectorError as err:
+            return Status.error(f"pod {pod.key}: {err}")
+        return [_preferred_score(terms, n) for n in nodes]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        return default_normalize(scores)
+
+
+_ARGS_FIELDS = ("addedAffinity",)
+_ADDED_FIELDS = (REQUIRED, PREFERRED)
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeAffinity:
+    """NodeAffinityArgs, validated as ValidateNodeAffinityArgs does."""
+    args = args or {}
+    if not isinstance(args, Mapping):
+        raise ArgsError("", "must be an object with addedAffinity")
+    for key in args:
+        if key not in _ARGS_FIELDS:
+            raise ArgsError(str(key), "unknown field; NodeAffinity args have addedAffinity")
+    added = args.get("addedAffinity")
+    if added is None:
+        return NodeAffinity(None, ())
+    if not isinstance(added, Mapping):
+        raise ArgsError("addedAffinity", f"must be an object with {REQUIRED} and/or {PREFERRED}")
+    for key in added:
+        if key not in _ADDED_FIELDS:
+            raise ArgsError(f"addedAffinity.{key}",
+                            f"unknown field; addedAffinity has {REQUIRED} and {PREFERRED}")
+    required: tuple[Term, ...] | None = None
+    preferred: tuple[tuple[int, Term], ...] = ()
+    try:
+        if added.get(REQUIRED) is not None:
+            required = compile_node_selector(added[REQUIRED], f"addedAffinity.{REQUIRED}",
+                                             lazy=False)
+        if added.get(PREFERRED):
+            preferred = compile_preferred(added[PREFERRED], f"addedAffinity.{PREFERRED}")
+    except SelectorError as err:
+        raise ArgsError(err.path, err.message) from err
+    return NodeAffinity(required, preferred)
+
+
+SPEC = PluginSpec(name=NAME, filter=new, score=new)

@@ -1,0 +1,42 @@
+"""NodeName: a pod that names a node (spec.nodeName) fits only that node.
+
+Copies kube-scheduler's nodename plugin (pkg/scheduler/framework/plugins/nodename/node_name.go).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+NAME = "NodeName"
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+_MISMATCH = Status.unresolvable(ERR_REASON)
+
+
+class NodeName(PreFilterPlugin, FilterPlugin):
+    NAME = NAME
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        return SUCCESS if pod.node_name else SKIP
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if not pod.node_name or pod.node_name == node.name:
+            return SUCCESS
+        return _MISMATCH
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeName:
+    if args:
+        raise ArgsError("", f"{NAME} takes no args; remove them")
+    return NodeName()
+
+
+SPEC = PluginSpec(name=NAME, filter=new)

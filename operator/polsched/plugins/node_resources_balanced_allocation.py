@@ -1,0 +1,128 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resource usage stays balanced across
+resources (cpu vs memory by default) once the pod is placed.
+
+Copies kube-scheduler v1.37's balanced_allocation.go (pkg/scheduler/framework/plugins/
+noderesources): the balance is 1 - the standard deviation of the requested/allocatable
+fractions (each capped at 1), scored by how the pod changes it:
+MaxNodeScore/2 + (MaxNodeScore/2 + balanceWithPod - balanceWithoutPod) / 2. It counts plain
+requests (not the non-zero defaults), and PreScore skips a pod that requests none of the
+resources. Args: resources (names, weight must be 1; default cpu, memory).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    Handle,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.node_resources_fit import (
+    DEFAULT_RESOURCES,
+    ResourceVectors,
+    div_trunc,
+    parse_resources,
+)
+
+NAME = "NodeResourcesBalancedAllocation"
+
+DEFAULT_ARGS: Mapping[str, Any] = {
+    "resources": [{"name": n, "weight": w} for n, w in DEFAULT_RESOURCES],
+}
+
+_PRE_SCORE_KEY = "PreScore" + NAME
+_HALF = MAX_NODE_SCORE // 2
+
+
+def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """balancedResourceScore: (1 - std of the utilization fractions) * MaxNodeScore."""
+    fractions: list[float] = []
+    total = 0.0
+    for i, cap in enumerate(allocatable):
+        if cap == 0:
+            continue
+        fraction = min(requested[i] / cap, 1.0)
+        total += fraction
+        fractions.append(fraction)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        acc = 0.0
+        for f in fractions:
+            acc = acc + (f - mean) * (f - mean)
+        std = math.sqrt(acc / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def balanced_score(requested: Sequence[int], allocated: Sequence[int],
+                   allocatable: Sequence[int]) -> int:
+    """balancedResourceScorer: how placing the pod changes the balance, centred on 50."""
+    with_pod = balanced_resource_score(requested, allocatable)
+    without_pod = balanced_resource_score(allocated, allocatable)
+    return _HALF + div_trunc(_HALF + with_pod - without_pod, 2)
+
+
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
+    NAME = NAME
+
+    def __init__(self, resources: Sequence[str]) -> None:
+        self.vectors = ResourceVectors(resources, use_requested=True)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        requests = self.vectors.pod_requests(pod)
+        if not any(requests):  # a best-effort pod changes no node's balance
+            return SKIP
+        state.write(_PRE_SCORE_KEY, requests)
+        return SUCCESS
+
+    def _requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        requests: tuple[int, ...] | None = state.get(_PRE_SCORE_KEY)
+        return requests if requests is not None else self.vectors.pod_requests(pod)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        requests = self._requests(state, pod)
+        if not any(requests):
+            return 0
+        return balanced_score(*self.vectors.node(node, requests))
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: Sequence[NodeInfo]) -> list[int]:
+        requests = self._requests(state, pod)
+        if not any(requests):
+            return [0] * len(nodes)
+        vectors = self.vectors.node
+        return [balanced_score(*vectors(n, requests)) for n in nodes]
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesBalancedAllocation:
+    """NodeResourcesBalancedAllocationArgs, validated as
+    ValidateNodeResourcesBalancedAllocationArgs: no duplicate names, every weight 1."""
+    args = args or {}
+    if not isinstance(args, Mapping):
+        raise ArgsError("", "must be an object with resources")
+    for key in args:
+        if key != "resources":
+            raise ArgsError(str(key), "unknown field; allowed: resources")
+    resources = parse_resources(args.get("resources"), "resources")
+    seen: set[str] = set()
+    for i, (name, weight) in enumerate(resources):
+        if name in seen:
+            raise ArgsError(f"resources[{i}].name", f"duplicate value {name!r}")
+        seen.add(name)
+        if weight != 1:
+            raise ArgsError(f"resources[{i}].weight", f"invalid value {weight}: must be 1")
+    return NodeResourcesBalancedAllocation([n for n, _ in resources])
+
+
+SPEC = PluginSpec(name=NAME, score=new, default_args=DEFAULT_ARGS)

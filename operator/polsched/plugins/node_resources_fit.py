@@ -1,0 +1,513 @@
+"""NodeResourcesFit: the pod's requests must fit the node's free allocatable (filter); nodes
+score by how allocated they would be (scorer: LeastAllocated, MostAllocated or
+RequestedToCapacityRatio).
+
+Copies kube-scheduler's noderesources plugin (pkg/scheduler/framework/plugins/noderesources/
+fit.go fitsRequest, resource_allocation.go, least_allocated.go, most_allocated.go,
+requested_to_capacity_ratio.go, helper/shape_score.go) and the validation and defaults of
+NodeResourcesFitArgs (pkg/scheduler/apis/config/validation/validation_pluginargs.go,
+apis/config/v1/defaults.go). Also the resource vocabulary NodeResourcesBalancedAllocation
+shares with it (same upstream package): ResourceSpec parsing and the node's
+requested/allocatable vectors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from polsched.framework import resources as res
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+NAME = "NodeResourcesFit"
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+
+# apis/config MaxCustomPriorityScore: shape scores are 0..10, scaled to 0..MAX_NODE_SCORE.
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+
+ERR_REASON_TOO_MANY_PODS = "Too many pods"
+
+DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = ((res.CPU, 1), (res.MEMORY, 1))
+DEFAULT_ARGS: Mapping[str, Any] = {
+    "scoringStrategy": {
+        "type": LEAST_ALLOCATED,
+        "resources": [{"name": n, "weight": w} for n, w in DEFAULT_RESOURCES],
+    },
+}
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+# v1.DefaultResourceRequestsPrefix, v1.ResourceDefaultNamespacePrefix, ...
+_REQUESTS_PREFIX = "requests."
+_NATIVE_NAMESPACE = "kubernetes.io/"
+_HUGEPAGES_PREFIX = "hugepages-"
+_ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
+
+# apimachinery validation.IsQualifiedName
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def qualified_name_error(value: str) -> str | None:
+    """Why `value` is not a qualified name ([prefix/]name, as label keys), or None."""
+    prefix, _, name = value.rpartition("/")
+    if "/" in prefix:
+        return ("a qualified name must consist of alphanumeric characters, '-', '_' or '.', "
+                "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
+    if "/" in value and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return "prefix part must be a lowercase DNS subdomain of at most 253 characters"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return ("name part must be at most 63 characters of alphanumerics, '-', '_' or '.', "
+                "starting and ending with an alphanumeric character")
+    return None
+
+
+def is_native_resource(name: str) -> bool:
+    return "/" not in name or _NATIVE_NAMESPACE in name
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io."""
+    if is_native_resource(name) or name.startswith(_REQUESTS_PREFIX):
+        return False
+    return qualified_name_error(_REQUESTS_PREFIX + name) is None
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """scheduler/util IsScalarResourceName: the resources kept besides cpu, memory,
+    ephemeral-storage and pods (extended, hugepages, *kubernetes.io/*, attachable volumes)."""
+    return (is_extended_resource_name(name) or name.startswith(_HUGEPAGES_PREFIX)
+            or _NATIVE_NAMESPACE in name or name.startswith(_ATTACHABLE_VOLUMES_PREFIX))
+
+
+def div_trunc(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+# -- args ----------------------------------------------------------------------------------
+
+
+def _int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgsError(path, f"must be an integer, got {value!r}")
+    return value
+
+
+def _check_fields(raw: Mapping[str, Any], path: str, allowed: Sequence[str]) -> None:
+    for key in raw:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise ArgsError(where, f"unknown field; allowed: {', '.join(allowed)}")
+
+
+def parse_resources(raw: Any, path: str) -> tuple[tuple[str, int], ...]:
+    """[]ResourceSpec {name, weight}: an empty list means cpu:1, memory:1 and a missing or
+    zero weight means 1 (v1 defaults). Returns (name, weight) pairs; weights unchecked."""
+    if raw is None:
+        return DEFAULT_RESOURCES
+    if not isinstance(raw, list):
+        raise ArgsError(path, "must be a list of {name, weight}")
+    out: list[tuple[str, int]] = []
+    for i, item in enumerate(raw):
+        ipath = f"{path}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ArgsError(ipath, "must be an object with name and weight")
+        _check_fields(item, ipath, ("name", "weight"))
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise ArgsError(f"{ipath}.name", "must be a non-empty resource name")
+        weight = _int(item.get("weight") or 0, f"{ipath}.weight") or 1
+        out.append((name, weight))
+    return tuple(out) or DEFAULT_RESOURCES
+
+
+def _parse_shape(raw: Any, path: str) -> tuple[tuple[int, int], ...]:
+    """validateFunctionShape: at least one point, utilization strictly increasing in
+    0..100, score in 0..10."""
+    if raw is None or raw == []:
+        raise ArgsError(path, "at least one point must be specified")
+    if not isinstance(raw, list):
+        raise ArgsError(path, "must be a list of {utilization, score}")
+    points: list[tuple[int, int]] = []
+    for i, p in enumerate(raw):
+        ppath = f"{path}[{i}]"
+        if not isinstance(p, Mapping):
+            raise ArgsError(ppath, "must be an object with utilization and score")
+        _check_fields(p, ppath, ("utilization", "score"))
+        points.append((_int(p.get("utilization") or 0, f"{ppath}.utilization"),
+                       _int(p.get("score") or 0, f"{ppath}.score")))
+    for i in range(1, len(points)):
+        if points[i - 1][0] >= points[i][0]:
+            raise ArgsError(f"{path}[{i}].utilization",
+                            f"invalid value {points[i][0]}: values must be sorted in "
+                            "increasing order")
+    for i, (utilization, score) in enumerate(points):
+        if not 0 <= utilization <= MAX_UTILIZATION:
+            raise ArgsError(f"{path}[{i}].utilization",
+                            f"invalid value {utilization}: not in valid range [0, 100]")
+        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ArgsError(f"{path}[{i}].score",
+                            f"invalid value {score}: not in valid range [0, 10]")
+    return tuple(points)
+
+
+@dataclass(frozen=True)
+class ScoringStrategy:
+    type: str
+    resources: tuple[tuple[str, int], ...]
+    # RequestedToCapacityRatio only: (utilization 0..100, score 0..10) points.
+    shape: tuple[tuple[int, int], ...] = ()
+
+
+def parse_scoring_strategy(raw: Any, path: str = "scoringStrategy") -> ScoringStrategy:
+    if raw is None:
+        return ScoringStrategy(LEAST_ALLOCATED, DEFAULT_RESOURCES)
+    if not isinstance(raw, Mapping):
+        raise ArgsError(path, "must be an object with type, resources and "
+                              "requestedToCapacityRatio")
+    _check_fields(raw, path, ("type", "resources", "requestedToCapacityRatio"))
+    kind = raw.get("type")
+    if kind not in SCORING_STRATEGY_TYPES:
+        raise ArgsError(f"{path}.type", f"unsupported value {kind!r}: supported values: "
+                                        + ", ".join(f'"{t}"' for t in SCORING_STRATEGY_TYPES))
+    resources = parse_resources(raw.get("resources"), f"{path}.resources")
+    for i, (name, weight) in enumerate(resources):
+        if not 0 < weight <= 100:
+            raise ArgsError(f"{path}.resources[{i}].weight",
+                            f"resource weight of {name} not in valid range (0, 100]")
+    ratio = raw.get("requestedToCapacityRatio")
+    rpath = f"{path}.requestedToCapacityRatio"
+    if kind == REQUESTED_TO_CAPACITY_RATIO:
+        if ratio is None:
+            raise ArgsError(rpath, "must be specified when type is RequestedToCapacityRatio")
+        if not isinstance(ratio, Mapping):
+            raise ArgsError(rpath, "must be an object with shape")
+        _check_fields(ratio, rpath, ("shape",))
+        return ScoringStrategy(kind, resources, _parse_shape(ratio.get("shape"), f"{rpath}.shape"))
+    if ratio is not None:
+        raise ArgsError(rpath, "must be nil when type is not RequestedToCapacityRatio")
+    return ScoringStrategy(kind, resources)
+
+
+def _parse_names(raw: Any, path: str, group: bool) -> frozenset[str]:
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list):
+        raise ArgsError(path, "must be a list of resource names")
+    for i, name in enumerate(raw):
+        if not isinstance(name, str):
+            raise ArgsError(f"{path}[{i}]", "must be a string")
+        if group and "/" in name:
+            raise ArgsError(f"{path}[{i}]", f"invalid value {name!r}: resource group name "
+                                            "can't contain '/'")
+        err = qualified_name_error(name)
+        if err:
+            raise ArgsError(f"{path}[{i}]", f"invalid value {name!r}: {err}")
+    return frozenset(raw)
+
+
+# -- node vectors shared with NodeResourcesBalancedAllocation -------------------------------
+
+_CPU, _MEMORY, _EPHEMERAL, _SCALAR, _NONE = range(5)
+
+
+def _kind(name: str) -> int:
+    if name == res.CPU:
+        return _CPU
+    if name == res.MEMORY:
+        return _MEMORY
+    if name == res.EPHEMERAL_STORAGE:
+        return _EPHEMERAL
+    return _SCALAR if is_scalar_resource_name(name) else _NONE
+
+
+class ResourceVectors:
+    """resourceAllocationScorer's calculateNodeAllocatableRequest for a fixed resource list:
+    per resource, the node's allocatable, what is allocated on it, and that plus the pod.
+
+    With use_requested False (NodeResourcesFit) cpu and memory count the non-zero requests
+    (a container without a request counts 100m / 200Mi); with True (BalancedAllocation) the
+    plain requests. A scalar resource the pod does not request, a resource the node lacks,
+    or an unknown non-scalar name is left out (allocatable 0)."""
+
+    __slots__ = ("names", "kinds", "use_requested")
+
+    def __init__(self, names: Sequence[str], use_requested: bool) -> None:
+        self.names = tuple(names)
+        self.kinds = tuple(_kind(n) for n in names)
+        self.use_requested = use_requested
+
+    def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
+        """calculatePodResourceRequestList."""
+        out = []
+        for name, kind in zip(self.names, self.kinds, strict=True):
+            if kind == _CPU and not self.use_requested:
+                out.append(pod.non_zero_cpu)
+            elif kind == _MEMORY and not self.use_requested:
+                out.append(pod.non_zero_memory)
+            else:
+                out.append(pod.requests.get(name, 0))
+        return tuple(out)
+
+    def node(self, node: NodeInfo, pod_requests: Sequence[int]
+             ) -> tuple[list[int], list[int], list[int]]:
+        """(requested incl. the pod, allocated, allocatable), one entry per resource."""
+        n = len(self.names)
+        requested, allocated, allocatable = [0] * n, [0] * n, [0] * n
+        alloc_map = node.allocatable
+        req_map = node.requested
+        for i in range(n):
+            kind = self.kinds[i]
+            pod_req = pod_requests[i]
+            name = self.names[i]
+            if kind == _CPU:
+                cap = alloc_map.get(name, 0)
+                used = req_map.get(name, 0) if self.use_requested else node.non_zero_cpu
+            elif kind == _MEMORY:
+                cap = alloc_map.get(name, 0)
+                used = req_map.get(name, 0) if self.use_requested else node.non_zero_memory
+            elif kind == _EPHEMERAL:
+                cap = alloc_map.get(name, 0)
+                used = req_map.get(name, 0)
+            elif kind == _SCALAR:
+                if pod_req == 0 or name not in alloc_map:
+                    continue
+                cap = alloc_map[name]
+                used = req_map.get(name, 0)
+            else:
+                continue
+            if cap == 0:
+                continue
+            allocatable[i] = cap
+            allocated[i] = used
+            requested[i] = used + pod_req
+        return requested, allocated, allocatable
+
+
+# -- scoring strategies -------------------------------------------------------------------
+
+Scorer = Callable[[Sequence[int], Sequence[int]], int]
+
+
+def _least_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def _most_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def _weighted_mean(resource_score: Callable[[int, int], int],
+                   weights: Sequence[int]) -> Scorer:
+    """leastResourceScorer / mostResourceScorer."""
+    def score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, cap in enumerate(allocatable):
+            if cap == 0:
+                continue
+            node_score += resource_score(requested[i], cap) * weights[i]
+            weight_sum += weights[i]
+        return node_score // weight_sum if weight_sum else 0
+    return score
+
+
+def broken_linear_function(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
+    """helper.BuildBrokenLinearFunction over (utilization, score) points, integer math as Go."""
+    def f(p: int) -> int:
+        for i, (utilization, score) in enumerate(shape):
+            if p <= utilization:
+                if i == 0:
+                    return score
+                u0, s0 = shape[i - 1]
+                return s0 + div_trunc((score - s0) * (p - u0), utilization - u0)
+        return shape[-1][1]
+    return f
+
+
+def _requested_to_capacity_ratio(shape: Sequence[tuple[int, int]],
+                                 weights: Sequence[int]) -> Scorer:
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    raw = broken_linear_function([(u, s * scale) for u, s in shape])
+
+    def score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, cap in enumerate(allocatable):
+            if cap == 0:
+                continue
+            req = requested[i]
+            r = raw(MAX_UTILIZATION) if req > cap else raw(req * MAX_UTILIZATION // cap)
+            # Upstream leaves zero-scoring resources out of the mean.
+            if r > 0:
+                node_score += r * weights[i]
+                weight_sum += weights[i]
+        if weight_sum == 0:
+            return 0
+        # math.Round: half away from zero (scores are non-negative).
+        return (2 * node_score + weight_sum) // (2 * weight_sum)
+    return score
+
+
+def build_scorer(strategy: ScoringStrategy) -> Scorer:
+    weights = [w for _, w in strategy.resources]
+    if strategy.type == LEAST_ALLOCATED:
+        return _weighted_mean(_least_requested_score, weights)
+    if strategy.type == MOST_ALLOCATED:
+        return _weighted_mean(_most_requested_score, weights)
+    return _requested_to_capacity_ratio(strategy.shape, weights)
+
+
+# -- the plugin -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _PodRequest:
+    """What Filter compares, per pod: cpu, memory, ephemeral-storage and the scalar
+    resources not ignored, each with its "Insufficient <name>" reason."""
+
+    cpu: int
+    memory: int
+    ephemeral: int
+    scalars: tuple[tuple[str, int, str], ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.cpu or self.memory or self.ephemeral or self.scalars)
+
+
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    NAME = NAME
+
+    def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
+                 strategy: ScoringStrategy) -> None:
+        self.ignored_resources = ignored_resources
+        self.ignored_groups = ignored_groups
+        self.strategy = strategy
+        self.vectors = ResourceVectors([n for n, _ in strategy.resources], use_requested=False)
+        self._scorer = build_scorer(strategy)
+
+    # -- filter ------------------------------------------------------------------------
+    def _pod_request(self, pod: PodInfo) -> _PodRequest:
+        scalars = []
+        for name, qty in pod.requests.items():
+            if qty == 0 or not is_scalar_resource_name(name):
+                continue
+            # Only extended resources can be ignored (fitsRequest).
+            if is_extended_resource_name(name) and (
+                    name in self.ignored_resources
+                    or (self.ignored_groups and name.split("/", 1)[0] in self.ignored_groups)):
+                continue
+            scalars.append((name, qty, f"Insufficient {name}"))
+        r = pod.requests
+        return _PodRequest(r.get(res.CPU, 0), r.get(res.MEMORY, 0),
+                           r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars))
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        state.write(_PRE_FILTER_KEY, self._pod_request(pod))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        req: _PodRequest | None = state.get(_PRE_FILTER_KEY)
+        if req is None:
+            req = self._pod_request(pod)
+        alloc = node.allocatable
+        reasons: list[str] = []
+        if len(node.pods) + 1 > alloc.get(res.PODS, 0):
+            reasons.append(ERR_REASON_TOO_MANY_PODS)
+        if req.empty:
+            return Status.unschedulable(*reasons) if reasons else SUCCESS
+        used = node.requested
+        # A request larger than the whole allocatable cannot be helped by preemption.
+        unresolvable = False
+        if req.cpu > 0:
+            cap = alloc.get(res.CPU, 0)
+            if req.cpu > cap - used.get(res.CPU, 0):
+                reasons.append("Insufficient cpu")
+                unresolvable = unresolvable or req.cpu > cap
+        if req.memory > 0:
+            cap = alloc.get(res.MEMORY, 0)
+            if req.memory > cap - used.get(res.MEMORY, 0):
+                reasons.append("Insufficient memory")
+                unresolvable = unresolvable or req.memory > cap
+        if req.ephemeral > 0:
+            cap = alloc.get(res.EPHEMERAL_STORAGE, 0)
+            if req.ephemeral > cap - used.get(res.EPHEMERAL_STORAGE, 0):
+                reasons.append("Insufficient ephemeral-storage")
+                unresolvable = unresolvable or req.ephemeral > cap
+        for name, qty, reason in req.scalars:
+            cap = alloc.get(name, 0)
+            if qty > cap - used.get(name, 0):
+                reasons.append(reason)
+                unresolvable = unresolvable or qty > cap
+        if not reasons:
+            return SUCCESS
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(code, tuple(reasons))
+
+    # -- score -------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        state.write(_PRE_SCORE_KEY, self.vectors.pod_requests(pod))
+        return SUCCESS
+
+    def _requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        requests: tuple[int, ...] | None = state.get(_PRE_SCORE_KEY)
+        return requests if requests is not None else self.vectors.pod_requests(pod)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        requested, _, allocatable = self.vectors.node(node, self._requests(state, pod))
+        return self._scorer(requested, allocatable)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: Sequence[NodeInfo]) -> list[int]:
+        pod_requests = self._requests(state, pod)
+        vectors, scorer = self.vectors.node, self._scorer
+        out = []
+        for node in nodes:
+            requested, _, allocatable = vectors(node, pod_requests)
+            out.append(scorer(requested, allocatable))
+        return out
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesFit:
+    """NodeResourcesFitArgs: ignoredResources, ignoredResourceGroups, scoringStrategy.
+    Extenders' managedResources with ignoredByScheduler (handle.ignored_resources) are
+    ignored too, as kube-scheduler adds them to IgnoredResources."""
+    args = args or {}
+    if not isinstance(args, Mapping):
+        raise ArgsError("", "must be an object with ignoredResources, ignoredResourceGroups "
+                            "and scoringStrategy")
+    _check_fields(args, "", ("ignoredResources", "ignoredResourceGroups", "scoringStrategy"))
+    ignored = _parse_names(args.get("ignoredResources"), "ignoredResources", group=False)
+    groups = _parse_names(args.get("ignoredResourceGroups"), "ignoredResourceGroups",
+                          group=True)
+    strategy = parse_scoring_strategy(args.get("scoringStrategy"))
+    return NodeResourcesFit(ignored | handle.ignored_resources, groups, strategy)
+
+
+SPEC = PluginSpec(name=NAME, filter=new, score=new, default_args=DEFAULT_ARGS)

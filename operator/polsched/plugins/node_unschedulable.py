@@ -1,0 +1,63 @@
+"""NodeUnschedulable: a cordoned node (spec.unschedulable) takes only pods that tolerate the
+node.kubernetes.io/unschedulable:NoSchedule taint.
+
+Copies kube-scheduler's nodeunschedulable plugin
+(pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go): the node's
+taints are not read; the pod is checked against the taint the node controller would add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.taint_toleration import NO_SCHEDULE, compile_tolerations, tolerates
+
+NAME = "NodeUnschedulable"
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+# v1.TaintNodeUnschedulable
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_UNSCHEDULABLE = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+
+
+def _tolerates_unschedulable(pod: PodInfo) -> bool:
+    return tolerates(compile_tolerations(pod.tolerations), TAINT_NODE_UNSCHEDULABLE, "",
+                     NO_SCHEDULE)
+
+
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin):
+    NAME = NAME
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        # A pod that tolerates the taint passes on every node: no Filter call needed.
+        if _tolerates_unschedulable(pod):
+            return SKIP
+        state.write(_PRE_FILTER_KEY, False)
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if not node.unschedulable:
+            return SUCCESS
+        tolerated = state.get(_PRE_FILTER_KEY)
+        if tolerated is None:  # PreFilter was not run
+            tolerated = _tolerates_unschedulable(pod)
+        if tolerated:
+            return SUCCESS
+        return _UNSCHEDULABLE
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeUnschedulable:
+    if args:
+        raise ArgsError("", f"{NAME} takes no args; remove them")
+    return NodeUnschedulable()
+
+
+SPEC = PluginSpec(name=NAME, filter=new)

@@ -1,0 +1,165 @@
+"""TaintToleration: a node's NoSchedule/NoExecute taints must be tolerated (filter); fewer
+untolerated PreferNoSchedule taints score higher (scorer).
+
+Copies kube-scheduler's tainttoleration plugin
+(pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go) and the toleration
+matching of k8s.io/api core/v1 toleration.go (Toleration.ToleratesTaint) as used by
+component-helpers' scheduling/corev1 TolerationsTolerateTaint. NodeUnschedulable uses the
+same matching, so it lives here as module functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    default_normalize,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.status import SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+NAME = "TaintToleration"
+
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+# Upstream v1.37 reports the fact, not the taint (the taint is only logged).
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+# (key, operator, value, effect) with "" for an absent field.
+Toleration = tuple[str, str, str, str]
+
+
+def compile_tolerations(tolerations: Iterable[Mapping[str, Any]]) -> tuple[Toleration, ...]:
+    """A pod's spec.tolerations as plain tuples, matched by tolerates()."""
+    return tuple(
+        (t.get("key") or "", t.get("operator") or "", str(t.get("value") or ""),
+         t.get("effect") or "")
+        for t in tolerations
+    )
+
+
+def tolerates(tolerations: Sequence[Toleration], key: str, value: str, effect: str) -> bool:
+    """TolerationsTolerateTaint: does any toleration tolerate the taint key=value:effect?
+
+    The Lt/Gt toleration operators sit behind the alpha feature gate
+    TaintTolerationComparisonOperators (off by default in v1.37), so, as upstream with the
+    gate off, they tolerate nothing."""
+    for t_key, op, t_value, t_effect in tolerations:
+        if t_effect and t_effect != effect:
+            continue
+        if t_key and t_key != key:
+            continue
+        if op == "Exists":
+            return True
+        if (op == "" or op == "Equal") and t_value == value:
+            return True
+    return False
+
+
+def _taint_fields(taint: Mapping[str, Any]) -> tuple[str, str, str]:
+    return taint.get("key") or "", str(taint.get("value") or ""), taint.get("effect") or ""
+
+
+def find_untolerated_taint(taints: Iterable[Mapping[str, Any]],
+                           tolerations: Sequence[Toleration]) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (FindMatchingUntoleratedTaint
+    with DoNotScheduleTaintsFilterFunc), or None."""
+    for taint in taints:
+        key, value, effect = _taint_fields(taint)
+        if effect != NO_SCHEDULE and effect != NO_EXECUTE:
+            continue
+        if not tolerates(tolerations, key, value, effect):
+            return taint
+    return None
+
+
+def _no_args(args: Mapping[str, Any] | None, name: str) -> None:
+    if args:
+        raise ArgsError("", f"{name} takes no args; remove them")
+
+
+class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
+                      ScoreExtensions):
+    NAME = NAME
+
+    # -- filter ------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        # Nothing lets us skip: any node may carry a taint. Parse the tolerations once.
+        state.write(_PRE_FILTER_KEY, compile_tolerations(pod.tolerations))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        taints = node.taints
+        if not taints:
+            return SUCCESS
+        tolerations = state.get(_PRE_FILTER_KEY)
+        if tolerations is None:
+            tolerations = compile_tolerations(pod.tolerations)
+        if find_untolerated_taint(taints, tolerations) is None:
+            return SUCCESS
+        return _UNTOLERATED
+
+    # -- score -------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        state.write(_PRE_SCORE_KEY, self._prefer_no_schedule_tolerations(pod))
+        return SUCCESS
+
+    @staticmethod
+    def _prefer_no_schedule_tolerations(pod: PodInfo) -> tuple[Toleration, ...]:
+        # An empty effect means every effect, PreferNoSchedule included.
+        return tuple(t for t in compile_tolerations(pod.tolerations)
+                     if t[3] == "" or t[3] == PREFER_NO_SCHEDULE)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        tolerations = state.get(_PRE_SCORE_KEY)
+        if tolerations is None:
+            tolerations = self._prefer_no_schedule_tolerations(pod)
+        return _count_untolerated_prefer_no_schedule(node.taints, tolerations)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: Sequence[NodeInfo]) -> list[int]:
+        tolerations = state.get(_PRE_SCORE_KEY)
+        if tolerations is None:
+            tolerations = self._prefer_no_schedule_tolerations(pod)
+        count = _count_untolerated_prefer_no_schedule
+        return [count(n.taints, tolerations) if n.taints else 0 for n in nodes]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        # Fewer untolerated taints is better.
+        return default_normalize(scores, reverse=True)
+
+
+_UNTOLERATED = Status.unresolvable(ERR_REASON_UNTOLERATED)
+
+
+def _count_untolerated_prefer_no_schedule(taints: Iterable[Mapping[str, Any]],
+                                          tolerations: Sequence[Toleration]) -> int:
+    count = 0
+    for taint in taints:
+        key, value, effect = _taint_fields(taint)
+        if effect == PREFER_NO_SCHEDULE and not tolerates(tolerations, key, value, effect):
+            count += 1
+    return count
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> TaintToleration:
+    _no_args(args, NAME)
+    return TaintToleration()
+
+
+SPEC = PluginSpec(name=NAME, filter=new, score=new)
