@@ -67,7 +67,11 @@ class PodInfo:
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
         ports: list[HostPort] = []
-        for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+        # scheduler/util GetHostPorts: of the init containers, only sidecars (restartPolicy
+        # Always) hold their host ports for the pod's life.
+        sidecars = [c for c in spec.get("initContainers") or ()
+                    if c.get("restartPolicy") == "Always"]
+        for c in (*sidecars, *(spec.get("containers") or ())):
             for p in c.get("ports") or ():
                 hp = p.get("hostPort") or 0
                 if hp > 0:
