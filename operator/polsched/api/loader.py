@@ -1,0 +1,671 @@
+"""SchedulingPolicy wire model -> internal model: parse, default, validate, construct.
+
+The same pipeline as kubernetes-sigs/scheduler-plugins and kube-scheduler's component
+config: read what the user wrote (every field optional), apply defaults (the default
+plugins, weights, timeouts), check every field and collect every problem with its path
+(`spec.filters[2].args.requirements[0].operator`), then build the plugins. Building a
+plugin validates its args (the factory raises ArgsError), so a policy that loads cannot
+fail later on a pod. One call reports every problem at once: users fix a policy in one
+round trip, and the operator's Valid condition names them all.
+
+Used by the operator (hot reload), the validating webhook and `polsched validate`.
+No I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from polsched.api import names
+from polsched.api.durations import DurationError, parse_go_duration
+from polsched.api.model import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    ExtenderConfig,
+    FieldError,
+    ManagedResource,
+    Policy,
+    PolicyError,
+    RuntimeConfig,
+)
+from polsched.framework import resources
+from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
+from polsched.framework.pipeline import FilterEntry, ScoreEntry
+from polsched.framework.registry import ArgsError, PluginSpec, Registry
+from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
+
+SPEC_FIELDS = (
+    "schedulerName", "paused", "defaultPlugins", "disabledPlugins",
+    "percentageOfNodesToScore", "namespaceSelector", "runtime", "filters", "scorers",
+    "extenders",
+)
+FILTER_FIELDS = ("name", "args", "when")
+SCORER_FIELDS = ("name", "weight", "args", "when")
+WHEN_FIELDS = ("podSelector",)
+RUNTIME_FIELDS = ("mode", "replicas", "resources")
+RUNTIME_MODES = ("Shared", "Dedicated")
+RESOURCES_FIELDS = ("limits", "requests")
+EXTENDER_FIELDS = (
+    "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb", "weight",
+    "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+    "ignorable",
+)
+TLS_FIELDS = ("insecure", "caData", "caSecretRef")
+SECRET_REF_FIELDS = ("name", "namespace")
+MANAGED_RESOURCE_FIELDS = ("name", "ignoredByScheduler")
+
+# Plugins meant to appear several times in one list, each entry with its own args.
+REPEATABLE = frozenset({"Expression", "NodeLabel"})
+
+# Score plugin weights. kube-scheduler turns a weight of 0 into 1 (runtime/framework.go
+# getScoreWeights: "a weight of zero is not permitted") and only bounds the sum against
+# int64 overflow; we refuse 0 outright, since a user writing 0 means "off" and must use
+# disabledPlugins for that, and cap at 100 so one scorer cannot drown the others
+# by more than the whole score range (MaxNodeScore).
+MIN_WEIGHT = 1
+MAX_WEIGHT = 100
+DEFAULT_WEIGHT = 1
+
+# kube-scheduler's extender.go DefaultExtenderTimeout, used when httpTimeout is 0 or absent.
+DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
+
+DISABLE_ALL = "*"
+
+
+@dataclass
+class _Errors:
+    items: list[FieldError] = field(default_factory=list)
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(FieldError(path, message))
+
+    def unknown_fields(self, obj: Mapping[str, Any], path: str, known: Sequence[str]) -> None:
+        # kubectl's strict field validation refuses unknown fields; a typo such as
+        # "scorer:" would otherwise silently drop a user's scorers.
+        for key in obj:
+            if key not in known:
+                self.add(f"{path}.{key}",
+                         f"unknown field {key!r}: known fields are {', '.join(known)}")
+
+
+def _kind(value: Any) -> str:
+    """Wording for what the user wrote, in YAML terms."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _is_int(value: Any) -> bool:
+    # YAML true/false are bools, and bool is an int subclass in Python.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Loader:
+    def __init__(self, registry: Registry, default_filters: Sequence[str],
+                 default_scorers: Sequence[tuple[str, int]]) -> None:
+        self.registry = registry
+        self.default_filters = tuple(default_filters)
+        self.default_scorers = tuple(default_scorers)
+        self.errors = _Errors()
+
+    # -- typed field readers ---------------------------------------------------------
+    def _mapping(self, value: Any, path: str) -> Mapping[str, Any] | None:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.errors.add(path, f"must be an object, not {_kind(value)}")
+            return None
+        return value
+
+    def _list(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.errors.add(path, f"must be a list, not {_kind(value)}")
+            return []
+        return value
+
+    def _bool(self, obj: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+        value = obj.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.errors.add(f"{path}.{key}", f"must be true or false, not {_kind(value)}")
+            return default
+        return value
+
+    def _str(self, obj: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
+        value = obj.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.errors.add(f"{path}.{key}", f"must be a string, not {_kind(value)}")
+            return default
+        return value
+
+    def _int(self, obj: Mapping[str, Any], key: str, path: str, default: int,
+             lo: int | None = None, hi: int | None = None, hint: str = "") -> int:
+        value = obj.get(key)
+        if value is None:
+            return default
+        if not _is_int(value):
+            self.errors.add(f"{path}.{key}", f"must be an integer, not {_kind(value)}")
+            return default
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            if lo is not None and hi is not None:
+                bounds = f"between {lo} and {hi}"
+            elif lo is not None:
+                bounds = f"at least {lo}"
+            else:
+                bounds = f"at most {hi}"
+            self.errors.add(f"{path}.{key}", f"must be {bounds}, not {value}{hint}")
+            return default
+        return int(value)
+
+    def _selector(self, value: Any, path: str) -> Matcher | None:
+        try:
+            return compile_label_selector(value, path)
+        except SelectorError as err:
+            self.errors.add(err.path or path, err.message)
+            return None
+
+    # -- the object --------------------------------------------------------------------
+    def load(self, obj: Mapping[str, Any]) -> Policy:
+        errors = self.errors
+        if not isinstance(obj, Mapping):
+            raise PolicyError([FieldError("", f"must be an object, not {_kind(obj)}")])
+        api_version = obj.get("apiVersion")
+        if api_version is not None and api_version != API_VERSION:
+            errors.add("apiVersion", f"unsupported apiVersion {api_version!r}: "
+                                     f"this version of polsched reads {API_VERSION}")
+        kind = obj.get("kind")
+        if kind is not None and kind != KIND:
+            errors.add("kind", f"must be {KIND}, not {kind!r}")
+        meta = self._mapping(obj.get("metadata"), "metadata") or {}
+        name = self._str(meta, "name", "metadata")
+        if not name:
+            errors.add("metadata.name", "required: every SchedulingPolicy needs a name")
+        else:
+            for msg in names.dns1123_subdomain(name):
+                errors.add("metadata.name", msg)
+        generation = meta.get("generation")
+        if isinstance(generation, bool):
+            generation = 0
+        uid = meta.get("uid")
+
+        spec = self._mapping(obj.get("spec"), "spec") or {}
+        errors.unknown_fields(spec, "spec", SPEC_FIELDS)
+
+        scheduler_name = self._str(spec, "schedulerName", "spec") or name
+        if spec.get("schedulerName"):
+            # A pod's spec.schedulerName must be a DNS subdomain (core validation
+            # ValidatePodSpec), so any other name could never match a pod.
+            for msg in names.dns1123_subdomain(scheduler_name):
+                errors.add("spec.schedulerName", msg)
+        paused = self._bool(spec, "paused", "spec", False)
+        pct = self._int(spec, "percentageOfNodesToScore", "spec", 0, 0, 100,
+                        hint="; 0 or absent means adaptive, as kube-scheduler")
+        ns_selector = None
+        if spec.get("namespaceSelector") is not None:
+            ns_selector = self._selector(spec["namespaceSelector"], "spec.namespaceSelector")
+        runtime = self._runtime(spec.get("runtime"))
+        extenders = self._extenders(spec.get("extenders"))
+        ignored = frozenset(r.name for e in extenders for r in e.managed_resources
+                            if r.ignored_by_scheduler)
+        handle = Handle(ignored_resources=ignored)
+
+        use_defaults = self._bool(spec, "defaultPlugins", "spec", True)
+        disabled = self._disabled(spec.get("disabledPlugins"))
+        if DISABLE_ALL in disabled or not use_defaults:
+            default_filters: tuple[str, ...] = ()
+            default_scorers: tuple[tuple[str, int], ...] = ()
+        else:
+            default_filters = tuple(n for n in self.default_filters if n not in disabled)
+            default_scorers = tuple((n, w) for n, w in self.default_scorers
+                                    if n not in disabled)
+
+        filters = self._filters(spec.get("filters"), default_filters, handle)
+        scorers = self._scorers(spec.get("scorers"), default_scorers, handle)
+
+        if errors.items:
+            raise PolicyError(errors.items, name)
+        return Policy(
+            name=name,
+            scheduler_name=scheduler_name,
+            generation=generation if isinstance(generation, int) else 0,
+            paused=paused,
+            percentage_of_nodes_to_score=pct,
+            namespace_selector=ns_selector,
+            runtime=runtime,
+            filters=tuple(filters),
+            scorers=tuple(scorers),
+            extenders=tuple(extenders),
+            ignored_resources=ignored,
+            uid=uid if isinstance(uid, str) else "",
+        )
+
+    # -- runtime -----------------------------------------------------------------------
+    def _runtime(self, value: Any) -> RuntimeConfig:
+        path = "spec.runtime"
+        obj = self._mapping(value, path)
+        if obj is None:
+            return RuntimeConfig()
+        self.errors.unknown_fields(obj, path, RUNTIME_FIELDS)
+        mode = self._str(obj, "mode", path, "Shared")
+        if mode not in RUNTIME_MODES:
+            self.errors.add(f"{path}.mode",
+                            f"unsupported mode {mode!r}: must be one of {', '.join(RUNTIME_MODES)}")
+            mode = "Shared"
+        replicas = self._int(obj, "replicas", path, 1, lo=1)
+        if replicas > 1 and mode != "Dedicated":
+            self.errors.add(f"{path}.replicas",
+                            "more than one replica needs mode: Dedicated (a Shared policy "
+                            "runs inside the operator process)")
+        res = self._mapping(obj.get("resources"), f"{path}.resources") or {}
+        if res and mode != "Dedicated":
+            self.errors.add(f"{path}.resources",
+                            "container resources apply only to mode: Dedicated (a Shared "
+                            "policy runs inside the operator process)")
+        self.errors.unknown_fields(res, f"{path}.resources", RESOURCES_FIELDS)
+        for part in RESOURCES_FIELDS:
+            rpath = f"{path}.resources.{part}"
+            quantities = self._mapping(res.get(part), rpath) or {}
+            for rname, qty in quantities.items():
+                try:
+                    resources.parse_quantity(qty)
+                except (resources.QuantityError, ValueError, TypeError):
+                    self.errors.add(f"{rpath}.{rname}",
+                                    f"{qty!r} is not a quantity (e.g. 500m, 128Mi, 2)")
+        return RuntimeConfig(mode=mode, replicas=replicas, resources=dict(res))
+
+    # -- extenders ---------------------------------------------------------------------
+    def _extenders(self, value: Any) -> list[ExtenderConfig]:
+        """kube-scheduler's Extender fields and validateExtenders rules
+        (pkg/scheduler/apis/config/validation/validation.go)."""
+        path = "spec.extenders"
+        out: list[ExtenderConfig] = []
+        binders: list[str] = []
+        seen_resources: dict[str, str] = {}
+        for i, raw in enumerate(self._list(value, path)):
+            epath = f"{path}[{i}]"
+            if raw is None:
+                self.errors.add(epath, "must be an object with at least urlPrefix")
+                continue
+            obj = self._mapping(raw, epath)
+            if obj is None:
+                continue
+            self.errors.unknown_fields(obj, epath, EXTENDER_FIELDS)
+            url = self._str(obj, "urlPrefix", epath)
+            if not url:
+                self.errors.add(f"{epath}.urlPrefix",
+                                "required: the extender's base URL, e.g. http://extender:8888/")
+            else:
+                parsed = urllib.parse.urlsplit(url)
+                if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                    self.errors.add(f"{epath}.urlPrefix",
+                                    f"{url!r} is not an http:// or https:// URL")
+            verbs = {k: self._str(obj, k, epath)
+                     for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")}
+            raw_weight = obj.get("weight")
+            weight = self._int(obj, "weight", epath, 0)
+            if verbs["prioritizeVerb"] and weight <= 0 and (
+                    raw_weight is None or _is_int(raw_weight)):
+                # Upstream wording; it has no default weight, so an absent one is 0 too.
+                self.errors.add(f"{epath}.weight",
+                                "must have a positive weight applied to it (prioritizeVerb "
+                                "is set): set weight to 1 or more")
+            if verbs["bindVerb"]:
+                binders.append(epath)
+            timeout = DEFAULT_EXTENDER_TIMEOUT_SECONDS
+            raw_timeout = obj.get("httpTimeout")
+            if raw_timeout is not None:
+                if not isinstance(raw_timeout, str):
+                    self.errors.add(f"{epath}.httpTimeout",
+                                    f"must be a duration string such as 5s, 500ms or 1m30s, "
+                                    f"not {_kind(raw_timeout)}")
+                else:
+                    try:
+                        seconds = parse_go_duration(raw_timeout)
+                    except DurationError as err:
+                        self.errors.add(f"{epath}.httpTimeout",
+                                        f"{err}: use a duration such as 5s, 500ms or 1m30s")
+                    else:
+                        if seconds < 0:
+                            self.errors.add(f"{epath}.httpTimeout", "must not be negative")
+                        elif seconds > 0:
+                            timeout = seconds
+            managed = self._managed_resources(obj.get("managedResources"),
+                                              f"{epath}.managedResources", seen_resources)
+            tls_insecure, ca_data, ca_ref = self._tls(obj.get("tlsConfig"), f"{epath}.tlsConfig")
+            out.append(ExtenderConfig(
+                url_prefix=url,
+                filter_verb=verbs["filterVerb"],
+                prioritize_verb=verbs["prioritizeVerb"],
+                bind_verb=verbs["bindVerb"],
+                preempt_verb=verbs["preemptVerb"],
+                weight=weight if raw_weight is not None else 1,
+                enable_https=self._bool(obj, "enableHTTPS", epath, False),
+                node_cache_capable=self._bool(obj, "nodeCacheCapable", epath, False),
+                ignorable=self._bool(obj, "ignorable", epath, False),
+                http_timeout_seconds=timeout,
+                managed_resources=managed,
+                tls_insecure=tls_insecure,
+                ca_secret_ref=ca_ref,
+                ca_data=ca_data,
+            ))
+        if len(binders) > 1:
+            self.errors.add(path, f"only one extender can implement bind: found "
+                                  f"{len(binders)} with bindVerb ({', '.join(binders)})")
+        return out
+
+    def _managed_resources(self, value: Any, path: str,
+                           seen: dict[str, str]) -> tuple[ManagedResource, ...]:
+        out: list[ManagedResource] = []
+        for j, raw in enumerate(self._list(value, path)):
+            mpath = f"{path}[{j}]"
+            obj = self._mapping(raw, mpath)
+            if obj is None:
+                continue
+            self.errors.unknown_fields(obj, mpath, MANAGED_RESOURCE_FIELDS)
+            rname = self._str(obj, "name", mpath)
+            npath = f"{mpath}.name"
+            if not rname:
+                self.errors.add(npath, "required: an extended resource name, e.g. example.com/foo")
+                continue
+            problems = names.qualified_name(rname)
+            for msg in problems:
+                self.errors.add(npath, msg)
+            if not problems and not names.is_extended_resource_name(rname):
+                self.errors.add(npath, f"{rname!r} is an invalid extended resource name: it "
+                                       "needs a domain outside kubernetes.io, e.g. example.com/foo")
+            if rname in seen:
+                self.errors.add(npath, f"duplicate extender managed resource name {rname!r} "
+                                       f"(also at {seen[rname]})")
+            else:
+                seen[rname] = npath
+            out.append(ManagedResource(
+                rname, self._bool(obj, "ignoredByScheduler", mpath, False)))
+        return tuple(out)
+
+    def _tls(self, value: Any, path: str) -> tuple[bool, str, tuple[str, str] | None]:
+        obj = self._mapping(value, path)
+        if not obj:
+            return False, "", None
+        self.errors.unknown_fields(obj, path, TLS_FIELDS)
+        insecure = self._bool(obj, "insecure", path, False)
+        ca_data = ""
+        raw_ca = self._str(obj, "caData", path)
+        if raw_ca:
+            # As KubeSchedulerConfiguration's ExtenderTLSConfig.CAData ([]byte): base64 of
+            # the PEM bundle.
+            try:
+                ca_data = base64.b64decode(raw_ca, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                self.errors.add(f"{path}.caData", "must be base64-encoded PEM CA certificates")
+        ref: tuple[str, str] | None = None
+        rpath = f"{path}.caSecretRef"
+        ref_obj = self._mapping(obj.get("caSecretRef"), rpath)
+        if ref_obj:
+            self.errors.unknown_fields(ref_obj, rpath, SECRET_REF_FIELDS)
+            sname = self._str(ref_obj, "name", rpath)
+            sns = self._str(ref_obj, "namespace", rpath)
+            if not sname:
+                self.errors.add(f"{rpath}.name", "required: the Secret holding ca.crt")
+            else:
+                for msg in names.dns1123_subdomain(sname):
+                    self.errors.add(f"{rpath}.name", msg)
+            if not sns:
+                self.errors.add(f"{rpath}.namespace",
+                                "required: the policy is cluster-scoped, so name the "
+                                "Secret's namespace")
+            else:
+                for msg in names.dns1123_label(sns):
+                    self.errors.add(f"{rpath}.namespace", msg)
+            if sname and sns:
+                ref = (sns, sname)
+        return insecure, ca_data, ref
+
+    # -- plugins -----------------------------------------------------------------------
+    def _disabled(self, value: Any) -> frozenset[str]:
+        path = "spec.disabledPlugins"
+        defaults = list(dict.fromkeys(
+            [*self.default_filters, *(n for n, _ in self.default_scorers)]))
+        out: set[str] = set()
+        for i, raw in enumerate(self._list(value, path)):
+            if not isinstance(raw, str):
+                self.errors.add(f"{path}[{i}]", f"must be a plugin name, not {_kind(raw)}")
+            elif raw != DISABLE_ALL and raw not in defaults:
+                what = ("is not a default plugin" if raw in self.registry
+                        else "is not a known plugin")
+                self.errors.add(f"{path}[{i}]",
+                                f"{raw!r} {what}: only default plugins can be disabled "
+                                f"({', '.join(defaults)}, or \"*\" for all of them)")
+            else:
+                out.add(raw)
+        return frozenset(out)
+
+    def _plugin_spec(self, name: Any, path: str, point: str) -> PluginSpec | None:
+        """The registry entry for `name` if it has extension point `point`."""
+        npath = f"{path}.name"
+        if name is None or name == "":
+            self.errors.add(npath, "required: the plugin's name")
+            return None
+        if not isinstance(name, str):
+            self.errors.add(npath, f"must be a plugin name, not {_kind(name)}")
+            return None
+        spec = self.registry.get(name)
+        known = self.registry.names(point)
+        list_name = "filters" if point == "filter" else "scorers"
+        if spec is None:
+            self.errors.add(npath, f"unknown plugin {name!r} at {npath}: known {list_name} "
+                                   f"are {', '.join(known)}")
+            return None
+        if point not in spec.points:
+            other = "scorers" if point == "filter" else "filters"
+            self.errors.add(npath, f"plugin {name} has no {point} extension point; use it "
+                                   f"under spec.{other}")
+            return None
+        return spec
+
+    def _when(self, value: Any, path: str) -> tuple[Matcher | None, bool]:
+        """The entry's when.podSelector; the flag says whether it was valid."""
+        if value is None:
+            return None, True
+        obj = self._mapping(value, path)
+        if obj is None:
+            return None, False
+        before = len(self.errors.items)
+        self.errors.unknown_fields(obj, path, WHEN_FIELDS)
+        sel = obj.get("podSelector")
+        matcher = None
+        if sel is not None:
+            matcher = self._selector(sel, f"{path}.podSelector")
+        return matcher, len(self.errors.items) == before
+
+    def _args(self, entry: Mapping[str, Any], spec: PluginSpec,
+              path: str) -> Mapping[str, Any] | None:
+        raw = entry.get("args")
+        if raw is None:
+            return spec.default_args or {}
+        if not isinstance(raw, Mapping):
+            self.errors.add(f"{path}.args", f"must be an object, not {_kind(raw)}")
+            return None
+        return raw
+
+    def _construct(self, factory: Any, args: Mapping[str, Any], handle: Handle,
+                   path: str) -> Any:
+        try:
+            return factory(args, handle)
+        except (ArgsError, SelectorError) as err:
+            self.errors.add(f"{path}.args.{err.path}" if err.path else f"{path}.args",
+                            err.message)
+        except Exception as err:  # noqa: BLE001 - a plugin bug must not crash the loader
+            self.errors.add(f"{path}.args", f"invalid args ({type(err).__name__}: {err})")
+        return None
+
+    def _entries(self, value: Any, path: str, point: str,
+                 fields: Sequence[str]) -> list[tuple[str, str, Mapping[str, Any], PluginSpec]]:
+        """The valid-looking (name, path, entry, spec) of a list, duplicates refused."""
+        out: list[tuple[str, str, Mapping[str, Any], PluginSpec]] = []
+        seen: dict[str, str] = {}
+        for i, raw in enumerate(self._list(value, path)):
+            epath = f"{path}[{i}]"
+            if raw is None or not isinstance(raw, Mapping):
+                self.errors.add(epath, f"must be an object with a name, not {_kind(raw)}")
+                continue
+            for key in raw:
+                if key not in fields:
+                    hint = ("; filters have no weight, only scorers do"
+                            if key == "weight" and point == "filter" else "")
+                    self.errors.add(f"{epath}.{key}", f"unknown field {key!r}: known fields "
+                                                      f"are {', '.join(fields)}{hint}")
+            spec = self._plugin_spec(raw.get("name"), epath, point)
+            if spec is None:
+                continue
+            name = spec.name
+            if name in seen and name not in REPEATABLE:
+                self.errors.add(f"{epath}.name",
+                                f"duplicate plugin {name!r} (also at {seen[name]}): list it "
+                                f"once; only {' and '.join(sorted(REPEATABLE))} may repeat "
+                                "with different args")
+                continue
+            seen.setdefault(name, epath)
+            out.append((name, epath, raw, spec))
+        return out
+
+    def _filters(self, value: Any, defaults: Sequence[str],
+                 handle: Handle) -> list[FilterEntry]:
+        entries = self._entries(value, "spec.filters", "filter", FILTER_FIELDS)
+        built: list[FilterEntry | None] = []
+        for _name, epath, raw, spec in entries:
+            when, when_ok = self._when(raw.get("when"), f"{epath}.when")
+            args = self._args(raw, spec, epath)
+            plugin = (self._construct(spec.filter, args, handle, epath)
+                      if args is not None else None)
+            if isinstance(plugin, FilterPlugin) and when_ok:
+                built.append(FilterEntry(plugin, when))
+            else:
+                built.append(None)
+        user = {name: i for i, (name, *_rest) in enumerate(entries)}
+        out: list[FilterEntry] = []
+        replaced: set[int] = set()
+        for name in defaults:
+            if name in user:
+                # kube-scheduler mergePluginSet: a re-configured default keeps its place.
+                idx = user[name]
+                replaced.add(idx)
+                entry = built[idx]
+                if entry is not None:
+                    out.append(entry)
+                continue
+            default = self._default_filter(name, handle)
+            if default is not None:
+                out.append(default)
+        out.extend(e for i, e in enumerate(built) if i not in replaced and e is not None)
+        return out
+
+    def _scorers(self, value: Any, defaults: Sequence[tuple[str, int]],
+                 handle: Handle) -> list[ScoreEntry]:
+        entries = self._entries(value, "spec.scorers", "score", SCORER_FIELDS)
+        built: list[ScoreEntry | None] = []
+        for _name, epath, raw, spec in entries:
+            before = len(self.errors.items)
+            weight = self._int(raw, "weight", epath, DEFAULT_WEIGHT, MIN_WEIGHT, MAX_WEIGHT,
+                               hint="; to switch a default scorer off use "
+                                    "spec.disabledPlugins")
+            weight_ok = len(self.errors.items) == before
+            when, when_ok = self._when(raw.get("when"), f"{epath}.when")
+            args = self._args(raw, spec, epath)
+            plugin = (self._construct(spec.score, args, handle, epath)
+                      if args is not None else None)
+            if isinstance(plugin, ScorePlugin) and when_ok and weight_ok:
+                built.append(ScoreEntry(plugin, weight, when))
+            else:
+                built.append(None)
+        user = {name: i for i, (name, *_rest) in enumerate(entries)}
+        out: list[ScoreEntry] = []
+        replaced: set[int] = set()
+        for name, default_weight in defaults:
+            if name in user:
+                # As kube-scheduler's mergePluginSet: the user's entry, its weight included
+                # (absent means 1, not the default's weight), takes the default's place.
+                idx = user[name]
+                replaced.add(idx)
+                entry = built[idx]
+                if entry is not None:
+                    out.append(entry)
+                continue
+            default = self._default_scorer(name, default_weight, handle)
+            if default is not None:
+                out.append(default)
+        out.extend(e for i, e in enumerate(built) if i not in replaced and e is not None)
+        return out
+
+    def _default_filter(self, name: str, handle: Handle) -> FilterEntry | None:
+        spec = self.registry.get(name)
+        if spec is None or spec.filter is None:
+            self.errors.add("spec.defaultPlugins", f"default filter {name} is not registered "
+                                                   "(a polsched bug; disable it meanwhile)")
+            return None
+        plugin = self._construct(spec.filter, spec.default_args or {}, handle,
+                                 f"spec.defaultPlugins({name})")
+        return FilterEntry(plugin) if isinstance(plugin, FilterPlugin) else None
+
+    def _default_scorer(self, name: str, weight: int, handle: Handle) -> ScoreEntry | None:
+        spec = self.registry.get(name)
+        if spec is None or spec.score is None:
+            self.errors.add("spec.defaultPlugins", f"default scorer {name} is not registered "
+                                                   "(a polsched bug; disable it meanwhile)")
+            return None
+        plugin = self._construct(spec.score, spec.default_args or {}, handle,
+                                 f"spec.defaultPlugins({name})")
+        return ScoreEntry(plugin, weight) if isinstance(plugin, ScorePlugin) else None
+
+
+def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
+                default_filters: Sequence[str] | None = None,
+                default_scorers: Sequence[tuple[str, int]] | None = None) -> Policy:
+    """Build the internal Policy from a whole SchedulingPolicy object (a plain dict, as the
+    API server or a YAML file gives it). Raises PolicyError listing every problem.
+
+    `registry` and the defaults are polsched.plugins' unless given (tests pass their own).
+    """
+    if registry is None or default_filters is None or default_scorers is None:
+        # Imported here: the plugins import the framework, which api.model also imports;
+        # a module-level import would make `polsched.api` pull in every plugin's
+        # dependencies (CEL) just to read a policy's metadata.
+        from polsched import plugins
+
+        registry = plugins.REGISTRY if registry is None else registry
+        if default_filters is None:
+            default_filters = plugins.DEFAULT_FILTERS
+        if default_scorers is None:
+            default_scorers = plugins.DEFAULT_SCORERS
+    return _Loader(registry, default_filters, default_scorers).load(obj)
+
+
+def is_policy_object(obj: Any) -> bool:
+    """Whether a decoded YAML document claims to be a SchedulingPolicy (any version of our
+    group), so that other documents in the same file can be skipped."""
+    if not isinstance(obj, Mapping) or obj.get("kind") != KIND:
+        return False
+    api_version = obj.get("apiVersion")
+    return isinstance(api_version, str) and api_version.split("/")[0] == GROUP

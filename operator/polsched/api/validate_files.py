@@ -1,0 +1,243 @@
+"""`polsched validate FILE|DIR...`: check SchedulingPolicy manifests offline.
+
+Each SchedulingPolicy document goes through the CRD's openAPIV3Schema (crds/, via
+polsched.api.crd; JSON Schema ignores the x-kubernetes-* keys and the CEL rules) and then
+through the loader, which checks everything the CEL rules and the webhook check, and
+more. Problems print one per line as `file:doc-index: path: message` (doc-index counts
+the YAML documents of the file from 0), so editors and CI annotate them like compiler
+errors. Documents of other kinds are skipped, so a directory of mixed manifests can be
+checked as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import jsonschema
+import yaml
+
+from polsched.api import crd
+from polsched.api.loader import is_policy_object, load_policy
+from polsched.api.model import FieldError, PolicyError
+
+YAML_SUFFIXES = (".yaml", ".yml")
+STDIN = "-"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys, as kubectl's YAML decoder does: with
+    PyYAML's default the last one silently wins and half a policy disappears."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"found duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return dict(loader.construct_mapping(node, deep=True))
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    doc: int | None   # None: the file as a whole
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        if self.doc is None:
+            return f"{self.file}: {self.message}"
+        return f"{self.file}:{self.doc}: {self.path or '.'}: {self.message}"
+
+
+def _format_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out
+
+
+def _schema_message(err: jsonschema.ValidationError) -> str:
+    # jsonschema quotes the whole offending value; for long strings and lists say what
+    # the limit is instead.
+    v, limit = err.validator, err.validator_value
+    if v == "maxLength":
+        return f"must be at most {limit} characters"
+    if v == "minLength":
+        return f"must be at least {limit} characters" if limit != 1 else "must not be empty"
+    if v == "maxItems":
+        return f"must have at most {limit} items"
+    if v == "enum":
+        return f"unsupported value {err.instance!r}: must be one of " + ", ".join(map(str, limit))
+    if v == "type":
+        return f"must be of type {limit}"
+    return str(err.message)
+
+
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    # The openAPIV3Schema is a subset of draft 4 (boolean exclusiveMinimum, no $schema).
+    return jsonschema.Draft4Validator(crd.openapi_schema())
+
+
+def _required_errors(err: jsonschema.ValidationError, path: str) -> list[FieldError]:
+    missing = [p for p in err.validator_value
+               if isinstance(err.instance, Mapping) and p not in err.instance]
+    return [FieldError(f"{path}.{p}" if path else p, "required") for p in missing]
+
+
+def _document_order(err: jsonschema.ValidationError) -> list[tuple[int, int, str]]:
+    return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in err.absolute_path]
+
+
+def schema_errors(obj: Mapping[str, Any]) -> list[FieldError]:
+    """The CRD schema's complaints about one object, with kube-style field paths."""
+    out: list[FieldError] = []
+    for err in sorted(_validator().iter_errors(obj), key=_document_order):
+        path = _format_path(err.absolute_path)
+        if err.validator == "required":
+            out.extend(_required_errors(err, path))
+        else:
+            out.append(FieldError(path, _schema_message(err)))
+    return out
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Whether one path is the other or contains it."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return long.startswith(short) and long[len(short)] in ".["
+
+
+def check_policy(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every problem of one SchedulingPolicy object: the loader's (they say what to do),
+    then what only the schema caught (lengths, list sizes, status), one per field."""
+    try:
+        load_policy(obj)
+        semantic: list[FieldError] = []
+    except PolicyError as err:
+        semantic = list(err.errors)
+    extra = [e for e in schema_errors(obj)
+             if not any(_overlaps(e.path, s.path) for s in semantic)]
+    return semantic + extra
+
+
+def _policies(doc: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(path prefix, object) of the policies in one document: the document itself, or
+    the items of a v1 List (what `kubectl get spol -o yaml` prints)."""
+    if is_policy_object(doc):
+        yield "", doc
+    elif isinstance(doc, Mapping) and doc.get("kind") == "List":
+        items = doc.get("items")
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if is_policy_object(item):
+                yield f"items[{i}].", item
+
+
+def _describe(doc: Any) -> str:
+    if isinstance(doc, Mapping):
+        return f"kind {doc.get('kind')!r} apiVersion {doc.get('apiVersion')!r}"
+    return f"not an object ({type(doc).__name__})"
+
+
+@dataclass
+class Report:
+    problems: list[Problem]
+    policies: int
+    notes: list[str]
+
+
+def check_text(text: str, label: str) -> Report:
+    report = Report([], 0, [])
+    try:
+        docs = list(yaml.load_all(text, Loader=_StrictLoader))  # noqa: S506 - safe subclass
+    except yaml.YAMLError as err:
+        msg = " ".join(str(err).split())
+        report.problems.append(Problem(label, None, "", f"not YAML: {msg}"))
+        return report
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        found = False
+        for prefix, obj in _policies(doc):
+            found = True
+            report.policies += 1
+            name = (obj.get("metadata") or {}).get("name") if isinstance(
+                obj.get("metadata"), Mapping) else None
+            errs = check_policy(obj)
+            for e in errs:
+                report.problems.append(Problem(label, i, prefix + e.path, e.message))
+            if not errs:
+                report.notes.append(f"{label}:{i}: {prefix or ''}SchedulingPolicy {name!r} valid")
+        if not found:
+            report.notes.append(f"{label}:{i}: skipped: {_describe(doc)} is not a "
+                                "SchedulingPolicy")
+    return report
+
+
+def expand(paths: Sequence[str]) -> tuple[list[str], list[Problem]]:
+    """Files to check, in order: files as given, directories walked for *.yaml and *.yml
+    (sorted, hidden directories skipped)."""
+    files: list[str] = []
+    problems: list[Problem] = []
+    for p in paths:
+        if p == STDIN:
+            files.append(p)
+            continue
+        path = Path(p)
+        if path.is_dir():
+            for f in sorted(path.rglob("*")):
+                rel = f.relative_to(path).parts
+                if f.is_file() and f.suffix in YAML_SUFFIXES and not any(
+                        part.startswith(".") for part in rel):
+                    files.append(str(f))
+        elif path.is_file():
+            files.append(p)
+        else:
+            problems.append(Problem(p, None, "", "no such file or directory"))
+    return files, problems
+
+
+def run(paths: Sequence[str], verbose: bool = False, out: TextIO = sys.stdout,
+        stdin: TextIO = sys.stdin) -> int:
+    """Check `paths`; print problems (and, verbose, what was skipped); 1 on any problem."""
+    files, problems = expand(paths)
+    policies = 0
+    for f in files:
+        label = "<stdin>" if f == STDIN else f
+        try:
+            text = stdin.read() if f == STDIN else Path(f).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(Problem(label, None, "", f"cannot read: {err}"))
+            continue
+        report = check_text(text, label)
+        policies += report.policies
+        problems.extend(report.problems)
+        if verbose:
+            for note in report.notes:
+                print(note, file=out)
+    for p in problems:
+        print(p, file=out)
+    if problems:
+        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in "
+              f"{policies} policies", file=out)
+        return 1
+    print(f"{policies} policies valid", file=out)
+    return 0
