@@ -11,6 +11,7 @@ addedAffinity (NodeAffinityArgs), which every pod must also satisfy / is scored 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import SelectorError, compile_requirements
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.node_resources_fit import qualified_name_error
 
 NAME = "NodeAffinity"
 
@@ -46,6 +48,9 @@ _PRE_SCORE_KEY = "PreScore" + NAME
 
 _POD_MISMATCH = Status.unresolvable(ERR_REASON_POD)
 _ENFORCED_MISMATCH = Status.unresolvable(ERR_REASON_ENFORCED)
+
+# apimachinery validation.IsValidLabelValue
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 FieldMatcher = Callable[[Mapping[str, str]], bool]
 
@@ -101,6 +106,29 @@ def _compile_field_requirements(reqs: Any, path: str) -> FieldMatcher:
     return match
 
 
+def _check_label_syntax(reqs: Any, path: str) -> None:
+    """labels.NewRequirement's syntax checks, which compile_requirements leaves out: keys
+    are qualified names and values are label values. A pod's term failing them matches no
+    node, as upstream."""
+    if not isinstance(reqs, list):
+        return
+    for i, r in enumerate(reqs):
+        if not isinstance(r, Mapping):
+            continue
+        key = r.get("key")
+        if isinstance(key, str) and key:
+            err = qualified_name_error(key)
+            if err:
+                raise SelectorError(f"{path}[{i}].key", f"invalid value {key!r}: {err}")
+        values = r.get("values")
+        for v in values if isinstance(values, list) else ():
+            if isinstance(v, str) and (len(v) > 63 or not _LABEL_VALUE.match(v)):
+                raise SelectorError(
+                    f"{path}[{i}].values", f"invalid value {v!r}: a valid label must be an "
+                    "empty string or at most 63 alphanumeric characters, '-', '_' or '.', "
+                    "starting and ending with an alphanumeric character")
+
+
 def compile_term(term: Any, path: str) -> Term | None:
     """One NodeSelectorTerm; None when it is empty (it then matches nothing and is dropped).
     Raises SelectorError naming the field."""
@@ -110,7 +138,11 @@ def compile_term(term: Any, path: str) -> Term | None:
     fields = term.get("matchFields")
     if not exprs and not fields:
         return None
-    label_matcher = compile_requirements(exprs, _path(path, "matchExpressions")) if exprs else None
+    label_matcher = None
+    if exprs:
+        epath = _path(path, "matchExpressions")
+        label_matcher = compile_requirements(exprs, epath)
+        _check_label_syntax(exprs, epath)
     field_matcher = _compile_field_requirements(fields, _path(path, "matchFields")) if fields \
         else None
     return Term(label_matcher, field_matcher)
