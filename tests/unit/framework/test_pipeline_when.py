@@ -1,0 +1,39 @@
+"""`when.podSelector`: an entry applies only to the pods its selector matches."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from polsched.framework import FilterEntry, NodeInfo, Pipeline, PodInfo, Snapshot
+from polsched.framework.selectors import compile_label_selector
+from polsched.plugins.expression import ExpressionFilter
+
+pytestmark = pytest.mark.unit
+
+
+def pod(name: str, **labels: str) -> PodInfo:
+    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
+                              "spec": {}})
+
+
+def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:
+    entry = FilterEntry(
+        ExpressionFilter({"expression": "size(pod.metadata.name) <= 5",
+                          "message": "pod name is longer than 5"}),
+        when=compile_label_selector({"matchLabels": {"want": "you"}}))
+    pipeline = Pipeline([entry], [])
+    snapshot = Snapshot([NodeInfo.from_json({"metadata": {"name": f"n{i}"}}) for i in range(3)])
+
+    # A matching pod with a long name is refused on every node, with the entry's message.
+    result = asyncio.run(pipeline.schedule(pod("longname", want="you"), snapshot))
+    assert result.node is None
+    assert result.fit_error is not None
+    assert result.fit_error.message == "0/3 nodes are available: 3 pod name is longer than 5."
+
+    # The same name without the label: the filter does not apply.
+    assert asyncio.run(pipeline.schedule(pod("longname"), snapshot)).node is not None
+    assert asyncio.run(pipeline.schedule(pod("longname", want="me"), snapshot)).node is not None
+    # A matching pod that passes the expression is scheduled.
+    assert asyncio.run(pipeline.schedule(pod("short", want="you"), snapshot)).node is not None

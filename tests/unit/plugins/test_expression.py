@@ -1,0 +1,298 @@
+"""Expression: CEL filters and scorers over pod and node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
+from polsched.framework.registry import ArgsError
+from polsched.framework.status import Code
+from polsched.plugins import expression
+from polsched.plugins.expression import project, read_paths
+
+pytestmark = pytest.mark.unit
+
+
+def pod(name: str, **labels: str) -> PodInfo:
+    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+
+
+def node(name: str, **labels: str) -> NodeInfo:
+    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels},
+                               "status": {"allocatable": {"cpu": "4"}}})
+
+
+def new_filter(args: dict[str, Any]) -> expression.ExpressionFilter:
+    assert expression.SPEC.filter is not None
+    plugin = expression.SPEC.filter(args, Handle())
+    assert isinstance(plugin, expression.ExpressionFilter)
+    return plugin
+
+
+def new_scorer(args: dict[str, Any]) -> expression.ExpressionScorer:
+    assert expression.SPEC.score is not None
+    plugin = expression.SPEC.score(args, Handle())
+    assert isinstance(plugin, expression.ExpressionScorer)
+    return plugin
+
+
+def run_filter(f: expression.ExpressionFilter, p: PodInfo, nodes: list[NodeInfo]) -> list[Any]:
+    state = CycleState()
+    assert f.pre_filter(state, p, Snapshot(nodes)).ok
+    return [f.filter(state, p, n) for n in nodes]
+
+
+def run_scorer(s: expression.ExpressionScorer, p: PodInfo,
+               nodes: list[NodeInfo]) -> tuple[list[int], list[int]]:
+    state = CycleState()
+    assert s.pre_score(state, p, nodes, Snapshot(nodes)).ok
+    raw = s.score_nodes(state, p, nodes)
+    assert isinstance(raw, list)
+    shown = list(raw)
+    assert s.normalize_score(state, p, raw).ok
+    return shown, raw
+
+
+# -- the examples of the spec ---------------------------------------------------------
+
+def test_filter_on_pod_name_length_decides_as_written() -> None:
+    f = new_filter({"expression": "size(pod.metadata.name) <= 5",
+                    "message": "pod name is longer than 5"})
+    nodes = [node("n1"), node("n2")]
+    assert all(st.ok for st in run_filter(f, pod("short"), nodes))
+    rejected = run_filter(f, pod("toolong"), nodes)
+    assert [st.code for st in rejected] == [Code.UNSCHEDULABLE] * 2
+    assert rejected[0].reasons == ("pod name is longer than 5",)
+
+
+def test_filter_without_message_names_the_expression() -> None:
+    f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
+    st_a, st_b = run_filter(f, pod("p"), [node("n1", zone="a"), node("n2", zone="b")])
+    assert st_a.ok
+    assert st_b.reasons == ("node(s) didn't match expression node.metadata.labels.zone == 'a'",)
+
+
+def test_score_on_node_name_length_decides_as_written() -> None:
+    s = new_scorer({"expression": "20 - size(node.metadata.name)"})
+    shown, norm = run_scorer(s, pod("p"), [node("n1"), node("node-1"), node("node-0001")])
+    assert shown == [18, 14, 11]
+    assert norm == [100, 42, 0]  # (14-11)/(18-11) = 0.428...
+
+
+def test_filter_reading_pod_and_node() -> None:
+    f = new_filter({"expression": "node.metadata.labels.team == pod.metadata.labels.team"})
+    nodes = [node("n1", team="a"), node("n2", team="b")]
+    assert [st.ok for st in run_filter(f, pod("p", team="b"), nodes)] == [False, True]
+    assert [st.ok for st in run_filter(f, pod("p", team="a"), nodes)] == [True, False]
+
+
+def test_score_reading_pod_and_node_with_doubles() -> None:
+    s = new_scorer({"expression": "double(node.metadata.labels.w) * "
+                                  "double(pod.metadata.labels.f)"})
+    shown, norm = run_scorer(s, pod("p", f="0.5"),
+                             [node("a", w="1"), node("b", w="3"), node("c", w="2")])
+    assert shown == [0, 2, 1]  # 0.5, 1.5, 1.0 rounded half to even
+    assert norm == [0, 100, 50]
+
+
+# -- errors -----------------------------------------------------------------------------
+
+def test_compile_error_names_the_field() -> None:
+    with pytest.raises(ArgsError) as err:
+        new_filter({"expression": "size(pod.metadata.name) <="})
+    assert err.value.path == "expression"
+    assert "Syntax error" in err.value.message
+
+
+@pytest.mark.parametrize(("args", "path", "words"), [
+    ({}, "expression", "is required"),
+    ({"expression": ""}, "expression", "is required"),
+    ({"expression": 5}, "expression", "is required"),
+    ({"expression": "nodes.size() > 1"}, "expression", "undeclared reference to 'nodes'"),
+    ({"expression": "1 == 1 " + " " * expression.MAX_EXPRESSION_LENGTH}, "expression",
+     "limit is"),
+    ({"expression": "true", "message": 3}, "message", "non-empty string"),
+    ({"expression": "true", "weight": 3}, "weight", "unknown field"),
+])
+def test_filter_args_errors(args: dict[str, Any], path: str, words: str) -> None:
+    with pytest.raises(ArgsError) as err:
+        new_filter(args)
+    assert err.value.path == path
+    assert words in err.value.message
+
+
+def test_scorer_takes_no_message() -> None:
+    with pytest.raises(ArgsError) as err:
+        new_scorer({"expression": "1", "message": "x"})
+    assert err.value.path == "message"
+
+
+def test_comprehension_variables_and_type_names_are_not_undeclared() -> None:
+    f = new_filter({"expression": "node.metadata.labels.exists(k, k.startsWith('gpu')) "
+                                  "&& type(pod) == map"})
+    assert [st.ok for st in run_filter(f, pod("p"), [node("a", gpu_x="1"), node("b")])] == [
+        True, False]
+
+
+def test_nested_comprehensions_are_bounded() -> None:
+    two = "[1, 2].all(x, [3].exists(y, y > x))"
+    assert new_filter({"expression": two})
+    with pytest.raises(ArgsError) as err:
+        new_filter({"expression": "[1].all(x, [2].all(y, [3].all(z, z > y)))"})
+    assert "3 deep" in err.value.message
+    # parentheses inside string literals do not count
+    assert new_filter({"expression": "[1].all(x, ').all(' != '(' && [2].all(y, y > x))"})
+
+
+def test_runtime_error_rejects_the_node_with_the_message() -> None:
+    f = new_filter({"expression": "node.metadata.labels['zone'] == 'a'"})
+    ok, missing = run_filter(f, pod("p"), [node("n1", zone="a"), node("n2")])
+    assert ok.ok
+    assert missing.code is Code.UNSCHEDULABLE
+    assert missing.reasons == ("node(s) could not evaluate expression "
+                               "node.metadata.labels['zone'] == 'a': no such key: zone",)
+
+
+def test_type_errors_and_non_bool_results_reject_the_node() -> None:
+    f = new_filter({"expression": "pod.metadata.name + 1 == 'x'"})
+    (st,) = run_filter(f, pod("p"), [node("n")])
+    assert st.code is Code.UNSCHEDULABLE
+    assert "Unsupported operation" in st.message
+    f = new_filter({"expression": "size(node.metadata.name)"})
+    (st,) = run_filter(f, pod("p"), [node("node")])
+    assert st.code is Code.UNSCHEDULABLE
+    assert st.reasons[0].endswith("returned int 4, want bool")
+
+
+def test_scorer_errors_and_non_numbers_count_zero() -> None:
+    s = new_scorer({"expression": "int(node.metadata.labels.score)"})
+    shown, norm = run_scorer(s, pod("p"), [node("a", score="10"), node("b"),
+                                           node("c", score="x"), node("d", score="5")])
+    assert shown == [10, 0, 0, 5]
+    assert norm == [100, 0, 0, 50]
+    s = new_scorer({"expression": "node.metadata.name == 'a'"})
+    shown, _ = run_scorer(s, pod("p"), [node("a"), node("b")])
+    assert shown == [0, 0]  # a bool is not a number
+
+
+def test_filter_works_without_pre_filter() -> None:
+    # preemption or explain may call Filter on its own
+    f = new_filter({"expression": "pod.metadata.name.startsWith('w')"})
+    assert f.filter(CycleState(), pod("web"), node("n")).ok
+    assert not f.filter(CycleState(), pod("db"), node("n")).ok
+
+
+# -- caching ------------------------------------------------------------------------------
+
+class CountingProgram:
+    """Wraps a compiled program to count evaluations."""
+
+    def __init__(self, program: Any) -> None:
+        self.program = program
+        self.calls = 0
+
+    def execute(self, context: Any) -> Any:
+        self.calls += 1
+        return self.program.execute(context)
+
+
+def counted(plugin: expression.ExpressionFilter | expression.ExpressionScorer) -> CountingProgram:
+    ev = plugin._eval
+    program = CountingProgram(ev.c.program)
+    ev.c = expression.Compiled(ev.c.source, program,  # type: ignore[arg-type]
+                               ev.c.reads_pod, ev.c.reads_node, ev.c.pod_paths, ev.c.node_paths)
+    return program
+
+
+def test_node_only_results_are_cached_per_node_generation() -> None:
+    f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
+    program = counted(f)
+    nodes = [node("n1", zone="a"), node("n2", zone="b")]
+    for name in ("p1", "p2", "p3"):
+        assert [st.ok for st in run_filter(f, pod(name), nodes)] == [True, False]
+    assert program.calls == 2  # once per node, not once per pod and node
+    # a relabel bumps the generation: the node is evaluated again, with its new labels
+    nodes[1].set_node({"metadata": {"name": "n2", "labels": {"zone": "a"}}})
+    assert [st.ok for st in run_filter(f, pod("p4"), nodes)] == [True, True]
+    assert program.calls == 3
+    # so does a pod landing on the node
+    nodes[0].add_pod(pod("bound"))
+    run_filter(f, pod("p5"), nodes)
+    assert program.calls == 4
+
+
+def test_node_only_scores_are_cached_per_node_generation() -> None:
+    s = new_scorer({"expression": "int(node.metadata.labels.prio)"})
+    program = counted(s)
+    nodes = [node("n1", prio="1"), node("n2", prio="2")]
+    assert run_scorer(s, pod("p1"), nodes)[0] == [1, 2]
+    assert run_scorer(s, pod("p2"), nodes)[0] == [1, 2]
+    assert program.calls == 2
+    nodes[0].set_node({"metadata": {"name": "n1", "labels": {"prio": "7"}}})
+    assert run_scorer(s, pod("p3"), nodes)[0] == [7, 2]
+    assert program.calls == 3
+
+
+def test_pod_only_expressions_run_once_per_pod() -> None:
+    f = new_filter({"expression": "size(pod.metadata.name) <= 5"})
+    program = counted(f)
+    run_filter(f, pod("p"), [node(f"n{i}") for i in range(10)])
+    assert program.calls == 1
+
+
+def test_pod_and_node_expressions_see_the_current_pod() -> None:
+    f = new_filter({"expression": "pod.metadata.labels.app == node.metadata.labels.app"})
+    n = [node("n", app="web")]
+    assert run_filter(f, pod("a", app="web"), n)[0].ok
+    assert not run_filter(f, pod("b", app="db"), n)[0].ok
+    assert run_filter(f, pod("c", app="web"), n)[0].ok
+
+
+def test_forgets_nodes_that_left() -> None:
+    f = new_filter({"expression": "node.metadata.name != ''"})
+    many = [node(f"n{i}") for i in range(200)]
+    run_filter(f, pod("p"), many)
+    run_filter(f, pod("p"), many[:2])
+    assert len(f._eval._nodes) <= 2 + 64
+
+
+# -- context trimming ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "paths"), [
+    ("node.metadata.labels.zone == 'a'", {("metadata", "labels")}),
+    ("size(node.metadata.name) < 3 && has(node.spec.taints)",
+     {("metadata", "name"), ("spec", "taints")}),
+    ("node.metadata.size() > 0 && node.metadata.name == ''", {("metadata",)}),
+    ("node.metadata.labels.exists(k, k == 'a')", {("metadata", "labels")}),
+    ("node['metadata'].name == ''", None),
+    ("type(node) == map", None),
+    ("pod.metadata.name == ''", set()),
+])
+def test_read_paths(source: str, paths: set[tuple[str, ...]] | None) -> None:
+    got = read_paths(source, "node")
+    assert got == (None if paths is None else frozenset(paths))
+
+
+def test_project_keeps_only_read_fields_and_absence() -> None:
+    raw = {"metadata": {"name": "n", "labels": {"a": "1"}, "managedFields": [1]},
+           "status": {"images": [1, 2]}}
+    assert project(raw, frozenset({("metadata", "labels"), ("spec", "taints")})) == {
+        "metadata": {"labels": {"a": "1"}}}
+    assert project(raw, None) is raw
+
+
+def test_trimmed_context_gives_the_same_answers_as_the_whole_object() -> None:
+    n = NodeInfo.from_json({
+        "metadata": {"name": "n", "labels": {"zone": "a"}, "annotations": {"x": "y"}},
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {"images": [{"names": ["img"], "sizeBytes": 1}]}})
+    for source in ["has(node.spec.taints) && node.spec.taints[0].key == 'k'",
+                   "has(node.spec.unschedulable)",
+                   "node.status.images.exists(i, 'img' in i.names)",
+                   "node.metadata.labels.zone + node.metadata.name == 'an'"]:
+        f = new_filter({"expression": source})
+        whole = f._eval.c.program.execute({"node": n.raw})
+        assert run_filter(f, pod("p"), [n])[0].ok is whole, source
