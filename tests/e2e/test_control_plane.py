@@ -3,6 +3,7 @@ nodes, where a pod can be bound with a v1 Binding exactly as kube-scheduler bind
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -56,8 +57,9 @@ def test_bind_pod_with_v1_binding(cluster: Cluster, namespace: str, nodes: NodeF
     second = cluster.kubectl("create", "--raw",
                              f"/api/v1/namespaces/{namespace}/pods/{pod_name}/binding",
                              "-f", "-", check=False,
-                             input='{"apiVersion":"v1","kind":"Binding","metadata":{"name":"%s"},'
-                                   '"target":{"apiVersion":"v1","kind":"Node","name":"%s"}}'
-                                   % (pod_name, node))
+                             input=json.dumps({"apiVersion": "v1", "kind": "Binding",
+                                               "metadata": {"name": pod_name},
+                                               "target": {"apiVersion": "v1", "kind": "Node",
+                                                          "name": node}}))
     assert second.returncode != 0
     assert "already" in (second.stderr + second.stdout)

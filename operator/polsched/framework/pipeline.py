@@ -34,6 +34,8 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 # k8s.io/kube-scheduler/extender/v1: MaxExtenderPriority
 MAX_EXTENDER_PRIORITY = 10
 NO_NODE_AVAILABLE = "0/{} nodes are available"
+# schedule_one.go ErrNoNodesAvailable: what the event says when the cluster has no nodes.
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 # apimachinery validation.NoteLengthLimit: events carry at most this many characters.
 NOTE_LENGTH_LIMIT = 1024
 
@@ -122,6 +124,8 @@ class FitError:
 
     @property
     def message(self) -> str:
+        if self.num_all_nodes == 0:
+            return NO_NODES_AVAILABLE
         msg = NO_NODE_AVAILABLE.format(self.num_all_nodes) + ":"
         if self.pre_filter_msg:
             msg += f" {self.pre_filter_msg}."
@@ -286,7 +290,7 @@ class Pipeline:
         or a non-ignorable extender fails (the pod is retried with backoff)."""
         n_all = len(snapshot.nodes)
         if n_all == 0:
-            return ScheduleResult(None, fit_error=FitError(0, pre_filter_msg=""),)
+            return ScheduleResult(None, fit_error=FitError(0))
         state = CycleState()
         filters, scorers = self._entries_for(pod)
         feasible, diagnosis = self.find_feasible(state, pod, snapshot, filters, explain)
@@ -349,11 +353,12 @@ class Pipeline:
                 if ext.ignorable:
                     continue
                 raise PipelineError(Status.error(str(err)).with_plugin(ext.name)) from err
+            statuses = diagnosis.node_statuses
             for name, reason in unresolvable.items():
-                diagnosis.node_statuses[name] = Status.unresolvable(reason).with_plugin(ext.name)
+                statuses[name] = Status.unresolvable(reason).with_plugin(ext.name)
             for name, reason in failed.items():
                 if name not in unresolvable:
-                    diagnosis.node_statuses[name] = Status.unschedulable(reason).with_plugin(ext.name)
+                    statuses[name] = Status.unschedulable(reason).with_plugin(ext.name)
         return feasible
 
     async def _extender_prioritize(self, pod: PodInfo, nodes: list[NodeInfo],

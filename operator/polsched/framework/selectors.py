@@ -47,7 +47,8 @@ def compile_requirement(req: Mapping[str, Any], path: str = "",
     opath = f"{path}.operator" if path else "operator"
     vpath = f"{path}.values" if path else "values"
     if op not in operators:
-        raise SelectorError(opath, f"unsupported operator {op!r}: must be one of {', '.join(operators)}")
+        raise SelectorError(opath, f"unsupported operator {op!r}: "
+                                   f"must be one of {', '.join(operators)}")
     values = req.get("values") or []
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise SelectorError(vpath, "must be a list of strings")

@@ -1,0 +1,197 @@
+"""The pipeline's cycle, after pkg/scheduler/schedule_one_test.go (numFeasibleNodesToFind,
+selectHost, findNodesThatFitPod) and framework/types_test.go (FitError.Error)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+
+from polsched.framework import (
+    SKIP,
+    SUCCESS,
+    CycleState,
+    FilterEntry,
+    FilterPlugin,
+    FitError,
+    NodeInfo,
+    Pipeline,
+    PodInfo,
+    PreFilterPlugin,
+    ScoreEntry,
+    ScoreExtensions,
+    ScorePlugin,
+    Snapshot,
+    Status,
+)
+from polsched.framework.pipeline import num_feasible_nodes_to_find, truncate_message
+
+
+def node(name: str, **labels: str) -> NodeInfo:
+    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels},
+                               "status": {"allocatable": {"cpu": "4", "pods": "110"}}})
+
+
+def pod(name: str = "p", **labels: str) -> PodInfo:
+    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
+                              "spec": {"containers": [{"name": "c"}]}})
+
+
+class LabelIs(FilterPlugin):
+    NAME = "LabelIs"
+
+    def __init__(self, key: str, value: str, reason: str) -> None:
+        self.key, self.value, self.reason = key, value, reason
+        self.calls = 0
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.calls += 1
+        if node.labels.get(self.key) == self.value:
+            return SUCCESS
+        return Status.unschedulable(self.reason)
+
+
+class NameLength(ScorePlugin, ScoreExtensions):
+    NAME = "NameLength"
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return len(node.name)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        top = max(scores)
+        for i, s in enumerate(scores):
+            scores[i] = 100 * s // top
+        return SUCCESS
+
+
+class Constant(ScorePlugin):
+    NAME = "Constant"
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return 7
+
+
+def run(p: Pipeline, pd: PodInfo, nodes: Sequence[NodeInfo], explain: bool = False):  # type: ignore[no-untyped-def]
+    return asyncio.run(p.schedule(pd, Snapshot(list(nodes)), explain=explain))
+
+
+@pytest.mark.parametrize(("pct", "n", "want"), [
+    (0, 10, 10), (0, 99, 99), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300),
+    (40, 1000, 400), (1, 1000, 100), (100, 5000, 5000),
+])
+def test_num_feasible_nodes_to_find(pct: int, n: int, want: int) -> None:
+    assert num_feasible_nodes_to_find(pct, n) == want
+
+
+def test_fit_error_is_a_sorted_histogram_of_reasons() -> None:
+    f = LabelIs("zone", "a", "node(s) had zone b")
+    nodes = [node("n1", zone="b"), node("n2", zone="b"), node("n3")]
+    nodes[2].unschedulable = True
+
+    class Unsched(FilterPlugin):
+        NAME = "NodeUnschedulable"
+
+        def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+            return Status.unresolvable("node(s) were unschedulable") if node.unschedulable \
+                else SUCCESS
+
+    p = Pipeline([FilterEntry(Unsched()), FilterEntry(f)], [])
+    res = run(p, pod(), nodes)
+    assert res.node is None and res.fit_error is not None
+    assert res.fit_error.message == (
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) had zone b.")
+    assert res.fit_error.node_statuses["n3"].plugin == "NodeUnschedulable"
+
+
+def test_post_filter_message_follows() -> None:
+    fe = FitError(2, {"a": Status.unschedulable("Insufficient cpu"),
+                      "b": Status.unschedulable("Insufficient cpu")},
+                  post_filter_msg="preemption: 0/2 nodes are available: 2 No preemption "
+                                  "victims found for incoming pod")
+    assert fe.message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes "
+                          "are available: 2 No preemption victims found for incoming pod.")
+
+
+def test_prefilter_rejection_is_reported_once() -> None:
+    class Reject(PreFilterPlugin, FilterPlugin):
+        NAME = "Reject"
+
+        def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+            return Status.unresolvable("pod has unbound immediate PersistentVolumeClaims")
+
+        def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+            raise AssertionError("Filter must not run after PreFilter rejected")
+
+    res = run(Pipeline([FilterEntry(Reject())], []), pod(), [node("a"), node("b")])
+    assert res.fit_error is not None
+    assert res.fit_error.message == (
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+
+
+def test_prefilter_skip_skips_filter() -> None:
+    class Skipper(PreFilterPlugin, FilterPlugin):
+        NAME = "Skipper"
+
+        def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+            return SKIP
+
+        def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+            raise AssertionError("skipped plugin's Filter ran")
+
+    p = Pipeline([FilterEntry(Skipper())], [ScoreEntry(Constant(), 1)])
+    assert run(p, pod(), [node("a"), node("b")]).node in ("a", "b")
+
+
+def test_weighted_scores_pick_the_best_and_explain_them() -> None:
+    nodes = [node("a"), node("bbb"), node("cc")]
+    p = Pipeline([], [ScoreEntry(NameLength(), 2), ScoreEntry(Constant(), 1)])
+    res = run(p, pod(), nodes, explain=True)
+    assert res.node == "bbb"
+    assert res.deciding_scorer == "NameLength"
+    assert res.explanation is not None
+    by_node = {s.node: s for s in res.explanation.scores}
+    assert by_node["bbb"].plugins["NameLength"] == (3, 100, 200)
+    assert by_node["a"].plugins["NameLength"] == (1, 33, 66)
+    assert by_node["a"].total == 66 + 7
+
+
+def test_ties_are_broken_at_random() -> None:
+    nodes = [node(f"n{i}") for i in range(4)]
+    p = Pipeline([], [ScoreEntry(Constant(), 1)], rng=random.Random(1))
+    picks = Counter(run(p, pod(), nodes).node for _ in range(400))
+    assert set(picks) == {"n0", "n1", "n2", "n3"}
+    assert min(picks.values()) > 60
+
+
+def test_search_stops_at_num_feasible_and_resumes_round_robin() -> None:
+    nodes = [node(f"n{i:03}", ok="1") for i in range(200)]
+    f = LabelIs("ok", "1", "no")
+    p = Pipeline([FilterEntry(f)], [ScoreEntry(Constant(), 1)], percentage_of_nodes_to_score=50)
+    first = run(p, pod(), nodes)
+    assert first.evaluated_nodes == 100 and f.calls == 100
+    run(p, pod(), nodes)
+    # The second cycle started where the first stopped: all 200 nodes were visited once.
+    assert p._next_start == 0 and f.calls == 200
+
+
+def test_when_selector_limits_an_entry_to_matching_pods() -> None:
+    f = LabelIs("zone", "a", "node(s) not in zone a")
+    p = Pipeline([FilterEntry(f, when=lambda labels: labels.get("want") == "you")], [])
+    nodes = [node("n1", zone="b")]
+    assert run(p, pod(), nodes).node == "n1"
+    assert run(p, pod(want="you"), nodes).node is None
+
+
+def test_no_nodes() -> None:
+    res = run(Pipeline([], []), pod(), [])
+    assert res.node is None and res.fit_error is not None
+    assert res.fit_error.message == "no nodes available to schedule pods"
+
+
+def test_truncate_message() -> None:
+    assert truncate_message("x" * 1024) == "x" * 1024
+    long = truncate_message("y" * 2000)
+    assert len(long) == 1024 and long.endswith(" ...")
