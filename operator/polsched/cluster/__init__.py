@@ -1,0 +1,12 @@
+"""Everything that talks to the API server about pods and nodes: an asyncio API client
+(client.py) and the watched, in-memory cache of nodes, pods and namespaces (cache.py).
+
+Nothing outside this package reads pods or nodes from the API server; the scheduler reads
+the cache's Snapshot and writes only bindings, events and pod conditions through the
+client.
+"""
+
+from polsched.cluster.cache import CacheListener, ClusterCache
+from polsched.cluster.client import ApiClient, ApiError
+
+__all__ = ["ApiClient", "ApiError", "CacheListener", "ClusterCache"]

@@ -1,0 +1,399 @@
+"""ClusterCache: nodes, pods and namespaces, listed then watched, in memory.
+
+It keeps what kube-scheduler's cache (pkg/scheduler/backend/cache/cache.go) keeps: a
+NodeInfo per node with the pods assigned to it, including pods *assumed* onto a node while
+their bind is in flight, so the very next scheduling cycle sees their requests. When the
+watch shows the pod bound, the assumed entry is replaced by the real one (no double
+counting); if the bind fails the scheduler forgets it. Deleted and terminal pods
+(Succeeded/Failed) free their node's resources.
+
+The Snapshot handed to the pipeline is maintained incrementally: its node list, name index
+and image counts change with each node event, never rebuilt per cycle. A cycle runs
+without awaiting, so nothing changes under it.
+
+The cache tells a CacheListener what happened (pending pods to queue, pods that left the
+queue, cluster events that may make unschedulable pods schedulable). Listener callbacks
+run synchronously in the watch task and must not block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+
+log = logging.getLogger(__name__)
+
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+NAMESPACES = "/api/v1/namespaces"
+
+
+class CacheListener:
+    """What the scheduler hears from the cache. Every method is a no-op by default."""
+
+    def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
+        """A pod without a node (not terminal, not assumed) was added or updated."""
+
+    def pending_pod_removed(self, pod: PodInfo) -> None:
+        """A pending pod was deleted, got bound (by anyone) or finished."""
+
+    def assigned_pod_added(self, pod: PodInfo) -> None:
+        """A pod now runs on a node (confirmed binding, or listed already bound)."""
+
+    def assigned_pod_removed(self, pod: PodInfo) -> None:
+        """A pod on a node was deleted or finished: its resources are free."""
+
+    def node_changed(self, node: NodeInfo, added: bool) -> None:
+        """A node was added, or changed in a way that can change scheduling decisions."""
+
+    def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
+        """A namespace was added or its labels changed."""
+
+    def counts_changed(self, scheduler_name: str) -> None:
+        """The number of bound or pending pods with this schedulerName changed."""
+
+
+class ClusterCache:
+    def __init__(self, client: ApiClient | None, *, watch_timeout: int = 300,
+                 page_size: int = 500) -> None:
+        self._client = client
+        self._watch_timeout = watch_timeout
+        self._page_size = page_size
+        self.snapshot = Snapshot([])
+        # Every pod the API server has, as it has it (key "ns/name").
+        self.pods: dict[str, PodInfo] = {}
+        self.namespaces: dict[str, Mapping[str, str]] = {}
+        # Every NodeInfo, including placeholders for nodes that pods name but that we have
+        # not seen (yet, or any more); only those with a node object are in the snapshot.
+        self._infos: dict[str, NodeInfo] = {}
+        # pod key -> node whose NodeInfo counts it
+        self._placed: dict[str, str] = {}
+        # pod key -> the assumed PodInfo (node_name set) while its bind is in flight
+        self._assumed: dict[str, PodInfo] = {}
+        self._bound: dict[str, int] = {}
+        self._pending: dict[str, int] = {}
+        self._listeners: list[CacheListener] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.synced = False
+
+    # -- listeners ----------------------------------------------------------------------
+    def add_listener(self, listener: CacheListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self, method: str, *args: Any) -> None:
+        for listener in self._listeners:
+            try:
+                getattr(listener, method)(*args)
+            except Exception:  # a listener bug must not stop the watch
+                log.exception("cache listener %s failed", method)
+
+    # -- queries --------------------------------------------------------------------------
+    def bound_pods(self, scheduler_name: str) -> int:
+        """Pods with this schedulerName that exist and have spec.nodeName."""
+        return self._bound.get(scheduler_name, 0)
+
+    def pending_pods(self, scheduler_name: str) -> int:
+        """Pods with this schedulerName, without spec.nodeName, not terminal."""
+        return self._pending.get(scheduler_name, 0)
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        """Any NodeInfo, including a placeholder for a node without a node object."""
+        return self._infos.get(name)
+
+    # -- assume / forget ----------------------------------------------------------------
+    def assume(self, pod: PodInfo, node_name: str) -> PodInfo:
+        """Count `pod` on `node_name` now, before the bind completes (cache.AssumePod)."""
+        assumed = dataclasses.replace(pod, node_name=node_name)
+        self._assumed[pod.key] = assumed
+        self._place(assumed, node_name)
+        return assumed
+
+    def forget(self, pod: PodInfo) -> None:
+        """The bind failed: stop counting the assumed pod (cache.ForgetPod). A no-op when
+        the watch has already shown the pod bound, wherever that is."""
+        if self._assumed.pop(pod.key, None) is None:
+            return
+        current = self.pods.get(pod.key)
+        if current is not None and current.node_name and not current.terminal:
+            self._place(current, current.node_name)
+        else:
+            self._unplace(pod.key)
+
+    # -- events (public so tests can feed plain dicts) ----------------------------------
+    def on_pod_event(self, kind: str, obj: Json) -> None:
+        new = PodInfo.from_json(obj)
+        key = new.key
+        old = self.pods.get(key)
+        if kind == "DELETED":
+            self._delete_pod(key, old)
+            return
+        if old is not None and old.uid != new.uid:
+            # Deleted and recreated under the same name between two events we saw.
+            self._delete_pod(key, old)
+            old = None
+        self.pods[key] = new
+        self._recount(old, new)
+        if new.node_name:
+            self._assumed.pop(key, None)  # confirmed, or bound by someone else
+            if new.terminal:
+                self._unplace(key)
+                if old is not None and old.node_name and not old.terminal:
+                    self._notify("assigned_pod_removed", new)
+                elif old is not None and not old.node_name and not old.terminal:
+                    self._notify("pending_pod_removed", old)
+                return
+            self._place(new, new.node_name)
+            if old is None or not old.node_name or old.terminal:
+                if old is not None and not old.node_name and not old.terminal:
+                    self._notify("pending_pod_removed", old)
+                self._notify("assigned_pod_added", new)
+            return
+        if new.terminal:
+            if key in self._assumed:
+                self._assumed.pop(key)
+                self._unplace(key)
+            if old is not None and not old.terminal:
+                self._notify("pending_pod_removed", old)
+            return
+        if key in self._assumed:
+            return  # its bind is in flight; the scheduler already decided
+        self._notify("pending_pod_changed", new, old)
+
+    def _delete_pod(self, key: str, old: PodInfo | None) -> None:
+        was_assumed = self._assumed.pop(key, None) is not None
+        if old is None and not was_assumed:
+            return
+        self.pods.pop(key, None)
+        self._unplace(key)
+        if old is None:
+            return
+        self._recount(old, None)
+        if old.node_name:
+            if not old.terminal:
+                self._notify("assigned_pod_removed", old)
+        elif not old.terminal:
+            self._notify("pending_pod_removed", old)
+
+    def on_node_event(self, kind: str, obj: Json) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        info = self._infos.get(name)
+        snap = self.snapshot
+        if kind == "DELETED":
+            if info is None:
+                return
+            if name in snap.by_name:
+                self._snapshot_remove(info)
+            if not info.pods:
+                del self._infos[name]
+            return
+        if info is None or name not in snap.by_name:
+            if info is None:
+                info = NodeInfo.from_json(obj)
+                self._infos[name] = info
+            else:
+                info.set_node(obj)
+            self._snapshot_add(info)
+            self._notify("node_changed", info, True)
+            return
+        relevant = _changed_for_scheduling(info.raw, obj)
+        old_images = info.images
+        info.set_node(obj)
+        if old_images.keys() != info.images.keys():
+            _count_images(snap.image_nodes, old_images, -1)
+            _count_images(snap.image_nodes, info.images, +1)
+        if relevant:
+            self._notify("node_changed", info, False)
+
+    def on_namespace_event(self, kind: str, obj: Json) -> None:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name") or ""
+        if kind == "DELETED":
+            self.namespaces.pop(name, None)
+            return
+        labels: Mapping[str, str] = meta.get("labels") or {}
+        old = self.namespaces.get(name)
+        self.namespaces[name] = labels
+        if old != labels:
+            self._notify("namespace_changed", name, labels)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _place(self, pod: PodInfo, node_name: str) -> None:
+        key = pod.key
+        prev = self._placed.get(key)
+        if prev is not None and prev != node_name:
+            self._unplace(key)
+        info = self._infos.get(node_name)
+        if info is None:
+            info = NodeInfo.from_json({"metadata": {"name": node_name}})
+            self._infos[node_name] = info
+        info.add_pod(pod)  # replaces the entry with the same key, accounting included
+        self._placed[key] = node_name
+
+    def _unplace(self, key: str) -> None:
+        prev = self._placed.pop(key, None)
+        if prev is None:
+            return
+        info = self._infos.get(prev)
+        if info is None:
+            return
+        counted = info.pods.get(key)
+        if counted is not None:
+            info.remove_pod(counted)
+        if not info.pods and prev not in self.snapshot.by_name:
+            del self._infos[prev]
+
+    def _recount(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        changed: set[str] = set()
+        for pod, delta in ((old, -1), (new, 1)):
+            if pod is None:
+                continue
+            if pod.node_name:
+                table = self._bound
+            elif not pod.terminal:
+                table = self._pending
+            else:
+                continue
+            table[pod.scheduler_name] = table.get(pod.scheduler_name, 0) + delta
+            changed.add(pod.scheduler_name)
+        if old is not None and new is not None and old.scheduler_name == new.scheduler_name \
+                and bool(old.node_name) == bool(new.node_name) and old.terminal == new.terminal:
+            return  # same buckets: nothing a status shows has changed
+        for name in changed:
+            self._notify("counts_changed", name)
+
+    def _snapshot_add(self, info: NodeInfo) -> None:
+        snap = self.snapshot
+        snap.nodes.append(info)
+        snap.by_name[info.name] = info
+        _count_images(snap.image_nodes, info.images, +1)
+
+    def _snapshot_remove(self, info: NodeInfo) -> None:
+        snap = self.snapshot
+        snap.nodes.remove(info)  # O(nodes), and node deletions are rare
+        del snap.by_name[info.name]
+        _count_images(snap.image_nodes, info.images, -1)
+
+    # -- list + watch ---------------------------------------------------------------------
+    async def start(self) -> None:
+        """List nodes, namespaces and pods, start watching them; return once synced."""
+        if self._client is None:
+            raise RuntimeError("ClusterCache.start needs an ApiClient")
+        resources: list[tuple[str, Callable[[str, Json], None], dict[str, Json]]] = [
+            (NODES, self.on_node_event, {}),
+            (NAMESPACES, self.on_namespace_event, {}),
+            (PODS, self.on_pod_event, {}),
+        ]
+        versions = []
+        for path, handler, _ in resources:  # nodes first, so listed pods land on real nodes
+            versions.append(await self._relist(path, handler))
+        for (path, handler, _), rv in zip(resources, versions, strict=True):
+            self._tasks.append(asyncio.create_task(self._watch(path, handler, rv),
+                                                   name=f"polsched-watch{path}"))
+        self.synced = True
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+
+    def _known(self, path: str) -> dict[str, Json]:
+        if path == PODS:
+            return {k: p.raw for k, p in self.pods.items()}
+        if path == NODES:
+            return {n.name: n.raw for n in self.snapshot.nodes}
+        return {name: {"metadata": {"name": name}} for name in self.namespaces}
+
+    async def _relist(self, path: str, handler: Callable[[str, Json], None]) -> str:
+        """List `path` and reconcile: what vanished is DELETED, what changed is MODIFIED
+        (the reflector's replace). Returns the list's resourceVersion."""
+        assert self._client is not None
+        listing = await self._client.list_all(path, page_size=self._page_size)
+        known = self._known(path)
+        seen: set[str] = set()
+        for obj in listing.get("items") or ():
+            meta = obj.get("metadata") or {}
+            key = meta.get("name") or ""
+            if path == PODS:
+                key = f"{meta.get('namespace') or ''}/{key}"
+            seen.add(key)
+            prev = known.get(key)
+            prev_rv = (prev.get("metadata") or {}).get("resourceVersion") if prev else None
+            if prev is not None and path != NAMESPACES and prev_rv == meta.get("resourceVersion"):
+                continue
+            handler("MODIFIED" if prev is not None else "ADDED", obj)
+        for key, raw in known.items():
+            if key not in seen:
+                handler("DELETED", raw)
+        rv: str = (listing.get("metadata") or {}).get("resourceVersion") or ""
+        return rv
+
+    async def _watch(self, path: str, handler: Callable[[str, Json], None], rv: str) -> None:
+        """Watch from `rv` forever: re-watch when the server ends the stream, relist on
+        410 Gone (the reflector's ListAndWatch)."""
+        assert self._client is not None
+        delay = 0.0
+        while True:
+            try:
+                if delay:
+                    await asyncio.sleep(delay)
+                async for kind, obj in self._client.watch(
+                        path, resource_version=rv, timeout_seconds=self._watch_timeout):
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if kind != "BOOKMARK":
+                        handler(kind, obj)
+                    delay = 0.0
+            except asyncio.CancelledError:
+                raise
+            except ApiError as err:
+                if err.status == 410:
+                    log.info("watch %s: resourceVersion %s expired; listing again", path, rv)
+                    try:
+                        rv = await self._relist(path, handler)
+                        delay = 0.0
+                    except (ApiError, aiohttp.ClientError, TimeoutError) as lerr:
+                        log.warning("relist %s failed: %s", path, lerr)
+                        delay = min(max(delay * 2, 0.5), 30.0)
+                else:
+                    log.warning("watch %s failed: %s", path, err)
+                    delay = min(max(delay * 2, 0.5), 30.0)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+                log.warning("watch %s interrupted: %s", path, err)
+                delay = min(max(delay * 2, 0.5), 30.0)
+
+
+def _count_images(into: dict[str, int], images: Mapping[str, int], delta: int) -> None:
+    for image in images:
+        n = into.get(image, 0) + delta
+        if n > 0:
+            into[image] = n
+        else:
+            into.pop(image, None)
+
+
+def _changed_for_scheduling(old: Json, new: Json) -> bool:
+    """Whether a node update can change a scheduling decision (kube-scheduler's
+    NodeUpdate event kinds: allocatable, labels, taints, annotations, spec), ignoring
+    status heartbeats."""
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    if om.get("labels") != nm.get("labels") or om.get("annotations") != nm.get("annotations"):
+        return True
+    if old.get("spec") != new.get("spec"):
+        return True
+    os_, ns = old.get("status") or {}, new.get("status") or {}
+    return bool(os_.get("allocatable") != ns.get("allocatable")
+                or os_.get("images") != ns.get("images"))

@@ -1,0 +1,349 @@
+"""An asyncio Kubernetes API client on aiohttp that speaks raw JSON.
+
+Objects are plain dicts exactly as the API server sends them: building the kubernetes
+client's model classes costs far more than json.loads (see the engine issue's report) and
+the scheduler reads a handful of fields per pod. The kubernetes package is used only to
+parse a kubeconfig (so KUBECONFIG, contexts, exec/token auth and client certificates
+behave as with kubectl) or the in-cluster service account.
+
+One aiohttp session with keep-alive serves every request; watches hold their own
+connection for as long as they stream. There is no client-side rate limit unless `qps`
+is given (kube-scheduler's default QPS of 50 would make binding 10k pods take minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Literal
+
+import aiohttp
+
+Json = dict[str, Any]
+PatchType = Literal["merge", "strategic", "json", "apply"]
+
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+# How often the bearer token is re-read (in-cluster tokens rotate; exec plugins expire).
+_TOKEN_REFRESH_SECONDS = 10.0
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server (or an ERROR event in a watch).
+
+    `status` is the HTTP code, `reason` the metav1.Status reason ("NotFound", "Conflict",
+    "AlreadyExists", "Expired", ...), `message` the server's message."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Json | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @classmethod
+    def from_status(cls, http_status: int, body: Any) -> ApiError:
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            return cls(int(body.get("code") or http_status), str(body.get("reason") or ""),
+                       str(body.get("message") or ""), body)
+        return cls(http_status, "", str(body)[:500])
+
+
+class _RateLimiter:
+    """A token bucket (client-go's flowcontrol.NewTokenBucketRateLimiter)."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._qps = qps
+        self._burst = max(burst, 1)
+        self._tokens = float(self._burst)
+        self._last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+                self._last = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep((1 - self._tokens) / self._qps)
+
+
+class ApiClient:
+    """get / list / watch / post / patch / delete on API paths ("/api/v1/nodes")."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        ssl_context: ssl.SSLContext | Literal[False] | None = None,
+        token: Callable[[], str | None] | None = None,
+        basic_auth: tuple[str, str] | None = None,
+        server_hostname: str | None = None,
+        qps: float = 0.0,
+        burst: int = 0,
+        connection_limit: int = 200,
+        user_agent: str = "polsched",
+    ) -> None:
+        self.host = host.rstrip("/")
+        self._ssl: ssl.SSLContext | Literal[False] | None = ssl_context
+        self._token = token
+        self._token_value: str | None = None
+        self._token_read = 0.0
+        self._basic = aiohttp.BasicAuth(*basic_auth) if basic_auth else None
+        self._server_hostname = server_hostname
+        self._limiter = _RateLimiter(qps, burst or int(qps * 2) or 1) if qps > 0 else None
+        self._connection_limit = connection_limit
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    # -- construction from configuration ------------------------------------------------
+    @classmethod
+    def from_kubeconfig(cls, config_file: str | None = None, context: str | None = None,
+                        **kwargs: Any) -> ApiClient:
+        """As kubectl: `config_file`, else $KUBECONFIG (a ':'-separated list, merged), else
+        ~/.kube/config; `context` or the current-context."""
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
+        cfg = k8s_client.Configuration()
+        # Read KUBECONFIG now: kubernetes.config captures it at import time.
+        path = config_file or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=context,
+                                    client_configuration=cfg, persist_config=False)
+        return cls._from_configuration(cfg, **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> ApiClient:
+        """The pod's service account (token re-read as it rotates)."""
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
+        cfg = k8s_client.Configuration()
+        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=cfg)
+        return cls._from_configuration(cfg, **kwargs)
+
+    @classmethod
+    def from_environment(cls, **kwargs: Any) -> ApiClient:
+        """In a pod without KUBECONFIG: the service account; otherwise the kubeconfig."""
+        if (os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG")
+                and not os.path.exists(os.path.expanduser("~/.kube/config"))):
+            return cls.in_cluster(**kwargs)
+        return cls.from_kubeconfig(**kwargs)
+
+    @classmethod
+    def _from_configuration(cls, cfg: Any, **kwargs: Any) -> ApiClient:
+        ctx: ssl.SSLContext | Literal[False]
+        if not cfg.verify_ssl:
+            ctx = False
+        else:
+            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+            if cfg.cert_file:
+                ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+
+        def token() -> str | None:
+            # Calls the loader's refresh hook: re-reads a rotated service-account token or
+            # re-runs an expired exec credential plugin.
+            value: str | None = cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+            if value and " " not in value:
+                value = "Bearer " + value
+            return value
+
+        basic = (cfg.username, cfg.password) if cfg.username and cfg.password else None
+        return cls(cfg.host, ssl_context=ctx, token=token, basic_auth=basic,
+                   server_hostname=getattr(cfg, "tls_server_name", None) or None, **kwargs)
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._connection_limit, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(
+                connector=connector, auth=self._basic,
+                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=60),
+                json_serialize=json.dumps,
+            )
+        return self._session
+
+    def _headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self._token is not None:
+            now = time.monotonic()
+            if self._token_value is None or now - self._token_read > _TOKEN_REFRESH_SECONDS:
+                self._token_value = self._token()
+                self._token_read = now
+            if self._token_value:
+                headers["Authorization"] = self._token_value
+        return headers
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+                      body: Any = None, content_type: str = "application/json",
+                      timeout: float | None = 60.0) -> Json:
+        """One request; the decoded JSON answer. Raises ApiError on a non-2xx answer."""
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        headers = self._headers({"Content-Type": content_type} if body is not None else None)
+        data: bytes | None = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        kwargs: dict[str, Any] = {}
+        if self._ssl is not None:
+            kwargs["ssl"] = self._ssl
+        if self._server_hostname:
+            kwargs["server_hostname"] = self._server_hostname
+        async with self._get_session().request(
+            method, self.host + path, params=_params(params), data=data, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout), **kwargs,
+        ) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                try:
+                    decoded: Any = json.loads(raw)
+                except ValueError:
+                    decoded = raw.decode(errors="replace")
+                raise ApiError.from_status(resp.status, decoded)
+            if not raw:
+                return {}
+            result: Json = json.loads(raw)
+            return result
+
+    # -- verbs ----------------------------------------------------------------------------
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Json:
+        return await self.request("GET", path, params=params)
+
+    async def list(self, path: str, *, label_selector: str | None = None,
+                   field_selector: str | None = None, resource_version: str | None = None,
+                   limit: int | None = None, continue_: str | None = None) -> Json:
+        """One page of a collection (follow metadata.continue for the next)."""
+        return await self.get(path, {
+            "labelSelector": label_selector, "fieldSelector": field_selector,
+            "resourceVersion": resource_version, "limit": limit, "continue": continue_,
+        })
+
+    async def list_all(self, path: str, *, page_size: int = 500,
+                       resource_version: str | None = None, **kwargs: Any) -> Json:
+        """A whole collection, pages joined: the last page's metadata and all items."""
+        items: list[Json] = []
+        cont: str | None = None
+        while True:
+            page = await self.list(path, limit=page_size,
+                                   resource_version=None if cont else resource_version,
+                                   continue_=cont, **kwargs)
+            items.extend(page.get("items") or ())
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                page["items"] = items
+                return page
+
+    async def watch(self, path: str, *, resource_version: str | None = None,
+                    allow_watch_bookmarks: bool = True, timeout_seconds: int | None = 300,
+                    label_selector: str | None = None, field_selector: str | None = None,
+                    ) -> AsyncIterator[tuple[str, Json]]:
+        """Stream (type, object) for ADDED, MODIFIED, DELETED and BOOKMARK until the server
+        ends the watch (timeoutSeconds). An ERROR event raises ApiError: 410 Expired
+        means the resourceVersion is too old and the caller must list again."""
+        params = {
+            "watch": "true", "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true" if allow_watch_bookmarks else None,
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector, "fieldSelector": field_selector,
+        }
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        kwargs: dict[str, Any] = {}
+        if self._ssl is not None:
+            kwargs["ssl"] = self._ssl
+        if self._server_hostname:
+            kwargs["server_hostname"] = self._server_hostname
+        # No total timeout: the server closes after timeoutSeconds; a silent connection
+        # (no event, no bookmark) for longer than that plus a margin is dead.
+        read_timeout = (timeout_seconds or 300) + 30
+        async with self._get_session().get(
+            self.host + path, params=_params(params), headers=self._headers(),
+            timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=read_timeout),
+            **kwargs,
+        ) as resp:
+            if resp.status >= 400:
+                raw = await resp.read()
+                try:
+                    decoded: Any = json.loads(raw)
+                except ValueError:
+                    decoded = raw.decode(errors="replace")
+                raise ApiError.from_status(resp.status, decoded)
+            # Split lines ourselves: StreamReader.readline refuses lines over 128 KiB, and
+            # a pod with a large last-applied-configuration annotation can exceed that.
+            buf = b""
+            async for chunk in resp.content.iter_any():
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    line, buf = buf[:nl], buf[nl + 1:]
+                    if line.strip():
+                        yield _watch_event(line)
+            if buf.strip():
+                yield _watch_event(buf)
+
+    async def post(self, path: str, body: Any, params: Mapping[str, Any] | None = None) -> Json:
+        return await self.request("POST", path, params=params, body=body)
+
+    async def put(self, path: str, body: Any, params: Mapping[str, Any] | None = None) -> Json:
+        return await self.request("PUT", path, params=params, body=body)
+
+    async def patch(self, path: str, body: Any, patch_type: PatchType = "merge", *,
+                    field_manager: str | None = None, force: bool = False,
+                    params: Mapping[str, Any] | None = None) -> Json:
+        """`body`: a dict (merge/strategic/apply) or a list of operations (json)."""
+        if patch_type == "apply" and not field_manager:
+            raise ValueError("patch(..., 'apply') needs a field_manager")
+        p = dict(params or {})
+        if field_manager:
+            p["fieldManager"] = field_manager
+        if force:
+            p["force"] = "true"
+        return await self.request("PATCH", path, params=p, body=body,
+                                  content_type=_PATCH_CONTENT_TYPES[patch_type])
+
+    async def delete(self, path: str, body: Any = None,
+                     params: Mapping[str, Any] | None = None) -> Json:
+        return await self.request("DELETE", path, params=params, body=body)
+
+
+def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
+    if not params:
+        return {}
+    return {k: str(v) for k, v in params.items() if v is not None and v != ""}
+
+
+def _watch_event(line: bytes) -> tuple[str, Json]:
+    event = json.loads(line)
+    kind: str = event.get("type") or ""
+    obj: Json = event.get("object") or {}
+    if kind == "ERROR":
+        raise ApiError.from_status(int(obj.get("code") or 500), obj)
+    return kind, obj

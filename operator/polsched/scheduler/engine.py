@@ -1,0 +1,446 @@
+"""Engine: one scheduler per SchedulingPolicy, all sharing one cluster cache.
+
+The operator builds on this surface: `apply` a loaded Policy to start its scheduler or
+hot-swap its pipeline, `remove` it, `set_leader`, read `stats`, hear `on_change`.
+
+Per policy, one task runs kube-scheduler's scheduleOne (schedule_one.go): pop the next pod,
+run the pipeline against the cache's snapshot, assume the pod on the chosen node and hand
+the bind to the Binder, which runs in the background. A failed attempt records
+FailedScheduling and PodScheduled=False and parks the pod in the queue. Per pod the only
+API calls are the bind and the event (plus the condition patch on failure).
+
+A swap builds the new Pipeline off to the side and replaces one reference: a cycle that
+is under way finishes on the pipeline it started with. Awaiting an extender lets other
+policies' cycles run, so when a pipeline has extenders the chosen node is filtered again
+right before assuming (two policies never overcommit a node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from polsched.cluster.cache import CacheListener, ClusterCache
+from polsched.cluster.client import ApiClient
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import PreFilterPlugin
+from polsched.framework.pipeline import Extender, Pipeline, PipelineError, PostFilter
+from polsched.framework.status import Code
+from polsched.framework.types import NodeInfo, PodInfo
+from polsched.scheduler import queue as q
+from polsched.scheduler.binder import Binder, BindOutcome
+from polsched.scheduler.events import (
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    WARNING,
+    EventRecorder,
+    rfc3339,
+)
+
+if TYPE_CHECKING:
+    from polsched.api.model import Policy
+
+post_filter: PostFilter | None
+try:
+    from polsched.plugins.default_preemption import preemption_message as post_filter
+except ImportError:  # pragma: no cover - the plugin is optional
+    post_filter = None
+
+log = logging.getLogger(__name__)
+
+# schedule_one.go ErrNoNodesAvailable
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+# Plugins whose verdict can change when a pod lands on a node (the AssignedPodAdd event).
+_POD_AFFINITY_PLUGINS = frozenset({"InterPodAffinity", "PodTopologySpread"})
+# How many times a decision is retried when its node filled up while extenders answered.
+_RECHECK_RETRIES = 3
+
+
+@dataclass
+class Counters:
+    """Monotonic counters persisted in the policy's status across restarts."""
+
+    binds_total: int = 0
+    unschedulable_attempts: int = 0
+    last_bind_time: str | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    scheduler_name: str
+    bound_pods: int
+    pending_pods: int
+    binds_total: int
+    unschedulable_attempts: int
+    last_bind_time: str | None
+    observed_generation: int
+    pipeline: dict[str, list[str]] = field(default_factory=dict)
+    paused: bool = False
+    leading: bool = False
+
+
+class _Scheduler:
+    """One policy's queue, pipeline, recorder and loop."""
+
+    def __init__(self, policy: Policy, pipeline: Pipeline, recorder: EventRecorder,
+                 counters: Counters) -> None:
+        self.name = policy.scheduler_name
+        self.policy = policy
+        self.pipeline = pipeline
+        self.recorder = recorder
+        self.counters = counters
+        self.queue = q.SchedulingQueue()
+        self.runnable = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        # Pending pods of namespaces the policy's namespaceSelector does not select.
+        self.blocked: dict[str, PodInfo] = {}
+        self.warned: set[str] = set()
+
+    def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
+                           ) -> bool:
+        sel = self.policy.namespace_selector
+        if sel is None:
+            return True
+        labels = namespaces.get(pod.namespace)
+        if labels is None:  # not seen yet: its automatic name label at least
+            labels = {"kubernetes.io/metadata.name": pod.namespace}
+        return sel(labels)
+
+
+class Engine(CacheListener):
+    def __init__(self, client: ApiClient, *, identity: str = "polsched",
+                 bind_concurrency: int = 32) -> None:
+        self.client = client
+        self.identity = identity
+        self.cache = ClusterCache(client)
+        self.cache.add_listener(self)
+        self.binder = Binder(client, concurrency=bind_concurrency)
+        self._schedulers: dict[str, _Scheduler] = {}
+        # Leadership: a default for every scheduler and per-name overrides. A single
+        # replica leads by default; an HA operator calls set_leader(None, False) first.
+        self._leading_default = True
+        self._leading: dict[str, bool] = {}
+        self._callbacks: list[Callable[[str], None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._started = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the watches; return once the cache has synced and schedulers run."""
+        await self.cache.start()
+        self._started = True
+        for s in self._schedulers.values():
+            self._start_scheduler(s)
+
+    async def stop(self) -> None:
+        for s in self._schedulers.values():
+            self._stop_scheduler(s)
+        tasks = [s.task for s in self._schedulers.values() if s.task is not None]
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await self.binder.close()
+        for s in self._schedulers.values():
+            await s.recorder.close()
+        for t in list(self._background):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await self.cache.stop()
+        self._started = False
+
+    # -- the operator's surface -----------------------------------------------------------
+    def apply(self, policy: Policy, *, extenders: Sequence[Extender] = (),
+              counters: Counters | None = None) -> None:
+        """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
+        pipeline = Pipeline(policy.filters, policy.scorers, extenders,
+                            policy.percentage_of_nodes_to_score, post_filter=post_filter)
+        name = policy.scheduler_name
+        s = self._schedulers.get(name)
+        if s is None:
+            recorder = EventRecorder(self.client, name)
+            s = _Scheduler(policy, pipeline, recorder,
+                           Counters(**vars(counters)) if counters else Counters())
+            self._schedulers[name] = s
+            self._update_runnable(s)
+            if self._started:
+                self._start_scheduler(s)
+        else:
+            s.policy = policy
+            s.pipeline = pipeline  # the swap: one reference
+            if counters is not None:  # never let a stale status move a counter back
+                s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
+                s.counters.unschedulable_attempts = max(s.counters.unschedulable_attempts,
+                                                        counters.unschedulable_attempts)
+                s.counters.last_bind_time = s.counters.last_bind_time or counters.last_bind_time
+            self._update_runnable(s)
+            s.queue.move_all(q.POLICY_CHANGE)
+            blocked, s.blocked = s.blocked, {}
+            for pod in blocked.values():  # the namespaceSelector may select them now
+                self._enqueue(s, pod)
+        self._changed(name)
+
+    def remove(self, scheduler_name: str) -> None:
+        """Stop the scheduler; its pods stay Pending, untouched."""
+        s = self._schedulers.pop(scheduler_name, None)
+        if s is None:
+            return
+        self._stop_scheduler(s)
+        self._spawn(s.recorder.close())
+
+    def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
+        """Only a leader binds. None: every scheduler (and the default for new ones)."""
+        if scheduler_name is None:
+            self._leading_default = leading
+            self._leading.clear()
+        else:
+            self._leading[scheduler_name] = leading
+        for s in self._schedulers.values():
+            self._update_runnable(s)
+
+    def stats(self, scheduler_name: str) -> SchedulerStats:
+        s = self._schedulers.get(scheduler_name)
+        bound = self.cache.bound_pods(scheduler_name)
+        pending = self.cache.pending_pods(scheduler_name)
+        if s is None:
+            return SchedulerStats(scheduler_name, bound, pending, 0, 0, None, 0)
+        c = s.counters
+        return SchedulerStats(
+            scheduler_name, bound, pending, c.binds_total, c.unschedulable_attempts,
+            c.last_bind_time, s.policy.generation, s.pipeline.describe(),
+            paused=s.policy.paused, leading=self._is_leading(scheduler_name))
+
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """`callback(schedulerName)` whenever that scheduler's stats change."""
+        self._callbacks.append(callback)
+
+    def scheduler_names(self) -> list[str]:
+        return sorted(self._schedulers)
+
+    # -- internals ------------------------------------------------------------------------
+    def _is_leading(self, name: str) -> bool:
+        return self._leading.get(name, self._leading_default)
+
+    def _update_runnable(self, s: _Scheduler) -> None:
+        if self._is_leading(s.name) and not s.policy.paused:
+            s.runnable.set()
+        else:
+            s.runnable.clear()
+
+    def _changed(self, name: str) -> None:
+        for cb in self._callbacks:
+            try:
+                cb(name)
+            except Exception:
+                log.exception("on_change callback failed")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _start_scheduler(self, s: _Scheduler) -> None:
+        for pod in list(self.cache.pods.values()):
+            if pod.scheduler_name == s.name and not pod.node_name and not pod.terminal \
+                    and not self.cache.is_assumed(pod.key):
+                self._enqueue(s, pod)
+        s.task = asyncio.get_running_loop().create_task(self._run(s),
+                                                         name=f"polsched-scheduler-{s.name}")
+
+    def _stop_scheduler(self, s: _Scheduler) -> None:
+        s.queue.close()
+        if s.task is not None:
+            s.task.cancel()
+
+    def _enqueue(self, s: _Scheduler, pod: PodInfo) -> None:
+        if not s.namespace_selected(pod, self.cache.namespaces):
+            s.queue.delete(pod.key)
+            s.blocked[pod.key] = pod
+            if pod.key not in s.warned:
+                s.warned.add(pod.key)
+                s.recorder.event(
+                    pod, WARNING, "FailedScheduling", "Scheduling",
+                    f'namespace "{pod.namespace}" is not selected by '
+                    f'spec.namespaceSelector of SchedulingPolicy "{s.policy.name}": '
+                    "the pod stays Pending; label the namespace or change the selector")
+            return
+        s.blocked.pop(pod.key, None)
+        s.queue.add(pod)
+
+    # CacheListener ----------------------------------------------------------------------
+    def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
+        s = self._schedulers.get(pod.scheduler_name)
+        if s is not None and s.task is not None:
+            self._enqueue(s, pod)
+
+    def pending_pod_removed(self, pod: PodInfo) -> None:
+        s = self._schedulers.get(pod.scheduler_name)
+        if s is not None:
+            s.queue.delete(pod.key)
+            s.blocked.pop(pod.key, None)
+            s.warned.discard(pod.key)
+
+    def assigned_pod_added(self, pod: PodInfo) -> None:
+        for s in self._schedulers.values():
+            s.queue.move_all(q.ASSIGNED_POD_ADD, _POD_AFFINITY_PLUGINS)
+
+    def assigned_pod_removed(self, pod: PodInfo) -> None:
+        for s in self._schedulers.values():
+            s.queue.move_all(q.ASSIGNED_POD_DELETE)
+
+    def node_changed(self, node: NodeInfo, added: bool) -> None:
+        for s in self._schedulers.values():
+            s.queue.move_all(q.NODE_ADD if added else q.NODE_UPDATE)
+
+    def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
+        for s in self._schedulers.values():
+            for pod in [p for p in s.blocked.values() if p.namespace == name]:
+                self._enqueue(s, pod)
+
+    def counts_changed(self, scheduler_name: str) -> None:
+        if scheduler_name in self._schedulers:
+            self._changed(scheduler_name)
+
+    # The scheduling loop ----------------------------------------------------------------
+    async def _run(self, s: _Scheduler) -> None:
+        while True:
+            await s.runnable.wait()
+            try:
+                qp = await s.queue.pop()
+            except q.QueueClosed:
+                return
+            if not s.runnable.is_set():
+                s.queue.restore(qp)
+                continue
+            try:
+                await self._schedule_one(s, qp, s.queue.scheduling_cycle)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # a bug must not stop the scheduler
+                log.exception("scheduling %s failed", qp.key)
+                self._on_error(s, qp, f"internal error: {err}")
+            # Let watches, binds and other policies run between two cycles.
+            await asyncio.sleep(0)
+
+    def _current(self, pod: PodInfo) -> PodInfo | None:
+        """The cache's version of the pod if it still needs scheduling (skipPodSchedule)."""
+        current = self.cache.pods.get(pod.key)
+        if current is None or current.uid != pod.uid or current.node_name or current.terminal:
+            return None
+        if (current.raw.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if self.cache.is_assumed(current.key):
+            return None
+        return current
+
+    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, cycle: int) -> None:
+        pod = self._current(qp.pod)
+        if pod is None:
+            s.queue.done(qp)
+            return
+        qp.pod = pod
+        if not s.namespace_selected(pod, self.cache.namespaces):
+            s.queue.done(qp)
+            self._enqueue(s, pod)
+            return
+        snapshot = self.cache.snapshot
+        if not snapshot.nodes:
+            self._on_error(s, qp, NO_NODES_AVAILABLE)
+            return
+        node_name: str | None = None
+        pipeline = s.pipeline
+        for _ in range(_RECHECK_RETRIES):
+            pipeline = s.pipeline  # a swap takes effect at the next decision
+            try:
+                result = await pipeline.schedule(pod, snapshot)
+            except PipelineError as err:
+                self._on_error(s, qp, str(err))
+                return
+            if result.node is None:
+                self._on_unschedulable(s, qp, cycle, result.fit_error)
+                return
+            if not pipeline.extenders:
+                node_name = result.node
+                break
+            # Other cycles ran while extenders answered: check again.
+            current = self._current(pod)
+            if current is None:
+                s.queue.done(qp)
+                return
+            if _still_fits(pipeline, current, result.node, self.cache):
+                pod, node_name = current, result.node
+                break
+        if node_name is None:
+            self._on_error(s, qp, "the chosen node filled up while extenders answered; retrying")
+            return
+        if not s.runnable.is_set():  # paused or lost leadership during the cycle
+            s.queue.restore(qp)
+            return
+        assumed = self.cache.assume(pod, node_name)
+        self.binder.bind(
+            assumed, node_name,
+            lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
+                                                     message),
+            pipeline.extenders)
+
+    def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
+                   outcome: BindOutcome, message: str) -> None:
+        if outcome is BindOutcome.BOUND:
+            s.queue.done(qp)
+            s.counters.binds_total += 1
+            s.counters.last_bind_time = rfc3339(time.time())
+            s.recorder.scheduled(assumed, node_name)
+            self._changed(s.name)
+            return
+        self.cache.forget(assumed)
+        if outcome is not BindOutcome.FAILED:
+            # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
+            # recreated under the same name is a new pod and is queued as such.
+            s.queue.done(qp)
+            current = self.cache.pods.get(assumed.key)
+            if current is not None and current.uid != assumed.uid and not current.node_name \
+                    and not current.terminal and s is self._schedulers.get(s.name):
+                self._enqueue(s, current)
+            return
+        # The assumed pod's resources are free again (handleBindingCycleError).
+        for other in self._schedulers.values():
+            other.queue.move_all(q.ASSIGNED_POD_DELETE)
+        self._on_error(s, qp, message)
+
+    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
+                          fit_error: Any) -> None:
+        message: str = fit_error.message if fit_error is not None else "no node fits"
+        rejected = {st.plugin for st in fit_error.node_statuses.values()} \
+            if fit_error is not None else set()
+        s.counters.unschedulable_attempts += 1
+        s.queue.add_unschedulable(qp, cycle, rejected)
+        s.recorder.failed_scheduling(qp.pod, message)
+        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)
+        self._changed(s.name)
+
+    def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str) -> None:
+        s.queue.add_backoff(qp)
+        s.recorder.failed_scheduling(qp.pod, message)
+        s.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, message)
+
+
+def _still_fits(pipeline: Pipeline, pod: PodInfo, node_name: str, cache: ClusterCache) -> bool:
+    """PreFilter then every filter on the one chosen node, against the cache as it is now."""
+    snapshot = cache.snapshot
+    node = snapshot.get(node_name)
+    if node is None:
+        return False
+    state = CycleState()
+    filters = [f for f in pipeline.filters if f.when is None or f.when(pod.labels)]
+    for f in filters:
+        if isinstance(f.plugin, PreFilterPlugin):
+            st = f.plugin.pre_filter(state, pod, snapshot)
+            if st.code is Code.SKIP:
+                state.skip_filter.add(f.name)
+            elif st.code is not Code.SUCCESS:
+                return False
+    return pipeline.run_filters(state, pod, node, filters).ok

@@ -1,0 +1,230 @@
+"""Events and the PodScheduled condition, written as kube-scheduler writes them.
+
+Events use the events.k8s.io/v1 API through a recorder like client-go's
+tools/events (event_recorder.go makeEvent, event_broadcaster.go recordToSink):
+reportingController is the scheduler name (the profile's schedulerName, as
+profile.NewRecorderFactory), reportingInstance "<controller>-<hostname>", the event named
+"<pod>.<unix nanoseconds in hex>". Identical events for the same pod are folded into an
+EventSeries instead of new objects: the second occurrence patches series.count at once,
+later ones are written at most every `series_flush` seconds, and a series ends 6 minutes
+after its last occurrence (upstream's finishTime).
+
+On a failed attempt the pod gets PodScheduled=False (reason Unschedulable, or
+SchedulerError for errors) through a strategic-merge patch of pods/status, skipped when
+the condition would not change (schedule_one.go updatePod, podutil.UpdatePodCondition).
+
+Every write runs in a background task with bounded concurrency: the scheduling cycle
+never waits on the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import socket
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.framework.pipeline import truncate_message
+from polsched.framework.types import Json, PodInfo
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+# v1.PodReasonUnschedulable / v1.PodReasonSchedulerError
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+SERIES_FINISH_SECONDS = 6 * 60.0
+_RETRIES = 3
+
+
+def micro_time(t: float) -> str:
+    """metav1.MicroTime as RFC3339 with microseconds."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(t: float) -> str:
+    """metav1.Time: RFC3339 in seconds."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class _Series:
+    namespace: str
+    name: str
+    count: int
+    last: float
+    written_count: int
+
+
+class EventRecorder:
+    def __init__(self, client: ApiClient, reporting_controller: str, *,
+                 concurrency: int = 16, series_flush: float = 30.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._client = client
+        self.reporting_controller = reporting_controller
+        self.reporting_instance = f"{reporting_controller}-{socket.gethostname()}"[:128]
+        self._sem = asyncio.Semaphore(concurrency)
+        self._series_flush = series_flush
+        self._clock = clock
+        self._tasks: set[asyncio.Task[None]] = set()
+        # (type, action, reason, pod uid, note) -> the event written for it
+        self._series: dict[tuple[str, str, str, str, str], _Series] = {}
+        self._flusher: asyncio.Task[None] | None = None
+
+    # -- what the scheduler records -------------------------------------------------------
+    def scheduled(self, pod: PodInfo, node_name: str) -> None:
+        self.event(pod, NORMAL, "Scheduled", "Binding",
+                   f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}")
+
+    def failed_scheduling(self, pod: PodInfo, message: str) -> None:
+        self.event(pod, WARNING, "FailedScheduling", "Scheduling", truncate_message(message))
+
+    def event(self, pod: PodInfo, type_: str, reason: str, action: str, note: str) -> None:
+        """Record an event about `pod` in the background."""
+        now = self._clock()
+        key = (type_, action, reason, pod.uid, note)
+        series = self._series.get(key)
+        if series is not None and now - series.last < SERIES_FINISH_SECONDS:
+            series.count += 1
+            series.last = now
+            if series.count == 2:  # upstream patches the series at its second occurrence
+                self._spawn(self._write_series(series))
+            self._ensure_flusher()
+            return
+        ns = pod.namespace or "default"
+        name = f"{pod.name}.{time.time_ns():x}"
+        body: Json = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ns},
+            "eventTime": micro_time(now),
+            "reportingController": self.reporting_controller,
+            "reportingInstance": self.reporting_instance,
+            "action": action,
+            "reason": reason,
+            "regarding": {
+                "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid,
+                "apiVersion": "v1", "resourceVersion": pod.resource_version,
+            },
+            "note": note,
+            "type": type_,
+        }
+        self._series[key] = _Series(ns, name, 1, now, 1)
+        self._spawn(self._create(ns, body))
+        self._ensure_flusher()
+
+    def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str) -> None:
+        """PodScheduled=False with `reason` and the full `message` (not truncated, as
+        upstream), unless the pod already says exactly that."""
+        conditions = (pod.raw.get("status") or {}).get("conditions") or ()
+        old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if old is not None and old.get("status") == "False" and old.get("reason") == reason \
+                and old.get("message") == message:
+            return
+        transition = old.get("lastTransitionTime") if old is not None and \
+            old.get("status") == "False" else None
+        condition: Json = {
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": transition or rfc3339(self._clock()),
+        }
+        generation = (pod.raw.get("metadata") or {}).get("generation")
+        if generation:  # PodObservedGenerationTracking
+            condition["observedGeneration"] = generation
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        patch = {"status": {"conditions": [condition]}}
+        self._spawn(self._patch_status(path, patch))
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call(self, what: str, fn: Callable[[], Coroutine[Any, Any, Json]]) -> Json | None:
+        delay = 0.5
+        for attempt in range(_RETRIES):
+            try:
+                async with self._sem:
+                    return await fn()
+            except ApiError as err:
+                if err.status < 500 and err.status != 429 or attempt == _RETRIES - 1:
+                    raise
+            except (aiohttp.ClientError, TimeoutError) as err:
+                if attempt == _RETRIES - 1:
+                    log.warning("%s failed: %s", what, err)
+                    return None
+            await asyncio.sleep(delay)
+            delay *= 2
+        return None
+
+    async def _create(self, ns: str, body: Json) -> None:
+        path = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
+        try:
+            await self._call("event", lambda: self._client.post(path, body))
+        except ApiError as err:
+            log.warning("event %s/%s rejected: %s", ns, body["metadata"]["name"], err)
+
+    async def _write_series(self, s: _Series) -> None:
+        count, last = s.count, s.last
+        path = f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events/{s.name}"
+        patch = {"series": {"count": count, "lastObservedTime": micro_time(last)}}
+        try:
+            await self._call("event series", lambda: self._client.patch(path, patch,
+                                                                         "strategic"))
+            s.written_count = max(s.written_count, count)
+        except ApiError as err:
+            # NotFound: the event expired (TTL) or was deleted; upstream creates it again,
+            # we let the next distinct event say it.
+            log.debug("event series %s/%s: %s", s.namespace, s.name, err)
+            s.written_count = count
+
+    async def _patch_status(self, path: str, patch: Json) -> None:
+        try:
+            await self._call("pod condition", lambda: self._client.patch(path, patch,
+                                                                          "strategic"))
+        except ApiError as err:
+            if err.status != 404:  # a deleted pod needs no condition
+                log.warning("patch %s: %s", path, err)
+
+    def _ensure_flusher(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        while self._series:
+            await asyncio.sleep(self._series_flush)
+            self.flush_series()
+
+    def flush_series(self, final: bool = False) -> None:
+        """Write series counts not yet written; drop series that have finished."""
+        now = self._clock()
+        for key, s in list(self._series.items()):
+            if s.count > s.written_count:
+                s.written_count = s.count
+                self._spawn(self._write_series(s))
+            if final or now - s.last >= SERIES_FINISH_SECONDS:
+                del self._series[key]
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Write what is pending (within `timeout`), then stop."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+        self.flush_series(final=True)
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+            for t in pending:
+                t.cancel()
+        if self._flusher is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
