@@ -1,0 +1,163 @@
+"""NodeResourcesBalancedAllocation, shaped after upstream (v1.37)
+pkg/scheduler/framework/plugins/noderesources/balanced_allocation_test.go
+(TestNodeResourcesBalancedAllocation) and validation_pluginargs_test.go
+(TestValidateNodeResourcesBalancedAllocationArgs)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
+from polsched.framework.registry import ArgsError
+from polsched.framework.status import Code
+from polsched.plugins import node_resources_balanced_allocation as balanced
+
+pytestmark = pytest.mark.unit
+
+GPU = "nvidia.com/gpu"
+_names = itertools.count()
+
+
+def pod(*containers: dict[str, str], node: str = "") -> PodInfo:
+    spec: dict[str, Any] = {"containers": [
+        {"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)]}
+    if node:
+        spec["nodeName"] = node
+    return PodInfo.from_json({"metadata": {"name": f"p{next(_names)}", "namespace": "ns"},
+                              "spec": spec})
+
+
+def cpu_mem(cpu: str, mem: str, gpu: str | None = None) -> dict[str, str]:
+    r = {"cpu": cpu, "memory": mem}
+    if gpu is not None:
+        r[GPU] = gpu
+    return r
+
+
+def cpu_only(cpu: str) -> dict[str, str]:
+    return {"cpu": cpu}
+
+
+def make_node(name: str, milli_cpu: int, memory: int, gpus: int | None = None,
+              *existing: PodInfo) -> NodeInfo:
+    alloc = {"cpu": f"{milli_cpu}m", "memory": str(memory)}
+    if gpus is not None:
+        alloc[GPU] = str(gpus)
+    n = NodeInfo.from_json({"metadata": {"name": name}, "status": {"allocatable": alloc}})
+    for p in existing:
+        n.add_pod(p)
+    return n
+
+
+CPU_MEM_GPU = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
+                             {"name": GPU, "weight": 1}]}
+
+
+def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None = None,
+           ) -> list[int] | Code:
+    plugin = balanced.new(args, Handle())
+    state = CycleState()
+    st = plugin.pre_score(state, p, nodes, Snapshot(nodes))
+    if st.code is Code.SKIP:
+        return Code.SKIP
+    out = plugin.score_nodes(state, p, nodes)
+    # Whether or not PreScore was called, the result is the same.
+    assert [plugin.score(CycleState(), p, n) for n in nodes] == out
+    return out
+
+
+def test_nothing_requested_skips_in_prescore() -> None:
+    nodes = [make_node("node1", 4000, 10000), make_node("node2", 4000, 10000)]
+    assert scores(pod({}), nodes) is Code.SKIP
+
+
+def test_nothing_scheduled_differently_sized_nodes() -> None:
+    p = pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))
+    nodes = [make_node("node1", 4000, 10000), make_node("node2", 6000, 10000)]
+    assert scores(p, nodes) == [68, 75]
+
+
+def test_pods_scheduled_with_resources() -> None:
+    p = pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))
+    nodes = [
+        make_node("node1", 10000, 20000, None, pod(cpu_only("1000m"), cpu_only("2000m"))),
+        make_node("node2", 10000, 20000, None,
+                  pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))),
+    ]
+    assert scores(p, nodes) == [73, 74]
+
+
+def test_pods_scheduled_with_resources_differently_sized_nodes() -> None:
+    p = pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))
+    nodes = [
+        make_node("node1", 10000, 20000, None, pod(cpu_only("1000m"), cpu_only("2000m"))),
+        make_node("node2", 10000, 50000, None,
+                  pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))),
+    ]
+    assert scores(p, nodes) == [73, 70]
+
+
+def test_nodes_reach_min_and_max_score() -> None:
+    p = pod({"memory": "2000"}, {"memory": "3000"})
+    nodes = [make_node("node1", 3000, 5000, None, pod(cpu_only("1000m"), cpu_only("2000m"))),
+             make_node("node2", 3000, 5000)]
+    assert scores(p, nodes) == [100, 50]
+
+
+def test_requested_resources_at_node_capacity() -> None:
+    p = pod(cpu_only("1000m"), cpu_only("2000m"))
+    nodes = [
+        make_node("node1", 6000, 10000, None, pod(cpu_only("1000m"), cpu_only("2000m"))),
+        make_node("node2", 6000, 10000, None,
+                  pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))),
+    ]
+    assert scores(p, nodes) == [62, 62]
+
+
+def test_scalar_resource_counts_when_the_pod_requests_it() -> None:
+    p = pod(cpu_mem("0", "0", "1"))
+    nodes = [
+        make_node("node1", 3500, 40000, 8,
+                  pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000", "3"))),
+        make_node("node2", 3500, 40000, 8,
+                  pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))),
+    ]
+    assert scores(p, nodes, CPU_MEM_GPU) == [75, 76]
+
+
+def test_scalar_resource_ignored_when_the_pod_does_not_request_it() -> None:
+    p = pod(cpu_mem("1000m", "2000"), cpu_mem("2000m", "3000"))
+    nodes = [make_node("node1", 3500, 40000, 8), make_node("node2", 3500, 40000)]
+    assert scores(p, nodes, CPU_MEM_GPU) == [56, 56]
+
+
+def test_a_pod_that_rebalances_a_node_scores_higher_than_one_that_unbalances() -> None:
+    # node1: cpu 0 -> 100%, memory 0%: balance 100 -> 50, score 50 + (50+50-100)/2 = 50.
+    # node2: cpu 0 -> 50%, memory 100%: balance 50 -> 75, score 50 + (50+75-50)/2 = 87.
+    p = pod(cpu_only("1000m"))
+    nodes = [make_node("node1", 1000, 1000),
+             make_node("node2", 2000, 1000, None, pod({"memory": "1000"}))]
+    assert scores(p, nodes) == [50, 87]
+
+
+@pytest.mark.parametrize(("args", "path"), [
+    ({"resources": [{"name": "cpu", "weight": 2}]}, "resources[0].weight"),
+    ({"resources": [{"name": "cpu"}, {"name": "cpu"}]}, "resources[1].name"),
+    ({"resources": [{"weight": 1}]}, "resources[0].name"),
+    ({"resources": "cpu"}, "resources"),
+    ({"shape": []}, "shape"),
+])
+def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
+    with pytest.raises(ArgsError) as err:
+        balanced.new(args, Handle())
+    assert err.value.path == path
+
+
+def test_default_args() -> None:
+    assert balanced.SPEC.default_args == {
+        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
+    assert balanced.new(None, Handle()).vectors.names == ("cpu", "memory")
+    assert balanced.new(balanced.SPEC.default_args, Handle()).vectors.names == ("cpu", "memory")
