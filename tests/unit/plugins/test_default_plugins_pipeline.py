@@ -1,0 +1,147 @@
+"""The default kube-scheduler plugins run together in a framework.Pipeline: filters in
+upstream order, then weighted scorers, as kube-scheduler's default profile
+(pkg/scheduler/apis/config/v1/default_plugins.go); the FitError text follows upstream's
+FitError.Error (pkg/scheduler/framework/types.go), checked by schedule_one_test.go."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from polsched.framework import (
+    FilterEntry,
+    Handle,
+    NodeInfo,
+    Pipeline,
+    PodInfo,
+    ScheduleResult,
+    ScoreEntry,
+    Snapshot,
+)
+from polsched.framework.registry import PluginSpec
+from polsched.plugins import (
+    image_locality,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_resources_balanced_allocation,
+    node_resources_fit,
+    node_unschedulable,
+    taint_toleration,
+)
+
+pytestmark = pytest.mark.unit
+
+FILTERS: list[PluginSpec] = [node_unschedulable.SPEC, node_name.SPEC, taint_toleration.SPEC,
+                             node_affinity.SPEC, node_ports.SPEC, node_resources_fit.SPEC]
+SCORERS: list[tuple[PluginSpec, int]] = [
+    (taint_toleration.SPEC, 3), (node_affinity.SPEC, 2), (node_resources_fit.SPEC, 1),
+    (node_resources_balanced_allocation.SPEC, 1), (image_locality.SPEC, 1)]
+
+
+def pipeline() -> Pipeline:
+    handle = Handle()
+    filters = []
+    for spec in FILTERS:
+        assert spec.filter is not None
+        filters.append(FilterEntry(spec.filter(spec.default_args or {}, handle)))
+    scorers = []
+    for spec, weight in SCORERS:
+        assert spec.score is not None
+        scorers.append(ScoreEntry(spec.score(spec.default_args or {}, handle), weight))
+    return Pipeline(filters, scorers, rng=random.Random(1))
+
+
+def node(name: str, cpu: str = "4", labels: dict[str, str] | None = None,
+         taints: list[dict[str, str]] | None = None, unschedulable: bool = False) -> NodeInfo:
+    return NodeInfo.from_json({
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    })
+
+
+def pod(cpu: str, name: str = "web", **spec: Any) -> PodInfo:
+    return PodInfo.from_json({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "nginx",
+                                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+                 **spec},
+    })
+
+
+def schedule(p: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:
+    return asyncio.run(pipeline().schedule(p, Snapshot(nodes), explain=True))
+
+
+DEDICATED = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+
+
+def test_no_node_fits_reports_the_sorted_reason_histogram() -> None:
+    nodes = [node("small", cpu="1"),
+             node("gpu-1", taints=DEDICATED), node("gpu-2", taints=DEDICATED)]
+    result = schedule(pod("2"), nodes)
+    assert result.node is None
+    assert result.fit_error is not None
+    assert result.fit_error.message == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s).")
+    statuses = result.fit_error.node_statuses
+    assert statuses["small"].plugin == "NodeResourcesFit"
+    assert statuses["gpu-1"].plugin == "TaintToleration"
+
+
+def test_every_filter_reason_shows_in_the_histogram() -> None:
+    busy = node("ports", labels={"zone": "a"})
+    busy.add_pod(PodInfo.from_json({"metadata": {"name": "old", "namespace": "default"},
+                                    "spec": {"containers": [{"name": "c", "ports": [
+                                        {"containerPort": 80, "hostPort": 80}]}]}}))
+    nodes = [node("cordoned", unschedulable=True, labels={"zone": "a"}),
+             node("tainted", taints=DEDICATED, labels={"zone": "a"}),
+             node("zone-b", labels={"zone": "b"}),
+             busy,
+             node("small", cpu="500m", labels={"zone": "a"})]
+    p = PodInfo.from_json({"metadata": {"name": "web", "namespace": "default"}, "spec": {
+        "nodeSelector": {"zone": "a"},
+        "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}],
+                        "resources": {"requests": {"cpu": "1"}}}]}})
+    result = schedule(p, nodes)
+    assert result.fit_error is not None
+    assert result.fit_error.message == (
+        "0/5 nodes are available: 1 Insufficient cpu, "
+        "1 node(s) didn't have free ports for the requested pod ports, "
+        "1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable.")
+
+
+def test_scores_pick_the_preferred_lightly_loaded_node() -> None:
+    loaded = node("zone-a-loaded", labels={"zone": "a"})
+    loaded.add_pod(pod("3", name="existing"))
+    nodes = [
+        node("zone-a", labels={"zone": "a"}),
+        node("zone-b", labels={"zone": "b"}),
+        loaded,
+        node("soft-tainted", labels={"zone": "a"},
+             taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]),
+        node("cordoned", labels={"zone": "a"}, unschedulable=True),
+    ]
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "preference": {"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]}]}}]}}
+    result = schedule(pod("1", affinity=affinity), nodes)
+    assert result.node == "zone-a"
+    assert result.feasible_nodes == 4
+    assert result.explanation is not None
+    by_node = {s.node: s for s in result.explanation.scores}
+    # TaintToleration (weight 3) marks the PreferNoSchedule node down.
+    assert by_node["soft-tainted"].plugins["TaintToleration"] == (1, 0, 0)
+    assert by_node["zone-a"].plugins["TaintToleration"] == (0, 100, 300)
+    # NodeAffinity (weight 2) prefers zone a.
+    assert by_node["zone-b"].plugins["NodeAffinity"] == (0, 0, 0)
+    assert by_node["zone-a"].plugins["NodeAffinity"] == (10, 100, 200)
+    # LeastAllocated prefers the empty zone-a node over the loaded one.
+    assert (by_node["zone-a"].plugins["NodeResourcesFit"][2]
+            > by_node["zone-a-loaded"].plugins["NodeResourcesFit"][2])
+    assert result.explanation.filters["cordoned"].reasons == ("node(s) were unschedulable",)
