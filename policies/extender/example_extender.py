@@ -107,6 +107,9 @@ def prioritize_nodes(rule: Rule, args: dict[str, Any]) -> list[dict[str, Any]]:
 class Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 keeps the scheduler's connection open between pods.
     protocol_version = "HTTP/1.1"
+    # Headers and body are separate writes: without this, Nagle's algorithm and the
+    # client's delayed ACK add about 40 ms to every answer on a kept-alive connection.
+    disable_nagle_algorithm = True
     server_version = "polsched-example-extender/1"
     rule: Rule
     verbose = False

@@ -1,0 +1,522 @@
+"""HTTPExtender against real HTTP extenders on 127.0.0.1: the verbs, both node modes,
+managedResources, errors as upstream words them, timeouts, keep-alive and TLS."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polsched.extender import HTTPExtender, wire
+from polsched.framework.pipeline import ExtenderError
+from tests.unit.extender.conftest import StartExtender
+from tests.unit.extender.fake_extender import (
+    Answer,
+    config,
+    free_port,
+    make_node,
+    make_pod,
+    run,
+)
+
+pytestmark = pytest.mark.unit
+
+NODES = [make_node("n1"), make_node("n2"), make_node("n3")]
+
+
+async def call_filter(ext: HTTPExtender, pod: Any = None, nodes: Any = None) -> Any:
+    try:
+        return await ext.filter(pod or make_pod(), NODES if nodes is None else nodes)
+    finally:
+        await ext.close()
+
+
+async def call_prioritize(ext: HTTPExtender) -> dict[str, int]:
+    try:
+        return await ext.prioritize(make_pod(), NODES)
+    finally:
+        await ext.close()
+
+
+# -- filter ------------------------------------------------------------------------------
+
+
+def test_filter_node_cache_capable_sends_and_reads_node_names(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {
+        "NodeNames": ["n3", "n1"],
+        "FailedNodes": {"n2": "n2 is busy"},
+        "FailedAndUnresolvableNodes": {"n2": "n2 is gone"},
+        "Error": "",
+    }})
+    pod = make_pod("web", labels={"want": "you"})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    feasible, failed, unresolvable = run(call_filter(ext, pod))
+
+    (sent,) = server.bodies("/filter")
+    assert list(sent) == ["Pod", "Nodes", "NodeNames"]
+    assert sent == {"Pod": pod.raw, "Nodes": None, "NodeNames": ["n1", "n2", "n3"]}
+    assert [n.name for n in feasible] == ["n3", "n1"]
+    assert feasible[0] is NODES[2]
+    assert failed == {"n2": "n2 is busy"}
+    assert unresolvable == {"n2": "n2 is gone"}
+
+
+def test_filter_without_node_cache_sends_and_reads_whole_nodes(
+        start_extender: StartExtender) -> None:
+    def keep_n2(args: Any) -> Any:
+        items = [n for n in args["Nodes"]["items"] if n["metadata"]["name"] == "n2"]
+        return {"Nodes": {"items": items}, "FailedNodes": {"n1": "no", "n3": "no"}}
+
+    server = start_extender({"/filter": keep_n2})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=False))
+    feasible, failed, _ = run(call_filter(ext))
+
+    (sent,) = server.bodies("/filter")
+    assert sent == {"Pod": make_pod().raw,
+                    "Nodes": {"metadata": {}, "items": [n.raw for n in NODES]},
+                    "NodeNames": None}
+    assert feasible == [NODES[1]]
+    assert failed == {"n1": "no", "n3": "no"}
+
+
+def test_filter_sends_a_changed_node_not_a_stale_cached_encoding(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"Nodes": args["Nodes"]}})
+    node = make_node("n1", labels={"v": "1"})
+    ext = HTTPExtender(config(server.url, filter_verb="filter"))
+
+    async def twice() -> None:
+        await ext.filter(make_pod(), [node])
+        node.set_node({"metadata": {"name": "n1", "labels": {"v": "2"}}})
+        await ext.filter(make_pod(), [node])
+        await ext.close()
+
+    run(twice())
+    first, second = server.bodies("/filter")
+    assert first["Nodes"]["items"][0]["metadata"]["labels"] == {"v": "1"}
+    assert second["Nodes"]["items"][0]["metadata"]["labels"] == {"v": "2"}
+
+
+def test_url_is_prefix_with_trailing_slashes_trimmed_plus_verb(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/scheduler/my-filter": lambda args: {"NodeNames": ["n1"]}})
+    url = server.url + "scheduler//"
+    ext = HTTPExtender(config(url, filter_verb="my-filter", node_cache_capable=True))
+    feasible, _, _ = run(call_filter(ext))
+    assert [r.path for r in server.requests] == ["/scheduler/my-filter"]
+    assert server.requests[0].headers["Content-Type"] == "application/json"
+    assert feasible == [NODES[0]]
+    assert ext.name == url  # the configured urlPrefix, as upstream's Name()
+
+
+def test_filter_answer_with_lowercase_keys(start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {
+        "nodenames": ["n1"], "failedNodes": {"n2": "x", "n3": "y"}, "error": ""}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    feasible, failed, _ = run(call_filter(ext))
+    assert feasible == [NODES[0]]
+    assert failed == {"n2": "x", "n3": "y"}
+
+
+def test_filter_answer_naming_an_unknown_node_is_an_error(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"NodeNames": ["n1", "n9"]}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext))
+    assert str(err.value) == (f'extender "{server.url}" claims a filtered node "n9" which is '
+                              "not found in the input node list")
+
+
+def test_filter_answer_with_unknown_whole_node_is_an_error(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {
+        "Nodes": {"items": [{"metadata": {"name": "elsewhere"}}]}}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter"))
+    with pytest.raises(ExtenderError, match='filtered node "elsewhere"'):
+        run(call_filter(ext))
+
+
+def test_filter_error_field_is_an_error_naming_the_url(start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"Error": "cache not synced"}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext))
+    assert str(err.value) == (f"failed filter with extender at URL {server.url}filter: "
+                              "cache not synced")
+
+
+def test_filter_non_200_is_upstreams_error(start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: Answer(503, b"overloaded")})
+    ext = HTTPExtender(config(server.url, filter_verb="filter"))
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext))
+    assert str(err.value) == f"failed filter with extender at URL {server.url}filter, code 503"
+
+
+def test_filter_unknown_verb_path_404(start_extender: StartExtender) -> None:
+    server = start_extender({})
+    ext = HTTPExtender(config(server.url, filter_verb="filter"))
+    with pytest.raises(ExtenderError, match="code 404"):
+        run(call_filter(ext))
+
+
+@pytest.mark.parametrize("body", [b"", b"<html>oops</html>", b'{"NodeNames": ["n1"'])
+def test_filter_garbage_json_is_a_clear_error(start_extender: StartExtender,
+                                              body: bytes) -> None:
+    server = start_extender({"/filter": lambda args: Answer(200, body)})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext))
+    assert f"the filter answer of the extender at URL {server.url}filter" in str(err.value)
+
+
+def test_filter_wrong_shape_is_a_clear_error(start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"NodeNames": "n1"}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    with pytest.raises(ExtenderError, match="ExtenderFilterResult.NodeNames"):
+        run(call_filter(ext))
+
+
+def test_no_filter_verb_passes_every_node_without_a_request(
+        start_extender: StartExtender) -> None:
+    server = start_extender({})
+    ext = HTTPExtender(config(server.url, prioritize_verb="prioritize"))
+    assert not ext.is_filter()
+    assert run(call_filter(ext)) == (NODES, {}, {})
+    assert server.requests == []
+
+
+# -- prioritize -------------------------------------------------------------------------
+
+
+def test_prioritize_returns_host_scores(start_extender: StartExtender) -> None:
+    server = start_extender({"/prioritize": lambda args: [
+        {"Host": n, "Score": i * 5} for i, n in enumerate(args["NodeNames"])]})
+    ext = HTTPExtender(config(server.url, prioritize_verb="prioritize", weight=3,
+                              node_cache_capable=True))
+    assert ext.is_prioritizer() and ext.weight == 3
+    assert run(call_prioritize(ext)) == {"n1": 0, "n2": 5, "n3": 10}
+    (sent,) = server.bodies("/prioritize")
+    assert sent == {"Pod": make_pod().raw, "Nodes": None, "NodeNames": ["n1", "n2", "n3"]}
+
+
+def test_prioritize_lowercase_keys_and_clamping(start_extender: StartExtender) -> None:
+    server = start_extender({"/prioritize": lambda args: [
+        {"host": "n1", "score": 4}, {"host": "n1", "score": 3},
+        {"host": "n2", "score": 99}, {"host": "n3", "score": -2}]})
+    ext = HTTPExtender(config(server.url, prioritize_verb="prioritize"))
+    # A host listed twice gets the sum (upstream adds every entry); 0..10 enforced.
+    assert run(call_prioritize(ext)) == {"n1": 7, "n2": 10, "n3": 0}
+
+
+def test_prioritize_garbage_is_an_error(start_extender: StartExtender) -> None:
+    server = start_extender({"/prioritize": lambda args: {"Host": "n1", "Score": 1}})
+    ext = HTTPExtender(config(server.url, prioritize_verb="prioritize"))
+    with pytest.raises(ExtenderError, match="HostPriorityList"):
+        run(call_prioritize(ext))
+
+
+# -- bind and preempt ---------------------------------------------------------------------
+
+
+def test_bind_sends_binding_args(start_extender: StartExtender) -> None:
+    server = start_extender({"/bind": lambda args: {"Error": ""}})
+    ext = HTTPExtender(config(server.url, bind_verb="bind"))
+    pod = make_pod("web")
+
+    async def bind() -> None:
+        await ext.bind(pod, "n2")
+        await ext.close()
+
+    assert ext.is_binder()
+    run(bind())
+    (sent,) = server.bodies("/bind")
+    assert list(sent) == ["PodName", "PodNamespace", "PodUID", "Node"]
+    assert sent == {"PodName": "web", "PodNamespace": "default", "PodUID": "uid-web",
+                    "Node": "n2"}
+
+
+def test_bind_error_field_is_an_error(start_extender: StartExtender) -> None:
+    server = start_extender({"/bind": lambda args: {"error": "node n2 is full"}})
+    ext = HTTPExtender(config(server.url, bind_verb="bind"))
+
+    async def bind() -> None:
+        try:
+            await ext.bind(make_pod(), "n2")
+        finally:
+            await ext.close()
+
+    with pytest.raises(ExtenderError, match=f"failed bind with extender at URL {server.url}"
+                                            "bind: node n2 is full"):
+        run(bind())
+
+
+def test_bind_without_bind_verb_is_refused() -> None:
+    ext = HTTPExtender(config("http://127.0.0.1:1/"))
+    assert not ext.is_binder()
+    with pytest.raises(ExtenderError, match="unexpected empty bindVerb in extender"):
+        run(ext.bind(make_pod(), "n1"))
+
+
+def victim(name: str) -> dict[str, Any]:
+    return make_pod(name).raw
+
+
+@pytest.mark.parametrize("cache_capable", [True, False])
+def test_preempt_call_shape_and_answer(start_extender: StartExtender,
+                                       cache_capable: bool) -> None:
+    server = start_extender({"/preempt": lambda args: {"NodeNameToMetaVictims": {
+        "n1": {"Pods": [{"UID": "uid-v2"}], "NumPDBViolations": 0}}}})
+    ext = HTTPExtender(config(server.url, preempt_verb="preempt",
+                              node_cache_capable=cache_capable))
+    offered = {"n1": wire.Victims((victim("v1"), victim("v2")), 1),
+               "n2": wire.Victims((victim("v3"),), 0)}
+    pod = make_pod("big")
+
+    async def preempt() -> dict[str, wire.Victims]:
+        try:
+            return await ext.process_preemption(pod, offered)
+        finally:
+            await ext.close()
+
+    assert ext.supports_preemption()
+    kept = run(preempt())
+    (sent,) = server.bodies("/preempt")
+    assert list(sent) == ["Pod", "NodeNameToVictims", "NodeNameToMetaVictims"]
+    assert sent["Pod"] == pod.raw
+    if cache_capable:
+        assert sent["NodeNameToVictims"] is None
+        assert sent["NodeNameToMetaVictims"] == {
+            "n1": {"Pods": [{"UID": "uid-v1"}, {"UID": "uid-v2"}], "NumPDBViolations": 1},
+            "n2": {"Pods": [{"UID": "uid-v3"}], "NumPDBViolations": 0}}
+    else:
+        assert sent["NodeNameToMetaVictims"] is None
+        assert sent["NodeNameToVictims"] == {
+            "n1": {"Pods": [victim("v1"), victim("v2")], "NumPDBViolations": 1},
+            "n2": {"Pods": [victim("v3")], "NumPDBViolations": 0}}
+    assert kept == {"n1": wire.Victims((victim("v2"),), 0)}
+
+
+def test_preempt_answer_resolves_uids_against_the_snapshot(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/preempt": lambda args: {"NodeNameToMetaVictims": {
+        "n1": {"Pods": [{"UID": "uid-other"}]}}}})
+    node = make_node("n1")
+    node.add_pod(make_pod("other"))
+    ext = HTTPExtender(config(server.url, preempt_verb="preempt", node_cache_capable=True))
+
+    async def preempt(infos: dict[str, Any]) -> dict[str, wire.Victims]:
+        try:
+            return await ext.process_preemption(
+                make_pod("big"), {"n1": wire.Victims((victim("v1"),))}, infos)
+        finally:
+            await ext.close()
+
+    assert run(preempt({"n1": node})) == {"n1": wire.Victims((make_pod("other").raw,))}
+    with pytest.raises(ExtenderError, match='nodeinfo not found for node name "n1"'):
+        run(preempt({}))
+
+
+def test_preempt_answer_naming_a_pod_not_on_the_node_is_an_error(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/preempt": lambda args: {"NodeNameToMetaVictims": {
+        "n1": {"Pods": [{"UID": "uid-nowhere"}]}}}})
+    ext = HTTPExtender(config(server.url, preempt_verb="preempt"))
+
+    async def preempt() -> None:
+        try:
+            await ext.process_preemption(make_pod(), {"n1": wire.Victims((victim("v1"),))})
+        finally:
+            await ext.close()
+
+    with pytest.raises(ExtenderError, match=r"claims to preempt pod \(UID: uid-nowhere\) on "
+                                            "node: n1, but the pod is not found"):
+        run(preempt())
+
+
+# -- managedResources -----------------------------------------------------------------
+
+
+def test_managed_resources_interest() -> None:
+    ext = HTTPExtender(config("http://127.0.0.1:1/", managed=["example.com/foo"]))
+    plain = make_pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "1"}}}])
+    requests = make_pod(containers=[
+        {"name": "a"}, {"name": "b", "resources": {"requests": {"example.com/foo": "1"}}}])
+    limits = make_pod(containers=[{"name": "c", "resources": {"limits": {"example.com/foo": 2}}}])
+    init = make_pod(init_containers=[
+        {"name": "i", "resources": {"limits": {"example.com/foo": "1"}}}])
+    other = make_pod(containers=[{"name": "c", "resources": {"limits": {"example.com/bar": 1}}}])
+    assert not ext.is_interested(plain)
+    assert not ext.is_interested(other)
+    assert ext.is_interested(requests)
+    assert ext.is_interested(limits)
+    assert ext.is_interested(init)
+
+
+def test_no_managed_resources_means_interested_in_every_pod() -> None:
+    ext = HTTPExtender(config("http://127.0.0.1:1/"))
+    assert ext.is_interested(make_pod())
+
+
+# -- transport: failures, timeout, keep-alive -----------------------------------------------
+
+
+def test_connection_refused_is_an_error_naming_the_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}/"
+    ext = HTTPExtender(config(url, filter_verb="filter"))
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext))
+    assert str(err.value).startswith(f'Post "{url}filter": ')
+
+
+def test_http_timeout_is_honoured_against_a_hanging_extender(
+        start_extender: StartExtender) -> None:
+    server = start_extender({})
+    server.routes["/filter"] = server.hang
+    ext = HTTPExtender(config(server.url, filter_verb="filter", http_timeout_seconds=0.3))
+    # run() fails the test with TimeoutError if httpTimeout is not applied.
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext), timeout=15)
+    assert str(err.value) == f'Post "{server.url}filter": no answer within httpTimeout (0.3s)'
+
+
+def test_default_http_timeout_is_five_seconds() -> None:
+    assert HTTPExtender(config("http://x/", http_timeout_seconds=0)).timeout_seconds == 5.0
+
+
+def test_twenty_calls_share_one_tcp_connection(start_extender: StartExtender) -> None:
+    server = start_extender({
+        "/filter": lambda args: {"NodeNames": args["NodeNames"]},
+        "/prioritize": lambda args: [{"Host": n, "Score": 1} for n in args["NodeNames"]],
+        "/fail": lambda args: Answer(500, b"no"),
+    })
+    ext = HTTPExtender(config(server.url, filter_verb="filter", prioritize_verb="prioritize",
+                              node_cache_capable=True))
+    failing = HTTPExtender(config(server.url, filter_verb="fail"))
+
+    async def many() -> None:
+        for i in range(10):
+            await ext.filter(make_pod(f"p{i}"), NODES)
+            await ext.prioritize(make_pod(f"p{i}"), NODES)
+        await ext.close()
+
+    run(many())
+    assert len(server.requests) == 20
+    assert server.connections == 1
+
+    async def errors() -> None:
+        for _ in range(3):
+            with pytest.raises(ExtenderError, match="code 500"):
+                await failing.filter(make_pod(), NODES)
+        await failing.close()
+
+    # Error answers are read to the end, so they do not cost a connection either.
+    run(errors())
+    assert server.connections == 2
+
+
+def test_a_new_event_loop_gets_a_working_pool(start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"NodeNames": args["NodeNames"]}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+
+    async def once() -> int:
+        feasible, _, _ = await ext.filter(make_pod(), NODES)
+        return len(feasible)
+
+    assert run(once()) == 3
+    assert run(once()) == 3  # the first loop is gone; its session must not be reused
+    run(ext.close())
+
+
+# -- TLS ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "tls.crt", d / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture
+def https_extender(tls_files: tuple[Path, Path]) -> Iterator[str]:
+    import json as _json
+    import ssl
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = _json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            data = _json.dumps({"NodeNames": body["NodeNames"][:1]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(tls_files[0]), str(tls_files[1]))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def https_filter(ext: HTTPExtender) -> list[str]:
+    feasible, _, _ = run(call_filter(ext))
+    return [n.name for n in feasible]
+
+
+def test_https_with_the_ca_from_a_secret(https_extender: str,
+                                         tls_files: tuple[Path, Path]) -> None:
+    ca = tls_files[0].read_text()
+    ext = HTTPExtender(config(https_extender, filter_verb="filter", node_cache_capable=True,
+                              ca_secret_ref=("polsched-system", "ext-ca")), ca_pem=ca)
+    assert https_filter(ext) == ["n1"]
+
+
+def test_https_with_inline_ca_data(https_extender: str, tls_files: tuple[Path, Path]) -> None:
+    ext = HTTPExtender(config(https_extender, filter_verb="filter", node_cache_capable=True,
+                              enable_https=True, ca_data=tls_files[0].read_text()))
+    assert https_filter(ext) == ["n1"]
+
+
+def test_https_unknown_ca_is_refused(https_extender: str) -> None:
+    ext = HTTPExtender(config(https_extender, filter_verb="filter", node_cache_capable=True))
+    with pytest.raises(ExtenderError, match=f'Post "{https_extender}filter": .*certificate'):
+        https_filter(ext)
+
+
+def test_https_insecure_and_enable_https_without_ca_skip_verification(
+        https_extender: str) -> None:
+    insecure = HTTPExtender(config(https_extender, filter_verb="filter",
+                                   node_cache_capable=True, tls_insecure=True))
+    assert https_filter(insecure) == ["n1"]
+    # pkg/scheduler/extender.go makeTransport: enableHTTPS with no CA is insecure.
+    no_ca = HTTPExtender(config(https_extender, filter_verb="filter", node_cache_capable=True,
+                                enable_https=True))
+    assert https_filter(no_ca) == ["n1"]
+
+
+def test_invalid_ca_is_refused_when_the_extender_is_built() -> None:
+    with pytest.raises(ExtenderError, match="tlsConfig: the CA certificate"):
+        HTTPExtender(config("https://127.0.0.1:1/"), ca_pem="-----BEGIN CERTIFICATE-----\nxx\n")
