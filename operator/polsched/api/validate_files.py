@@ -58,9 +58,11 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        # One problem per line, whatever the message (CEL parse errors span lines).
+        message = " ".join(line.strip() for line in self.message.splitlines() if line.strip())
         if self.doc is None:
-            return f"{self.file}: {self.message}"
-        return f"{self.file}:{self.doc}: {self.path or '.'}: {self.message}"
+            return f"{self.file}: {message}"
+        return f"{self.file}:{self.doc}: {self.path or '.'}: {message}"
 
 
 def _format_path(parts: Iterable[Any]) -> str:
