@@ -1,0 +1,177 @@
+"""ClusterCache accounting fed with plain watch events, after kube-scheduler's
+pkg/scheduler/backend/cache/cache_test.go (assume, forget, confirm by the informer's add,
+remove on delete) and the scheduler's event handlers (eventhandlers.go)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polsched.cluster.cache import CacheListener, ClusterCache
+from polsched.framework.types import NodeInfo, PodInfo
+
+pytestmark = pytest.mark.unit
+
+
+def node(name: str, cpu: str = "4", images: tuple[str, ...] = (), **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels, "resourceVersion": "1"},
+            "spec": {},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                       "images": [{"names": [i], "sizeBytes": 1000} for i in images]}}
+
+
+def pod(name: str, cpu: str = "500m", node_name: str = "", phase: str = "Pending",
+        uid: str = "", rv: str = "1", scheduler: str = "s") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [
+        {"name": "c", "image": "img", "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
+                         "resourceVersion": rv},
+            "spec": spec, "status": {"phase": phase}}
+
+
+class Recorder(CacheListener):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
+        self.calls.append(("pending", pod.name))
+
+    def pending_pod_removed(self, pod: PodInfo) -> None:
+        self.calls.append(("pending-removed", pod.name))
+
+    def assigned_pod_added(self, pod: PodInfo) -> None:
+        self.calls.append(("assigned", pod.name))
+
+    def assigned_pod_removed(self, pod: PodInfo) -> None:
+        self.calls.append(("assigned-removed", pod.name))
+
+    def node_changed(self, node: NodeInfo, added: bool) -> None:
+        self.calls.append(("node-added" if added else "node-updated", node.name))
+
+
+@pytest.fixture
+def cache() -> ClusterCache:
+    c = ClusterCache(None)
+    c.on_node_event("ADDED", node("n1"))
+    c.on_node_event("ADDED", node("n2"))
+    return c
+
+
+def cpu(c: ClusterCache, name: str) -> int:
+    info = c.snapshot.get(name)
+    assert info is not None
+    return info.requested.get("cpu", 0)
+
+
+def test_assume_counts_at_once_and_the_bound_pod_confirms_without_double_counting(
+        cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("p"))
+    assumed = cache.assume(cache.pods["ns/p"], "n1")
+    assert cpu(cache, "n1") == 500 and cache.is_assumed("ns/p")
+    assert assumed.node_name == "n1"
+    cache.on_pod_event("MODIFIED", pod("p", node_name="n1", rv="2"))
+    assert cpu(cache, "n1") == 500
+    assert not cache.is_assumed("ns/p")
+    n1 = cache.snapshot.get("n1")
+    assert n1 is not None and list(n1.pods) == ["ns/p"]
+    cache.forget(assumed)  # a late forget after confirmation changes nothing
+    assert cpu(cache, "n1") == 500
+    assert cache.bound_pods("s") == 1 and cache.pending_pods("s") == 0
+
+
+def test_forget_frees_the_assumed_pod(cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("p"))
+    assumed = cache.assume(cache.pods["ns/p"], "n1")
+    cache.forget(assumed)
+    assert cpu(cache, "n1") == 0 and not cache.is_assumed("ns/p")
+    assert cache.pending_pods("s") == 1
+
+
+def test_pod_bound_elsewhere_moves_from_the_assumed_node(cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("p"))
+    cache.assume(cache.pods["ns/p"], "n1")
+    cache.on_pod_event("MODIFIED", pod("p", node_name="n2", rv="2"))
+    assert cpu(cache, "n1") == 0 and cpu(cache, "n2") == 500
+
+
+def test_two_assumed_pods_in_a_row_both_count(cache: ClusterCache) -> None:
+    for name in ("a", "b"):
+        cache.on_pod_event("ADDED", pod(name, cpu="2"))
+        cache.assume(cache.pods[f"ns/{name}"], "n1")
+    assert cpu(cache, "n1") == 4000
+
+
+def test_deleted_and_terminal_pods_free_their_resources(cache: ClusterCache) -> None:
+    rec = Recorder()
+    cache.add_listener(rec)
+    cache.on_pod_event("ADDED", pod("done", node_name="n1"))
+    cache.on_pod_event("ADDED", pod("gone", node_name="n1"))
+    assert cpu(cache, "n1") == 1000
+    cache.on_pod_event("MODIFIED", pod("done", node_name="n1", phase="Succeeded", rv="2"))
+    assert cpu(cache, "n1") == 500
+    cache.on_pod_event("DELETED", pod("gone", node_name="n1", rv="3"))
+    assert cpu(cache, "n1") == 0
+    assert ("assigned-removed", "done") in rec.calls and ("assigned-removed", "gone") in rec.calls
+    assert cache.bound_pods("s") == 1  # the Succeeded pod still exists, bound
+
+
+def test_an_assumed_pod_deleted_before_confirmation_is_freed(cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("p"))
+    cache.assume(cache.pods["ns/p"], "n1")
+    cache.on_pod_event("DELETED", pod("p"))
+    assert cpu(cache, "n1") == 0 and not cache.is_assumed("ns/p")
+
+
+def test_listener_hears_pending_pods_and_their_departure(cache: ClusterCache) -> None:
+    rec = Recorder()
+    cache.add_listener(rec)
+    cache.on_pod_event("ADDED", pod("p"))
+    cache.assume(cache.pods["ns/p"], "n1")
+    cache.on_pod_event("MODIFIED", pod("p", rv="2"))  # while assumed: not requeued
+    cache.on_pod_event("MODIFIED", pod("p", node_name="n1", rv="3"))
+    assert rec.calls == [("pending", "p"), ("pending-removed", "p"), ("assigned", "p")]
+
+
+def test_pods_on_unknown_nodes_wait_in_a_placeholder(cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("early", node_name="n3"))
+    assert cache.snapshot.get("n3") is None
+    cache.on_node_event("ADDED", node("n3"))
+    assert cpu(cache, "n3") == 500
+    assert [n.name for n in cache.snapshot.nodes] == ["n1", "n2", "n3"]
+
+
+def test_snapshot_is_kept_current_incrementally(cache: ClusterCache) -> None:
+    rec = Recorder()
+    cache.add_listener(rec)
+    snap = cache.snapshot
+    cache.on_node_event("ADDED", node("n3", images=("nginx",)))
+    cache.on_node_event("ADDED", node("n4", images=("nginx", "redis")))
+    assert snap is cache.snapshot and snap.image_nodes == {"nginx": 2, "redis": 1}
+    cache.on_node_event("MODIFIED", node("n4", images=("redis",)))
+    assert snap.image_nodes == {"nginx": 1, "redis": 1}
+    cache.on_node_event("DELETED", node("n3"))
+    assert [n.name for n in snap.nodes] == ["n1", "n2", "n4"] and "n3" not in snap.by_name
+    assert snap.image_nodes == {"redis": 1}
+    assert ("node-added", "n3") in rec.calls and ("node-updated", "n4") in rec.calls
+
+
+def test_a_heartbeat_only_node_update_is_not_a_cluster_event(cache: ClusterCache) -> None:
+    rec = Recorder()
+    cache.add_listener(rec)
+    beat = node("n1")
+    beat["status"]["conditions"] = [{"type": "Ready", "lastHeartbeatTime": "later"}]
+    beat["metadata"]["resourceVersion"] = "2"
+    cache.on_node_event("MODIFIED", beat)
+    assert rec.calls == []
+    cache.on_node_event("MODIFIED", node("n1", zone="a"))
+    assert rec.calls == [("node-updated", "n1")]
+
+
+def test_recreated_pod_with_the_same_name_replaces_the_old_one(cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("p", node_name="n1", uid="u1"))
+    cache.on_pod_event("MODIFIED", pod("p", uid="u2", rv="5"))  # missed the DELETED
+    assert cpu(cache, "n1") == 0
+    assert cache.pods["ns/p"].uid == "u2" and cache.pending_pods("s") == 1
