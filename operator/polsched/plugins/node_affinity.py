@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.api import names
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -30,7 +31,6 @@ from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import SelectorError, compile_requirements
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
-from polsched.plugins.node_resources_fit import qualified_name_error
 
 NAME = "NodeAffinity"
 
@@ -117,9 +117,10 @@ def _check_label_syntax(reqs: Any, path: str) -> None:
             continue
         key = r.get("key")
         if isinstance(key, str) and key:
-            err = qualified_name_error(key)
-            if err:
-                raise SelectorError(f"{path}[{i}].key", f"invalid value {key!r}: {err}")
+            errs = names.qualified_name(key)
+            if errs:
+                raise SelectorError(f"{path}[{i}].key",
+                                    f"invalid value {key!r}: {'; '.join(errs)}")
         values = r.get("values")
         for v in values if isinstance(values, list) else ():
             if isinstance(v, str) and (len(v) > 63 or not _LABEL_VALUE.match(v)):

@@ -13,11 +13,11 @@ requested/allocatable vectors.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.api import names
 from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -56,41 +56,12 @@ DEFAULT_ARGS: Mapping[str, Any] = {
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 
-# v1.DefaultResourceRequestsPrefix, v1.ResourceDefaultNamespacePrefix, ...
-_REQUESTS_PREFIX = "requests."
 _NATIVE_NAMESPACE = "kubernetes.io/"
 _HUGEPAGES_PREFIX = "hugepages-"
 _ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 
-# apimachinery validation.IsQualifiedName
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def qualified_name_error(value: str) -> str | None:
-    """Why `value` is not a qualified name ([prefix/]name, as label keys), or None."""
-    prefix, _, name = value.rpartition("/")
-    if "/" in prefix:
-        return ("a qualified name must consist of alphanumeric characters, '-', '_' or '.', "
-                "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
-    if "/" in value and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        return "prefix part must be a lowercase DNS subdomain of at most 253 characters"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        return ("name part must be at most 63 characters of alphanumerics, '-', '_' or '.', "
-                "starting and ending with an alphanumeric character")
-    return None
-
-
-def is_native_resource(name: str) -> bool:
-    return "/" not in name or _NATIVE_NAMESPACE in name
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io."""
-    if is_native_resource(name) or name.startswith(_REQUESTS_PREFIX):
-        return False
-    return qualified_name_error(_REQUESTS_PREFIX + name) is None
+# v1helper.IsExtendedResourceName
+is_extended_resource_name = names.is_extended_resource_name
 
 
 def is_scalar_resource_name(name: str) -> bool:
@@ -222,9 +193,9 @@ def _parse_names(raw: Any, path: str, group: bool) -> frozenset[str]:
         if group and "/" in name:
             raise ArgsError(f"{path}[{i}]", f"invalid value {name!r}: resource group name "
                                             "can't contain '/'")
-        err = qualified_name_error(name)
-        if err:
-            raise ArgsError(f"{path}[{i}]", f"invalid value {name!r}: {err}")
+        errs = names.qualified_name(name)
+        if errs:
+            raise ArgsError(f"{path}[{i}]", f"invalid value {name!r}: {'; '.join(errs)}")
     return frozenset(raw)
 
 
