@@ -251,18 +251,39 @@ def test_pod_and_node_expressions_see_the_current_pod() -> None:
     assert run_filter(f, pod("c", app="web"), n)[0].ok
 
 
+def test_pod_and_node_results_are_shared_by_pods_with_equal_views() -> None:
+    f = new_filter({"expression": "pod.metadata.labels.app == node.metadata.labels.app"})
+    program = counted(f)
+    nodes = [node("n1", app="web"), node("n2", app="db")]
+    # replicas differ by name, but the expression reads only their labels
+    for name in ("web-1", "web-2", "web-3"):
+        assert [st.ok for st in run_filter(f, pod(name, app="web"), nodes)] == [True, False]
+    assert program.calls == 2
+    assert [st.ok for st in run_filter(f, pod("db-1", app="db"), nodes)] == [False, True]
+    assert program.calls == 4
+    nodes[1].set_node({"metadata": {"name": "n2", "labels": {"app": "web"}}})
+    assert [st.ok for st in run_filter(f, pod("web-4", app="web"), nodes)] == [True, True]
+    assert program.calls == 5
+
+
 def test_forgets_nodes_that_left() -> None:
     f = new_filter({"expression": "node.metadata.name != ''"})
     many = [node(f"n{i}") for i in range(200)]
     run_filter(f, pod("p"), many)
     run_filter(f, pod("p"), many[:2])
-    assert len(f._eval._nodes) <= 2 + 64
+    assert len(f._eval._outcomes) <= 2 + 64
+    g = new_filter({"expression": "node.metadata.name != pod.metadata.name"})
+    run_filter(g, pod("p"), many)
+    run_filter(g, pod("p"), many[:2])
+    assert len(g._eval._entries) <= 2 + 64
 
 
 # -- context trimming ---------------------------------------------------------------------
 
 @pytest.mark.parametrize(("source", "paths"), [
-    ("node.metadata.labels.zone == 'a'", {("metadata", "labels")}),
+    ("node.metadata.labels.zone == 'a'", {("metadata", "labels", "zone")}),
+    ("node.metadata.labels.zone == 'a' && node.metadata.labels['x'] == ''",
+     {("metadata", "labels")}),
     ("size(node.metadata.name) < 3 && has(node.spec.taints)",
      {("metadata", "name"), ("spec", "taints")}),
     ("node.metadata.size() > 0 && node.metadata.name == ''", {("metadata",)}),
@@ -291,6 +312,7 @@ def test_trimmed_context_gives_the_same_answers_as_the_whole_object() -> None:
         "status": {"images": [{"names": ["img"], "sizeBytes": 1}]}})
     for source in ["has(node.spec.taints) && node.spec.taints[0].key == 'k'",
                    "has(node.spec.unschedulable)",
+                   "has(node.metadata.labels.gpu) || node.metadata.labels.zone == 'a'",
                    "node.status.images.exists(i, 'img' in i.names)",
                    "node.metadata.labels.zone + node.metadata.name == 'an'"]:
         f = new_filter({"expression": source})
