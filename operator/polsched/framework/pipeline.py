@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Protocol, TypeVar
 
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -28,6 +28,8 @@ from polsched.framework.interfaces import (
 from polsched.framework.selectors import Matcher
 from polsched.framework.status import Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+_E = TypeVar("_E", "FilterEntry", "ScoreEntry")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -60,26 +62,40 @@ def truncate_message(message: str) -> str:
     return message[: NOTE_LENGTH_LIMIT - len(suffix)] + suffix
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FilterEntry:
     plugin: FilterPlugin
     # when.podSelector: the entry applies only to pods whose labels match.
     when: Matcher | None = None
+    # Unique within the pipeline: the plugin name, "Expression#2" for a second entry of
+    # the same plugin. Reasons, skips and explanations are keyed by it.
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return self.plugin.name
+        return self.label or self.plugin.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ScoreEntry:
     plugin: ScorePlugin
     weight: int
     when: Matcher | None = None
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return self.plugin.name
+        return self.label or self.plugin.name
+
+
+def _labelled(entries: Sequence[_E]) -> tuple[_E, ...]:
+    seen: dict[str, int] = {}
+    out = []
+    for e in entries:
+        n = e.plugin.name
+        seen[n] = seen.get(n, 0) + 1
+        out.append(replace(e, label=n if seen[n] == 1 else f"{n}#{seen[n]}"))
+    return tuple(out)
 
 
 class Extender(Protocol):
@@ -175,8 +191,8 @@ class Pipeline:
         post_filter: PostFilter | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.filters = tuple(filters)
-        self.scorers = tuple(scorers)
+        self.filters = _labelled(filters)
+        self.scorers = _labelled(scorers)
         # Ignorable extenders go last (upstream: scheduler.go buildExtenders).
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
