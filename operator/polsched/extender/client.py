@@ -92,6 +92,8 @@ class HTTPExtender:
         self._base = config.url_prefix.rstrip("/")
         timeout = config.http_timeout_seconds
         self._timeout = timeout if timeout > 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
+        # Like Go's http.Client.Timeout: connecting, sending and reading the whole answer.
+        self._client_timeout = aiohttp.ClientTimeout(total=self._timeout)
         self._managed = frozenset(r.name for r in config.managed_resources)
         self._ssl = build_ssl(config, ca_pem)
         self._session: aiohttp.ClientSession | None = None
@@ -206,7 +208,7 @@ class HTTPExtender:
         if not verb:
             raise ExtenderError("unexpected empty bindVerb in extender")
         args = wire.ExtenderBindingArgs(pod.name, pod.namespace, pod.uid, node_name)
-        answer = await self._send(verb, wire.dumps(args.to_json()))
+        answer = await self._send(verb, wire.dumps(args.to_json()), read_only=False)
         result = wire.ExtenderBindingResult.from_json(answer)
         if result.error:
             raise ExtenderError(
@@ -278,28 +280,43 @@ class HTTPExtender:
                                              keepalive_timeout=IDLE_CONNECTION_SECONDS)
             session = aiohttp.ClientSession(
                 connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
                 headers=_HEADERS,
                 trust_env=False,
             )
             self._session, self._session_loop = session, loop
         return session
 
-    async def _send(self, verb: str, body: bytes) -> Any:
+    async def _send(self, verb: str, body: bytes, read_only: bool = True) -> Any:
         """POST `body` to the verb's URL; the decoded JSON answer. Every failure is an
         ExtenderError naming the URL."""
         url = self.url(verb)
         session = self._session_for_loop()
-        try:
-            async with session.post(url, data=body) as resp:
-                # Read even an error answer to the end, so the connection stays pooled.
-                payload = await resp.read()
-                status = resp.status
-        except TimeoutError:
-            raise ExtenderError(f'Post "{url}": no answer within httpTimeout '
-                                f"({self._timeout:g}s)") from None
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
-            raise ExtenderError(f'Post "{url}": {exc or type(exc).__name__}') from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        timeout = self._client_timeout
+        retry = read_only
+        while True:
+            try:
+                async with session.post(url, data=body, timeout=timeout) as resp:
+                    # Read even an error answer to the end, so the connection stays pooled.
+                    payload = await resp.read()
+                    status = resp.status
+                break
+            except aiohttp.ServerDisconnectedError as exc:
+                # A pooled connection the extender closed while idle (many servers drop
+                # idle connections after a few seconds; we keep them 90s, as Go does) fails
+                # like this. Filter, prioritize and preempt change nothing, so they are
+                # tried once more on a fresh connection within what is left of httpTimeout.
+                remaining = deadline - loop.time()
+                if not retry or remaining <= 0:
+                    raise ExtenderError(f'Post "{url}": {exc}') from exc
+                retry = False
+                timeout = aiohttp.ClientTimeout(total=remaining)
+            except TimeoutError:
+                raise ExtenderError(f'Post "{url}": no answer within httpTimeout '
+                                    f"({self._timeout:g}s)") from None
+            except (aiohttp.ClientError, OSError, ValueError) as exc:
+                raise ExtenderError(f'Post "{url}": {exc or type(exc).__name__}') from exc
         if status != 200:
             raise ExtenderError(f"failed {verb} with extender at URL {url}, code {status}")
         return wire.loads(payload, f"decoding the {verb} answer of the extender at URL {url}")

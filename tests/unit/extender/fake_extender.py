@@ -25,8 +25,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Answer:
+    """status 0: close the connection without answering."""
+
     status: int = 200
     body: bytes = b""
+
+
+DROP = Answer(0)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,10 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], owner: FakeExtender) -> None:
         self.owner = owner
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (timeout tests) makes the handler's write fail: expected.
+        pass
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         # Called once per accepted TCP connection.
@@ -80,6 +89,9 @@ class _Handler(BaseHTTPRequestHandler):
             result = route(parsed)
             answer = result if isinstance(result, Answer) else Answer(
                 200, json.dumps(result).encode())
+        if answer.status == 0:
+            self.close_connection = True
+            return
         self.send_response(answer.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer.body)))

@@ -16,6 +16,7 @@ from polsched.extender import HTTPExtender, wire
 from polsched.framework.pipeline import ExtenderError
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import (
+    DROP,
     Answer,
     config,
     free_port,
@@ -420,6 +421,48 @@ def test_twenty_calls_share_one_tcp_connection(start_extender: StartExtender) ->
     # Error answers are read to the end, so they do not cost a connection either.
     run(errors())
     assert server.connections == 2
+
+
+def drop_second_request(answer: Any) -> Any:
+    """A route that answers, then drops the kept-alive connection on the next request
+    without answering (as a server whose idle timeout just fired), then answers again."""
+    calls: list[int] = []
+
+    def route(args: Any) -> Any:
+        calls.append(1)
+        return DROP if len(calls) == 2 else answer
+    return route
+
+
+def test_a_dropped_pooled_connection_is_retried_once_for_filter(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": drop_second_request({"NodeNames": ["n1"]})})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+
+    async def three() -> list[int]:
+        out = [len((await ext.filter(make_pod(), NODES))[0]) for _ in range(3)]
+        await ext.close()
+        return out
+
+    assert run(three()) == [1, 1, 1]
+    assert len(server.requests) == 4
+    assert server.connections == 2
+
+
+def test_bind_is_not_retried_when_the_connection_drops(start_extender: StartExtender) -> None:
+    server = start_extender({"/bind": drop_second_request({"Error": ""})})
+    ext = HTTPExtender(config(server.url, bind_verb="bind"))
+
+    async def twice() -> None:
+        try:
+            await ext.bind(make_pod(), "n1")
+            await ext.bind(make_pod(), "n1")
+        finally:
+            await ext.close()
+
+    with pytest.raises(ExtenderError, match=f'Post "{server.url}bind": '):
+        run(twice())
+    assert len(server.requests) == 2
 
 
 def test_a_new_event_loop_gets_a_working_pool(start_extender: StartExtender) -> None:
