@@ -150,7 +150,8 @@ class FitError:
             if hist:
                 msg += f" {', '.join(hist)}."
         if self.post_filter_msg:
-            msg += f" {self.post_filter_msg}."
+            # The PostFilter message carries its own period (types.go FitError.Error).
+            msg += f" {self.post_filter_msg}"
         return msg
 
 
@@ -315,7 +316,8 @@ class Pipeline:
             feasible = await self._extender_filter(pod, feasible, diagnosis)
         explanation = Explanation(filters=dict(diagnosis.node_statuses)) if explain else None
         if not feasible:
-            if self.post_filter is not None and not diagnosis.pre_filter_msg:
+            # Upstream runs PostFilter after a PreFilter rejection too.
+            if self.post_filter is not None:
                 diagnosis.post_filter_msg = self.post_filter(pod, snapshot, diagnosis)
             return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation)
         if len(feasible) == 1 and not explain:

@@ -110,7 +110,7 @@ def test_post_filter_message_follows() -> None:
     fe = FitError(2, {"a": Status.unschedulable("Insufficient cpu"),
                       "b": Status.unschedulable("Insufficient cpu")},
                   post_filter_msg="preemption: 0/2 nodes are available: 2 No preemption "
-                                  "victims found for incoming pod")
+                                  "victims found for incoming pod.")
     assert fe.message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes "
                           "are available: 2 No preemption victims found for incoming pod.")
 

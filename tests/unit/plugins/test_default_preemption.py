@@ -155,9 +155,6 @@ def test_no_nodes_no_sentence() -> None:
     assert preemption_message(pod("p"), Snapshot([]), FitError(0)) == ""
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.FitError.message appends '.' after the "
-                   "PostFilter message; upstream (framework/types.go FitError.Error) appends "
-                   "it as is, since the message already ends with a period")
 def test_full_failed_scheduling_text_matches_upstream() -> None:
     nodes = [node(f"n{i}") for i in range(10)]
     d = diagnosis(nodes, insufficient_cpu())
