@@ -7,8 +7,10 @@ node names, any other gets and returns whole v1.Node objects; anything but 200 i
 pods the extender sees; httpTimeout (default 5s) bounds each whole exchange.
 
 Each extender keeps one aiohttp session (a keep-alive connection pool) for the event loop
-it is used on, so a pod costs a request, not a TCP (and TLS) handshake. Everything is
-awaited: a slow extender delays only the pods that wait for it.
+it is used on, so a pod costs a request, not a TCP (and TLS) handshake; used from a new
+loop it opens a new pool (the old one cannot be closed from there and is dropped). A
+pooled connection the extender dropped while idle is retried once for the read-only verbs.
+Everything is awaited: a slow extender delays only the pods that wait for it.
 
 Deliberate differences from upstream, each to stay safe where Go would not:
 - prioritize scores are clamped into 0..MaxExtenderPriority (upstream adds whatever comes
