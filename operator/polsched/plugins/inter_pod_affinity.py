@@ -22,6 +22,7 @@ mutated and makes pods built elsewhere (tests, older servers) behave the same.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.node_memo import NodeMemo
 
 NAME = "InterPodAffinity"
 
@@ -264,6 +266,21 @@ class _FilterState:
     self_affinity_ok: bool
 
 
+_Share = tuple[tuple[tuple[TopologyPair, int], ...], tuple[tuple[TopologyPair, int], ...]]
+
+
+def _required_signature(pod: PodInfo) -> str:
+    """What the incoming pod's required terms are made of: the terms as written and the
+    pod's values of their matchLabelKeys / mismatchLabelKeys."""
+    required = [(pod.affinity.get(kind) or {}).get(_REQUIRED) or []
+                for kind in ("podAffinity", "podAntiAffinity")]
+    keys = sorted({k for terms in required for t in terms if isinstance(t, Mapping)
+                   for k in (*(t.get("matchLabelKeys") or ()), *(t.get("mismatchLabelKeys") or ()))
+                   if isinstance(k, str)})
+    return json.dumps([required, [(k, pod.labels.get(k)) for k in keys]], sort_keys=True,
+                      default=str)
+
+
 def _add(counts: dict[TopologyPair, int], node: NodeInfo, key: str) -> None:
     value = node.labels.get(key)
     if value is not None:
@@ -278,6 +295,8 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
         self.args = args
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
+        # A node's share of the counts: pairs found by the first and second scan.
+        self._memo: NodeMemo[_Share] = NodeMemo()
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         try:
@@ -288,39 +307,15 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
         own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
 
         # getExistingAntiAffinityCounts: only nodes with pods carrying required anti-affinity.
-        existing: dict[TopologyPair, int] = {}
-        cached = self._terms.get
-        live = 0
-        for node in snapshot.nodes:
-            if not node.pods_with_required_anti_affinity:
-                continue
-            for other in node.pods.values():
-                if not other.has_required_anti_affinity:
-                    continue
-                live += 1
-                for t in cached(other).required_anti_affinity:
-                    if t.matches(pod, own_ns_labels):
-                        _add(existing, node, t.topology_key)
-        self._terms.grow_to(live)
-
+        existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot)
         affinity = terms.required_affinity
         anti = terms.required_anti_affinity
         if not existing and not affinity and not anti:
             return SKIP
-
-        # getIncomingAffinityAntiAffinityCounts
         affinity_counts: dict[TopologyPair, int] = {}
         anti_counts: dict[TopologyPair, int] = {}
         if affinity or anti:
-            for node in snapshot.nodes:
-                for other in node.pods.values():
-                    ns_labels = None if lookup is None else lookup.get(other.namespace)
-                    if affinity and all(t.matches(other, ns_labels) for t in affinity):
-                        for t in affinity:
-                            _add(affinity_counts, node, t.topology_key)
-                    for t in anti:
-                        if t.matches(other, ns_labels):
-                            _add(anti_counts, node, t.topology_key)
+            affinity_counts, anti_counts = self._incoming_counts(pod, terms, snapshot)
 
         own_ns = None if lookup is None else lookup.get(pod.namespace)
         self_ok = (not affinity_counts and bool(affinity)
@@ -329,6 +324,78 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
             affinity, anti, affinity_counts, anti_counts, existing,
             frozenset(k for k, _ in existing), self_ok))
         return SUCCESS
+
+    def _existing_anti_affinity_counts(self, pod: PodInfo,
+                                       own_ns_labels: Mapping[str, str] | None,
+                                       snapshot: Snapshot) -> dict[TopologyPair, int]:
+        """getExistingAntiAffinityCounts: per topology pair, the existing pods whose
+        required anti-affinity terms match the incoming pod; only nodes holding such pods
+        are looked at. The result depends on the incoming pod's namespace, labels and
+        namespace labels only, so per-node shares are memoized on those."""
+        signature = ("existing", pod.namespace, tuple(sorted(pod.labels.items())),
+                     None if own_ns_labels is None else tuple(sorted(own_ns_labels.items())))
+        table = self._memo.table(signature)
+        cached = self._terms.get
+        counts: dict[TopologyPair, int] = {}
+        live = 0
+        for node in snapshot.nodes:
+            if not node.pods_with_required_anti_affinity:
+                continue
+            live += node.pods_with_required_anti_affinity
+            hit = table.get(node.name)
+            if hit is not None and hit[0] is node and hit[1] == node.generation:
+                share = hit[2]
+            else:
+                found: dict[TopologyPair, int] = {}
+                for other in node.pods.values():
+                    if other.has_required_anti_affinity:
+                        for t in cached(other).required_anti_affinity:
+                            if t.matches(pod, own_ns_labels):
+                                _add(found, node, t.topology_key)
+                share = (tuple(found.items()), ())
+                table[node.name] = (node, node.generation, share)
+            for pair, n in share[0]:
+                counts[pair] = counts.get(pair, 0) + n
+        self._terms.grow_to(live)
+        return counts
+
+    def _incoming_counts(self, pod: PodInfo, terms: PodTerms, snapshot: Snapshot,
+                         ) -> tuple[dict[TopologyPair, int], dict[TopologyPair, int]]:
+        """getIncomingAffinityAntiAffinityCounts: per topology pair, the existing pods that
+        match ALL the incoming pod's affinity terms, and those matching each of its
+        anti-affinity terms. Memoized per node on the terms unless a term has a
+        non-empty namespaceSelector (its result then depends on namespace labels)."""
+        affinity = terms.required_affinity
+        anti = terms.required_anti_affinity
+        lookup = self._namespaces
+        table = None
+        if all(t.namespace_selector is None for t in (*affinity, *anti)):
+            table = self._memo.table(("incoming", pod.namespace, _required_signature(pod)))
+        affinity_counts: dict[TopologyPair, int] = {}
+        anti_counts: dict[TopologyPair, int] = {}
+        for node in snapshot.nodes:
+            hit = None if table is None else table.get(node.name)
+            if hit is not None and hit[0] is node and hit[1] == node.generation:
+                share = hit[2]
+            else:
+                found_affinity: dict[TopologyPair, int] = {}
+                found_anti: dict[TopologyPair, int] = {}
+                for other in node.pods.values():
+                    ns_labels = None if lookup is None else lookup.get(other.namespace)
+                    if affinity and all(t.matches(other, ns_labels) for t in affinity):
+                        for t in affinity:
+                            _add(found_affinity, node, t.topology_key)
+                    for t in anti:
+                        if t.matches(other, ns_labels):
+                            _add(found_anti, node, t.topology_key)
+                share = (tuple(found_affinity.items()), tuple(found_anti.items()))
+                if table is not None:
+                    table[node.name] = (node, node.generation, share)
+            for pair, n in share[0]:
+                affinity_counts[pair] = affinity_counts.get(pair, 0) + n
+            for pair, n in share[1]:
+                anti_counts[pair] = anti_counts.get(pair, 0) + n
+        return affinity_counts, anti_counts
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s: _FilterState = state.read(_PRE_FILTER_KEY)
@@ -372,14 +439,25 @@ _EXISTING_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(
 ScoreMap = dict[str, dict[str, int]]
 
 
-def _process_term(scores: ScoreMap, term: AffinityTerm, weight: int, pod: PodInfo,
-                  ns_labels: Mapping[str, str] | None, node: NodeInfo) -> None:
-    """scoreMap.processTerm"""
+def _process_term(found: list[tuple[TopologyPair, int]], term: AffinityTerm, weight: int,
+                  pod: PodInfo, ns_labels: Mapping[str, str] | None, node: NodeInfo) -> None:
+    """scoreMap.processTerm, collecting (topology pair, weight) for the node's share."""
     if term.matches(pod, ns_labels):
         value = node.labels.get(term.topology_key)
         if value is not None:
-            by_value = scores.setdefault(term.topology_key, {})
-            by_value[value] = by_value.get(value, 0) + weight
+            found.append(((term.topology_key, value), weight))
+
+
+def _preferred_signature(pod: PodInfo) -> str:
+    """The incoming pod's preferred terms as written and its values of their label keys."""
+    preferred = [(pod.affinity.get(kind) or {}).get(_PREFERRED) or []
+                 for kind in ("podAffinity", "podAntiAffinity")]
+    keys = sorted({k for items in preferred for item in items if isinstance(item, Mapping)
+                   for t in (item.get("podAffinityTerm") or {},) if isinstance(t, Mapping)
+                   for k in (*(t.get("matchLabelKeys") or ()), *(t.get("mismatchLabelKeys") or ()))
+                   if isinstance(k, str)})
+    return json.dumps([preferred, [(k, pod.labels.get(k)) for k in keys]], sort_keys=True,
+                      default=str)
 
 
 class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
@@ -389,6 +467,7 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         self.args = args
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
+        self._memo: NodeMemo[_Share] = NodeMemo()
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
@@ -409,6 +488,14 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         preferred = terms.preferred_affinity
         preferred_anti = terms.preferred_anti_affinity
         cached = self._terms.get
+        # A node's share depends on the node, the incoming pod's preferred terms, and its
+        # namespace, labels and namespace labels (which existing pods' terms match).
+        table = None
+        if all(t.namespace_selector is None for t in (*preferred, *preferred_anti)):
+            table = self._memo.table((
+                "score", pod.namespace, tuple(sorted(pod.labels.items())),
+                None if own_ns_labels is None else tuple(sorted(own_ns_labels.items())),
+                _preferred_signature(pod)))
         scores: ScoreMap = {}
         live = 0
         for node in snapshot.nodes:
@@ -417,24 +504,35 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
                 continue
             if not node.labels:
                 continue
-            for other in node.pods.values():
-                if has_constraints:
-                    ns_labels = None if lookup is None else lookup.get(other.namespace)
-                    for t in preferred:
-                        _process_term(scores, t, t.weight, other, ns_labels, node)
-                    for t in preferred_anti:
-                        _process_term(scores, t, -t.weight, other, ns_labels, node)
-                if not other.has_affinity:
-                    continue
-                live += 1
-                existing = cached(other)
-                if hard_weight > 0:
-                    for t in existing.required_affinity:
-                        _process_term(scores, t, hard_weight, pod, own_ns_labels, node)
-                for t in existing.preferred_affinity:
-                    _process_term(scores, t, t.weight, pod, own_ns_labels, node)
-                for t in existing.preferred_anti_affinity:
-                    _process_term(scores, t, -t.weight, pod, own_ns_labels, node)
+            live += node.pods_with_affinity
+            hit = None if table is None else table.get(node.name)
+            if hit is not None and hit[0] is node and hit[1] == node.generation:
+                share = hit[2][0]
+            else:
+                found: list[tuple[TopologyPair, int]] = []
+                for other in node.pods.values():
+                    if has_constraints:
+                        ns_labels = None if lookup is None else lookup.get(other.namespace)
+                        for t in preferred:
+                            _process_term(found, t, t.weight, other, ns_labels, node)
+                        for t in preferred_anti:
+                            _process_term(found, t, -t.weight, other, ns_labels, node)
+                    if not other.has_affinity:
+                        continue
+                    existing = cached(other)
+                    if hard_weight > 0:
+                        for t in existing.required_affinity:
+                            _process_term(found, t, hard_weight, pod, own_ns_labels, node)
+                    for t in existing.preferred_affinity:
+                        _process_term(found, t, t.weight, pod, own_ns_labels, node)
+                    for t in existing.preferred_anti_affinity:
+                        _process_term(found, t, -t.weight, pod, own_ns_labels, node)
+                share = tuple(found)
+                if table is not None:
+                    table[node.name] = (node, node.generation, (share, ()))
+            for (key, value), weight in share:
+                by_value = scores.setdefault(key, {})
+                by_value[value] = by_value.get(value, 0) + weight
         self._terms.grow_to(live)
         # Upstream skips when no node produced a score entry; entries that sum to zero
         # still count as produced.

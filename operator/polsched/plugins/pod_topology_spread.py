@@ -24,6 +24,7 @@ still validated as upstream does, so a policy that kube-scheduler accepts loads 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from polsched.framework.selectors import (
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins import taint_toleration
+from polsched.plugins.node_memo import NodeMemo
 
 NAME = "PodTopologySpread"
 
@@ -236,6 +238,20 @@ def _has_keys(labels: Mapping[str, str], constraints: Sequence[SpreadConstraint]
     return True
 
 
+_Row = tuple[int | None, ...]
+
+
+def _spread_signature(pod: PodInfo, action: str) -> str:
+    """What a node's row depends on besides the node: the pod's constraints of `action`,
+    its values of their matchLabelKeys, and what the inclusion policies read."""
+    raw = [c for c in pod.spec.get("topologySpreadConstraints") or ()
+           if isinstance(c, Mapping) and c.get("whenUnsatisfiable") == action]
+    keys = sorted({k for c in raw for k in c.get("matchLabelKeys") or () if isinstance(k, str)})
+    node_affinity = (pod.affinity.get("nodeAffinity") or {}).get(_REQUIRED)
+    return json.dumps([raw, [(k, pod.labels.get(k)) for k in keys], pod.node_selector,
+                       node_affinity, pod.tolerations], sort_keys=True, default=str)
+
+
 # -- args -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -363,6 +379,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         self.args = args
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self._memo: NodeMemo[_Row] = NodeMemo()
 
     def _constraints(self, pod: PodInfo, action: str) -> tuple[SpreadConstraint, ...]:
         if pod.spec.get("topologySpreadConstraints"):
@@ -370,6 +387,33 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         # buildDefaultConstraints: without Service/ReplicaSet/StatefulSet/RC listers the
         # default selector is empty, and upstream returns no constraints for an empty one.
         return ()
+
+    def _rows(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
+              action: str) -> Callable[[NodeInfo], _Row]:
+        """A node's row: per constraint, its matching pods, or None when the constraint's
+        node inclusion policies leave the node out (and for hostname constraints when
+        scoring: Score counts those itself). Rows are memoized per node across cycles on
+        everything they depend on (NodeMemo)."""
+        table = self._memo.table((action, pod.namespace, _spread_signature(pod, action)))
+        skip_host = action == SCHEDULE_ANYWAY
+        namespace = pod.namespace
+        inclusion: list[_NodeInclusion] = []
+
+        def row_of(node: NodeInfo) -> _Row:
+            hit = table.get(node.name)
+            if hit is not None and hit[0] is node and hit[1] == node.generation:
+                return hit[2]
+            if not inclusion:
+                inclusion.append(_NodeInclusion(pod))
+            includes = inclusion[0].includes
+            row = tuple(
+                None if (skip_host and c.topology_key == LABEL_HOSTNAME)
+                or not includes(c, node)
+                else 0 if c.selector_empty else count_matching(node, c.selector, namespace)
+                for c in constraints)
+            table[node.name] = (node, node.generation, row)
+            return row
+        return row_of
 
     # -- filter --
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
@@ -379,20 +423,17 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             return Status.error(f"obtaining pod's hard topology spread constraints: {err}")
         if not constraints:
             return SKIP
-        namespace = pod.namespace
-        inclusion = _NodeInclusion(pod)
+        row_of = self._rows(pod, constraints, DO_NOT_SCHEDULE)
         counts: list[dict[str, int]] = [{} for _ in constraints]
         for node in snapshot.nodes:
             labels = node.labels
             if not _has_keys(labels, constraints):
                 continue
-            for i, c in enumerate(constraints):
-                if not inclusion.includes(c, node):
-                    continue
-                value = labels[c.topology_key]
-                n = 0 if c.selector_empty else count_matching(node, c.selector, namespace)
-                by_value = counts[i]
-                by_value[value] = by_value.get(value, 0) + n
+            for i, n in enumerate(row_of(node)):
+                if n is not None:
+                    value = labels[constraints[i].topology_key]
+                    by_value = counts[i]
+                    by_value[value] = by_value.get(value, 0) + n
         compiled: list[_FilterConstraint] = []
         pod_labels = pod.labels
         for c, by_value in zip(constraints, counts, strict=True):
@@ -454,22 +495,21 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             size = len(nodes) - len(ignored) if c.topology_key == LABEL_HOSTNAME else sizes[i]
             weights.append(math.log(size + 2))
 
-        namespace = pod.namespace
-        inclusion = _NodeInclusion(pod)
+        row_of = self._rows(pod, constraints, SCHEDULE_ANYWAY)
         for node in snapshot.nodes:
             labels = node.labels
             if require_all and not _has_keys(labels, constraints):
                 continue
-            for i, c in enumerate(constraints):
-                by_value = counts[i]
-                value = labels.get(c.topology_key, "")
-                # Only domains of feasible nodes are counted.
-                if value not in by_value or not inclusion.includes(c, node):
+            for i, n in enumerate(row_of(node)):
+                if n is None:
                     continue
-                if not c.selector_empty:
-                    by_value[value] += count_matching(node, c.selector, namespace)
+                by_value = counts[i]
+                value = labels.get(constraints[i].topology_key, "")
+                # Only domains of feasible nodes are counted.
+                if value in by_value:
+                    by_value[value] += n
         state.write(_PRE_SCORE_KEY, _ScoreState(constraints, counts, weights, ignored,
-                                                 require_all, namespace, []))
+                                                 require_all, pod.namespace, []))
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:

@@ -369,3 +369,54 @@ def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
         with pytest.raises(ArgsError) as err:
             factory(args, Handle())
         assert err.value.path == path
+
+
+# -- counts reused across cycles (node_memo.NodeMemo) -----------------------------------------
+
+def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
+    """Per-node counts are reused across cycles only while a node is unchanged: a pod added
+    to or removed from a node, or a node replaced, is seen by the next cycle."""
+    plugin = ipa.new_filter({}, Handle())
+    nodes = {"a": {"zone": "z1"}, "b": {"zone": "z2"}}
+    snap = cluster(nodes, [])
+    incoming = pod("p", {"app": "api"}, anti=[term("app", "In", ["web"], topology="zone")])
+    existing_anti = pod("guard", {"role": "guard"}, "b",
+                        anti=[term("app", "Exists", topology="zone")])
+
+    def cycle() -> dict[str, tuple[Code, tuple[str, ...]]]:
+        state = CycleState()
+        assert plugin.pre_filter(state, incoming, snap).ok
+        return {n.name: outcome(plugin.filter(state, incoming, n)) for n in snap}
+
+    assert cycle() == {"a": OK, "b": OK}
+    web = pod("web", {"app": "web"}, "a")
+    snap.by_name["a"].add_pod(web)
+    assert cycle() == {"a": ANTI_FAIL, "b": OK}
+    snap.by_name["b"].add_pod(existing_anti)
+    assert cycle() == {"a": ANTI_FAIL, "b": EXISTING_FAIL}
+    snap.by_name["a"].remove_pod(web)
+    assert cycle() == {"a": OK, "b": EXISTING_FAIL}
+    fresh_b = NodeInfo.from_json({"metadata": {"name": "b", "labels": {"zone": "z2"}}})
+    fresh_b.add_pod(pod("web2", {"app": "web"}, "b"))
+    # A new NodeInfo whose generation happens to equal the old one's is still a new node.
+    fresh_b.generation = snap.by_name["b"].generation
+    snap = Snapshot([snap.by_name["a"], fresh_b])
+    assert cycle() == {"a": OK, "b": ANTI_FAIL}
+
+
+def test_one_scorer_instance_sees_cluster_changes_between_cycles() -> None:
+    plugin = ipa.new_scorer({}, Handle())
+    snap = cluster(THREE, [pod("e", SCAN, "machine1")])
+    incoming = pod("p", pref_anti=[(5, term("service", "Exists", topology="zone"))])
+
+    def cycle() -> dict[str, int]:
+        state = CycleState()
+        assert plugin.pre_score(state, incoming, list(snap), snap).ok
+        scores = plugin.score_nodes(state, incoming, list(snap))
+        assert isinstance(scores, list)
+        plugin.normalize_score(state, incoming, scores)
+        return {n.name: s for n, s in zip(snap, scores, strict=True)}
+
+    assert cycle() == {"machine1": 0, "machine2": 100, "machine3": 100}
+    snap.by_name["machine2"].add_pod(pod("e2", SCAN, "machine2"))
+    assert cycle() == {"machine1": 0, "machine2": 0, "machine3": 100}

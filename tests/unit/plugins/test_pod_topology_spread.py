@@ -364,3 +364,25 @@ def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
         with pytest.raises(ArgsError) as err:
             factory(args, Handle())
         assert err.value.path == path
+
+
+def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
+    """Per-node counts are memoized across cycles on the node's generation: a pod bound
+    between two cycles changes the next cycle's result."""
+    plugin = pts.new(None, Handle())
+    snap = cluster(four_nodes(), {"node-a": 1, "node-x": 1})
+    incoming = pod("p", FOO, constraints=[constraint(ZONE)])
+
+    def cycle() -> list[str]:
+        state = CycleState()
+        assert plugin.pre_filter(state, incoming, snap).ok
+        return feasible({n.name: plugin.filter(state, incoming, n) for n in snap})
+
+    assert cycle() == ["node-a", "node-b", "node-x", "node-y"]
+    snap.by_name["node-b"].add_pod(pod("late", FOO, "node-b"))
+    assert cycle() == ["node-x", "node-y"]
+    # Another namespace: different counts, separately memoized.
+    other = pod("q", FOO, ns="other", constraints=[constraint(ZONE)])
+    state = CycleState()
+    assert plugin.pre_filter(state, other, snap).ok
+    assert all(plugin.filter(state, other, n).ok for n in snap)

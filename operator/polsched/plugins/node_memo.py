@@ -1,0 +1,47 @@
+"""NodeMemo: per-node results of a PreFilter/PreScore scan, reused across cycles.
+
+InterPodAffinity and PodTopologySpread reduce every pod of the cluster to counts per
+topology domain for each incoming pod. Consecutive pods of one workload carry the same
+terms or constraints, and between two of their cycles only the nodes that gained or lost
+a pod change; a node's share of the counts is therefore remembered per signature (what the
+incoming pod's result depends on) and reused while the node is the same NodeInfo object at
+the same generation (NodeInfo.generation moves on every change to the node or its pods).
+kube-scheduler v1.36 memoizes these scans for the same reason
+(interpodaffinity/filtering_memo.go, podtopologyspread/scoring_memo.go).
+
+Not thread-safe: a plugin instance is used by one scheduling loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from polsched.framework.types import NodeInfo
+
+V = TypeVar("V")
+
+
+class NodeMemo(Generic[V]):
+    """signature -> node name -> (node, generation, value), keeping the `size` most
+    recently used signatures."""
+
+    __slots__ = ("_tables", "_size")
+
+    def __init__(self, size: int = 8) -> None:
+        self._tables: dict[Hashable, dict[str, tuple[NodeInfo, int, V]]] = {}
+        self._size = size
+
+    def table(self, signature: Hashable) -> dict[str, tuple[NodeInfo, int, V]]:
+        """The table of a signature, created when new; least recently used ones go."""
+        tables = self._tables
+        table = tables.pop(signature, None)
+        if table is None:
+            table = {}
+            if len(tables) >= self._size:
+                del tables[next(iter(tables))]
+        tables[signature] = table
+        return table
+
+    def clear(self) -> None:
+        self._tables.clear()
