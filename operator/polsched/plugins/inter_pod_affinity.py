@@ -6,6 +6,8 @@ optimisation with the same outcome and is not copied.
 
 PreFilter / PreScore walk the snapshot once per pod and reduce it to counts per topology
 pair (topologyKey, value); Filter and Score per node are dict lookups on the node's labels.
+Each node's share of those counts is kept across cycles (node_memo.NodeMemo) while the node
+is unchanged, so the next pod of the same workload only rescans nodes that changed.
 
 namespaceSelector: kube-scheduler resolves it with a namespace lister. A plugin here never
 calls the API server, so it reads namespace labels from ``Handle.extra["namespace_labels"]``

@@ -6,8 +6,9 @@ terms or constraints, and between two of their cycles only the nodes that gained
 a pod change; a node's share of the counts is therefore remembered per signature (what the
 incoming pod's result depends on) and reused while the node is the same NodeInfo object at
 the same generation (NodeInfo.generation moves on every change to the node or its pods).
-kube-scheduler v1.36 memoizes these scans for the same reason
-(interpodaffinity/filtering_memo.go, podtopologyspread/scoring_memo.go).
+(kube-scheduler v1.36 also grew memo files for both plugins, interpodaffinity/
+filtering_memo.go and podtopologyspread/scoring_memo.go; this scheme is our own and does not
+follow them.)
 
 Not thread-safe: a plugin instance is used by one scheduling loop.
 """

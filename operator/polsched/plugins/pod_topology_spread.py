@@ -5,6 +5,7 @@ Reimplements kube-scheduler's podtopologyspread plugin (pkg/scheduler/framework/
 podtopologyspread/{common,filtering,scoring,plugin}.go, v1.36). PreFilter / PreScore count
 matching pods per topology domain once per pod; Filter and Score per node are dict lookups
 (Score also counts the node's own pods for kubernetes.io/hostname constraints, as upstream).
+Each node's counts are kept across cycles while the node is unchanged (node_memo.NodeMemo).
 
 Counted pods: same namespace as the incoming pod, labels matching the constraint's selector
 (labelSelector plus matchLabelKeys), not terminating (no metadata.deletionTimestamp). A
