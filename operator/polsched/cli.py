@@ -36,6 +36,82 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.set_defaults(func=_run_validate)
 
 
+def _run_explain(args: argparse.Namespace) -> int:
+    from polsched import explain
+
+    return explain.run(args)
+
+
+def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "explain", help="show why a pod goes to a node: filter verdicts, scores, the winner",
+        description="Run a policy's pipeline for one pod, exactly as the scheduler does, and "
+                    "show every node's filter verdict (plugin and reason), each scorer's "
+                    "raw/normalized/weighted score and the winner. Live: `explain POD -n NS` "
+                    "reads the pod, nodes, pods and the policy (by the pod's schedulerName) "
+                    "from the cluster. Offline: `explain --policy F --nodes F --pod F` reads "
+                    "files (YAML or JSON, a List or several documents). Extenders are called.",
+    )
+    p.add_argument("name", nargs="?", metavar="POD",
+                   help="the pod (live); offline: which pod of --pod's file")
+    p.add_argument("-n", "--namespace", default="default", help="the pod's namespace (live)")
+    p.add_argument("--policy", metavar="NAME|FILE",
+                   help="live: the SchedulingPolicy's name (default: the one whose "
+                        "schedulerName the pod names); offline: a file with the policy")
+    p.add_argument("--nodes", metavar="FILE",
+                   help="offline: the nodes (and, optionally, pods bound to them)")
+    p.add_argument("--pod", metavar="FILE", help="offline: the pod to explain")
+    p.add_argument("--pods", metavar="FILE", action="append",
+                   help="offline: pods already bound, counted on their nodes (repeatable)")
+    p.add_argument("--kubeconfig", default=None, help="live: kubeconfig (default: $KUBECONFIG)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(func=_run_explain)
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    from polsched import render
+
+    return render.run(args)
+
+
+def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "render", help="print install manifests from the jinja2 templates",
+        description="`render operator` prints the install (namespace, CRD, RBAC, operator "
+                    "Deployment, webhook, metrics Service); `render dedicated --policy F` "
+                    "prints a Dedicated policy's ServiceAccount, RBAC and Deployment, as the "
+                    "operator applies them.")
+    p.add_argument("what", choices=("operator", "dedicated"))
+    p.add_argument("--policy", metavar="FILE", help="dedicated: the SchedulingPolicy file")
+    p.add_argument("--namespace", default="polsched-system",
+                   help="where the operator and Dedicated schedulers run (%(default)s)")
+    p.add_argument("--image", default=None,
+                   help="the polsched image (default: the one this version ships as)")
+    p.add_argument("--no-crd", action="store_true", help="operator: leave out the CRD")
+    p.add_argument("--no-rbac", action="store_true",
+                   help="operator: leave out the Namespace and RBAC")
+    p.set_defaults(func=_run_render)
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from polsched import importer
+
+    return importer.run(args)
+
+
+def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "import", help="convert a KubeSchedulerConfiguration or legacy Policy file",
+        description="Convert a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1, "
+                    "one SchedulingPolicy per profile) or a legacy scheduler Policy file "
+                    "(kind: Policy: predicates, priorities, extenders) into SchedulingPolicy "
+                    "YAML on stdout. What has no equivalent is reported on stderr.")
+    p.add_argument("path", metavar="FILE", help="the file to convert (- for stdin)")
+    p.add_argument("--name", default=None,
+                   help="metadata.name for a legacy Policy (default: the file's stem)")
+    p.set_defaults(func=_run_import)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polsched",
@@ -43,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"polsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_validate(sub)
+    _add_explain(sub)
+    _add_render(sub)
+    _add_import(sub)
     return parser
 
 

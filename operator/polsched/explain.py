@@ -1,0 +1,357 @@
+"""`polsched explain`: why a pod lands where it lands.
+
+It runs the very pipeline the scheduler runs (scheduler.pipelines.build_pipeline) with
+explain=True against a snapshot built by the scheduler's own cache (cluster.ClusterCache,
+fed the objects instead of a watch), so resources of bound pods are accounted exactly as
+the engine accounts them. Two sources for the objects:
+
+- offline: `--policy F --nodes F --pod F [--pods F]`, YAML or JSON files (a List, or
+  several documents);
+- live: `POD -n NS [--policy NAME]`, read from the cluster (KUBECONFIG honoured); the
+  policy is the one whose schedulerName the pod names.
+
+Extenders are called for real in both modes: the explanation includes their verdicts.
+A pod that is already bound is explained as if it were pending: it is not counted on its
+node, and its spec.nodeName is cleared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
+from polsched.cluster.cache import ClusterCache
+from polsched.framework.pipeline import Pipeline, PipelineError
+from polsched.framework.status import Status
+from polsched.framework.types import PodInfo
+from polsched.scheduler.pipelines import build_pipeline
+
+Json = dict[str, Any]
+
+
+class ExplainError(Exception):
+    """Something the user has to fix (a file, a name); printed without a traceback."""
+
+
+# -- the report ------------------------------------------------------------------------
+@dataclass
+class NodeReport:
+    name: str
+    # The first failing filter's status; None for a feasible node.
+    rejected: Status | None = None
+    # scorer (or extender) -> (raw, normalized, weighted)
+    scores: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    total: int | None = None
+
+
+@dataclass
+class Report:
+    pod: str
+    policy: str
+    scheduler_name: str
+    nodes: list[NodeReport]
+    scorers: list[tuple[str, int]]  # (name, weight) in pipeline order, then extenders
+    winner: str | None
+    deciding_scorer: str = ""
+    # When no node fits: the FailedScheduling text kube-scheduler would write.
+    message: str = ""
+    tied: list[str] = field(default_factory=list)
+
+    def to_json(self) -> Json:
+        nodes = []
+        for n in self.nodes:
+            entry: Json = {"name": n.name, "feasible": n.rejected is None}
+            if n.rejected is not None:
+                entry["filter"] = {"plugin": n.rejected.plugin, "code": n.rejected.code.name,
+                                   "reasons": list(n.rejected.reasons)}
+            else:
+                entry["scores"] = {k: {"raw": r, "normalized": m, "weighted": w}
+                                   for k, (r, m, w) in n.scores.items()}
+                entry["total"] = n.total
+            nodes.append(entry)
+        out: Json = {"pod": self.pod, "policy": self.policy,
+                     "schedulerName": self.scheduler_name,
+                     "scorers": [{"name": s, "weight": w} for s, w in self.scorers],
+                     "nodes": nodes, "winner": self.winner,
+                     "decidingScorer": self.deciding_scorer}
+        if self.tied:
+            out["tiedWith"] = self.tied
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterable[Json] = (),
+                  extenders: Sequence[Any] = ()) -> Report:
+    """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them)."""
+    target = _pending_copy(pod)
+    target_key = PodInfo.from_json(target).key
+    cache = ClusterCache(None)
+    for n in nodes:
+        cache.on_node_event("ADDED", n)
+    for p in pods:
+        meta = p.get("metadata") or {}
+        if f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" == target_key:
+            continue  # the pod explained never counts against itself
+        cache.on_pod_event("ADDED", p)
+    pipeline: Pipeline = build_pipeline(policy, extenders)
+    info = PodInfo.from_json(target)
+    result = await pipeline.schedule(info, cache.snapshot, explain=True)
+    ex = result.explanation
+    scores = {s.node: s for s in ex.scores} if ex is not None else {}
+    rejected = ex.filters if ex is not None else (
+        result.fit_error.node_statuses if result.fit_error is not None else {})
+    reports = []
+    for node in cache.snapshot.nodes:
+        nr = NodeReport(node.name, rejected=rejected.get(node.name))
+        ns = scores.get(node.name)
+        if ns is not None:
+            nr.scores = dict(ns.plugins)
+            nr.total = ns.total
+        reports.append(nr)
+    scorers = [(s.name, s.weight) for s in pipeline.scorers
+               if s.when is None or s.when(info.labels)]
+    scorers += [(e.name, e.weight) for e in pipeline.extenders
+                if e.is_prioritizer() and e.is_interested(info)]
+    report = Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
+                    nodes=reports, scorers=scorers, winner=result.node,
+                    deciding_scorer=result.deciding_scorer)
+    if result.node is None:
+        report.message = result.fit_error.message if result.fit_error is not None else ""
+    else:
+        best = scores[result.node].total if result.node in scores else None
+        report.tied = [s.node for s in scores.values()
+                       if s.total == best and s.node != result.node]
+    return report
+
+
+def _pending_copy(pod: Json) -> Json:
+    spec = dict(pod.get("spec") or {})
+    spec.pop("nodeName", None)
+    status = {k: v for k, v in (pod.get("status") or {}).items() if k != "phase"}
+    return {**pod, "spec": spec, "status": status}
+
+
+# -- output ----------------------------------------------------------------------------
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip()
+                     for r in rows)
+
+
+def format_report(r: Report) -> str:
+    out = [f"Pod {r.pod}: SchedulingPolicy {r.policy} (schedulerName {r.scheduler_name}), "
+           f"{len(r.nodes)} node(s), {sum(n.rejected is None for n in r.nodes)} feasible", ""]
+    rows = [["NODE", "FILTERS", "PLUGIN", "REASON"]]
+    for n in r.nodes:
+        if n.rejected is None:
+            rows.append([n.name, "passed", "", ""])
+        else:
+            rows.append([n.name, n.rejected.code.name.replace("_", " ").title()
+                         .replace(" ", ""), n.rejected.plugin, n.rejected.message])
+    out += [_table(rows), ""]
+    feasible = [n for n in r.nodes if n.rejected is None and n.total is not None]
+    if feasible and r.scorers:
+        out.append("Scores per node, each cell raw/normalized/weighted (weight in brackets):")
+        head = ["NODE"] + [f"{name}[{w}]" for name, w in r.scorers] + ["TOTAL"]
+        rows = [head]
+        for n in sorted(feasible, key=lambda n: (-(n.total or 0), n.name)):
+            cells = [n.name]
+            for name, _ in r.scorers:
+                s = n.scores.get(name)
+                cells.append("-" if s is None else f"{s[0]}/{s[1]}/{s[2]}")
+            cells.append(str(n.total))
+            rows.append(cells)
+        out += [_table(rows), ""]
+    if r.winner is None:
+        out.append(f"No node fits: {r.message}")
+    else:
+        line = f"Winner: {r.winner}"
+        if r.deciding_scorer:
+            line += f" (deciding scorer: {r.deciding_scorer})"
+        if r.tied:
+            line += f"; tied with {', '.join(r.tied)}: the scheduler picks one at random"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# -- reading objects -------------------------------------------------------------------
+def read_objects(path: str) -> list[Json]:
+    """Every object in a YAML or JSON file: several documents, and List items, flattened."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ExplainError(f"{path}: {e.strerror or e}") from e
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        raise ExplainError(f"{path}: not YAML or JSON: {e}") from e
+    out: list[Json] = []
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise ExplainError(f"{path}:{i}: expected a Kubernetes object, got "
+                               f"{type(doc).__name__}")
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            out.extend(x for x in doc["items"] if isinstance(x, dict))
+        else:
+            out.append(doc)
+    return out
+
+
+def _of_kind(objs: list[Json], kind: str) -> list[Json]:
+    return [o for o in objs if o.get("kind") == kind]
+
+
+def _load(obj: Json) -> Policy:
+    try:
+        return load_policy(obj)
+    except PolicyError as e:
+        raise ExplainError(str(e)) from e
+
+
+def _scheduler_name(obj: Json) -> str:
+    spec = obj.get("spec") or {}
+    return str(spec.get("schedulerName") or (obj.get("metadata") or {}).get("name") or "")
+
+
+def pick_policy(objs: list[Json], pod: Json, source: str) -> Json:
+    """The policy whose schedulerName the pod names; the only one if there is one."""
+    policies = [o for o in objs if o.get("kind") == KIND
+                and str(o.get("apiVersion", "")) == API_VERSION]
+    if not policies:
+        raise ExplainError(f"{source}: no {KIND} ({API_VERSION}) found")
+    if len(policies) == 1:
+        return policies[0]
+    wanted = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+    matching = [p for p in policies if _scheduler_name(p) == wanted]
+    if not matching:
+        raise ExplainError(f"{source}: none of the {len(policies)} policies has schedulerName "
+                           f"{wanted!r} (the pod's spec.schedulerName)")
+    # Two policies claiming a name: the older keeps it, as in the operator.
+    matching.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    return matching[0]
+
+
+async def _extenders_for(policy: Policy, client: Any | None) -> list[Any]:
+    """HTTPExtenders as the operator builds them; a caSecretRef needs a cluster."""
+    import base64
+
+    from polsched.extender.client import HTTPExtender
+
+    out = []
+    for i, cfg in enumerate(policy.extenders):
+        ca_pem: str | None = None
+        if cfg.ca_secret_ref is not None:
+            ns, name = cfg.ca_secret_ref
+            where = f"spec.extenders[{i}].tlsConfig.caSecretRef"
+            if client is None:
+                raise ExplainError(f"{where}: Secret {ns}/{name} can only be read live; "
+                                   "run `polsched explain POD -n NS` against the cluster")
+            secret = await client.get(f"/api/v1/namespaces/{ns}/secrets/{name}")
+            data = (secret.get("data") or {}).get("ca.crt")
+            if not data:
+                raise ExplainError(f"{where}: Secret {ns}/{name} has no key ca.crt")
+            ca_pem = base64.b64decode(data).decode()
+        out.append(HTTPExtender(cfg, ca_pem))
+    return out
+
+
+async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list[Json],
+                        client: Any | None) -> Report:
+    extenders = await _extenders_for(policy, client)
+    try:
+        return await explain(policy, pod, nodes, pods, extenders)
+    finally:
+        for e in extenders:
+            await e.close()
+
+
+async def offline(args: argparse.Namespace) -> Report:
+    pod_objs = _of_kind(read_objects(args.pod), "Pod")
+    if args.name:
+        pod_objs = [p for p in pod_objs if (p.get("metadata") or {}).get("name") == args.name]
+    if not pod_objs:
+        raise ExplainError(f"{args.pod}: no Pod" + (f" named {args.name!r}" if args.name else ""))
+    pod = pod_objs[0]
+    policy = _load(pick_policy(read_objects(args.policy), pod, args.policy))
+    node_objs = read_objects(args.nodes)
+    nodes = _of_kind(node_objs, "Node")
+    if not nodes:
+        raise ExplainError(f"{args.nodes}: no Node objects")
+    pods = _of_kind(node_objs, "Pod")
+    for f in args.pods or ():
+        pods += _of_kind(read_objects(f), "Pod")
+    return await _run_pipeline(policy, pod, nodes, pods, None)
+
+
+async def live(args: argparse.Namespace) -> Report:
+    from polsched.cluster.client import ApiClient, ApiError
+
+    client = ApiClient.from_kubeconfig(args.kubeconfig)
+    try:
+        ns = args.namespace
+        try:
+            pod = await client.get(f"/api/v1/namespaces/{ns}/pods/{args.name}")
+        except ApiError as e:
+            raise ExplainError(f"pod {ns}/{args.name}: {e.reason or e.status} {e.message}"
+                               ) from e
+        base = f"/apis/{API_VERSION}/{PLURAL}"
+        if args.policy:
+            try:
+                policy_obj = await client.get(f"{base}/{args.policy}")
+            except ApiError as e:
+                raise ExplainError(f"{KIND} {args.policy}: {e.reason or e.status} "
+                                   f"{e.message}") from e
+        else:
+            listed = await client.get(base)
+            objs = [{**o, "apiVersion": API_VERSION, "kind": KIND}
+                    for o in listed.get("items") or ()]
+            policy_obj = pick_policy(objs, pod, "the cluster") if objs else {}
+            if not objs:
+                raise ExplainError(f"the cluster has no {KIND}")
+        policy = _load(policy_obj)
+        nodes = (await client.get("/api/v1/nodes")).get("items") or []
+        pods = (await client.get("/api/v1/pods")).get("items") or []
+        return await _run_pipeline(policy, pod, nodes, pods, client)
+    finally:
+        await client.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    # --nodes or --pod means offline, and then --policy is a file, not a policy's name.
+    offline_mode = bool(args.pod or args.nodes)
+    try:
+        if offline_mode:
+            missing = [f for f, v in (("--policy", args.policy), ("--nodes", args.nodes),
+                                      ("--pod", args.pod)) if not v]
+            if missing:
+                raise ExplainError(f"offline explain needs {', '.join(missing)} as well "
+                                   "(or give POD -n NAMESPACE to explain a pod in the cluster)")
+            report = asyncio.run(offline(args))
+        else:
+            if not args.name:
+                raise ExplainError("give POD [-n NAMESPACE] (live) or --policy F --nodes F "
+                                   "--pod F (offline)")
+            report = asyncio.run(live(args))
+    except ExplainError as e:
+        print(f"polsched explain: {e}", file=sys.stderr)
+        return 1
+    except PipelineError as e:
+        print(f"polsched explain: the pipeline failed: {e}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        sys.stdout.write(format_report(report))
+    return 0

@@ -1,0 +1,237 @@
+"""Prometheus metrics under kube-scheduler's names, and the /metrics, /healthz and /readyz
+endpoints.
+
+Dashboards and alerts written for kube-scheduler work unchanged: the names, labels and
+histogram buckets are those of pkg/scheduler/metrics/metrics.go (schedule_attempts_total
+{result,profile}, scheduling_attempt_duration_seconds{result,profile}, pending_pods{queue});
+a profile is a policy's schedulerName. polsched adds its own reload metrics under
+polsched_.
+
+The module-level functions are the hooks the engine and the operator call; they are
+cheap (a dict update under no lock: everything runs on one event loop). The text
+exposition format (version 0.0.4) is small enough to write here, which spares a
+dependency; prometheus_client would add its own global registry and threads for no gain.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+# kube-scheduler's result label values (metrics.go ScheduledResult, ...).
+SCHEDULED = "scheduled"
+UNSCHEDULABLE = "unschedulable"
+ERROR = "error"
+# pending_pods queue label values.
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE_QUEUE = "unschedulable"
+GATED = "gated"
+
+# metrics.ExponentialBuckets(0.001, 2, 15), as schedulingLatency.
+ATTEMPT_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))
+# Loading and building a policy: from a millisecond to tens of seconds.
+RELOAD_BUCKETS = tuple(0.001 * 2 ** i for i in range(16))
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+Labels = tuple[tuple[str, str], ...]
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    esc = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+           for _, v in labels)
+    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(labels, esc, strict=True)) + "}"
+
+
+def _num(v: float) -> str:
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v)) if not float(v).is_integer() else str(int(v))
+
+
+@dataclass
+class Counter:
+    name: str
+    help: str
+    values: dict[Labels, float] = field(default_factory=dict)
+
+    def inc(self, labels: Labels, by: float = 1.0) -> None:
+        self.values[labels] = self.values.get(labels, 0.0) + by
+
+    def lines(self) -> Iterable[str]:
+        yield f"# HELP {self.name} {self.help}"
+        yield f"# TYPE {self.name} counter"
+        for labels, v in sorted(self.values.items()):
+            yield f"{self.name}{_labels(labels)} {_num(v)}"
+
+
+@dataclass
+class Gauge:
+    """A gauge whose series are set by (labels) and summed over `hidden` label keys."""
+
+    name: str
+    help: str
+    # The series as set, keyed by their full labels (including hidden ones).
+    values: dict[Labels, float] = field(default_factory=dict)
+    hidden: frozenset[str] = frozenset()
+
+    def set(self, labels: Labels, value: float) -> None:
+        self.values[labels] = value
+
+    def lines(self) -> Iterable[str]:
+        shown: dict[Labels, float] = {}
+        for labels, v in self.values.items():
+            key = tuple(kv for kv in labels if kv[0] not in self.hidden)
+            shown[key] = shown.get(key, 0.0) + v
+        yield f"# HELP {self.name} {self.help}"
+        yield f"# TYPE {self.name} gauge"
+        for labels, v in sorted(shown.items()):
+            yield f"{self.name}{_labels(labels)} {_num(v)}"
+
+
+@dataclass
+class Histogram:
+    name: str
+    help: str
+    buckets: Sequence[float]
+    # labels -> (per-bucket counts, not cumulative; the last is +Inf), sum, count
+    series: dict[Labels, tuple[list[int], list[float]]] = field(default_factory=dict)
+
+    def observe(self, labels: Labels, value: float) -> None:
+        s = self.series.get(labels)
+        if s is None:
+            s = ([0] * (len(self.buckets) + 1), [0.0, 0.0])
+            self.series[labels] = s
+        counts, total = s
+        for i, upper in enumerate(self.buckets):
+            if value <= upper:
+                counts[i] += 1
+                break
+        else:
+            counts[-1] += 1
+        total[0] += value
+        total[1] += 1
+
+    def lines(self) -> Iterable[str]:
+        yield f"# HELP {self.name} {self.help}"
+        yield f"# TYPE {self.name} histogram"
+        for labels, (counts, (total, n)) in sorted(self.series.items()):
+            acc = 0
+            for upper, c in zip((*self.buckets, math.inf), counts, strict=True):
+                acc += c
+                yield f"{self.name}_bucket{_labels((*labels, ('le', _num(upper))))} {acc}"
+            yield f"{self.name}_sum{_labels(labels)} {_num(total)}"
+            yield f"{self.name}_count{_labels(labels)} {int(n)}"
+
+
+SCHEDULE_ATTEMPTS = Counter(
+    "scheduler_schedule_attempts_total",
+    "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
+    "not be scheduled, while 'error' means an internal scheduler problem.")
+ATTEMPT_DURATION = Histogram(
+    "scheduler_scheduling_attempt_duration_seconds",
+    "Scheduling attempt latency in seconds (scheduling algorithm + binding)", ATTEMPT_BUCKETS)
+PENDING_PODS = Gauge(
+    "scheduler_pending_pods",
+    "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
+    "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+    "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the "
+    "number of unschedulable pods that the scheduler never attempted to schedule because "
+    "they are gated.", hidden=frozenset({"profile"}))
+POLICY_RELOADS = Counter(
+    "polsched_policy_reloads_total",
+    "SchedulingPolicy generations loaded into a pipeline, by policy and result "
+    "('success', or 'error' when the spec did not load and the last good pipeline stayed).")
+RELOAD_DURATION = Histogram(
+    "polsched_policy_reload_duration_seconds",
+    "Time to load a SchedulingPolicy generation and build its pipeline, in seconds",
+    RELOAD_BUCKETS)
+
+ALL: tuple[Counter | Gauge | Histogram, ...] = (
+    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION)
+
+
+# -- the hooks -------------------------------------------------------------------------
+def schedule_attempt(profile: str, result: str, seconds: float) -> None:
+    """One scheduling attempt ended: result is SCHEDULED, UNSCHEDULABLE or ERROR;
+    seconds from popping the pod to the end of its binding (scheduled) or the failure."""
+    labels = (("profile", profile), ("result", result))
+    SCHEDULE_ATTEMPTS.inc(labels)
+    ATTEMPT_DURATION.observe(labels, seconds)
+
+
+def pending_pods(profile: str, queue: str, count: int) -> None:
+    """How many of `profile`'s pods wait in `queue` now (ACTIVE, BACKOFF,
+    UNSCHEDULABLE_QUEUE, GATED). Exported per queue, summed over profiles as upstream's
+    single-scheduler metric is."""
+    PENDING_PODS.set((("profile", profile), ("queue", queue)), count)
+
+
+def forget_profile(profile: str) -> None:
+    """The policy is gone: its pods no longer count as pending here."""
+    for labels in [k for k in PENDING_PODS.values if ("profile", profile) in k]:
+        del PENDING_PODS.values[labels]
+
+
+def policy_reload(policy: str, result: str, seconds: float) -> None:
+    """A policy generation was loaded ("success") or refused ("error")."""
+    POLICY_RELOADS.inc((("policy", policy), ("result", result)))
+    RELOAD_DURATION.observe((("policy", policy),), seconds)
+
+
+def exposition() -> str:
+    return "\n".join(line for m in ALL for line in m.lines()) + "\n"
+
+
+def reset() -> None:
+    """Forget every value (tests)."""
+    for m in ALL:
+        if isinstance(m, Histogram):
+            m.series.clear()
+        else:
+            m.values.clear()
+
+
+# -- the endpoints ---------------------------------------------------------------------
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--metrics-listen {listen!r}: expected HOST:PORT, "
+                         "e.g. 127.0.0.1:8080")
+    return host.strip("[]"), int(port)
+
+
+async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
+                healthy: Callable[[], bool] = lambda: True) -> web.AppRunner:
+    """Serve /metrics, /healthz and /readyz on `listen` (HOST:PORT; port 0 picks a free
+    one: read it from the runner's addresses). /readyz answers 200 once `ready()` is true
+    (the cache has synced), /healthz while `healthy()` is. Stop with `await
+    runner.cleanup()`."""
+    from aiohttp import web
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=exposition().encode(),
+                            headers={"Content-Type": CONTENT_TYPE})
+
+    def probe(check: Callable[[], bool]) -> Callable[[web.Request], object]:
+        async def handler(_: web.Request) -> web.Response:
+            ok = check()
+            return web.Response(status=200 if ok else 503, text="ok" if ok else "not ok")
+        return handler
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", probe(healthy))  # type: ignore[arg-type]
+    app.router.add_get("/readyz", probe(ready))  # type: ignore[arg-type]
+    host, port = parse_listen(listen)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
