@@ -36,6 +36,41 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.set_defaults(func=_run_validate)
 
 
+def _run_operator(args: argparse.Namespace) -> int:
+    from polsched.controller import operator
+
+    return operator.run(args)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from polsched.controller import options
+
+    p = sub.add_parser(
+        "run", help="run the operator: a scheduler for every SchedulingPolicy",
+        description="The polsched operator. Shared policies are scheduled in this process, "
+                    "Dedicated ones get their own Deployment. Only the holder of the Lease "
+                    "polsched-operator (in --namespace) binds pods and writes status.")
+    options.add_run_arguments(p)
+    p.set_defaults(func=_run_operator)
+
+
+def _run_scheduler(args: argparse.Namespace) -> int:
+    from polsched.controller import dedicated
+
+    return dedicated.run(args)
+
+
+def _add_scheduler(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from polsched.controller import options
+
+    p = sub.add_parser(
+        "scheduler", help="run the scheduler of one Dedicated SchedulingPolicy",
+        description="The process of a Dedicated policy's Deployment: schedules the pods of "
+                    "--policy, hot-reloads it and writes its status.")
+    options.add_scheduler_arguments(p)
+    p.set_defaults(func=_run_scheduler)
+
+
 def _run_explain(args: argparse.Namespace) -> int:
     from polsched import explain
 
@@ -122,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(sub)
     _add_render(sub)
     _add_import(sub)
+    _add_run(sub)
+    _add_scheduler(sub)
     return parser
 
 

@@ -1,0 +1,138 @@
+"""`polsched scheduler --policy NAME`: the process of a Dedicated policy's Deployment.
+
+It runs an Engine for that one policy, watches the policy for hot reload (a plain watch
+on one object; no kopf, since there is one object and no handler bookkeeping to keep) and
+writes its status with the same batching as the operator. With spec.runtime.replicas > 1
+(read when the process starts), a Lease named after the policy elects the one replica
+that binds and writes status; the others keep a warm cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from typing import Any
+
+from polsched.api import GROUP, PLURAL, VERSION
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller import credentials
+from polsched.controller.leases import LeaseElector
+from polsched.controller.operator import configure_logging, default_identity
+from polsched.controller.reconciler import DEDICATED, PolicyReconciler
+from polsched.controller.status import StatusWriter
+from polsched.scheduler.engine import Engine
+
+log = logging.getLogger(__name__)
+
+COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+WATCH_RETRY_SECONDS = 1.0
+
+
+def lease_name(policy: str) -> str:
+    return f"polsched-scheduler-{policy}"
+
+
+async def _watch_policy(client: ApiClient, reconciler: PolicyReconciler, name: str,
+                        first: asyncio.Event) -> None:
+    """List-then-watch one policy, as an informer restricted to one name."""
+    selector = f"metadata.name={name}"
+    while True:
+        try:
+            listed = await client.list(COLLECTION, field_selector=selector)
+            items = listed.get("items") or []
+            if items:
+                await reconciler.observe(items[0])
+            else:
+                log.warning("SchedulingPolicy %s does not exist (yet); waiting for it", name)
+                await reconciler.forget(name)
+            first.set()
+            rv = (listed.get("metadata") or {}).get("resourceVersion")
+            while True:
+                async for kind, obj in client.watch(COLLECTION, resource_version=rv,
+                                                    field_selector=selector):
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if kind in ("ADDED", "MODIFIED"):
+                        await reconciler.observe(obj)
+                    elif kind == "DELETED":
+                        await reconciler.forget(name)
+        except asyncio.CancelledError:
+            raise
+        except ApiError as e:
+            if e.status != 410:
+                log.warning("watching SchedulingPolicy %s: %s", name, e)
+                await asyncio.sleep(WATCH_RETRY_SECONDS)
+        except Exception as e:
+            log.warning("watching SchedulingPolicy %s: %s", name, e)
+            await asyncio.sleep(WATCH_RETRY_SECONDS)
+
+
+async def _wants_election(client: ApiClient, args: argparse.Namespace) -> bool:
+    if args.leader_elect != "auto":
+        return bool(args.leader_elect == "true")
+    try:
+        obj = await client.get(f"{COLLECTION}/{args.policy}")
+    except ApiError:
+        return False
+    runtime = (obj.get("spec") or {}).get("runtime") or {}
+    replicas = runtime.get("replicas", 1) if isinstance(runtime, dict) else 1
+    return isinstance(replicas, int) and replicas > 1
+
+
+async def schedule(args: argparse.Namespace) -> None:
+    identity = args.identity or os.environ.get("POD_NAME") or default_identity()
+    client = credentials.api_client(args.kubeconfig)
+    engine = Engine(client, identity=identity)
+    elect = await _wants_election(client, args)
+    writer = StatusWriter(client, engine.stats, interval=args.status_interval,
+                          enabled=not elect)
+    reconciler = PolicyReconciler(client, engine, writer, runs_mode=DEDICATED,
+                                  only=args.policy)
+    engine.set_leader(None, not elect)
+    tasks: list[asyncio.Task[Any]] = []
+    elector: LeaseElector | None = None
+    if elect:
+        def on_leading(leading: bool) -> None:
+            engine.set_leader(None, leading)
+            writer.set_enabled(leading)
+
+        elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
+                               identity=identity, on_change=on_leading,
+                               lease_duration=args.lease_duration,
+                               renew_period=args.renew_period)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await engine.start()
+    first = asyncio.Event()
+    tasks.append(loop.create_task(_watch_policy(client, reconciler, args.policy, first)))
+    if elector is not None:
+        tasks.append(loop.create_task(elector.run()))
+    log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
+             identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")
+    try:
+        await stop.wait()
+    finally:
+        engine.set_leader(None, False)
+        await writer.close()
+        if elector is not None:
+            elector.stop()
+        for t in tasks:
+            if elector is None or t is not tasks[-1]:
+                t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(t, 5)
+        await reconciler.close()
+        await engine.stop()
+        await client.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.verbose)
+    asyncio.run(schedule(args))
+    return 0

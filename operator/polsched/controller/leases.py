@@ -1,0 +1,180 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection.
+
+One holder at a time: the holder renews spec.renewTime every `renew_period`; another
+candidate takes over only when it has seen the same record unchanged for
+leaseDurationSeconds (measured on its own monotonic clock, as client-go's observedTime,
+so clock skew between machines does not matter), or when the holder released it (empty
+holderIdentity). Every write is a PUT carrying the resourceVersion it read, so two
+candidates racing for an expired lease cannot both win: the API server answers the
+loser with 409 Conflict. A holder that cannot renew within `renew_deadline` steps down
+before its lease can expire, so two holders never overlap.
+
+Used by `polsched run` (one Lease for the operator) and by Dedicated schedulers (one Lease
+per policy). A candidate whose identity is already the holder (a restarted process with a
+stable identity) takes the lease back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+
+
+def micro_time(now: datetime | None = None) -> str:
+    """metav1.MicroTime as the API server writes it."""
+    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_path(namespace: str, name: str = "") -> str:
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{base}/{name}" if name else base
+
+
+class LeaseElector:
+    """Campaign for a Lease; `on_change(leading)` is called on every transition."""
+
+    def __init__(self, client: ApiClient, *, namespace: str, name: str, identity: str,
+                 on_change: Callable[[bool], None] | None = None,
+                 lease_duration: int = LEASE_DURATION_SECONDS,
+                 renew_period: float = RENEW_PERIOD_SECONDS,
+                 renew_deadline: float | None = None) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_period = renew_period
+        # client-go's defaults keep RenewDeadline at 2/3 of LeaseDuration.
+        self.renew_deadline = renew_deadline or lease_duration * 2 / 3
+        self._on_change = on_change
+        self.leading = False
+        # The record as last seen and when (monotonic) it last changed.
+        self._observed: tuple[str, str, str] | None = None
+        self._observed_at = 0.0
+        self._last_renew = 0.0
+        self._stopped = asyncio.Event()
+
+    # -- the loop -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Campaign and renew until stop(); then release the lease if held."""
+        try:
+            while not self._stopped.is_set():
+                try:
+                    ok = await self.try_acquire_or_renew()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # network trouble: keep the lease until the deadline
+                    log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+                    ok = self.leading and \
+                        time.monotonic() - self._last_renew < self.renew_deadline
+                self._set_leading(ok)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), self.renew_period)
+        finally:
+            if self.leading:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.release())
+            self._set_leading(False)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self.leading:
+            return
+        self.leading = leading
+        log.info("lease %s/%s: %s %s", self.namespace, self.name, self.identity,
+                 "acquired leadership" if leading else "is not the leader")
+        if self._on_change is not None:
+            self._on_change(leading)
+
+    # -- one round --------------------------------------------------------------------------
+    async def try_acquire_or_renew(self) -> bool:
+        """One round of client-go's tryAcquireOrRenew. True: we hold the lease now."""
+        now_mono = time.monotonic()
+        try:
+            lease = await self.client.get(lease_path(self.namespace, self.name))
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            return await self._create()
+        spec: Json = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, str(spec.get("renewTime") or ""),
+                  str(spec.get("leaseDurationSeconds") or ""))
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = now_mono
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder and holder != self.identity and now_mono - self._observed_at < duration:
+            return False  # someone else holds a lease that has not expired
+        new_spec: Json = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_duration,
+            "renewTime": micro_time(),
+            "acquireTime": (spec.get("acquireTime") or micro_time()) if holder == self.identity
+            else micro_time(),
+            "leaseTransitions": int(spec.get("leaseTransitions") or 0)
+            + (0 if holder == self.identity else 1),
+        }
+        body = {**lease, "spec": new_spec}
+        try:
+            updated = await self.client.put(lease_path(self.namespace, self.name), body)
+        except ApiError as e:
+            if e.status == 409:  # someone wrote in between: read again next round
+                return False
+            raise
+        self._remember(updated)
+        return True
+
+    async def _create(self) -> bool:
+        now = micro_time()
+        body = {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"holderIdentity": self.identity,
+                     "leaseDurationSeconds": self.lease_duration,
+                     "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
+        }
+        try:
+            created = await self.client.post(lease_path(self.namespace), body)
+        except ApiError as e:
+            if e.status == 409:  # created by another candidate first
+                return False
+            raise
+        self._remember(created)
+        return True
+
+    def _remember(self, lease: Json) -> None:
+        spec = lease.get("spec") or {}
+        self._observed = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""),
+                          str(spec.get("leaseDurationSeconds") or ""))
+        self._observed_at = self._last_renew = time.monotonic()
+
+    async def release(self) -> None:
+        """Give the lease up (client-go's ReleaseOnCancel): the next candidate need not
+        wait for it to expire."""
+        try:
+            lease = await self.client.get(lease_path(self.namespace, self.name))
+        except ApiError:
+            return
+        spec = lease.get("spec") or {}
+        if spec.get("holderIdentity") != self.identity:
+            return
+        body = {**lease, "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,
+                                  "renewTime": micro_time()}}
+        with contextlib.suppress(ApiError):
+            await self.client.put(lease_path(self.namespace, self.name), body)

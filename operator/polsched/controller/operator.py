@@ -1,0 +1,145 @@
+"""`polsched run`: the operator. kopf watches SchedulingPolicies; every Shared policy
+runs in this process's Engine, every Dedicated one gets its own Deployment.
+
+Only the holder of the operator's Lease binds pods, writes status and applies Dedicated
+manifests; a standby replica keeps its cache and pipelines warm, so a takeover costs no
+more than the lease expiry. kopf's own bookkeeping lives in annotations under polsched.io
+(progress and the diff base), so it never touches the status fields we own, and posting
+kopf's handler events is limited to warnings (one Event per hot reload would be noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import uuid
+from typing import Any
+
+import kopf
+
+from polsched.api import GROUP, PLURAL, VERSION
+from polsched.controller import credentials, webhook
+from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
+from polsched.controller.leases import LeaseElector
+from polsched.controller.reconciler import PolicyReconciler
+from polsched.controller.status import StatusWriter
+from polsched.scheduler.engine import Engine
+
+log = logging.getLogger(__name__)
+
+OPERATOR_LEASE = "polsched-operator"
+
+
+def default_identity() -> str:
+    # kube-scheduler's id: hostname plus a random suffix, so that two processes on one
+    # host (or a restarted pod) never take each other for the holder.
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+        logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+def settings_for(args: argparse.Namespace) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.posting.level = logging.WARNING
+    settings.peering.standalone = True  # our Lease decides who acts, not kopf's peering
+    # Events on one policy are handled as they come: a hot reload must not wait.
+    settings.watching.client_timeout = 600
+    if args.webhook_listen:
+        settings.admission.server = webhook.server(args.webhook_listen, args.webhook_cert_dir)
+        settings.admission.managed = webhook.CONFIGURATION_NAME
+    return settings
+
+
+def register_handlers(registry: kopf.OperatorRegistry, reconciler: PolicyReconciler,
+                      kubeconfig: str | None) -> None:
+    @kopf.on.login(registry=registry)
+    def _login(**_: Any) -> kopf.ConnectionInfo:
+        return credentials.connection_info(kubeconfig)
+
+    # Every watch event, including the initial listing: the reconciler is idempotent and
+    # loads a spec only when its generation is new. This path does not depend on kopf's
+    # diff base, which another replica may have advanced already.
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def _event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        if type == "DELETED":
+            await reconciler.forget(name)
+        else:
+            await reconciler.observe(webhook.plain(body))
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, field="spec")
+    async def _changed(body: kopf.Body, **_: Any) -> None:
+        await reconciler.observe(webhook.plain(body))
+
+    # optional: no finalizer, so deleting a policy never waits for the operator.
+    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, optional=True)
+    async def _deleted(name: str, **_: Any) -> None:
+        await reconciler.forget(name)
+
+
+async def operate(args: argparse.Namespace) -> None:
+    identity = args.identity or default_identity()
+    client = credentials.api_client(args.kubeconfig)
+    engine = Engine(client, identity=identity)
+    engine.set_leader(None, False)  # nobody binds before the lease says so
+
+    def stats(scheduler_name: str) -> Any:
+        return engine.stats(scheduler_name)
+
+    writer = StatusWriter(client, stats, interval=args.status_interval, enabled=False)
+    deployer = DedicatedDeployer(client, namespace=args.namespace,
+                                 image=args.dedicated_image or DEFAULT_IMAGE)
+    reconciler = PolicyReconciler(client, engine, writer, deployer=deployer)
+    reconciler.leading = False
+    tasks: set[asyncio.Task[Any]] = set()
+
+    def on_leading(leading: bool) -> None:
+        engine.set_leader(None, leading)
+        writer.set_enabled(leading)
+        t = asyncio.get_running_loop().create_task(reconciler.set_leading(leading))
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+
+    elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
+                           identity=identity, on_change=on_leading,
+                           lease_duration=args.lease_duration, renew_period=args.renew_period)
+    registry = kopf.OperatorRegistry()
+    register_handlers(registry, reconciler, args.kubeconfig)
+    if args.webhook_listen:
+        webhook.register(registry)
+    settings = settings_for(args)
+    await engine.start()
+    election = asyncio.get_running_loop().create_task(elector.run(), name="polsched-lease")
+    log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
+             OPERATOR_LEASE)
+    try:
+        await kopf.operator(registry=registry, settings=settings, clusterwide=True,
+                            standalone=True)
+    finally:
+        engine.set_leader(None, False)  # no new binds, then persist the last counts
+        await writer.close()
+        elector.stop()
+        try:
+            await asyncio.wait_for(election, 5)
+        except (TimeoutError, asyncio.CancelledError, Exception):
+            log.debug("lease release did not finish", exc_info=True)
+        await reconciler.close()
+        await engine.stop()
+        await client.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.verbose)
+    asyncio.run(operate(args))
+    return 0

@@ -1,0 +1,92 @@
+"""The controller's book of SchedulingPolicies: the latest spec of each, the last one
+that loaded, and who owns which schedulerName.
+
+A schedulerName is cluster-wide, like a kube-scheduler profile: when two policies claim
+one, the older (creationTimestamp, then name) keeps it and the newer waits with
+Ready=False/SchedulerNameConflict; deleting the older hands the name over. A spec that
+does not load never replaces the last one that did (hot reload keeps the good pipeline
+running). Purely data-manipulative: no I/O, no engine calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polsched.api import Policy, PolicyError, load_policy
+
+
+@dataclass
+class PolicyRecord:
+    name: str
+    uid: str
+    created: str  # metadata.creationTimestamp; RFC 3339 in UTC sorts as it reads
+    generation: int
+    # The name it claims: the loaded one if any (that is what runs), else what the
+    # latest spec says, so that even an invalid policy shows in conflicts.
+    claimed: str
+    loaded: Policy | None  # the last spec that loaded (what should run)
+    error: PolicyError | None  # why the latest generation did not load, if it did not
+    status: Mapping[str, Any]  # the object's status as last seen
+
+    @property
+    def mode(self) -> str:
+        return self.loaded.runtime.mode if self.loaded is not None else "Shared"
+
+
+def _claimed_name(body: Mapping[str, Any]) -> str:
+    spec = body.get("spec") or {}
+    name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else str(body["metadata"]["name"])
+
+
+class PolicyBook:
+    def __init__(self) -> None:
+        self._records: dict[str, PolicyRecord] = {}
+
+    def observe(self, body: Mapping[str, Any]) -> tuple[PolicyRecord, bool]:
+        """Record the object as seen in a watch event. Loads the spec when its generation
+        is new. Returns the record and whether the spec was (re)loaded."""
+        meta = body["metadata"]
+        name = str(meta["name"])
+        uid = str(meta.get("uid") or "")
+        generation = int(meta.get("generation") or 0)
+        status = body.get("status") or {}
+        rec = self._records.get(name)
+        if rec is not None and rec.uid != uid:
+            rec = None  # deleted and created again under the same name
+        if rec is not None and rec.generation == generation:
+            rec.status = status
+            return rec, False
+        loaded = rec.loaded if rec is not None else None
+        error: PolicyError | None = None
+        try:
+            loaded = load_policy(dict(body))
+        except PolicyError as e:
+            error = e
+        claimed = loaded.scheduler_name if loaded is not None else _claimed_name(body)
+        new = PolicyRecord(name=name, uid=uid, created=str(meta.get("creationTimestamp") or ""),
+                           generation=generation, claimed=claimed, loaded=loaded, error=error,
+                           status=status)
+        self._records[name] = new
+        return new, True
+
+    def forget(self, name: str) -> PolicyRecord | None:
+        return self._records.pop(name, None)
+
+    def get(self, name: str) -> PolicyRecord | None:
+        return self._records.get(name)
+
+    def records(self) -> list[PolicyRecord]:
+        return sorted(self._records.values(), key=lambda r: r.name)
+
+    def owners(self) -> dict[str, str]:
+        """schedulerName -> the name of the policy that owns it (the oldest claimant)."""
+        out: dict[str, str] = {}
+        for rec in sorted(self._records.values(), key=lambda r: (r.created, r.name)):
+            out.setdefault(rec.claimed, rec.name)
+        return out
+
+    def owner_of(self, scheduler_name: str) -> str | None:
+        return self.owners().get(scheduler_name)

@@ -1,0 +1,289 @@
+"""From the book of policies to running schedulers: what the engine runs, what gets a
+Dedicated Deployment, and what each policy's status says.
+
+`observe(body)` and `forget(name)` are called from watch events (kopf handlers in the
+operator, a plain watch in a Dedicated scheduler); both end in `sync()`, which compares
+what should run with what runs and changes only the difference. sync() is idempotent,
+so calling it twice for one event (kopf's on.event and on.update both fire) costs a
+dict lookup.
+
+Hot reload is the engine's atomic swap: a spec that loads builds a new Policy (its
+plugins constructed off to the side by the loader), and engine.apply() swaps it in;
+decisions under way finish on the old pipeline. A spec that does not load leaves the
+last good Policy in place and only sets Valid=False.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from polsched.api import FieldError, Policy, PolicyError
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller import conditions as cond
+from polsched.controller.policies import PolicyBook, PolicyRecord
+from polsched.controller.status import StatusView, StatusWriter
+from polsched.extender.client import HTTPExtender
+from polsched.scheduler.engine import Counters, Engine
+
+log = logging.getLogger(__name__)
+
+SHARED = "Shared"
+DEDICATED = "Dedicated"
+# Extenders of a replaced pipeline are closed after decisions under way had time to end.
+EXTENDER_CLOSE_DELAY = 30.0
+
+
+class Deployer(Protocol):
+    """Renders and applies a Dedicated policy's Deployment, ServiceAccount and RBAC."""
+
+    async def apply(self, record: PolicyRecord) -> None: ...
+
+    async def delete(self, name: str) -> None: ...
+
+
+class PolicyReconciler:
+    """Runs policies in `engine`.
+
+    `runs_mode`: which policies this process schedules itself ("Shared" in the operator,
+    "Dedicated" in a Dedicated scheduler). `only`: restrict to one policy (a Dedicated
+    scheduler). `deployer`: set in the operator, deploys Dedicated policies while leading.
+    """
+
+    def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
+                 runs_mode: str = SHARED, only: str | None = None,
+                 deployer: Deployer | None = None) -> None:
+        self.client = client
+        self.engine = engine
+        self.writer = writer
+        self.book = PolicyBook()
+        self.runs_mode = runs_mode
+        self.only = only
+        self.deployer = deployer
+        self.leading = deployer is None  # the deployer acts only while leading
+        self._lock = asyncio.Lock()
+        # scheduler name -> (policy name, the Policy object applied)
+        self._applied: dict[str, tuple[str, Policy]] = {}
+        self._extenders: dict[str, list[HTTPExtender]] = {}
+        # policy name -> the generation deployed (Dedicated)
+        self._deployed: dict[str, int] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        engine.on_change(self._on_engine_change)
+
+    # -- events -------------------------------------------------------------------------
+    async def observe(self, body: Mapping[str, Any]) -> None:
+        name = str(body["metadata"]["name"])
+        if self.only is not None and name != self.only:
+            return
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted (another finalizer holds it): its scheduler stops now.
+            await self.forget(name)
+            return
+        async with self._lock:
+            rec, reloaded = self.book.observe(body)
+            if reloaded:
+                if rec.error is not None:
+                    log.warning("%s", rec.error)
+                else:
+                    log.info("SchedulingPolicy %s: generation %d loaded", rec.name,
+                             rec.generation)
+            await self._sync()
+
+    async def forget(self, name: str) -> None:
+        async with self._lock:
+            rec = self.book.forget(name)
+            self.writer.drop(name)
+            self._deployed.pop(name, None)
+            if rec is not None:
+                log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
+            await self._sync()
+
+    async def set_leading(self, leading: bool) -> None:
+        async with self._lock:
+            self.leading = leading
+            if leading:
+                self._deployed.clear()  # re-apply: a previous leader may have left changes
+            await self._sync()
+
+    async def resync(self) -> None:
+        async with self._lock:
+            await self._sync()
+
+    # -- the diff -------------------------------------------------------------------------
+    def _runs_here(self, rec: PolicyRecord) -> bool:
+        return rec.loaded is not None and rec.mode == self.runs_mode
+
+    async def _sync(self) -> None:
+        owners = self.book.owners()
+        want: dict[str, PolicyRecord] = {}
+        for rec in self.book.records():
+            if owners.get(rec.claimed) == rec.name and self._runs_here(rec):
+                want[rec.claimed] = rec
+        for sname in list(self._applied):
+            if sname not in want:
+                self.engine.remove(sname)
+                del self._applied[sname]
+                self._close_later(self._extenders.pop(sname, []))
+        for sname, rec in want.items():
+            policy = rec.loaded
+            assert policy is not None
+            applied = self._applied.get(sname)
+            if applied is not None and applied[1] is policy:
+                continue
+            try:
+                extenders = await self._build_extenders(policy)
+            except PolicyError as e:  # the old pipeline (if any) keeps running
+                rec.error = e
+                log.warning("%s", e)
+                continue
+            counters = None
+            if applied is None or applied[0] != rec.name:
+                counters = self._persisted_counters(rec)
+            self.engine.apply(policy, extenders=extenders, counters=counters)
+            self._applied[sname] = (rec.name, policy)
+            self._close_later(self._extenders.pop(sname, []))
+            self._extenders[sname] = extenders
+        if self.deployer is not None and self.leading:
+            await self._deploy(owners)
+        for rec in self.book.records():
+            view = self._view(rec, owners)
+            if view is not None:
+                self.writer.update(rec.name, view, rec.status)
+
+    async def _deploy(self, owners: Mapping[str, str]) -> None:
+        assert self.deployer is not None
+        for rec in self.book.records():
+            dedicated = (rec.loaded is not None and rec.mode == DEDICATED
+                         and owners.get(rec.claimed) == rec.name)
+            if dedicated:
+                if self._deployed.get(rec.name) == rec.generation:
+                    continue
+                try:
+                    await self.deployer.apply(rec)
+                    self._deployed[rec.name] = rec.generation
+                except Exception:
+                    log.exception("SchedulingPolicy %s: applying the Dedicated scheduler "
+                                  "failed", rec.name)
+            elif rec.name in self._deployed:  # switched to Shared, or lost its name
+                try:
+                    await self.deployer.delete(rec.name)
+                    self._deployed.pop(rec.name, None)
+                except Exception:
+                    log.exception("SchedulingPolicy %s: removing the Dedicated scheduler "
+                                  "failed", rec.name)
+
+    # -- status ----------------------------------------------------------------------------
+    def _view(self, rec: PolicyRecord, owners: Mapping[str, str]) -> StatusView | None:
+        gen = rec.generation
+        if rec.error is None:
+            valid = cond.Condition(cond.VALID, True, cond.LOADED,
+                                   f"generation {gen} loaded", gen)
+        else:
+            valid = cond.Condition(cond.VALID, False, cond.INVALID_SPEC,
+                                   _error_message(rec.error, rec.loaded), gen)
+        owner = owners.get(rec.claimed)
+        if owner != rec.name:
+            ready = cond.Condition(
+                cond.READY, False, cond.SCHEDULER_NAME_CONFLICT,
+                f"schedulerName {rec.claimed!r} is already used by SchedulingPolicy "
+                f"{owner!r}, which is older; change spec.schedulerName or delete {owner!r}",
+                gen)
+            return StatusView(rec.claimed, None, None, None, (ready, valid))
+        if rec.loaded is None:
+            ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
+                                   "no generation of this policy has loaded yet; see Valid", gen)
+            return StatusView(rec.claimed, None, None, None, (ready, valid))
+        if not self._runs_here(rec):
+            # Another process runs it (the operator leaves a Dedicated policy's status to
+            # its scheduler, and a Dedicated scheduler leaves a Shared one to the operator).
+            return None
+        policy = rec.loaded
+        applied = self._applied.get(rec.claimed)
+        if applied is None:
+            ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
+                                   "the pipeline could not be built; see Valid", gen)
+            return StatusView(rec.claimed, None, None, None, (ready, valid))
+        running = applied[1]
+        msg = (f"scheduler {policy.scheduler_name!r} runs generation {running.generation}"
+               + (" (paused: no new binds)" if running.paused else ""))
+        ready = cond.Condition(cond.READY, True, cond.RUNNING, msg, gen)
+        return StatusView(rec.claimed, rec.claimed, running.generation, None, (ready, valid))
+
+    def _on_engine_change(self, scheduler_name: str) -> None:
+        applied = self._applied.get(scheduler_name)
+        if applied is not None:
+            self.writer.touch(applied[0])
+
+    def _persisted_counters(self, rec: PolicyRecord) -> Counters:
+        written = self.writer.written(rec.name)
+
+        def most(key: str) -> int:
+            values = [rec.status.get(key), written.get(key)]
+            return max(int(v) for v in values if isinstance(v, int | float)) \
+                if any(isinstance(v, int | float) for v in values) else 0
+
+        last = written.get("lastBindTime") or rec.status.get("lastBindTime")
+        return Counters(binds_total=most("bindsTotal"),
+                        unschedulable_attempts=most("unschedulableAttempts"),
+                        last_bind_time=str(last) if last else None)
+
+    # -- extenders -------------------------------------------------------------------------
+    async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:
+        out: list[HTTPExtender] = []
+        for i, cfg in enumerate(policy.extenders):
+            ca_pem: str | None = None
+            if cfg.ca_secret_ref is not None:
+                ns, secret = cfg.ca_secret_ref
+                ca_pem = await self._read_ca(ns, secret, f"spec.extenders[{i}].tlsConfig."
+                                                         "caSecretRef")
+            out.append(HTTPExtender(cfg, ca_pem))
+        return out
+
+    async def _read_ca(self, namespace: str, name: str, path: str) -> str:
+        try:
+            secret = await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        except ApiError as e:
+            raise PolicyError([FieldError(path, f"cannot read Secret {namespace}/{name}: "
+                                                f"{e.reason or e.status} {e.message}")]) from e
+        data = (secret.get("data") or {}).get("ca.crt")
+        if not data:
+            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no key ca.crt")])
+        return base64.b64decode(data).decode()
+
+    def _close_later(self, extenders: Sequence[HTTPExtender]) -> None:
+        if not extenders:
+            return
+
+        async def close() -> None:
+            await asyncio.sleep(EXTENDER_CLOSE_DELAY)
+            for ext in extenders:
+                try:
+                    await ext.close()
+                except Exception:
+                    log.debug("closing extender %s failed", ext.name, exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(close())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        for exts in self._extenders.values():
+            for ext in exts:
+                try:
+                    await ext.close()
+                except Exception:
+                    log.debug("closing extender %s failed", ext.name, exc_info=True)
+        self._extenders.clear()
+
+
+def _error_message(error: PolicyError, running: Policy | None) -> str:
+    problems = "; ".join(str(e) for e in error.errors)
+    if running is not None:
+        return f"{problems} (generation {running.generation} keeps running)"
+    return problems
+

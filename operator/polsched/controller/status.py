@@ -1,0 +1,236 @@
+"""Batched, monotonic writes of a SchedulingPolicy's status.
+
+The engine calls back on every bind; a PATCH per bind would cost the API server more
+than the bind itself. So each policy has a slot: callbacks only mark it dirty, and one
+task per policy writes the whole current status at most every `interval` seconds (sooner
+when the pipeline changed, so status.observedGeneration follows an edit at once). Counts
+are read from the engine when the write happens, not accumulated from callbacks, so a
+burst of binds costs one PATCH and no increment can be lost. bindsTotal and
+unschedulableAttempts never go backwards: each write takes the maximum of what the
+object said when we first saw it, what we wrote last and what the engine counts.
+
+A write is a JSON merge patch of the changed status fields to the status subresource;
+kopf keeps its own bookkeeping in annotations, so nothing else writes these fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polsched.api.model import GROUP, PLURAL, VERSION
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller import conditions
+from polsched.controller.options import STATUS_INTERVAL_SECONDS
+from polsched.scheduler.engine import SchedulerStats
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+# After a failed write: wait, then try again with the then-current status.
+RETRY_DELAY = 1.0
+
+
+def status_path(name: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """What the controller decided about one policy; the live counts come from the engine.
+
+    `running` is the engine's scheduler whose stats fill the counts (None: nothing of
+    ours runs it, e.g. a SchedulerNameConflict loser; the counts are then left alone).
+    `observed_generation` and `pipeline` describe the pipeline that runs (None: none).
+    """
+
+    scheduler_name: str
+    running: str | None
+    observed_generation: int | None
+    pipeline: Mapping[str, list[str]] | None
+    conditions: tuple[conditions.Condition, ...]
+
+
+def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[str, Any],
+            now: str) -> Json:
+    """The status to write, given the last known status `previous`. Pure."""
+    out: Json = {"schedulerName": view.scheduler_name}
+    generation = view.observed_generation
+    pipeline: Mapping[str, list[str]] | None = view.pipeline
+    if stats is not None:
+        out["boundPods"] = stats.bound_pods
+        out["pendingPods"] = stats.pending_pods
+        out["bindsTotal"] = max(_int(previous.get("bindsTotal")), stats.binds_total)
+        out["unschedulableAttempts"] = max(_int(previous.get("unschedulableAttempts")),
+                                           stats.unschedulable_attempts)
+        last_bind = stats.last_bind_time or previous.get("lastBindTime")
+        if last_bind:
+            out["lastBindTime"] = last_bind
+        # The engine knows what it really runs; prefer it over what we asked for.
+        if stats.observed_generation:
+            generation = stats.observed_generation
+        if stats.pipeline:
+            pipeline = stats.pipeline
+    if generation is not None:
+        out["observedGeneration"] = generation
+    if pipeline is not None:
+        out["pipeline"] = {k: list(pipeline.get(k, ())) for k in
+                           ("filters", "scorers", "extenders")}
+    prev_conditions = previous.get("conditions")
+    out["conditions"] = conditions.merge_conditions(
+        prev_conditions if isinstance(prev_conditions, list) else None,
+        list(view.conditions), now)
+    return out
+
+
+def changed_fields(desired: Mapping[str, Any], previous: Mapping[str, Any]) -> Json:
+    return {k: v for k, v in desired.items() if previous.get(k) != v}
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass
+class _Slot:
+    name: str
+    view: StatusView
+    written: Json
+    dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    urgent: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class StatusWriter:
+    """One batching task per policy; see the module docstring.
+
+    `stats(scheduler_name)` reads the engine. Writes happen only while enabled (the
+    leader writes; a standby replica keeps its slots current but silent)."""
+
+    def __init__(self, client: ApiClient, stats: Callable[[str], SchedulerStats | None], *,
+                 interval: float = STATUS_INTERVAL_SECONDS, enabled: bool = True) -> None:
+        self._client = client
+        self._stats = stats
+        self.interval = interval
+        self._slots: dict[str, _Slot] = {}
+        self._enabled = asyncio.Event()
+        if enabled:
+            self._enabled.set()
+        self.writes = 0  # PATCHes sent, for tests and logs
+
+    # -- what the controller calls --------------------------------------------------------
+    def update(self, name: str, view: StatusView, observed_status: Mapping[str, Any],
+               *, urgent: bool = False) -> None:
+        """Set the decided part of `name`'s status. `observed_status` is the object's status
+        as last read: it seeds the counters and conditions the first time."""
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = _Slot(name, view, dict(observed_status))
+            self._slots[name] = slot
+            slot.task = asyncio.get_running_loop().create_task(
+                self._loop(slot), name=f"polsched-status-{name}")
+            urgent = True
+        elif slot.view != view:
+            slot.view = view
+            urgent = True
+        else:
+            # Counters in the object may be ahead of ours (another replica led before).
+            for key in ("bindsTotal", "unschedulableAttempts"):
+                seen = _int(observed_status.get(key))
+                if seen > _int(slot.written.get(key)):
+                    slot.written[key] = seen
+        slot.dirty.set()
+        if urgent:
+            slot.urgent.set()
+
+    def touch(self, name: str) -> None:
+        """The counts of `name` changed: write them within `interval`."""
+        slot = self._slots.get(name)
+        if slot is not None:
+            slot.dirty.set()
+
+    def written(self, name: str) -> Mapping[str, Any]:
+        slot = self._slots.get(name)
+        return slot.written if slot is not None else {}
+
+    def drop(self, name: str) -> None:
+        """The policy is gone: stop writing its status."""
+        slot = self._slots.pop(name, None)
+        if slot is not None and slot.task is not None:
+            slot.task.cancel()
+
+    def set_enabled(self, enabled: bool) -> None:
+        if enabled:
+            self._enabled.set()
+            for slot in self._slots.values():
+                slot.dirty.set()
+                slot.urgent.set()
+        else:
+            self._enabled.clear()
+
+    async def flush_all(self) -> None:
+        """Write every dirty slot now (on shutdown, so the last counts are persisted)."""
+        if not self._enabled.is_set():
+            return
+        for slot in list(self._slots.values()):
+            if slot.dirty.is_set():
+                slot.dirty.clear()
+                with contextlib.suppress(Exception):
+                    await self._flush(slot)
+
+    async def close(self) -> None:
+        await self.flush_all()
+        for name in list(self._slots):
+            self.drop(name)
+
+    # -- the batching loop ----------------------------------------------------------------
+    async def _loop(self, slot: _Slot) -> None:
+        while True:
+            await slot.dirty.wait()
+            await self._enabled.wait()
+            slot.dirty.clear()
+            slot.urgent.clear()
+            try:
+                await self._flush(slot)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                if e.status == 404:
+                    log.debug("SchedulingPolicy %s is gone; status not written", slot.name)
+                    continue
+                log.warning("SchedulingPolicy %s: status write failed: %s", slot.name, e)
+                slot.dirty.set()
+                await asyncio.sleep(RETRY_DELAY)
+                continue
+            except Exception:
+                log.exception("SchedulingPolicy %s: status write failed", slot.name)
+                slot.dirty.set()
+                await asyncio.sleep(RETRY_DELAY)
+                continue
+            # Rate limit: at most one write per interval, unless the pipeline changed.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(slot.urgent.wait(), self.interval)
+
+    async def _flush(self, slot: _Slot) -> None:
+        view = slot.view
+        stats = None
+        if view.running is not None:
+            try:
+                stats = self._stats(view.running)
+            except KeyError:
+                stats = None
+        desired = compose(view, stats, slot.written, conditions.now_rfc3339())
+        patch = changed_fields(desired, slot.written)
+        if not patch:
+            return
+        await self._client.patch(status_path(slot.name), {"status": patch}, "merge")
+        self.writes += 1
+        slot.written.update(patch)

@@ -1,0 +1,206 @@
+"""Helpers for the operator's e2e tests: polsched processes run as their ServiceAccount,
+fast pod creation, and status polling on the real API server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.conftest import ROOT, Cluster
+from tests.e2e.rbac import OPERATOR_NAMESPACE, OPERATOR_SA, install_rbac, service_account_kubeconfig
+
+POLSCHED = str(ROOT / ".venv" / "bin" / "polsched")
+GROUP, VERSION, PLURAL = "polsched.io", "v1alpha1", "schedulingpolicies"
+T = TypeVar("T")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str,
+             interval: float = 0.05) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = fn()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class PolschedProcess:
+    """`polsched ARGS` as a subprocess with its own kubeconfig; output in a log file."""
+
+    def __init__(self, kubeconfig: Path, *args: str) -> None:
+        self.args = [POLSCHED, *args]
+        self.kubeconfig = kubeconfig
+        fd, name = tempfile.mkstemp(prefix="polsched-proc-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(name)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> PolschedProcess:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        env.pop("POD_NAMESPACE", None)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(self.args, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL: no lease release, no last status write."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class Harness:
+    """What a test needs around the operator, bound to one cluster."""
+
+    def __init__(self, cluster: Cluster, workdir: Path) -> None:
+        from kubernetes import client
+
+        self.cluster = cluster
+        self.workdir = workdir
+        self.core = client.CoreV1Api(cluster.api)
+        self.custom = client.CustomObjectsApi(cluster.api)
+        self.procs: list[PolschedProcess] = []
+        install_rbac(cluster)
+        self.operator_kubeconfig = service_account_kubeconfig(
+            cluster, OPERATOR_NAMESPACE, OPERATOR_SA, workdir / "operator.kubeconfig")
+
+    # -- processes --------------------------------------------------------------------------
+    def operator(self, identity: str, *args: str) -> PolschedProcess:
+        p = PolschedProcess(self.operator_kubeconfig, "run", "--identity", identity,
+                            "--namespace", OPERATOR_NAMESPACE, *args).start()
+        self.procs.append(p)
+        return p
+
+    def process(self, kubeconfig: Path, *args: str) -> PolschedProcess:
+        p = PolschedProcess(kubeconfig, *args).start()
+        self.procs.append(p)
+        return p
+
+    def close(self, failed: bool) -> None:
+        for p in self.procs:
+            p.stop()
+            if failed:
+                print(f"---- log of {' '.join(p.args[1:])} ----\n{p.log()[-6000:]}")
+
+    # -- policies -----------------------------------------------------------------------------
+    def policy(self, name: str) -> dict[str, Any]:
+        resp = self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name,
+                                                     _preload_content=False)
+        return json.loads(resp.data)  # type: ignore[no-any-return]
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.policy(name).get("status") or {}
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        for c in self.status(name).get("conditions") or ():
+            if c.get("type") == type_:
+                return c  # type: ignore[no-any-return]
+        return {}
+
+    def wait_ready(self, name: str, timeout: float = 5) -> float:
+        """Seconds until Ready=True (asserts within `timeout`)."""
+        t0 = time.monotonic()
+        wait_for(lambda: self.condition(name, "Ready").get("status") == "True", timeout,
+                 f"SchedulingPolicy {name} Ready=True")
+        return time.monotonic() - t0
+
+    def delete_policy(self, name: str) -> None:
+        self.cluster.kubectl("delete", "schedulingpolicy", name, "--ignore-not-found",
+                             "--wait=false", check=False)
+
+    # -- nodes and pods -------------------------------------------------------------------------
+    def untaint(self, names: Iterable[str]) -> None:
+        """New nodes carry node.kubernetes.io/not-ready until a node lifecycle controller
+        lifts it; the local control plane may not run one, so lift it here."""
+        for n in names:
+            self.cluster.kubectl("taint", "nodes", n, "node.kubernetes.io/not-ready-",
+                                 check=False)
+
+    def create_pods(self, namespace: str, names: Iterable[str], scheduler: str,
+                    labels: dict[str, str] | None = None, threads: int = 16) -> None:
+        def one(name: str) -> None:
+            self.core.create_namespaced_pod(namespace, pod_manifest(name, scheduler, labels),
+                                            _preload_content=False)
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, names))
+
+    def create_pod(self, namespace: str, name: str, scheduler: str,
+                   labels: dict[str, str] | None = None) -> None:
+        self.core.create_namespaced_pod(namespace, pod_manifest(name, scheduler, labels),
+                                        _preload_content=False)
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        resp = self.core.list_namespaced_pod(namespace, _preload_content=False)
+        return json.loads(resp.data)["items"]  # type: ignore[no-any-return]
+
+    def bound(self, namespace: str) -> dict[str, str]:
+        """pod name -> node name, for bound pods."""
+        return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in self.pods(namespace)
+                if p["spec"].get("nodeName")}
+
+    def scheduled_events(self, namespace: str) -> dict[str, int]:
+        """pod name -> how many Scheduled events (counting repeats) name it."""
+        resp = self.core.list_namespaced_event(namespace, _preload_content=False)
+        out: dict[str, int] = {}
+        for e in json.loads(resp.data)["items"]:
+            if e.get("reason") == "Scheduled":
+                pod = e["involvedObject"]["name"]
+                out[pod] = out.get(pod, 0) + int(e.get("count") or 1)
+        return out
+
+
+def pod_manifest(name: str, scheduler: str, labels: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": {"cpu": "10m",
+                                                            "memory": "16Mi"}}}]},
+    }
+
+
+def zone_policy(name: str, zone: str, scheduler: str | None = None,
+                **spec: Any) -> dict[str, Any]:
+    """A policy whose only own filter keeps nodes labelled zone=<zone>."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {"schedulerName": scheduler or name,
+                 "filters": [{"name": "NodeLabel", "args": {"requirements": [
+                     {"key": "zone", "operator": "In", "values": [zone]}]}}],
+                 **spec},
+    }

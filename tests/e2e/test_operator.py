@@ -1,0 +1,279 @@
+"""The operator on a real API server, run as its ServiceAccount (manifests/rbac): a
+policy becomes Ready and binds, `kubectl get spol` counts, hot reload under load,
+invalid edits, SIGKILL in the middle of 500 pods, two policies and a deletion."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.operators import Harness, wait_for, zone_policy
+
+
+@pytest.fixture(scope="session")
+def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-operator")))
+
+
+@pytest.fixture
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def harness(harness_session: Harness) -> Iterator[Harness]:
+    h = harness_session
+    h.procs = []
+    policies: list[str] = []
+    h.cleanup_policies = policies  # type: ignore[attr-defined]
+    yield h
+    for name in policies:
+        h.delete_policy(name)
+    h.close(failed=True)  # prints the logs; pytest shows them only if the test failed
+
+
+def zone_nodes(h: Harness, nodes: NodeFactory, rid: str, zones: dict[str, int],
+               pods: str = "110") -> dict[str, str]:
+    """node name -> zone; Ready and untainted."""
+    made = {}
+    for zone, count in zones.items():
+        for i in range(count):
+            made[nodes(f"{rid}-{zone}{i}", labels={"zone": zone}, pods=pods)] = zone
+    h.untaint(made)
+    return made
+
+
+def apply_policy(h: Harness, body: dict[str, object]) -> str:
+    name = str(body["metadata"]["name"])  # type: ignore[index]
+    h.cleanup_policies.append(name)  # type: ignore[attr-defined]
+    h.cluster.apply(body)
+    return name
+
+
+def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
+                                              nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("ready")
+    zones = zone_nodes(h, nodes, rid, {"a": 2, "b": 1})
+    h.operator(f"{rid}-op")
+    t0 = time.monotonic()
+    name = apply_policy(h, zone_policy(rid, "a"))
+    wait_for(lambda: h.condition(name, "Ready").get("status") == "True", 5 + 3,
+             "Ready=True")
+    took = time.monotonic() - t0
+    print(f"Ready=True {took:.2f}s after apply (operator start included)")
+    assert took < 8
+    pods = [f"p{i}" for i in range(20)]
+    h.create_pods(namespace, pods, rid)
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 20 and b, 15,
+                     "20 pods bound")
+    assert {zones[n] for n in bound.values()} == {"a"}
+    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 20 and s, 3,
+                      "status.boundPods == 20")
+    assert status["bindsTotal"] == 20
+    assert status["pendingPods"] == 0
+    assert status["observedGeneration"] == 1
+    assert status["schedulerName"] == rid
+    assert "NodeLabel" in status["pipeline"]["filters"]
+    assert status["lastBindTime"]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == \
+        {"Ready": "True", "Valid": "True"}
+    row = h.cluster.kubectl("get", "spol", name, "--no-headers").stdout.split()
+    print("kubectl get spol:", " ".join(row))
+    assert row[:5] == [name, rid, "True", "20", "0"]
+    assert all(n == 1 for n in h.scheduled_events(namespace).values())
+
+
+def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
+                                      nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("reload")
+    zones = zone_nodes(h, nodes, rid, {"a": 2, "b": 2})
+    h.operator(f"{rid}-op")
+    name = apply_policy(h, zone_policy(rid, "a"))
+    h.wait_ready(name, 8)
+
+    created: list[tuple[str, float]] = []  # (pod, monotonic time its create call started)
+    stop = threading.Event()
+
+    def feeder() -> None:
+        i = 0
+        while not stop.is_set():
+            pod = f"p{i:04d}"
+            started = time.monotonic()
+            h.create_pod(namespace, pod, rid)
+            created.append((pod, started))
+            i += 1
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=feeder, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.0)
+        edit = zone_policy(rid, "b")
+        t_edit = time.monotonic()
+        h.cluster.kubectl("patch", "spol", name, "--type", "merge", "-p",
+                          '{"spec":{"filters":' + str(edit["spec"]["filters"])  # type: ignore
+                          .replace("'", '"') + "}}")
+        t_patched = time.monotonic()
+        wait_for(lambda: h.status(name).get("observedGeneration") == 2, 5,
+                 "observedGeneration 2", interval=0.005)
+        t_seen = time.monotonic()
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        thread.join(10)
+    latency = t_seen - t_patched
+    print(f"hot reload: observedGeneration followed the edit {latency * 1000:.0f} ms after "
+          f"kubectl patch returned ({(t_seen - t_edit) * 1000:.0f} ms after it started); "
+          f"{len(created)} pods created during the test")
+    assert latency < 1.0
+    total = len(created)
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == total and b, 20,
+                     f"all {total} pods bound")
+    after = [p for p, t in created if t > t_seen]
+    before = [p for p, t in created if t < t_edit]
+    assert after, "no pod was created after the reload"
+    wrong = [p for p in after if zones[bound[p]] != "b"]
+    assert not wrong, f"pods created after the reload but not on zone b: {wrong}"
+    assert any(zones[bound[p]] == "a" for p in before)
+    events = h.scheduled_events(namespace)
+    assert all(n == 1 for n in events.values()), "a pod was bound twice"
+    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == total and s, 3,
+                      "boundPods == all pods")
+    assert status["bindsTotal"] == total
+
+
+def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
+                                             nodes: NodeFactory) -> None:
+    """Webhook off: the CRD schema cannot compile CEL, so the edit is stored; the
+    operator says Valid=False naming the field and keeps binding with generation 1."""
+    h = harness
+    rid = unique("invalid")
+    zones = zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
+    h.operator(f"{rid}-op")
+    name = apply_policy(h, zone_policy(rid, "a"))
+    h.wait_ready(name, 8)
+    bad = zone_policy(rid, "b")
+    bad["spec"]["filters"].append(  # type: ignore[index]
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+    h.cluster.apply(bad)
+    valid = wait_for(lambda: (c := h.condition(name, "Valid")).get("status") == "False" and c,
+                     3, "Valid=False")
+    print("Valid=False:", valid["reason"], valid["message"])
+    assert valid["reason"] == "InvalidSpec"
+    assert "spec.filters[1].args.expression" in valid["message"]
+    assert valid["observedGeneration"] == 2
+    status = h.status(name)
+    assert status["observedGeneration"] == 1
+    assert h.condition(name, "Ready")["status"] == "True"
+    h.create_pods(namespace, [f"p{i}" for i in range(5)], rid)
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 5 and b, 10,
+                     "5 pods bound by the old pipeline")
+    assert {zones[n] for n in bound.values()} == {"a"}
+
+
+def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> None:
+    h = harness
+    rid = unique("webhook")
+    h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}")
+    try:
+        def configured() -> bool:
+            p = h.cluster.kubectl("get", "validatingwebhookconfiguration", "polsched.io",
+                                  "-o", "jsonpath={.webhooks[*].clientConfig.url}", check=False)
+            return f"127.0.0.1:{free_port}" in p.stdout
+        wait_for(configured, 15, "the ValidatingWebhookConfiguration", interval=0.2)
+        name = apply_policy(h, zone_policy(rid, "a"))
+        h.wait_ready(name, 8)
+        bad = zone_policy(rid, "b")
+        bad["spec"]["filters"].append(  # type: ignore[index]
+            {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+        p = h.cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+        print("kubectl apply of an invalid policy:", p.stderr.strip())
+        assert p.returncode != 0
+        assert "denied the request" in p.stderr
+        assert "spec.filters[1].args.expression" in p.stderr
+        assert h.policy(name)["metadata"]["generation"] == 1
+    finally:
+        h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
+                          "--ignore-not-found", check=False)
+
+
+def test_sigkill_in_the_middle_of_500_pods(harness: Harness, namespace: str,
+                                           nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("kill")
+    zone_nodes(h, nodes, rid, {"a": 4}, pods="200")
+    identity = f"{rid}-op"
+    op = h.operator(identity)
+    name = apply_policy(h, zone_policy(rid, "a"))
+    h.wait_ready(name, 8)
+    pods = [f"p{i:03d}" for i in range(500)]
+    creator = threading.Thread(target=h.create_pods, args=(namespace, pods, rid), daemon=True)
+    creator.start()
+    wait_for(lambda: len(h.bound(namespace)) >= 150, 30, "150 pods bound", interval=0.05)
+    op.kill()
+    before = int(h.status(name).get("bindsTotal") or 0)
+    bound_at_kill = len(h.bound(namespace))
+    print(f"SIGKILL with {bound_at_kill} pods bound; status.bindsTotal was {before}")
+    creator.join(60)
+    h.operator(identity)  # same identity: takes its lease back at once
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 500 and b, 60,
+                     "all 500 pods bound")
+    assert len(bound) == 500
+    events = h.scheduled_events(namespace)
+    assert all(n == 1 for n in events.values()), \
+        {p: n for p, n in events.items() if n != 1}
+    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 500 and s, 5,
+                      "boundPods == 500")
+    print(f"after restart: boundPods={status['boundPods']} bindsTotal={status['bindsTotal']}")
+    assert status["bindsTotal"] >= before
+    assert status["bindsTotal"] >= 500 - bound_at_kill + before
+
+
+def test_two_policies_then_delete_one(harness: Harness, namespace: str,
+                                      nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("two")
+    zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
+    h.operator(f"{rid}-op")
+    one = apply_policy(h, zone_policy(f"{rid}-1", "a"))
+    two = apply_policy(h, zone_policy(f"{rid}-2", "b"))
+    h.wait_ready(one, 8)
+    h.wait_ready(two, 5)
+    h.create_pods(namespace, [f"one-{i}" for i in range(5)], one)
+    h.create_pods(namespace, [f"two-{i}" for i in range(5)], two)
+    wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
+
+    # A third policy claiming the first one's schedulerName loses it: it is newer.
+    clash = apply_policy(h, zone_policy(f"{rid}-3", "b", scheduler=one))
+    ready = wait_for(lambda: (c := h.condition(clash, "Ready")) and c, 5, "Ready on the clash")
+    assert ready["status"] == "False" and ready["reason"] == "SchedulerNameConflict", ready
+    assert one in ready["message"]
+
+    h.cluster.kubectl("delete", "spol", two)
+    wait_for(lambda: h.cluster.kubectl("get", "spol", two, check=False).returncode != 0, 5,
+             f"{two} deleted")
+    time.sleep(0.5)
+    h.create_pods(namespace, [f"late-{i}" for i in range(5)], two)
+    h.create_pods(namespace, [f"more-{i}" for i in range(3)], one)
+    wait_for(lambda: len(h.bound(namespace)) == 13, 10, f"{one}'s new pods bound")
+    time.sleep(2)
+    late = [p for p in h.pods(namespace) if p["metadata"]["name"].startswith("late-")]
+    assert len(late) == 5
+    for p in late:
+        assert not p["spec"].get("nodeName")
+        assert not (p.get("status") or {}).get("conditions"), p["status"]
+    events = h.core.list_namespaced_event(namespace, _preload_content=False)
+    touched = [e for e in json.loads(events.data)["items"]
+               if e["involvedObject"]["name"].startswith("late-")]
+    assert not touched
