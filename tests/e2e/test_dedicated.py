@@ -1,0 +1,109 @@
+"""Dedicated mode on a real API server: the operator renders and applies the policy's
+Deployment, ServiceAccount and RBAC bindings with ownerReferences; `polsched scheduler
+--policy P`, run as that ServiceAccount, schedules P's pods; with two such processes only
+the holder of the policy's Lease binds."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.operators import Harness, wait_for, zone_policy
+from tests.e2e.rbac import OPERATOR_NAMESPACE, service_account_kubeconfig
+
+NS = OPERATOR_NAMESPACE
+
+
+@pytest.fixture(scope="session")
+def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-dedicated")))
+
+
+@pytest.fixture
+def harness(harness_session: Harness) -> Iterator[Harness]:
+    h = harness_session
+    h.procs = []
+    yield h
+    h.close(failed=True)  # prints the logs; pytest shows them only if the test failed
+
+
+def lease_holder(h: Harness, name: str) -> str:
+    p = h.cluster.kubectl("get", "lease", name, "-n", NS, "-o",
+                          "jsonpath={.spec.holderIdentity}", check=False)
+    return p.stdout.strip() if p.returncode == 0 else ""
+
+
+def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namespace: str,
+                                                        nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("ded")
+    made = [nodes(f"{rid}-a{i}", labels={"zone": "a"}) for i in range(2)]
+    h.untaint(made)
+    h.operator(f"{rid}-op")
+    policy = zone_policy(rid, "a", runtime={"mode": "Dedicated", "replicas": 2,
+                                            "resources": {"requests": {"cpu": "100m"}}})
+    h.cluster.apply(policy)
+    try:
+        uid = h.policy(rid)["metadata"]["uid"]
+        obj = f"polsched-{rid}"
+        for kind, ns in (("deployment", NS), ("serviceaccount", NS), ("rolebinding", NS),
+                         ("clusterrolebinding", None)):
+            args = ["get", kind, obj, "-o", "json"] + (["-n", ns] if ns else [])
+            got = wait_for(lambda a=args: (p := h.cluster.kubectl(*a, check=False))  # type: ignore[misc]
+                           .returncode == 0 and p, 10, f"{kind} {obj}", interval=0.2)
+            owners = json.loads(got.stdout)["metadata"].get("ownerReferences") or []
+            assert [(o["kind"], o["name"], o["uid"]) for o in owners] == \
+                [("SchedulingPolicy", rid, uid)], (kind, owners)
+        deploy = h.cluster.kubectl_json("get", "deployment", obj, "-n", NS)
+        assert deploy["spec"]["replicas"] == 2
+        container = deploy["spec"]["template"]["spec"]["containers"][0]
+        assert container["args"] == ["scheduler", "--policy", rid]
+        assert container["resources"] == {"requests": {"cpu": "100m"}}
+        assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == obj
+
+        kubeconfig = service_account_kubeconfig(h.cluster, NS, obj,
+                                                h.workdir / f"{obj}.kubeconfig")
+        lease = f"polsched-scheduler-{rid}"
+        common = ("scheduler", "--policy", rid, "--namespace", NS, "--lease-duration", "4",
+                  "--renew-period", "0.5")
+        first = h.process(kubeconfig, *common, "--identity", f"{rid}-first")
+        wait_for(lambda: lease_holder(h, lease) == f"{rid}-first", 10, "first holds the lease",
+                 interval=0.1)
+        second = h.process(kubeconfig, *common, "--identity", f"{rid}-second")
+        wait_for(lambda: h.condition(rid, "Ready").get("status") == "True", 10,
+                 "Ready=True written by the Dedicated scheduler")
+        time.sleep(1.0)  # the second one's cache has synced
+
+        h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
+        wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
+        status = wait_for(lambda: (s := h.status(rid)).get("boundPods") == 10 and s, 3,
+                          "boundPods == 10")
+        assert status["bindsTotal"] == 10
+        assert lease_holder(h, lease) == f"{rid}-first"
+
+        # Freeze the holder: the standby (and the operator) must leave new pods Pending
+        # until the lease expires, then the standby takes over and binds them.
+        first.signal(signal.SIGSTOP)
+        t_stop = time.monotonic()
+        h.create_pods(namespace, [f"q{i}" for i in range(5)], rid)
+        time.sleep(1.5)
+        assert len(h.bound(namespace)) == 10, "a non-holder bound a pod"
+        wait_for(lambda: lease_holder(h, lease) == f"{rid}-second", 10,
+                 "second takes the lease", interval=0.1)
+        wait_for(lambda: len(h.bound(namespace)) == 15, 10, "the new holder binds")
+        print(f"takeover after {time.monotonic() - t_stop:.1f}s (leaseDurationSeconds 4)")
+        first.kill()
+        assert second.alive()
+        assert all(n == 1 for n in h.scheduled_events(namespace).values())
+    finally:
+        h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)
+    # The garbage collector follows the ownerReferences.
+    wait_for(lambda: h.cluster.kubectl("get", "deployment", f"polsched-{rid}", "-n", NS,
+                                       check=False).returncode != 0, 20,
+             "the Deployment garbage-collected", interval=0.3)
