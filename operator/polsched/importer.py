@@ -139,6 +139,12 @@ class Importer:
                     self.note(f"{where}.pluginConfig[{j}]",
                               f"args of {name} dropped: polsched has no plugin {name}")
             sname = str(p.get("schedulerName") or "default-scheduler")
+            if dns_name(sname) != sname:
+                # A pod's spec.schedulerName must be a DNS subdomain (pod validation), so
+                # no pod could ever name this profile as it is.
+                self.note(f"{where}.schedulerName", f"{sname!r} is not a DNS subdomain, "
+                          f"which pods require: imported as {dns_name(sname)!r}")
+                sname = dns_name(sname)
             out.append(self.policy(sname, prof, extenders,
                                    p.get("percentageOfNodesToScore", pct)))
         return out

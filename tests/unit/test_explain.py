@@ -1,0 +1,111 @@
+"""`polsched explain` offline: the scheduler's pipeline run over files, every node's
+filter verdict and every scorer's raw/normalized/weighted score shown, and the winner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from polsched import cli
+from polsched.api import load_policy
+from polsched.explain import explain, read_objects
+
+pytestmark = pytest.mark.unit
+
+KEY = "priority.lixueduan.com"
+POLICY: dict[str, Any] = {
+    "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+    "metadata": {"name": "label-priority"},
+    "spec": {"filters": [{"name": "NodeLabel",
+                          "args": {"requirements": [{"key": KEY, "operator": "Exists"}]}}],
+             "scorers": [{"name": "NodeLabelValue", "weight": 2,
+                          "args": {"key": KEY, "default": 0}}]},
+}
+
+
+def node(name: str, labels: dict[str, str] | None = None, cpu: str = "4") -> dict[str, Any]:
+    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels or {}},
+            "status": {"allocatable": res, "capacity": res}}
+
+
+def pod(name: str, cpu: str = "1", node_name: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "label-priority",
+                            "containers": [{"name": "c", "image": "x",
+                                            "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec}
+
+
+NODES = [node("n1", {KEY: "10"}), node("n2", {KEY: "5"}), node("n3")]
+
+
+def test_winner_rejections_and_the_three_scores() -> None:
+    report = asyncio.run(explain(load_policy(POLICY), pod("p"), NODES))
+    assert report.winner == "n1"
+    assert report.deciding_scorer == "NodeLabelValue"
+    by = {n.name: n for n in report.nodes}
+    assert by["n3"].rejected is not None and by["n3"].rejected.plugin == "NodeLabel"
+    assert by["n1"].rejected is None and by["n2"].rejected is None
+    # raw label value, min-max normalized, times weight 2
+    assert by["n1"].scores["NodeLabelValue"] == (10, 100, 200)
+    assert by["n2"].scores["NodeLabelValue"] == (5, 0, 0)
+    assert by["n1"].total is not None and by["n2"].total is not None
+    assert by["n1"].total - by["n2"].total >= 200
+
+
+def test_bound_pods_are_counted_and_the_pod_itself_is_not() -> None:
+    # n1 is full (4 cpu used): the winner becomes n2. The explained pod, already bound to
+    # n2, does not count against n2.
+    pods = [pod("big", cpu="4", node_name="n1"), pod("p", node_name="n2")]
+    report = asyncio.run(explain(load_policy(POLICY), pod("p", node_name="n2"), NODES, pods))
+    by = {n.name: n for n in report.nodes}
+    assert by["n1"].rejected is not None
+    assert by["n1"].rejected.plugin == "NodeResourcesFit"
+    assert "Insufficient cpu" in by["n1"].rejected.reasons
+    assert report.winner == "n2"
+
+
+def test_no_node_fits_gives_kube_schedulers_message() -> None:
+    report = asyncio.run(explain(load_policy(POLICY), pod("p", cpu="64"), NODES))
+    assert report.winner is None
+    assert report.message.startswith("0/3 nodes are available:")
+
+
+def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(POLICY))
+    # nodes as a List, the pod as one of several documents
+    (tmp_path / "nodes.json").write_text(json.dumps({"kind": "List", "items": NODES}))
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump_all([pod("other"), pod("p")]))
+    base = ["explain", "--policy", str(tmp_path / "policy.yaml"), "--nodes",
+            str(tmp_path / "nodes.json"), "--pod", str(tmp_path / "pod.yaml"), "p"]
+    assert cli.main(base) == 0
+    out = capsys.readouterr().out
+    assert "Winner: n1 (deciding scorer: NodeLabelValue)" in out
+    assert "NodeLabel" in out and "10/100/200" in out
+    assert cli.main([*base, "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["pod"] == "default/p"
+    assert data["winner"] == "n1"
+    n3 = next(n for n in data["nodes"] if n["name"] == "n3")
+    assert n3["feasible"] is False and n3["filter"]["plugin"] == "NodeLabel"
+
+
+def test_cli_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explain", "--nodes", "n.yaml"]) == 1
+    assert "--policy, --pod" in capsys.readouterr().err
+
+
+def test_read_objects_rejects_non_objects(tmp_path: Path) -> None:
+    f = tmp_path / "x.yaml"
+    f.write_text("- 1\n- 2\n")
+    with pytest.raises(Exception, match="expected a Kubernetes object"):
+        read_objects(str(f))

@@ -1,0 +1,85 @@
+"""`polsched import`: kube-scheduler configurations become SchedulingPolicies that
+validate, with plugins merged as kube-scheduler merges them and the rest reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polsched.api import load_policy
+from polsched.importer import convert
+
+pytestmark = pytest.mark.unit
+
+
+def scorers(p: Any) -> dict[str, int]:
+    return {s.name: s.weight for s in load_policy(p).scorers}
+
+
+def filters(p: Any) -> list[str]:
+    return [f.name for f in load_policy(p).filters]
+
+
+def test_profiles_plugins_plugin_config_and_extenders() -> None:
+    cfg = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {"schedulerName": "packer",
+             "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}],
+                                   "enabled": [{"name": "NodeResourcesFit", "weight": 5}]},
+                         "preBind": {"enabled": [{"name": "VolumeBinding"}]}},
+             "pluginConfig": [{"name": "NodeResourcesFit",
+                               "args": {"kind": "NodeResourcesFitArgs",
+                                        "scoringStrategy": {"type": "MostAllocated"}}}]},
+            {"schedulerName": "Minimal_One",
+             "plugins": {"multiPoint": {"disabled": [{"name": "*"}],
+                                        "enabled": [{"name": "TaintToleration"},
+                                                    {"name": "ImageLocality", "weight": 3}]}}},
+        ],
+        "extenders": [{"urlPrefix": "http://ext:8888/", "filterVerb": "filter",
+                       "enableHTTPS": True, "httpTimeout": "10s", "nodeCacheCapable": True}],
+    }
+    policies, notes = convert(cfg, "cfg.yaml", "x")
+    packer, minimal = policies
+    assert packer["metadata"]["name"] == "packer"
+    s = scorers(packer)
+    assert s["NodeResourcesFit"] == 5 and "NodeResourcesBalancedAllocation" not in s
+    assert s["TaintToleration"] == 3  # the other defaults stay, with upstream weights
+    loaded = load_policy(packer)
+    assert loaded.extenders[0].url_prefix == "http://ext:8888/"
+    assert loaded.extenders[0].enable_https and loaded.extenders[0].http_timeout_seconds == 10
+    assert minimal["metadata"]["name"] == "minimal-one"
+    assert minimal["spec"]["schedulerName"] == "minimal-one"
+    assert any("'Minimal_One' is not a DNS subdomain" in n for n in notes)
+    assert filters(minimal) == ["TaintToleration"]
+    assert scorers(minimal) == {"TaintToleration": 1, "ImageLocality": 3}
+    assert any("VolumeBinding" in n and "profiles[0].plugins.preBind" in n for n in notes)
+
+
+def test_legacy_policy_file() -> None:
+    legacy = {
+        "kind": "Policy", "apiVersion": "v1",
+        "predicates": [{"name": "PodFitsResources"}, {"name": "NoDiskConflict"},
+                       {"name": "zone", "argument": {"labelsPresence": {
+                           "labels": ["zone"], "presence": True}}}],
+        "priorities": [{"name": "MostRequestedPriority", "weight": 2},
+                       {"name": "SelectorSpreadPriority", "weight": 1}],
+        "extenders": [{"urlPrefix": "http://127.0.0.1:8888/", "filterVerb": "filter",
+                       "prioritizeVerb": "prioritize", "weight": 1, "enableHttps": False,
+                       "nodeCacheCapable": True, "httpTimeout": 30000000000}],
+    }
+    (policy,), notes = convert(legacy, "policy.json", "legacy")
+    assert policy["metadata"]["name"] == "legacy"
+    # predicates given: only those run (no default filters), likewise priorities
+    assert filters(policy) == ["NodeResourcesFit", "NodeLabel"]
+    assert scorers(policy) == {"NodeResourcesFit": 2}
+    ext = load_policy(policy).extenders[0]
+    assert ext.node_cache_capable and ext.http_timeout_seconds == 30
+    assert any("NoDiskConflict" in n for n in notes)
+    assert any("SelectorSpreadPriority" in n for n in notes)
+
+
+def test_other_kinds_are_refused() -> None:
+    with pytest.raises(ValueError, match="expected KubeSchedulerConfiguration"):
+        convert({"kind": "ConfigMap"}, "cm.yaml", "x")

@@ -1,0 +1,75 @@
+"""`polsched render`: the install from the templates, equal to what `kubectl apply -k
+manifests/` installs, and a Dedicated policy's objects from the operator's renderer."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from polsched import render
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_operator_yaml_is_the_rendered_template() -> None:
+    committed = [d for d in yaml.safe_load_all((ROOT / "manifests/operator.yaml").read_text())
+                 if d]
+    assert committed == render.operator_templated(), (
+        "manifests/operator.yaml is stale: regenerate it with "
+        "`polsched render operator --no-crd --no-rbac` (see its header)")
+
+
+def test_operator_install_has_every_piece_and_the_deployment_is_hardened() -> None:
+    objs = render.operator_install()
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for want in [("Namespace", "polsched-system"),
+                 ("CustomResourceDefinition", "schedulingpolicies.polsched.io"),
+                 ("ServiceAccount", "polsched-operator"), ("ClusterRole", "polsched-operator"),
+                 ("Deployment", "polsched-operator"),
+                 ("ValidatingWebhookConfiguration", "polsched.io"),
+                 ("Service", "polsched-webhook"), ("Service", "polsched-metrics")]:
+        assert want in kinds
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    c = pod["containers"][0]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["resources"]["requests"]
+
+
+def test_namespace_is_moved_everywhere() -> None:
+    objs = render.operator_install(namespace="sched")
+    assert all(o["metadata"].get("namespace") in (None, "sched") for o in objs)
+    assert ("Namespace", "sched") in {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for o in objs:
+        for s in o.get("subjects") or ():
+            assert s["namespace"] == "sched"
+
+
+def test_kustomize_renders_the_same_objects() -> None:
+    out = subprocess.run(["kubectl", "kustomize", str(ROOT / "manifests")], check=True,
+                         capture_output=True, text=True).stdout
+    kustomized = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out) if d}
+    rendered = {(o["kind"], o["metadata"]["name"]) for o in render.operator_install()}
+    assert kustomized == rendered
+
+
+def test_dedicated_uses_the_operators_templates() -> None:
+    policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+              "metadata": {"name": "big"},
+              "spec": {"runtime": {"mode": "Dedicated", "replicas": 2}}}
+    objs = render.dedicated(policy, image="example/polsched:1")
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    assert dep["metadata"]["name"] == "polsched-big"
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "scheduler", "--policy", "big"]
+    # never applied: no uid, so no ownerReference the API server would refuse
+    assert all("ownerReferences" not in o["metadata"] for o in objs)
