@@ -91,6 +91,7 @@ class Harness:
         self.core = client.CoreV1Api(cluster.api)
         self.custom = client.CustomObjectsApi(cluster.api)
         self.procs: list[PolschedProcess] = []
+        self.policies: list[str] = []  # deleted by reset()
         install_rbac(cluster)
         self.operator_kubeconfig = service_account_kubeconfig(
             cluster, OPERATOR_NAMESPACE, OPERATOR_SA, workdir / "operator.kubeconfig")
@@ -107,11 +108,16 @@ class Harness:
         self.procs.append(p)
         return p
 
-    def close(self, failed: bool) -> None:
+    def reset(self) -> None:
+        """Between tests: delete the policies made, stop the processes started (and print
+        their logs, which pytest shows only when the test failed)."""
+        for name in self.policies:
+            self.delete_policy(name)
+        self.policies = []
         for p in self.procs:
             p.stop()
-            if failed:
-                print(f"---- log of {' '.join(p.args[1:])} ----\n{p.log()[-6000:]}")
+            print(f"---- log of {' '.join(p.args[1:])} ----\n{p.log()[-6000:]}")
+        self.procs = []
 
     # -- policies -----------------------------------------------------------------------------
     def policy(self, name: str) -> dict[str, Any]:
@@ -134,6 +140,12 @@ class Harness:
         wait_for(lambda: self.condition(name, "Ready").get("status") == "True", timeout,
                  f"SchedulingPolicy {name} Ready=True")
         return time.monotonic() - t0
+
+    def apply_policy(self, body: dict[str, Any]) -> str:
+        name = str(body["metadata"]["name"])
+        self.policies.append(name)
+        self.cluster.apply(body)
+        return name
 
     def delete_policy(self, name: str) -> None:
         self.cluster.kubectl("delete", "schedulingpolicy", name, "--ignore-not-found",

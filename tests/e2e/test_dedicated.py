@@ -27,10 +27,8 @@ def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture
 def harness(harness_session: Harness) -> Iterator[Harness]:
-    h = harness_session
-    h.procs = []
-    yield h
-    h.close(failed=True)  # prints the logs; pytest shows them only if the test failed
+    yield harness_session
+    harness_session.reset()
 
 
 def lease_holder(h: Harness, name: str) -> str:
@@ -48,7 +46,7 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
     h.operator(f"{rid}-op")
     policy = zone_policy(rid, "a", runtime={"mode": "Dedicated", "replicas": 2,
                                             "resources": {"requests": {"cpu": "100m"}}})
-    h.cluster.apply(policy)
+    h.apply_policy(policy)
     try:
         uid = h.policy(rid)["metadata"]["uid"]
         obj = f"polsched-{rid}"

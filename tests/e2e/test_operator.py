@@ -31,14 +31,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def harness(harness_session: Harness) -> Iterator[Harness]:
-    h = harness_session
-    h.procs = []
-    policies: list[str] = []
-    h.cleanup_policies = policies  # type: ignore[attr-defined]
-    yield h
-    for name in policies:
-        h.delete_policy(name)
-    h.close(failed=True)  # prints the logs; pytest shows them only if the test failed
+    yield harness_session
+    harness_session.reset()
 
 
 def zone_nodes(h: Harness, nodes: NodeFactory, rid: str, zones: dict[str, int],
@@ -52,13 +46,6 @@ def zone_nodes(h: Harness, nodes: NodeFactory, rid: str, zones: dict[str, int],
     return made
 
 
-def apply_policy(h: Harness, body: dict[str, object]) -> str:
-    name = str(body["metadata"]["name"])  # type: ignore[index]
-    h.cleanup_policies.append(name)  # type: ignore[attr-defined]
-    h.cluster.apply(body)
-    return name
-
-
 def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
                                               nodes: NodeFactory) -> None:
     h = harness
@@ -66,7 +53,7 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     zones = zone_nodes(h, nodes, rid, {"a": 2, "b": 1})
     h.operator(f"{rid}-op")
     t0 = time.monotonic()
-    name = apply_policy(h, zone_policy(rid, "a"))
+    name = h.apply_policy(zone_policy(rid, "a"))
     wait_for(lambda: h.condition(name, "Ready").get("status") == "True", 5 + 3,
              "Ready=True")
     took = time.monotonic() - t0
@@ -99,7 +86,7 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
     rid = unique("reload")
     zones = zone_nodes(h, nodes, rid, {"a": 2, "b": 2})
     h.operator(f"{rid}-op")
-    name = apply_policy(h, zone_policy(rid, "a"))
+    name = h.apply_policy(zone_policy(rid, "a"))
     h.wait_ready(name, 8)
 
     created: list[tuple[str, float]] = []  # (pod, monotonic time its create call started)
@@ -161,7 +148,7 @@ def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
     rid = unique("invalid")
     zones = zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
     h.operator(f"{rid}-op")
-    name = apply_policy(h, zone_policy(rid, "a"))
+    name = h.apply_policy(zone_policy(rid, "a"))
     h.wait_ready(name, 8)
     bad = zone_policy(rid, "b")
     bad["spec"]["filters"].append(  # type: ignore[index]
@@ -192,7 +179,7 @@ def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> No
                                   "-o", "jsonpath={.webhooks[*].clientConfig.url}", check=False)
             return f"127.0.0.1:{free_port}" in p.stdout
         wait_for(configured, 15, "the ValidatingWebhookConfiguration", interval=0.2)
-        name = apply_policy(h, zone_policy(rid, "a"))
+        name = h.apply_policy(zone_policy(rid, "a"))
         h.wait_ready(name, 8)
         bad = zone_policy(rid, "b")
         bad["spec"]["filters"].append(  # type: ignore[index]
@@ -215,7 +202,7 @@ def test_sigkill_in_the_middle_of_500_pods(harness: Harness, namespace: str,
     zone_nodes(h, nodes, rid, {"a": 4}, pods="200")
     identity = f"{rid}-op"
     op = h.operator(identity)
-    name = apply_policy(h, zone_policy(rid, "a"))
+    name = h.apply_policy(zone_policy(rid, "a"))
     h.wait_ready(name, 8)
     pods = [f"p{i:03d}" for i in range(500)]
     creator = threading.Thread(target=h.create_pods, args=(namespace, pods, rid), daemon=True)
@@ -246,8 +233,8 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     rid = unique("two")
     zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
     h.operator(f"{rid}-op")
-    one = apply_policy(h, zone_policy(f"{rid}-1", "a"))
-    two = apply_policy(h, zone_policy(f"{rid}-2", "b"))
+    one = h.apply_policy(zone_policy(f"{rid}-1", "a"))
+    two = h.apply_policy(zone_policy(f"{rid}-2", "b"))
     h.wait_ready(one, 8)
     h.wait_ready(two, 5)
     h.create_pods(namespace, [f"one-{i}" for i in range(5)], one)
@@ -255,7 +242,7 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
 
     # A third policy claiming the first one's schedulerName loses it: it is newer.
-    clash = apply_policy(h, zone_policy(f"{rid}-3", "b", scheduler=one))
+    clash = h.apply_policy(zone_policy(f"{rid}-3", "b", scheduler=one))
     ready = wait_for(lambda: (c := h.condition(clash, "Ready")) and c, 5, "Ready on the clash")
     assert ready["status"] == "False" and ready["reason"] == "SchedulerNameConflict", ready
     assert one in ready["message"]
