@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""`make bench`: polsched, kube-scheduler and a no-op binder, one after the other on the
+same control plane, on the same nodes and pods (issue 7).
+
+  make bench                                     # every workload, every scheduler
+  make bench BENCH_ARGS="--workloads basic --scale 0.1"   # a quick look
+  .venv/bin/python bench/run.py --help
+
+Per workload and scheduler: create the nodes, start the scheduler, prove it schedules
+with one warm-up pod (then delete it), create the pods as fast as the API server takes
+them while a separate process watches the binds, stop the scheduler, delete pods, events
+and nodes, so the next scheduler starts from the same state. bench/measure.py says what
+each number means. Results: <out>/results.json, <out>/RESULTS.md and <out>/out/<ts>.json.
+
+The control plane is hack/cluster.sh in a temporary directory with kwok off
+(POLSCHED_NO_KWOK=1): kwok would heartbeat 5000 nodes and move every bound pod to
+Running, CPU that competes with the scheduler under test on a small machine, and nothing
+in scheduling needs it (nodes are created Ready, with capacity, and the not-ready taint
+that admission puts on a new node is lifted right away). --kubeconfig reuses a running control plane instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import measure, report  # noqa: E402
+from bench import workloads as wl  # noqa: E402
+from bench.schedulers import RUNNERS, KubeScheduler, Polsched, Runner  # noqa: E402
+
+SCHEDULERS = ("noop", "kube", "polsched")
+PODS = f"/api/v1/namespaces/{wl.NAMESPACE}/pods"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- cluster plumbing ----------------------------------------------------------------------
+async def ensure_namespace(api: Any) -> None:
+    from polsched.cluster.client import ApiError
+
+    try:
+        await api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": wl.NAMESPACE}})
+    except ApiError as err:
+        if err.status != 409:
+            raise
+
+
+async def wait_empty(api: Any, path: str, label_selector: str | None = None,
+                     timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        page = await api.list(path, label_selector=label_selector, limit=1)
+        if not page.get("items"):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} still not empty after {timeout}s")
+        await asyncio.sleep(0.2)
+
+
+async def clean(api: Any) -> None:
+    """Delete the bench's pods (at once: no kubelet will confirm), events and nodes."""
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    await api.delete(PODS, now)
+    await wait_empty(api, PODS)
+    await api.delete(f"/api/v1/namespaces/{wl.NAMESPACE}/events")
+    await api.delete("/api/v1/nodes", params={"labelSelector": f"{wl.NODE_LABEL}=true"})
+    await wait_empty(api, "/api/v1/nodes", f"{wl.NODE_LABEL}=true")
+
+
+async def wait_bound(api: Any, name: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = await api.get(f"{PODS}/{name}")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            return str(node)
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"warm-up pod {name} not bound within {timeout}s")
+
+
+def violates(workload: wl.Workload, node: dict[str, Any]) -> bool:
+    """Whether a placement breaks the workload's rule (the taint always counts)."""
+    labels = node["metadata"]["labels"]
+    if node["spec"].get("taints"):
+        return True
+    name = node["metadata"]["name"]
+    if workload.name == "labels":
+        return labels[wl.TIER] not in ("gold", "silver")
+    if workload.name == "affinity":
+        return labels[wl.ZONE] not in {f"zone-{z}" for z in range(6)}
+    if workload.extender:
+        return int(name.rsplit("-", 1)[-1]) % 10 == 0
+    return False
+
+
+# -- one run: one workload, one scheduler ---------------------------------------------------
+class Context:
+    def __init__(self, args: argparse.Namespace, kubeconfig: str, bin_dir: Path,
+                 workdir: Path, cluster_dir: Path | None) -> None:
+        self.args = args
+        self.kubeconfig = kubeconfig
+        self.bin_dir = bin_dir
+        self.workdir = workdir
+        self.cluster_dir = cluster_dir
+
+    def control_plane_pids(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if self.cluster_dir is None:
+            return out
+        for name in ("kube-apiserver", "etcd"):
+            f = self.cluster_dir / f"{name}.pid"
+            if f.exists():
+                out[name] = int(f.read_text().strip())
+        return out
+
+
+async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
+                  extender: tuple[str, int] | None) -> dict[str, Any]:
+    res: dict[str, Any] = {"scheduler": runner.key, "scheduler_name": runner.scheduler_name,
+                           "nodes": w.nodes, "pods": w.pods, "status": "ok", "error": None}
+    await clean(api)
+    nodes = [wl.node(i) for i in range(w.nodes)]
+    t = time.monotonic()
+    await measure.create_objects(api, "/api/v1/nodes", measure.encode(nodes),
+                                 ctx.args.concurrency)
+    # The API server's TaintNodesByCondition admission gives every new node the taint
+    # node.kubernetes.io/not-ready:NoSchedule, which a kubelet's Ready status and the node
+    # lifecycle controller would lift; neither runs here, so set the intended taints.
+    await measure.create_objects(
+        api, [f"/api/v1/nodes/{n['metadata']['name']}" for n in nodes],
+        measure.encode([{"spec": {"taints": n["spec"]["taints"] or None}} for n in nodes]),
+        ctx.args.concurrency, method="PATCH", content_type="application/merge-patch+json")
+    res["node_create_s"] = round(time.monotonic() - t, 3)
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+
+    extender_url = f"http://127.0.0.1:{extender[0]}/" if extender else None
+    t_start = time.monotonic()
+    runner.start(w, extender_url)
+    try:
+        await asyncio.to_thread(runner.wait_started)
+        warm = w.pod(0, runner.key, runner.scheduler_name)
+        warm["metadata"]["name"] = "bench-warmup"
+        await api.post(PODS, warm)
+        await wait_bound(api, "bench-warmup", ctx.args.startup_timeout)
+        res["startup_s"] = round(time.monotonic() - t_start, 3)
+        await api.delete(f"{PODS}/bench-warmup", {"gracePeriodSeconds": 0})
+        await wait_empty(api, PODS)
+        assert runner.proc is not None
+        meter = measure.ProcessMeter(runner.proc.pid)
+        meter.start()
+        cp = {k: measure.ProcessMeter(pid) for k, pid in ctx.control_plane_pids().items()}
+        if extender:
+            cp["extender"] = measure.ProcessMeter(extender[1])
+        for m in cp.values():
+            m.start()
+
+        watcher = measure.BindWatcher(ctx.kubeconfig, wl.NAMESPACE, w.pods)
+        await asyncio.to_thread(watcher.start)
+        bodies = measure.encode([w.pod(i, runner.key, runner.scheduler_name)
+                                 for i in range(w.pods)])
+        reloader = None
+        if w.reload_patches and isinstance(runner, Polsched) and runner.reloads:
+            assert isinstance(w, wl.HotReload)
+            from bench.schedulers import POLICY_COLLECTION, POLICY_NAME
+
+            reloader = measure.ReloadDriver(ctx.kubeconfig,
+                                            f"{POLICY_COLLECTION}/{POLICY_NAME}",
+                                            w.patches(), ctx.args.reload_interval)
+
+        async def sample() -> None:
+            while True:
+                meter.sample()
+                await asyncio.sleep(1.0)
+
+        sampler = asyncio.ensure_future(sample())
+        cpu0 = time.process_time()
+        if reloader is not None:
+            reloader.start()
+        times = await measure.create_objects(api, PODS, bodies, ctx.args.concurrency)
+        harness_cpu = time.process_time() - cpu0
+        timeout = ctx.args.bind_timeout or 60 + w.pods / 20
+        seen = await asyncio.to_thread(watcher.result, timeout)
+        sampler.cancel()
+        meter.sample()
+        for m in cp.values():
+            m.sample()
+        reloads = await asyncio.to_thread(reloader.result, 120) if reloader else None
+    finally:
+        runner.stop()
+
+    # -- numbers -------------------------------------------------------------------------
+    names = [f"bench-pod-{i:05d}" for i in range(w.pods)]
+    created = dict(zip(names, times, strict=True))
+    bound = {n: v for n, v in seen["bound"].items() if n in created}
+    first = min(answered for _sent, answered in times)
+    sent_first = min(sent for sent, _answered in times)
+    last_created = max(answered for _sent, answered in times)
+    latencies = [max(0.0, bound[n][0] - created[n][1]) for n in bound]
+    res["bound"] = len(bound)
+    res["rebinds"] = seen["rebinds"]
+    res["watch_events"] = seen["events"]
+    res["create_s"] = round(last_created - sent_first, 3)
+    res["create_rate_pods_per_s"] = round(w.pods / max(last_created - sent_first, 1e-9), 1)
+    if bound:
+        last_bind = max(v[0] for v in bound.values())
+        res["duration_s"] = round(last_bind - first, 3)
+        res["throughput_pods_per_s"] = round(len(bound) / max(last_bind - first, 1e-9), 1)
+    else:
+        res["duration_s"] = None
+        res["throughput_pods_per_s"] = 0.0
+    res["latency_ms"] = measure.summarize_ms(latencies)
+    res["cpu_s"] = round(meter.cpu(), 2)
+    res["peak_rss_mb"] = round(meter.peak_rss() / 2**20, 1)
+    res["harness_cpu_s"] = round(harness_cpu, 2)
+    res["others_cpu_s"] = {k: round(m.cpu(), 2) for k, m in cp.items()}
+    res["violations"] = sum(1 for _t, node in bound.values()
+                            if node not in by_name or violates(w, by_name[node]))
+    # Bound exactly once: every pod has one node, never changed (the watch would have
+    # seen a second bound event), and the API server agrees.
+    pods = await api.list_all(PODS)
+    on_server = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in
+                 pods["items"]}
+    res["bound_once"] = (len(bound) == w.pods and seen["rebinds"] == 0
+                         and all(on_server.get(n) == bound[n][1] for n in bound))
+    if reloads is not None:
+        lat = [r["latency_s"] for r in reloads if r["latency_s"] is not None]
+        res["reload"] = {"patches": len(reloads), "observed": len(lat),
+                         "latency_ms": measure.summarize_ms(lat)}
+    elif w.reload_patches:
+        res["reload"] = {"patches": 0, "observed": 0, "latency_ms": None,
+                         "note": "no hot reload: " + (
+                             "not a SchedulingPolicy scheduler" if runner.key != "polsched"
+                             else "polsched ran without the operator")}
+    if seen.get("error") or seen.get("timed_out") or len(bound) < w.pods:
+        res["status"] = "incomplete"
+        res["error"] = seen.get("error") or f"{len(bound)}/{w.pods} pods bound in {timeout}s"
+    runner.cleanup_cluster(None)
+    await clean(api)
+    return res
+
+
+def start_extender(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    logf = workdir / "extender.log"
+    with open(logf, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "extender.py")],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for line in logf.read_text().splitlines():
+            if line.startswith("ready "):
+                return proc, int(line.split()[1])
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"bench extender did not start: {logf.read_text()[-500:]}")
+
+
+async def bench(ctx: Context, workloads: list[wl.Workload], runners: list[Runner],
+                ) -> dict[str, Any]:
+    from polsched.cluster.client import ApiClient
+
+    out: dict[str, Any] = {}
+    async with ApiClient.from_kubeconfig(ctx.kubeconfig,
+                                         connection_limit=ctx.args.concurrency + 8) as api:
+        await ensure_namespace(api)
+        for w in workloads:
+            entry: dict[str, Any] = {"nodes": w.nodes, "pods": w.pods,
+                                     "description": w.description,
+                                     "equivalence": " ".join(w.equivalence.split()),
+                                     "results": {}}
+            out[w.name] = entry
+            ext = start_extender(ctx.workdir) if w.extender else None
+            try:
+                for r in runners:
+                    why = r.unavailable()
+                    if why:
+                        log(f"{w.name}/{r.key}: skipped: {why}")
+                        entry["results"][r.key] = {"scheduler": r.key, "status": "skipped",
+                                                   "error": why}
+                        continue
+                    log(f"{w.name}/{r.key}: {w.nodes} nodes, {w.pods} pods")
+                    try:
+                        res = await one_run(ctx, api, w, r,
+                                            (ext[1], ext[0].pid) if ext else None)
+                    except Exception as err:  # one failed run must not lose the others
+                        log(f"{w.name}/{r.key}: failed: {err!r}")
+                        res = {"scheduler": r.key, "status": "error", "error": repr(err),
+                               "log_tail": r.tail()}
+                        r.stop()
+                        try:
+                            r.cleanup_cluster(None)
+                            await clean(api)
+                        except Exception as cleanup_err:
+                            log(f"cleanup after the failure failed too: {cleanup_err!r}")
+                    entry["results"][r.key] = res
+                    if res["status"] == "ok" or res["status"] == "incomplete":
+                        lat = res["latency_ms"]
+                        log(f"{w.name}/{r.key}: {res['status']}: "
+                            f"{res['throughput_pods_per_s']} pods/s, p50 {lat['p50']} ms, "
+                            f"p99 {lat['p99']} ms, cpu {res['cpu_s']} s, "
+                            f"rss {res['peak_rss_mb']} MB (created at "
+                            f"{res['create_rate_pods_per_s']} pods/s)")
+            finally:
+                if ext:
+                    ext[0].terminate()
+                    ext[0].wait(10)
+    return out
+
+
+# -- machine and entry point ------------------------------------------------------------------
+def machine(bin_dir: Path) -> dict[str, Any]:
+    def cmd(*a: str) -> str:
+        try:
+            return subprocess.run(a, capture_output=True, text=True, timeout=30).stdout.strip()
+        except OSError:
+            return "n/a"
+
+    mem = "n/a"
+    model = "n/a"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu_model": model, "memory": mem,
+            "kernel": platform.release(), "python": platform.python_version(),
+            "go": cmd("go", "version"), "kube": cmd(str(bin_dir / "kube-scheduler"), "--version"),
+            "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3]}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="polsched vs kube-scheduler vs a no-op binder")
+    p.add_argument("--workloads", default=",".join(wl.WORKLOADS),
+                   help=f"comma-separated, of: {', '.join(wl.WORKLOADS)} (default all)")
+    p.add_argument("--schedulers", default=",".join(SCHEDULERS),
+                   help="comma-separated, of: noop, kube, polsched (default all, this order)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="multiply node and pod counts (0.1 for a smoke run)")
+    p.add_argument("--nodes", type=int, help="override every workload's node count")
+    p.add_argument("--pods", type=int, help="override every workload's pod count")
+    p.add_argument("--concurrency", type=int, default=32,
+                   help="creation requests in flight (default 32)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench",
+                   help="where results.json, RESULTS.md and out/<timestamp>.json go")
+    p.add_argument("--kubeconfig", help="use this running control plane instead of starting one")
+    p.add_argument("--cluster-dir", type=Path,
+                   help="with --kubeconfig: its hack/cluster.sh dir, to meter the apiserver")
+    p.add_argument("--kube-scheduler-name", default="default-scheduler",
+                   help="kube-scheduler's profile name (a shared cluster: pick another)")
+    p.add_argument("--polsched-mode", choices=("auto", "operator", "engine"), default="auto",
+                   help="operator: `polsched run`; engine: bench/polsched_engine.py")
+    p.add_argument("--kwok", action="store_true", help="start kwok with the control plane")
+    p.add_argument("--reload-interval", type=float, default=0.2,
+                   help="hotreload: seconds between one reload observed and the next patch")
+    p.add_argument("--startup-timeout", type=float, default=120)
+    p.add_argument("--bind-timeout", type=float, default=0,
+                   help="seconds to wait for all binds (default 60 + pods/20)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = [n for n in args.workloads.split(",") if n]
+    unknown = [n for n in names if n not in wl.WORKLOADS]
+    keys = [k for k in args.schedulers.split(",") if k]
+    bad = [k for k in keys if k not in RUNNERS]
+    if unknown or bad:
+        sys.exit(f"unknown workload(s) {unknown} or scheduler(s) {bad}")
+    workloads = []
+    for n in names:
+        w = wl.WORKLOADS[n].scaled(args.scale) if args.scale != 1.0 else wl.WORKLOADS[n]
+        if args.nodes or args.pods:
+            from dataclasses import replace
+
+            w = replace(w, nodes=args.nodes or w.nodes, pods=args.pods or w.pods)
+        workloads.append(w)
+
+    bin_dir = Path(subprocess.run([str(ROOT / "hack" / "build.sh")], check=True,
+                                  capture_output=True, text=True).stdout.strip())
+    started = dt.datetime.now(dt.timezone.utc)
+    with tempfile.TemporaryDirectory(prefix="polsched-bench-") as tmp:
+        workdir = Path(tmp)
+        own_cluster = not args.kubeconfig
+        cluster_dir = args.cluster_dir
+        if own_cluster:
+            cluster_dir = workdir / "cluster"
+            env = {**os.environ}
+            if not args.kwok:
+                env["POLSCHED_NO_KWOK"] = "1"
+            log(f"starting a control plane in {cluster_dir} (kwok {'on' if args.kwok else 'off'})")
+            subprocess.run([str(ROOT / "hack" / "cluster.sh"), "up", str(cluster_dir)],
+                           check=True, env=env)
+            kubeconfig = str(cluster_dir / "kubeconfig")
+        else:
+            kubeconfig = args.kubeconfig
+        try:
+            runners: list[Runner] = []
+            for k in keys:
+                if k == "kube":
+                    runners.append(KubeScheduler(kubeconfig, bin_dir, workdir,
+                                                 scheduler_name=args.kube_scheduler_name))
+                elif k == "polsched":
+                    runners.append(Polsched(kubeconfig, bin_dir, workdir,
+                                            mode=args.polsched_mode))
+                else:
+                    runners.append(RUNNERS[k](kubeconfig, bin_dir, workdir))
+            ctx = Context(args, kubeconfig, bin_dir, workdir, cluster_dir)
+            results = asyncio.run(bench(ctx, workloads, runners))
+        finally:
+            if own_cluster:
+                subprocess.run([str(ROOT / "hack" / "cluster.sh"), "down", str(cluster_dir)],
+                               capture_output=True)
+
+    argv_shown = sys.argv[1:] if argv is None else argv
+    doc = {
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "make bench" + (f" BENCH_ARGS={shlex.quote(shlex.join(argv_shown))}"
+                                   if argv_shown else ""),
+        "machine": machine(bin_dir),
+        "settings": {
+            "control_plane": "own (hack/cluster.sh, kwok " + ("on)" if args.kwok else "off)")
+            if own_cluster else f"reused: {args.kubeconfig}",
+            "creation_concurrency": args.concurrency,
+            "schedulers": {r.key: r.settings() for r in runners},
+            "order": keys,
+        },
+        "workloads": results,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "out").mkdir(exist_ok=True)
+    raw = json.dumps(doc, indent=2) + "\n"
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    (args.out / "out" / f"{stamp}.json").write_text(raw)
+    (args.out / "results.json").write_text(raw)
+    notes = ROOT / "bench" / "NOTES.md"
+    (args.out / "RESULTS.md").write_text(
+        report.render(doc, notes.read_text() if notes.exists() else None))
+    log(f"wrote {args.out / 'RESULTS.md'} and {args.out / 'results.json'}")
+    failed = [f"{w}/{k}" for w, e in results.items() for k, r in e["results"].items()
+              if r["status"] in ("error", "incomplete")]
+    if failed:
+        log(f"failed runs: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""The three schedulers under test, each a subprocess the bench starts and stops per run.
+
+- kube: kube-scheduler from hack/build.sh, default profile, KubeSchedulerConfiguration v1
+  with clientConnection qps/burst raised (KUBE_QPS/KUBE_BURST, reported in the results),
+  leader election off, the admin kubeconfig, no serving port (--secure-port 0).
+- noop: bench/noop_binder.py, the API server's limit.
+- polsched: the operator (`polsched run`, Shared mode) with a SchedulingPolicy applied;
+  while `polsched run` is not there, bench/polsched_engine.py runs an Engine for the one
+  policy (same scheduling code, no operator: no status, so no hot-reload measurement).
+
+A runner only starts and stops its process; the bench's warm-up pod (run.py) proves that
+it schedules before anything is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import workloads as wl
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBE_QPS = 5000
+KUBE_BURST = 5000
+POLICY_NAME = "bench-polsched"
+POLICY_COLLECTION = "/apis/polsched.io/v1alpha1/schedulingpolicies"
+
+
+class Runner:
+    key = ""
+    scheduler_name = ""
+
+    def __init__(self, kubeconfig: str, bin_dir: Path, workdir: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.bin_dir = bin_dir
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+        self.notes: dict[str, Any] = {}
+
+    def settings(self) -> dict[str, Any]:
+        return {"scheduler_name": self.scheduler_name}
+
+    def unavailable(self) -> str | None:
+        """Why this scheduler cannot run here, or None."""
+        return None
+
+    def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, workload: wl.Workload, extender_url: str | None) -> None:
+        self.log_path = self.workdir / f"{workload.name}-{self.key}.log"
+        cmd = self.command(workload, extender_url)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL,
+                                         env={**os.environ, "KUBECONFIG": self.kubeconfig},
+                                         start_new_session=True)
+
+    def wait_started(self, timeout: float = 60) -> None:
+        """Return once the process says it is up (schedulers that print a line)."""
+
+    def _wait_line(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        assert self.proc is not None and self.log_path is not None
+        while time.monotonic() < deadline:
+            if text in self.log_path.read_text(errors="replace"):
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.key} exited with {self.proc.returncode}: "
+                                   f"{self.tail()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.key} did not print {text!r} in {timeout}s: {self.tail()}")
+
+    def tail(self, lines: int = 15) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.proc = None
+
+    def cleanup_cluster(self, kubectl: Any) -> None:
+        """Remove what start() put into the cluster (besides pods and nodes)."""
+
+
+class KubeScheduler(Runner):
+    key = "kube"
+
+    def __init__(self, *a: Any, scheduler_name: str = "default-scheduler") -> None:
+        super().__init__(*a)
+        self.scheduler_name = scheduler_name
+
+    def settings(self) -> dict[str, Any]:
+        return {"scheduler_name": self.scheduler_name, "client_qps": KUBE_QPS,
+                "client_burst": KUBE_BURST, "profile": "default plugins",
+                "leader_election": False, "binary": str(self.bin_dir / "kube-scheduler")}
+
+    def unavailable(self) -> str | None:
+        if not (self.bin_dir / "kube-scheduler").exists():
+            return f"no kube-scheduler in {self.bin_dir}"
+        return None
+
+    def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
+        cfg: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": self.kubeconfig, "qps": KUBE_QPS,
+                                 "burst": KUBE_BURST},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": self.scheduler_name}],
+        }
+        if workload.extender and extender_url:
+            cfg["extenders"] = [{"urlPrefix": extender_url, "enableHTTPS": False,
+                                 **wl.EXTENDER_CONFIG}]
+        path = self.workdir / f"{workload.name}-kube-scheduler.yaml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        return [str(self.bin_dir / "kube-scheduler"), "--config", str(path),
+                "--secure-port", "0", "--v", "0"]
+
+
+class NoopBinder(Runner):
+    key = "noop"
+    scheduler_name = "bench-noop"
+    concurrency = 64
+
+    def settings(self) -> dict[str, Any]:
+        return {"scheduler_name": self.scheduler_name, "binds_in_flight": self.concurrency}
+
+    def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
+        return [sys.executable, str(ROOT / "bench" / "noop_binder.py"),
+                "--kubeconfig", self.kubeconfig, "--scheduler-name", self.scheduler_name,
+                "--node-selector", f"{wl.NODE_LABEL}=true",
+                "--concurrency", str(self.concurrency)]
+
+    def wait_started(self, timeout: float = 60) -> None:
+        self._wait_line("ready", timeout)
+
+
+def polsched_policy(workload: wl.Workload, extender_url: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": POLICY_NAME, **workload.policy_spec()}
+    if workload.extender and extender_url:
+        spec["extenders"] = [{"urlPrefix": extender_url, **wl.EXTENDER_CONFIG}]
+    return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": POLICY_NAME}, "spec": spec}
+
+
+def operator_available() -> bool:
+    """Whether this checkout has `polsched run` (the operator)."""
+    try:
+        p = subprocess.run([sys.executable, "-m", "polsched.cli", "run", "--help"],
+                           capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0
+
+
+def engine_available() -> bool:
+    try:
+        from polsched.scheduler.engine import Engine  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+class Polsched(Runner):
+    key = "polsched"
+    scheduler_name = POLICY_NAME
+
+    def __init__(self, *a: Any, mode: str = "auto") -> None:
+        super().__init__(*a)
+        if mode == "auto":
+            mode = "operator" if operator_available() else "engine"
+        self.mode = mode  # operator: `polsched run`; engine: bench/polsched_engine.py
+
+    def settings(self) -> dict[str, Any]:
+        how = ("polsched run (the operator), policy runtime.mode Shared"
+               if self.mode == "operator" else
+               "bench/polsched_engine.py: one Engine for the policy, no operator")
+        return {"scheduler_name": self.scheduler_name, "runner": how, "mode": self.mode,
+                "default_plugins": True}
+
+    def unavailable(self) -> str | None:
+        if self.mode == "engine" and not engine_available():
+            return "polsched.scheduler.engine.Engine is not importable yet"
+        return None
+
+    @property
+    def reloads(self) -> bool:
+        """Whether policy edits reach the scheduler (only the operator hot-reloads)."""
+        return self.mode == "operator"
+
+    def start(self, workload: wl.Workload, extender_url: str | None) -> None:
+        policy = polsched_policy(workload, extender_url)
+        self._policy_file = self.workdir / f"{workload.name}-policy.yaml"
+        self._policy_file.write_text(yaml.safe_dump(policy, sort_keys=False))
+        if self.mode == "operator":
+            self._kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                          str(ROOT / "crds"))
+            self._kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                          "crd/schedulingpolicies.polsched.io")
+            self._kubectl("apply", "-f", str(self._policy_file))
+        super().start(workload, extender_url)
+
+    def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
+        if self.mode == "operator":
+            # The Lease lives in the bench namespace: the run needs no polsched-system.
+            return [sys.executable, "-m", "polsched.cli", "run", "--kubeconfig",
+                    self.kubeconfig, "--namespace", wl.NAMESPACE, "--identity", "bench"]
+        return [sys.executable, str(ROOT / "bench" / "polsched_engine.py"),
+                "--kubeconfig", self.kubeconfig, "--policy", str(self._policy_file)]
+
+    def wait_started(self, timeout: float = 120) -> None:
+        if self.mode == "engine":
+            self._wait_line("ready", timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"polsched run exited with {self.proc.returncode}: "
+                                   f"{self.tail()}")
+            p = self._kubectl("get", "spol", POLICY_NAME, "-o", "json", check=False)
+            if p.returncode == 0:
+                obj = json.loads(p.stdout)
+                st = obj.get("status") or {}
+                ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                            for c in st.get("conditions") or ())
+                if ready and st.get("observedGeneration") == obj["metadata"]["generation"]:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"policy {POLICY_NAME} not Ready in {timeout}s: {self.tail()}")
+
+    def cleanup_cluster(self, kubectl: Any) -> None:
+        if self.mode == "operator":
+            self._kubectl("delete", "spol", POLICY_NAME, "--ignore-not-found", "--wait=true",
+                          check=False)
+
+    def _kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "KUBECONFIG": self.kubeconfig})
+        if check and p.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {p.stderr.strip()}")
+        return p
+
+
+RUNNERS: dict[str, type[Runner]] = {"kube": KubeScheduler, "noop": NoopBinder,
+                                    "polsched": Polsched}

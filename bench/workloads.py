@@ -1,0 +1,178 @@
+"""The bench workloads: which nodes, which pods, and how each scheduler is told the rule.
+
+Every node (bench-node-NNNNN) has 32 CPU, 128Gi, 110 pods and the labels
+topology.kubernetes.io/zone (zone-0..9), bench.polsched.io/tier (gold, silver, bronze by
+turns) and bench.polsched.io/priority (0..9); every 20th node carries the taint
+bench.polsched.io/maintenance=true:NoSchedule, which no bench pod tolerates. Every pod
+requests 100m CPU and 128Mi, so capacity never runs out and every pod is schedulable.
+
+Where a workload's rule lives in the SchedulingPolicy for polsched, kube-scheduler gets
+the equivalent in the pod (see `LabelRules`); the no-op binder ignores every rule: it
+shows what the API server can bind, not what a scheduler can decide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NAMESPACE = "bench"
+NODE_LABEL = "polsched.io/bench"  # every bench node has it: cleanup deletes by it
+ZONE = "topology.kubernetes.io/zone"
+TIER = "bench.polsched.io/tier"
+PRIORITY = "bench.polsched.io/priority"
+TAINT_KEY = "bench.polsched.io/maintenance"
+TIERS = ("gold", "silver", "bronze")
+
+
+def node_name(i: int) -> str:
+    return f"bench-node-{i:05d}"
+
+
+def node(i: int) -> dict[str, Any]:
+    name = node_name(i)
+    res = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    taints = [{"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}] if i % 20 == 19 else []
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", NODE_LABEL: "true",
+            ZONE: f"zone-{i % 10}", TIER: TIERS[i % 3], PRIORITY: str(i % 10)}},
+        "spec": {"taints": taints},
+        "status": {"capacity": res, "allocatable": res,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "Bench"}]},
+    }
+
+
+def pod_base(name: str, scheduler_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "bench"}},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    nodes: int
+    pods: int
+    description: str
+    # polsched and kube-scheduler are told the same rule in different places; say how.
+    equivalence: str = "same pods for every scheduler; polsched runs its default plugins"
+    extender: bool = False
+    reload_patches: int = 0  # > 0: patch the policy this many times while pods stream in
+
+    def scaled(self, scale: float) -> Workload:
+        from dataclasses import replace
+
+        return replace(self, nodes=max(2, round(self.nodes * scale)),
+                       pods=max(1, round(self.pods * scale)))
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return pod_base(f"bench-pod-{i:05d}", scheduler_name)
+
+    def policy_spec(self) -> dict[str, Any]:
+        """spec of the SchedulingPolicy polsched runs (schedulerName is added)."""
+        return {"runtime": {"mode": "Shared"}}
+
+
+class LabelRules(Workload):
+    """polsched: NodeLabel filter (tier In gold, silver) + NodeLabelValue scorer (priority,
+    weight 2). kube-scheduler: the pod carries the same rule as node affinity: required
+    tier In (gold, silver), and nine preferred terms `priority Gt v` (v = 0..8) of weight 1,
+    so a node's raw score is its priority: NodeAffinity normalizes by the maximum,
+    NodeLabelValue min-max, and the feasible minimum is 0, so both score a node
+    priority/9 x 100 with default-profile weight 2 (NodeAffinity) and 2 (NodeLabelValue)."""
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = super().pod(i, scheduler, scheduler_name)
+        if scheduler == "kube":
+            p["spec"]["affinity"] = {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": TIER, "operator": "In",
+                                           "values": ["gold", "silver"]}]}]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [
+                        {"key": PRIORITY, "operator": "Gt", "values": [str(v)]}]}}
+                    for v in range(9)],
+            }}
+        return p
+
+    def policy_spec(self) -> dict[str, Any]:
+        return {
+            **super().policy_spec(),
+            "filters": [{"name": "NodeLabel", "args": {"requirements": [
+                {"key": TIER, "operator": "In", "values": ["gold", "silver"]}]}}],
+            "scorers": [{"name": "NodeLabelValue", "weight": 2,
+                         "args": {"key": PRIORITY, "default": 0}}],
+        }
+
+
+class NodeAffinity(Workload):
+    """Every pod: required zone In (zone-0..zone-5), preferred tier gold (weight 10) and
+    silver (weight 5). The same pods for every scheduler (polsched: default NodeAffinity)."""
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = super().pod(i, scheduler, scheduler_name)
+        p["spec"]["affinity"] = {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE, "operator": "In",
+                                       "values": [f"zone-{z}" for z in range(6)]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "preference": {"matchExpressions": [
+                    {"key": TIER, "operator": "In", "values": ["gold"]}]}},
+                {"weight": 5, "preference": {"matchExpressions": [
+                    {"key": TIER, "operator": "In", "values": ["silver"]}]}},
+            ],
+        }}
+        return p
+
+
+EXTENDER_CONFIG = {  # shared by kube-scheduler's config and polsched's spec.extenders
+    "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 1,
+    "nodeCacheCapable": True, "ignorable": False, "httpTimeout": "5s",
+}
+
+
+class Extender(Workload):
+    def policy_spec(self) -> dict[str, Any]:
+        return {**super().policy_spec(), "extenders": []}  # the runner fills in urlPrefix
+
+
+class HotReload(Workload):
+    """Plain pods stream in while the policy's NodeLabelValue weight flips between 1 and 2
+    (each flip is a new generation); polsched only measures reload latency."""
+
+    def policy_spec(self) -> dict[str, Any]:
+        return {**super().policy_spec(), "scorers": [self.scorer(1)]}
+
+    @staticmethod
+    def scorer(weight: int) -> dict[str, Any]:
+        return {"name": "NodeLabelValue", "weight": weight, "args": {"key": PRIORITY}}
+
+    def patches(self) -> list[dict[str, Any]]:
+        return [{"spec": {"scorers": [self.scorer(2 if k % 2 == 0 else 1)]}}
+                for k in range(self.reload_patches)]
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)"),
+    Workload("large", 5000, 10000, "plain pods on 5000 nodes"),
+    LabelRules("labels", 500, 2000, "label rules: NodeLabel filter + NodeLabelValue scorer",
+               equivalence=LabelRules.__doc__ or ""),
+    NodeAffinity("affinity", 500, 2000, "required + preferred node affinity in every pod",
+                 equivalence=NodeAffinity.__doc__ or ""),
+    Extender("extender", 500, 2000,
+             "an HTTP extender (bench/extender.py: filter + prioritize, nodeCacheCapable)",
+             equivalence="kube-scheduler: KubeSchedulerConfiguration.extenders; polsched: "
+                         "spec.extenders with the same fields; the no-op binder skips it",
+             extender=True),
+    HotReload("hotreload", 500, 2000, "policy patched 20 times while 2000 pods stream in",
+              equivalence=HotReload.__doc__ or "", reload_patches=20),
+)}
