@@ -15,6 +15,7 @@ import yaml
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.extender.client import HTTPExtender
 from polsched.scheduler.engine import Engine
 from tests.conftest import ROOT, Cluster, unique
 
@@ -36,13 +37,20 @@ def run_engine(cluster: Cluster, policies: list[Json],
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
         engine = Engine(client)
+        extenders: list[HTTPExtender] = []
         try:
             await engine.start()
             for p in policies:
-                engine.apply(load_policy(p))
+                loaded = load_policy(p)
+                # As the operator's reconciler: one HTTPExtender per spec.extenders entry.
+                exts = [HTTPExtender(cfg) for cfg in loaded.extenders]
+                extenders.extend(exts)
+                engine.apply(loaded, extenders=exts)
             await body(client)
         finally:
             await engine.stop()
+            for e in extenders:
+                await e.close()
             await client.close()
 
     asyncio.run(main())
