@@ -12,7 +12,7 @@ COPY crds ./crds
 # The symlink operator/polsched/crds -> ../../crds resolves inside the build context, so
 # the wheel carries the CRD; the Dedicated templates are read from POLSCHED_TEMPLATES.
 RUN pip install . && rm -rf /src
-COPY manifests/templates /opt/polsched/manifests/templates
+COPY manifests /opt/polsched/manifests
 
 # Non-root, with a fixed uid so the Deployment's runAsNonRoot can check it.
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin polsched
