@@ -1,0 +1,305 @@
+"""The engine against a real kube-apiserver (kwok plays the kubelets): the issue's
+scenarios (a) label rule, (b) 300 pods on 10 nodes, (c) taints and node affinity, (d) CEL.
+
+Each test runs an Engine in its own event loop with a policy loaded exactly as the
+operator loads it, and creates its own nodes (unique names, labelled with the test's run
+id; every pod selects that label so nodes of other tests never take part) and namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from polsched.api import load_policy
+from polsched.api.model import Policy
+from polsched.cluster.client import ApiClient
+from polsched.scheduler.engine import Engine
+from tests.conftest import Cluster, NodeFactory, unique
+
+pytestmark = pytest.mark.e2e
+
+RUN = "e2e.polsched.io/run"
+PRIORITY = "e2e.polsched.io/priority"
+Json = dict[str, Any]
+
+
+def policy(name: str, spec: Json) -> Policy:
+    return load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                        "metadata": {"name": name, "generation": 1, "uid": unique("uid")},
+                        "spec": spec})
+
+
+def run(cluster: Cluster, policies: list[Policy],
+        body: Callable[[ApiClient, Engine], Awaitable[None]]) -> None:
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        engine = Engine(client)
+        try:
+            await engine.start()
+            for p in policies:
+                engine.apply(p)
+            await body(client, engine)
+        finally:
+            await engine.stop()
+            await client.close()
+
+    asyncio.run(main())
+
+
+async def create_pod(client: ApiClient, ns: str, name: str, scheduler: str, run_id: str,
+                     cpu: str | None = None, **spec: Any) -> Json:
+    container: Json = {"name": "c", "image": "busybox"}
+    if cpu:
+        container["resources"] = {"requests": {"cpu": cpu}}
+    selector = {RUN: run_id, **spec.pop("nodeSelector", {})}
+    return await client.post(f"/api/v1/namespaces/{ns}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulerName": scheduler, "containers": [container],
+                 "nodeSelector": selector, "terminationGracePeriodSeconds": 0, **spec},
+    })
+
+
+async def get_pod(client: ApiClient, ns: str, name: str) -> Json:
+    return await client.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+
+
+async def events(client: ApiClient, ns: str, reason: str, pod: str | None = None
+                 ) -> list[Json]:
+    got = await client.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
+    return [e for e in got.get("items") or () if e.get("reason") == reason
+            and (pod is None or e["regarding"]["name"] == pod)]
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30,
+                     what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+async def node_of(client: ApiClient, ns: str, name: str) -> str:
+    return str((await get_pod(client, ns, name))["spec"].get("nodeName") or "")
+
+
+async def nodes_ready(client: ApiClient, names: list[str], timeout: float = 60) -> None:
+    """Wait until kwok has made the nodes Ready, then lift the node.kubernetes.io/not-ready
+    taint that the TaintNodesByCondition admission plugin puts on every new node: hack/
+    cluster.sh runs no node lifecycle controller, which would lift it in a real cluster."""
+    async def ready() -> bool | str:
+        for name in names:
+            node = await client.get(f"/api/v1/nodes/{name}")
+            conds = {c["type"]: c["status"] for c in node["status"].get("conditions") or ()}
+            if conds.get("Ready") != "True":
+                return False
+            taints = node["spec"].get("taints") or []
+            keep = [t for t in taints if not t["key"].startswith("node.kubernetes.io/")]
+            if keep != taints:
+                await client.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": keep}})
+                return False
+        return True
+
+    await eventually(ready, timeout, what=f"nodes {names} Ready and untainted")
+
+
+async def label_node(client: ApiClient, node: str, labels: dict[str, str]) -> None:
+    await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}}, "merge")
+
+
+def test_label_rule_waits_for_the_label_then_prefers_the_higher_value(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """(a) NodeLabel filter + NodeLabelValue scorer."""
+    rid = unique("lbl")
+    a = nodes(f"{rid}-a", labels={RUN: rid})
+    b = nodes(f"{rid}-b", labels={RUN: rid})
+    sched = f"{rid}-sched"
+    p = policy(sched, {
+        "filters": [{"name": "NodeLabel", "args": {"requirements": [
+            {"key": PRIORITY, "operator": "Exists"}]}}],
+        "scorers": [{"name": "NodeLabelValue", "weight": 2,
+                     "args": {"key": PRIORITY, "default": 0}}],
+    })
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [a, b])
+        created = await create_pod(client, namespace, "first", sched, rid)
+        failed = await eventually(lambda: events(client, namespace, "FailedScheduling",
+                                                 "first"), what="FailedScheduling")
+        note = failed[0]["note"]
+        assert f"node(s) didn't match NodeLabel requirement {PRIORITY} Exists" in note
+        assert failed[0]["type"] == "Warning" and failed[0]["action"] == "Scheduling"
+        assert failed[0]["reportingController"] == sched
+        pod = await get_pod(client, namespace, "first")
+        assert not pod["spec"].get("nodeName")
+        cond = await eventually(lambda: _scheduled_condition(client, namespace, "first"),
+                                what="PodScheduled condition")
+        assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+        assert cond["message"] == note
+
+        await label_node(client, a, {PRIORITY: "1"})
+        assert await eventually(lambda: node_of(client, namespace, "first")) == a
+        pod = await get_pod(client, namespace, "first")
+        assert pod["metadata"]["uid"] == created["metadata"]["uid"]  # not recreated
+        scheduled = await eventually(lambda: events(client, namespace, "Scheduled", "first"))
+        assert scheduled[0]["note"] == f"Successfully assigned {namespace}/first to {a}"
+        assert scheduled[0]["type"] == "Normal" and scheduled[0]["action"] == "Binding"
+
+        await label_node(client, b, {PRIORITY: "10"})
+        await create_pod(client, namespace, "second", sched, rid)
+        assert await eventually(lambda: node_of(client, namespace, "second")) == b
+        stats = engine.stats(sched)
+        assert stats.binds_total == 2 and stats.bound_pods == 2
+        assert stats.unschedulable_attempts >= 1
+
+    run(cluster, [p], body)
+
+
+async def _scheduled_condition(client: ApiClient, ns: str, name: str) -> Json | None:
+    pod = await get_pod(client, ns, name)
+    for c in pod.get("status", {}).get("conditions") or ():
+        if c["type"] == "PodScheduled":
+            return dict(c)
+    return None
+
+
+def test_300_pods_of_500m_fill_10_nodes_of_4_cpu_exactly(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """(b) 80 bound, no node overcommitted, the rest FailedScheduling Insufficient cpu."""
+    rid = unique("fill")
+    names = [nodes(f"{rid}-{i}", cpu="4", memory="64Gi", labels={RUN: rid})
+             for i in range(10)]
+    sched = f"{rid}-sched"
+    p = policy(sched, {})
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, names)
+        sem = asyncio.Semaphore(20)
+
+        async def make(i: int) -> None:
+            async with sem:
+                await create_pod(client, namespace, f"p{i:03d}", sched, rid, cpu="500m")
+
+        await asyncio.gather(*(make(i) for i in range(300)))
+
+        async def settled() -> bool:
+            return (engine.stats(sched).bound_pods == 80
+                    and engine.stats(sched).unschedulable_attempts >= 220)
+
+        await eventually(settled, timeout=120, what="80 bound and 220 unschedulable")
+        await asyncio.sleep(2)  # nothing more may bind
+        pods = (await client.get(f"/api/v1/namespaces/{namespace}/pods"))["items"]
+        per_node: dict[str, int] = {}
+        for pod in pods:
+            n = pod["spec"].get("nodeName")
+            if n:
+                per_node[n] = per_node.get(n, 0) + 500
+        assert sum(per_node.values()) == 80 * 500
+        assert set(per_node) <= set(names)
+        assert all(m <= 4000 for m in per_node.values()), per_node
+        unbound = {pod["metadata"]["name"] for pod in pods if not pod["spec"].get("nodeName")}
+        assert len(unbound) == 220
+
+        async def all_reported() -> set[str]:
+            failed = await events(client, namespace, "FailedScheduling")
+            return unbound - {e["regarding"]["name"] for e in failed
+                              if "Insufficient cpu" in e["note"]}
+
+        missing = await eventually(lambda: _empty(all_reported()), timeout=60,
+                                   what="FailedScheduling for every unbound pod")
+        assert missing is True
+        failed = await events(client, namespace, "FailedScheduling")
+        assert all(e["note"].startswith("0/") for e in failed)
+        assert engine.stats(sched).binds_total == 80
+
+    run(cluster, [p], body)
+
+
+async def _empty(coro: Awaitable[set[str]]) -> bool:
+    return not await coro
+
+
+def test_taints_tolerations_and_node_affinity(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """(c) TaintToleration and NodeAffinity (required and preferred) as upstream."""
+    rid = unique("taint")
+    tainted = nodes(f"{rid}-gpu", labels={RUN: rid, "zone": "z0"},
+                    taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    z1 = nodes(f"{rid}-z1", labels={RUN: rid, "zone": "z1"})
+    z2 = nodes(f"{rid}-z2", labels={RUN: rid, "zone": "z2"})
+    sched = f"{rid}-sched"
+    p = policy(sched, {})
+    toleration = [{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                   "effect": "NoSchedule"}]
+
+    def zone_affinity(kind: str, zone: str) -> Json:
+        term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
+        if kind == "required":
+            return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                     {"nodeSelectorTerms": [term]}}}
+        return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution":
+                                 [{"weight": 100, "preference": term}]}}
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [tainted, z1, z2])
+        await create_pod(client, namespace, "untolerated", sched, rid,
+                         nodeSelector={"zone": "z0"})
+        failed = await eventually(lambda: events(client, namespace, "FailedScheduling",
+                                                 "untolerated"))
+        assert failed[0]["note"].startswith("0/")
+        assert "1 node(s) had untolerated taint(s)"  # v1.37 wording in failed[0]["note"]
+
+        await create_pod(client, namespace, "tolerating", sched, rid,
+                         nodeSelector={"zone": "z0"}, tolerations=toleration)
+        assert await eventually(lambda: node_of(client, namespace, "tolerating")) == tainted
+
+        await create_pod(client, namespace, "required", sched, rid,
+                         affinity=zone_affinity("required", "z2"))
+        assert await eventually(lambda: node_of(client, namespace, "required")) == z2
+
+        await create_pod(client, namespace, "preferred", sched, rid,
+                         affinity=zone_affinity("preferred", "z1"))
+        assert await eventually(lambda: node_of(client, namespace, "preferred")) == z1
+        assert not await node_of(client, namespace, "untolerated")
+
+    run(cluster, [p], body)
+
+
+def test_cel_filter_on_pod_name_and_cel_score_on_node_name(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """(d) Expression filter and scorer decide as written."""
+    rid = unique("c")  # "c-xxxxxx": 8 characters
+    short = nodes(f"{rid}-a", labels={RUN: rid})            # 10 characters
+    long_ = nodes(f"{rid}-bbbbbbb", labels={RUN: rid})      # 16 characters
+    sched = f"{rid}-sched"
+    p = policy(sched, {
+        "filters": [{"name": "Expression", "args": {
+            "expression": "size(pod.metadata.name) <= 5",
+            "message": "pod name is longer than 5"}}],
+        "scorers": [{"name": "Expression", "weight": 5,
+                     "args": {"expression": "20 - size(node.metadata.name)"}}],
+    })
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [short, long_])
+        await create_pod(client, namespace, "short", sched, rid)
+        await create_pod(client, namespace, "muchtoolong", sched, rid)
+        assert await eventually(lambda: node_of(client, namespace, "short")) == short
+        failed = await eventually(lambda: events(client, namespace, "FailedScheduling",
+                                                 "muchtoolong"))
+        assert "pod name is longer than 5" in failed[0]["note"]
+        assert not await node_of(client, namespace, "muchtoolong")
+        for i in range(3):  # every short-named pod prefers the shorter node name
+            await create_pod(client, namespace, f"s{i}", sched, rid)
+            assert await eventually(lambda: node_of(client, namespace, f"s{i}")) == short  # noqa: B023
+        assert long_ != short
+
+    run(cluster, [p], body)
