@@ -29,7 +29,7 @@ from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import PreFilterPlugin
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError, PostFilter
+from polsched.framework.pipeline import Extender, Pipeline, PipelineError
 from polsched.framework.status import Code
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import queue as q
@@ -41,15 +41,10 @@ from polsched.scheduler.events import (
     EventRecorder,
     rfc3339,
 )
+from polsched.scheduler.pipelines import build_pipeline
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
-
-post_filter: PostFilter | None
-try:
-    from polsched.plugins.default_preemption import preemption_message as post_filter
-except ImportError:  # pragma: no cover - the plugin is optional
-    post_filter = None
 
 log = logging.getLogger(__name__)
 
@@ -157,8 +152,8 @@ class Engine(CacheListener):
     def apply(self, policy: Policy, *, extenders: Sequence[Extender] = (),
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
-        pipeline = Pipeline(policy.filters, policy.scorers, extenders,
-                            policy.percentage_of_nodes_to_score, post_filter=post_filter)
+        # The one construction `polsched explain` shares, so it explains this pipeline.
+        pipeline = build_pipeline(policy, extenders)
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
