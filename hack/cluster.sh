@@ -3,7 +3,9 @@
 # kube-controller-manager (namespace, garbage-collector and service-account controllers
 # only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
 # kwok plays the nodes. Pods need no ServiceAccount (the ServiceAccount admission plugin
-# is off), so a test may create pods right after creating their namespace.
+# is off), so a test may create pods right after creating their namespace. New nodes get
+# no node.kubernetes.io/not-ready taint (TaintNodesByCondition is off): without a node
+# lifecycle controller nothing would ever lift it.
 #
 #   hack/cluster.sh up   [DIR]   # start (idempotent); DIR defaults to .dev
 #   hack/cluster.sh down [DIR]   # stop everything started for DIR, leave no process behind
@@ -142,7 +144,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc \
     --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 \
     --endpoint-reconciler-type none \
-    --disable-admission-plugins ServiceAccount \
+    --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --enable-priority-and-fairness=false \
     --profiling=false --v=0 ${POLSCHED_APISERVER_ARGS:-} \
