@@ -98,6 +98,9 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
         print(f"takeover after {time.monotonic() - t_stop:.1f}s (leaseDurationSeconds 4)")
         first.kill()
         assert second.alive()
+        status = wait_for(lambda: (s := h.status(rid)).get("boundPods") == 15 and s, 3,
+                          "boundPods == 15 written by the new holder")
+        assert status["bindsTotal"] == 15  # counted on from what the first one persisted
         assert all(n == 1 for n in h.scheduled_events(namespace).values())
     finally:
         h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)

@@ -5,6 +5,7 @@ invalid edits, SIGKILL in the middle of 500 pods, two policies and a deletion.""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -264,3 +265,40 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     touched = [e for e in json.loads(events.data)["items"]
                if e["involvedObject"]["name"].startswith("late-")]
     assert not touched
+
+
+def test_two_operator_replicas_only_the_lease_holder_binds(harness: Harness, namespace: str,
+                                                           nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("ha")
+    zone_nodes(h, nodes, rid, {"a": 2})
+    fast = ("--lease-duration", "4", "--renew-period", "0.5")
+    first = h.operator(f"{rid}-first", *fast)
+
+    def holder() -> str:
+        p = h.cluster.kubectl("get", "lease", "polsched-operator", "-n", "polsched-system",
+                              "-o", "jsonpath={.spec.holderIdentity}", check=False)
+        return p.stdout.strip()
+
+    wait_for(lambda: holder() == f"{rid}-first", 20, "the first replica leads", interval=0.1)
+    second = h.operator(f"{rid}-second", *fast)
+    name = h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name, 8)
+    time.sleep(1.0)  # the standby has loaded the policy too
+    h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
+    wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
+    wait_for(lambda: h.status(name).get("bindsTotal") == 10, 3, "bindsTotal 10 persisted")
+
+    first.signal(signal.SIGSTOP)  # the holder freezes: nobody may bind until it expires
+    h.create_pods(namespace, [f"q{i}" for i in range(5)], rid)
+    time.sleep(1.5)
+    assert len(h.bound(namespace)) == 10, "the standby bound a pod while not holding the lease"
+    wait_for(lambda: holder() == f"{rid}-second", 10, "the standby takes over", interval=0.1)
+    wait_for(lambda: len(h.bound(namespace)) == 15, 10, "the new leader binds")
+    first.kill()
+    assert second.alive()
+    assert all(n == 1 for n in h.scheduled_events(namespace).values())
+    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 15 and s, 3,
+                      "boundPods == 15 written by the new leader")
+    # The new leader counts on from what the old one persisted.
+    assert status["bindsTotal"] == 15

@@ -94,24 +94,26 @@ async def schedule(args: argparse.Namespace) -> None:
     engine.set_leader(None, not elect)
     tasks: list[asyncio.Task[Any]] = []
     elector: LeaseElector | None = None
+    loop = asyncio.get_running_loop()
     if elect:
         def on_leading(leading: bool) -> None:
-            engine.set_leader(None, leading)
-            writer.set_enabled(leading)
+            if not leading:  # stop binding now, not after the next await
+                engine.set_leader(None, False)
+                writer.set_enabled(False)
+            t = loop.create_task(reconciler.set_leading(leading))
+            tasks.append(t)
 
         elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
                                identity=identity, on_change=on_leading,
                                lease_duration=args.lease_duration,
                                renew_period=args.renew_period)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await engine.start()
     first = asyncio.Event()
     tasks.append(loop.create_task(_watch_policy(client, reconciler, args.policy, first)))
-    if elector is not None:
-        tasks.append(loop.create_task(elector.run()))
+    election = loop.create_task(elector.run()) if elector is not None else None
     log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
              identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")
     try:
@@ -119,14 +121,15 @@ async def schedule(args: argparse.Namespace) -> None:
     finally:
         engine.set_leader(None, False)
         await writer.close()
-        if elector is not None:
-            elector.stop()
+        if elector is not None and election is not None:
+            elector.stop()  # releases the lease
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(election, 5)
         for t in tasks:
-            if elector is None or t is not tasks[-1]:
-                t.cancel()
+            t.cancel()
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(t, 5)
+                await t
         await reconciler.close()
         await engine.stop()
         await client.close()

@@ -105,8 +105,9 @@ async def operate(args: argparse.Namespace) -> None:
     tasks: set[asyncio.Task[Any]] = set()
 
     def on_leading(leading: bool) -> None:
-        engine.set_leader(None, leading)
-        writer.set_enabled(leading)
+        if not leading:  # stop binding now, not after the next await
+            engine.set_leader(None, False)
+            writer.set_enabled(False)
         t = asyncio.get_running_loop().create_task(reconciler.set_leading(leading))
         tasks.add(t)
         t.add_done_callback(tasks.discard)

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from polsched.api import FieldError, Policy, PolicyError
+from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import conditions as cond
 from polsched.controller.policies import PolicyBook, PolicyRecord
@@ -71,6 +71,8 @@ class PolicyReconciler:
         # policy name -> the generation deployed (Dedicated)
         self._deployed: dict[str, int] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        # Set when leadership is gained: the next sync seeds every scheduler's counters.
+        self._reseed = False
         engine.on_change(self._on_engine_change)
 
     # -- events -------------------------------------------------------------------------
@@ -102,11 +104,35 @@ class PolicyReconciler:
             await self._sync()
 
     async def set_leading(self, leading: bool) -> None:
+        """Leadership changed (the Lease). Losing it stops binds and status writes at once.
+        Gaining it first re-seeds the engine's counters from the status the previous
+        leader persisted (a standby bound nothing, so its own counts are stale), then
+        lets the engine bind and the writer write."""
+        if not leading:
+            self.engine.set_leader(None, False)
+            self.writer.set_enabled(False)
         async with self._lock:
             self.leading = leading
             if leading:
                 self._deployed.clear()  # re-apply: a previous leader may have left changes
+                self._reseed = True
+                await self._refresh_status()
             await self._sync()
+            if leading and self.leading:
+                self.engine.set_leader(None, True)
+                self.writer.set_enabled(True)
+
+    async def _refresh_status(self) -> None:
+        """Read each policy's status as the previous leader last wrote it: the counters to
+        go on from must be the persisted ones, not whatever our watch saw last."""
+        for rec in self.book.records():
+            try:
+                obj = await self.client.get(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{rec.name}")
+            except ApiError as e:
+                log.warning("SchedulingPolicy %s: reading its status failed: %s", rec.name, e)
+                continue
+            if (obj.get("metadata") or {}).get("uid") == rec.uid:
+                rec.status = obj.get("status") or {}
 
     async def resync(self) -> None:
         async with self._lock:
@@ -132,6 +158,15 @@ class PolicyReconciler:
             assert policy is not None
             applied = self._applied.get(sname)
             if applied is not None and applied[1] is policy:
+                if self._reseed:
+                    # Same pipeline, new leader: only the counters change (the engine
+                    # keeps the larger of its own and these).
+                    counters = self._persisted_counters(rec)
+                    log.info("SchedulingPolicy %s: counting on from bindsTotal=%d "
+                             "unschedulableAttempts=%d", rec.name, counters.binds_total,
+                             counters.unschedulable_attempts)
+                    self.engine.apply(policy, extenders=self._extenders.get(sname, []),
+                                      counters=counters)
                 continue
             try:
                 extenders = await self._build_extenders(policy)
@@ -140,12 +175,13 @@ class PolicyReconciler:
                 log.warning("%s", e)
                 continue
             counters = None
-            if applied is None or applied[0] != rec.name:
+            if applied is None or applied[0] != rec.name or self._reseed:
                 counters = self._persisted_counters(rec)
             self.engine.apply(policy, extenders=extenders, counters=counters)
             self._applied[sname] = (rec.name, policy)
             self._close_later(self._extenders.pop(sname, []))
             self._extenders[sname] = extenders
+        self._reseed = False
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         for rec in self.book.records():
