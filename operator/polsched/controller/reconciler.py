@@ -161,12 +161,12 @@ class PolicyReconciler:
                 if self._reseed:
                     # Same pipeline, new leader: only the counters change (the engine
                     # keeps the larger of its own and these).
-                    counters = self._persisted_counters(rec)
+                    seed = self._persisted_counters(rec)
                     log.info("SchedulingPolicy %s: counting on from bindsTotal=%d "
-                             "unschedulableAttempts=%d", rec.name, counters.binds_total,
-                             counters.unschedulable_attempts)
+                             "unschedulableAttempts=%d", rec.name, seed.binds_total,
+                             seed.unschedulable_attempts)
                     self.engine.apply(policy, extenders=self._extenders.get(sname, []),
-                                      counters=counters)
+                                      counters=seed)
                 continue
             try:
                 extenders = await self._build_extenders(policy)
@@ -174,7 +174,7 @@ class PolicyReconciler:
                 rec.error = e
                 log.warning("%s", e)
                 continue
-            counters = None
+            counters: Counters | None = None
             if applied is None or applied[0] != rec.name or self._reseed:
                 counters = self._persisted_counters(rec)
             self.engine.apply(policy, extenders=extenders, counters=counters)
