@@ -64,8 +64,8 @@ async def serve(host: str, port: int) -> dict[str, int]:
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
-    sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
-    print(f"ready {sockets[0].getsockname()[1]}", flush=True)
+    port = runner.addresses[0][1]  # the port the OS picked for --port 0
+    print(f"ready {port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

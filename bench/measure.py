@@ -162,7 +162,7 @@ async def create_objects(client: Any, path: str | Sequence[str], bodies: Sequenc
                         raise
                     await asyncio.sleep(0.05 * (attempt + 1))
                     continue
-                except (asyncio.TimeoutError, OSError):
+                except (TimeoutError, OSError):
                     await asyncio.sleep(0.05 * (attempt + 1))
                     continue
                 times[i] = (sent, time.monotonic())
@@ -322,7 +322,7 @@ async def _drive_reloads(kubeconfig: str, policy_path: str, patches: list[dict[s
                     changed.clear()
                     try:
                         await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         break
                 seen = time.monotonic() if observed >= generation else None
                 records.append({"generation": generation, "sent": sent,

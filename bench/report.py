@@ -6,6 +6,7 @@ bench/NOTES.md and are appended verbatim, so that a run never erases them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 NAMES = {"polsched": "polsched", "kube": "kube-scheduler", "noop": "no-op binder"}
@@ -30,7 +31,8 @@ def _lat(r: dict[str, Any], key: str) -> Any:
     return lat.get(key)
 
 
-METRICS: list[tuple[str, Any]] = [
+Metric = Callable[[dict[str, Any]], Any]
+METRICS: list[tuple[str, Metric]] = [
     ("throughput (pods/s)", lambda r: r.get("throughput_pods_per_s")),
     ("latency p50 (ms)", lambda r: _lat(r, "p50")),
     ("latency p99 (ms)", lambda r: _lat(r, "p99")),
@@ -51,6 +53,12 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         "",
         f"Reproduce: `{doc['command']}`",
         "",
+    ]
+    if s.get("reduced"):
+        lines += ["**A reduced run** (node and pod counts below the workloads' own): a check "
+                  "that the harness works, not the figures the issue asks for; `make bench` "
+                  "without arguments runs those.", ""]
+    lines += [
         f"Run {doc['started']} .. {doc['finished']}. Machine: {m['nproc']} CPUs "
         f"({m['cpu_model']}), {m['memory']}, Linux {m['kernel']}, Python {m['python']}, "
         f"{m['go']}, {m['kube']}; load average at start {' '.join(m['loadavg_at_start'])}.",
@@ -72,7 +80,10 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         "latency = per pod, POST answered .. bind seen on a watch (monotonic clock, ms); "
         "CPU = the scheduler process's user+system seconds while the pods were scheduled; "
         "peak RSS = VmHWM. `violations` counts binds that break the workload's rule "
-        "(expected for the no-op binder only). bench/measure.py has the details.",
+        "(expected for the no-op binder only). A throughput marked * kept pace with pod "
+        "creation (at least 0.9x the creation rate): it measures how fast the API server "
+        "took pods, not the scheduler's ceiling, and its ratios say little. "
+        "bench/measure.py has the details.",
         "",
     ]
     for wname, entry in doc["workloads"].items():
@@ -89,9 +100,13 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         for label, get in METRICS:
             row = [_num(get(res[k])) if res[k].get("status") in ("ok", "incomplete")
                    else res[k].get("status", "n/a") for k in keys]
-            lines.append(f"| {label} | " + " | ".join(row) + f" | {_ratio(get(p), get(res.get('kube', {})))}"
-                         f" | {_ratio(get(p), get(res.get('noop', {})))} |")
-        extra = [
+            if label.startswith("throughput"):
+                row = [v + (" *" if res[k].get("creation_bound") else "")
+                       for v, k in zip(row, keys, strict=True)]
+            vs_kube = _ratio(get(p), get(res.get("kube", {})))
+            vs_noop = _ratio(get(p), get(res.get("noop", {})))
+            lines.append(f"| {label} | " + " | ".join(row) + f" | {vs_kube} | {vs_noop} |")
+        extra: list[tuple[str, Metric]] = [
             ("bound / pods", lambda r: f"{r.get('bound')}/{r.get('pods')}"),
             ("bound exactly once", lambda r: "yes" if r.get("bound_once") else "NO"),
             ("violations", lambda r: r.get("violations")),
@@ -108,7 +123,9 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             lat = reload.get("latency_ms") or {}
             if lat:
                 lines += ["", f"Hot reload (polsched): {reload['observed']}/{reload['patches']} "
-                          f"patches observed; reload latency p50 {_num(lat.get('p50'))} ms, "
+                          f"patches observed within 10 s ({reload.get('under_load')} sent "
+                          f"while pods were still binding); "
+                          f"reload latency p50 {_num(lat.get('p50'))} ms, "
                           f"p99 {_num(lat.get('p99'))} ms, max {_num(lat.get('max'))} ms "
                           "(patch sent .. status.observedGeneration seen)."]
             else:

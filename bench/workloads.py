@@ -163,7 +163,8 @@ class HotReload(Workload):
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)"),
-    Workload("large", 5000, 10000, "plain pods on 5000 nodes"),
+    Workload("large", 5000, 10000,
+             "plain pods, ten times the nodes (scheduler_perf SchedulingBasic at 5000 nodes)"),
     LabelRules("labels", 500, 2000, "label rules: NodeLabel filter + NodeLabelValue scorer",
                equivalence=LabelRules.__doc__ or ""),
     NodeAffinity("affinity", 500, 2000, "required + preferred node affinity in every pod",
@@ -173,6 +174,6 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              equivalence="kube-scheduler: KubeSchedulerConfiguration.extenders; polsched: "
                          "spec.extenders with the same fields; the no-op binder skips it",
              extender=True),
-    HotReload("hotreload", 500, 2000, "policy patched 20 times while 2000 pods stream in",
+    HotReload("hotreload", 500, 2000, "the policy patched 20 times while the pods stream in",
               equivalence=HotReload.__doc__ or "", reload_patches=20),
 )}
