@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import aiohttp
@@ -49,12 +49,18 @@ class BindingExtender(Protocol):
 BindCallback = Callable[[BindOutcome, str], None]
 
 
-def binding(pod: PodInfo, node_name: str) -> Json:
-    """The v1 Binding DefaultBinder posts; the UID makes a recreated pod refuse it."""
+def binding(pod: PodInfo, node_name: str,
+            annotations: Mapping[str, str] | None = None) -> Json:
+    """The v1 Binding DefaultBinder posts; the UID makes a recreated pod refuse it.
+    `annotations` end up on the pod: the API server merges a Binding's annotations into
+    the pod's (pkg/registry/core/pod/storage setPodNodeAndMetadata)."""
+    meta: Json = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",
-        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        "metadata": meta,
         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
     }
 
@@ -77,15 +83,18 @@ class Binder:
         return len(self._tasks)
 
     def bind(self, pod: PodInfo, node_name: str, done: BindCallback,
-             extenders: Sequence[object] = ()) -> None:
-        """Start binding `pod` to `node_name`; `done(outcome, message)` is called after."""
+             extenders: Sequence[object] = (),
+             annotations: Mapping[str, str] | None = None) -> None:
+        """Start binding `pod` to `node_name`; `done(outcome, message)` is called after.
+        `annotations` ride on the Binding (not on an extender's bind)."""
         task = asyncio.get_running_loop().create_task(
-            self._bind(pod, node_name, done, binding_extender(extenders, pod)))
+            self._bind(pod, node_name, done, binding_extender(extenders, pod), annotations))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _bind(self, pod: PodInfo, node_name: str, done: BindCallback,
-                    extender: BindingExtender | None) -> None:
+                    extender: BindingExtender | None,
+                    annotations: Mapping[str, str] | None = None) -> None:
         outcome, message = BindOutcome.BOUND, ""
         try:
             async with self._sem:
@@ -94,7 +103,7 @@ class Binder:
                 else:
                     await self._client.post(
                         f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
-                        binding(pod, node_name))
+                        binding(pod, node_name, annotations))
         except ApiError as err:
             message = err.message or str(err)
             if err.status == 409:

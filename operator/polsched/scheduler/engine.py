@@ -32,6 +32,7 @@ from polsched.framework.interfaces import PreFilterPlugin
 from polsched.framework.pipeline import Extender, Pipeline, PipelineError
 from polsched.framework.status import Code
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.events import (
@@ -54,6 +55,13 @@ NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 _POD_AFFINITY_PLUGINS = frozenset({"InterPodAffinity", "PodTopologySpread"})
 # How many times a decision is retried when its node filled up while extenders answered.
 _RECHECK_RETRIES = 3
+# Annotations the Binding carries when Engine(annotate_decisions=True); the API server
+# copies a Binding's annotations onto the pod (pkg/registry/core/pod/storage
+# setPodNodeAndMetadata), so the record costs no extra API call. The scorer whose weighted
+# score put the chosen node furthest ahead of the runner-up, "" when the node was the only
+# feasible one or the best totals tied; and "feasible/evaluated" nodes.
+DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
+FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
 
 
 @dataclass
@@ -109,9 +117,10 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 32) -> None:
+                 bind_concurrency: int = 32, annotate_decisions: bool = False) -> None:
         self.client = client
         self.identity = identity
+        self.annotate_decisions = annotate_decisions
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
@@ -177,6 +186,7 @@ class Engine(CacheListener):
             blocked, s.blocked = s.blocked, {}
             for pod in blocked.values():  # the namespaceSelector may select them now
                 self._enqueue(s, pod)
+            self._report_pending(s)
         self._changed(name)
 
     def remove(self, scheduler_name: str) -> None:
@@ -186,6 +196,7 @@ class Engine(CacheListener):
             return
         self._stop_scheduler(s)
         self._spawn(s.recorder.close())
+        metrics.forget_profile(scheduler_name)
 
     def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
         """Only a leader binds. None: every scheduler (and the default for new ones)."""
@@ -243,6 +254,7 @@ class Engine(CacheListener):
             if pod.scheduler_name == s.name and not pod.node_name and not pod.terminal \
                     and not self.cache.is_assumed(pod.key):
                 self._enqueue(s, pod)
+        self._report_pending(s)
         s.task = asyncio.get_running_loop().create_task(self._run(s),
                                                          name=f"polsched-scheduler-{s.name}")
 
@@ -250,6 +262,22 @@ class Engine(CacheListener):
         s.queue.close()
         if s.task is not None:
             s.task.cancel()
+
+    def _report_pending(self, s: _Scheduler) -> None:
+        """scheduler_pending_pods for this scheduler, from the queue's O(1) sizes; called
+        after each change to the queue. Pods of namespaces the namespaceSelector leaves
+        out count as gated: like pods with scheduling gates, they are never attempted."""
+        active, backoff, unschedulable = s.queue.sizes()
+        name = s.name
+        metrics.pending_pods(name, metrics.ACTIVE, active)
+        metrics.pending_pods(name, metrics.BACKOFF, backoff)
+        metrics.pending_pods(name, metrics.UNSCHEDULABLE_QUEUE, unschedulable)
+        metrics.pending_pods(name, metrics.GATED, len(s.blocked))
+
+    def _move_all(self, event: str, only_rejected_by: frozenset[str] | None = None) -> None:
+        for s in self._schedulers.values():
+            if s.queue.move_all(event, only_rejected_by):
+                self._report_pending(s)
 
     def _enqueue(self, s: _Scheduler, pod: PodInfo) -> None:
         if not s.namespace_selected(pod, self.cache.namespaces):
@@ -271,6 +299,7 @@ class Engine(CacheListener):
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None and s.task is not None:
             self._enqueue(s, pod)
+            self._report_pending(s)
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         s = self._schedulers.get(pod.scheduler_name)
@@ -278,23 +307,24 @@ class Engine(CacheListener):
             s.queue.delete(pod.key)
             s.blocked.pop(pod.key, None)
             s.warned.discard(pod.key)
+            self._report_pending(s)
 
     def assigned_pod_added(self, pod: PodInfo) -> None:
-        for s in self._schedulers.values():
-            s.queue.move_all(q.ASSIGNED_POD_ADD, _POD_AFFINITY_PLUGINS)
+        self._move_all(q.ASSIGNED_POD_ADD, _POD_AFFINITY_PLUGINS)
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
-        for s in self._schedulers.values():
-            s.queue.move_all(q.ASSIGNED_POD_DELETE)
+        self._move_all(q.ASSIGNED_POD_DELETE)
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
-        for s in self._schedulers.values():
-            s.queue.move_all(q.NODE_ADD if added else q.NODE_UPDATE)
+        self._move_all(q.NODE_ADD if added else q.NODE_UPDATE)
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         for s in self._schedulers.values():
-            for pod in [p for p in s.blocked.values() if p.namespace == name]:
+            pods = [p for p in s.blocked.values() if p.namespace == name]
+            for pod in pods:
                 self._enqueue(s, pod)
+            if pods:
+                self._report_pending(s)
 
     def counts_changed(self, scheduler_name: str) -> None:
         if scheduler_name in self._schedulers:
@@ -308,16 +338,20 @@ class Engine(CacheListener):
                 qp = await s.queue.pop()
             except q.QueueClosed:
                 return
+            # The attempt's duration (scheduling_attempt_duration_seconds) counts from here.
+            started = time.perf_counter()
             if not s.runnable.is_set():
                 s.queue.restore(qp)
+                self._report_pending(s)
                 continue
+            self._report_pending(s)  # popped; backoffs that expired moved to activeQ
             try:
-                await self._schedule_one(s, qp, s.queue.scheduling_cycle)
+                await self._schedule_one(s, qp, s.queue.scheduling_cycle, started)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # a bug must not stop the scheduler
                 log.exception("scheduling %s failed", qp.key)
-                self._on_error(s, qp, f"internal error: {err}")
+                self._on_error(s, qp, f"internal error: {err}", started)
             # Let watches, binds and other policies run between two cycles.
             await asyncio.sleep(0)
 
@@ -332,7 +366,8 @@ class Engine(CacheListener):
             return None
         return current
 
-    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, cycle: int) -> None:
+    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
+                            started: float) -> None:
         pod = self._current(qp.pod)
         if pod is None:
             s.queue.done(qp)
@@ -341,10 +376,11 @@ class Engine(CacheListener):
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.done(qp)
             self._enqueue(s, pod)
+            self._report_pending(s)
             return
         snapshot = self.cache.snapshot
         if not snapshot.nodes:
-            self._on_error(s, qp, NO_NODES_AVAILABLE)
+            self._on_error(s, qp, NO_NODES_AVAILABLE, started)
             return
         node_name: str | None = None
         pipeline = s.pipeline
@@ -353,10 +389,10 @@ class Engine(CacheListener):
             try:
                 result = await pipeline.schedule(pod, snapshot)
             except PipelineError as err:
-                self._on_error(s, qp, str(err))
+                self._on_error(s, qp, str(err), started)
                 return
             if result.node is None:
-                self._on_unschedulable(s, qp, cycle, result.fit_error)
+                self._on_unschedulable(s, qp, cycle, result.fit_error, started)
                 return
             if not pipeline.extenders:
                 node_name = result.node
@@ -370,21 +406,30 @@ class Engine(CacheListener):
                 pod, node_name = current, result.node
                 break
         if node_name is None:
-            self._on_error(s, qp, "the chosen node filled up while extenders answered; retrying")
+            self._on_error(s, qp, "the chosen node filled up while extenders answered; retrying",
+                           started)
             return
         if not s.runnable.is_set():  # paused or lost leadership during the cycle
             s.queue.restore(qp)
+            self._report_pending(s)
             return
+        annotations = None
+        if self.annotate_decisions:
+            annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
+                           FEASIBLE_NODES_ANNOTATION:
+                               f"{result.feasible_nodes}/{result.evaluated_nodes}"}
         assumed = self.cache.assume(pod, node_name)
         self.binder.bind(
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
-                                                     message),
-            pipeline.extenders)
+                                                     message, started),
+            pipeline.extenders, annotations=annotations)
 
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
-                   outcome: BindOutcome, message: str) -> None:
+                   outcome: BindOutcome, message: str, started: float) -> None:
         if outcome is BindOutcome.BOUND:
+            # As upstream's PodScheduled: from the pop to the end of the binding.
+            metrics.schedule_attempt(s.name, metrics.SCHEDULED, time.perf_counter() - started)
             s.queue.done(qp)
             s.counters.binds_total += 1
             s.counters.last_bind_time = rfc3339(time.time())
@@ -394,31 +439,37 @@ class Engine(CacheListener):
         self.cache.forget(assumed)
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
-            # recreated under the same name is a new pod and is queued as such.
+            # recreated under the same name is a new pod and is queued as such. Upstream
+            # counts any failed binding as an error attempt (handleBindingCycleError).
+            metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - started)
             s.queue.done(qp)
             current = self.cache.pods.get(assumed.key)
             if current is not None and current.uid != assumed.uid and not current.node_name \
                     and not current.terminal and s is self._schedulers.get(s.name):
                 self._enqueue(s, current)
+                self._report_pending(s)
             return
         # The assumed pod's resources are free again (handleBindingCycleError).
-        for other in self._schedulers.values():
-            other.queue.move_all(q.ASSIGNED_POD_DELETE)
-        self._on_error(s, qp, message)
+        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._on_error(s, qp, message, started)
 
     def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                          fit_error: Any) -> None:
+                          fit_error: Any, started: float) -> None:
+        metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
         message: str = fit_error.message if fit_error is not None else "no node fits"
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
             if fit_error is not None else set()
         s.counters.unschedulable_attempts += 1
         s.queue.add_unschedulable(qp, cycle, rejected)
+        self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)
         self._changed(s.name)
 
-    def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str) -> None:
+    def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str, started: float) -> None:
+        metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - started)
         s.queue.add_backoff(qp)
+        self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, message)
 

@@ -106,6 +106,11 @@ class SchedulingQueue:
                 return name
         return None
 
+    def sizes(self) -> tuple[int, int, int]:
+        """How many pods wait in activeQ, backoffQ and unschedulable (O(1), for the
+        scheduler_pending_pods gauge)."""
+        return len(self._active), len(self._backoff), len(self._unschedulable)
+
     def keys(self) -> set[str]:
         """Every pod waiting or in flight."""
         return {*self._active, *self._backoff, *self._unschedulable, *self._in_flight}
