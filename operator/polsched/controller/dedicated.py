@@ -21,7 +21,7 @@ from polsched.api import GROUP, PLURAL, VERSION
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials
 from polsched.controller.leases import LeaseElector
-from polsched.controller.operator import configure_logging, default_identity
+from polsched.controller.operator import configure_logging, default_identity, serve_metrics
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler.engine import Engine
@@ -86,6 +86,11 @@ async def schedule(args: argparse.Namespace) -> None:
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
     client = credentials.api_client(args.kubeconfig)
     engine = Engine(client, identity=identity)
+    try:
+        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+    except SystemExit:
+        await client.close()
+        raise
     elect = await _wants_election(client, args)
     writer = StatusWriter(client, engine.stats, interval=args.status_interval,
                           enabled=not elect)
@@ -133,6 +138,8 @@ async def schedule(args: argparse.Namespace) -> None:
         await reconciler.close()
         await engine.stop()
         await client.close()
+        if probes is not None:
+            await probes.cleanup()
 
 
 def run(args: argparse.Namespace) -> int:

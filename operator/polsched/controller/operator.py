@@ -15,7 +15,8 @@ import asyncio
 import logging
 import socket
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -23,9 +24,14 @@ from polsched.api import GROUP, PLURAL, VERSION
 from polsched.controller import credentials, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseElector
+from polsched.controller.options import DEFAULT_METRICS_LISTEN
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,31 @@ def configure_logging(verbose: bool) -> None:
     if not verbose:
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+async def serve_metrics(listen: str | None, ready: Callable[[], bool]
+                        ) -> web.AppRunner | None:
+    """Start /metrics, /healthz and /readyz (`--metrics-listen`). None: the default address,
+    given up with a warning when it is taken (a second operator on a laptop must still
+    run); "": disabled. An address given explicitly that cannot be served ends the process,
+    as kube-scheduler's does: probes pointed at it would fail anyway."""
+    explicit = listen is not None
+    address = DEFAULT_METRICS_LISTEN if listen is None else listen
+    if not address:
+        return None
+    try:
+        runner = await metrics.serve(address, ready=ready)
+    except (OSError, ValueError) as e:
+        if explicit:
+            raise SystemExit(f"polsched: --metrics-listen {address}: {e}") from e
+        log.warning("not serving metrics: %s: %s (set --metrics-listen to another address, "
+                    "or to '' to silence this)", address, e)
+        return None
+    for addr in runner.addresses:
+        host, port = addr[0], addr[1]
+        log.info("serving /metrics, /healthz and /readyz on http://%s:%s",
+                 f"[{host}]" if ":" in host else host, port)
+    return runner
 
 
 def settings_for(args: argparse.Namespace) -> kopf.OperatorSettings:
@@ -91,8 +122,14 @@ def register_handlers(registry: kopf.OperatorRegistry, reconciler: PolicyReconci
 async def operate(args: argparse.Namespace) -> None:
     identity = args.identity or default_identity()
     client = credentials.api_client(args.kubeconfig)
-    engine = Engine(client, identity=identity)
+    engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions)
     engine.set_leader(None, False)  # nobody binds before the lease says so
+    try:
+        # Ready once the cache has synced (engine.start() returns then).
+        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+    except SystemExit:
+        await client.close()
+        raise
 
     def stats(scheduler_name: str) -> Any:
         return engine.stats(scheduler_name)
@@ -138,6 +175,8 @@ async def operate(args: argparse.Namespace) -> None:
         await reconciler.close()
         await engine.stop()
         await client.close()
+        if probes is not None:
+            await probes.cleanup()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ DEFAULT_NAMESPACE = "polsched-system"
 LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
+DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -31,6 +32,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status-interval", type=float, default=STATUS_INTERVAL_SECONDS,
                    help="at most one status write per policy per this many seconds "
                         "(default %(default)s)")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT", default=None,
+                   help="serve /metrics (Prometheus), /healthz and /readyz here; an empty "
+                        f"string disables them (default: {DEFAULT_METRICS_LISTEN}, skipped "
+                        "with a warning when that port is taken; an address given "
+                        "explicitly must bind)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -42,6 +48,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "at it (off by default)")
     p.add_argument("--webhook-cert-dir", default=None,
                    help="where to write the webhook's CA and certificate (default: a temp dir)")
+    p.add_argument("--annotate-decisions", action="store_true",
+                   help="record on each pod bound, through its Binding, the scorer that "
+                        "decided (annotation polsched.io/deciding-scorer) and how many nodes "
+                        "were feasible (polsched.io/feasible-nodes); off by default since it "
+                        "writes to users' pods (`make demo` turns it on for its table)")
     p.add_argument("--dedicated-image", default=None,
                    help="image of Dedicated schedulers "
                         "(default: ghcr.io/polsched/polsched:VERSION)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from polsched.controller import conditions as cond
 from polsched.controller.policies import PolicyBook, PolicyRecord
 from polsched.controller.status import StatusView, StatusWriter
 from polsched.extender.client import HTTPExtender
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import Counters, Engine
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,7 @@ class PolicyReconciler:
             await self.forget(name)
             return
         async with self._lock:
+            started = time.perf_counter()
             rec, reloaded = self.book.observe(body)
             if reloaded:
                 if rec.error is not None:
@@ -93,6 +96,11 @@ class PolicyReconciler:
                     log.info("SchedulingPolicy %s: generation %d loaded", rec.name,
                              rec.generation)
             await self._sync()
+            if reloaded:
+                # Loading the spec and building its pipeline (and extenders, whose CA
+                # Secret read can still refuse the generation) in _sync.
+                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
+                                      time.perf_counter() - started)
 
     async def forget(self, name: str) -> None:
         async with self._lock:
