@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# The local control plane's directory (kubeconfig, logs, pids); `make demo DEV_DIR=/tmp/x`
+# runs a second, separate demo.
+DEV_DIR ?= .dev
 
 .PHONY: all venv build cluster cluster-down test test-unit test-e2e lint demo demo-down bench clean
 
@@ -24,10 +27,10 @@ build:
 	@hack/build.sh >/dev/null
 
 cluster: build
-	@hack/cluster.sh up .dev
+	@hack/cluster.sh up $(DEV_DIR)
 
 cluster-down:
-	@hack/cluster.sh down .dev
+	@hack/cluster.sh down $(DEV_DIR)
 
 # Every test: unit, then e2e against a real kube-apiserver the test session starts
 # (or the one from `make cluster` when POLSCHED_KUBECONFIG is set).
@@ -45,14 +48,14 @@ lint: venv
 	$(VENV)/bin/mypy
 
 demo: venv cluster
-	@hack/demo.sh up
+	@POLSCHED_DEV_DIR=$(DEV_DIR) hack/demo.sh up
 
 demo-down:
-	@hack/demo.sh down || true
-	@hack/cluster.sh down .dev
+	@POLSCHED_DEV_DIR=$(DEV_DIR) hack/demo.sh down || true
+	@hack/cluster.sh down $(DEV_DIR)
 
 bench: venv build
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean: cluster-down
-	rm -rf $(VENV) .dev
+	rm -rf $(VENV) $(DEV_DIR)

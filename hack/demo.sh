@@ -1,45 +1,272 @@
 #!/usr/bin/env bash
-# make demo: the local control plane with fake nodes, the operator, example policies and
-# pods, and a table of where each pod went and why.
+# make demo: on the local control plane, fake nodes, the operator, every example policy in
+# policies/ (the extender one with the example extender running), pods for each, and a
+# table of where each pod went and which scorer decided.
 #
-#   hack/demo.sh up     # (after `make cluster`) run the demo and leave it running
-#   hack/demo.sh down   # stop the operator the demo started
+#   hack/demo.sh up     # after `make cluster`; idempotent; leaves everything running
+#   hack/demo.sh down   # stop the operator and the extender this script started
+#
+# Environment:
+#   POLSCHED_DEV_DIR               the cluster's directory (default .dev): kubeconfig, and
+#                                  here the operator's and extender's pid and log files
+#   POLSCHED_DEMO_EXTENDER_PORT    the example extender's port (default 8888)
+#
+# "Decided by" is the scorer whose weighted score put the chosen node furthest ahead of
+# the runner-up, as the engine computed it for the real decision: the operator runs with
+# --annotate-decisions, so each Binding carries it onto the pod as the annotation
+# polsched.io/deciding-scorer (and polsched.io/feasible-nodes). Nothing is recomputed here.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
-dev=$root/.dev
-export KUBECONFIG=${KUBECONFIG:-$dev/kubeconfig}
-k() { kubectl "$@" 2>&1 | grep -v '^WARNING: version difference'; }
+dev=${POLSCHED_DEV_DIR:-$root/.dev}
+[[ "$dev" = /* ]] || dev=$root/$dev
+export KUBECONFIG=$dev/kubeconfig
+polsched=$root/.venv/bin/polsched
+python=$root/.venv/bin/python
+ns=polsched-demo
+operator_ns=polsched-system
+policies=(label-priority cel-rules bin-packing zone-spread gpu-isolation extender-example)
 
-case "${1:-up}" in
-  up)
-    echo "== nodes (fake, kept Ready by kwok)"
-    for i in 1 2 3; do
-      cat <<NODE | kubectl apply -f - >/dev/null
+say() { printf '\n== %s\n' "$*"; }
+die() { printf 'hack/demo.sh: %s\n' "$*" >&2; exit 1; }
+k() { kubectl "$@" 2> >(grep -v '^WARNING: version difference' >&2); }
+
+# A pid file's process, if it is alive and still the command we started (pids get reused).
+running() {
+  local pidfile=$1 what=$2 pid
+  [[ -f "$pidfile" ]] || return 1
+  pid=$(cat "$pidfile")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$what"
+}
+
+stop() {
+  local pidfile=$1 what=$2 name=$3 pid
+  if running "$pidfile" "$what"; then
+    pid=$(cat "$pidfile")
+    kill "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    echo "stopped $name (pid $pid)"
+  fi
+  rm -f "$pidfile"
+}
+
+free_port() {
+  "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+node() {  # name zone cpu [extra label lines...]
+  local name=$1 zone=$2 cpu=$3; shift 3
+  cat <<NODE
+---
 apiVersion: v1
 kind: Node
 metadata:
-  name: demo-node-$i
+  name: $name
   annotations: {kwok.x-k8s.io/node: fake}
-  labels: {kubernetes.io/hostname: demo-node-$i, topology.kubernetes.io/zone: zone-$(( (i % 2) + 1 ))}
+  labels:
+    kubernetes.io/hostname: $name
+    kubernetes.io/os: linux
+    topology.kubernetes.io/zone: $zone
+    type: kwok
+$(for l in "$@"; do echo "    $l"; done)
 status:
-  allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
-  capacity: {cpu: "4", memory: 8Gi, pods: "110"}
+  allocatable: {cpu: "$cpu", memory: 16Gi, pods: "110"}
+  capacity: {cpu: "$cpu", memory: 16Gi, pods: "110"}
 NODE
+}
+
+pod() {  # name schedulerName cpu [extra YAML under spec, one line]
+  local name=$1 sched=$2 cpu=$3 labels=${4:-} spec=${5:-}
+  cat <<POD
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: $ns
+  labels: {demo.polsched.io/policy: $sched${labels:+, $labels}}
+spec:
+  schedulerName: $sched
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: app
+      image: registry.k8s.io/pause:3.10
+      resources: {requests: {cpu: $cpu, memory: 128Mi}}
+${spec}
+POD
+}
+
+# Wait until every named pod is bound, or (for names prefixed with "!") reported
+# Unschedulable by the scheduler.
+wait_pods() {
+  local deadline=$((SECONDS + 60)) p name done_
+  while :; do
+    done_=1
+    for p in "$@"; do
+      name=${p#!}
+      if [[ $p == !* ]]; then
+        [[ $(k get pod -n "$ns" "$name" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].reason}') == Unschedulable ]] || done_=
+      else
+        [[ -n $(k get pod -n "$ns" "$name" -o jsonpath='{.spec.nodeName}') ]] || done_=
+      fi
+      [[ -n $done_ ]] || break
     done
-    sleep 1
-    k get nodes -L topology.kubernetes.io/zone
-    echo
-    echo "The control plane is running. Explore it with:"
-    echo "  export KUBECONFIG=$KUBECONFIG"
-    echo "  kubectl get nodes"
-    echo "Stop it with: make demo-down"
-    ;;
-  down)
-    if [[ -f "$dev/operator.pid" ]]; then
-      kill "$(cat "$dev/operator.pid")" 2>/dev/null || true
-      rm -f "$dev/operator.pid"
-    fi
-    ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+    [[ -n $done_ ]] && return 0
+    ((SECONDS < deadline)) || die "pods not scheduled after 60s: $*; see $dev/operator.log"
+    sleep 0.2
+  done
+}
+
+up() {
+  [[ -f "$KUBECONFIG" ]] || die "no cluster at $dev (run: make cluster, or make demo)"
+  [[ -x "$polsched" ]] || die "no $polsched (run: make venv, or make demo)"
+
+  say "CRD"
+  k apply --server-side --force-conflicts -f "$root/crds/schedulingpolicy.yaml" >/dev/null
+  k wait --for=condition=Established crd/schedulingpolicies.polsched.io --timeout=60s >/dev/null
+  echo "schedulingpolicies.polsched.io established"
+
+  say "fake nodes (kwok keeps them Ready)"
+  {
+    node n-a1 zone-a 8 "priority.lixueduan.com: \"10\""
+    node node-a2 zone-a 8 "priority.lixueduan.com: \"5\""
+    node node-a3 zone-a 16
+    node node-b1 zone-b 8 "priority.lixueduan.com: \"1\""
+    node node-b2 zone-b 16
+    node 10-9-101-66 zone-b 8          # the extender tutorial's node
+    node gpu-1 zone-b 8 "nvidia.com/gpu.present: \"true\""
+  } | k apply -f - >/dev/null
+  k taint node gpu-1 nvidia.com/gpu=present:NoSchedule --overwrite >/dev/null
+  k wait --for=condition=Ready node -l type=kwok --timeout=60s >/dev/null
+  k get nodes -L topology.kubernetes.io/zone,priority.lixueduan.com,nvidia.com/gpu.present
+
+  say "the operator and the example extender"
+  k create namespace "$operator_ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+  local port
+  if running "$dev/extender.pid" example_extender.py; then
+    port=$(cat "$dev/extender.port")
+    echo "example extender already running (pid $(cat "$dev/extender.pid"), port $port)"
+  else
+    port=${POLSCHED_DEMO_EXTENDER_PORT:-8888}
+    setsid "$python" "$root/policies/extender/example_extender.py" --host 127.0.0.1 \
+      --port "$port" >"$dev/extender.log" 2>&1 </dev/null &
+    echo $! >"$dev/extender.pid"
+    echo "$port" >"$dev/extender.port"
+    for _ in $(seq 1 50); do
+      curl -s -o /dev/null "http://127.0.0.1:$port/" && break  # any HTTP answer
+      running "$dev/extender.pid" example_extender.py \
+        || die "the example extender exited: $(tail -3 "$dev/extender.log")"
+      sleep 0.1
+    done
+    echo "example extender on http://127.0.0.1:$port (pid $(cat "$dev/extender.pid"), log $dev/extender.log)"
+  fi
+  if running "$dev/operator.pid" "polsched run"; then
+    echo "operator already running (pid $(cat "$dev/operator.pid"))"
+  else
+    # A fixed identity: a restarted operator takes its lease back at once.
+    setsid "$polsched" run --kubeconfig "$KUBECONFIG" --namespace "$operator_ns" \
+      --identity polsched-demo --annotate-decisions >>"$dev/operator.log" 2>&1 </dev/null &
+    echo $! >"$dev/operator.pid"
+    echo "operator started (pid $(cat "$dev/operator.pid"), log $dev/operator.log)"
+  fi
+
+  say "example policies"
+  local p
+  for p in label-priority cel-rules bin-packing zone-spread gpu-isolation; do
+    k apply -f "$root/policies/$p.yaml" >/dev/null
+  done
+  sed "s#http://127.0.0.1:8888/#http://127.0.0.1:$port/#" "$root/policies/extender/policy.yaml" \
+    | k apply -f - >/dev/null
+  for p in "${policies[@]}"; do
+    k wait --for=condition=Ready "schedulingpolicy/$p" --timeout=60s >/dev/null \
+      || die "SchedulingPolicy $p not Ready; see kubectl describe spol $p and $dev/operator.log"
+  done
+  echo "all ${#policies[@]} Ready"
+
+  say "pods (one group per policy, each waited for, so that later groups see earlier ones)"
+  k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+  local tolerate="  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]"
+  local spread="  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]"
+  # Pods are immutable once bound: create the missing ones only.
+  apply_pods() { k create -f - 2>&1 | grep -v -e AlreadyExists -e ' created$' >&2 || true; }
+  { pod prio-1 label-priority 100m; pod prio-2 label-priority 100m; } | apply_pods
+  wait_pods prio-1 prio-2
+  { pod short cel-rules 100m "cel-rule: short-name"
+    pod much-too-long cel-rules 100m "cel-rule: short-name"
+    pod cel-any-name cel-rules 100m; } | apply_pods
+  wait_pods short cel-any-name '!much-too-long'
+  { pod pack-1 bin-packing 1; pod pack-2 bin-packing 1; pod pack-3 bin-packing 1; } | apply_pods
+  wait_pods pack-1 pack-2 pack-3
+  { for i in 1 2 3 4; do pod "web-$i" zone-spread 100m "app: web" "$spread"; done; } | apply_pods
+  wait_pods web-1 web-2 web-3 web-4
+  { pod gpu-train gpu-isolation 500m "workload: gpu" "$tolerate"
+    pod cpu-batch gpu-isolation 500m; } | apply_pods
+  wait_pods gpu-train cpu-batch
+  { pod want-you extender-example 100m "want: you"; pod anyone extender-example 100m; } | apply_pods
+  wait_pods want-you anyone
+
+  say "where each pod went, and which scorer decided"
+  table
+  say "kubectl get spol"
+  k get spol
+  cat <<EOF
+
+The demo keeps running. Explore:
+  export KUBECONFIG=$KUBECONFIG
+  kubectl get spol                                   # policies, Ready, binds
+  kubectl get pods -n $ns -o wide
+  .venv/bin/polsched explain much-too-long -n $ns    # why a pod is Pending
+  .venv/bin/polsched explain pack-2 -n $ns           # every node's filters and scores
+  kubectl edit spol label-priority                   # e.g. weight, or key: hot reload;
+                                                     # then create a pod with schedulerName: label-priority
+  tail -f $dev/operator.log
+EOF
+  if grep -q 'serving /metrics' "$dev/operator.log" 2>/dev/null; then
+    echo "  curl -s $(grep -o 'on http://[^ ]*' "$dev/operator.log" | tail -1 | cut -c4-)/metrics | grep ^scheduler_"
+  fi
+  echo "Stop it all (operator, extender, control plane): make demo-down"
+}
+
+table() {
+  local zones
+  zones=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.labels.topology\.kubernetes\.io/zone}{" "}{end}')
+  k get pods -n "$ns" -l demo.polsched.io/policy -o json | ZONES=$zones "$python" -c '
+import json, os, sys
+zone = dict(kv.partition("=")[::2] for kv in os.environ["ZONES"].split())
+rows = [("POD", "NODE (ZONE)", "POLICY", "FEASIBLE", "DECIDED BY")]
+for p in sorted(json.load(sys.stdin)["items"],
+                key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"])):
+    meta, spec = p["metadata"], p["spec"]
+    ann = meta.get("annotations") or {}
+    node = spec.get("nodeName")
+    decided, feasible = ann.get("polsched.io/deciding-scorer"), ann.get("polsched.io/feasible-nodes", "")
+    if not node:
+        cond = {c["type"]: c for c in (p.get("status") or {}).get("conditions") or ()}
+        msg = cond.get("PodScheduled", {}).get("message", "")
+        node, decided = "<pending>", msg or "(not attempted yet)"
+    elif decided is None:
+        decided = "(not recorded: bound by an extender or before --annotate-decisions)"
+    elif decided == "":
+        decided = "(only feasible node)" if feasible.startswith("1/") else "(tie: picked at random)"
+    if zone.get(node):
+        node = f"{node} ({zone[node]})"
+    rows.append((meta["name"], node, spec.get("schedulerName", ""), feasible, decided))
+widths = [max(len(r[i]) for r in rows) for i in range(4)]
+for r in rows:
+    print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+'
+}
+
+down() {
+  stop "$dev/operator.pid" "polsched run" operator
+  stop "$dev/extender.pid" example_extender.py "example extender"
+  rm -f "$dev/extender.port"
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down) down ;;
+  table) table ;;
+  *) echo "usage: $0 up|down|table" >&2; exit 2 ;;
 esac
