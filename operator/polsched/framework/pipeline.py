@@ -26,7 +26,7 @@ from polsched.framework.interfaces import (
     ScorePlugin,
 )
 from polsched.framework.selectors import Matcher
-from polsched.framework.status import Code, Status
+from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
 _E = TypeVar("_E", "FilterEntry", "ScoreEntry")
@@ -227,7 +227,7 @@ class Pipeline:
             st = f.plugin.filter(state, pod, node)
             if st.code is not Code.SUCCESS:
                 return st.with_plugin(f.name)
-        return Status()
+        return SUCCESS
 
     def find_feasible(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                       filters: Sequence[FilterEntry], explain: bool = False,
@@ -251,17 +251,22 @@ class Pipeline:
         statuses = diagnosis.node_statuses
         start = self._next_start % n_all if n_all else 0
         processed = 0
-        run = self.run_filters
-        for i in range(n_all):
-            node = nodes[(start + i) % n_all]
+        # run_filters inlined: this loop runs per pod x node, so the skips and the entries'
+        # names are resolved once per pod, not per node.
+        skip = state.skip_filter
+        active = [(f.name, f.plugin.filter) for f in filters if f.name not in skip]
+        success = Code.SUCCESS
+        for node in (nodes[start:] + nodes[:start]) if start else nodes:
             processed += 1
-            st = run(state, pod, node, filters)
-            if st.code is Code.SUCCESS:
+            for name, fn in active:
+                st = fn(state, pod, node)
+                if st.code is not success:
+                    statuses[node.name] = st.with_plugin(name)
+                    break
+            else:
                 feasible.append(node)
                 if len(feasible) >= to_find:
                     break
-            else:
-                statuses[node.name] = st
         if n_all:
             self._next_start = (start + processed) % n_all
         return feasible, diagnosis
