@@ -166,7 +166,7 @@ up() {
   else
     # A fixed identity: a restarted operator takes its lease back at once.
     setsid "$polsched" run --kubeconfig "$KUBECONFIG" --namespace "$operator_ns" \
-      --identity polsched-demo --annotate-decisions >>"$dev/operator.log" 2>&1 </dev/null &
+      --identity polsched-demo --annotate-decisions >"$dev/operator.log" 2>&1 </dev/null &
     echo $! >"$dev/operator.pid"
     echo "operator started (pid $(cat "$dev/operator.pid"), log $dev/operator.log)"
   fi

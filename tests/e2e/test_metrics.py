@@ -1,0 +1,127 @@
+"""The operator's /metrics, /healthz and /readyz on a real API server: the attempts a
+Prometheus scrape counts are the binds and failures that happened, under kube-scheduler's
+metric names, and a policy's reloads are counted by result."""
+
+from __future__ import annotations
+
+import re
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.operators import Harness, pod_manifest, wait_for, zone_policy
+
+
+@pytest.fixture(scope="module")
+def harness_module(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-metrics")))
+
+
+@pytest.fixture
+def harness(harness_module: Harness) -> Iterator[Harness]:
+    yield harness_module
+    harness_module.reset()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return int(r.status), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return int(e.code), e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the series `name` whose labels include `labels`."""
+    for line in text.splitlines():
+        m = re.fullmatch(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
+        if m is None or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(m.group(3))
+    return None
+
+
+def test_metrics_count_the_binds_and_failures_that_happened(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("metrics")
+    for i in range(2):
+        nodes(f"{rid}-a{i}", labels={"zone": "a"})
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    h.operator(f"{rid}-op", "--metrics-listen", f"127.0.0.1:{port}")
+    # /healthz answers while the process runs; /readyz once the cache has synced.
+    wait_for(lambda: get(f"{base}/healthz") == (200, "ok"), 15, "/healthz ok")
+    wait_for(lambda: get(f"{base}/readyz") == (200, "ok"), 15, "/readyz ok")
+
+    name = h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name, 8)
+    h.create_pods(namespace, ["p0", "p1", "p2"], rid)
+    huge = pod_manifest("huge", rid)
+    huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
+    h.core.create_namespaced_pod(namespace, huge, _preload_content=False)
+    wait_for(lambda: len(h.bound(namespace)) == 3, 15, "3 pods bound")
+
+    def scraped() -> str | None:
+        code, text = get(f"{base}/metrics")
+        done = code == 200 and sample(text, "scheduler_schedule_attempts_total",
+                                      profile=rid, result="scheduled") == 3 \
+            and sample(text, "scheduler_schedule_attempts_total", profile=rid,
+                       result="unschedulable") is not None
+        return text if done else None
+
+    # The bind callback can come after the watch showed the pod bound: wait for it.
+    text = wait_for(scraped, 10, "3 scheduled attempts and an unschedulable one in /metrics")
+    print("\n".join(line for line in text.splitlines()
+                    if not line.startswith("#") and "_bucket" not in line))
+    assert sample(text, "scheduler_schedule_attempts_total", profile=rid, result="error") \
+        is None
+    assert sample(text, "scheduler_scheduling_attempt_duration_seconds_count", profile=rid,
+                  result="scheduled") == 3
+    assert sample(text, "scheduler_scheduling_attempt_duration_seconds_bucket", profile=rid,
+                  result="scheduled", le="+Inf") == 3
+    # This process schedules only our policy: the huge pod is the one unschedulable pod
+    # (between attempts it waits in unschedulable or, after a cluster event, in backoff).
+    waiting = sum(sample(text, "scheduler_pending_pods", queue=q) or 0
+                  for q in ("active", "backoff", "unschedulable"))
+    assert waiting == 1
+    assert sample(text, "polsched_policy_reloads_total", policy=name, result="success") == 1
+    assert sample(text, "polsched_policy_reload_duration_seconds_count", policy=name) == 1
+
+    # An edit that does not load counts as a failed reload; the old pipeline keeps running.
+    bad = zone_policy(rid, "a")
+    bad["spec"]["filters"].append(  # type: ignore[index]
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+    h.cluster.apply(bad)
+    wait_for(lambda: sample(get(f"{base}/metrics")[1], "polsched_policy_reloads_total",
+                            policy=name, result="error") == 1, 10, "a failed reload counted")
+
+    # An address given explicitly must be served: a second operator on the same port exits.
+    second = h.operator(f"{rid}-op2", "--metrics-listen", f"127.0.0.1:{port}")
+    assert second.proc is not None
+    assert second.proc.wait(30) != 0
+    assert f"--metrics-listen 127.0.0.1:{port}" in second.log()
+
+
+def test_metrics_listen_empty_disables_the_endpoints(harness: Harness) -> None:
+    p = harness.operator(unique("nometrics"), "--metrics-listen", "", "-v")
+    wait_for(lambda: "polsched operator" in p.log() and "started" in p.log(), 15,
+             "the operator started")
+    assert p.alive()
+    assert "serving /metrics" not in p.log()
+    assert "not serving metrics" not in p.log()  # disabled, not given up
