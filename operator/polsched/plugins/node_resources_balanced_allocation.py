@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -77,6 +78,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
 
     def __init__(self, resources: Sequence[str]) -> None:
         self.vectors = ResourceVectors(resources, use_requested=True)
+        # The default resources get an unrolled score_nodes (see _score_cpu_memory).
+        self._cpu_memory = tuple(resources) == (res.CPU, res.MEMORY)
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
@@ -101,8 +104,43 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._requests(state, pod)
         if not any(requests):
             return [0] * len(nodes)
+        if self._cpu_memory:
+            return self._score_cpu_memory(requests, nodes)
         vectors = self.vectors.node
         return [balanced_score(*vectors(n, requests)) for n in nodes]
+
+    def _score_cpu_memory(self, requests: Sequence[int],
+                          nodes: Sequence[NodeInfo]) -> list[int]:
+        """score_nodes over cpu and memory (the default), unrolled: the float math of
+        balanced_resource_score with two fractions, and balanced_score's Go division,
+        without three lists and four calls per node (this runs pod x node)."""
+        pod_cpu, pod_mem = requests
+        cpu, memory = res.CPU, res.MEMORY
+        vectors = self.vectors.node
+        out = []
+        for node in nodes:
+            alloc = node.allocatable
+            cap_cpu = alloc.get(cpu, 0)
+            cap_mem = alloc.get(memory, 0)
+            if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
+                out.append(balanced_score(*vectors(node, requests)))
+                continue
+            used = node.requested
+            used_cpu = used.get(cpu, 0)
+            used_mem = used.get(memory, 0)
+            f_cpu = (used_cpu + pod_cpu) / cap_cpu
+            f_mem = (used_mem + pod_mem) / cap_mem
+            f_cpu = f_cpu if f_cpu < 1.0 else 1.0
+            f_mem = f_mem if f_mem < 1.0 else 1.0
+            with_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
+            f_cpu = used_cpu / cap_cpu
+            f_mem = used_mem / cap_mem
+            f_cpu = f_cpu if f_cpu < 1.0 else 1.0
+            f_mem = f_mem if f_mem < 1.0 else 1.0
+            without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
+            d = _HALF + with_pod - without_pod
+            out.append(_HALF + (d // 2 if d >= 0 else -(-d // 2)))
+        return out
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesBalancedAllocation:

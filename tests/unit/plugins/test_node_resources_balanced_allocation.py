@@ -161,3 +161,24 @@ def test_default_args() -> None:
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
     assert balanced.new(None, Handle()).vectors.names == ("cpu", "memory")
     assert balanced.new(balanced.SPEC.default_args, Handle()).vectors.names == ("cpu", "memory")
+
+
+def test_default_resources_batch_score_equals_the_general_form() -> None:
+    """score_nodes unrolls cpu + memory; it must give balanced_score's numbers, over nodes
+    without cpu or memory, full and overcommitted."""
+    import random
+
+    rng = random.Random(5)
+    nodes = []
+    for i in range(200):
+        existing = [pod(cpu_mem(f"{rng.randrange(0, 9000)}m", str(rng.randrange(0, 2 * 10**6))))
+                    for _ in range(rng.randrange(0, 3))]
+        nodes.append(make_node(f"n{i}", rng.randrange(1, 8000) if i % 7 else 0,
+                               rng.randrange(1, 10**6) if i % 11 else 0, None, *existing))
+    plugin = balanced.new(None, Handle())
+    for p in (pod(cpu_mem("250m", "4096")), pod(cpu_only("1")), pod(cpu_mem("9", "10000000"))):
+        state = CycleState()
+        assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        reqs = plugin.vectors.pod_requests(p)
+        general = [balanced.balanced_score(*plugin.vectors.node(n, reqs)) for n in nodes]
+        assert plugin.score_nodes(state, p, nodes) == general
