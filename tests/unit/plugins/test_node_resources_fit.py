@@ -360,3 +360,33 @@ def test_default_args_and_defaulting() -> None:
     assert plugin.strategy.resources == (("cpu", 1), ("memory", 1))
     plugin = node_resources_fit.new({"scoringStrategy": {"type": "MostAllocated"}}, Handle())
     assert plugin.strategy.resources == (("cpu", 1), ("memory", 1))
+
+
+def test_default_strategy_batch_score_equals_the_general_form() -> None:
+    """score_nodes unrolls LeastAllocated over cpu and memory; it must give the numbers of
+    the general vectors + scorer, over nodes without cpu or memory, full, overcommitted."""
+    import random
+
+    rng = random.Random(3)
+    nodes = []
+    for i in range(200):
+        alloc = {"pods": "110"}
+        if i % 7:
+            alloc["cpu"] = f"{rng.randrange(1, 8000)}m"
+        if i % 11:
+            alloc["memory"] = str(rng.randrange(1, 10**6))
+        existing = [pod(requests(rng.randrange(0, 9000), rng.randrange(0, 2 * 10**6)))
+                    for _ in range(rng.randrange(0, 3))]
+        nodes.append(node(alloc, *existing, name=f"n{i}"))
+    plugin = node_resources_fit.new(
+        strategy("LeastAllocated", resources=[{"name": "cpu", "weight": 3},
+                                              {"name": "memory", "weight": 2}]), Handle())
+    for p in (pod(requests(250, 4096)), pod(requests()), pod(requests(9000, 10**7))):
+        state = CycleState()
+        assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        reqs = plugin.vectors.pod_requests(p)
+        general = []
+        for n in nodes:
+            requested, _, allocatable = plugin.vectors.node(n, reqs)
+            general.append(plugin._scorer(requested, allocatable))
+        assert plugin.score_nodes(state, p, nodes) == general
