@@ -164,8 +164,9 @@ def plugin_times(workload: wl.Workload) -> dict[str, float]:
                 times[label] += clock() - t
         return timed
 
-    for entry in (*pipeline.filters, *pipeline.scorers):
-        plugin = entry.plugin
+    entries: list[tuple[str, Any]] = [(e.name, e.plugin) for e in pipeline.filters]
+    entries += [(e.name, e.plugin) for e in pipeline.scorers]
+    for entry_name, plugin in entries:
         if id(plugin) in wrapped:
             continue
         wrapped.add(id(plugin))
@@ -173,7 +174,7 @@ def plugin_times(workload: wl.Workload) -> dict[str, float]:
             fn = getattr(plugin, point, None)
             if fn is None or getattr(type(plugin), point, None) is None:
                 continue
-            setattr(plugin, point, wrap(f"{entry.name}.{point}", fn))
+            setattr(plugin, point, wrap(f"{entry_name}.{point}", fn))
     snapshot = cache.snapshot
     t_all = 0.0
     for obj in pods:
