@@ -298,8 +298,7 @@ class Pipeline:
                     raise PipelineError(st.with_plugin(s.name))
             w = s.weight
             weighted = [v * w for v in normalized]
-            for i, v in enumerate(weighted):
-                totals[i] += v
+            totals = [t + v for t, v in zip(totals, weighted, strict=True)]
             if explain:
                 per_plugin[s.name + "\x00raw"] = raw_copy
                 per_plugin[s.name + "\x00norm"] = normalized
@@ -349,18 +348,18 @@ class Pipeline:
         return result
 
     def _select(self, totals: list[int]) -> int:
-        """selectHost: the highest total; ties broken uniformly at random."""
-        best_i, best, ties = 0, totals[0], 1
-        rng = self._rng
-        for i in range(1, len(totals)):
-            t = totals[i]
-            if t > best:
-                best_i, best, ties = i, t, 1
-            elif t == best:
-                ties += 1
-                if rng.randrange(ties) == 0:
-                    best_i = i
-        return best_i
+        """selectHost: the highest total; ties broken uniformly at random.
+
+        Upstream draws once per tie as it goes (reservoir sampling); one draw among the
+        counted ties is the same uniform choice, with list methods instead of a Python loop
+        and a random call per tie (most nodes tie when pods are alike)."""
+        best = max(totals)
+        ties = totals.count(best)
+        i = totals.index(best)
+        if ties > 1:
+            for _ in range(self._rng.randrange(ties)):
+                i = totals.index(best, i + 1)
+        return i
 
     async def _extender_filter(self, pod: PodInfo, feasible: list[NodeInfo],
                                diagnosis: FitError) -> list[NodeInfo]:
@@ -425,7 +424,9 @@ def _deciding_scorer(best: int, totals: list[int], per_plugin: Mapping[str, list
     """The scorer whose weighted score put the winner furthest ahead of the runner-up."""
     if len(totals) < 2:
         return ""
-    runner = max((i for i in range(len(totals)) if i != best), key=lambda i: totals[i])
+    others = list(totals)
+    others[best] = min(totals) - 1  # the first highest of the others, without a key function
+    runner = others.index(max(others))
     lead = {name: s[best] - s[runner] for name, s in per_plugin.items() if "\x00" not in name}
     name, margin = max(lead.items(), key=lambda kv: kv[1], default=("", 0))
     return name if margin > 0 else ""
