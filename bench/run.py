@@ -15,8 +15,8 @@ each number means. Results: <out>/results.json, <out>/RESULTS.md and <out>/out/<
 The control plane is hack/cluster.sh in a temporary directory with kwok off
 (POLSCHED_NO_KWOK=1): kwok would heartbeat 5000 nodes and move every bound pod to
 Running, CPU that competes with the scheduler under test on a small machine, and nothing
-in scheduling needs it (nodes are created Ready, with capacity, and the not-ready taint
-that admission puts on a new node is lifted right away). --kubeconfig reuses a running
+in scheduling needs it (nodes are created with capacity; hack/cluster.sh turns off the
+admission plugin that would taint new nodes not-ready). --kubeconfig reuses a running
 control plane instead.
 """
 
@@ -143,13 +143,6 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     t = time.monotonic()
     await measure.create_objects(api, "/api/v1/nodes", measure.encode(nodes),
                                  ctx.args.concurrency)
-    # The API server's TaintNodesByCondition admission gives every new node the taint
-    # node.kubernetes.io/not-ready:NoSchedule, which a kubelet's Ready status and the node
-    # lifecycle controller would lift; neither runs here, so set the intended taints.
-    await measure.create_objects(
-        api, [f"/api/v1/nodes/{n['metadata']['name']}" for n in nodes],
-        measure.encode([{"spec": {"taints": n["spec"]["taints"] or None}} for n in nodes]),
-        ctx.args.concurrency, method="PATCH", content_type="application/merge-patch+json")
     res["node_create_s"] = round(time.monotonic() - t, 3)
     by_name = {n["metadata"]["name"]: n for n in nodes}
 

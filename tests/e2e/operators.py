@@ -152,13 +152,6 @@ class Harness:
                              "--wait=false", check=False)
 
     # -- nodes and pods -------------------------------------------------------------------------
-    def untaint(self, names: Iterable[str]) -> None:
-        """New nodes carry node.kubernetes.io/not-ready until a node lifecycle controller
-        lifts it; the local control plane may not run one, so lift it here."""
-        for n in names:
-            self.cluster.kubectl("taint", "nodes", n, "node.kubernetes.io/not-ready-",
-                                 check=False)
-
     def create_pods(self, namespace: str, names: Iterable[str], scheduler: str,
                     labels: dict[str, str] | None = None, threads: int = 16) -> None:
         def one(name: str) -> None:

@@ -101,25 +101,17 @@ async def failed_scheduling(client: ApiClient, ns: str, name: str) -> str:
 
 
 async def nodes_ready(client: ApiClient, names: list[str], timeout: float = 60) -> None:
-    """kwok made them Ready, and without the not-ready taint the API server's
-    TaintNodesByCondition admission put on them at creation. The local control plane
-    runs no node lifecycle controller, so a Ready node's node.kubernetes.io/* taints are
-    lifted here, as that controller would."""
+    """Wait until kwok has made the nodes Ready, as a kubelet would. (Scheduling does not
+    need it; a test that waits sees the cluster as a user would.)"""
     async def ready() -> bool:
         for name in names:
             node = await client.get(f"/api/v1/nodes/{name}")
             conds = {c["type"]: c["status"] for c in node["status"].get("conditions") or ()}
             if conds.get("Ready") != "True":
                 return False
-            taints = node["spec"].get("taints") or []
-            keep = [t for t in taints if not t["key"].startswith("node.kubernetes.io/")]
-            if keep != taints:
-                await client.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": keep}},
-                                   "merge")
-                return False
         return True
 
-    await eventually(ready, timeout, what=f"nodes {names} Ready and untainted")
+    await eventually(ready, timeout, what=f"nodes {names} Ready")
 
 
 def write_yaml(path: Path, docs: list[Json]) -> str:

@@ -41,8 +41,8 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
                                                         nodes: NodeFactory) -> None:
     h = harness
     rid = unique("ded")
-    made = [nodes(f"{rid}-a{i}", labels={"zone": "a"}) for i in range(2)]
-    h.untaint(made)
+    for i in range(2):
+        nodes(f"{rid}-a{i}", labels={"zone": "a"})
     h.operator(f"{rid}-op")
     policy = zone_policy(rid, "a", runtime={"mode": "Dedicated", "replicas": 2,
                                             "resources": {"requests": {"cpu": "100m"}}})

@@ -9,7 +9,6 @@ id; every pod selects that label so nodes of other tests never take part) and na
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from polsched.api.model import Policy
 from polsched.cluster.client import ApiClient
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.scheduling import eventually, nodes_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -75,40 +75,8 @@ async def events(client: ApiClient, ns: str, reason: str, pod: str | None = None
             and (pod is None or e["regarding"]["name"] == pod)]
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30,
-                     what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
 async def node_of(client: ApiClient, ns: str, name: str) -> str:
     return str((await get_pod(client, ns, name))["spec"].get("nodeName") or "")
-
-
-async def nodes_ready(client: ApiClient, names: list[str], timeout: float = 60) -> None:
-    """Wait until kwok has made the nodes Ready, then lift the node.kubernetes.io/not-ready
-    taint that the TaintNodesByCondition admission plugin puts on every new node: hack/
-    cluster.sh runs no node lifecycle controller, which would lift it in a real cluster."""
-    async def ready() -> bool | str:
-        for name in names:
-            node = await client.get(f"/api/v1/nodes/{name}")
-            conds = {c["type"]: c["status"] for c in node["status"].get("conditions") or ()}
-            if conds.get("Ready") != "True":
-                return False
-            taints = node["spec"].get("taints") or []
-            keep = [t for t in taints if not t["key"].startswith("node.kubernetes.io/")]
-            if keep != taints:
-                await client.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": keep}})
-                return False
-        return True
-
-    await eventually(ready, timeout, what=f"nodes {names} Ready and untainted")
 
 
 async def label_node(client: ApiClient, node: str, labels: dict[str, str]) -> None:

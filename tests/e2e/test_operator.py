@@ -38,12 +38,11 @@ def harness(harness_session: Harness) -> Iterator[Harness]:
 
 def zone_nodes(h: Harness, nodes: NodeFactory, rid: str, zones: dict[str, int],
                pods: str = "110") -> dict[str, str]:
-    """node name -> zone; Ready and untainted."""
+    """node name -> zone."""
     made = {}
     for zone, count in zones.items():
         for i in range(count):
             made[nodes(f"{rid}-{zone}{i}", labels={"zone": zone}, pods=pods)] = zone
-    h.untaint(made)
     return made
 
 
