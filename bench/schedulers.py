@@ -220,11 +220,17 @@ class Polsched(Runner):
         super().start(workload, extender_url)
 
     def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
+        python = [sys.executable]
+        # BENCH_PROFILE_DIR=d: run polsched under cProfile, stats in d/<workload>.prof
+        # (written when SIGTERM stops it; read with pstats). Profiling slows it down.
+        prof_dir = os.environ.get("BENCH_PROFILE_DIR")
+        if prof_dir:
+            python += ["-m", "cProfile", "-o", str(Path(prof_dir) / f"{workload.name}.prof")]
         if self.mode == "operator":
             # The Lease lives in the bench namespace: the run needs no polsched-system.
-            return [sys.executable, "-m", "polsched.cli", "run", "--kubeconfig",
+            return [*python, "-m", "polsched.cli", "run", "--kubeconfig",
                     self.kubeconfig, "--namespace", wl.NAMESPACE, "--identity", "bench"]
-        return [sys.executable, str(ROOT / "bench" / "polsched_engine.py"),
+        return [*python, str(ROOT / "bench" / "polsched_engine.py"),
                 "--kubeconfig", self.kubeconfig, "--policy", str(self._policy_file)]
 
     def wait_started(self, timeout: float = 120) -> None:
