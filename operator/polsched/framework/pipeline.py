@@ -229,22 +229,42 @@ class Pipeline:
                 return st.with_plugin(f.name)
         return SUCCESS
 
-    def find_feasible(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                      filters: Sequence[FilterEntry], explain: bool = False,
-                      ) -> tuple[list[NodeInfo], FitError]:
-        nodes = snapshot.nodes
-        n_all = len(nodes)
-        diagnosis = FitError(n_all)
+    def run_pre_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                        filters: Sequence[FilterEntry]) -> Status:
+        """PreFilter of every filter that has one; Skip marks the plugin skipped for this
+        cycle; the first rejection is returned (RunPreFilterPlugins)."""
         for f in filters:
             if isinstance(f.plugin, PreFilterPlugin):
                 st = f.plugin.pre_filter(state, pod, snapshot)
                 if st.code is Code.SKIP:
                     state.skip_filter.add(f.name)
                 elif st.code is not Code.SUCCESS:
-                    st = st.with_plugin(f.name)
-                    diagnosis.pre_filter_msg = st.message
-                    diagnosis.node_statuses = {n.name: st for n in nodes}
-                    return [], diagnosis
+                    return st.with_plugin(f.name)
+        return Status()
+
+    def still_fits(self, pod: PodInfo, snapshot: Snapshot, node_name: str) -> bool:
+        """PreFilter, then every filter on one node, against the snapshot as it is now: the
+        check before assume after a cycle awaited extenders and the cluster moved on."""
+        node = snapshot.get(node_name)
+        if node is None:
+            return False
+        state = CycleState()
+        filters, _ = self._entries_for(pod)
+        if not self.run_pre_filters(state, pod, snapshot, filters).ok:
+            return False
+        return self.run_filters(state, pod, node, filters).ok
+
+    def find_feasible(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                      filters: Sequence[FilterEntry], explain: bool = False,
+                      ) -> tuple[list[NodeInfo], FitError]:
+        nodes = snapshot.nodes
+        n_all = len(nodes)
+        diagnosis = FitError(n_all)
+        st = self.run_pre_filters(state, pod, snapshot, filters)
+        if not st.ok:
+            diagnosis.pre_filter_msg = st.message
+            diagnosis.node_statuses = {n.name: st for n in nodes}
+            return [], diagnosis
         to_find = n_all if explain else num_feasible_nodes_to_find(
             self.percentage_of_nodes_to_score, n_all)
         feasible: list[NodeInfo] = []

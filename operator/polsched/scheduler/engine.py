@@ -27,10 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import PreFilterPlugin
 from polsched.framework.pipeline import Extender, Pipeline, PipelineError
-from polsched.framework.status import Code
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
@@ -402,7 +399,7 @@ class Engine(CacheListener):
             if current is None:
                 s.queue.done(qp)
                 return
-            if _still_fits(pipeline, current, result.node, self.cache):
+            if pipeline.still_fits(current, self.cache.snapshot, result.node):
                 pod, node_name = current, result.node
                 break
         if node_name is None:
@@ -472,21 +469,3 @@ class Engine(CacheListener):
         self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, message)
-
-
-def _still_fits(pipeline: Pipeline, pod: PodInfo, node_name: str, cache: ClusterCache) -> bool:
-    """PreFilter then every filter on the one chosen node, against the cache as it is now."""
-    snapshot = cache.snapshot
-    node = snapshot.get(node_name)
-    if node is None:
-        return False
-    state = CycleState()
-    filters = [f for f in pipeline.filters if f.when is None or f.when(pod.labels)]
-    for f in filters:
-        if isinstance(f.plugin, PreFilterPlugin):
-            st = f.plugin.pre_filter(state, pod, snapshot)
-            if st.code is Code.SKIP:
-                state.skip_filter.add(f.name)
-            elif st.code is not Code.SUCCESS:
-                return False
-    return pipeline.run_filters(state, pod, node, filters).ok
