@@ -73,8 +73,9 @@ def test_metrics_count_the_binds_and_failures_that_happened(
     h.wait_ready(name, 8)
     h.create_pods(namespace, ["p0", "p1", "p2"], rid)
     huge = pod_manifest("huge", rid)
+    huge["metadata"]["namespace"] = namespace
     huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
-    h.core.create_namespaced_pod(namespace, huge, _preload_content=False)
+    h.cluster.apply(huge)
     wait_for(lambda: len(h.bound(namespace)) == 3, 15, "3 pods bound")
 
     def scraped() -> str | None:
@@ -105,7 +106,7 @@ def test_metrics_count_the_binds_and_failures_that_happened(
 
     # An edit that does not load counts as a failed reload; the old pipeline keeps running.
     bad = zone_policy(rid, "a")
-    bad["spec"]["filters"].append(  # type: ignore[index]
+    bad["spec"]["filters"].append(
         {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
     h.cluster.apply(bad)
     wait_for(lambda: sample(get(f"{base}/metrics")[1], "polsched_policy_reloads_total",
