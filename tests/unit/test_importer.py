@@ -83,3 +83,18 @@ def test_legacy_policy_file() -> None:
 def test_other_kinds_are_refused() -> None:
     with pytest.raises(ValueError, match="expected KubeSchedulerConfiguration"):
         convert({"kind": "ConfigMap"}, "cm.yaml", "x")
+
+
+def test_readme_tour_example_imports_into_a_valid_policy() -> None:
+    """The README's tour runs `polsched import docs/examples/kube-scheduler-config.yaml`."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    doc = yaml.safe_load((ROOT / "docs/examples/kube-scheduler-config.yaml").read_text())
+    (policy,), _ = convert(doc, "kube-scheduler-config.yaml", "kube")
+    assert policy["spec"]["schedulerName"] == "bin-packing"
+    loaded = load_policy(policy)
+    assert scorers(policy)["NodeResourcesFit"] == 5
+    assert "NodeResourcesBalancedAllocation" not in scorers(policy)
+    assert loaded.extenders[0].url_prefix == "http://127.0.0.1:8888/"
