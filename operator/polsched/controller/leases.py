@@ -77,7 +77,12 @@ class LeaseElector:
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # network trouble: keep the lease until the deadline
-                    log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+                    hint = ""
+                    if getattr(e, "status", None) == 404 and "namespaces" in str(e):
+                        # Nothing is scheduled until the Lease can be taken: say how to fix it.
+                        hint = (f"; create the namespace (kubectl create namespace "
+                                f"{self.namespace}) or pass --namespace")
+                    log.warning("lease %s/%s: %s%s", self.namespace, self.name, e, hint)
                     ok = self.leading and \
                         time.monotonic() - self._last_renew < self.renew_deadline
                 self._set_leading(ok)
