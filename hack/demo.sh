@@ -10,6 +10,8 @@
 #   POLSCHED_DEV_DIR               the cluster's directory (default .dev): kubeconfig, and
 #                                  here the operator's and extender's pid and log files
 #   POLSCHED_DEMO_EXTENDER_PORT    the example extender's port (default 8888)
+#   POLSCHED_DEMO_METRICS_PORT     the operator's /metrics port (default 8080, or a free
+#                                  port when 8080 is taken)
 #
 # "Decided by" is the scorer whose weighted score put the chosen node furthest ahead of
 # the runner-up, as the engine computed it for the real decision: the operator runs with
@@ -49,6 +51,10 @@ stop() {
     echo "stopped $name (pid $pid)"
   fi
   rm -f "$pidfile"
+}
+
+port_free() {
+  "$python" -c 'import socket, sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
 }
 
 free_port() {
@@ -164,9 +170,16 @@ up() {
   if running "$dev/operator.pid" "polsched run"; then
     echo "operator already running (pid $(cat "$dev/operator.pid"))"
   else
+    # Metrics on 8080 unless something else has it (another operator, say).
+    local metrics_port=${POLSCHED_DEMO_METRICS_PORT:-}
+    if [[ -z $metrics_port ]]; then
+      metrics_port=8080
+      port_free 8080 || metrics_port=$(free_port)
+    fi
     # A fixed identity: a restarted operator takes its lease back at once.
     setsid "$polsched" run --kubeconfig "$KUBECONFIG" --namespace "$operator_ns" \
-      --identity polsched-demo --annotate-decisions >"$dev/operator.log" 2>&1 </dev/null &
+      --identity polsched-demo --annotate-decisions --metrics-listen "127.0.0.1:$metrics_port" \
+      >"$dev/operator.log" 2>&1 </dev/null &
     echo $! >"$dev/operator.pid"
     echo "operator started (pid $(cat "$dev/operator.pid"), log $dev/operator.log)"
   fi
@@ -231,12 +244,14 @@ EOF
 table() {
   local zones
   zones=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.labels.topology\.kubernetes\.io/zone}{" "}{end}')
-  k get pods -n "$ns" -l demo.polsched.io/policy -o json | ZONES=$zones "$python" -c '
+  k get pods -n "$ns" -l demo.polsched.io/policy -o json \
+    | ZONES=$zones POLICIES="${policies[*]}" "$python" -c '
 import json, os, sys
 zone = dict(kv.partition("=")[::2] for kv in os.environ["ZONES"].split())
+order = {p: i for i, p in enumerate(os.environ["POLICIES"].split())}
 rows = [("POD", "NODE (ZONE)", "POLICY", "FEASIBLE", "DECIDED BY")]
 for p in sorted(json.load(sys.stdin)["items"],
-                key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"])):
+                key=lambda p: (order.get(p["spec"].get("schedulerName"), 99), p["metadata"]["name"])):
     meta, spec = p["metadata"], p["spec"]
     ann = meta.get("annotations") or {}
     node = spec.get("nodeName")
