@@ -26,6 +26,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.node_memo import NodeMemo
 from polsched.plugins.node_resources_fit import (
     DEFAULT_RESOURCES,
     ResourceVectors,
@@ -80,6 +81,10 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         self.vectors = ResourceVectors(resources, use_requested=True)
         # The default resources get an unrolled score_nodes (see _score_cpu_memory).
         self._cpu_memory = tuple(resources) == (res.CPU, res.MEMORY)
+        # A node's score depends only on the pod's requests and the node's allocatable and
+        # requested, which change only with its generation: alike pods reuse the scores of
+        # every node but the ones that changed since (typically the last pod's node).
+        self._memo: NodeMemo[int] = NodeMemo()
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
@@ -117,13 +122,21 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         pod_cpu, pod_mem = requests
         cpu, memory = res.CPU, res.MEMORY
         vectors = self.vectors.node
+        memo = self._memo.table(tuple(requests))
         out = []
         for node in nodes:
+            gen = node.generation
+            hit = memo.get(node.name)
+            if hit is not None and hit[1] == gen and hit[0] is node:
+                out.append(hit[2])
+                continue
             alloc = node.allocatable
             cap_cpu = alloc.get(cpu, 0)
             cap_mem = alloc.get(memory, 0)
             if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
-                out.append(balanced_score(*vectors(node, requests)))
+                score = balanced_score(*vectors(node, requests))
+                memo[node.name] = (node, gen, score)
+                out.append(score)
                 continue
             used = node.requested
             used_cpu = used.get(cpu, 0)
@@ -139,7 +152,9 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             f_mem = f_mem if f_mem < 1.0 else 1.0
             without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
             d = _HALF + with_pod - without_pod
-            out.append(_HALF + (d // 2 if d >= 0 else -(-d // 2)))
+            score = _HALF + (d // 2 if d >= 0 else -(-d // 2))
+            memo[node.name] = (node, gen, score)
+            out.append(score)
         return out
 
 

@@ -182,3 +182,24 @@ def test_default_resources_batch_score_equals_the_general_form() -> None:
         reqs = plugin.vectors.pod_requests(p)
         general = [balanced.balanced_score(*plugin.vectors.node(n, reqs)) for n in nodes]
         assert plugin.score_nodes(state, p, nodes) == general
+
+
+def test_scores_of_a_node_that_changed_are_recomputed() -> None:
+    """Scores are remembered per node generation: a pod placed on a node between two
+    cycles changes that node's score as if nothing were remembered."""
+    nodes = [make_node(f"n{i}", 4000, 8000) for i in range(3)]
+    plugin = balanced.new(None, Handle())
+    p = pod(cpu_mem("1000m", "1000"))
+
+    def run(plug: balanced.NodeResourcesBalancedAllocation) -> list[int]:
+        state = CycleState()
+        assert plug.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        out = plug.score_nodes(state, p, nodes)
+        assert isinstance(out, list)
+        return out
+
+    first = run(plugin)
+    nodes[1].add_pod(pod(cpu_mem("3000m", "0"), node="n1"))
+    again = run(plugin)
+    assert again == run(balanced.new(None, Handle()))
+    assert again[0] == first[0] and again[1] != first[1]
