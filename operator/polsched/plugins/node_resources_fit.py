@@ -31,6 +31,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.node_memo import NodeMemo
 
 NAME = "NodeResourcesFit"
 
@@ -385,6 +386,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         self._cpu_memory_weights: tuple[int, int] | None = None
         if strategy.type == LEAST_ALLOCATED and self.vectors.kinds == (_CPU, _MEMORY):
             self._cpu_memory_weights = (strategy.resources[0][1], strategy.resources[1][1])
+        # Filter passes and scores depend only on the pod's requests and the node's
+        # allocatable, requested and pod count, which change only with its generation:
+        # alike pods reuse them for every node but the ones that changed since.
+        self._fits: NodeMemo[bool] = NodeMemo()
+        self._scores: NodeMemo[int] = NodeMemo()
 
     # -- filter ------------------------------------------------------------------------
     def _pod_request(self, pod: PodInfo) -> _PodRequest:
@@ -403,13 +409,21 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                            r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars))
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
-        state.write(_PRE_FILTER_KEY, self._pod_request(pod))
+        req = self._pod_request(pod)
+        state.write(_PRE_FILTER_KEY, (req, self._fits.table(req)))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        req: _PodRequest | None = state.get(_PRE_FILTER_KEY)
-        if req is None:
-            req = self._pod_request(pod)
+        pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]]] | None = \
+            state.get(_PRE_FILTER_KEY)
+        fits: dict[str, tuple[NodeInfo, int, bool]]
+        if pre is None:
+            req, fits = self._pod_request(pod), {}
+        else:
+            req, fits = pre
+            hit = fits.get(node.name)
+            if hit is not None and hit[1] == node.generation and hit[0] is node:
+                return SUCCESS
         alloc = node.allocatable
         used = node.requested
         # The common case, a pod that fits, without building a reasons list. A zero request
@@ -419,6 +433,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 and req.memory <= alloc.get(res.MEMORY, 0) - used.get(res.MEMORY, 0)
                 and req.ephemeral <= (alloc.get(res.EPHEMERAL_STORAGE, 0)
                                       - used.get(res.EPHEMERAL_STORAGE, 0))):
+            fits[node.name] = (node, node.generation, True)
             return SUCCESS
         reasons: list[str] = []
         if len(node.pods) + 1 > alloc.get(res.PODS, 0):
@@ -488,8 +503,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         w_cpu, w_mem = self._cpu_memory_weights
         pod_cpu, pod_mem = pod_requests
         cpu, memory = res.CPU, res.MEMORY
+        memo = self._scores.table(tuple(pod_requests))
         out = []
         for node in nodes:
+            gen = node.generation
+            hit = memo.get(node.name)
+            if hit is not None and hit[1] == gen and hit[0] is node:
+                out.append(hit[2])
+                continue
             alloc = node.allocatable
             score = weight_sum = 0
             cap = alloc.get(cpu, 0)
@@ -504,7 +525,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 if r <= cap:
                     score += (cap - r) * MAX_NODE_SCORE // cap * w_mem
                 weight_sum += w_mem
-            out.append(score // weight_sum if weight_sum else 0)
+            score = score // weight_sum if weight_sum else 0
+            memo[node.name] = (node, gen, score)
+            out.append(score)
         return out
 
 

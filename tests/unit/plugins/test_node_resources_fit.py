@@ -390,3 +390,25 @@ def test_default_strategy_batch_score_equals_the_general_form() -> None:
             requested, _, allocatable = plugin.vectors.node(n, reqs)
             general.append(plugin._scorer(requested, allocatable))
         assert plugin.score_nodes(state, p, nodes) == general
+
+
+def test_a_node_that_filled_up_since_the_last_pod_is_checked_again() -> None:
+    """Filter passes and scores are remembered per node generation: a pod placed on a node
+    between two cycles is seen by the next cycle's Filter and Score."""
+    nodes = [node({"cpu": "1", "memory": "1Gi", "pods": "10"}, name=f"n{i}") for i in range(3)]
+    plugin = node_resources_fit.new(None, Handle())
+    p = pod(requests(600, 1000))
+
+    def cycle(plug: Any) -> tuple[list[Code], list[int]]:
+        state = CycleState()
+        assert plug.pre_filter(state, p, Snapshot(nodes)).ok
+        codes = [plug.filter(state, p, n).code for n in nodes]
+        assert plug.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        return codes, plug.score_nodes(state, p, nodes)
+
+    first = cycle(plugin)
+    assert first[0] == [Code.SUCCESS] * 3
+    nodes[1].add_pod(pod(requests(600, 1000), node="n1"))
+    again = cycle(plugin)
+    assert again == cycle(node_resources_fit.new(None, Handle()))
+    assert again[0][1] is Code.UNSCHEDULABLE and again[1][1] != first[1][1]
