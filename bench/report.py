@@ -82,8 +82,11 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         "peak RSS = VmHWM. `violations` counts binds that break the workload's rule "
         "(expected for the no-op binder only). A throughput marked * kept pace with pod "
         "creation (at least 0.9x the creation rate): it measures how fast the API server "
-        "took pods, not the scheduler's ceiling, and its ratios say little. "
-        "bench/measure.py has the details.",
+        "took pods, not the scheduler's ceiling, and its ratios say little. Mode backlog "
+        "(run.py --backlog): every pod existed before the scheduler started; throughput and "
+        "latency count from the scheduler process's start (its startup included), and "
+        "`pods/s from ready` from its ready signal (kube-scheduler and the no-op binder "
+        "signal at once, so there it equals throughput). bench/measure.py has the details.",
         "",
     ]
     for wname, entry in doc["workloads"].items():
@@ -112,6 +115,8 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("violations", lambda r: r.get("violations")),
             ("pod creation rate (pods/s)", lambda r: r.get("create_rate_pods_per_s")),
             ("startup to first bind (s)", lambda r: r.get("startup_s")),
+            ("mode", lambda r: r.get("mode", "stream")),
+            ("backlog: pods/s from ready", lambda r: r.get("throughput_from_ready_pods_per_s")),
             ("apiserver CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("kube-apiserver")),
         ]
         for label, get in extra:
