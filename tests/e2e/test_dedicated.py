@@ -104,7 +104,9 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
         assert all(n == 1 for n in h.scheduled_events(namespace).values())
     finally:
         h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)
-    # The garbage collector follows the ownerReferences.
+    # The garbage collector follows the ownerReferences. It learns of a new CRD's kind on
+    # its discovery resync, every 30 s (kube-controller-manager's garbagecollector Sync),
+    # so on a control plane that installed the CRD moments ago this can take that long.
     wait_for(lambda: h.cluster.kubectl("get", "deployment", f"polsched-{rid}", "-n", NS,
-                                       check=False).returncode != 0, 20,
+                                       check=False).returncode != 0, 75,
              "the Deployment garbage-collected", interval=0.3)
