@@ -164,6 +164,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     try:
         await asyncio.to_thread(runner.wait_started)
         t_ready = time.monotonic()
+        if backlog:  # from the process's start, not the setup before it (kubectl applies)
+            t_start = runner.started_at
         if not backlog:
             warm = w.pod(0, runner.key, runner.scheduler_name)
             warm["metadata"]["name"] = "bench-warmup"

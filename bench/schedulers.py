@@ -43,6 +43,7 @@ class Runner:
         self.bin_dir = bin_dir
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
         self.log_path: Path | None = None
         self.notes: dict[str, Any] = {}
 
@@ -59,6 +60,9 @@ class Runner:
     def start(self, workload: wl.Workload, extender_url: str | None) -> None:
         self.log_path = self.workdir / f"{workload.name}-{self.key}.log"
         cmd = self.command(workload, extender_url)
+        # When the process starts (after any setup, such as polsched's kubectl applies):
+        # the backlog mode's clock starts here.
+        self.started_at = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL,
