@@ -92,6 +92,10 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
         meta["uid"] = f"uid-{i:06d}"
         meta["resourceVersion"] = str(100000 + i)
         meta["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        # What the API server's DefaultTolerationSeconds admission adds to every pod.
+        p["spec"].setdefault("tolerations", []).extend(
+            {"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300} for k in ("not-ready", "unreachable"))
         pods.append(p)
     return cache, pipeline, pods
 
