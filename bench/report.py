@@ -120,6 +120,8 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("apiserver CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("kube-apiserver")),
         ]
         for label, get in extra:
+            if all(get(res[k]) is None for k in keys):
+                continue  # e.g. the backlog row in a streaming run
             row = [_num(get(res[k])) if res[k].get("status") in ("ok", "incomplete")
                    else "" for k in keys]
             lines.append(f"| {label} | " + " | ".join(row) + " | | |")
