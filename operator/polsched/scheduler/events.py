@@ -13,7 +13,7 @@ On a failed attempt the pod gets PodScheduled=False (reason Unschedulable, or
 SchedulerError for errors) through a strategic-merge patch of pods/status, skipped when
 the condition would not change (schedule_one.go updatePod, podutil.UpdatePodCondition).
 
-Every write runs in a background task with bounded concurrency: the scheduling cycle
+Every write runs in the background, at most `concurrency` at a time: the scheduling cycle
 never waits on the API server.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 import socket
 import time
@@ -73,10 +74,13 @@ class EventRecorder:
         self._client = client
         self.reporting_controller = reporting_controller
         self.reporting_instance = f"{reporting_controller}-{socket.gethostname()}"[:128]
-        self._sem = asyncio.Semaphore(concurrency)
+        self._concurrency = max(concurrency, 1)
         self._series_flush = series_flush
         self._clock = clock
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Writes wait in a queue drained by `concurrency` writer coroutines (started with
+        # the first write): a task per event was a visible share of the CPU per pod.
+        self._queue: asyncio.Queue[Coroutine[Any, Any, None]] = asyncio.Queue()
+        self._workers: list[asyncio.Task[None]] = []
         # (type, action, reason, pod uid, note) -> the event written for it
         self._series: dict[tuple[str, str, str, str, str], _Series] = {}
         self._flusher: asyncio.Task[None] | None = None
@@ -147,16 +151,28 @@ class EventRecorder:
 
     # -- plumbing -------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if not self._workers:
+            loop = asyncio.get_running_loop()
+            self._workers = [loop.create_task(self._work(), name=f"polsched-events-{i}")
+                             for i in range(self._concurrency)]
+        self._queue.put_nowait(coro)
+
+    async def _work(self) -> None:
+        queue = self._queue
+        while True:
+            coro = await queue.get()
+            try:
+                await coro
+            except Exception:
+                log.exception("event write failed")
+            finally:
+                queue.task_done()
 
     async def _call(self, what: str, fn: Callable[[], Coroutine[Any, Any, Json]]) -> Json | None:
         delay = 0.5
         for attempt in range(_RETRIES):
             try:
-                async with self._sem:
-                    return await fn()
+                return await fn()
             except ApiError as err:
                 if err.status < 500 and err.status != 429 or attempt == _RETRIES - 1:
                     raise
@@ -170,8 +186,15 @@ class EventRecorder:
 
     async def _create(self, ns: str, body: Json) -> None:
         path = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
+        data = json.dumps(body, separators=(",", ":")).encode()
+
+        async def post() -> Json:
+            # The created Event comes back whole; nobody reads it.
+            await self._client.send("POST", path, data)
+            return {}
+
         try:
-            await self._call("event", lambda: self._client.post(path, body))
+            await self._call("event", post)
         except ApiError as err:
             log.warning("event %s/%s rejected: %s", ns, body["metadata"]["name"], err)
 
@@ -221,10 +244,18 @@ class EventRecorder:
         if self._flusher is not None:
             self._flusher.cancel()
         self.flush_series(final=True)
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
-            for t in pending:
+        if self._workers:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queue.join(), timeout)
+            for t in self._workers:
                 t.cancel()
+            for t in self._workers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+            self._workers = []
+            while not self._queue.empty():  # not written in time: dropped
+                self._queue.get_nowait().close()
+                self._queue.task_done()
         if self._flusher is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
