@@ -238,8 +238,10 @@ class ClusterCache:
         if info is None:
             info = NodeInfo.from_json({"metadata": {"name": node_name}})
             self._infos[node_name] = info
+        affinity, anti = info.pods_with_affinity, info.pods_with_required_anti_affinity
         info.add_pod(pod)  # replaces the entry with the same key, accounting included
         self._placed[key] = node_name
+        self._count_affinity(info, affinity, anti)
 
     def _unplace(self, key: str) -> None:
         prev = self._placed.pop(key, None)
@@ -250,7 +252,9 @@ class ClusterCache:
             return
         counted = info.pods.get(key)
         if counted is not None:
+            affinity, anti = info.pods_with_affinity, info.pods_with_required_anti_affinity
             info.remove_pod(counted)
+            self._count_affinity(info, affinity, anti)
         if not info.pods and prev not in self.snapshot.by_name:
             del self._infos[prev]
 
@@ -273,17 +277,30 @@ class ClusterCache:
         for name in changed:
             self._notify("counts_changed", name)
 
+    def _count_affinity(self, info: NodeInfo, affinity: int, anti: int) -> None:
+        """Keep the snapshot's cluster-wide affinity counts in step with `info`'s, which
+        were `affinity` and `anti` before its pods changed (only snapshot nodes count)."""
+        snap = self.snapshot
+        if snap.by_name.get(info.name) is info:
+            snap.pods_with_affinity += info.pods_with_affinity - affinity
+            snap.pods_with_required_anti_affinity += \
+                info.pods_with_required_anti_affinity - anti
+
     def _snapshot_add(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.append(info)
         snap.by_name[info.name] = info
         _count_images(snap.image_nodes, info.images, +1)
+        snap.pods_with_affinity += info.pods_with_affinity
+        snap.pods_with_required_anti_affinity += info.pods_with_required_anti_affinity
 
     def _snapshot_remove(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.remove(info)  # O(nodes), and node deletions are rare
         del snap.by_name[info.name]
         _count_images(snap.image_nodes, info.images, -1)
+        snap.pods_with_affinity -= info.pods_with_affinity
+        snap.pods_with_required_anti_affinity -= info.pods_with_required_anti_affinity
 
     # -- list + watch ---------------------------------------------------------------------
     async def start(self) -> None:

@@ -183,7 +183,8 @@ class Snapshot:
     changes under it, and an assumed pod is visible to the very next cycle.
     """
 
-    __slots__ = ("nodes", "by_name", "image_nodes")
+    __slots__ = ("nodes", "by_name", "image_nodes", "pods_with_affinity",
+                 "pods_with_required_anti_affinity")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self.nodes = nodes
@@ -193,6 +194,14 @@ class Snapshot:
         for n in nodes:
             for image in n.images:
                 self.image_nodes[image] = self.image_nodes.get(image, 0) + 1
+        # The nodes' pods_with_affinity / pods_with_required_anti_affinity summed: zero
+        # where upstream's HavePodsWithAffinityNodeInfoList /
+        # HavePodsWithRequiredAntiAffinityNodeInfoList are empty, so InterPodAffinity can
+        # skip its per-node scans in O(1). Counted here from `nodes`; whoever then adds or
+        # removes pods or nodes of a live snapshot keeps them in step (ClusterCache does).
+        self.pods_with_affinity = sum(n.pods_with_affinity for n in nodes)
+        self.pods_with_required_anti_affinity = sum(
+            n.pods_with_required_anti_affinity for n in nodes)
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -305,13 +305,15 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
             terms = PodTerms.parse(pod, strict=True)
         except (SelectorError, TypeError, ValueError) as err:
             return Status.unresolvable(f"parsing pod: {err}")
+        affinity = terms.required_affinity
+        anti = terms.required_anti_affinity
+        if not affinity and not anti and not snapshot.pods_with_required_anti_affinity:
+            return SKIP  # no terms either way: O(1), not a walk over every node
         lookup = self._namespaces
         own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
 
         # getExistingAntiAffinityCounts: only nodes with pods carrying required anti-affinity.
         existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot)
-        affinity = terms.required_affinity
-        anti = terms.required_anti_affinity
         if not existing and not affinity and not anti:
             return SKIP
         affinity_counts: dict[TopologyPair, int] = {}
@@ -484,6 +486,10 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         except (SelectorError, TypeError, ValueError) as err:
             return Status.error(f"failed to parse pod: {err}")
 
+        # Without preferred terms of its own only existing pods with affinity score
+        # (HavePodsWithAffinityList): none in the cluster, nothing to walk.
+        if not has_constraints and not snapshot.pods_with_affinity:
+            return SKIP
         lookup = self._namespaces
         own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
         hard_weight = self.args.hard_pod_affinity_weight

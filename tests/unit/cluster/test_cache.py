@@ -175,3 +175,53 @@ def test_recreated_pod_with_the_same_name_replaces_the_old_one(cache: ClusterCac
     cache.on_pod_event("MODIFIED", pod("p", uid="u2", rv="5"))  # missed the DELETED
     assert cpu(cache, "n1") == 0
     assert cache.pods["ns/p"].uid == "u2" and cache.pending_pods("s") == 1
+
+
+def with_affinity(obj: dict[str, Any], required_anti: bool) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+    kind = "requiredDuringSchedulingIgnoredDuringExecution" if required_anti else \
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    value: Any = [term] if required_anti else [{"weight": 1, "podAffinityTerm": term}]
+    obj["spec"]["affinity"] = {"podAntiAffinity": {kind: value}}
+    return obj
+
+
+def affinity_counts(c: ClusterCache) -> tuple[int, int]:
+    return c.snapshot.pods_with_affinity, c.snapshot.pods_with_required_anti_affinity
+
+
+def summed(c: ClusterCache) -> tuple[int, int]:
+    return (sum(n.pods_with_affinity for n in c.snapshot.nodes),
+            sum(n.pods_with_required_anti_affinity for n in c.snapshot.nodes))
+
+
+def test_snapshot_affinity_counts_follow_assume_forget_bind_delete_and_nodes(
+        cache: ClusterCache) -> None:
+    anti = with_affinity(pod("a"), required_anti=True)
+    pref = with_affinity(pod("b"), required_anti=False)
+    cache.on_pod_event("ADDED", anti)
+    cache.on_pod_event("ADDED", pref)
+    assert affinity_counts(cache) == (0, 0)  # pending pods count nowhere
+    assumed = cache.assume(PodInfo.from_json(anti), "n1")
+    assert affinity_counts(cache) == (1, 1)
+    cache.forget(assumed)
+    assert affinity_counts(cache) == (0, 0)
+    cache.assume(PodInfo.from_json(anti), "n1")
+    # The watch shows it bound elsewhere: moved, not counted twice.
+    cache.on_pod_event("MODIFIED", with_affinity(pod("a", node_name="n2", rv="2"), True))
+    assert affinity_counts(cache) == (1, 1) == summed(cache)
+    cache.on_pod_event("MODIFIED", with_affinity(pod("b", node_name="n1", rv="2"), False))
+    assert affinity_counts(cache) == (2, 1) == summed(cache)
+    # A pod on a node the cache has not seen counts once the node arrives.
+    cache.on_pod_event("ADDED", with_affinity(pod("c", node_name="n3"), True))
+    assert affinity_counts(cache) == (2, 1)
+    cache.on_node_event("ADDED", node("n3"))
+    assert affinity_counts(cache) == (3, 2) == summed(cache)
+    cache.on_node_event("DELETED", node("n3"))
+    assert affinity_counts(cache) == (2, 1) == summed(cache)
+    cache.on_pod_event("MODIFIED", with_affinity(
+        pod("b", node_name="n1", phase="Succeeded", rv="3"), False))
+    assert affinity_counts(cache) == (1, 1) == summed(cache)
+    cache.on_pod_event("DELETED", with_affinity(pod("a", node_name="n2", rv="3"), True))
+    assert affinity_counts(cache) == (0, 0) == summed(cache)
+

@@ -420,3 +420,30 @@ def test_one_scorer_instance_sees_cluster_changes_between_cycles() -> None:
     assert cycle() == {"machine1": 0, "machine2": 100, "machine3": 100}
     snap.by_name["machine2"].add_pod(pod("e2", SCAN, "machine2"))
     assert cycle() == {"machine1": 0, "machine2": 0, "machine3": 100}
+
+
+def test_prefilter_and_prescore_skip_without_walking_nodes_when_nobody_has_affinity() -> None:
+    """With no (anti-)affinity in the cluster or the pod, both extension points Skip in
+    O(1) from the snapshot's counts; with one existing anti-affinity pod they still look."""
+
+    class NoWalk(Snapshot):
+        __slots__ = ()
+
+        @property
+        def nodes(self) -> list[NodeInfo]:
+            raise AssertionError("walked the nodes")
+
+        @nodes.setter
+        def nodes(self, value: list[NodeInfo]) -> None:
+            pass
+
+    plain = pod("p", {"app": "web"})
+    snap = NoWalk([NodeInfo.from_json({"metadata": {"name": "a", "labels": {"zone": "z1"}}})])
+    assert ipa.new_filter({}, Handle()).pre_filter(CycleState(), plain, snap).code is Code.SKIP
+    assert ipa.new_scorer({}, Handle()).pre_score(CycleState(), plain, [], snap).code is Code.SKIP
+
+    guarded = cluster({"a": {"zone": "z1"}},
+                      [pod("guard", {}, "a", anti=[term("app", "Exists", topology="zone")])])
+    assert guarded.pods_with_required_anti_affinity == 1
+    assert ipa.new_filter({}, Handle()).pre_filter(CycleState(), plain, guarded).code \
+        is Code.SUCCESS
