@@ -7,6 +7,8 @@ watch shows the pod bound, the assumed entry is replaced by the real one (no dou
 counting); if the bind fails the scheduler forgets it. Deleted and terminal pods
 (Succeeded/Failed) free their node's resources.
 
+Objects are kept as the API server sends them, minus metadata.managedFields.
+
 The Snapshot handed to the pipeline is maintained incrementally: its node list, name index
 and image counts change with each node event, never rebuilt per cycle. A cycle runs
 without awaiting, so nothing changes under it.
@@ -133,6 +135,7 @@ class ClusterCache:
 
     # -- events (public so tests can feed plain dicts) ----------------------------------
     def on_pod_event(self, kind: str, obj: Json) -> None:
+        _drop_managed_fields(obj)
         new = PodInfo.from_json(obj)
         key = new.key
         old = self.pods.get(key)
@@ -187,6 +190,7 @@ class ClusterCache:
             self._notify("pending_pod_removed", old)
 
     def on_node_event(self, kind: str, obj: Json) -> None:
+        _drop_managed_fields(obj)
         name = (obj.get("metadata") or {}).get("name") or ""
         info = self._infos.get(name)
         snap = self.snapshot
@@ -391,6 +395,16 @@ class ClusterCache:
             except (aiohttp.ClientError, TimeoutError, ValueError) as err:
                 log.warning("watch %s interrupted: %s", path, err)
                 delay = min(max(delay * 2, 0.5), 30.0)
+
+
+def _drop_managed_fields(obj: Json) -> None:
+    """Forget metadata.managedFields on ingest, as kube-scheduler's pod informer does
+    (pkg/scheduler/scheduler.go newPodInformer, "to improve memory usage"): nothing here
+    reads them (the queue's update check ignores them, extenders and CEL have no use for
+    them), and kept on every pod and node they are a large share of the cache's memory."""
+    meta = obj.get("metadata")
+    if meta and "managedFields" in meta:
+        del meta["managedFields"]
 
 
 def _count_images(into: dict[str, int], images: Mapping[str, int], delta: int) -> None:

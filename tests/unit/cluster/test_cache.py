@@ -225,3 +225,16 @@ def test_snapshot_affinity_counts_follow_assume_forget_bind_delete_and_nodes(
     cache.on_pod_event("DELETED", with_affinity(pod("a", node_name="n2", rv="3"), True))
     assert affinity_counts(cache) == (0, 0) == summed(cache)
 
+
+def test_managed_fields_are_dropped_on_ingest(cache: ClusterCache) -> None:
+    managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    p = pod("a")
+    p["metadata"]["managedFields"] = managed
+    n = node("n3")
+    n["metadata"]["managedFields"] = managed
+    cache.on_pod_event("ADDED", p)
+    cache.on_node_event("ADDED", n)
+    assert "managedFields" not in cache.pods["ns/a"].raw["metadata"]
+    assert cache.pods["ns/a"].raw["metadata"]["uid"] == "uid-a"
+    info = cache.node_info("n3")
+    assert info is not None and "managedFields" not in info.raw["metadata"]
