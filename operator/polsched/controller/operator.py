@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import socket
 import uuid
@@ -140,12 +141,26 @@ async def operate(args: argparse.Namespace) -> None:
     reconciler = PolicyReconciler(client, engine, writer, deployer=deployer)
     reconciler.leading = False
     tasks: set[asyncio.Task[Any]] = set()
+    # The Lease and kopf's policy watch start while the cache syncs (start-up to first bind
+    # was their sum); taking the lead waits for the sync, since leading means binding and
+    # writing counts from the cache.
+    synced = asyncio.Event()
+    turns = 0  # leadership changes so far: a deferred gain yields to any later change
+
+    async def lead(leading: bool, turn: int) -> None:
+        if leading:
+            await synced.wait()
+            if turn != turns:
+                return
+        await reconciler.set_leading(leading)
 
     def on_leading(leading: bool) -> None:
+        nonlocal turns
+        turns += 1
         if not leading:  # stop binding now, not after the next await
             engine.set_leader(None, False)
             writer.set_enabled(False)
-        t = asyncio.get_running_loop().create_task(reconciler.set_leading(leading))
+        t = asyncio.get_running_loop().create_task(lead(leading, turns))
         tasks.add(t)
         t.add_done_callback(tasks.discard)
 
@@ -157,14 +172,24 @@ async def operate(args: argparse.Namespace) -> None:
     if args.webhook_listen:
         webhook.register(registry)
     settings = settings_for(args)
-    await engine.start()
-    election = asyncio.get_running_loop().create_task(elector.run(), name="polsched-lease")
-    log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
-             OPERATOR_LEASE)
+    loop = asyncio.get_running_loop()
+    election = loop.create_task(elector.run(), name="polsched-lease")
+    # Policies kopf sees before the sync are applied to the engine, which starts their
+    # schedulers once it has started.
+    operator_task = loop.create_task(
+        kopf.operator(registry=registry, settings=settings, clusterwide=True,
+                      standalone=True), name="polsched-kopf")
     try:
-        await kopf.operator(registry=registry, settings=settings, clusterwide=True,
-                            standalone=True)
+        await engine.start()
+        synced.set()
+        log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
+                 OPERATOR_LEASE)
+        await operator_task
     finally:
+        if not operator_task.done():  # the sync failed
+            operator_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await operator_task
         engine.set_leader(None, False)  # no new binds, then persist the last counts
         await writer.close()
         elector.stop()

@@ -52,9 +52,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import cel
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -69,6 +68,18 @@ from polsched.framework.normalize import normalize_raw, stash_raw
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+
+if TYPE_CHECKING:
+    import cel
+
+
+@cache
+def _cel() -> Any:
+    """The cel module, imported when the first expression compiles: importing it (and
+    the prompt_toolkit its package pulls in) is ~80 ms of every start-up otherwise."""
+    import cel
+
+    return cel
 
 NAME = "Expression"
 
@@ -192,7 +203,7 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
         raise ArgsError(path, f"is {len(source)} characters long; the limit is "
                               f"{MAX_EXPRESSION_LENGTH}")
     try:
-        program = cel.compile(source)
+        program = _cel().compile(source)
     except Exception as err:  # the library raises ValueError with the parser's message
         raise ArgsError(path, str(err)) from err
     names = set(program.variables())
@@ -293,7 +304,7 @@ class Evaluator:
         entry = self._entries.get(node.name)
         if entry is None or entry.generation != node.generation:
             entry = _NodeEntry(node.generation,
-                               cel.Context({"node": project(node.raw, c.node_paths)}))
+                               _cel().Context({"node": project(node.raw, c.node_paths)}))
             self._entries[node.name] = entry
         else:
             known = entry.outcomes.get(pod.key)
