@@ -169,6 +169,60 @@ def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
     assert {zones[n] for n in bound.values()} == {"a"}
 
 
+def test_restart_on_an_invalid_spec_runs_the_last_good_generation(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    """The operator records each good generation (polsched.io/last-good); one that starts
+    while the spec is invalid runs the recorded generation instead of nothing, says
+    Valid=False naming the field, and follows once the spec is fixed."""
+    h = harness
+    rid = unique("lastgood")
+    zones = zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
+    op = h.operator(f"{rid}-op")
+    name = h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name, 8)
+    h.create_pods(namespace, ["p0", "p1"], rid)
+    wait_for(lambda: len(h.bound(namespace)) == 2, 10, "2 pods bound")
+    record = wait_for(lambda: h.policy(name)["metadata"].get("annotations", {})
+                      .get("polsched.io/last-good"), 5, "the last-good record")
+    assert json.loads(record)["generation"] == 1
+    assert h.policy(name)["metadata"]["generation"] == 1  # a metadata patch
+    op.stop()
+    bad = zone_policy(rid, "a")
+    bad["spec"]["filters"].append(  # type: ignore[index]
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+    h.cluster.apply(bad)
+    assert h.policy(name)["metadata"]["generation"] == 2
+    h.operator(f"{rid}-op2")
+    valid = wait_for(lambda: (c := h.condition(name, "Valid")).get("status") == "False"
+                     and c.get("observedGeneration") == 2 and c, 10, "Valid=False")
+    print("Valid=False after restart:", valid["message"])
+    assert valid["reason"] == "InvalidSpec"
+    assert "spec.filters[1].args.expression" in valid["message"]
+    ready = wait_for(lambda: (c := h.condition(name, "Ready")).get("status") == "True"
+                     and c, 5, "Ready=True")
+    assert ready["reason"] == "Running"
+    status = h.status(name)
+    assert status["observedGeneration"] == 1
+    assert status["pipeline"]["filters"].count("Expression") == 0
+    h.create_pods(namespace, ["p2", "p3", "p4"], rid)
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 5 and b, 15,
+                     "new pods bound by the last good pipeline")
+    assert {zones[n] for n in bound.values()} == {"a"}
+    # The record still names generation 1: an invalid spec is never recorded.
+    assert json.loads(h.policy(name)["metadata"]["annotations"]["polsched.io/last-good"]
+                      )["generation"] == 1
+    h.cluster.apply(zone_policy(rid, "b"))
+    wait_for(lambda: h.condition(name, "Valid").get("status") == "True"
+             and h.status(name).get("observedGeneration") == 3, 10,
+             "Valid=True and observedGeneration 3 after the fix")
+    wait_for(lambda: json.loads(h.policy(name)["metadata"]["annotations"]
+                                ["polsched.io/last-good"])["generation"] == 3, 5,
+             "the record follows the fix")
+    h.create_pods(namespace, ["p5"], rid)
+    wait_for(lambda: zones.get(h.bound(namespace).get("p5", "")) == "b", 10,
+             "p5 bound by generation 3")
+
+
 def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> None:
     h = harness
     rid = unique("webhook")

@@ -4,7 +4,9 @@ runs in this process's Engine, every Dedicated one gets its own Deployment.
 Only the holder of the operator's Lease binds pods, writes status and applies Dedicated
 manifests; a standby replica keeps its cache and pipelines warm, so a takeover costs no
 more than the lease expiry. kopf's own bookkeeping lives in annotations under polsched.io
-(progress and the diff base), so it never touches the status fields we own, and posting
+(progress and the diff base), so it never touches the status fields we own (our own
+last-good record, controller.lastgood, shares the prefix, so kopf's diff base leaves it
+out and writing it triggers no handler), and posting
 kopf's handler events is limited to warnings (one Event per hot reload would be noise).
 """
 
@@ -138,7 +140,8 @@ async def operate(args: argparse.Namespace) -> None:
     writer = StatusWriter(client, stats, interval=args.status_interval, enabled=False)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
                                  image=args.dedicated_image or DEFAULT_IMAGE)
-    reconciler = PolicyReconciler(client, engine, writer, deployer=deployer)
+    reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
+                                  records_last_good=True)
     reconciler.leading = False
     tasks: set[asyncio.Task[Any]] = set()
     # The Lease and kopf's policy watch start while the cache syncs (start-up to first bind

@@ -5,7 +5,9 @@ A schedulerName is cluster-wide, like a kube-scheduler profile: when two policie
 one, the older (creationTimestamp, then name) keeps it and the newer waits with
 Ready=False/SchedulerNameConflict; deleting the older hands the name over. A spec that
 does not load never replaces the last one that did (hot reload keeps the good pipeline
-running). Purely data-manipulative: no I/O, no engine calls.
+running), not even across a restart: a process that starts on a spec that does not
+load runs the last good generation recorded on the object (controller.lastgood), if any.
+Purely data-manipulative: no I/O, no engine calls.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import Policy, PolicyError, load_policy
+from polsched.controller import lastgood
 
 
 @dataclass
@@ -29,6 +32,10 @@ class PolicyRecord:
     loaded: Policy | None  # the last spec that loaded (what should run)
     error: PolicyError | None  # why the latest generation did not load, if it did not
     status: Mapping[str, Any]  # the object's status as last seen
+    # The spec `loaded` came from (what the last-good record holds), and the generation
+    # the object's last-good record names as last seen (None: no record).
+    loaded_spec: Mapping[str, Any] | None = None
+    recorded: int | None = None
 
     @property
     def mode(self) -> str:
@@ -58,17 +65,25 @@ class PolicyBook:
             rec = None  # deleted and created again under the same name
         if rec is not None and rec.generation == generation:
             rec.status = status
+            rec.recorded = lastgood.recorded_generation(body)
             return rec, False
         loaded = rec.loaded if rec is not None else None
+        loaded_spec = rec.loaded_spec if rec is not None else None
         error: PolicyError | None = None
         try:
             loaded = load_policy(dict(body))
+            loaded_spec = body.get("spec") or {}
         except PolicyError as e:
             error = e
+            if loaded is None:  # nothing in memory (we just started): the record, if any
+                restored = lastgood.restore(body)
+                if restored is not None:
+                    loaded, loaded_spec = restored
         claimed = loaded.scheduler_name if loaded is not None else _claimed_name(body)
         new = PolicyRecord(name=name, uid=uid, created=str(meta.get("creationTimestamp") or ""),
                            generation=generation, claimed=claimed, loaded=loaded, error=error,
-                           status=status)
+                           status=status, loaded_spec=loaded_spec,
+                           recorded=lastgood.recorded_generation(body))
         self._records[name] = new
         return new, True
 

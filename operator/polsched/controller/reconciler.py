@@ -10,7 +10,9 @@ dict lookup.
 Hot reload is the engine's atomic swap: a spec that loads builds a new Policy (its
 plugins constructed off to the side by the loader), and engine.apply() swaps it in;
 decisions under way finish on the old pipeline. A spec that does not load leaves the
-last good Policy in place and only sets Valid=False.
+last good Policy in place and only sets Valid=False. The operator (`records_last_good`)
+records each generation that loads on the object (controller.lastgood), so that a process
+starting on a bad spec runs the last good one instead of nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Protocol
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import conditions as cond
+from polsched.controller import lastgood
 from polsched.controller.policies import PolicyBook, PolicyRecord
 from polsched.controller.status import StatusView, StatusWriter
 from polsched.extender.client import HTTPExtender
@@ -53,11 +56,12 @@ class PolicyReconciler:
     `runs_mode`: which policies this process schedules itself ("Shared" in the operator,
     "Dedicated" in a Dedicated scheduler). `only`: restrict to one policy (a Dedicated
     scheduler). `deployer`: set in the operator, deploys Dedicated policies while leading.
+    `records_last_good`: set in the operator, writes the last-good record while leading.
     """
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  runs_mode: str = SHARED, only: str | None = None,
-                 deployer: Deployer | None = None) -> None:
+                 deployer: Deployer | None = None, records_last_good: bool = False) -> None:
         self.client = client
         self.engine = engine
         self.writer = writer
@@ -72,6 +76,10 @@ class PolicyReconciler:
         self._extenders: dict[str, list[HTTPExtender]] = {}
         # policy name -> the generation deployed (Dedicated)
         self._deployed: dict[str, int] = {}
+        self.records_last_good = records_last_good
+        # policy name -> (uid, generation) of the last-good record written or tried: one
+        # attempt per generation (a refused write is not retried on every status event).
+        self._record_tried: dict[str, tuple[str, int]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         # Set when leadership is gained: the next sync seeds every scheduler's counters.
         self._reseed = False
@@ -107,6 +115,7 @@ class PolicyReconciler:
             rec = self.book.forget(name)
             self.writer.drop(name)
             self._deployed.pop(name, None)
+            self._record_tried.pop(name, None)
             if rec is not None:
                 log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
             await self._sync()
@@ -123,6 +132,7 @@ class PolicyReconciler:
             self.leading = leading
             if leading:
                 self._deployed.clear()  # re-apply: a previous leader may have left changes
+                self._record_tried.clear()
                 self._reseed = True
                 await self._refresh_status()
             await self._sync()
@@ -192,6 +202,8 @@ class PolicyReconciler:
         self._reseed = False
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
+        if self.records_last_good and self.leading:
+            await self._record_last_good()
         for rec in self.book.records():
             view = self._view(rec, owners)
             if view is not None:
@@ -218,6 +230,27 @@ class PolicyReconciler:
                 except Exception:
                     log.exception("SchedulingPolicy %s: removing the Dedicated scheduler "
                                   "failed", rec.name)
+
+    async def _record_last_good(self) -> None:
+        """Write the last-good record of each policy whose current generation loaded and
+        is not the one recorded yet (only when the good generation changes)."""
+        for rec in self.book.records():
+            policy = rec.loaded
+            if (rec.error is not None or policy is None or rec.loaded_spec is None
+                    or policy.generation != rec.generation or rec.recorded == rec.generation
+                    or self._record_tried.get(rec.name) == (rec.uid, rec.generation)):
+                continue
+            self._record_tried[rec.name] = (rec.uid, rec.generation)
+            try:
+                await self.client.patch(
+                    f"/apis/{GROUP}/{VERSION}/{PLURAL}/{rec.name}",
+                    lastgood.patch(rec.uid, rec.generation, rec.loaded_spec), "merge")
+            except ApiError as e:
+                log.warning("SchedulingPolicy %s: recording generation %d in annotation %s "
+                            "failed (a restart on a bad spec would not find it): %s",
+                            rec.name, rec.generation, lastgood.ANNOTATION, e)
+                continue
+            rec.recorded = rec.generation
 
     # -- status ----------------------------------------------------------------------------
     def _view(self, rec: PolicyRecord, owners: Mapping[str, str]) -> StatusView | None:
