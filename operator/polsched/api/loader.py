@@ -17,9 +17,9 @@ from __future__ import annotations
 import base64
 import binascii
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from polsched.api import names
 from polsched.api.durations import DurationError, parse_go_duration
@@ -564,23 +564,8 @@ class _Loader:
                 built.append(FilterEntry(plugin, when))
             else:
                 built.append(None)
-        user = {name: i for i, (name, *_rest) in enumerate(entries)}
-        out: list[FilterEntry] = []
-        replaced: set[int] = set()
-        for name in defaults:
-            if name in user:
-                # kube-scheduler mergePluginSet: a re-configured default keeps its place.
-                idx = user[name]
-                replaced.add(idx)
-                entry = built[idx]
-                if entry is not None:
-                    out.append(entry)
-                continue
-            default = self._default_filter(name, handle)
-            if default is not None:
-                out.append(default)
-        out.extend(e for i, e in enumerate(built) if i not in replaced and e is not None)
-        return out
+        return _merge([name for name, *_rest in entries], built, list(defaults),
+                      lambda name: self._default_filter(name, handle))
 
     def _scorers(self, value: Any, defaults: Sequence[tuple[str, int]],
                  handle: Handle) -> list[ScoreEntry]:
@@ -600,24 +585,11 @@ class _Loader:
                 built.append(ScoreEntry(plugin, weight, when))
             else:
                 built.append(None)
-        user = {name: i for i, (name, *_rest) in enumerate(entries)}
-        out: list[ScoreEntry] = []
-        replaced: set[int] = set()
-        for name, default_weight in defaults:
-            if name in user:
-                # As kube-scheduler's mergePluginSet: the user's entry, its weight included
-                # (absent means 1, not the default's weight), takes the default's place.
-                idx = user[name]
-                replaced.add(idx)
-                entry = built[idx]
-                if entry is not None:
-                    out.append(entry)
-                continue
-            default = self._default_scorer(name, default_weight, handle)
-            if default is not None:
-                out.append(default)
-        out.extend(e for i, e in enumerate(built) if i not in replaced and e is not None)
-        return out
+        # A re-listed default scorer runs with the user's weight (absent means 1, not the
+        # default's weight), as kube-scheduler's mergePluginSet.
+        weights = dict(defaults)
+        return _merge([name for name, *_rest in entries], built, [n for n, _ in defaults],
+                      lambda name: self._default_scorer(name, weights[name], handle))
 
     def _default_filter(self, name: str, handle: Handle) -> FilterEntry | None:
         spec = self.registry.get(name)
@@ -669,3 +641,26 @@ def is_policy_object(obj: Any) -> bool:
         return False
     api_version = obj.get("apiVersion")
     return isinstance(api_version, str) and api_version.split("/")[0] == GROUP
+
+
+_Entry = TypeVar("_Entry", FilterEntry, ScoreEntry)
+
+
+def _merge(user_names: list[str], built: list[_Entry | None], defaults: list[str],
+           make_default: Callable[[str], _Entry | None]) -> list[_Entry]:
+    """kube-scheduler's mergePluginSet: the defaults in their order, a default the user
+    listed again replaced in place by the user's entry, then the user's other entries in
+    the order written. `built[i]` is None where entry i had errors (already reported)."""
+    user = {name: i for i, name in enumerate(user_names)}
+    out: list[_Entry] = []
+    replaced: set[int] = set()
+    for name in defaults:
+        if name in user:
+            replaced.add(user[name])
+            entry = built[user[name]]
+        else:
+            entry = make_default(name)
+        if entry is not None:
+            out.append(entry)
+    out.extend(e for i, e in enumerate(built) if i not in replaced and e is not None)
+    return out
