@@ -57,6 +57,15 @@ class ApiError(Exception):
                        str(body.get("message") or ""), body)
         return cls(http_status, "", str(body)[:500])
 
+    @classmethod
+    def from_answer(cls, http_status: int, raw: bytes) -> ApiError:
+        """An error answer as the server sent it: a Status object, or any text."""
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode(errors="replace")
+        return cls.from_status(http_status, body)
+
 
 class _RateLimiter:
     """A token bucket (client-go's flowcontrol.NewTokenBucketRateLimiter)."""
@@ -97,17 +106,15 @@ class ApiClient:
         user_agent: str = "polsched",
     ) -> None:
         self.host = host.rstrip("/")
-        self._ssl: ssl.SSLContext | Literal[False] | None = ssl_context
         self._token = token
         self._token_value: str | None = None
         self._token_read = 0.0
         self._basic = aiohttp.BasicAuth(*basic_auth) if basic_auth else None
-        self._server_hostname = server_hostname
         self._limiter = _RateLimiter(qps, burst or int(qps * 2) or 1) if qps > 0 else None
         self._connection_limit = connection_limit
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
-        # What send() would otherwise build per call.
+        # TLS settings for every request, built once.
         self._conn_kwargs: dict[str, Any] = {}
         if ssl_context is not None:
             self._conn_kwargs["ssl"] = ssl_context
@@ -220,22 +227,13 @@ class ApiClient:
         data: bytes | None = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        kwargs: dict[str, Any] = {}
-        if self._ssl is not None:
-            kwargs["ssl"] = self._ssl
-        if self._server_hostname:
-            kwargs["server_hostname"] = self._server_hostname
         async with self._get_session().request(
             method, self.host + path, params=_params(params), data=data, headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout), **kwargs,
+            timeout=aiohttp.ClientTimeout(total=timeout), **self._conn_kwargs,
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
-                try:
-                    decoded: Any = json.loads(raw)
-                except ValueError:
-                    decoded = raw.decode(errors="replace")
-                raise ApiError.from_status(resp.status, decoded)
+                raise ApiError.from_answer(resp.status, raw)
             if not raw:
                 return {}
             result: Json = json.loads(raw)
@@ -261,11 +259,7 @@ class ApiClient:
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
-                try:
-                    decoded: Any = json.loads(raw)
-                except ValueError:
-                    decoded = raw.decode(errors="replace")
-                raise ApiError.from_status(resp.status, decoded)
+                raise ApiError.from_answer(resp.status, raw)
             return resp.status
 
     # -- verbs ----------------------------------------------------------------------------
@@ -311,26 +305,16 @@ class ApiClient:
         }
         if self._limiter is not None:
             await self._limiter.acquire()
-        kwargs: dict[str, Any] = {}
-        if self._ssl is not None:
-            kwargs["ssl"] = self._ssl
-        if self._server_hostname:
-            kwargs["server_hostname"] = self._server_hostname
         # No total timeout: the server closes after timeoutSeconds; a silent connection
         # (no event, no bookmark) for longer than that plus a margin is dead.
         read_timeout = (timeout_seconds or 300) + 30
         async with self._get_session().get(
             self.host + path, params=_params(params), headers=self._headers(),
             timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=read_timeout),
-            **kwargs,
+            **self._conn_kwargs,
         ) as resp:
             if resp.status >= 400:
-                raw = await resp.read()
-                try:
-                    decoded: Any = json.loads(raw)
-                except ValueError:
-                    decoded = raw.decode(errors="replace")
-                raise ApiError.from_status(resp.status, decoded)
+                raise ApiError.from_answer(resp.status, await resp.read())
             # Split lines ourselves: StreamReader.readline refuses lines over 128 KiB, and
             # a pod with a large last-applied-configuration annotation can exceed that.
             buf = b""
