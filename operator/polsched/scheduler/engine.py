@@ -196,7 +196,11 @@ class Engine(CacheListener):
         metrics.forget_profile(scheduler_name)
 
     def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
-        """Only a leader binds. None: every scheduler (and the default for new ones)."""
+        """Only a leader binds. None: every scheduler (and the default for new ones).
+        Losing leadership drops the binds still queued before anything else runs: the
+        next leader binds those pods (issue 11)."""
+        if not leading:
+            self.binder.drop_queued(scheduler_name)
         if scheduler_name is None:
             self._leading_default = leading
             self._leading.clear()
@@ -420,7 +424,7 @@ class Engine(CacheListener):
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
                                                      message, started),
-            pipeline.extenders, annotations=annotations)
+            pipeline.extenders, annotations=annotations, lane=s.name)
 
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
                    outcome: BindOutcome, message: str, started: float) -> None:
@@ -434,6 +438,10 @@ class Engine(CacheListener):
             self._changed(s.name)
             return
         self.cache.forget(assumed)
+        if outcome is BindOutcome.DROPPED:  # never sent: back to the queue, untouched
+            s.queue.restore(qp)
+            self._report_pending(s)
+            return
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
             # recreated under the same name is a new pod and is queued as such. Upstream
