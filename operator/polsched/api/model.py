@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.framework.interfaces import PreEnqueuePlugin
 from polsched.framework.pipeline import FilterEntry, ScoreEntry
 from polsched.framework.selectors import Matcher
 
@@ -90,3 +91,5 @@ class Policy:
     # Resources NodeResourcesFit ignores (managedResources with ignoredByScheduler).
     ignored_resources: frozenset[str] = frozenset()
     uid: str = ""
+    # PreEnqueue plugins (the default profile's SchedulingGates unless disabled).
+    pre_enqueue: tuple[PreEnqueuePlugin, ...] = ()
