@@ -16,13 +16,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
+from polsched.framework import events
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -192,9 +199,26 @@ class Pipeline:
         percentage_of_nodes_to_score: int = 0,
         post_filter: PostFilter | None = None,
         rng: random.Random | None = None,
+        pre_enqueue: Sequence[PreEnqueuePlugin] = (),
     ) -> None:
         self.filters = _labelled(filters)
         self.scorers = _labelled(scorers)
+        # PreEnqueue: the queue runs these before a pod may enter the active queue.
+        self.pre_enqueue_plugins = tuple(pre_enqueue)
+        # The binding cycle's plugins: the filter and score plugin instances that also
+        # implement Reserve, Permit, PreBind or PostBind, once per plugin name (a plugin
+        # listed as filter and scorer is reserved once, as upstream's one instance), in the
+        # order filters then scorers.
+        unique: dict[str, Plugin] = {}
+        for e in self.filters:
+            unique.setdefault(e.name, e.plugin)
+        for se in self.scorers:
+            unique.setdefault(se.name, se.plugin)
+        plugins = tuple(unique.values())
+        self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
+        self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.pre_bind_plugins = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
+        self.post_bind_plugins = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
         # Ignorable extenders go last (upstream: scheduler.go buildExtenders).
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
@@ -210,6 +234,18 @@ class Pipeline:
             "scorers": [f"{s.name}:{s.weight}" for s in self.scorers],
             "extenders": [e.name for e in self.extenders],
         }
+
+    def queueing_hints(self) -> dict[str, tuple[events.ClusterEventWithHint, ...]]:
+        """Plugin label -> the cluster events that may help a pod it rejected, with their
+        hints (EnqueueExtensions), for the scheduling queue."""
+        plugins: dict[str, object] = {}
+        for e in self.filters:
+            plugins.setdefault(e.name, e.plugin)
+        for se in self.scorers:
+            plugins.setdefault(se.name, se.plugin)
+        for p in self.pre_enqueue_plugins:
+            plugins.setdefault(p.name, p)
+        return events.hint_map(plugins)
 
     # -- the cycle ---------------------------------------------------------------------
     def _entries_for(self, pod: PodInfo) -> tuple[list[FilterEntry], list[ScoreEntry]]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.framework import events as ev
 from polsched.framework.pipeline import Extender, Pipeline, PipelineError
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
@@ -95,6 +96,7 @@ class _Scheduler:
         self.recorder = recorder
         self.counters = counters
         self.queue = q.SchedulingQueue()
+        self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
         self.runnable = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         # Pending pods of namespaces the policy's namespaceSelector does not select.
@@ -173,13 +175,14 @@ class Engine(CacheListener):
         else:
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
+            s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
             if counters is not None:  # never let a stale status move a counter back
                 s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
                 s.counters.unschedulable_attempts = max(s.counters.unschedulable_attempts,
                                                         counters.unschedulable_attempts)
                 s.counters.last_bind_time = s.counters.last_bind_time or counters.last_bind_time
             self._update_runnable(s)
-            s.queue.move_all(q.POLICY_CHANGE)
+            s.queue.move(ev.EVENT_POLICY_CHANGE)
             blocked, s.blocked = s.blocked, {}
             for pod in blocked.values():  # the namespaceSelector may select them now
                 self._enqueue(s, pod)
@@ -264,21 +267,23 @@ class Engine(CacheListener):
         """scheduler_pending_pods for this scheduler, from the queue's O(1) sizes; called
         after each change to the queue. Pods of namespaces the namespaceSelector leaves
         out count as gated: like pods with scheduling gates, they are never attempted."""
-        active, backoff, unschedulable = s.queue.sizes()
+        active, backoff, unschedulable, gated = s.queue.sizes()
         name = s.name
         metrics.pending_pods(name, metrics.ACTIVE, active)
         metrics.pending_pods(name, metrics.BACKOFF, backoff)
         metrics.pending_pods(name, metrics.UNSCHEDULABLE_QUEUE, unschedulable)
-        metrics.pending_pods(name, metrics.GATED, len(s.blocked))
+        metrics.pending_pods(name, metrics.GATED, len(s.blocked) + gated)
 
-    def _move_all(self, event: str, only_rejected_by: frozenset[str] | None = None) -> None:
+    def _move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
+              pre_check: Callable[[PodInfo], bool] | None = None) -> None:
+        """MoveAllToActiveOrBackoffQueue on every scheduler's queue."""
         for s in self._schedulers.values():
-            if s.queue.move_all(event, only_rejected_by):
+            if s.queue.move(event, old, new, pre_check):
                 self._report_pending(s)
 
     def _enqueue(self, s: _Scheduler, pod: PodInfo) -> None:
         if not s.namespace_selected(pod, self.cache.namespaces):
-            s.queue.delete(pod.key)
+            s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
             if pod.key not in s.warned:
                 s.warned.add(pod.key)
@@ -301,19 +306,27 @@ class Engine(CacheListener):
     def pending_pod_removed(self, pod: PodInfo) -> None:
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
-            s.queue.delete(pod.key)
+            s.queue.delete(pod.key, pod.uid)
             s.blocked.pop(pod.key, None)
             s.warned.discard(pod.key)
             self._report_pending(s)
 
     def assigned_pod_added(self, pod: PodInfo) -> None:
-        self._move_all(q.ASSIGNED_POD_ADD, _POD_AFFINITY_PLUGINS)
+        # Until the default plugins register their own events: only pods that the
+        # pod-affinity plugins rejected can be helped by a pod landing on a node.
+        for s in self._schedulers.values():
+            if s.queue.move(ev.ASSIGNED_POD_ADD, None, pod,
+                            only_rejected_by=_POD_AFFINITY_PLUGINS):
+                self._report_pending(s)
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
-        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._move(ev.ASSIGNED_POD_DELETE, pod, None)
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
-        self._move_all(q.NODE_ADD if added else q.NODE_UPDATE)
+        if added:
+            self._move(ev.NODE_ADD, None, node.raw)
+        else:
+            self._move(ev.ClusterEvent(ev.Resource.NODE, ev.ActionType.UPDATE), None, node.raw)
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         for s in self._schedulers.values():
@@ -343,7 +356,7 @@ class Engine(CacheListener):
                 continue
             self._report_pending(s)  # popped; backoffs that expired moved to activeQ
             try:
-                await self._schedule_one(s, qp, s.queue.scheduling_cycle, started)
+                await self._schedule_one(s, qp, started)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # a bug must not stop the scheduler
@@ -363,8 +376,7 @@ class Engine(CacheListener):
             return None
         return current
 
-    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                            started: float) -> None:
+    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, started: float) -> None:
         pod = self._current(qp.pod)
         if pod is None:
             s.queue.done(qp)
@@ -389,7 +401,7 @@ class Engine(CacheListener):
                 self._on_error(s, qp, str(err), started)
                 return
             if result.node is None:
-                self._on_unschedulable(s, qp, cycle, result.fit_error, started)
+                self._on_unschedulable(s, qp, result.fit_error, started)
                 return
             if not pipeline.extenders:
                 node_name = result.node
@@ -447,17 +459,17 @@ class Engine(CacheListener):
                 self._report_pending(s)
             return
         # The assumed pod's resources are free again (handleBindingCycleError).
-        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
         self._on_error(s, qp, message, started)
 
-    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                          fit_error: Any, started: float) -> None:
+    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, fit_error: Any,
+                          started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
         message: str = fit_error.message if fit_error is not None else "no node fits"
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
             if fit_error is not None else set()
         s.counters.unschedulable_attempts += 1
-        s.queue.add_unschedulable(qp, cycle, rejected)
+        s.queue.add_unschedulable(qp, rejected)
         self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)

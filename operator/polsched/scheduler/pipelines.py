@@ -25,4 +25,5 @@ except ImportError:  # pragma: no cover - the plugin is optional
 def build_pipeline(policy: Policy, extenders: Sequence[Extender] = ()) -> Pipeline:
     """The Pipeline that schedules pods for `policy` (a loaded, validated Policy)."""
     return Pipeline(policy.filters, policy.scorers, extenders,
-                    policy.percentage_of_nodes_to_score, post_filter=post_filter)
+                    policy.percentage_of_nodes_to_score, post_filter=post_filter,
+                    pre_enqueue=policy.pre_enqueue)
