@@ -28,8 +28,12 @@ from typing import TYPE_CHECKING, Any
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework import events as ev
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError
-from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.listers import Kind
+from polsched.framework.pipeline import Extender, FitError, Pipeline, PipelineError
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import Json, NodeInfo, PodInfo
+from polsched.scheduler import binding_cycle as bc
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
@@ -49,8 +53,6 @@ log = logging.getLogger(__name__)
 
 # schedule_one.go ErrNoNodesAvailable
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
-# Plugins whose verdict can change when a pod lands on a node (the AssignedPodAdd event).
-_POD_AFFINITY_PLUGINS = frozenset({"InterPodAffinity", "PodTopologySpread"})
 # How many times a decision is retried when its node filled up while extenders answered.
 _RECHECK_RETRIES = 3
 # Annotations the Binding carries when Engine(annotate_decisions=True); the API server
@@ -102,6 +104,8 @@ class _Scheduler:
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
         self.warned: set[str] = set()
+        # Pods that Permit plugins hold, by uid.
+        self.waiting: dict[str, bc.WaitingPod] = {}
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -308,16 +312,20 @@ class Engine(CacheListener):
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
             s.blocked.pop(pod.key, None)
+            waiting = s.waiting.get(pod.uid)
+            if waiting is not None:  # deletePodFromSchedulingQueue: RejectWaitingPod
+                waiting.reject("", "removed")
             s.warned.discard(pod.key)
             self._report_pending(s)
 
+    # Each cluster event moves the unschedulable pods that one of their rejecting plugins'
+    # queueing hints says it may help (eventhandlers.go).
     def assigned_pod_added(self, pod: PodInfo) -> None:
-        # Until the default plugins register their own events: only pods that the
-        # pod-affinity plugins rejected can be helped by a pod landing on a node.
-        for s in self._schedulers.values():
-            if s.queue.move(ev.ASSIGNED_POD_ADD, None, pod,
-                            only_rejected_by=_POD_AFFINITY_PLUGINS):
-                self._report_pending(s)
+        self._move(ev.ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
+        for e in ev.pod_update_events(pod, old, target=False):
+            self._move(e, old, pod)
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
         self._move(ev.ASSIGNED_POD_DELETE, pod, None)
@@ -325,8 +333,17 @@ class Engine(CacheListener):
     def node_changed(self, node: NodeInfo, added: bool) -> None:
         if added:
             self._move(ev.NODE_ADD, None, node.raw)
-        else:
-            self._move(ev.ClusterEvent(ev.Resource.NODE, ev.ActionType.UPDATE), None, node.raw)
+
+    def node_updated(self, node: NodeInfo, old: Json) -> None:
+        for e in ev.node_update_events(node.raw, old):
+            self._move(e, old, node.raw)
+
+    def node_removed(self, node: NodeInfo) -> None:
+        self._move(ev.NODE_DELETE, node.raw, None)
+
+    def object_changed(self, kind: Kind, old: Json | None, new: Json | None) -> None:
+        for e in ev.object_events(kind.name, old, new):
+            self._move(e, old, new)
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         for s in self._schedulers.values():
@@ -427,16 +444,109 @@ class Engine(CacheListener):
             annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
                            FEASIBLE_NODES_ANNOTATION:
                                f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+        state = result.state if result.state is not None else CycleState()
+        plugins = pipeline.binding_plugins_for(pod)
+        bp = bc.binding_plugins(plugins) if plugins else bc.NONE
         assumed = self.cache.assume(pod, node_name)
+        if bp:
+            # Reserve, then Permit, still in the scheduling cycle (schedule_one.go
+            # assumeAndReserve, prepareForBindingCycle).
+            st = bc.run_reserve(bp, state, assumed, node_name)
+            waiting: bc.WaitingPod | None = None
+            if st.ok:
+                st, waits = bc.run_permit(bp, state, assumed, node_name)
+                if st.code is Code.WAIT:
+                    waiting = bc.WaitingPod(assumed, waits)
+                    s.waiting[assumed.uid] = waiting
+                    st = SUCCESS
+            if not st.ok:
+                bc.run_unreserve(bp, state, assumed, node_name)
+                self.cache.forget(assumed)
+                self._on_cycle_failure(s, qp, st, node_name, started)
+                return
+            if waiting is not None or bp.pre_bind or bp.post_bind:
+                # The binding cycle in the background; other pods go on being scheduled.
+                self._spawn(self._binding_cycle(s, qp, assumed, node_name, state, bp, waiting,
+                                                pipeline.extenders, annotations, started))
+                return
         self.binder.bind(
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
-                                                     message, started),
+                                                     message, started, state, bp),
             pipeline.extenders, annotations=annotations)
 
+    async def _binding_cycle(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
+                             node_name: str, state: CycleState, bp: bc.BindingPlugins,
+                             waiting: bc.WaitingPod | None, extenders: Sequence[Extender],
+                             annotations: Mapping[str, str] | None, started: float) -> None:
+        """schedule_one.go bindingCycle: WaitOnPermit, PreBind, Bind, PostBind."""
+        try:
+            if waiting is not None:
+                try:
+                    st = await waiting.wait()
+                finally:
+                    s.waiting.pop(assumed.uid, None)
+                if not st.ok:
+                    self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
+                    return
+            st = await bc.run_pre_bind(bp, state, assumed, node_name)
+            if not st.ok:
+                self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
+                return
+            bound: asyncio.Future[tuple[BindOutcome, str]] = \
+                asyncio.get_running_loop().create_future()
+
+            def done(outcome: BindOutcome, message: str) -> None:
+                if not bound.done():
+                    bound.set_result((outcome, message))
+
+            self.binder.bind(assumed, node_name, done, extenders, annotations=annotations)
+            outcome, message = await bound
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a bug must not leave the pod assumed
+            log.exception("binding cycle of %s failed", assumed.key)
+            self._binding_failed(s, qp, assumed, node_name, state, bp,
+                                 Status.error(f"internal error: {err}"), started)
+            return
+        self._bind_done(s, qp, assumed, node_name, outcome, message, started, state, bp)
+
+    def _on_cycle_failure(self, s: _Scheduler, qp: q.QueuedPod, st: Status, node_name: str,
+                          started: float) -> None:
+        """A Reserve/Permit/WaitOnPermit failure: a rejection is reported as a FitError on
+        the one node (NumAllNodes 1), anything else as an error."""
+        if st.rejected:
+            self._on_unschedulable(s, qp, FitError(1, {node_name: st}), started)
+        else:
+            self._on_error(s, qp, st.message, started)
+
+    def _binding_failed(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
+                        node_name: str, state: CycleState, bp: bc.BindingPlugins, st: Status,
+                        started: float) -> None:
+        """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
+        resources are free again: an AssignedPodDelete for the other pods), then the
+        failure handler."""
+        bc.run_unreserve(bp, state, assumed, node_name)
+        self.cache.forget(assumed)
+        if st.rejected:
+            self._on_cycle_failure(s, qp, st, node_name, started)
+            self._move(ev.ASSIGNED_POD_DELETE, assumed, None,
+                       pre_check=lambda p: p.uid != assumed.uid)
+        else:
+            self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
+            self._on_cycle_failure(s, qp, st, node_name, started)
+
+    def waiting_pod(self, scheduler_name: str, uid: str) -> bc.WaitingPod | None:
+        """A pod that Permit plugins hold (framework.Handle GetWaitingPod)."""
+        s = self._schedulers.get(scheduler_name)
+        return s.waiting.get(uid) if s is not None else None
+
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
-                   outcome: BindOutcome, message: str, started: float) -> None:
+                   outcome: BindOutcome, message: str, started: float,
+                   state: CycleState | None = None, bp: bc.BindingPlugins = bc.NONE) -> None:
         if outcome is BindOutcome.BOUND:
+            if bp.post_bind and state is not None:
+                bc.run_post_bind(bp, state, assumed, node_name)
             # As upstream's PodScheduled: from the pop to the end of the binding.
             metrics.schedule_attempt(s.name, metrics.SCHEDULED, time.perf_counter() - started)
             s.queue.done(qp)
@@ -445,6 +555,8 @@ class Engine(CacheListener):
             s.recorder.scheduled(assumed, node_name)
             self._changed(s.name)
             return
+        if bp.reserve and state is not None:
+            bc.run_unreserve(bp, state, assumed, node_name)
         self.cache.forget(assumed)
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
