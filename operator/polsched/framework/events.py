@@ -296,3 +296,27 @@ __all__ = [
     "QUEUE", "QUEUE_SKIP", "QueueingHint", "QueueingHintFn", "Resource", "hint_map",
     "node_update_events", "object_events", "pod_update_events", "run_hint",
 ]
+
+
+def queue_always(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """A hint that always says Queue (for events registered without a function)."""
+    return QUEUE
+
+
+def node_of(obj: Any) -> Any:
+    """A node event's object as a NodeInfo without pods (None for None)."""
+    from polsched.framework.types import NodeInfo
+
+    if obj is None or isinstance(obj, NodeInfo):
+        return obj
+    return NodeInfo.from_json(obj)
+
+
+def nominated_node(pod: PodInfo) -> str:
+    return str((pod.raw.get("status") or {}).get("nominatedNodeName") or "")
+
+
+def event(resource: Resource, action: ActionType,
+          hint: QueueingHintFn | None = None) -> ClusterEventWithHint:
+    """Shorthand for plugins' events_to_register."""
+    return ClusterEventWithHint(ClusterEvent(resource, action), hint)

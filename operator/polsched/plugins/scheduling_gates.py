@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.interfaces import Handle, PreEnqueuePlugin
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SUCCESS, Status
@@ -20,7 +21,7 @@ from polsched.framework.types import PodInfo
 NAME = "SchedulingGates"
 
 
-class SchedulingGates(PreEnqueuePlugin):
+class SchedulingGates(PreEnqueuePlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
@@ -30,6 +31,10 @@ class SchedulingGates(PreEnqueuePlugin):
         names = " ".join(str(g.get("name", "")) for g in gates if isinstance(g, Mapping))
         # Go's %v of a []string: "[a b]"
         return Status.unresolvable(f"waiting for scheduling gates: [{names}]")
+
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        return (ev.event(ev.Resource.TARGET_POD,
+                         ev.ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, ev.queue_always),)
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> SchedulingGates:

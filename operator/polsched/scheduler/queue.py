@@ -381,8 +381,7 @@ class SchedulingQueue:
             self._in_flight[flying_uid]._gone = True
 
     def move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
-             pre_check: Callable[[PodInfo], bool] | None = None,
-             only_rejected_by: frozenset[str] | None = None) -> int:
+             pre_check: Callable[[PodInfo], bool] | None = None) -> int:
         """MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may help go back
         (to backoffQ while backing off). Returns how many moved."""
         if not self._event_of_interest(event):
@@ -391,8 +390,6 @@ class SchedulingQueue:
         moved = 0
         for qp in list(self._unschedulable.values()):
             if pre_check is not None and not pre_check(qp.pod):
-                continue
-            if only_rejected_by is not None and not qp.rejected_by & only_rejected_by:
                 continue
             if qp.gated and not event.is_wildcard and not any(
                     eh.event.matches(event)

@@ -154,20 +154,6 @@ def test_without_hints_cluster_events_move_every_unschedulable_pod(
     assert {queue.where("ns/a"), queue.where("ns/b")} == {"active"}
 
 
-def test_assigned_pod_add_moves_only_pods_rejected_by_pod_affinity_plugins() -> None:
-    clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
-    queue.add(pod("affinity"))
-    queue.add(pod("resources", created="2026-01-02T00:00:00Z"))
-    fail(queue, "affinity", ("InterPodAffinity",))
-    fail(queue, "resources", ("NodeResourcesFit",))
-    clock.now += 5
-    assert queue.move(ev.ASSIGNED_POD_ADD, only_rejected_by=frozenset(
-        {"InterPodAffinity", "PodTopologySpread"})) == 1
-    assert queue.where("ns/affinity") == "active"
-    assert queue.where("ns/resources") == "unschedulable"
-
-
 def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
     """inFlightEvents: a node added while the pod was being scheduled must not be lost."""
     clock = Clock()
