@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar
 
 import pytest
 
+from polsched.api import load_policy
 from polsched.api.model import Policy
 from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    ReservePlugin,
+)
+from polsched.framework.registry import PluginSpec, Registry
+from polsched.framework.status import SUCCESS, Status
+from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling, nodes_ready
@@ -158,3 +169,132 @@ def run_extended(cluster: Cluster, p: Policy,
             await client.close()
 
     asyncio.run(main())
+
+
+def test_an_irrelevant_node_update_does_not_retry_an_insufficient_cpu_pod(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """Queueing hints: a pod that NodeResourcesFit rejected stays in the unschedulable pool
+    when its node only gets a label, and is retried (and bound) when the node's allocatable
+    cpu grows."""
+    rid = unique("hint")
+    node = nodes(f"{rid}-n", labels={RUN: rid}, cpu="2")
+    sched = f"{rid}-sched"
+    p = policy(sched, {})
+    key = f"{namespace}/big"
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [node])
+        await create_pod(client, namespace, "big", sched, rid, cpu="3")
+        note = await failed_scheduling(client, namespace, "big")
+        assert "Insufficient cpu" in note
+
+        async def parked() -> bool:
+            return engine.queue_state(sched, key) == "unschedulable"
+
+        await eventually(parked, what="the pod in the unschedulable pool")
+        assert engine.stats(sched).unschedulable_attempts == 1
+
+        await client.patch(f"/api/v1/nodes/{node}",
+                           {"metadata": {"labels": {"e2e.polsched.io/irrelevant": "x"}}},
+                           "merge")
+
+        async def engine_sees_label() -> bool:
+            info = engine.cache.snapshot.get(node)
+            return info is not None and "e2e.polsched.io/irrelevant" in info.labels
+
+        await eventually(engine_sees_label, what="the engine seeing the label")
+        # The move (or not) happens as the cache applies the event: it is decided now.
+        assert engine.queue_state(sched, key) == "unschedulable"
+        assert engine.stats(sched).unschedulable_attempts == 1
+
+        res = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        await client.patch(f"/api/v1/nodes/{node}/status",
+                           {"status": {"allocatable": res, "capacity": res}}, "merge")
+        assert await bound_node(client, namespace, "big") == node
+        assert engine.stats(sched).unschedulable_attempts == 1
+
+    run(cluster, [p], body)
+
+
+# -- the binding cycle ------------------------------------------------------------------------
+
+class FlakyPreBind(FilterPlugin, ReservePlugin, PreBindPlugin, PostBindPlugin):
+    """Reserves the pod on its node, fails PreBind `failures` times, records every call."""
+
+    NAME = "FlakyPreBind"
+    calls: ClassVar[dict[str, list[str]]] = {}
+    reserved: ClassVar[dict[str, set[str]]] = {}
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        self.run_id = str(args["run"])
+        self.failures = int(args.get("failures", 0))
+        self.calls.setdefault(self.run_id, [])
+        self.reserved.setdefault(self.run_id, set())
+
+    def _log(self, what: str) -> None:
+        self.calls[self.run_id].append(what)
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return SUCCESS
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        self._log(f"reserve {node_name}")
+        self.reserved[self.run_id].add(pod.uid)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self._log(f"unreserve {node_name}")
+        self.reserved[self.run_id].discard(pod.uid)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        self._log("preBind")
+        if self.calls[self.run_id].count("preBind") <= self.failures:
+            return Status.error("the volume is not ready yet")
+        return SUCCESS
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self._log(f"postBind {node_name}")
+
+
+def _flaky_registry() -> Registry:
+    from polsched import plugins
+
+    specs = [s for n in plugins.REGISTRY.names() if (s := plugins.REGISTRY.get(n))]
+    return Registry([*specs, PluginSpec(FlakyPreBind.NAME,
+                                        filter=lambda args, handle: FlakyPreBind(args))])
+
+
+def test_a_pre_bind_failure_unreserves_and_the_pod_is_retried(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """The binding cycle: Reserve, then PreBind fails (an error): Unreserve, the assumed pod
+    is forgotten, FailedScheduling/SchedulerError with upstream's message, retried after
+    backoff; the second attempt binds and PostBind runs."""
+    rid = unique("prebind")
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    sched = f"{rid}-sched"
+    from polsched import plugins
+
+    p = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                     "metadata": {"name": sched, "generation": 1, "uid": unique("uid")},
+                     "spec": {"filters": [{"name": "FlakyPreBind",
+                                           "args": {"run": rid, "failures": 1}}]}},
+                    registry=_flaky_registry(), default_filters=plugins.DEFAULT_FILTERS,
+                    default_scorers=plugins.DEFAULT_SCORERS)
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [node])
+        await create_pod(client, namespace, "vol", sched, rid)
+        note = await failed_scheduling(client, namespace, "vol")
+        assert note == 'running PreBind plugin "FlakyPreBind": the volume is not ready yet'
+        assert await bound_node(client, namespace, "vol") == node
+        cond = await eventually(lambda: _condition(client, namespace, "vol"))
+        assert cond["status"] == "True"
+        assert await eventually(lambda: _true(f"postBind {node}" in FlakyPreBind.calls[rid]))
+        assert FlakyPreBind.calls[rid] == [
+            f"reserve {node}", "preBind", f"unreserve {node}",
+            f"reserve {node}", "preBind", f"postBind {node}"]
+        pod = await get_pod(client, namespace, "vol")
+        assert FlakyPreBind.reserved[rid] == {pod["metadata"]["uid"]}
+        assert engine.stats(sched).binds_total == 1
+
+    run(cluster, [p], body)

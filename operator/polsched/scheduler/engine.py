@@ -536,6 +536,12 @@ class Engine(CacheListener):
             self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
             self._on_cycle_failure(s, qp, st, node_name, started)
 
+    def queue_state(self, scheduler_name: str, pod_key: str) -> str | None:
+        """Where a pending pod of that scheduler waits: "active", "backoff",
+        "unschedulable", "gated", "in-flight", or None (not queued)."""
+        s = self._schedulers.get(scheduler_name)
+        return s.queue.where(pod_key) if s is not None else None
+
     def waiting_pod(self, scheduler_name: str, uid: str) -> bc.WaitingPod | None:
         """A pod that Permit plugins hold (framework.Handle GetWaitingPod)."""
         s = self._schedulers.get(scheduler_name)
