@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import random
 import re
@@ -40,6 +41,7 @@ from typing import Any, TextIO
 
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.framework import listers as ls
 from polsched.framework import resources as res
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
@@ -201,22 +203,10 @@ def _ingesters(cache: ClusterCache) -> dict[str, Callable[[str, Json], None]]:
     """kind -> the cache's ingest method for it, the one its watch calls. Kinds the cache
     does not hold are not fed (scheduling does not read them)."""
     out: dict[str, Callable[[str, Json], None]] = {
-        "Node": cache.on_node_event, "Namespace": cache.on_namespace_event,
-        "Pod": cache.on_pod_event}
-    generic = getattr(cache, "on_object_event", None)
-    for kind in KIND_ORDER:
-        if kind in out:
-            continue
-        method = getattr(cache, f"on_{_snake(kind)}_event", None)
-        if callable(method):
-            out[kind] = method
-        elif callable(generic):
-            out[kind] = (lambda k: lambda ev, obj: generic(k, ev, obj))(kind)
+        "Node": cache.on_node_event, "Pod": cache.on_pod_event}
+    for kind in ls.KINDS:
+        out[kind.name] = functools.partial(cache.on_object_event, kind)
     return out
-
-
-def _snake(kind: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", kind).lower()
 
 
 def build_cache(objects: Sequence[Json], leave_out: frozenset[str] = frozenset()

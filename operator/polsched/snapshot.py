@@ -25,6 +25,9 @@ from typing import Any
 
 import yaml
 
+from polsched.api.model import API_VERSION, KIND, PLURAL
+from polsched.framework import listers as ls
+
 Json = dict[str, Any]
 
 
@@ -34,34 +37,30 @@ class Kind:
 
     api_version: str
     kind: str
-    plural: str
-    namespaced: bool
+    path: str
     # False: a cluster without this API (or a kubeconfig not allowed to list it) is fine.
     required: bool = False
 
     @property
-    def path(self) -> str:
-        prefix = "/api" if "/" not in self.api_version else "/apis"
-        return f"{prefix}/{self.api_version}/{self.plural}"
+    def plural(self) -> str:
+        return self.path.rsplit("/", 1)[1]
 
 
-# In the order objects are fed to the cache: nodes before pods (pods land on real nodes).
+def _kind(lister: ls.Kind, required: bool = False) -> Kind:
+    """The snapshot's view of a kind the cache keeps for the plugins' listers."""
+    parts = lister.path.strip("/").split("/")  # api/v1/x or apis/group/version/x
+    api_version = parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+    return Kind(api_version, lister.name, lister.path, required)
+
+
+# Nodes, every kind the cache keeps for plugins (framework.listers.KINDS: namespaces,
+# volumes, services, workload controllers, PDBs, priority classes), the policies (the
+# baseline `current` of a simulation) and, last, pods: the order they are fed to a cache.
 KINDS: tuple[Kind, ...] = (
-    Kind("v1", "Node", "nodes", False, required=True),
-    Kind("v1", "Namespace", "namespaces", False, required=True),
-    Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
-    Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", False),
-    Kind("storage.k8s.io/v1", "CSINode", "csinodes", False),
-    Kind("storage.k8s.io/v1", "CSIDriver", "csidrivers", False),
-    Kind("v1", "PersistentVolume", "persistentvolumes", False),
-    Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
-    Kind("v1", "Service", "services", True),
-    Kind("v1", "ReplicationController", "replicationcontrollers", True),
-    Kind("apps/v1", "ReplicaSet", "replicasets", True),
-    Kind("apps/v1", "StatefulSet", "statefulsets", True),
-    Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
-    Kind("polsched.io/v1alpha1", "SchedulingPolicy", "schedulingpolicies", False),
-    Kind("v1", "Pod", "pods", True, required=True),
+    Kind("v1", "Node", "/api/v1/nodes", required=True),
+    *(_kind(k, required=k is ls.NAMESPACE) for k in ls.KINDS),
+    Kind(API_VERSION, KIND, f"/apis/{API_VERSION}/{PLURAL}"),
+    Kind("v1", "Pod", "/api/v1/pods", required=True),
 )
 KIND_ORDER = {k.kind: i for i, k in enumerate(KINDS)}
 

@@ -264,3 +264,19 @@ def test_bad_candidate_names_the_field(tmp_path: Path, capsys: pytest.CaptureFix
     f.write_text(yaml.safe_dump(bad))
     code, _, err = run(capsys, "-f", str(f), "--snapshot", str(files["snap"]))
     assert code == 1 and "spec.scorers[0].weight" in err
+
+
+def test_snapshot_objects_reach_the_cache_listers_plugins_read() -> None:
+    """Every kind the cache keeps for plugins is fed through its ingest method."""
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "data", "namespace": "default"}, "spec": {}}
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+          "metadata": {"name": "high"}, "value": 1000}
+    doc = snapshot.as_list([*cluster(), pvc, pc])
+    cache = simulate.build_cache(doc["items"])
+    assert cache.listers.pvc("default", "data") is not None
+    assert cache.listers.priority_class("high") is not None
+    assert cache.namespaces == {"default": {}}
+    assert sorted(cache.pods) == ["default/early", "default/late-high", "default/middle",
+                                  "default/other-scheduler", "default/running"]
+    assert cache.node_info("n3") is not None and len(cache.node_info("n3").pods) == 1
