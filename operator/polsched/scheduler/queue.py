@@ -137,6 +137,8 @@ class SchedulingQueue:
         self._pre_enqueue: tuple[PreEnqueuePlugin, ...] = ()
         # None until configured: every plugin is registered for every event.
         self._hints: HintMap | None = None
+        # event -> the plugins that registered a matching event (memo, per configuration)
+        self._interest: dict[ev.ClusterEvent, frozenset[str]] = {}
         self._wakeup: asyncio.Event | None = None
         self._closed = False
 
@@ -146,6 +148,7 @@ class SchedulingQueue:
         """The pipeline's PreEnqueue plugins and queueing hints (on every apply)."""
         self._pre_enqueue = tuple(pre_enqueue)
         self._hints = dict(hints) if hints is not None else None
+        self._interest.clear()
 
     # -- introspection ----------------------------------------------------------------
     def __len__(self) -> int:
@@ -311,11 +314,17 @@ class SchedulingQueue:
             return ev.ALL_EVENTS
         return self._hints.get(plugin)
 
-    def _event_of_interest(self, event: ev.ClusterEvent) -> bool:
+    def _interested(self, event: ev.ClusterEvent) -> frozenset[str] | None:
+        """The plugins that registered an event matching `event`; None: every plugin
+        (unconfigured, or a wildcard event)."""
         if event.is_wildcard or self._hints is None:
-            return True
-        return any(eh.event.matches(event) for registered in self._hints.values()
-                   for eh in registered)
+            return None
+        got = self._interest.get(event)
+        if got is None:
+            got = frozenset(p for p, registered in self._hints.items()
+                            if any(eh.event.matches(event) for eh in registered))
+            self._interest[event] = got
+        return got
 
     # -- what the cache's events do -------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
@@ -384,11 +393,19 @@ class SchedulingQueue:
              pre_check: Callable[[PodInfo], bool] | None = None) -> int:
         """MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may help go back
         (to backoffQ while backing off). Returns how many moved."""
-        if not self._event_of_interest(event):
-            return 0
+        interested = self._interested(event)
+        if interested is not None and not interested:
+            return 0  # no plugin cares (isEventOfInterest): not even kept for in-flight pods
+        hints = self._hints
         now = self._clock()
         moved = 0
         for qp in list(self._unschedulable.values()):
+            rejected = qp.rejected_by
+            # Fast path: every rejecting plugin is known and none registered this event.
+            if (interested is not None and hints is not None and rejected
+                    and not rejected & interested
+                    and all(p in hints for p in rejected)):
+                continue
             if pre_check is not None and not pre_check(qp.pod):
                 continue
             if qp.gated and not event.is_wildcard and not any(
