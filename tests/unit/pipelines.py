@@ -19,12 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from polsched import plugins
-from polsched.api import load_policy
+from polsched.api import PolicyError, load_policy
 from polsched.api.model import Policy
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
 from polsched.framework.pipeline import Extender, Pipeline
-from polsched.framework.registry import Registry
+from polsched.framework.registry import ArgsError, Registry
 from polsched.scheduler.pipelines import build_pipeline
 
 Json = dict[str, Any]
@@ -76,17 +76,30 @@ def build(obj: Mapping[str, Any] | None = None, *, objects: Iterable[Json] = (),
     return build_pipeline(policy, handle, extenders, rng=rng or random.Random(1))
 
 
-def build_plugin(name: str, args: Mapping[str, Any] | None = None, *, point: str = "filter",
+def build_plugin(name: str, args: Mapping[str, Any] | None = None, *, point: str = "",
                  objects: Iterable[Json] = (), listers: Listers | None = None,
                  registry: Registry | None = None, **spec: Any) -> Any:
     """The one plugin instance a policy listing only `name` (with `args`) at `point`
-    ("filter" or "score") gets from the builder."""
+    ("filter" or "score"; by default filter if the plugin has one) gets from the builder."""
+    if not point:
+        found = (registry or plugins.REGISTRY).get(name)
+        point = "filter" if found is not None and found.filter is not None else "score"
     entry: Json = {"name": name}
     if args is not None:
         entry["args"] = args
-    pl = build(registry=registry, objects=objects, listers=listers, defaults=False,
-               filters=[entry] if point == "filter" else None,
-               scorers=[entry] if point == "score" else None, **spec)
+    try:
+        pl = build(registry=registry, objects=objects, listers=listers, defaults=False,
+                   filters=[entry] if point == "filter" else None,
+                   scorers=[entry] if point == "score" else None, **spec)
+    except PolicyError as err:
+        # The loader refused the args: raise what the factory said, its path relative to
+        # the entry's args, so tests of a plugin's args read as they do upstream.
+        prefix = f"spec.{'filters' if point == 'filter' else 'scorers'}[0].args"
+        first = err.errors[0]
+        if len(err.errors) == 1 and first.path.startswith(prefix):
+            raise ArgsError(first.path.removeprefix(prefix).removeprefix("."),
+                            first.message) from err
+        raise
     plugin: FilterPlugin | ScorePlugin = (pl.filters[0].plugin if point == "filter"
                                           else pl.scorers[0].plugin)
     return plugin
@@ -96,3 +109,18 @@ def namespace(name: str, **labels: str) -> Json:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name,
                                                   **labels}}}
+
+
+def args_errors(name: str, args: Any, *, point: str = "") -> list[str]:
+    """The field paths the loader reports for a policy listing only `name` with `args`
+    (relative to the entry: "args.hardPodAffinityWeight"); [] when the policy loads."""
+    if not point:
+        found = plugins.REGISTRY.get(name)
+        point = "filter" if found is not None and found.filter is not None else "score"
+    key = "filters" if point == "filter" else "scorers"
+    try:
+        load(defaults=False, **{key: [{"name": name, "args": args}]})
+    except PolicyError as err:
+        prefix = f"spec.{key}[0]."
+        return [e.path.removeprefix(prefix) for e in err.errors]
+    return []

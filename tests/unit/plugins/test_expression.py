@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import Code
 from polsched.plugins import expression
 from polsched.plugins.expression import project, read_paths
+from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -27,14 +28,14 @@ def node(name: str, **labels: str) -> NodeInfo:
 
 def new_filter(args: dict[str, Any]) -> expression.ExpressionFilter:
     assert expression.SPEC.filter is not None
-    plugin = expression.SPEC.filter(args, Handle())
+    plugin = build_plugin(expression.NAME, args)
     assert isinstance(plugin, expression.ExpressionFilter)
     return plugin
 
 
 def new_scorer(args: dict[str, Any]) -> expression.ExpressionScorer:
     assert expression.SPEC.score is not None
-    plugin = expression.SPEC.score(args, Handle())
+    plugin = build_plugin(expression.NAME, args, point="score")
     assert isinstance(plugin, expression.ExpressionScorer)
     return plugin
 

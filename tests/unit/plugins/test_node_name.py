@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_name
 from polsched.plugins.node_name import ERR_REASON
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ def node(name: str) -> NodeInfo:
     ("bar", "foo", Code.UNSCHEDULABLE_AND_UNRESOLVABLE),  # host doesn't match
 ], ids=["no host specified", "host matches", "host doesn't match"])
 def test_node_name(pod_node: str, node_: str, want: Code) -> None:
-    plugin = node_name.new(None, Handle())
+    plugin = build_plugin(node_name.NAME)
     state = CycleState()
     p, n = pod(pod_node), node(node_)
     pre = plugin.pre_filter(state, p, Snapshot([n]))
@@ -44,5 +44,4 @@ def test_node_name(pod_node: str, node_: str, want: Code) -> None:
 
 
 def test_args_are_refused() -> None:
-    with pytest.raises(ArgsError):
-        node_name.new({"nodeName": "x"}, Handle())
+    assert args_errors(node_name.NAME, {"nodeName": "x"})
