@@ -20,9 +20,15 @@ from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -201,6 +207,20 @@ class Pipeline:
         self.post_filter = post_filter
         self._rng = rng or random.Random()
         self._next_start = 0
+        # The plugins of the other extension points, in the order their entries run (a
+        # plugin listed as filter and scorer counts once, as its filter instance), for the
+        # queue (PreEnqueue) and the binding cycle (Reserve, Permit, PreBind, PostBind).
+        built: dict[str, Plugin] = {}
+        for f in self.filters:
+            built.setdefault(f.name, f.plugin)
+        for sc in self.scorers:
+            built.setdefault(sc.name, sc.plugin)
+        plugins = tuple(built.values())
+        self.pre_enqueue = tuple(p for p in plugins if isinstance(p, PreEnqueuePlugin))
+        self.reserve = tuple(p for p in plugins if isinstance(p, ReservePlugin))
+        self.permit = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.pre_bind = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
+        self.post_bind = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
