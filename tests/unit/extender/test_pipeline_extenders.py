@@ -196,8 +196,8 @@ def test_non_ignorable_extender_error_answer_fails_the_cycle(
     server = start_extender({"/filter": lambda args: {"Error": "not ready"}})
     with pytest.raises(PipelineError) as err:
         run(schedule(pipeline(filter_extender(server.url))))
-    assert str(err.value) == (f"running {server.url!r}: failed filter with extender at URL "
-                              f"{server.url}filter: not ready")
+    assert str(err.value) == f"failed filter with extender at URL {server.url}filter: not ready"
+    assert err.value.status.plugin == server.url
 
 
 def test_a_hanging_extender_does_not_hold_up_another_pipeline(

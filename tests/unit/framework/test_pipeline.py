@@ -14,12 +14,14 @@ import pytest
 from polsched.framework import (
     SKIP,
     SUCCESS,
+    Code,
     CycleState,
     FilterPlugin,
     FitError,
     Handle,
     NodeInfo,
     Pipeline,
+    PipelineError,
     PluginSpec,
     PodInfo,
     PreFilterPlugin,
@@ -105,6 +107,35 @@ class Skipper(PreFilterPlugin, FilterPlugin):
         raise AssertionError("skipped plugin's Filter ran")
 
 
+class Broken(PreFilterPlugin, FilterPlugin):
+    """Errors at the point its args name ("prefilter" or "filter"), on node "b" only."""
+
+    NAME = "Broken"
+
+    def __init__(self, at: str) -> None:
+        self.at = at
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        return Status.error("lister gone") if self.at == "prefilter" else SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.error("disk on fire") if node.name == "b" else SUCCESS
+
+
+class Counting(PreFilterPlugin, FilterPlugin):
+    """PreFilter rejects (Unschedulable) and counts the cycles that reached it."""
+
+    NAME = "Counting"
+    reached = 0
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        Counting.reached += 1
+        return Status.unschedulable("counted")
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        raise AssertionError("Filter must not run after PreFilter rejected")
+
+
 def _label_is(args: Mapping[str, Any], handle: Handle) -> LabelIs:
     return LabelIs(args["key"], args["value"], args["reason"])
 
@@ -117,6 +148,8 @@ REGISTRY = Registry([
     PluginSpec("Skipper", filter=lambda a, h: Skipper()),
     PluginSpec("NameLength", score=lambda a, h: NameLength()),
     PluginSpec("Constant", score=lambda a, h: Constant()),
+    PluginSpec("Broken", filter=lambda a, h: Broken(a.get("at", ""))),
+    PluginSpec("Counting", filter=lambda a, h: Counting()),
 ])
 
 
@@ -232,3 +265,34 @@ def test_truncate_message() -> None:
     assert truncate_message("x" * 1024) == "x" * 1024
     long = truncate_message("y" * 2000)
     assert len(long) == 1024 and long.endswith(" ...")
+
+
+# -- Error aborts the cycle (RunPreFilterPlugins / RunFilterPlugins) ----------------------
+
+def test_a_filter_error_aborts_the_cycle_with_upstreams_message() -> None:
+    """Not a rejection of one node: the whole attempt fails (SchedulerError upstream)."""
+    p = pipeline([{"name": "Broken", "args": {"at": "filter"}}])
+    with pytest.raises(PipelineError) as err:
+        run(p, pod(), [node("a"), node("b"), node("c")])
+    assert err.value.status.code is Code.ERROR
+    assert err.value.status.message == 'running "Broken" filter plugin: disk on fire'
+    assert str(err.value) == 'running "Broken" filter plugin: disk on fire'
+
+
+def test_a_prefilter_error_aborts_the_cycle_with_upstreams_message() -> None:
+    p = pipeline([{"name": "Broken", "args": {"at": "prefilter"}}])
+    with pytest.raises(PipelineError) as err:
+        run(p, pod(), [node("a")])
+    assert str(err.value) == 'running PreFilter plugin "Broken": lister gone'
+
+
+def test_unschedulable_prefilter_lets_the_later_prefilters_run() -> None:
+    """Upstream runs every PreFilter after an Unschedulable one (preemption needs their
+    state, kubernetes#119770), so a later Error still aborts."""
+    Counting.reached = 0
+    p = pipeline(["Counting", {"name": "Broken", "args": {"at": "prefilter"}}])
+    with pytest.raises(PipelineError):
+        run(p, pod(), [node("a")])
+    assert Counting.reached == 1
+    res = run(pipeline(["Counting", "Skipper"]), pod(), [node("a"), node("b")])
+    assert res.fit_error is not None and res.fit_error.pre_filter_msg == "counted"

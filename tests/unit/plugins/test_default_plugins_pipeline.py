@@ -124,3 +124,49 @@ def test_scores_pick_the_preferred_lightly_loaded_node() -> None:
     assert (by_node["zone-a"].plugins["NodeResourcesFit"][2]
             > by_node["zone-a-loaded"].plugins["NodeResourcesFit"][2])
     assert result.explanation.filters["cordoned"].reasons == ("node(s) were unschedulable",)
+
+
+# -- PreFilterResult (findNodesThatFitPod / RunPreFilterPlugins) ------------------------
+
+def match_fields(*names: str) -> dict[str, Any]:
+    """One term per node name (ORed); a field requirement takes exactly one value."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [n]}]} for n in names]}}}
+
+
+def test_match_fields_pod_is_filtered_only_on_its_nodes() -> None:
+    """NodeAffinity's PreFilterResult: the other nodes are UnschedulableAndUnresolvable
+    "didn't satisfy plugin(s) [NodeAffinity]" without their filters running."""
+    nodes = [node("a", cpu="1"), node("b"), node("c"), node("d", cpu="1")]
+    result = schedule(pod("2", affinity=match_fields("a", "d", "gone")), nodes)
+    assert result.node is None and result.fit_error is not None
+    assert filters_part(result.fit_error.message) == (
+        "0/4 nodes are available: 2 Insufficient cpu, "
+        "2 node(s) didn't satisfy plugin(s) [NodeAffinity].")
+    # Only a and d were filtered; b and c count under the absent status.
+    assert sorted(result.fit_error.node_statuses) == ["a", "d"]
+    assert result.fit_error.status_of("b") == result.fit_error.absent_status
+    assert result.evaluated_nodes == 2
+    assert schedule(pod("1", affinity=match_fields("a", "b")), nodes).node in ("a", "b")
+
+
+def test_conflicting_match_fields_are_rejected_at_prefilter() -> None:
+    terms = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["a"]},
+            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
+    result = schedule(pod("1", affinity=terms), [node("a"), node("b")])
+    assert result.fit_error is not None
+    assert filters_part(result.fit_error.message) == (
+        "0/2 nodes are available: pod affinity terms conflict.")
+
+
+def test_node_name_and_match_fields_intersect_to_nothing() -> None:
+    """Two PreFilterResults with no node in common: upstream's message names both."""
+    result = schedule(pod("1", nodeName="a", affinity=match_fields("b")),
+                      [node("a"), node("b")])
+    assert result.fit_error is not None
+    assert filters_part(result.fit_error.message) == (
+        "0/2 nodes are available: node(s) didn't satisfy plugin(s) [NodeAffinity NodeName] "
+        "simultaneously.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework.interfaces import PreFilterResult
 from polsched.framework.status import Code
 from polsched.plugins import node_name
 from polsched.plugins.node_name import ERR_REASON
@@ -32,7 +33,10 @@ def test_node_name(pod_node: str, node_: str, want: Code) -> None:
     state = CycleState()
     p, n = pod(pod_node), node(node_)
     pre = plugin.pre_filter(state, p, Snapshot([n]))
-    if pre.code is Code.SKIP:
+    if isinstance(pre, PreFilterResult):
+        # As upstream v1.37: a pod naming a node is filtered against that node only.
+        assert pre.node_names == {pod_node}
+    elif pre.code is Code.SKIP:
         assert want is Code.SKIP
         # Filter would pass anyway if called.
         assert plugin.filter(state, p, n).ok
