@@ -418,3 +418,36 @@ def test_a_node_that_filled_up_since_the_last_pod_is_checked_again() -> None:
     again = cycle(plugin)
     assert again == cycle(build_plugin(node_resources_fit.NAME))
     assert again[0][1] is Code.UNSCHEDULABLE and again[1][1] != first[1][1]
+
+
+def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
+    """Issue 10, defect 8: v1.37's NewFit builds its scorer without pod-level resources, so
+    a pod with spec.resources scores as its containers (100m / 200Mi defaults), while the
+    filter counts spec.resources. Mirrored on purpose (docs/differences.md)."""
+    def with_pod_level(level: dict[str, str] | None) -> PodInfo:
+        spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+        if level:
+            spec["resources"] = {"requests": level}
+        return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+
+    nodes = [NodeInfo.from_json({"metadata": {"name": n}, "status": {"allocatable": a}})
+             for n, a in (("a", {"cpu": "4", "memory": "64Gi", "pods": "110"}),
+                          ("b", {"cpu": "64", "memory": "2Gi", "pods": "110"}))]
+    plugin = build_plugin(node_resources_fit.NAME)
+
+    def scores(p: PodInfo) -> list[int]:
+        state = CycleState()
+        assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        got = plugin.score_nodes(state, p, nodes)
+        assert isinstance(got, list)
+        return got
+
+    big = with_pod_level({"cpu": "3", "memory": "100Mi"})
+    assert scores(big) == scores(with_pod_level(None))
+    # The filter does count them: 3 cpu do not fit a 2-cpu node.
+    small = NodeInfo.from_json({"metadata": {"name": "s"},
+                                "status": {"allocatable": {"cpu": "2", "memory": "8Gi",
+                                                           "pods": "110"}}})
+    state = CycleState()
+    assert plugin.pre_filter(state, big, Snapshot([small])).ok
+    assert plugin.filter(state, big, small).reasons == ("Insufficient cpu",)
