@@ -21,6 +21,7 @@ from polsched.extender.client import HTTPExtender
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
+    Handle,
     PermitPlugin,
     PostBindPlugin,
     PreBindPlugin,
@@ -313,9 +314,12 @@ class Gatekeeper(FilterPlugin, ReservePlugin, PermitPlugin):
 
     NAME = "Gatekeeper"
     unreserved: ClassVar[list[str]] = []
+    instances: ClassVar[list[Gatekeeper]] = []
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
+    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
         self.timeout = float(args.get("timeout", 60))
+        self.handle = handle
+        self.instances.append(self)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         return SUCCESS
@@ -344,7 +348,7 @@ def test_permit_wait_holds_a_pod_while_others_are_scheduled(
 
     specs = [s for n in plugins.REGISTRY.names() if (s := plugins.REGISTRY.get(n))]
     registry = Registry([*specs, PluginSpec(Gatekeeper.NAME,
-                                            filter=lambda args, handle: Gatekeeper(args))])
+                                            filter=lambda args, handle: Gatekeeper(args, handle))])
 
     def load(name: str, timeout: float) -> Policy:
         return load_policy(
@@ -362,14 +366,16 @@ def test_permit_wait_holds_a_pod_while_others_are_scheduled(
         held = await client.post(f"/api/v1/namespaces/{namespace}/pods", pod_manifest(
             namespace, "held", sched, rid, labels={"hold": "yes"}))
         uid = held["metadata"]["uid"]
-        await eventually(lambda: _true(engine.waiting_pod(sched, uid) is not None),
+        await eventually(lambda: _true(engine.waiting_pod(uid) is not None),
                          what="the pod waiting on Permit")
         await create_pod(client, namespace, "free", sched, rid)
         assert await bound_node(client, namespace, "free") == node
         pod = await get_pod(client, namespace, "held")
         assert not pod["spec"].get("nodeName")
-        waiting = engine.waiting_pod(sched, uid)
+        waiting = engine.waiting_pod(uid)
         assert waiting is not None and waiting.pending_plugins == ["Gatekeeper"]
+        # Plugins reach it through their Handle (GetWaitingPod), as a gang plugin would.
+        assert any(g.handle.waiting_pods.get(uid) is waiting for g in Gatekeeper.instances)
         waiting.allow("Gatekeeper")
         assert await bound_node(client, namespace, "held") == node
 
