@@ -195,3 +195,24 @@ def test_truncate_message() -> None:
     assert truncate_message("x" * 1024) == "x" * 1024
     long = truncate_message("y" * 2000)
     assert len(long) == 1024 and long.endswith(" ...")
+
+
+def test_no_deciding_scorer_when_the_best_totals_tie() -> None:
+    """Two scorers that each favour another node, by as much: the totals tie, the draw
+    decides, and no scorer may be named (the conformance suite reads it as "tied")."""
+    class PrefersX(ScorePlugin):
+        NAME = "PrefersX"
+
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+            return 10 if node.name == "x" else 0
+
+    class PrefersY(ScorePlugin):
+        NAME = "PrefersY"
+
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+            return 10 if node.name == "y" else 0
+
+    p = Pipeline([], [ScoreEntry(PrefersX(), 1), ScoreEntry(PrefersY(), 1)])
+    res = run(p, pod(), [node("x"), node("y")])
+    assert res.node in ("x", "y")
+    assert res.deciding_scorer == ""
