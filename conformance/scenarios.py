@@ -615,8 +615,12 @@ def fam_gates(b: Builder) -> None:
     b.nodes(r.randint(1, 3))
     ns = b.namespace("a")
     for _ in range(r.randint(2, 5)):
-        p = b.pod(ns, cpu=b.cpu(6000 if b.maybe(0.3) else 2000), memory=b.mem())
-        if b.maybe(0.6):
+        gated = b.maybe(0.6)
+        # Half the gated pods fit no node: a scheduler that tries a gated pod then says so
+        # (FailedScheduling, PodScheduled=False/Unschedulable instead of SchedulingGated).
+        big = gated and b.maybe(0.5)
+        p = b.pod(ns, cpu="64" if big else b.cpu(), memory=b.mem())
+        if gated:
             p["spec"]["schedulingGates"] = [{"name": "example.com/queue"}]
 
 
