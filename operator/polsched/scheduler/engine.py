@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework.interfaces import Handle
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError
+from polsched.framework.pipeline import Extender, FitError, Pipeline, PipelineError
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# schedule_one.go ErrNoNodesAvailable
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 # Plugins whose verdict can change when a pod lands on a node (the AssignedPodAdd event).
 _POD_AFFINITY_PLUGINS = frozenset({"InterPodAffinity", "PodTopologySpread"})
 # How many times a decision is retried when its node filled up while extenders answered.
@@ -381,7 +379,10 @@ class Engine(CacheListener):
             return
         snapshot = self.cache.snapshot
         if not snapshot.nodes:
-            self._on_error(s, qp, NO_NODES_AVAILABLE, started)
+            # schedulingAlgorithm: ErrNoNodesAvailable is UnschedulableAndUnresolvable
+            # (PodScheduled reason Unschedulable), not a SchedulerError; any node event
+            # moves the pod back.
+            self._on_unschedulable(s, qp, cycle, FitError(0), started)
             return
         node_name: str | None = None
         pipeline = s.pipeline
