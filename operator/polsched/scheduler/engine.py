@@ -103,8 +103,6 @@ class _Scheduler:
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
         self.warned: set[str] = set()
-        # Pods that Permit plugins hold, by uid.
-        self.waiting: dict[str, bc.WaitingPod] = {}
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -127,7 +125,10 @@ class Engine(CacheListener):
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
         # What every policy's plugins are built with (framework.Handle).
-        self.handle = Handle(listers=self.cache.listers, api=client)
+        # Pods that Permit plugins hold, by uid, across policies (uids are unique).
+        self.waiting_pods: dict[str, bc.WaitingPod] = {}
+        self.handle = Handle(listers=self.cache.listers, api=client,
+                             waiting_pods=self.waiting_pods)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -314,7 +315,7 @@ class Engine(CacheListener):
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
             s.blocked.pop(pod.key, None)
-            waiting = s.waiting.get(pod.uid)
+            waiting = self.waiting_pods.get(pod.uid)
             if waiting is not None:  # deletePodFromSchedulingQueue: RejectWaitingPod
                 waiting.reject("", "removed")
             s.warned.discard(pod.key)
@@ -462,7 +463,7 @@ class Engine(CacheListener):
                 st, waits = bc.run_permit(bp, state, assumed, node_name)
                 if st.code is Code.WAIT:
                     waiting = bc.WaitingPod(assumed, waits)
-                    s.waiting[assumed.uid] = waiting
+                    self.waiting_pods[assumed.uid] = waiting
                     st = SUCCESS
             if not st.ok:
                 bc.run_unreserve(bp, state, assumed, node_name)
@@ -490,7 +491,7 @@ class Engine(CacheListener):
                 try:
                     st = await waiting.wait()
                 finally:
-                    s.waiting.pop(assumed.uid, None)
+                    self.waiting_pods.pop(assumed.uid, None)
                 if not st.ok:
                     self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
                     return
@@ -547,10 +548,9 @@ class Engine(CacheListener):
         s = self._schedulers.get(scheduler_name)
         return s.queue.where(pod_key) if s is not None else None
 
-    def waiting_pod(self, scheduler_name: str, uid: str) -> bc.WaitingPod | None:
+    def waiting_pod(self, uid: str) -> bc.WaitingPod | None:
         """A pod that Permit plugins hold (framework.Handle GetWaitingPod)."""
-        s = self._schedulers.get(scheduler_name)
-        return s.waiting.get(uid) if s is not None else None
+        return self.waiting_pods.get(uid)
 
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
                    outcome: BindOutcome, message: str, started: float,
