@@ -54,7 +54,7 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
                          ("clusterrolebinding", None)):
             args = ["get", kind, obj, "-o", "json"] + (["-n", ns] if ns else [])
             got = wait_for(lambda a=args: (p := h.cluster.kubectl(*a, check=False))  # type: ignore[misc]
-                           .returncode == 0 and p, 10, f"{kind} {obj}", interval=0.2)
+                           .returncode == 0 and p, 30, f"{kind} {obj}", interval=0.2)
             owners = json.loads(got.stdout)["metadata"].get("ownerReferences") or []
             assert [(o["kind"], o["name"], o["uid"]) for o in owners] == \
                 [("SchedulingPolicy", rid, uid)], (kind, owners)
@@ -71,7 +71,7 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
         common = ("scheduler", "--policy", rid, "--namespace", NS, "--lease-duration", "4",
                   "--renew-period", "0.5")
         first = h.process(kubeconfig, *common, "--identity", f"{rid}-first")
-        wait_for(lambda: lease_holder(h, lease) == f"{rid}-first", 10, "first holds the lease",
+        wait_for(lambda: lease_holder(h, lease) == f"{rid}-first", 30, "first holds the lease",
                  interval=0.1)
         second = h.process(kubeconfig, *common, "--identity", f"{rid}-second")
         wait_for(lambda: h.condition(rid, "Ready").get("status") == "True", 10,
@@ -126,7 +126,7 @@ def test_rollout_of_a_one_replica_policy_never_runs_two_schedulers(
         obj = f"polsched-{rid}"
         deploy = wait_for(lambda: (p := h.cluster.kubectl(
             "get", "deployment", obj, "-n", NS, "-o", "json", check=False)).returncode == 0
-            and json.loads(p.stdout), 10, f"deployment {obj}", interval=0.2)
+            and json.loads(p.stdout), 30, f"deployment {obj}", interval=0.2)
         assert deploy["spec"]["replicas"] == 1
         args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
         kubeconfig = service_account_kubeconfig(h.cluster, NS, obj,
@@ -134,7 +134,7 @@ def test_rollout_of_a_one_replica_policy_never_runs_two_schedulers(
         common = (*args, "--namespace", NS, "--lease-duration", "4", "--renew-period", "0.5")
         old = h.process(kubeconfig, *common, "--identity", f"{rid}-old")
         lease = f"polsched-scheduler-{rid}"
-        wait_for(lambda: lease_holder(h, lease) == f"{rid}-old", 10, "old holds the lease",
+        wait_for(lambda: lease_holder(h, lease) == f"{rid}-old", 30, "old holds the lease",
                  interval=0.1)
         h.create_pods(namespace, ["p0"], rid)
         wait_for(lambda: len(h.bound(namespace)) == 1, 10, "the old pod binds")

@@ -92,6 +92,9 @@ def binding_extenders(extenders: Sequence[object], pod: PodInfo) -> list[Binding
 Deadline = Callable[[], float | None]
 # Upper bound of one bind when nothing tighter applies (ApiClient's request default).
 BIND_TIMEOUT = 60.0
+# A bind with less time than this before the lease's deadline is not sent: it could not
+# complete under the lease (and a timer that fires a hair early must not let one through).
+MIN_BIND_TIME = 0.5
 
 
 class _Lane:
@@ -121,6 +124,10 @@ class Binder:
         self._concurrency = max(concurrency, 1)
         self._lanes: dict[str, _Lane] = {}
         self.deadline = deadline
+        # The timeouts of the binds in flight, cut by the watchdog when the deadline
+        # passes (a renewal moves the deadline on, so a fixed timeout would be wrong).
+        self._in_flight: set[asyncio.Timeout] = set()
+        self._watchdog: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -139,6 +146,9 @@ class Binder:
         got = self._lanes.get(lane)
         if got is None:
             got = self._lanes[lane] = _Lane(lane)
+        if self.deadline is not None and self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(
+                self._watch_deadline(), name="polsched-binder-deadline")
         if not got.workers:
             loop = asyncio.get_running_loop()
             got.workers = [loop.create_task(self._work(got),
@@ -168,15 +178,26 @@ class Binder:
             _call(done, pod, BindOutcome.DROPPED, "leadership lost before the bind was sent")
         return len(dropped)
 
-    def _timeout(self) -> float | None:
-        """Seconds a bind may take now; None: the deadline has passed."""
-        if self.deadline is None:
-            return BIND_TIMEOUT
-        until = self.deadline()
-        if until is None:
-            return BIND_TIMEOUT
-        left = until - time.monotonic()
-        return min(left, BIND_TIMEOUT) if left > 0 else None
+    def _may_send(self) -> bool:
+        """False when the lease's deadline is (nearly) over: the bind is not sent."""
+        until = self.deadline() if self.deadline is not None else None
+        return until is None or until - time.monotonic() >= MIN_BIND_TIME
+
+    async def _watch_deadline(self) -> None:
+        """Cut the binds in flight when the deadline passes. asyncio's loop clock is
+        time.monotonic, the clock of the deadline."""
+        loop = asyncio.get_running_loop()
+        while True:
+            until = self.deadline() if self.deadline is not None else None
+            now = time.monotonic()
+            if until is None:
+                await asyncio.sleep(1.0)
+            elif now >= until:
+                for cm in list(self._in_flight):
+                    cm.reschedule(loop.time())
+                await asyncio.sleep(0.1)
+            else:
+                await asyncio.sleep(until - now)
 
     async def _work(self, lane: _Lane) -> None:
         queue = lane.queue
@@ -191,35 +212,38 @@ class Binder:
     async def _bind(self, pod: PodInfo, node_name: str, done: BindCallback,
                     extenders: Sequence[BindingExtender],
                     annotations: Mapping[str, str] | None = None) -> None:
-        timeout = self._timeout()
-        if timeout is None:
+        if not self._may_send():
             _call(done, pod, BindOutcome.DROPPED, "the lease's renew deadline passed")
             return
         outcome, message = BindOutcome.BOUND, ""
         try:
             # The deadline cuts the whole bind, extender and Binding alike.
-            async with asyncio.timeout(timeout):
-                bound = False
-                # extendersBinding (schedule_one.go): the first interested binder extender
-                # binds; one that fails and is ignorable is skipped, and when none bound
-                # the default binder posts the Binding.
-                for extender in extenders:
-                    try:
-                        await extender.bind(pod, node_name)
-                    except (ExtenderError, aiohttp.ClientError, TimeoutError) as err:
-                        if not _ignorable(extender):
-                            raise
-                        log.info("skipping extender in bind for %s as it returned error and "
-                                 "has ignorable flag set: %s", pod.key,
-                                 str(err) or type(err).__name__)
-                        continue
-                    bound = True
-                    break
-                if not bound:
-                    await self._client.send(
-                        "POST",
-                        f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
-                        encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT)
+            async with asyncio.timeout(BIND_TIMEOUT) as cm:
+                self._in_flight.add(cm)
+                try:
+                    bound = False
+                    # extendersBinding (schedule_one.go): the first interested binder extender
+                    # binds; one that fails and is ignorable is skipped, and when none bound
+                    # the default binder posts the Binding.
+                    for extender in extenders:
+                        try:
+                            await extender.bind(pod, node_name)
+                        except (ExtenderError, aiohttp.ClientError, TimeoutError) as err:
+                            if not _ignorable(extender):
+                                raise
+                            log.info("skipping extender in bind for %s as it returned error and "
+                                     "has ignorable flag set: %s", pod.key,
+                                     str(err) or type(err).__name__)
+                            continue
+                        bound = True
+                        break
+                    if not bound:
+                        await self._client.send(
+                            "POST",
+                            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
+                            encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT)
+                finally:
+                    self._in_flight.discard(cm)
         except ApiError as err:
             message = err.message or str(err)
             if err.status == 409:
@@ -239,6 +263,9 @@ class Binder:
         """Let binds queued or in flight finish (within `timeout`), then stop the
         writers."""
         lanes = list(self._lanes.values())
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if any(lane.pending for lane in lanes):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
