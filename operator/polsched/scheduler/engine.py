@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError
+from polsched.framework.nominator import Nominator
+from polsched.framework.pipeline import Extender, Pipeline, PipelineError, PostFilterResult
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
@@ -40,6 +41,7 @@ from polsched.scheduler.events import (
     rfc3339,
 )
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.preemption import Executor
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
@@ -68,6 +70,11 @@ class Counters:
     binds_total: int = 0
     unschedulable_attempts: int = 0
     last_bind_time: str | None = None
+    # Preemptions started (a node nominated, victims evicted) and their victims.
+    preemptions_total: int = 0
+    preemption_victims: int = 0
+    # "ns/name of the preemptor on NODE evicting ns/name, ..." of the latest preemption.
+    last_preemption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,9 @@ class SchedulerStats:
     pipeline: dict[str, list[str]] = field(default_factory=dict)
     paused: bool = False
     leading: bool = False
+    preemptions_total: int = 0
+    preemption_victims: int = 0
+    last_preemption: str | None = None
 
 
 class _Scheduler:
@@ -121,6 +131,10 @@ class Engine(CacheListener):
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
+        # Pods nominated to nodes by preemption (or by status.nominatedNodeName), counted
+        # by every policy's filters; and preemption's API calls, off the scheduling loop.
+        self.nominator = Nominator()
+        self.preemption = Executor(client, self.nominator, self.cache.pods)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -146,6 +160,7 @@ class Engine(CacheListener):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.binder.close()
+        await self.preemption.close()
         for s in self._schedulers.values():
             await s.recorder.close()
         for t in list(self._background):
@@ -159,7 +174,8 @@ class Engine(CacheListener):
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
         # The one construction `polsched explain` shares, so it explains this pipeline.
-        pipeline = build_pipeline(policy, extenders)
+        pipeline = build_pipeline(policy, extenders, listers=self.cache.listers,
+                                  nominator=self.nominator)
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
@@ -178,6 +194,10 @@ class Engine(CacheListener):
                 s.counters.unschedulable_attempts = max(s.counters.unschedulable_attempts,
                                                         counters.unschedulable_attempts)
                 s.counters.last_bind_time = s.counters.last_bind_time or counters.last_bind_time
+                s.counters.preemptions_total = max(s.counters.preemptions_total,
+                                                   counters.preemptions_total)
+                s.counters.preemption_victims = max(s.counters.preemption_victims,
+                                                    counters.preemption_victims)
             self._update_runnable(s)
             s.queue.move_all(q.POLICY_CHANGE)
             blocked, s.blocked = s.blocked, {}
@@ -215,7 +235,9 @@ class Engine(CacheListener):
         return SchedulerStats(
             scheduler_name, bound, pending, c.binds_total, c.unschedulable_attempts,
             c.last_bind_time, s.policy.generation, s.pipeline.describe(),
-            paused=s.policy.paused, leading=self._is_leading(scheduler_name))
+            paused=s.policy.paused, leading=self._is_leading(scheduler_name),
+            preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
+            last_preemption=c.last_preemption)
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""
@@ -293,12 +315,14 @@ class Engine(CacheListener):
 
     # CacheListener ----------------------------------------------------------------------
     def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
+        self.nominator.update(pod)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None and s.task is not None:
             self._enqueue(s, pod)
             self._report_pending(s)
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
+        self.nominator.remove(pod.key)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
             s.queue.delete(pod.key)
@@ -370,6 +394,12 @@ class Engine(CacheListener):
             s.queue.done(qp)
             return
         qp.pod = pod
+        if self.preemption.running(pod.uid):
+            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it waits for
+            # their deletion, as a pod no node fits.
+            s.queue.add_unschedulable(qp, cycle, {"DefaultPreemption"})
+            self._report_pending(s)
+            return
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.done(qp)
             self._enqueue(s, pod)
@@ -389,7 +419,8 @@ class Engine(CacheListener):
                 self._on_error(s, qp, str(err), started)
                 return
             if result.node is None:
-                self._on_unschedulable(s, qp, cycle, result.fit_error, started)
+                self._on_unschedulable(s, qp, cycle, result.fit_error, started,
+                                       result.post_filter)
                 return
             if not pipeline.extenders:
                 node_name = result.node
@@ -416,6 +447,7 @@ class Engine(CacheListener):
                            FEASIBLE_NODES_ANNOTATION:
                                f"{result.feasible_nodes}/{result.evaluated_nodes}"}
         assumed = self.cache.assume(pod, node_name)
+        self.nominator.remove(pod.key)  # DeleteNominatedPodIfExists
         self.binder.bind(
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
@@ -451,8 +483,14 @@ class Engine(CacheListener):
         self._on_error(s, qp, message, started)
 
     def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                          fit_error: Any, started: float) -> None:
+                          fit_error: Any, started: float,
+                          post: PostFilterResult | None = None) -> None:
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
+        nominated = None if post is None else post.nominated_node
+        if post is not None:
+            metrics.preemption_attempt()
+            if nominated is not None:  # AddNominatedPod: set, or cleared by ""
+                self.nominator.add(qp.pod, nominated)
         message: str = fit_error.message if fit_error is not None else "no node fits"
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
             if fit_error is not None else set()
@@ -460,8 +498,29 @@ class Engine(CacheListener):
         s.queue.add_unschedulable(qp, cycle, rejected)
         self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
-        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)
+        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
+        if post is not None and nominated and post.victims:
+            self._preempt(s, qp.pod, nominated, post)
         self._changed(s.name)
+
+    def _preempt(self, s: _Scheduler, pod: PodInfo, node_name: str,
+                 post: PostFilterResult) -> None:
+        """Evict the victims in the background (async preemption); count it."""
+        c = s.counters
+        c.preemptions_total += 1
+        c.preemption_victims += len(post.victims)
+        c.last_preemption = f"{pod.key} on {node_name} evicting " + \
+            ", ".join(v.key for v in post.victims)
+
+        def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
+            if self._schedulers.get(s.name) is s and preemptor.key in s.queue:
+                s.queue.delete(preemptor.key)
+                current = self._current(preemptor)
+                if current is not None:
+                    self._enqueue(s, current)
+                    self._report_pending(s)
+
+        self.preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry)
 
     def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str, started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - started)

@@ -10,19 +10,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from polsched.framework.pipeline import Extender, Pipeline, PostFilter
+from polsched.framework.listers import Listers
+from polsched.framework.nominator import Nominator
+from polsched.framework.pipeline import Extender, Pipeline
+from polsched.plugins.default_preemption import DefaultPreemption
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
 
-post_filter: PostFilter | None
-try:
-    from polsched.plugins.default_preemption import preemption_message as post_filter
-except ImportError:  # pragma: no cover - the plugin is optional
-    post_filter = None
 
+def build_pipeline(policy: Policy, extenders: Sequence[Extender] = (), *,
+                   listers: Listers | None = None,
+                   nominator: Nominator | None = None) -> Pipeline:
+    """The Pipeline that schedules pods for `policy` (a loaded, validated Policy).
 
-def build_pipeline(policy: Policy, extenders: Sequence[Extender] = ()) -> Pipeline:
-    """The Pipeline that schedules pods for `policy` (a loaded, validated Policy)."""
+    `listers` are the cluster objects DefaultPreemption reads (PodDisruptionBudgets);
+    `nominator` the pods nominated to nodes, shared by every pipeline of one engine (the
+    filters count them; None: nothing is nominated, as offline)."""
+    post_filter = DefaultPreemption(listers)
     return Pipeline(policy.filters, policy.scorers, extenders,
-                    policy.percentage_of_nodes_to_score, post_filter=post_filter)
+                    policy.percentage_of_nodes_to_score, post_filter=post_filter,
+                    nominator=nominator)
