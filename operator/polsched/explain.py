@@ -31,6 +31,7 @@ import yaml
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
+from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
@@ -70,8 +71,6 @@ class Report:
     tied: list[str] = field(default_factory=list)
     # When no node fits and DefaultPreemption ran: its candidates, victims and choice.
     preemption: PreemptionReport | None = None
-    # pod key -> priority, to show the victims'
-    priorities: dict[str, int] = field(default_factory=dict)
 
     def preemption_json(self) -> Json | None:
         pr = self.preemption
@@ -125,28 +124,30 @@ class Report:
 async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterable[Json] = (),
                   extenders: Sequence[Any] = (), objects: Iterable[Json] = ()) -> Report:
     """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them, and the
-    pending ones nominated to a node counted there); `objects` are other kinds the plugins
-    read (PodDisruptionBudgets for preemption)."""
+    pending ones nominated to a node counted there). `objects` are the other cluster
+    objects plugins read (namespaces, PVCs, Services, PDBs...: any kind in
+    framework.listers.KINDS, by their `kind` field; others are ignored)."""
     target = _pending_copy(pod)
     target_key = PodInfo.from_json(target).key
     cache = ClusterCache(None)
+    nominator = Nominator()
     for n in nodes:
         cache.on_node_event("ADDED", n)
-    for obj in objects:
-        kind = ls.KINDS_BY_NAME.get(obj.get("kind") or "")
-        if kind is not None:
-            cache.on_object_event(kind, "ADDED", obj)
-    nominator = Nominator()
     for p in pods:
         meta = p.get("metadata") or {}
         if f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" == target_key:
             continue  # the pod explained never counts against itself
         cache.on_pod_event("ADDED", p)
-        info = PodInfo.from_json(p)
-        if not info.node_name and not info.terminal and status_nominated_node(info):
-            nominator.update(info)
-    pipeline: Pipeline = build_pipeline(policy, extenders, listers=cache.listers,
-                                        nominator=nominator)
+        other = PodInfo.from_json(p)
+        if not other.node_name and not other.terminal and status_nominated_node(other):
+            nominator.update(other)
+    for o in objects:
+        kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")
+        if kind is not None:
+            cache.on_object_event(kind, "ADDED", o)
+    # The engine's construction, with listers filled from the objects given.
+    pipeline: Pipeline = build_pipeline(
+        policy, Handle(listers=cache.listers, nominator=nominator), extenders)
     info = PodInfo.from_json(target)
     result = await pipeline.schedule(info, cache.snapshot, explain=True)
     ex = result.explanation
@@ -353,7 +354,7 @@ async def _extenders_for(policy: Policy, client: Any | None) -> list[Any]:
 
 
 async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list[Json],
-                        client: Any | None, objects: Sequence[Json] = ()) -> Report:
+                        client: Any | None, objects: list[Json]) -> Report:
     extenders = await _extenders_for(policy, client)
     try:
         return await explain(policy, pod, nodes, pods, extenders, objects)
@@ -375,12 +376,13 @@ async def offline(args: argparse.Namespace) -> Report:
     if not nodes:
         raise ExplainError(f"{args.nodes}: no Node objects")
     pods = _of_kind(node_objs, "Pod")
-    others = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME]
+    # Namespaces, PVCs, Services... may come in the nodes file or any --pods file.
+    objects = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME]
     for f in args.pods or ():
-        objs = read_objects(f)
-        pods += _of_kind(objs, "Pod")
-        others += [o for o in objs if o.get("kind") in ls.KINDS_BY_NAME]
-    return await _run_pipeline(policy, pod, nodes, pods, None, others)
+        more = read_objects(f)
+        pods += _of_kind(more, "Pod")
+        objects += [o for o in more if o.get("kind") in ls.KINDS_BY_NAME]
+    return await _run_pipeline(policy, pod, nodes, pods, None, objects)
 
 
 async def live(args: argparse.Namespace) -> Report:
@@ -411,9 +413,14 @@ async def live(args: argparse.Namespace) -> Report:
         policy = _load(policy_obj)
         nodes = (await client.get("/api/v1/nodes")).get("items") or []
         pods = (await client.get("/api/v1/pods")).get("items") or []
-        pdbs = [{**o, "kind": ls.POD_DISRUPTION_BUDGET.name} for o in
-                (await client.get(ls.POD_DISRUPTION_BUDGET.path)).get("items") or ()]
-        return await _run_pipeline(policy, pod, nodes, pods, client, pdbs)
+        objects: list[Json] = []
+        for kind in ls.KINDS:  # what the engine's cache lists for its plugins
+            try:
+                listed = await client.get(kind.path)
+            except ApiError:
+                continue  # not served (an older server) or not allowed: left empty
+            objects += [{**o, "kind": kind.name} for o in listed.get("items") or ()]
+        return await _run_pipeline(policy, pod, nodes, pods, client, objects)
     finally:
         await client.close()
 

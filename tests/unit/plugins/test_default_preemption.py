@@ -13,6 +13,7 @@ import pytest
 from polsched.api import load_policy
 from polsched.framework import FitError, NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
+from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.pipeline import Pipeline, ScheduleResult
 from polsched.plugins.default_preemption import (
@@ -65,8 +66,8 @@ def pipeline(objects: list[dict[str, Any]] = (),  # type: ignore[assignment]
              nominator: Nominator | None = None) -> Pipeline:
     listers = ls.Listers()
     listers.load(objects)
-    return build_pipeline(load_policy(POLICY), listers=listers,
-                          nominator=nominator if nominator is not None else Nominator())
+    return build_pipeline(load_policy(POLICY), Handle(
+        listers=listers, nominator=nominator if nominator is not None else Nominator()))
 
 
 def schedule(p: Pipeline, pd: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:
