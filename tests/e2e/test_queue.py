@@ -21,16 +21,25 @@ from polsched.extender.client import HTTPExtender
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
+    Handle,
+    PermitPlugin,
     PostBindPlugin,
     PreBindPlugin,
     ReservePlugin,
 )
 from polsched.framework.registry import PluginSpec, Registry
-from polsched.framework.status import SUCCESS, Status
+from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling, nodes_ready
+from tests.e2e.scheduling import (
+    RUN,
+    bound_node,
+    eventually,
+    failed_scheduling,
+    nodes_ready,
+    pod_manifest,
+)
 from tests.e2e.test_engine import create_pod, events, get_pod, policy, run
 from tests.e2e.test_extenders import StartExtender, pass_all, start_extender
 
@@ -298,3 +307,86 @@ def test_a_pre_bind_failure_unreserves_and_the_pod_is_retried(
         assert engine.stats(sched).binds_total == 1
 
     run(cluster, [p], body)
+
+
+class Gatekeeper(FilterPlugin, ReservePlugin, PermitPlugin):
+    """Permit: Wait (with the args' timeout) for pods labelled hold=yes."""
+
+    NAME = "Gatekeeper"
+    unreserved: ClassVar[list[str]] = []
+    instances: ClassVar[list[Gatekeeper]] = []
+
+    def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
+        self.timeout = float(args.get("timeout", 60))
+        self.handle = handle
+        self.instances.append(self)
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return SUCCESS
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.unreserved.append(pod.name)
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        if pod.labels.get("hold") == "yes":
+            return Status(Code.WAIT), self.timeout
+        return SUCCESS, 0.0
+
+
+def test_permit_wait_holds_a_pod_while_others_are_scheduled(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """Permit Wait: the held pod waits in the binding cycle while a later pod binds; once
+    allowed it binds. A pod whose wait times out is rejected with upstream's message,
+    unreserved, and tried again."""
+    rid = unique("permit")
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    sched = f"{rid}-sched"
+    from polsched import plugins
+
+    specs = [s for n in plugins.REGISTRY.names() if (s := plugins.REGISTRY.get(n))]
+    registry = Registry([*specs, PluginSpec(Gatekeeper.NAME,
+                                            filter=lambda args, handle: Gatekeeper(args, handle))])
+
+    def load(name: str, timeout: float) -> Policy:
+        return load_policy(
+            {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+             "metadata": {"name": name, "generation": 1, "uid": unique("uid")},
+             "spec": {"filters": [{"name": "Gatekeeper", "args": {"timeout": timeout}}]}},
+            registry=registry, default_filters=plugins.DEFAULT_FILTERS,
+            default_scorers=plugins.DEFAULT_SCORERS)
+
+    quick = f"{rid}-quick"
+    policies = [load(sched, 600), load(quick, 0.2)]
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [node])
+        held = await client.post(f"/api/v1/namespaces/{namespace}/pods", pod_manifest(
+            namespace, "held", sched, rid, labels={"hold": "yes"}))
+        uid = held["metadata"]["uid"]
+        await eventually(lambda: _true(engine.waiting_pod(uid) is not None),
+                         what="the pod waiting on Permit")
+        await create_pod(client, namespace, "free", sched, rid)
+        assert await bound_node(client, namespace, "free") == node
+        pod = await get_pod(client, namespace, "held")
+        assert not pod["spec"].get("nodeName")
+        waiting = engine.waiting_pod(uid)
+        assert waiting is not None and waiting.pending_plugins == ["Gatekeeper"]
+        # Plugins reach it through their Handle (GetWaitingPod), as a gang plugin would.
+        assert any(g.handle.waiting_pods.get(uid) is waiting for g in Gatekeeper.instances)
+        waiting.allow("Gatekeeper")
+        assert await bound_node(client, namespace, "held") == node
+
+        # A wait that times out: rejected, unreserved, reported as upstream does.
+        await client.post(f"/api/v1/namespaces/{namespace}/pods", pod_manifest(
+            namespace, "late", quick, rid, labels={"hold": "yes"}))
+        note = await failed_scheduling(client, namespace, "late")
+        assert note == ("0/1 nodes are available: 1 rejected due to timeout after waiting "
+                        "200ms at plugin Gatekeeper.")
+        assert "late" in Gatekeeper.unreserved
+        cond = await eventually(lambda: _condition(client, namespace, "late"))
+        assert cond["reason"] == "Unschedulable"
+
+    run(cluster, policies, body)

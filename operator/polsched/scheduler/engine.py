@@ -60,8 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# schedule_one.go ErrNoNodesAvailable
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 # How many times a decision is retried when its node filled up while extenders answered.
 _RECHECK_RETRIES = 3
 # Annotations the Binding carries when Engine(annotate_decisions=True); the API server
@@ -121,8 +119,6 @@ class _Scheduler:
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
         self.warned: set[str] = set()
-        # Pods that Permit plugins hold, by uid.
-        self.waiting: dict[str, bc.WaitingPod] = {}
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -145,11 +141,14 @@ class Engine(CacheListener):
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
         # What every policy's plugins are built with (framework.Handle).
+        # Pods that Permit plugins hold, by uid, across policies (uids are unique).
+        self.waiting_pods: dict[str, bc.WaitingPod] = {}
         # Pods nominated to nodes by preemption (or by status.nominatedNodeName), counted
         # by every policy's filters; and preemption's API calls, off the scheduling loop.
         self.nominator = Nominator()
         self.preemption = Executor(client, self.nominator, self.cache.pods)
-        self.handle = Handle(listers=self.cache.listers, api=client, nominator=self.nominator)
+        self.handle = Handle(listers=self.cache.listers, api=client,
+                             waiting_pods=self.waiting_pods, nominator=self.nominator)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -345,7 +344,7 @@ class Engine(CacheListener):
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
             s.blocked.pop(pod.key, None)
-            waiting = s.waiting.get(pod.uid)
+            waiting = self.waiting_pods.get(pod.uid)
             if waiting is not None:  # deletePodFromSchedulingQueue: RejectWaitingPod
                 waiting.reject("", "removed")
             s.warned.discard(pod.key)
@@ -445,7 +444,10 @@ class Engine(CacheListener):
             return
         snapshot = self.cache.snapshot
         if not snapshot.nodes:
-            self._on_error(s, qp, NO_NODES_AVAILABLE, started)
+            # schedulingAlgorithm: ErrNoNodesAvailable is UnschedulableAndUnresolvable
+            # (PodScheduled reason Unschedulable), not a SchedulerError; any node event
+            # moves the pod back.
+            self._on_unschedulable(s, qp, FitError(0), started)
             return
         node_name: str | None = None
         pipeline = s.pipeline
@@ -497,7 +499,7 @@ class Engine(CacheListener):
                 st, waits = bc.run_permit(bp, state, assumed, node_name)
                 if st.code is Code.WAIT:
                     waiting = bc.WaitingPod(assumed, waits)
-                    s.waiting[assumed.uid] = waiting
+                    self.waiting_pods[assumed.uid] = waiting
                     st = SUCCESS
             if not st.ok:
                 bc.run_unreserve(bp, state, assumed, node_name)
@@ -525,7 +527,7 @@ class Engine(CacheListener):
                 try:
                     st = await waiting.wait()
                 finally:
-                    s.waiting.pop(assumed.uid, None)
+                    self.waiting_pods.pop(assumed.uid, None)
                 if not st.ok:
                     self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
                     return
@@ -582,10 +584,9 @@ class Engine(CacheListener):
         s = self._schedulers.get(scheduler_name)
         return s.queue.where(pod_key) if s is not None else None
 
-    def waiting_pod(self, scheduler_name: str, uid: str) -> bc.WaitingPod | None:
+    def waiting_pod(self, uid: str) -> bc.WaitingPod | None:
         """A pod that Permit plugins hold (framework.Handle GetWaitingPod)."""
-        s = self._schedulers.get(scheduler_name)
-        return s.waiting.get(uid) if s is not None else None
+        return self.waiting_pods.get(uid)
 
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
                    outcome: BindOutcome, message: str, started: float,
@@ -629,8 +630,10 @@ class Engine(CacheListener):
             if nominated is not None:  # AddNominatedPod: set, or cleared by ""
                 self.nominator.add(qp.pod, nominated)
         message: str = fit_error.message if fit_error is not None else "no node fits"
+        # Diagnosis.UnschedulablePlugins: the rejecting plugins, and the PreFilter plugins
+        # whose results left nodes out.
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
-            if fit_error is not None else set()
+            | fit_error.unschedulable_plugins if fit_error is not None else set()
         s.counters.unschedulable_attempts += 1
         s.queue.add_unschedulable(qp, rejected)
         self._report_pending(s)
