@@ -90,3 +90,5 @@ class Policy:
     # Resources NodeResourcesFit ignores (managedResources with ignoredByScheduler).
     ignored_resources: frozenset[str] = frozenset()
     uid: str = ""
+    # spec.shadowOf: the policy this one shadows (decides beside it, never binds); "".
+    shadow_of: str = ""
