@@ -143,3 +143,17 @@ def test_loader_checks_shadow_of() -> None:
     with pytest.raises(PolicyError, match=r"spec\.shadowOf"):
         load_policy(policy("x", shadow_of="Not_A_Name"))
     assert load_policy(policy("x", shadow_of="live")).shadow_of == "live"
+
+
+def test_a_shadow_status_has_its_agreement_and_no_bind_counts() -> None:
+    from polsched.controller import conditions as cond
+    from polsched.controller.status import StatusView, compose
+    from polsched.scheduler.engine import SchedulerStats
+
+    s = sh.ShadowStats("live", decisions=3, agreed=2, different_node=1)
+    ready = cond.Condition(cond.READY, True, "Shadowing", "m", 1)
+    out = compose(StatusView("", "shadow:cand", 1, None, (ready,)),
+                  SchedulerStats("", 0, 0, 0, 0, None, 0, shadow=s.to_status()), {}, "now")
+    assert out["shadow"]["agreed"] == 2 and out["shadow"]["of"] == "live"
+    assert out["observedGeneration"] == 1
+    assert "boundPods" not in out and "bindsTotal" not in out
