@@ -189,7 +189,8 @@ def test_shadow_agreement_counters_match_the_truth(
         assert d["live"] == top
         assert d["shadow"] == (bottom if pod_name in flipped else "unschedulable"), d
     # The live policy's own status is untouched by the shadow.
-    assert h.status(live)["bindsTotal"] == 12 and "shadow" not in h.status(live)
+    wait_for(lambda: h.status(live).get("bindsTotal") == 12, 5, "the live bindsTotal 12")
+    assert "shadow" not in h.status(live)
 
     # Deleting the shadow leaves no trace: no more comparisons, nothing on the pods.
     h.cluster.kubectl("delete", "spol", sname)
