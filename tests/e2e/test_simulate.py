@@ -92,7 +92,7 @@ def test_simulate_from_a_snapshot_matches_the_operator_pod_by_pod(
     h.operator(f"{rid}-op")
     current = ranked_policy(rid, rid, paused=True)
     name = h.apply_policy(current)
-    h.wait_ready(name, 10)
+    h.wait_ready(name, 30)  # the operator's start-up included
     # One at a time, so that the queue's order (creation time, then arrival) is the
     # names' order in both the operator and the snapshot.
     names = [f"p{i}" for i in range(9)]
@@ -149,15 +149,16 @@ def test_shadow_agreement_counters_match_the_truth(
     top, bottom = f"{rid}-r4", f"{rid}-r1"
     h.operator(f"{rid}-op")
     live = h.apply_policy(ranked_policy(rid, rid))
-    h.wait_ready(live, 10)
-    # The candidate sends pods labelled flip=yes to the lowest rank instead, and finds
-    # no node at all for pods labelled gone=yes.
+    h.wait_ready(live, 30)  # the operator's start-up included
+    # The candidate sends pods labelled flip=yes to the lowest rank instead (a NodeLabel
+    # scorer for them outweighs its NodeLabelValue at weight 10, whose rank gaps of 333
+    # still outweigh the default scorers' differences), and finds no node at all for pods
+    # labelled gone=yes.
     shadow = ranked_policy(f"{rid}-candidate", rid, shadowOf=live)
     shadow["spec"]["scorers"] = [
-        {"name": "NodeLabelValue", "weight": 100, "args": {"key": RANK},
-         "when": {"podSelector": {"matchExpressions": [
-             {"key": "flip", "operator": "DoesNotExist"}]}}},
-        {"name": "NodeLabelValue", "weight": 100, "args": {"key": RANK, "reverse": True},
+        {"name": "NodeLabelValue", "weight": 10, "args": {"key": RANK}},
+        {"name": "NodeLabel", "weight": 100, "args": {"preferred": [
+            {"weight": 100, "requirement": {"key": RANK, "operator": "In", "values": ["1"]}}]},
          "when": {"podSelector": {"matchLabels": {"flip": "yes"}}}}]
     shadow["spec"]["filters"].append(
         {"name": "NodeLabel", "args": {"requirements": [
