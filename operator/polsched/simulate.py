@@ -43,6 +43,7 @@ from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
+from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
 from polsched.scheduler.pipelines import build_pipeline
@@ -293,7 +294,9 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                  ) -> tuple[list[Decision], ClusterCache]:
     """Every planned pod decided by `policy`'s pipeline, each assumed where it goes."""
     cache = build_cache(objects, the_plan.leave_out)
-    pipeline: Pipeline = build_pipeline(policy, extenders, rng=random.Random(SEED))
+    # The engine's builder, its plugins reading the listers the cache was fed.
+    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers), extenders,
+                                        rng=random.Random(SEED))
     selector = policy.namespace_selector
     out: list[Decision] = []
     last = time.monotonic()

@@ -4,8 +4,10 @@ The same pipeline as kubernetes-sigs/scheduler-plugins and kube-scheduler's comp
 config: read what the user wrote (every field optional), apply defaults (the default
 plugins, weights, timeouts), check every field and collect every problem with its path
 (`spec.filters[2].args.requirements[0].operator`), then build the plugins. Building a
-plugin validates its args (the factory raises ArgsError), so a policy that loads cannot
-fail later on a pod. One call reports every problem at once: users fix a policy in one
+plugin validates its args (the factory raises ArgsError), so the loader builds each one
+once with an empty Handle and keeps only its spec (api.model.PluginEntry): a policy that
+loads cannot fail later, when scheduler.pipelines.build_pipeline builds it for real with
+the scheduler's Handle. One call reports every problem at once: users fix a policy in one
 round trip, and the operator's Valid condition names them all.
 
 Used by the operator (hot reload), the validating webhook and `polsched validate`.
@@ -19,24 +21,26 @@ import binascii
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from polsched.api import names
 from polsched.api.durations import DurationError, parse_go_duration
 from polsched.api.model import (
     API_VERSION,
+    FILTER,
     GROUP,
     KIND,
+    SCORE,
     ExtenderConfig,
     FieldError,
     ManagedResource,
+    PluginEntry,
     Policy,
     PolicyError,
     RuntimeConfig,
 )
 from polsched.framework import resources
-from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
-from polsched.framework.pipeline import FilterEntry, ScoreEntry
+from polsched.framework.interfaces import Handle
 from polsched.framework.registry import ArgsError, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 
@@ -517,16 +521,20 @@ class _Loader:
             return None
         return raw
 
-    def _construct(self, factory: Any, args: Mapping[str, Any], handle: Handle,
-                   path: str) -> Any:
+    def _validate(self, factory: Any, args: Mapping[str, Any], handle: Handle,
+                  path: str) -> bool:
+        """Build the plugin once with an empty Handle and discard it: a factory checks its
+        args, so a policy that loads cannot fail when the builder constructs it for real."""
         try:
-            return factory(args, handle)
+            factory(args, handle)
         except (ArgsError, SelectorError) as err:
             self.errors.add(f"{path}.args.{err.path}" if err.path else f"{path}.args",
                             err.message)
         except Exception as err:  # noqa: BLE001 - a plugin bug must not crash the loader
             self.errors.add(f"{path}.args", f"invalid args ({type(err).__name__}: {err})")
-        return None
+        else:
+            return True
+        return False
 
     def _entries(self, value: Any, path: str, point: str,
                  fields: Sequence[str]) -> list[tuple[str, str, Mapping[str, Any], PluginSpec]]:
@@ -559,26 +567,26 @@ class _Loader:
         return out
 
     def _filters(self, value: Any, defaults: Sequence[str],
-                 handle: Handle) -> list[FilterEntry]:
+                 handle: Handle) -> list[PluginEntry]:
         entries = self._entries(value, "spec.filters", "filter", FILTER_FIELDS)
-        built: list[FilterEntry | None] = []
-        for _name, epath, raw, spec in entries:
+        built: list[PluginEntry | None] = []
+        for name, epath, raw, spec in entries:
             when, when_ok = self._when(raw.get("when"), f"{epath}.when")
             args = self._args(raw, spec, epath)
-            plugin = (self._construct(spec.filter, args, handle, epath)
-                      if args is not None else None)
-            if isinstance(plugin, FilterPlugin) and when_ok:
-                built.append(FilterEntry(plugin, when))
+            ok = args is not None and self._validate(spec.filter, args, handle, epath)
+            if ok and when_ok and args is not None and spec.filter is not None:
+                built.append(PluginEntry(FILTER, name, args, spec.filter, when=when,
+                                         path=epath))
             else:
                 built.append(None)
         return _merge([name for name, *_rest in entries], built, list(defaults),
-                      lambda name: self._default_filter(name, handle))
+                      lambda name: self._default_entry(name, FILTER, 0, handle))
 
     def _scorers(self, value: Any, defaults: Sequence[tuple[str, int]],
-                 handle: Handle) -> list[ScoreEntry]:
+                 handle: Handle) -> list[PluginEntry]:
         entries = self._entries(value, "spec.scorers", "score", SCORER_FIELDS)
-        built: list[ScoreEntry | None] = []
-        for _name, epath, raw, spec in entries:
+        built: list[PluginEntry | None] = []
+        for name, epath, raw, spec in entries:
             before = len(self.errors.items)
             weight = self._int(raw, "weight", epath, DEFAULT_WEIGHT, MIN_WEIGHT, MAX_WEIGHT,
                                hint="; to switch a default scorer off use "
@@ -586,37 +594,32 @@ class _Loader:
             weight_ok = len(self.errors.items) == before
             when, when_ok = self._when(raw.get("when"), f"{epath}.when")
             args = self._args(raw, spec, epath)
-            plugin = (self._construct(spec.score, args, handle, epath)
-                      if args is not None else None)
-            if isinstance(plugin, ScorePlugin) and when_ok and weight_ok:
-                built.append(ScoreEntry(plugin, weight, when))
+            ok = args is not None and self._validate(spec.score, args, handle, epath)
+            if ok and when_ok and weight_ok and args is not None and spec.score is not None:
+                built.append(PluginEntry(SCORE, name, args, spec.score, weight=weight,
+                                         when=when, path=epath))
             else:
                 built.append(None)
         # A re-listed default scorer runs with the user's weight (absent means 1, not the
         # default's weight), as kube-scheduler's mergePluginSet.
         weights = dict(defaults)
         return _merge([name for name, *_rest in entries], built, [n for n, _ in defaults],
-                      lambda name: self._default_scorer(name, weights[name], handle))
+                      lambda name: self._default_entry(name, SCORE, weights[name], handle))
 
-    def _default_filter(self, name: str, handle: Handle) -> FilterEntry | None:
+    def _default_entry(self, name: str, point: str, weight: int,
+                       handle: Handle) -> PluginEntry | None:
         spec = self.registry.get(name)
-        if spec is None or spec.filter is None:
-            self.errors.add("spec.defaultPlugins", f"default filter {name} is not registered "
+        factory = None if spec is None else (spec.filter if point == FILTER else spec.score)
+        what = "filter" if point == FILTER else "scorer"
+        if spec is None or factory is None:
+            self.errors.add("spec.defaultPlugins", f"default {what} {name} is not registered "
                                                    "(a polsched bug; disable it meanwhile)")
             return None
-        plugin = self._construct(spec.filter, spec.default_args or {}, handle,
-                                 f"spec.defaultPlugins({name})")
-        return FilterEntry(plugin) if isinstance(plugin, FilterPlugin) else None
-
-    def _default_scorer(self, name: str, weight: int, handle: Handle) -> ScoreEntry | None:
-        spec = self.registry.get(name)
-        if spec is None or spec.score is None:
-            self.errors.add("spec.defaultPlugins", f"default scorer {name} is not registered "
-                                                   "(a polsched bug; disable it meanwhile)")
+        path = f"spec.defaultPlugins({name})"
+        args = spec.default_args or {}
+        if not self._validate(factory, args, handle, path):
             return None
-        plugin = self._construct(spec.score, spec.default_args or {}, handle,
-                                 f"spec.defaultPlugins({name})")
-        return ScoreEntry(plugin, weight) if isinstance(plugin, ScorePlugin) else None
+        return PluginEntry(point, name, args, factory, weight=weight, path=path)
 
 
 def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
@@ -650,16 +653,13 @@ def is_policy_object(obj: Any) -> bool:
     return isinstance(api_version, str) and api_version.split("/")[0] == GROUP
 
 
-_Entry = TypeVar("_Entry", FilterEntry, ScoreEntry)
-
-
-def _merge(user_names: list[str], built: list[_Entry | None], defaults: list[str],
-           make_default: Callable[[str], _Entry | None]) -> list[_Entry]:
+def _merge(user_names: list[str], built: list[PluginEntry | None], defaults: list[str],
+           make_default: Callable[[str], PluginEntry | None]) -> list[PluginEntry]:
     """kube-scheduler's mergePluginSet: the defaults in their order, a default the user
     listed again replaced in place by the user's entry, then the user's other entries in
     the order written. `built[i]` is None where entry i had errors (already reported)."""
     user = {name: i for i, name in enumerate(user_names)}
-    out: list[_Entry] = []
+    out: list[PluginEntry] = []
     replaced: set[int] = set()
     for name in defaults:
         if name in user:

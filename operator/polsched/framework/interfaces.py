@@ -166,8 +166,6 @@ class Handle:
     ignored_resources: frozenset[str] = frozenset()
     # For PreBind only (see ApiWriter).
     api: ApiWriter | None = None
-    # Deprecated: being replaced by `listers`; do not add uses.
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

@@ -9,12 +9,10 @@ pair (topologyKey, value); Filter and Score per node are dict lookups on the nod
 Each node's share of those counts is kept across cycles (node_memo.NodeMemo) while the node
 is unchanged, so the next pod of the same workload only rescans nodes that changed.
 
-namespaceSelector: kube-scheduler resolves it with a namespace lister. A plugin here never
-calls the API server, so it reads namespace labels from ``Handle.extra["namespace_labels"]``
-(a ``Mapping[str, Mapping[str, str]]``, namespace name -> labels; the cache may update it in
-place). Without that mapping an empty namespaceSelector (``{}``) still means every namespace,
-and any non-empty namespaceSelector matches no namespace (only the term's ``namespaces``
-list applies).
+namespaceSelector: kube-scheduler resolves it with the namespace lister of its Handle; here
+the namespace labels come from ``Handle.listers.namespace_labels`` (namespace name ->
+labels), which the cluster cache keeps in step with its watch of namespaces. A namespace
+the listers do not know matches no non-empty namespaceSelector, as upstream.
 
 matchLabelKeys / mismatchLabelKeys: the API server merges them into labelSelector when the
 pod is created (pkg/registry/core/pod/strategy.go applyMatchLabelKeysAndMismatchLabelKeys);
@@ -212,9 +210,9 @@ class _TermsCache:
         self._limit = max(self._limit, 2 * live)
 
 
-def _namespace_lookup(handle: Handle) -> NamespaceLabels | None:
-    lookup = handle.extra.get("namespace_labels")
-    return lookup if isinstance(lookup, Mapping) else None
+def _namespace_lookup(handle: Handle) -> NamespaceLabels:
+    # The listers' live view (the cache updates it in place as namespaces change).
+    return handle.listers.namespace_labels
 
 
 # -- args -----------------------------------------------------------------------------------

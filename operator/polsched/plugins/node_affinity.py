@@ -22,6 +22,7 @@ from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
     PreFilterPlugin,
+    PreFilterResult,
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
@@ -232,13 +233,14 @@ class RequiredNodeAffinity:
         return self.terms is None or _matches_all(self.terms, node)
 
 
-def _names_conflict(required: Any) -> bool:
-    """PreFilter's node-name shortcut: when every required term names nodes with
-    matchFields metadata.name In, and the union of those names is empty, no node can
-    match ("pod affinity terms conflict")."""
+def _named_nodes(required: Any) -> frozenset[str] | None:
+    """PreFilter's node-name shortcut (NodeAffinity.PreFilter): when every required term
+    names nodes with matchFields metadata.name In, the union of those names (an empty set:
+    the terms conflict, no node can match); None when some term names no nodes (the terms
+    are ORed, so every node may match)."""
     terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     if not isinstance(terms, list) or not terms:
-        return False
+        return None
     union: set[str] = set()
     for t in terms:
         names: set[str] | None = None
@@ -249,9 +251,9 @@ def _names_conflict(required: Any) -> bool:
                 values = {v for v in r.get("values") or () if isinstance(v, str)}
                 names = values if names is None else names & values
         if names is None:
-            return False
+            return None
         union |= names
-    return not union
+    return frozenset(union)
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
@@ -264,14 +266,19 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         self.added_preferred = added_preferred
 
     # -- filter ------------------------------------------------------------------------
-    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> Status | PreFilterResult:
         required = (pod.affinity.get("nodeAffinity") or {}).get(REQUIRED)
         if required is None and self.added_required is None and not pod.node_selector:
             return SKIP
         state.write(_PRE_FILTER_KEY, RequiredNodeAffinity.of(pod))
-        if required is not None and _names_conflict(required):
+        names = _named_nodes(required) if required is not None else None
+        if names is None:
+            return SUCCESS
+        if not names:
             return Status.unresolvable(ERR_REASON_CONFLICT)
-        return SUCCESS
+        # Only the named nodes are filtered; the others are "didn't satisfy plugin(s)".
+        return PreFilterResult(names)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if self.added_required is not None and not _matches_all(self.added_required, node):

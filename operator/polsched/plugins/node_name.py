@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin, PreFilterResult
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -24,8 +24,13 @@ _MISMATCH = Status.unresolvable(ERR_REASON)
 class NodeName(PreFilterPlugin, FilterPlugin):
     NAME = NAME
 
-    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
-        return SUCCESS if pod.node_name else SKIP
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> Status | PreFilterResult:
+        # Upstream returns (nil, nil) without a nodeName and still runs Filter, which then
+        # passes every node: Skip is the same outcome without the per-node calls.
+        if not pod.node_name:
+            return SKIP
+        return PreFilterResult(frozenset((pod.node_name,)))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if not pod.node_name or pod.node_name == node.name:

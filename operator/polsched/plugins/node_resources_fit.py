@@ -233,14 +233,26 @@ class ResourceVectors:
 
     def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         """calculatePodResourceRequestList."""
+        requests = pod.requests
+        non_zero_cpu, non_zero_memory = pod.non_zero_cpu, pod.non_zero_memory
+        if not self.use_requested and (pod.spec.get("resources") or {}).get("requests"):
+            # An upstream quirk mirrored on purpose (docs/differences.md): v1.37's NewFit
+            # builds its scorer without enablePodLevelResources, so NodeResourcesFit's score
+            # counts the containers' requests (100m / 200Mi where missing) plus overhead and
+            # ignores spec.resources; its filter, and BalancedAllocation, use them.
+            spec = pod.spec
+            requests = res.pod_requests(spec, pod_level=False)
+            non_zero = res.pod_requests(spec, non_zero=True, pod_level=False)
+            non_zero_cpu = non_zero.get(res.CPU, 0)
+            non_zero_memory = non_zero.get(res.MEMORY, 0)
         out = []
         for name, kind in zip(self.names, self.kinds, strict=True):
             if kind == _CPU and not self.use_requested:
-                out.append(pod.non_zero_cpu)
+                out.append(non_zero_cpu)
             elif kind == _MEMORY and not self.use_requested:
-                out.append(pod.non_zero_memory)
+                out.append(non_zero_memory)
             else:
-                out.append(pod.requests.get(name, 0))
+                out.append(requests.get(name, 0))
         return tuple(out)
 
     def node(self, node: NodeInfo, pod_requests: Sequence[int]

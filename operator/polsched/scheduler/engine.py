@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Extender, Pipeline, PipelineError
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
@@ -130,6 +131,8 @@ class Engine(CacheListener):
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
+        # What every policy's plugins are built with (framework.Handle).
+        self.handle = Handle(listers=self.cache.listers, api=client)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -167,8 +170,9 @@ class Engine(CacheListener):
     def apply(self, policy: Policy, *, extenders: Sequence[Extender] = (),
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
-        # The one construction `polsched explain` shares, so it explains this pipeline.
-        pipeline = build_pipeline(policy, extenders)
+        # The one construction `polsched explain` shares, so it explains this pipeline; the
+        # plugins read the live cache's listers and PreBind writes through the client.
+        pipeline = build_pipeline(policy, self.handle, extenders)
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
