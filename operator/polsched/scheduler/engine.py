@@ -219,7 +219,7 @@ class Engine(CacheListener):
         if s is None:
             raise KeyError(live_scheduler)
         s.shadows.budget = self.shadow_budget
-        s.shadows.shadows[policy.name] = Shadow(policy, live_policy, extenders)
+        s.shadows.shadows[policy.name] = Shadow(policy, live_policy, self.handle, extenders)
 
     def remove_shadow(self, name: str) -> None:
         for s in self._schedulers.values():

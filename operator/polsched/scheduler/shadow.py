@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Extender, Pipeline, PipelineError
 from polsched.framework.types import PodInfo, Snapshot
 from polsched.scheduler.pipelines import build_pipeline
@@ -68,10 +69,12 @@ class ShadowStats:
 class Shadow:
     """One shadow policy attached to a live scheduler."""
 
-    def __init__(self, policy: Policy, live_policy: str,
+    def __init__(self, policy: Policy, live_policy: str, handle: Handle | None = None,
                  extenders: Sequence[Extender] = ()) -> None:
         self.policy = policy
-        self.pipeline: Pipeline = build_pipeline(policy, extenders)
+        # The live scheduler's Handle (the engine's: the cache's listers), as the engine
+        # builds every pipeline.
+        self.pipeline: Pipeline = build_pipeline(policy, handle, extenders)
         self.stats = ShadowStats(live_policy)
 
     def compare(self, pod: PodInfo, shadow_node: str | None, live_node: str | None,
