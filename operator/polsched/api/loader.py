@@ -30,6 +30,7 @@ from polsched.api.model import (
     FILTER,
     GROUP,
     KIND,
+    PRE_ENQUEUE,
     SCORE,
     ExtenderConfig,
     FieldError,
@@ -124,10 +125,12 @@ def _is_int(value: Any) -> bool:
 
 class _Loader:
     def __init__(self, registry: Registry, default_filters: Sequence[str],
-                 default_scorers: Sequence[tuple[str, int]]) -> None:
+                 default_scorers: Sequence[tuple[str, int]],
+                 default_pre_enqueue: Sequence[str] = ()) -> None:
         self.registry = registry
         self.default_filters = tuple(default_filters)
         self.default_scorers = tuple(default_scorers)
+        self.default_pre_enqueue = tuple(default_pre_enqueue)
         self.errors = _Errors()
 
     # -- typed field readers ---------------------------------------------------------
@@ -247,13 +250,18 @@ class _Loader:
         if DISABLE_ALL in disabled or not use_defaults:
             default_filters: tuple[str, ...] = ()
             default_scorers: tuple[tuple[str, int], ...] = ()
+            pre_enqueue_names: tuple[str, ...] = ()
         else:
+            pre_enqueue_names = tuple(n for n in self.default_pre_enqueue
+                                      if n not in disabled)
             default_filters = tuple(n for n in self.default_filters if n not in disabled)
             default_scorers = tuple((n, w) for n, w in self.default_scorers
                                     if n not in disabled)
 
         filters = self._filters(spec.get("filters"), default_filters, handle)
         scorers = self._scorers(spec.get("scorers"), default_scorers, handle)
+        pre_enqueue = [e for n in pre_enqueue_names
+                       if (e := self._default_entry(n, PRE_ENQUEUE, 0, handle)) is not None]
 
         if errors.items:
             raise PolicyError(errors.items, name)
@@ -269,6 +277,7 @@ class _Loader:
             filters=tuple(filters),
             scorers=tuple(scorers),
             extenders=tuple(extenders),
+            pre_enqueue=tuple(pre_enqueue),
             ignored_resources=ignored,
             uid=uid if isinstance(uid, str) else "",
         )
@@ -458,7 +467,8 @@ class _Loader:
     def _disabled(self, value: Any) -> frozenset[str]:
         path = "spec.disabledPlugins"
         defaults = list(dict.fromkeys(
-            [*self.default_filters, *(n for n, _ in self.default_scorers)]))
+            [*self.default_pre_enqueue, *self.default_filters,
+             *(n for n, _ in self.default_scorers)]))
         out: set[str] = set()
         for i, raw in enumerate(self._list(value, path)):
             if not isinstance(raw, str):
@@ -609,8 +619,9 @@ class _Loader:
     def _default_entry(self, name: str, point: str, weight: int,
                        handle: Handle) -> PluginEntry | None:
         spec = self.registry.get(name)
-        factory = None if spec is None else (spec.filter if point == FILTER else spec.score)
-        what = "filter" if point == FILTER else "scorer"
+        factory = None if spec is None else {FILTER: spec.filter, SCORE: spec.score,
+                                             PRE_ENQUEUE: spec.pre_enqueue}[point]
+        what = {FILTER: "filter", SCORE: "scorer", PRE_ENQUEUE: "PreEnqueue plugin"}[point]
         if spec is None or factory is None:
             self.errors.add("spec.defaultPlugins", f"default {what} {name} is not registered "
                                                    "(a polsched bug; disable it meanwhile)")
@@ -624,11 +635,13 @@ class _Loader:
 
 def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
                 default_filters: Sequence[str] | None = None,
-                default_scorers: Sequence[tuple[str, int]] | None = None) -> Policy:
+                default_scorers: Sequence[tuple[str, int]] | None = None,
+                default_pre_enqueue: Sequence[str] | None = None) -> Policy:
     """Build the internal Policy from a whole SchedulingPolicy object (a plain dict, as the
     API server or a YAML file gives it). Raises PolicyError listing every problem.
 
-    `registry` and the defaults are polsched.plugins' unless given (tests pass their own).
+    `registry` and the defaults are polsched.plugins' unless given (tests pass their own;
+    a test's own registry has no PreEnqueue defaults unless it names them).
     """
     if registry is None or default_filters is None or default_scorers is None:
         # Imported here: the plugins import the framework, which api.model also imports;
@@ -641,7 +654,10 @@ def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
             default_filters = plugins.DEFAULT_FILTERS
         if default_scorers is None:
             default_scorers = plugins.DEFAULT_SCORERS
-    return _Loader(registry, default_filters, default_scorers).load(obj)
+        if default_pre_enqueue is None and registry is plugins.REGISTRY:
+            default_pre_enqueue = plugins.DEFAULT_PRE_ENQUEUE
+    return _Loader(registry, default_filters, default_scorers,
+                   default_pre_enqueue or ()).load(obj)
 
 
 def is_policy_object(obj: Any) -> bool:

@@ -70,6 +70,7 @@ class ExtenderConfig:
 
 FILTER = "filter"
 SCORE = "score"
+PRE_ENQUEUE = "preEnqueue"
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class PluginEntry:
     Handle of the scheduler that runs it; the loader has already built it once with an
     empty Handle to check its args, so building cannot fail on a loaded policy."""
 
-    point: str                    # FILTER or SCORE
+    point: str                    # FILTER, SCORE or PRE_ENQUEUE
     name: str                     # the registry name ("NodeResourcesFit")
     args: Mapping[str, Any]       # as the user wrote them, or the plugin's default args
     # The registry's factory for this point: (args, handle) -> plugin.
@@ -117,3 +118,5 @@ class Policy:
     uid: str = ""
     # spec.shadowOf: the policy this one shadows (decides beside it, never binds); "".
     shadow_of: str = ""
+    # PreEnqueue plugins (the default profile's SchedulingGates unless disabled).
+    pre_enqueue: tuple[PluginEntry, ...] = ()

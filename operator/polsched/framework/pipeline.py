@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
+from polsched.framework import events
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -204,6 +205,9 @@ class ScheduleResult:
     # The scorer that contributed most to the winner's lead, for the demo's table.
     deciding_scorer: str = ""
     explanation: Explanation | None = None
+    # The cycle's state (what PreFilter/Filter computed), for Reserve, Permit and the
+    # binding cycle.
+    state: CycleState | None = None
 
 
 class Pipeline:
@@ -215,9 +219,35 @@ class Pipeline:
         percentage_of_nodes_to_score: int = 0,
         post_filter: PostFilter | None = None,
         rng: random.Random | None = None,
+        pre_enqueue: Sequence[PreEnqueuePlugin] = (),
     ) -> None:
         self.filters = _labelled(filters)
         self.scorers = _labelled(scorers)
+        # PreEnqueue: the queue runs these before a pod may enter the active queue.
+        self.pre_enqueue_plugins = tuple(pre_enqueue)
+        # The binding cycle's plugins: the filter and score plugin instances that also
+        # implement Reserve, Permit, PreBind or PostBind, once per plugin name (a plugin
+        # listed as filter and scorer is reserved once, as upstream's one instance), in the
+        # order filters then scorers.
+        unique: dict[str, Plugin] = {}
+        for e in self.filters:
+            unique.setdefault(e.name, e.plugin)
+        for se in self.scorers:
+            unique.setdefault(se.name, se.plugin)
+        plugins = tuple(unique.values())
+        self._binding_points = (ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin)
+        binding = [p for p in plugins if isinstance(p, self._binding_points)]
+        # Per pod only when an entry with `when` has a binding point.
+        self._binding_per_pod = any(
+            e.when is not None and isinstance(e.plugin, self._binding_points)
+            for e in self.filters) or any(
+            se.when is not None and isinstance(se.plugin, self._binding_points)
+            for se in self.scorers)
+        self._binding_all: tuple[Plugin, ...] = tuple(binding)
+        self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
+        self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.pre_bind_plugins = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
+        self.post_bind_plugins = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
         # Ignorable extenders go last (upstream: scheduler.go buildExtenders).
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
@@ -247,6 +277,31 @@ class Pipeline:
             "scorers": [f"{s.name}:{s.weight}" for s in self.scorers],
             "extenders": [e.name for e in self.extenders],
         }
+
+    def binding_plugins_for(self, pod: PodInfo) -> tuple[Plugin, ...]:
+        """The plugins with a Reserve, Permit, PreBind or PostBind point among the entries
+        that apply to `pod` (once per name, filters first), for its binding cycle."""
+        if not self._binding_per_pod:
+            return self._binding_all
+        fs, ss = self._entries_for(pod)
+        unique: dict[str, Plugin] = {}
+        for e in fs:
+            unique.setdefault(e.name, e.plugin)
+        for se in ss:
+            unique.setdefault(se.name, se.plugin)
+        return tuple(p for p in unique.values() if isinstance(p, self._binding_points))
+
+    def queueing_hints(self) -> dict[str, tuple[events.ClusterEventWithHint, ...]]:
+        """Plugin label -> the cluster events that may help a pod it rejected, with their
+        hints (EnqueueExtensions), for the scheduling queue."""
+        plugins: dict[str, object] = {}
+        for e in self.filters:
+            plugins.setdefault(e.name, e.plugin)
+        for se in self.scorers:
+            plugins.setdefault(se.name, se.plugin)
+        for p in self.pre_enqueue_plugins:
+            plugins.setdefault(p.name, p)
+        return events.hint_map(plugins)
 
     # -- the cycle ---------------------------------------------------------------------
     def _entries_for(self, pod: PodInfo) -> tuple[list[FilterEntry], list[ScoreEntry]]:
@@ -444,12 +499,12 @@ class Pipeline:
                 diagnosis.post_filter_msg = self.post_filter(pod, snapshot, diagnosis)
             return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation)
         if len(feasible) == 1 and not explain:
-            return ScheduleResult(feasible[0].name, evaluated, 1)
+            return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
         totals, per_plugin = self.score(state, pod, feasible, snapshot, scorers, explain)
         if self.extenders:
             await self._extender_prioritize(pod, feasible, totals, per_plugin)
         best = self._select(totals)
-        result = ScheduleResult(feasible[best].name, evaluated, len(feasible))
+        result = ScheduleResult(feasible[best].name, evaluated, len(feasible), state=state)
         result.deciding_scorer = _deciding_scorer(best, totals, per_plugin)
         if explanation is not None:
             for i, node in enumerate(feasible):

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -288,7 +289,7 @@ def _add(counts: dict[TopologyPair, int], node: NodeInfo, key: str) -> None:
         counts[pair] = counts.get(pair, 0) + 1
 
 
-class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
+class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
@@ -427,6 +428,69 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
                 if value is not None and counts.get((key, value), 0) > 0:
                     return _EXISTING_ANTI_AFFINITY_NOT_MATCH
         return SUCCESS
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (
+            ev.event(r.ASSIGNED_POD, a.ADD | a.UPDATE_POD_LABEL | a.DELETE,
+                     self._after_assigned_pod_change),
+            ev.event(r.TARGET_POD, a.UPDATE_POD_LABEL, ev.queue_always),
+            ev.event(r.NODE, a.ADD | a.UPDATE_NODE_LABEL, self._after_node_change),
+        )
+
+    def _after_assigned_pod_change(self, pod: PodInfo, old: Any,
+                                   new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterAssignedPodChange: a pod now matches all the pod's affinity
+        terms, or no longer matches (or left) its anti-affinity, or a deleted pod's own
+        anti-affinity rejected the pod."""
+        for p in (new, old):
+            if p is not None and not p.node_name and not ev.nominated_node(p):
+                return ev.QUEUE_SKIP
+        terms = PodTerms.parse(pod, strict=True)
+
+        def all_match(ts: Sequence[AffinityTerm], p: PodInfo) -> bool:
+            return bool(ts) and all(t.matches(p, None) for t in ts)
+
+        def any_match(ts: Sequence[AffinityTerm], p: PodInfo) -> bool:
+            return any(t.matches(p, None) for t in ts)
+
+        affinity, anti = terms.required_affinity, terms.required_anti_affinity
+        if new is not None and old is not None:
+            if not all_match(affinity, old) and all_match(affinity, new):
+                return ev.QUEUE
+            if any_match(anti, old) and not any_match(anti, new):
+                return ev.QUEUE
+            return ev.QUEUE_SKIP
+        if new is not None:
+            return ev.QUEUE if all_match(affinity, new) else ev.QUEUE_SKIP
+        if any_match(anti, old):
+            return ev.QUEUE
+        old_anti = PodTerms.parse(old, strict=False).required_anti_affinity
+        return ev.QUEUE if any_match(old_anti, pod) else ev.QUEUE_SKIP
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: a topology key of the pod's terms appeared or
+        changed (affinity), or went away or changed (anti-affinity)."""
+        terms = PodTerms.parse(pod, strict=True)
+        before, after = ev.node_of(old), ev.node_of(new)
+        for t in terms.required_affinity:
+            if before is None:
+                if t.topology_key in after.labels:
+                    return ev.QUEUE
+                continue
+            had, has = t.topology_key in before.labels, t.topology_key in after.labels
+            if (not had and has) or (had and has and before.labels[t.topology_key]
+                                     != after.labels[t.topology_key]):
+                return ev.QUEUE
+        for t in terms.required_anti_affinity:
+            if before is None:
+                return ev.QUEUE
+            had, has = t.topology_key in before.labels, t.topology_key in after.labels
+            if (had and not has) or (had and has and before.labels[t.topology_key]
+                                     != after.labels[t.topology_key]):
+                return ev.QUEUE
+        return ev.QUEUE_SKIP
 
 
 _AFFINITY_NOT_MATCH = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)

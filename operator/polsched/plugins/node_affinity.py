@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import names
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -257,7 +258,7 @@ def _named_nodes(required: Any) -> frozenset[str] | None:
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                   ScoreExtensions):
+                   ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, added_required: tuple[Term, ...] | None,
@@ -326,6 +327,24 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         return default_normalize(scores)
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (ev.event(r.NODE, a.ADD | a.UPDATE_NODE_LABEL, self._after_node_change),)
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: the node matches the pod's required affinity now
+        and did not before."""
+        node = ev.node_of(new)
+        if self.added_required is not None and not _matches_all(self.added_required, node):
+            return ev.QUEUE_SKIP
+        required = RequiredNodeAffinity.of(pod)
+        if not required.matches(node):
+            return ev.QUEUE_SKIP
+        if old is None:
+            return ev.QUEUE
+        return ev.QUEUE_SKIP if required.matches(ev.node_of(old)) else ev.QUEUE
 
 
 _ARGS_FIELDS = ("addedAffinity",)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin, PreFilterResult
 from polsched.framework.registry import ArgsError, PluginSpec
@@ -21,7 +22,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 _MISMATCH = Status.unresolvable(ERR_REASON)
 
 
-class NodeName(PreFilterPlugin, FilterPlugin):
+class NodeName(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
@@ -36,6 +37,10 @@ class NodeName(PreFilterPlugin, FilterPlugin):
         if not pod.node_name or pod.node_name == node.name:
             return SUCCESS
         return _MISMATCH
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        return (ev.event(ev.Resource.NODE, ev.ActionType.ADD),)
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeName:

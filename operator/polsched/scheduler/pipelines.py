@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
+from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
 from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, PostFilter, ScoreEntry
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - the plugin is optional
     post_filter = None
 
 
-_P = TypeVar("_P", FilterPlugin, ScorePlugin)
+_P = TypeVar("_P", FilterPlugin, ScorePlugin, PreEnqueuePlugin)
 
 
 class BuildError(RuntimeError):
@@ -52,8 +52,9 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     filters = [FilterEntry(_build(e, handle, FilterPlugin), e.when) for e in policy.filters]
     scorers = [ScoreEntry(_build(e, handle, ScorePlugin), e.weight, e.when)
                for e in policy.scorers]
+    pre_enqueue = [_build(e, handle, PreEnqueuePlugin) for e in policy.pre_enqueue]
     return Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
-                    post_filter=post_filter, rng=rng)
+                    post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue)
 
 
 def _build(entry: PluginEntry, handle: Handle, kind: type[_P]) -> _P:
