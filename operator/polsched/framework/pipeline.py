@@ -624,6 +624,8 @@ def _deciding_scorer(best: int, totals: list[int], per_plugin: Mapping[str, list
     others = list(totals)
     others[best] = min(totals) - 1  # the first highest of the others, without a key function
     runner = others.index(max(others))
+    if totals[runner] == totals[best]:
+        return ""  # a tie: no scorer decided, the draw among the tied nodes did
     lead = {name: s[best] - s[runner] for name, s in per_plugin.items() if "\x00" not in name}
     name, margin = max(lead.items(), key=lambda kv: kv[1], default=("", 0))
     return name if margin > 0 else ""

@@ -53,8 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# schedule_one.go ErrNoNodesAvailable
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 # How many times a decision is retried when its node filled up while extenders answered.
 _RECHECK_RETRIES = 3
 # Annotations the Binding carries when Engine(annotate_decisions=True); the API server
@@ -449,7 +447,10 @@ class Engine(CacheListener):
             return
         snapshot = self.cache.snapshot
         if not snapshot.nodes:
-            self._on_error(s, qp, NO_NODES_AVAILABLE, started)
+            # schedulingAlgorithm: ErrNoNodesAvailable is UnschedulableAndUnresolvable
+            # (PodScheduled reason Unschedulable), not a SchedulerError; any node event
+            # moves the pod back.
+            self._on_unschedulable(s, qp, FitError(0), started)
             return
         node_name: str | None = None
         pipeline = s.pipeline
@@ -637,8 +638,10 @@ class Engine(CacheListener):
                           started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
         message: str = fit_error.message if fit_error is not None else "no node fits"
+        # Diagnosis.UnschedulablePlugins: the rejecting plugins, and the PreFilter plugins
+        # whose results left nodes out.
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
-            if fit_error is not None else set()
+            | fit_error.unschedulable_plugins if fit_error is not None else set()
         s.counters.unschedulable_attempts += 1
         s.queue.add_unschedulable(qp, rejected)
         self._report_pending(s)

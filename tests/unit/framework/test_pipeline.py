@@ -296,3 +296,26 @@ def test_unschedulable_prefilter_lets_the_later_prefilters_run() -> None:
     assert Counting.reached == 1
     res = run(pipeline(["Counting", "Skipper"]), pod(), [node("a"), node("b")])
     assert res.fit_error is not None and res.fit_error.pre_filter_msg == "counted"
+
+
+class Prefers(ScorePlugin):
+    """10 on the node its args name, 0 elsewhere."""
+
+    NAME = "Prefers"
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return 10 if node.name == self.node else 0
+
+
+def test_no_deciding_scorer_when_the_best_totals_tie() -> None:
+    """Two scorers that each favour another node, by as much: the totals tie, the draw
+    decides, and no scorer may be named (the conformance suite reads it as "tied")."""
+    reg = Registry([PluginSpec("PrefersX", score=lambda a, h: Prefers("x")),
+                    PluginSpec("PrefersY", score=lambda a, h: Prefers("y"))])
+    p = build(registry=reg, filters=[], scorers=[{"name": "PrefersX"}, {"name": "PrefersY"}])
+    res = run(p, pod(), [node("x"), node("y")])
+    assert res.node in ("x", "y")
+    assert res.deciding_scorer == ""
