@@ -68,7 +68,9 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
     out: Json = {"schedulerName": view.scheduler_name}
     generation = view.observed_generation
     pipeline: Mapping[str, list[str]] | None = view.pipeline
-    if stats is not None:
+    if stats is not None and stats.shadow is not None:
+        out["shadow"] = stats.shadow  # a shadow policy binds nothing: no bind counts
+    elif stats is not None:
         out["boundPods"] = stats.bound_pods
         out["pendingPods"] = stats.pending_pods
         last_bind = stats.last_bind_time or previous.get("lastBindTime")
@@ -79,6 +81,13 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
             out["bindsTotal"] = max(_int(previous.get("bindsTotal")), stats.binds_total)
         out["unschedulableAttempts"] = max(_int(previous.get("unschedulableAttempts")),
                                            stats.unschedulable_attempts)
+        out["preemptionsTotal"] = max(_int(previous.get("preemptionsTotal")),
+                                      stats.preemptions_total)
+        out["preemptionVictimsTotal"] = max(_int(previous.get("preemptionVictimsTotal")),
+                                            stats.preemption_victims)
+        last_preemption = stats.last_preemption or previous.get("lastPreemption")
+        if last_preemption:
+            out["lastPreemption"] = last_preemption
         if last_bind:
             out["lastBindTime"] = last_bind
         # The engine knows what it really runs; prefer it over what we asked for.
@@ -167,9 +176,10 @@ class StatusWriter:
                 slot.written["bindsTotal"] = seen
                 if observed_status.get("lastBindTime"):
                     slot.written["lastBindTime"] = observed_status["lastBindTime"]
-            seen = _int(observed_status.get("unschedulableAttempts"))
-            if seen > _int(slot.written.get("unschedulableAttempts")):
-                slot.written["unschedulableAttempts"] = seen
+            for key in ("unschedulableAttempts", "preemptionsTotal", "preemptionVictimsTotal"):
+                seen = _int(observed_status.get(key))
+                if seen > _int(slot.written.get(key)):
+                    slot.written[key] = seen
         slot.dirty.set()
         if urgent:
             slot.urgent.set()
@@ -265,7 +275,8 @@ class StatusWriter:
             except KeyError:
                 stats = None
         binds: tuple[int, str] | None = None
-        if stats is not None and view.running is not None and self.ledger is not None:
+        if stats is not None and stats.shadow is None and view.running is not None \
+                and self.ledger is not None:
             if not self.ledger.is_open(view.running):
                 self.ledger.open(view.running, _int(slot.written.get("bindsTotal")),
                                  str(slot.written.get("lastBindTime") or ""))
