@@ -33,6 +33,7 @@ from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
@@ -289,7 +290,21 @@ def _add(counts: dict[TopologyPair, int], node: NodeInfo, key: str) -> None:
         counts[pair] = counts.get(pair, 0) + 1
 
 
-class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+def _update_count(counts: dict[TopologyPair, int], node: NodeInfo, key: str,
+                  delta: int) -> None:
+    """topologyToMatchedTermCount.update: an entry down to zero is deleted."""
+    value = node.labels.get(key)
+    if value is not None:
+        pair = (key, value)
+        n = counts.get(pair, 0) + delta
+        if n:
+            counts[pair] = n
+        else:
+            counts.pop(pair, None)
+
+
+class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
+                             ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
@@ -399,6 +414,48 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions
             for pair, n in share[1]:
                 anti_counts[pair] = anti_counts.get(pair, 0) + n
         return affinity_counts, anti_counts
+
+    # PreFilterExtensions (filtering.go AddPod / RemovePod, preFilterState.updateWithPod): a
+    # pod added to or removed from a node in a what-if (nominated pods, preemption).
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
+                node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_add, node, 1)
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                   node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_remove, node, -1)
+        return SUCCESS
+
+    def _update(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo,
+                delta: int) -> None:
+        s: _FilterState | None = state.get(_PRE_FILTER_KEY)
+        if s is None:
+            return
+        lookup = self._namespaces
+        own_ns = lookup.get(pod.namespace, _NO_LABELS)
+        other_ns = lookup.get(other.namespace)
+        # New dicts, not the cycle's changed in place: a what-if works on a copy of the
+        # state, which may share them.
+        existing = dict(s.existing_anti_affinity_counts)
+        if other.has_required_anti_affinity:
+            for t in self._terms.get(other).required_anti_affinity:
+                if t.matches(pod, own_ns):
+                    _update_count(existing, node, t.topology_key, delta)
+        affinity = dict(s.affinity_counts)
+        if s.affinity_terms and all(t.matches(other, other_ns) for t in s.affinity_terms):
+            for t in s.affinity_terms:
+                _update_count(affinity, node, t.topology_key, delta)
+        anti = dict(s.anti_affinity_counts)
+        for t in s.anti_affinity_terms:
+            if t.matches(other, other_ns):
+                _update_count(anti, node, t.topology_key, delta)
+        own = lookup.get(pod.namespace)
+        self_ok = (not affinity and bool(s.affinity_terms)
+                   and all(t.matches(pod, own) for t in s.affinity_terms))
+        state.write(_PRE_FILTER_KEY, _FilterState(
+            s.affinity_terms, s.anti_affinity_terms, affinity, anti, existing,
+            frozenset(k for k, _ in existing), self_ok))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s: _FilterState = state.read(_PRE_FILTER_KEY)

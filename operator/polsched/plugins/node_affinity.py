@@ -295,14 +295,16 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         raw = (pod.affinity.get("nodeAffinity") or {}).get(PREFERRED)
         if raw is None:
             return ()
-        return compile_preferred(raw, f"spec.affinity.nodeAffinity.{PREFERRED}")
+        # Paths relative to the list, as nodeaffinity.NewPreferredSchedulingTerms words its
+        # errors ("[0].matchExpressions[0].values..."; our wording after the path differs).
+        return compile_preferred(raw, "")
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
         try:
             preferred = self._pod_preferred(pod)
         except SelectorError as err:
-            return Status.error(f"pod {pod.key}: {err}")
+            return Status.error(str(err))
         if not preferred and not self.added_preferred:
             return SKIP
         state.write(_PRE_SCORE_KEY, self.added_preferred + preferred)
@@ -322,7 +324,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         try:
             terms = self._terms(state, pod)
         except SelectorError as err:
-            return Status.error(f"pod {pod.key}: {err}")
+            return Status.error(str(err))
         return [_preferred_score(terms, n) for n in nodes]
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:

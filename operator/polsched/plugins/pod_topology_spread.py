@@ -37,6 +37,7 @@ from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
@@ -358,6 +359,18 @@ class _FilterConstraint:
     # a node of domain v fails when counts[v] > limit, where
     # limit = maxSkew + global minimum - (1 if the pod matches its own selector else 0)
     limit: int
+    # what the limit is made of, for AddPod / RemovePod
+    spread: SpreadConstraint
+    self_match: int
+
+
+def _limit(c: SpreadConstraint, by_value: Mapping[str, int], self_match: int) -> int:
+    # minMatchNum: fewer eligible domains than minDomains makes the global minimum 0
+    # (MaxInt32 when no domain is eligible is upstream's value, kept for parity).
+    min_match = min(by_value.values(), default=_MAX_INT32)
+    if len(by_value) < c.min_domains:
+        min_match = 0
+    return c.max_skew + min_match - self_match
 
 
 @dataclass(slots=True)
@@ -374,8 +387,8 @@ class _ScoreState:
     ignored_mask: list[bool]
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                        ScoreExtensions, ev.EnqueueExtensions):
+class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin,
+                        ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
@@ -439,16 +452,46 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         compiled: list[_FilterConstraint] = []
         pod_labels = pod.labels
         for c, by_value in zip(constraints, counts, strict=True):
-            # minMatchNum: fewer eligible domains than minDomains makes the global minimum 0
-            # (MaxInt32 when no domain is eligible is upstream's value, kept for parity).
-            min_match = min(by_value.values(), default=_MAX_INT32)
-            if len(by_value) < c.min_domains:
-                min_match = 0
             self_match = 1 if c.selector(pod_labels) else 0
             compiled.append(_FilterConstraint(c.topology_key, by_value,
-                                              c.max_skew + min_match - self_match))
+                                              _limit(c, by_value, self_match), c, self_match))
         state.write(_PRE_FILTER_KEY, tuple(compiled))
         return SUCCESS
+
+    # PreFilterExtensions (filtering.go AddPod / RemovePod, updateWithPod): a pod added to
+    # or removed from a node in a what-if (nominated pods, preemption's victims).
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
+                node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_add, node, 1)
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                   node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_remove, node, -1)
+        return SUCCESS
+
+    def _update(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo,
+                delta: int) -> None:
+        compiled: tuple[_FilterConstraint, ...] | None = state.get(_PRE_FILTER_KEY)
+        if compiled is None or other.namespace != pod.namespace:
+            return
+        labels = node.labels
+        if not _has_keys(labels, [c.spread for c in compiled]):
+            return
+        inclusion = _NodeInclusion(pod)
+        updated = []
+        for c in compiled:
+            # A new state, not the cycle's dicts changed in place: a what-if works on a
+            # copy of the state, which may share them.
+            if c.spread.selector(other.labels) and inclusion.includes(c.spread, node):
+                by_value = dict(c.counts)
+                value = labels[c.topology_key]
+                by_value[value] = by_value.get(value, 0) + delta
+                c = _FilterConstraint(c.topology_key, by_value,
+                                      _limit(c.spread, by_value, c.self_match), c.spread,
+                                      c.self_match)
+            updated.append(c)
+        state.write(_PRE_FILTER_KEY, tuple(updated))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)

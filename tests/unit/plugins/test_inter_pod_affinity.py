@@ -456,3 +456,35 @@ def test_prefilter_and_prescore_skip_without_walking_nodes_when_nobody_has_affin
     assert guarded.pods_with_required_anti_affinity == 1
     assert build_plugin(ipa.NAME).pre_filter(CycleState(), plain, guarded).code \
         is Code.SUCCESS
+
+
+# -- PreFilterExtensions: AddPod / RemovePod ----------------------------------------------
+
+def test_add_and_remove_pod_update_the_prefilter_state() -> None:
+    """filtering.go AddPod/RemovePod (preemption's victims, nominated pods): the incoming
+    pod's anti-affinity, its affinity and an added pod's own anti-affinity all follow."""
+    plugin = build_plugin(ipa.NAME)
+    nodes = {"a": {"zone": "z1"}, "b": {"zone": "z2"}}
+    snap = cluster(nodes, [])
+    a = snap.get("a")
+    assert a is not None
+    incoming = pod("p", {"app": "web"}, anti=[term("app", "In", ["web"], topology="zone")])
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, snap).ok
+    assert plugin.filter(state, incoming, a).ok
+    other = pod("w", {"app": "web"}, "a")
+    assert plugin.add_pod(state, incoming, other, a).ok
+    assert outcome(plugin.filter(state, incoming, a)) == ANTI_FAIL
+    assert plugin.remove_pod(state, incoming, other, a).ok
+    assert plugin.filter(state, incoming, a).ok
+
+    # An added pod whose own anti-affinity rejects the incoming pod.
+    plain = pod("q", {"app": "db"}, affinity=[term("app", "In", ["cache"], topology="zone")])
+    state = CycleState()
+    assert plugin.pre_filter(state, plain, snap).ok
+    guard = pod("g", {"app": "cache"}, "a", anti=[term("app", "In", ["db"], topology="zone")])
+    plugin.add_pod(state, plain, guard, a)
+    assert outcome(plugin.filter(state, plain, a)) == EXISTING_FAIL
+    # Removed, it neither rejects q nor satisfies q's affinity any more.
+    plugin.remove_pod(state, plain, guard, a)
+    assert outcome(plugin.filter(state, plain, a)) == AFFINITY_FAIL

@@ -382,3 +382,23 @@ def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
     state = CycleState()
     assert plugin.pre_filter(state, other, snap).ok
     assert all(plugin.filter(state, other, n).ok for n in snap)
+
+
+def test_add_and_remove_pod_update_the_prefilter_state() -> None:
+    """filtering.go AddPod/RemovePod (updateWithPod): matching pods of the incoming pod's
+    namespace move the domain counts and so the global minimum."""
+    plugin = build_plugin(pts.NAME)
+    a, x = node("node-a", "zone1"), node("node-x", "zone2")
+    snap = cluster([a, x], {"node-a": 1})
+    incoming = pod("p", FOO, constraints=[constraint(ZONE)])
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, snap).ok
+    assert not plugin.filter(state, incoming, a).ok   # zone1 1, zone2 0: skew 2
+    other = pod("o", FOO, "node-x")
+    assert plugin.add_pod(state, incoming, other, x).ok
+    assert plugin.filter(state, incoming, a).ok       # 1 and 1
+    elsewhere = pod("e", FOO, "node-x", ns="other")   # another namespace: not counted
+    plugin.remove_pod(state, incoming, elsewhere, x)
+    assert plugin.filter(state, incoming, a).ok
+    plugin.remove_pod(state, incoming, other, x)
+    assert not plugin.filter(state, incoming, a).ok
