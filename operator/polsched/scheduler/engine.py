@@ -155,7 +155,7 @@ class Engine(CacheListener):
         # Pods nominated to nodes by preemption (or by status.nominatedNodeName), counted
         # by every policy's filters; and preemption's API calls, off the scheduling loop.
         self.nominator = Nominator()
-        self.preemption = Executor(client, self.nominator, self.cache.pods)
+        self.preemption = Executor(client, self.nominator, self.cache.pods, self.waiting_pods)
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator)
         self._schedulers: dict[str, _Scheduler] = {}
