@@ -361,7 +361,9 @@ class Engine(CacheListener):
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
-            if pod.key not in s.warned:
+            # A gated pod is left alone, even by this warning (SchedulingGates).
+            gated = any(not p.pre_enqueue(pod).ok for p in s.pipeline.pre_enqueue_plugins)
+            if pod.key not in s.warned and not gated:
                 s.warned.add(pod.key)
                 s.recorder.event(
                     pod, WARNING, "FailedScheduling", "Scheduling",
