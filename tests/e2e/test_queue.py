@@ -8,6 +8,7 @@ Each test runs an Engine with a policy loaded as the operator loads it, on nodes
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
@@ -390,3 +391,41 @@ def test_permit_wait_holds_a_pod_while_others_are_scheduled(
         assert cond["reason"] == "Unschedulable"
 
     run(cluster, policies, body)
+
+
+def test_the_active_queue_orders_by_queue_time_not_creation_time(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """Defect 6: of two pods of equal priority, the one that entered the queue first is
+    tried first (PrioritySort on the queue timestamp). Pods that exist when the scheduler
+    starts enter its queue in the order the API server lists them (by name), so "a-later",
+    created a second after "b-earlier", is tried first and takes the one free slot."""
+    rid = unique("order")
+    node = nodes(f"{rid}-n", labels={RUN: rid}, cpu="1")
+    sched = f"{rid}-sched"
+    p = policy(sched, {})
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        engine = Engine(client)
+        try:
+            await nodes_ready(client, [node])
+            first = await create_pod(client, namespace, "b-earlier", sched, rid, cpu="600m")
+            created = first["metadata"]["creationTimestamp"]
+
+            async def next_second() -> bool:
+                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                return now > created
+
+            await eventually(next_second, what="the next second")
+            second = await create_pod(client, namespace, "a-later", sched, rid, cpu="600m")
+            assert second["metadata"]["creationTimestamp"] > created
+            await engine.start()
+            engine.apply(p)
+            note = await failed_scheduling(client, namespace, "b-earlier")
+            assert "Insufficient cpu" in note
+            assert await bound_node(client, namespace, "a-later") == node
+        finally:
+            await engine.stop()
+            await client.close()
+
+    asyncio.run(main())

@@ -46,7 +46,7 @@ from polsched.framework.registry import ArgsError, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 
 SPEC_FIELDS = (
-    "schedulerName", "paused", "defaultPlugins", "disabledPlugins",
+    "schedulerName", "paused", "shadowOf", "defaultPlugins", "disabledPlugins",
     "percentageOfNodesToScore", "namespaceSelector", "runtime", "filters", "scorers",
     "extenders",
 )
@@ -228,6 +228,12 @@ class _Loader:
             for msg in names.dns1123_subdomain(scheduler_name):
                 errors.add("spec.schedulerName", msg)
         paused = self._bool(spec, "paused", "spec", False)
+        shadow_of = self._str(spec, "shadowOf", "spec")
+        if shadow_of:
+            for msg in names.dns1123_subdomain(shadow_of):
+                errors.add("spec.shadowOf", msg + " (the name of a SchedulingPolicy)")
+            if shadow_of == name:
+                errors.add("spec.shadowOf", "a policy cannot shadow itself")
         pct = self._int(spec, "percentageOfNodesToScore", "spec", 0, 0, 100,
                         hint="; 0 or absent means adaptive, as kube-scheduler")
         ns_selector = None
@@ -264,6 +270,7 @@ class _Loader:
             scheduler_name=scheduler_name,
             generation=generation if isinstance(generation, int) else 0,
             paused=paused,
+            shadow_of=shadow_of,
             percentage_of_nodes_to_score=pct,
             namespace_selector=ns_selector,
             runtime=runtime,

@@ -116,5 +116,7 @@ class Policy:
     # Resources NodeResourcesFit ignores (managedResources with ignoredByScheduler).
     ignored_resources: frozenset[str] = frozenset()
     uid: str = ""
+    # spec.shadowOf: the policy this one shadows (decides beside it, never binds); "".
+    shadow_of: str = ""
     # PreEnqueue plugins (the default profile's SchedulingGates unless disabled).
     pre_enqueue: tuple[PluginEntry, ...] = ()

@@ -46,6 +46,7 @@ from polsched.scheduler.events import (
     rfc3339,
 )
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.shadow import DEFAULT_BUDGET, ShadowSet, ShadowStats
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
@@ -61,6 +62,8 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
+SHADOW_PREFIX = "shadow:"
 
 
 @dataclass
@@ -84,6 +87,8 @@ class SchedulerStats:
     pipeline: dict[str, list[str]] = field(default_factory=dict)
     paused: bool = False
     leading: bool = False
+    # A shadow policy's agreement (ShadowStats.to_status()); the counts above are unused.
+    shadow: dict[str, Any] | None = None
 
 
 class _Scheduler:
@@ -103,6 +108,8 @@ class _Scheduler:
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
         self.warned: set[str] = set()
+        # Shadow policies deciding beside this one (scheduler.shadow).
+        self.shadows = ShadowSet()
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -117,8 +124,10 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 32, annotate_decisions: bool = False) -> None:
+                 bind_concurrency: int = 32, annotate_decisions: bool = False,
+                 shadow_budget: float = DEFAULT_BUDGET) -> None:
         self.client = client
+        self.shadow_budget = shadow_budget
         self.identity = identity
         self.annotate_decisions = annotate_decisions
         self.cache = ClusterCache(client)
@@ -205,6 +214,30 @@ class Engine(CacheListener):
         self._spawn(s.recorder.close())
         metrics.forget_profile(scheduler_name)
 
+    def apply_shadow(self, policy: Policy, live_policy: str, live_scheduler: str, *,
+                     extenders: Sequence[Extender] = ()) -> None:
+        """Attach (or swap) shadow `policy` to the scheduler of `live_scheduler`; it
+        decides beside it and never binds (scheduler.shadow)."""
+        from polsched.scheduler.shadow import Shadow
+
+        self.remove_shadow(policy.name)
+        s = self._schedulers.get(live_scheduler)
+        if s is None:
+            raise KeyError(live_scheduler)
+        s.shadows.budget = self.shadow_budget
+        s.shadows.shadows[policy.name] = Shadow(policy, live_policy, self.handle, extenders)
+
+    def remove_shadow(self, name: str) -> None:
+        for s in self._schedulers.values():
+            s.shadows.shadows.pop(name, None)
+
+    def shadow_stats(self, name: str) -> ShadowStats | None:
+        for s in self._schedulers.values():
+            shadow = s.shadows.shadows.get(name)
+            if shadow is not None:
+                return shadow.stats
+        return None
+
     def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
         """Only a leader binds. None: every scheduler (and the default for new ones)."""
         if scheduler_name is None:
@@ -216,6 +249,11 @@ class Engine(CacheListener):
             self._update_runnable(s)
 
     def stats(self, scheduler_name: str) -> SchedulerStats:
+        if scheduler_name.startswith(SHADOW_PREFIX):  # a shadow policy's StatusView.running
+            shadow = self.shadow_stats(scheduler_name[len(SHADOW_PREFIX):])
+            if shadow is None:
+                raise KeyError(scheduler_name)
+            return SchedulerStats("", 0, 0, 0, 0, None, 0, shadow=shadow.to_status())
         s = self._schedulers.get(scheduler_name)
         bound = self.cache.bound_pods(scheduler_name)
         pending = self.cache.pending_pods(scheduler_name)
@@ -416,6 +454,8 @@ class Engine(CacheListener):
             return
         node_name: str | None = None
         pipeline = s.pipeline
+        # Shadows decide first, on the snapshot the live pipeline decides on next.
+        verdicts = await s.shadows.decide(pod, snapshot) if s.shadows else None
         for _ in range(_RECHECK_RETRIES):
             pipeline = s.pipeline  # a swap takes effect at the next decision
             try:
@@ -424,6 +464,8 @@ class Engine(CacheListener):
                 self._on_error(s, qp, str(err), started)
                 return
             if result.node is None:
+                if verdicts:
+                    s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
                 self._on_unschedulable(s, qp, result.fit_error, started)
                 return
             if not pipeline.extenders:
@@ -454,6 +496,8 @@ class Engine(CacheListener):
         plugins = pipeline.binding_plugins_for(pod)
         bp = bc.binding_plugins(plugins) if plugins else bc.NONE
         assumed = self.cache.assume(pod, node_name)
+        if verdicts:
+            s.shadows.assumed(assumed, verdicts)
         if bp:
             # Reserve, then Permit, still in the scheduling cycle (schedule_one.go
             # assumeAndReserve, prepareForBindingCycle).
@@ -521,6 +565,8 @@ class Engine(CacheListener):
                           started: float) -> None:
         """A Reserve/Permit/WaitOnPermit failure: a rejection is reported as a FitError on
         the one node (NumAllNodes 1), anything else as an error."""
+        if s.shadows:  # the attempt bound nothing: its shadow verdicts are not compared
+            s.shadows.bind_ended(qp.pod, None, "")
         if st.rejected:
             self._on_unschedulable(s, qp, FitError(1, {node_name: st}), started)
         else:
@@ -555,6 +601,9 @@ class Engine(CacheListener):
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
                    outcome: BindOutcome, message: str, started: float,
                    state: CycleState | None = None, bp: bc.BindingPlugins = bc.NONE) -> None:
+        if s.shadows:
+            s.shadows.bind_ended(assumed, node_name if outcome is BindOutcome.BOUND else None,
+                                 rfc3339(time.time()))
         if outcome is BindOutcome.BOUND:
             if bp.post_bind and state is not None:
                 bc.run_post_bind(bp, state, assumed, node_name)
