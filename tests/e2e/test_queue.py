@@ -69,10 +69,20 @@ def test_a_gated_pod_is_left_alone_until_its_gates_are_removed(
     node = nodes(f"{rid}-n", labels={RUN: rid}, cpu="2")
     sched = f"{rid}-sched"
     p = policy(sched, {})
+    # A policy whose namespaceSelector leaves this namespace out warns its pods, but not a
+    # gated one.
+    elsewhere = f"{rid}-elsewhere"
+    p2 = policy(elsewhere, {"namespaceSelector": {"matchLabels": {"never": "selected"}}})
 
     async def body(client: ApiClient, engine: Engine) -> None:
         await nodes_ready(client, [node])
         gates = [{"name": GATE}]
+        await create_pod(client, namespace, "gated-elsewhere", elsewhere, rid,
+                         schedulingGates=gates)
+        await create_pod(client, namespace, "sentinel-elsewhere", elsewhere, rid)
+        note = await failed_scheduling(client, namespace, "sentinel-elsewhere")
+        assert "is not selected by spec.namespaceSelector" in note
+        assert await events(client, namespace, "FailedScheduling", "gated-elsewhere") == []
         # One that would fit, one that never could: neither may be tried.
         await create_pod(client, namespace, "gated-fits", sched, rid, cpu="100m",
                          schedulingGates=gates)
@@ -105,7 +115,7 @@ def test_a_gated_pod_is_left_alone_until_its_gates_are_removed(
         cond = await eventually(lambda: _condition(client, namespace, "gated-too-big"))
         assert cond["reason"] == "Unschedulable"
 
-    run(cluster, [p], body)
+    run(cluster, [p, p2], body)
 
 
 def test_a_pod_recreated_while_its_predecessor_is_in_flight_is_scheduled(
