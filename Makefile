@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # runs a second, separate demo.
 DEV_DIR ?= .dev
 
-.PHONY: all venv build cluster cluster-down test test-unit test-e2e lint demo demo-down bench conformance clean
+.PHONY: all venv build cluster cluster-down test test-unit test-e2e lint demo demo-down bench conformance chaos clean
 
 all: test
 
@@ -46,6 +46,13 @@ test-e2e: venv build
 lint: venv
 	$(VENV)/bin/ruff check operator tests bench conformance
 	$(VENV)/bin/mypy
+
+# issue 11's chaos suite: faults (SIGKILL, API server restarts, failover, a hanging
+# renew, extenders misbehaving, node churn, malformed policies, a Dedicated rollout)
+# against a private control plane, with invariants read back from the API server.
+# CHAOS_ARGS=--short is the version .ci/run runs.
+chaos: venv build
+	$(PY) -m tests.chaos.run $(CHAOS_ARGS)
 
 demo: venv cluster
 	@POLSCHED_DEV_DIR=$(DEV_DIR) hack/demo.sh up
