@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="fewer pods and one outage: the version .ci/run runs")
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     args = ap.parse_args(argv)
+    # SIGTERM (make interrupted, CI timeout) runs the clean-up below: processes stopped,
+    # the control plane taken down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # The suite's own API client (the recorder) rides out the outages it causes quietly.
     logging.getLogger("polsched").setLevel(logging.ERROR)
     only = {x for x in args.only.split(",") if x}
@@ -58,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     reuse = os.environ.get("POLSCHED_KUBECONFIG")
     tmp = tempfile.TemporaryDirectory(prefix="polsched-chaos-")
     directory = Path(reuse).parent if reuse else Path(tmp.name)
+    world: World | None = None
     try:
         if reuse:
             bin_dir = Path(subprocess.run([str(HACK / "build.sh")], check=True,
@@ -108,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
               f"({time.monotonic() - started:.0f}s)", flush=True)
         return 1 if failed else 0
     finally:
+        if world is not None:  # interrupted: stop the operators a scenario left running
+            for proc in world.harness.procs:
+                proc.stop()
         if not reuse:
             subprocess.run([str(HACK / "cluster.sh"), "down", str(directory)],
                            capture_output=True)
