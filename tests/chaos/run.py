@@ -87,14 +87,16 @@ def main(argv: list[str] | None = None) -> int:
                 findings, figures = scenario(world)
             except Exception as e:
                 failed.append(name)
+                for proc in world.harness.procs:  # what the scenario left running
+                    proc.stop()
                 print(f"{name:20s} ERROR {type(e).__name__}: {e}", flush=True)
                 traceback.print_exc()
                 continue
             took = time.monotonic() - t0
             total.merge(findings)
-            if "takeover_s" in figures:
+            if figures.get("takeover_s") is not None:
                 takeovers.append(float(figures["takeover_s"]))
-            if "throughput_ratio" in figures:
+            if figures.get("throughput_ratio") is not None:
                 ratios.append(float(figures["throughput_ratio"]))
             verdict = "ok" if findings.ok else "FAIL"
             extra = " ".join(f"{k}={v}" for k, v in figures.items())

@@ -91,9 +91,14 @@ class ControlPlane:
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, start_new_session=True)
         (self.dir / "kube-apiserver.pid").write_text(f"{p.pid}\n")
-        ok = wait_until(lambda: self.cluster.kubectl("get", "--raw", "/readyz",
-                                                     check=False, timeout=5).returncode == 0,
-                        90, 0.2)
+        def ready() -> bool:
+            try:
+                return self.cluster.kubectl("get", "--raw", "/readyz", check=False,
+                                            timeout=5).returncode == 0
+            except subprocess.TimeoutExpired:  # starting, on a loaded machine
+                return False
+
+        ok = wait_until(ready, 120, 0.2)
         if not ok:
             raise RuntimeError("kube-apiserver did not come back")
 
