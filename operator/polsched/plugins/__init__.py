@@ -19,8 +19,12 @@ from polsched.plugins import (
     node_resources_balanced_allocation,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 REGISTRY = Registry([
@@ -30,6 +34,10 @@ REGISTRY = Registry([
     node_affinity.SPEC,
     node_ports.SPEC,
     node_resources_fit.SPEC,
+    volume_restrictions.SPEC,
+    node_volume_limits.SPEC,
+    volume_binding.SPEC,
+    volume_zone.SPEC,
     node_resources_balanced_allocation.SPEC,
     image_locality.SPEC,
     inter_pod_affinity.SPEC,
@@ -39,7 +47,7 @@ REGISTRY = Registry([
     expression.SPEC,
 ])
 
-# kube-scheduler v1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
+# kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
 # restricted to the plugins polsched implements; filters in upstream order.
 DEFAULT_FILTERS: tuple[str, ...] = (
     "NodeUnschedulable",
@@ -48,6 +56,10 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
 )
@@ -55,6 +67,9 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    # StorageCapacityScoring (beta, on in v1.37) gives VolumeBinding a Score; the
+    # default profile lists it without a weight, which the framework makes 1.
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
