@@ -286,6 +286,10 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     if seen.get("error") or seen.get("timed_out") or len(bound) < w.pods:
         res["status"] = "incomplete"
         res["error"] = seen.get("error") or f"{len(bound)}/{w.pods} pods bound in {timeout}s"
+    if isinstance(runner, Polsched):
+        shadow = runner.shadow_status()
+        if shadow is not None:  # the shadow's agreement counts, from its status
+            res["shadow"] = shadow
     runner.cleanup_cluster(None)
     await clean(api)
     return res

@@ -67,6 +67,8 @@ class Workload:
     equivalence: str = "same pods for every scheduler; polsched runs its default plugins"
     extender: bool = False
     reload_patches: int = 0  # > 0: patch the policy this many times while pods stream in
+    # polsched: a shadow policy (spec.shadowOf, shadow_spec) decides beside the live one.
+    shadow: bool = False
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -80,6 +82,13 @@ class Workload:
     def policy_spec(self) -> dict[str, Any]:
         """spec of the SchedulingPolicy polsched runs (schedulerName is added)."""
         return {"runtime": {"mode": "Shared"}}
+
+
+def shadow_spec() -> dict[str, Any]:
+    """The shadow's spec (shadowOf is added): the default plugins plus a NodeLabelValue
+    scorer, so it decides as much as the live policy and often differently."""
+    return {"scorers": [{"name": "NodeLabelValue", "weight": 2,
+                         "args": {"key": PRIORITY, "default": 0}}]}
 
 
 class LabelRules(Workload):
@@ -174,6 +183,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              equivalence="kube-scheduler: KubeSchedulerConfiguration.extenders; polsched: "
                          "spec.extenders with the same fields; the no-op binder skips it",
              extender=True),
+    Workload("shadow", 500, 2000,
+             "basic, with a shadow policy (spec.shadowOf) deciding beside polsched's: what "
+             "shadowing costs the live policy", shadow=True,
+             equivalence="same pods for every scheduler; only polsched has a shadow (the "
+                         "operator's default --shadow-budget)"),
     HotReload("hotreload", 500, 2000, "the policy patched 20 times while the pods stream in",
               equivalence=HotReload.__doc__ or "", reload_patches=20),
 )}

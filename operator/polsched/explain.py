@@ -30,6 +30,8 @@ import yaml
 
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.framework import listers as ls
+from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
@@ -91,8 +93,10 @@ class Report:
 
 
 async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterable[Json] = (),
-                  extenders: Sequence[Any] = ()) -> Report:
-    """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them)."""
+                  extenders: Sequence[Any] = (), objects: Iterable[Json] = ()) -> Report:
+    """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them). `objects`
+    are the other cluster objects plugins read (namespaces, PVCs, Services...: any kind in
+    framework.listers.KINDS, by their `kind` field; others are ignored)."""
     target = _pending_copy(pod)
     target_key = PodInfo.from_json(target).key
     cache = ClusterCache(None)
@@ -103,7 +107,12 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         if f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" == target_key:
             continue  # the pod explained never counts against itself
         cache.on_pod_event("ADDED", p)
-    pipeline: Pipeline = build_pipeline(policy, extenders)
+    for o in objects:
+        kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")
+        if kind is not None:
+            cache.on_object_event(kind, "ADDED", o)
+    # The engine's construction, with listers filled from the objects given.
+    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers), extenders)
     info = PodInfo.from_json(target)
     result = await pipeline.schedule(info, cache.snapshot, explain=True)
     ex = result.explanation
@@ -268,10 +277,10 @@ async def _extenders_for(policy: Policy, client: Any | None) -> list[Any]:
 
 
 async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list[Json],
-                        client: Any | None) -> Report:
+                        client: Any | None, objects: list[Json]) -> Report:
     extenders = await _extenders_for(policy, client)
     try:
-        return await explain(policy, pod, nodes, pods, extenders)
+        return await explain(policy, pod, nodes, pods, extenders, objects)
     finally:
         for e in extenders:
             await e.close()
@@ -290,9 +299,13 @@ async def offline(args: argparse.Namespace) -> Report:
     if not nodes:
         raise ExplainError(f"{args.nodes}: no Node objects")
     pods = _of_kind(node_objs, "Pod")
+    # Namespaces, PVCs, Services... may come in the nodes file or any --pods file.
+    objects = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME]
     for f in args.pods or ():
-        pods += _of_kind(read_objects(f), "Pod")
-    return await _run_pipeline(policy, pod, nodes, pods, None)
+        more = read_objects(f)
+        pods += _of_kind(more, "Pod")
+        objects += [o for o in more if o.get("kind") in ls.KINDS_BY_NAME]
+    return await _run_pipeline(policy, pod, nodes, pods, None, objects)
 
 
 async def live(args: argparse.Namespace) -> Report:
@@ -323,7 +336,14 @@ async def live(args: argparse.Namespace) -> Report:
         policy = _load(policy_obj)
         nodes = (await client.get("/api/v1/nodes")).get("items") or []
         pods = (await client.get("/api/v1/pods")).get("items") or []
-        return await _run_pipeline(policy, pod, nodes, pods, client)
+        objects: list[Json] = []
+        for kind in ls.KINDS:  # what the engine's cache lists for its plugins
+            try:
+                listed = await client.get(kind.path)
+            except ApiError:
+                continue  # not served (an older server) or not allowed: left empty
+            objects += [{**o, "kind": kind.name} for o in listed.get("items") or ()]
+        return await _run_pipeline(policy, pod, nodes, pods, client, objects)
     finally:
         await client.close()
 

@@ -125,7 +125,8 @@ def register_handlers(registry: kopf.OperatorRegistry, reconciler: PolicyReconci
 async def operate(args: argparse.Namespace) -> None:
     identity = args.identity or default_identity()
     client = credentials.api_client(args.kubeconfig)
-    engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions)
+    engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
+                    shadow_budget=args.shadow_budget)
     engine.set_leader(None, False)  # nobody binds before the lease says so
     try:
         # Ready once the cache has synced (engine.start() returns then).

@@ -62,7 +62,9 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
     out: Json = {"schedulerName": view.scheduler_name}
     generation = view.observed_generation
     pipeline: Mapping[str, list[str]] | None = view.pipeline
-    if stats is not None:
+    if stats is not None and stats.shadow is not None:
+        out["shadow"] = stats.shadow  # a shadow policy binds nothing: no bind counts
+    elif stats is not None:
         out["boundPods"] = stats.bound_pods
         out["pendingPods"] = stats.pending_pods
         out["bindsTotal"] = max(_int(previous.get("bindsTotal")), stats.binds_total)

@@ -21,6 +21,7 @@ from polsched.plugins import (
     node_unschedulable,
     node_volume_limits,
     pod_topology_spread,
+    scheduling_gates,
     taint_toleration,
     volume_binding,
     volume_restrictions,
@@ -45,6 +46,7 @@ REGISTRY = Registry([
     node_label.SPEC,
     node_label_value.SPEC,
     expression.SPEC,
+    scheduling_gates.SPEC,
 ])
 
 # kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
@@ -63,6 +65,8 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "PodTopologySpread",
     "InterPodAffinity",
 )
+# PreEnqueue plugins of the default profile (gate pods before the active queue).
+DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates",)
 DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
@@ -76,4 +80,4 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("ImageLocality", 1),
 )
 
-__all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORERS", "REGISTRY"]
+__all__ = ["DEFAULT_FILTERS", "DEFAULT_PRE_ENQUEUE", "DEFAULT_SCORERS", "REGISTRY"]

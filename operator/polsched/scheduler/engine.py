@@ -27,8 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError
-from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework import events as ev
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import Handle
+from polsched.framework.listers import Kind
+from polsched.framework.pipeline import Extender, FitError, Pipeline, PipelineError
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import Json, NodeInfo, PodInfo
+from polsched.scheduler import binding_cycle as bc
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
@@ -40,16 +46,13 @@ from polsched.scheduler.events import (
     rfc3339,
 )
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.shadow import DEFAULT_BUDGET, ShadowSet, ShadowStats
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
 
 log = logging.getLogger(__name__)
 
-# schedule_one.go ErrNoNodesAvailable
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
-# Plugins whose verdict can change when a pod lands on a node (the AssignedPodAdd event).
-_POD_AFFINITY_PLUGINS = frozenset({"InterPodAffinity", "PodTopologySpread"})
 # How many times a decision is retried when its node filled up while extenders answered.
 _RECHECK_RETRIES = 3
 # Annotations the Binding carries when Engine(annotate_decisions=True); the API server
@@ -59,6 +62,8 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
+SHADOW_PREFIX = "shadow:"
 
 
 @dataclass
@@ -82,6 +87,8 @@ class SchedulerStats:
     pipeline: dict[str, list[str]] = field(default_factory=dict)
     paused: bool = False
     leading: bool = False
+    # A shadow policy's agreement (ShadowStats.to_status()); the counts above are unused.
+    shadow: dict[str, Any] | None = None
 
 
 class _Scheduler:
@@ -95,11 +102,14 @@ class _Scheduler:
         self.recorder = recorder
         self.counters = counters
         self.queue = q.SchedulingQueue()
+        self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
         self.runnable = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
         self.warned: set[str] = set()
+        # Shadow policies deciding beside this one (scheduler.shadow).
+        self.shadows = ShadowSet()
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -114,13 +124,20 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 32, annotate_decisions: bool = False) -> None:
+                 bind_concurrency: int = 32, annotate_decisions: bool = False,
+                 shadow_budget: float = DEFAULT_BUDGET) -> None:
         self.client = client
+        self.shadow_budget = shadow_budget
         self.identity = identity
         self.annotate_decisions = annotate_decisions
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
+        # What every policy's plugins are built with (framework.Handle).
+        # Pods that Permit plugins hold, by uid, across policies (uids are unique).
+        self.waiting_pods: dict[str, bc.WaitingPod] = {}
+        self.handle = Handle(listers=self.cache.listers, api=client,
+                             waiting_pods=self.waiting_pods)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -158,8 +175,9 @@ class Engine(CacheListener):
     def apply(self, policy: Policy, *, extenders: Sequence[Extender] = (),
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
-        # The one construction `polsched explain` shares, so it explains this pipeline.
-        pipeline = build_pipeline(policy, extenders)
+        # The one construction `polsched explain` shares, so it explains this pipeline; the
+        # plugins read the live cache's listers and PreBind writes through the client.
+        pipeline = build_pipeline(policy, self.handle, extenders)
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
@@ -173,13 +191,14 @@ class Engine(CacheListener):
         else:
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
+            s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
             if counters is not None:  # never let a stale status move a counter back
                 s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
                 s.counters.unschedulable_attempts = max(s.counters.unschedulable_attempts,
                                                         counters.unschedulable_attempts)
                 s.counters.last_bind_time = s.counters.last_bind_time or counters.last_bind_time
             self._update_runnable(s)
-            s.queue.move_all(q.POLICY_CHANGE)
+            s.queue.move(ev.EVENT_POLICY_CHANGE)
             blocked, s.blocked = s.blocked, {}
             for pod in blocked.values():  # the namespaceSelector may select them now
                 self._enqueue(s, pod)
@@ -195,6 +214,30 @@ class Engine(CacheListener):
         self._spawn(s.recorder.close())
         metrics.forget_profile(scheduler_name)
 
+    def apply_shadow(self, policy: Policy, live_policy: str, live_scheduler: str, *,
+                     extenders: Sequence[Extender] = ()) -> None:
+        """Attach (or swap) shadow `policy` to the scheduler of `live_scheduler`; it
+        decides beside it and never binds (scheduler.shadow)."""
+        from polsched.scheduler.shadow import Shadow
+
+        self.remove_shadow(policy.name)
+        s = self._schedulers.get(live_scheduler)
+        if s is None:
+            raise KeyError(live_scheduler)
+        s.shadows.budget = self.shadow_budget
+        s.shadows.shadows[policy.name] = Shadow(policy, live_policy, self.handle, extenders)
+
+    def remove_shadow(self, name: str) -> None:
+        for s in self._schedulers.values():
+            s.shadows.shadows.pop(name, None)
+
+    def shadow_stats(self, name: str) -> ShadowStats | None:
+        for s in self._schedulers.values():
+            shadow = s.shadows.shadows.get(name)
+            if shadow is not None:
+                return shadow.stats
+        return None
+
     def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
         """Only a leader binds. None: every scheduler (and the default for new ones)."""
         if scheduler_name is None:
@@ -206,6 +249,11 @@ class Engine(CacheListener):
             self._update_runnable(s)
 
     def stats(self, scheduler_name: str) -> SchedulerStats:
+        if scheduler_name.startswith(SHADOW_PREFIX):  # a shadow policy's StatusView.running
+            shadow = self.shadow_stats(scheduler_name[len(SHADOW_PREFIX):])
+            if shadow is None:
+                raise KeyError(scheduler_name)
+            return SchedulerStats("", 0, 0, 0, 0, None, 0, shadow=shadow.to_status())
         s = self._schedulers.get(scheduler_name)
         bound = self.cache.bound_pods(scheduler_name)
         pending = self.cache.pending_pods(scheduler_name)
@@ -264,21 +312,23 @@ class Engine(CacheListener):
         """scheduler_pending_pods for this scheduler, from the queue's O(1) sizes; called
         after each change to the queue. Pods of namespaces the namespaceSelector leaves
         out count as gated: like pods with scheduling gates, they are never attempted."""
-        active, backoff, unschedulable = s.queue.sizes()
+        active, backoff, unschedulable, gated = s.queue.sizes()
         name = s.name
         metrics.pending_pods(name, metrics.ACTIVE, active)
         metrics.pending_pods(name, metrics.BACKOFF, backoff)
         metrics.pending_pods(name, metrics.UNSCHEDULABLE_QUEUE, unschedulable)
-        metrics.pending_pods(name, metrics.GATED, len(s.blocked))
+        metrics.pending_pods(name, metrics.GATED, len(s.blocked) + gated)
 
-    def _move_all(self, event: str, only_rejected_by: frozenset[str] | None = None) -> None:
+    def _move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
+              pre_check: Callable[[PodInfo], bool] | None = None) -> None:
+        """MoveAllToActiveOrBackoffQueue on every scheduler's queue."""
         for s in self._schedulers.values():
-            if s.queue.move_all(event, only_rejected_by):
+            if s.queue.move(event, old, new, pre_check):
                 self._report_pending(s)
 
     def _enqueue(self, s: _Scheduler, pod: PodInfo) -> None:
         if not s.namespace_selected(pod, self.cache.namespaces):
-            s.queue.delete(pod.key)
+            s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
             if pod.key not in s.warned:
                 s.warned.add(pod.key)
@@ -301,19 +351,40 @@ class Engine(CacheListener):
     def pending_pod_removed(self, pod: PodInfo) -> None:
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
-            s.queue.delete(pod.key)
+            s.queue.delete(pod.key, pod.uid)
             s.blocked.pop(pod.key, None)
+            waiting = self.waiting_pods.get(pod.uid)
+            if waiting is not None:  # deletePodFromSchedulingQueue: RejectWaitingPod
+                waiting.reject("", "removed")
             s.warned.discard(pod.key)
             self._report_pending(s)
 
+    # Each cluster event moves the unschedulable pods that one of their rejecting plugins'
+    # queueing hints says it may help (eventhandlers.go).
     def assigned_pod_added(self, pod: PodInfo) -> None:
-        self._move_all(q.ASSIGNED_POD_ADD, _POD_AFFINITY_PLUGINS)
+        self._move(ev.ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
+        for e in ev.pod_update_events(pod, old, target=False):
+            self._move(e, old, pod)
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
-        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._move(ev.ASSIGNED_POD_DELETE, pod, None)
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
-        self._move_all(q.NODE_ADD if added else q.NODE_UPDATE)
+        if added:
+            self._move(ev.NODE_ADD, None, node.raw)
+
+    def node_updated(self, node: NodeInfo, old: Json) -> None:
+        for e in ev.node_update_events(node.raw, old):
+            self._move(e, old, node.raw)
+
+    def node_removed(self, node: NodeInfo) -> None:
+        self._move(ev.NODE_DELETE, node.raw, None)
+
+    def object_changed(self, kind: Kind, old: Json | None, new: Json | None) -> None:
+        for e in ev.object_events(kind.name, old, new):
+            self._move(e, old, new)
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         for s in self._schedulers.values():
@@ -343,7 +414,7 @@ class Engine(CacheListener):
                 continue
             self._report_pending(s)  # popped; backoffs that expired moved to activeQ
             try:
-                await self._schedule_one(s, qp, s.queue.scheduling_cycle, started)
+                await self._schedule_one(s, qp, started)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # a bug must not stop the scheduler
@@ -363,8 +434,7 @@ class Engine(CacheListener):
             return None
         return current
 
-    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                            started: float) -> None:
+    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, started: float) -> None:
         pod = self._current(qp.pod)
         if pod is None:
             s.queue.done(qp)
@@ -377,10 +447,15 @@ class Engine(CacheListener):
             return
         snapshot = self.cache.snapshot
         if not snapshot.nodes:
-            self._on_error(s, qp, NO_NODES_AVAILABLE, started)
+            # schedulingAlgorithm: ErrNoNodesAvailable is UnschedulableAndUnresolvable
+            # (PodScheduled reason Unschedulable), not a SchedulerError; any node event
+            # moves the pod back.
+            self._on_unschedulable(s, qp, FitError(0), started)
             return
         node_name: str | None = None
         pipeline = s.pipeline
+        # Shadows decide first, on the snapshot the live pipeline decides on next.
+        verdicts = await s.shadows.decide(pod, snapshot) if s.shadows else None
         for _ in range(_RECHECK_RETRIES):
             pipeline = s.pipeline  # a swap takes effect at the next decision
             try:
@@ -389,7 +464,9 @@ class Engine(CacheListener):
                 self._on_error(s, qp, str(err), started)
                 return
             if result.node is None:
-                self._on_unschedulable(s, qp, cycle, result.fit_error, started)
+                if verdicts:
+                    s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
+                self._on_unschedulable(s, qp, result.fit_error, started)
                 return
             if not pipeline.extenders:
                 node_name = result.node
@@ -415,16 +492,121 @@ class Engine(CacheListener):
             annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
                            FEASIBLE_NODES_ANNOTATION:
                                f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+        state = result.state if result.state is not None else CycleState()
+        plugins = pipeline.binding_plugins_for(pod)
+        bp = bc.binding_plugins(plugins) if plugins else bc.NONE
         assumed = self.cache.assume(pod, node_name)
+        if verdicts:
+            s.shadows.assumed(assumed, verdicts)
+        if bp:
+            # Reserve, then Permit, still in the scheduling cycle (schedule_one.go
+            # assumeAndReserve, prepareForBindingCycle).
+            st = bc.run_reserve(bp, state, assumed, node_name)
+            waiting: bc.WaitingPod | None = None
+            if st.ok:
+                st, waits = bc.run_permit(bp, state, assumed, node_name)
+                if st.code is Code.WAIT:
+                    waiting = bc.WaitingPod(assumed, waits)
+                    self.waiting_pods[assumed.uid] = waiting
+                    st = SUCCESS
+            if not st.ok:
+                bc.run_unreserve(bp, state, assumed, node_name)
+                self.cache.forget(assumed)
+                self._on_cycle_failure(s, qp, st, node_name, started)
+                return
+            if waiting is not None or bp.pre_bind or bp.post_bind:
+                # The binding cycle in the background; other pods go on being scheduled.
+                self._spawn(self._binding_cycle(s, qp, assumed, node_name, state, bp, waiting,
+                                                pipeline.extenders, annotations, started))
+                return
         self.binder.bind(
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
-                                                     message, started),
+                                                     message, started, state, bp),
             pipeline.extenders, annotations=annotations)
 
+    async def _binding_cycle(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
+                             node_name: str, state: CycleState, bp: bc.BindingPlugins,
+                             waiting: bc.WaitingPod | None, extenders: Sequence[Extender],
+                             annotations: Mapping[str, str] | None, started: float) -> None:
+        """schedule_one.go bindingCycle: WaitOnPermit, PreBind, Bind, PostBind."""
+        try:
+            if waiting is not None:
+                try:
+                    st = await waiting.wait()
+                finally:
+                    self.waiting_pods.pop(assumed.uid, None)
+                if not st.ok:
+                    self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
+                    return
+            st = await bc.run_pre_bind(bp, state, assumed, node_name)
+            if not st.ok:
+                self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
+                return
+            bound: asyncio.Future[tuple[BindOutcome, str]] = \
+                asyncio.get_running_loop().create_future()
+
+            def done(outcome: BindOutcome, message: str) -> None:
+                if not bound.done():
+                    bound.set_result((outcome, message))
+
+            self.binder.bind(assumed, node_name, done, extenders, annotations=annotations)
+            outcome, message = await bound
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a bug must not leave the pod assumed
+            log.exception("binding cycle of %s failed", assumed.key)
+            self._binding_failed(s, qp, assumed, node_name, state, bp,
+                                 Status.error(f"internal error: {err}"), started)
+            return
+        self._bind_done(s, qp, assumed, node_name, outcome, message, started, state, bp)
+
+    def _on_cycle_failure(self, s: _Scheduler, qp: q.QueuedPod, st: Status, node_name: str,
+                          started: float) -> None:
+        """A Reserve/Permit/WaitOnPermit failure: a rejection is reported as a FitError on
+        the one node (NumAllNodes 1), anything else as an error."""
+        if s.shadows:  # the attempt bound nothing: its shadow verdicts are not compared
+            s.shadows.bind_ended(qp.pod, None, "")
+        if st.rejected:
+            self._on_unschedulable(s, qp, FitError(1, {node_name: st}), started)
+        else:
+            self._on_error(s, qp, st.message, started)
+
+    def _binding_failed(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
+                        node_name: str, state: CycleState, bp: bc.BindingPlugins, st: Status,
+                        started: float) -> None:
+        """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
+        resources are free again: an AssignedPodDelete for the other pods), then the
+        failure handler."""
+        bc.run_unreserve(bp, state, assumed, node_name)
+        self.cache.forget(assumed)
+        if st.rejected:
+            self._on_cycle_failure(s, qp, st, node_name, started)
+            self._move(ev.ASSIGNED_POD_DELETE, assumed, None,
+                       pre_check=lambda p: p.uid != assumed.uid)
+        else:
+            self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
+            self._on_cycle_failure(s, qp, st, node_name, started)
+
+    def queue_state(self, scheduler_name: str, pod_key: str) -> str | None:
+        """Where a pending pod of that scheduler waits: "active", "backoff",
+        "unschedulable", "gated", "in-flight", or None (not queued)."""
+        s = self._schedulers.get(scheduler_name)
+        return s.queue.where(pod_key) if s is not None else None
+
+    def waiting_pod(self, uid: str) -> bc.WaitingPod | None:
+        """A pod that Permit plugins hold (framework.Handle GetWaitingPod)."""
+        return self.waiting_pods.get(uid)
+
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
-                   outcome: BindOutcome, message: str, started: float) -> None:
+                   outcome: BindOutcome, message: str, started: float,
+                   state: CycleState | None = None, bp: bc.BindingPlugins = bc.NONE) -> None:
+        if s.shadows:
+            s.shadows.bind_ended(assumed, node_name if outcome is BindOutcome.BOUND else None,
+                                 rfc3339(time.time()))
         if outcome is BindOutcome.BOUND:
+            if bp.post_bind and state is not None:
+                bc.run_post_bind(bp, state, assumed, node_name)
             # As upstream's PodScheduled: from the pop to the end of the binding.
             metrics.schedule_attempt(s.name, metrics.SCHEDULED, time.perf_counter() - started)
             s.queue.done(qp)
@@ -433,6 +615,8 @@ class Engine(CacheListener):
             s.recorder.scheduled(assumed, node_name)
             self._changed(s.name)
             return
+        if bp.reserve and state is not None:
+            bc.run_unreserve(bp, state, assumed, node_name)
         self.cache.forget(assumed)
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
@@ -447,17 +631,19 @@ class Engine(CacheListener):
                 self._report_pending(s)
             return
         # The assumed pod's resources are free again (handleBindingCycleError).
-        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
         self._on_error(s, qp, message, started)
 
-    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                          fit_error: Any, started: float) -> None:
+    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, fit_error: Any,
+                          started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
         message: str = fit_error.message if fit_error is not None else "no node fits"
+        # Diagnosis.UnschedulablePlugins: the rejecting plugins, and the PreFilter plugins
+        # whose results left nodes out.
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
-            if fit_error is not None else set()
+            | fit_error.unschedulable_plugins if fit_error is not None else set()
         s.counters.unschedulable_attempts += 1
-        s.queue.add_unschedulable(qp, cycle, rejected)
+        s.queue.add_unschedulable(qp, rejected)
         self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)
