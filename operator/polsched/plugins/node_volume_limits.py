@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
@@ -39,8 +40,21 @@ class _NotFound(Exception):
     pass
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
+class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def events_to_register(self) -> list[ev.ClusterEventWithHint]:
+        """EventsToRegister, without VolumeAttachment deletes (not watched)."""
+        A, R = ev.ActionType, ev.Resource
+        return [
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.CSI_NODE, A.ADD)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.CSI_NODE, A.UPDATE),
+                                    _after_csi_node_updated),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.ASSIGNED_POD, A.DELETE),
+                                    _after_assigned_pod_deleted),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.PERSISTENT_VOLUME_CLAIM, A.ADD),
+                                    _after_claim_added),
+        ]
 
     def __init__(self, listers: ls.Listers) -> None:
         self.listers = listers
@@ -126,6 +140,33 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
         m = vc.meta(pvc)
         return sc.get("provisioner") or "", \
             f"{self.random_prefix}-{m.get('namespace')}/{m.get('name')}"
+
+
+def _after_csi_node_updated(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterCSINodeUpdated: some driver's limit went up."""
+    before, after = volume_limits(old), volume_limits(new)
+    for d in vc.spec(new or {}).get("drivers") or ():
+        name = d.get("name") or ""
+        if after.get(name, 0) > before.get(name, 0):
+            return ev.QUEUE
+    return ev.QUEUE_SKIP
+
+
+def _after_assigned_pod_deleted(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterAssignedPodDeleted: the deleted pod, on or nominated to a node,
+    had claims (in-tree migratable inline volumes are not counted here)."""
+    deleted: PodInfo | None = old if isinstance(old, PodInfo) else None
+    if deleted is None:
+        return ev.QUEUE
+    nominated = ((deleted.raw.get("status") or {}).get("nominatedNodeName") or "")
+    if not deleted.node_name and not nominated:
+        return ev.QUEUE_SKIP
+    return ev.QUEUE if vc.has_claims(deleted.raw) else ev.QUEUE_SKIP
+
+
+def _after_claim_added(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPVCAdded: one of the pod's claims, ephemeral ones included."""
+    return ev.QUEUE if vc.pod_uses_claim(pod.raw, new) else ev.QUEUE_SKIP
 
 
 def volume_limits(csi_node: Mapping[str, Any] | None) -> dict[str, int]:

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -185,7 +186,7 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
 
 
 class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                    ReservePlugin, PreBindPlugin):
+                    ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None, bind_timeout: float,
@@ -196,6 +197,21 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         self.shape = tuple(shape)
         self.pvs = _AssumeCache(listers, ls.PERSISTENT_VOLUME, "persistentvolumes")
         self.pvcs = _AssumeCache(listers, ls.PERSISTENT_VOLUME_CLAIM, "persistentvolumeclaims")
+
+    # -- EnqueueExtensions ------------------------------------------------------------------
+    def events_to_register(self) -> list[ev.ClusterEventWithHint]:
+        """EventsToRegister, without CSIDriver and CSIStorageCapacity (not watched)."""
+        A, R = ev.ActionType, ev.Resource
+        return [
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.STORAGE_CLASS, A.ADD | A.UPDATE),
+                                    _after_storage_class_change),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.PERSISTENT_VOLUME_CLAIM, A.ADD | A.UPDATE),
+                                    _after_claim_change),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.PERSISTENT_VOLUME, A.ADD | A.UPDATE)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.NODE, A.ADD | A.UPDATE_NODE_LABEL)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.CSI_NODE, A.ADD | A.UPDATE),
+                                    _after_csi_node_change),
+        ]
 
     # -- PreFilter ------------------------------------------------------------------------
     def _check_claims(self, pod: PodInfo) -> str:
@@ -517,14 +533,16 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         try:
             for b in bindings:
                 name = _pv_key(b.pv)
-                b.pv = await self.api.request("PUT", f"/api/v1/persistentvolumes/{name}",
-                                              body=b.pv)
+                b.pv = await self.api.request(
+                    "PUT", f"/api/v1/persistentvolumes/{name}",
+                    body={**b.pv, "apiVersion": "v1", "kind": "PersistentVolume"})
                 done_b += 1
             for i, pvc in enumerate(claims):
                 m = vc.meta(pvc)
                 claims[i] = await self.api.request(
                     "PUT", f"/api/v1/namespaces/{m.get('namespace')}/persistentvolumeclaims/"
-                           f"{m.get('name')}", body=pvc)
+                           f"{m.get('name')}",
+                    body={**pvc, "apiVersion": "v1", "kind": "PersistentVolumeClaim"})
                 done_c += 1
         except Exception as e:  # noqa: BLE001 - any API failure fails PreBind (retried)
             for b in bindings[done_b:]:
@@ -582,6 +600,31 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
             if not vc.is_fully_bound(pvc):
                 return False
         return True
+
+
+MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
+
+
+def _after_storage_class_change(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterStorageClassChange: a new class, or new allowedTopologies."""
+    if old is None or (old.get("allowedTopologies") != (new or {}).get("allowedTopologies")):
+        return ev.QUEUE
+    return ev.QUEUE_SKIP
+
+
+def _after_claim_change(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPersistentVolumeClaimChange: one of the pod's claims."""
+    return ev.QUEUE if vc.pod_uses_claim(pod.raw, new) else ev.QUEUE_SKIP
+
+
+def _after_csi_node_change(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterCSINodeChange: a new CSINode, or its migrated plugins changed."""
+    if old is None:
+        return ev.QUEUE
+    key = MIGRATED_PLUGINS_ANNOTATION
+    if vc.annotations_of(old).get(key) != vc.annotations_of(new or {}).get(key):
+        return ev.QUEUE
+    return ev.QUEUE_SKIP
 
 
 def _round_half_away(x: float) -> int:

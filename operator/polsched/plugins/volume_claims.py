@@ -289,3 +289,17 @@ def find_matching_volume(pvc: Mapping[str, Any], volumes: Sequence[Mapping[str, 
 
 def contains_access_mode(pvc: Mapping[str, Any], mode: str) -> bool:
     return mode in (spec(pvc).get("accessModes") or ())
+
+
+# -- queueing hints (shared by the volume plugins' EnqueueExtensions) ------------------------
+def pod_uses_claim(pod: Mapping[str, Any], pvc: Mapping[str, Any] | None,
+                   ephemeral: bool = True) -> bool:
+    """The changed claim is one of the pod's (same namespace, a persistentVolumeClaim
+    volume's claimName or, with `ephemeral`, a generic ephemeral volume's claim name)."""
+    if pvc is None:
+        return False
+    m = meta(pvc)
+    if m.get("namespace") != meta(pod).get("namespace"):
+        return False
+    name = m.get("name")
+    return any(n == name for n, eph in pod_claims(pod) if ephemeral or not eph)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -71,19 +72,19 @@ def _overlap(a: Any, b: Any) -> bool:
 
 def is_volume_conflict(vol: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     """isVolumeConflict: `vol` cannot be mounted next to `pod`'s volumes."""
-    for ev in (pod.get("spec") or {}).get("volumes") or ():
-        d, e = vol.get("gcePersistentDisk"), ev.get("gcePersistentDisk")
+    for other in (pod.get("spec") or {}).get("volumes") or ():
+        d, e = vol.get("gcePersistentDisk"), other.get("gcePersistentDisk")
         if d is not None and e is not None and d.get("pdName") == e.get("pdName") \
                 and not (d.get("readOnly") and e.get("readOnly")):
             return True
-        d, e = vol.get("awsElasticBlockStore"), ev.get("awsElasticBlockStore")
+        d, e = vol.get("awsElasticBlockStore"), other.get("awsElasticBlockStore")
         if d is not None and e is not None and d.get("volumeID") == e.get("volumeID"):
             return True
-        d, e = vol.get("iscsi"), ev.get("iscsi")
+        d, e = vol.get("iscsi"), other.get("iscsi")
         if d is not None and e is not None and d.get("iqn") == e.get("iqn") \
                 and not (d.get("readOnly") and e.get("readOnly")):
             return True
-        d, e = vol.get("rbd"), ev.get("rbd")
+        d, e = vol.get("rbd"), other.get("rbd")
         if d is not None and e is not None and _overlap(d.get("monitors"), e.get("monitors")) \
                 and (d.get("pool") or "rbd") == (e.get("pool") or "rbd") \
                 and d.get("image") == e.get("image") \
@@ -92,8 +93,19 @@ def is_volume_conflict(vol: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return False
 
 
-class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin):
+class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
+                         ev.EnqueueExtensions):
     NAME = NAME
+
+    def events_to_register(self) -> list[ev.ClusterEventWithHint]:
+        A, R = ev.ActionType, ev.Resource
+        return [
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.ASSIGNED_POD, A.DELETE),
+                                    _after_assigned_pod_deleted),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.NODE, A.ADD)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.PERSISTENT_VOLUME_CLAIM, A.ADD),
+                                    _after_claim_added),
+        ]
 
     def __init__(self, listers: ls.Listers) -> None:
         self.listers = listers
@@ -155,6 +167,31 @@ class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin):
         if s is None:
             return Status.error(f'cannot read "{_STATE_KEY}" from cycleState')
         return _RWOP_CONFLICT if s.conflicting > 0 else SUCCESS
+
+
+def _after_claim_added(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPersistentVolumeClaimAdded: one of the pod's claims."""
+    return ev.QUEUE if vc.pod_uses_claim(pod.raw, new, ephemeral=False) else ev.QUEUE_SKIP
+
+
+def _after_assigned_pod_deleted(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterAssignedPodDeleted: the deleted pod (same namespace) held a disk
+    the pod conflicts with, or one of the pod's claims."""
+    deleted: PodInfo | None = old if isinstance(old, PodInfo) else None
+    if deleted is None:
+        return ev.QUEUE
+    if deleted.namespace != pod.namespace:
+        return ev.QUEUE_SKIP
+    for vol in pod.spec.get("volumes") or ():
+        if needs_restrictions_check(vol) and is_volume_conflict(vol, deleted.raw):
+            return ev.QUEUE
+    claims = {(v.get("persistentVolumeClaim") or {}).get("claimName")
+              for v in pod.spec.get("volumes") or () if v.get("persistentVolumeClaim")}
+    for vol in deleted.spec.get("volumes") or ():
+        ref = vol.get("persistentVolumeClaim")
+        if ref is not None and ref.get("claimName") in claims:
+            return ev.QUEUE
+    return ev.QUEUE_SKIP
 
 
 def _claims_in_use(snapshot: Snapshot, namespace: str, names: set[str]) -> set[str]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
@@ -63,8 +64,20 @@ def pv_topologies(pv: Mapping[str, Any]) -> list[PVTopology]:
     return out
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin):
+class VolumeZone(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def events_to_register(self) -> list[ev.ClusterEventWithHint]:
+        A, R = ev.ActionType, ev.Resource
+        return [
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.STORAGE_CLASS, A.ADD),
+                                    _after_storage_class_added),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.NODE, A.ADD | A.UPDATE_NODE_LABEL)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.PERSISTENT_VOLUME_CLAIM, A.ADD | A.UPDATE),
+                                    _after_claim_change),
+            ev.ClusterEventWithHint(ev.ClusterEvent(R.PERSISTENT_VOLUME, A.ADD | A.UPDATE),
+                                    _after_volume_change),
+        ]
 
     def __init__(self, listers: ls.Listers) -> None:
         self.listers = listers
@@ -133,6 +146,24 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
             if value is None or value not in t.values:
                 return _CONFLICT
         return SUCCESS
+
+
+def _after_storage_class_added(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterStorageClassAdded: only a WaitForFirstConsumer class helps."""
+    mode = (new or {}).get("volumeBindingMode")
+    return ev.QUEUE if mode == vc.WAIT_FOR_FIRST_CONSUMER else ev.QUEUE_SKIP
+
+
+def _after_claim_change(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPersistentVolumeClaimChange: one of the pod's claims."""
+    return ev.QUEUE if vc.pod_uses_claim(pod.raw, new, ephemeral=False) else ev.QUEUE_SKIP
+
+
+def _after_volume_change(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPersistentVolumeChange: a new PV, or its topology changed."""
+    if old is None or pv_topologies(old) != pv_topologies(new or {}):
+        return ev.QUEUE
+    return ev.QUEUE_SKIP
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> VolumeZone:
