@@ -158,8 +158,10 @@ def test_conflicting_match_fields_are_rejected_at_prefilter() -> None:
             {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
     result = schedule(pod("1", affinity=terms), [node("a"), node("b")])
     assert result.fit_error is not None
-    assert filters_part(result.fit_error.message) == (
-        "0/2 nodes are available: pod affinity terms conflict.")
+    # kube-scheduler v1.37 ends it with "not found" (pipeline.DRA_POST_FILTER_NOT_FOUND),
+    # checked against the real one.
+    assert result.fit_error.message == (
+        "0/2 nodes are available: pod affinity terms conflict. not found")
 
 
 def test_node_name_and_match_fields_intersect_to_nothing() -> None:
@@ -167,6 +169,6 @@ def test_node_name_and_match_fields_intersect_to_nothing() -> None:
     result = schedule(pod("1", nodeName="a", affinity=match_fields("b")),
                       [node("a"), node("b")])
     assert result.fit_error is not None
-    assert filters_part(result.fit_error.message) == (
+    assert result.fit_error.message == (
         "0/2 nodes are available: node(s) didn't satisfy plugin(s) [NodeAffinity NodeName] "
-        "simultaneously.")
+        "simultaneously. not found")

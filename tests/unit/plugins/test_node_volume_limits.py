@@ -9,7 +9,7 @@ import pytest
 
 from polsched.framework import Code, CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.plugins import node_volume_limits as nvl
-from tests.unit.plugins.volumes import csi_node, handle, node, pod, pv, pvc, storage_class
+from tests.unit.plugins.volumes import csi_node, make, node, pod, pv, pvc, storage_class
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +25,7 @@ OBJECTS = (
 
 
 def run(p: PodInfo, n: NodeInfo, *extra: dict[str, Any]) -> Status:
-    plugin = nvl.new(None, handle(*OBJECTS, *extra))
+    plugin = make(nvl.NAME, *OBJECTS, *extra)
     state = CycleState()
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
@@ -63,7 +63,7 @@ def test_no_csinode_or_no_limit_fits() -> None:
 
 
 def test_pods_without_claims_are_skipped_and_missing_claims_unresolvable() -> None:
-    plugin = nvl.new(None, handle())
+    plugin = make(nvl.NAME)
     assert plugin.pre_filter(CycleState(), pod("p"), Snapshot([])).code is Code.SKIP
     st = run(pod("p", "nope"), node("a"))
     assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE

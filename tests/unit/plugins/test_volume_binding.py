@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import Code, CycleState, Handle, NodeInfo, PodInfo, Snapshot, Status
+from polsched.framework import Code, CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.framework.listers import PERSISTENT_VOLUME
 from polsched.framework.registry import ArgsError
 from polsched.plugins import volume_binding as vb
 from tests.unit.plugins.volumes import (
     IMMEDIATE,
     WAIT,
-    handle,
+    listers,
+    make,
     node,
     pod,
     pv,
@@ -45,7 +46,7 @@ def cycle(plugin: vb.VolumeBinding, p: PodInfo, nodes: list[NodeInfo]
 
 
 def test_pod_without_claims_is_skipped() -> None:
-    plugin = vb.new(None, handle(*SCS))
+    plugin = make(vb.NAME, *SCS)
     state, pre, _, _ = cycle(plugin, pod("p"), [node("a")])
     assert pre.code is Code.SKIP
     # Reserve on a pod without claims leaves nothing to bind.
@@ -54,8 +55,8 @@ def test_pod_without_claims_is_skipped() -> None:
 
 
 def test_all_bound_passes_nodes_its_pv_allows() -> None:
-    plugin = vb.new(None, handle(*SCS, pvc("pvc-a", volume="pv-a", bound=True),
-                                 pv("pv-a", node="a", phase="Bound")))
+    plugin = make(vb.NAME, *SCS, pvc("pvc-a", volume="pv-a", bound=True),
+                                 pv("pv-a", node="a", phase="Bound"))
     _, pre, statuses, _ = cycle(plugin, pod("p", "pvc-a"), [node("a"), node("b")])
     assert pre.ok
     assert statuses[0].ok
@@ -78,7 +79,7 @@ def test_all_bound_passes_nodes_its_pv_allows() -> None:
         "prebound claim", "no class", "claim lost"])
 def test_pre_filter_rejects(claims: list[str], objects: list[dict[str, Any]],
                             message: str) -> None:
-    plugin = vb.new(None, handle(*SCS, *objects))
+    plugin = make(vb.NAME, *SCS, *objects)
     _, pre, _, _ = cycle(plugin, pod("p", *claims), [node("a")])
     assert pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert pre.reasons == (message,)
@@ -87,35 +88,35 @@ def test_pre_filter_rejects(claims: list[str], objects: list[dict[str, Any]],
 def test_claim_being_deleted() -> None:
     claim = pvc("pvc-a")
     claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    _, pre, _, _ = cycle(vb.new(None, handle(*SCS, claim)), pod("p", "pvc-a"), [node("a")])
+    _, pre, _, _ = cycle(make(vb.NAME, *SCS, claim), pod("p", "pvc-a"), [node("a")])
     assert pre.reasons == ('persistentvolumeclaim "pvc-a" is being deleted',)
 
 
 def test_ephemeral_volume_waits_for_its_claim_and_must_own_it() -> None:
     eph = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
     p = pod("p", volumes=eph, uid="uid-p")
-    _, pre, _, _ = cycle(vb.new(None, handle(*SCS)), p, [node("a")])
+    _, pre, _, _ = cycle(make(vb.NAME, *SCS), p, [node("a")])
     assert pre.reasons == ('waiting for ephemeral volume controller to create the '
                            'persistentvolumeclaim "p-scratch"',)
     foreign = pvc("p-scratch", owner_uid="someone-else")
-    _, pre, _, _ = cycle(vb.new(None, handle(*SCS, foreign)), p, [node("a")])
+    _, pre, _, _ = cycle(make(vb.NAME, *SCS, foreign), p, [node("a")])
     assert pre.reasons == ("PVC ns/p-scratch was not created for pod ns/p (pod is not owner)",)
     owned = pvc("p-scratch", owner_uid="uid-p")
-    plugin = vb.new(None, handle(*SCS, owned, pv("pv-1", node="a")))
+    plugin = make(vb.NAME, *SCS, owned, pv("pv-1", node="a"))
     _, pre, statuses, _ = cycle(plugin, p, [node("a")])
     assert pre.ok and statuses[0].ok
 
 
 def test_unbound_claim_no_matches() -> None:
-    plugin = vb.new(None, handle(*SCS, pvc("pvc-a")))
+    plugin = make(vb.NAME, *SCS, pvc("pvc-a"))
     _, pre, statuses, _ = cycle(plugin, pod("p", "pvc-a"), [node("a")])
     assert pre.ok
     assert statuses[0].reasons == (vb.ERR_REASON_BIND_CONFLICT,)
 
 
 def test_bound_and_unbound_unsatisfied_gives_both_reasons_in_upstream_order() -> None:
-    plugin = vb.new(None, handle(*SCS, pvc("pvc-a", volume="pv-a", bound=True), pvc("pvc-b"),
-                                 pv("pv-a", affinity={"foo": ["bar"]})))
+    plugin = make(vb.NAME, *SCS, pvc("pvc-a", volume="pv-a", bound=True), pvc("pvc-b"),
+                                 pv("pv-a", affinity={"foo": ["bar"]}))
     _, _, statuses, _ = cycle(plugin, pod("p", "pvc-a", "pvc-b"),
                               [node("a", {"foo": "barbar"})])
     assert statuses[0].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -123,7 +124,7 @@ def test_bound_and_unbound_unsatisfied_gives_both_reasons_in_upstream_order() ->
 
 
 def test_bound_pv_not_found() -> None:
-    plugin = vb.new(None, handle(*SCS, pvc("pvc-a", volume="pv-a", bound=True)))
+    plugin = make(vb.NAME, *SCS, pvc("pvc-a", volume="pv-a", bound=True))
     _, pre, statuses, _ = cycle(plugin, pod("p", "pvc-a"), [node("a")])
     assert pre.ok
     assert statuses[0].reasons == (vb.ERR_REASON_PV_NOT_EXIST,)
@@ -131,12 +132,12 @@ def test_bound_pv_not_found() -> None:
 
 def test_local_volumes_with_close_capacity_are_preferred() -> None:
     """Upstream's case: 50Gi claim, 200Gi PVs on node-a, 100Gi PVs on node-b -> 75, 50."""
-    plugin = vb.new(None, handle(
+    plugin = make(vb.NAME,
         *SCS, pvc("pvc-a", request="50Gi"),
         pv("pv-a-0", capacity="200Gi", node="node-a"), pv("pv-a-1", capacity="200Gi",
                                                           node="node-a"),
         pv("pv-b-0", capacity="100Gi", node="node-b"), pv("pv-b-1", capacity="100Gi",
-                                                          node="node-b")))
+                                                          node="node-b"))
     _, _, statuses, scores = cycle(plugin, pod("p", "pvc-a"),
                                    [node("node-a"), node("node-b"), node("node-c")])
     assert [s.code for s in statuses] == [Code.SUCCESS, Code.SUCCESS,
@@ -147,17 +148,17 @@ def test_local_volumes_with_close_capacity_are_preferred() -> None:
 
 def test_custom_shape_and_args_validation() -> None:
     shape = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
-    plugin = vb.new({"shape": shape}, handle(
+    plugin = make(vb.NAME,
         *SCS, pvc("pvc-a", request="50Gi"), pv("pv-a", capacity="200Gi", node="a"),
-        pv("pv-b", capacity="100Gi", node="b")))
+        pv("pv-b", capacity="100Gi", node="b"), args={"shape": shape})
     _, _, _, scores = cycle(plugin, pod("p", "pvc-a"), [node("a"), node("b")])
     assert scores == [25, 50]
     with pytest.raises(ArgsError) as err:
-        vb.new({"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]},
-               Handle())
+        make(vb.NAME, args={"shape": [{"utilization": 50, "score": 1},
+                                      {"utilization": 10, "score": 2}]})
     assert err.value.path == "shape[1].utilization"
     with pytest.raises(ArgsError) as err:
-        vb.new({"bindTimeoutSeconds": -1}, Handle())
+        make(vb.NAME, args={"bindTimeoutSeconds": -1})
     assert err.value.path == "bindTimeoutSeconds"
 
 
@@ -169,7 +170,7 @@ def test_smallest_fitting_pv_is_chosen_and_class_mode_and_selector_are_honoured(
     block = pv("pv-block", capacity="2Gi", node="a")
     block["spec"]["volumeMode"] = "Block"
     claim = pvc("pvc-a", request="1Gi")
-    plugin = vb.new(None, handle(*SCS, claim, big, small, too_small, other_class, block))
+    plugin = make(vb.NAME, *SCS, claim, big, small, too_small, other_class, block)
     state, _, statuses, _ = cycle(plugin, pod("p", "pvc-a"), [node("a")])
     assert statuses[0].ok
     chosen = state.get(vb.NAME).by_node["a"].static_bindings
@@ -178,14 +179,14 @@ def test_smallest_fitting_pv_is_chosen_and_class_mode_and_selector_are_honoured(
     labelled = pv("pv-labelled", capacity="5Gi", node="a", labels={"tier": "gold"})
     claim = pvc("pvc-s", request="1Gi")
     claim["spec"]["selector"] = {"matchLabels": {"tier": "gold"}}
-    plugin = vb.new(None, handle(*SCS, claim, small, labelled))
+    plugin = make(vb.NAME, *SCS, claim, small, labelled)
     state, _, statuses, _ = cycle(plugin, pod("p", "pvc-s"), [node("a")])
     chosen = state.get(vb.NAME).by_node["a"].static_bindings
     assert [b.pv["metadata"]["name"] for b in chosen] == ["pv-labelled"]
 
 
 def test_two_claims_do_not_share_one_pv() -> None:
-    plugin = vb.new(None, handle(*SCS, pvc("pvc-a"), pvc("pvc-b"), pv("pv-1", node="a")))
+    plugin = make(vb.NAME, *SCS, pvc("pvc-a"), pvc("pvc-b"), pv("pv-1", node="a"))
     _, _, statuses, _ = cycle(plugin, pod("p", "pvc-a", "pvc-b"), [node("a")])
     assert statuses[0].reasons == (vb.ERR_REASON_BIND_CONFLICT,)
 
@@ -193,7 +194,7 @@ def test_two_claims_do_not_share_one_pv() -> None:
 def test_provisioning_honours_provisioner_and_allowed_topologies() -> None:
     topo = [{"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}]
     sc = storage_class("csi", provisioner="csi.example.com", allowed_topologies=topo)
-    plugin = vb.new(None, handle(sc, pvc("pvc-a", sc="csi")))
+    plugin = make(vb.NAME, sc, pvc("pvc-a", sc="csi"))
     state, _, statuses, _ = cycle(plugin, pod("p", "pvc-a"),
                                   [node("a", {"zone": "z1"}), node("b", {"zone": "z2"})])
     assert statuses[0].ok
@@ -202,7 +203,7 @@ def test_provisioning_honours_provisioner_and_allowed_topologies() -> None:
         == ["pvc-a"]
     # A claim already being provisioned for node a fits only a.
     claim = pvc("pvc-b", sc="csi", annotations={"volume.kubernetes.io/selected-node": "a"})
-    plugin = vb.new(None, handle(sc, claim))
+    plugin = make(vb.NAME, sc, claim)
     _, _, statuses, _ = cycle(plugin, pod("p", "pvc-b"),
                               [node("a", {"zone": "z1"}), node("c", {"zone": "z1"})])
     assert statuses[0].ok
@@ -210,7 +211,7 @@ def test_provisioning_honours_provisioner_and_allowed_topologies() -> None:
 
 
 def test_storage_class_without_binding_mode_is_an_error() -> None:
-    plugin = vb.new(None, handle(storage_class("odd", mode=None), pvc("pvc-a", sc="odd")))
+    plugin = make(vb.NAME, storage_class("odd", mode=None), pvc("pvc-a", sc="odd"))
     _, pre, _, _ = cycle(plugin, pod("p", "pvc-a"), [node("a")])
     assert pre.code is Code.ERROR
     assert pre.reasons == ('VolumeBindingMode not set for StorageClass "odd"',)
@@ -219,8 +220,8 @@ def test_storage_class_without_binding_mode_is_an_error() -> None:
 def test_reserve_assumes_the_pv_so_the_next_pod_takes_another() -> None:
     """AssumePodVolumes: a reserved PV carries the claimRef in the assume cache, so the
     next cycle (another claim of the same class) cannot pick it; Unreserve gives it back."""
-    plugin = vb.new(None, handle(*SCS, pvc("pvc-0"), pvc("pvc-1"), pv("pv-a", node="a"),
-                                 pv("pv-b", node="b")))
+    plugin = make(vb.NAME, *SCS, pvc("pvc-0"), pvc("pvc-1"), pv("pv-a", node="a"),
+                                 pv("pv-b", node="b"))
     nodes = [node("a"), node("b")]
     state0, _, statuses, _ = cycle(plugin, pod("p0", "pvc-0"), nodes)
     assert all(s.ok for s in statuses)
@@ -240,12 +241,12 @@ def test_reserve_assumes_the_pv_so_the_next_pod_takes_another() -> None:
 
 
 def test_assumed_pv_expires_when_the_watch_brings_a_newer_version() -> None:
-    h = handle(*SCS, pvc("pvc-0"), pv("pv-a", node="a"))
-    plugin = vb.new(None, h)
+    h = listers(*SCS, pvc("pvc-0"), pv("pv-a", node="a"))
+    plugin = make(vb.NAME, listers=h)
     state, _, _, _ = cycle(plugin, pod("p0", "pvc-0"), [node("a")])
     assert plugin.reserve(state, pod("p0", "pvc-0"), "a").ok
     newer = pv("pv-a", node="a")  # another resourceVersion, no claimRef
-    h.listers.apply(PERSISTENT_VOLUME, "MODIFIED", newer)
+    h.apply(PERSISTENT_VOLUME, "MODIFIED", newer)
     assert plugin.pvs.get("pv-a") is newer
 
 

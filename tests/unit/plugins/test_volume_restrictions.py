@@ -10,14 +10,14 @@ import pytest
 
 from polsched.framework import Code, CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.plugins import volume_restrictions as vr
-from tests.unit.plugins.volumes import handle, node, pod, pvc
+from tests.unit.plugins.volumes import make, node, pod, pvc
 
 pytestmark = pytest.mark.unit
 
 
 def run(p: PodInfo, n: NodeInfo, *objects: dict[str, Any], others: list[NodeInfo] | None = None
         ) -> Status:
-    plugin = vr.new(None, handle(*objects))
+    plugin = make(vr.NAME, *objects)
     state = CycleState()
     pre = plugin.pre_filter(state, p, Snapshot([n, *(others or [])]))
     if not pre.ok:
@@ -58,7 +58,7 @@ def test_disk_conflicts(new: list[dict[str, Any]], existing: list[dict[str, Any]
 
 
 def test_pod_without_restricted_volumes_or_claims_in_use_is_skipped() -> None:
-    plugin = vr.new(None, handle(pvc("c")))
+    plugin = make(vr.NAME, pvc("c"))
     state = CycleState()
     assert plugin.pre_filter(state, pod("p"), Snapshot([])).code is Code.SKIP
     assert plugin.pre_filter(state, pod("p", "c"), Snapshot([node("a")])).code is Code.SKIP
@@ -86,7 +86,7 @@ def test_add_and_remove_pod_track_claims_in_use() -> None:
     rwop = pvc("claim", modes=["ReadWriteOncePod"], volume="pv", bound=True)
     user = pod("user", "claim", node="b")
     b = node("b", None, user)
-    plugin = vr.new(None, handle(rwop))
+    plugin = make(vr.NAME, rwop)
     state = CycleState()
     p = pod("p", "claim", volumes=vol("gcePersistentDisk", pdName="x"))
     assert plugin.pre_filter(state, p, Snapshot([node("a"), b])).ok

@@ -9,7 +9,7 @@ import pytest
 
 from polsched.framework import Code, CycleState, PodInfo, Snapshot, Status
 from polsched.plugins import volume_zone as vz
-from tests.unit.plugins.volumes import IMMEDIATE, WAIT, handle, node, pod, pv, pvc, storage_class
+from tests.unit.plugins.volumes import IMMEDIATE, WAIT, make, node, pod, pv, pvc, storage_class
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ OBJECTS = (
 
 
 def run(p: PodInfo, labels: dict[str, str], *extra: dict[str, Any]) -> Status:
-    plugin = vz.new(None, handle(*OBJECTS, *extra))
+    plugin = make(vz.NAME, *OBJECTS, *extra)
     state = CycleState()
     n = node("n", labels)
     pre = plugin.pre_filter(state, p, Snapshot([n]))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from polsched.framework import Handle, NodeInfo, PodInfo
+from polsched.framework import NodeInfo, PodInfo
 from polsched.framework.listers import Listers
+from tests.unit.pipelines import build_plugin, listers_of
 
 WAIT = "wait-sc"
 IMMEDIATE = "immediate-sc"
@@ -101,14 +102,21 @@ def pod(name: str = "pod-a", *claims: str, namespace: str = "ns",
 
 
 def node(name: str, labels: dict[str, str] | None = None, *pods: PodInfo) -> NodeInfo:
+    alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
     info = NodeInfo.from_json({"metadata": {"name": name,
-                                            "labels": {HOSTNAME: name, **(labels or {})}}})
+                                            "labels": {HOSTNAME: name, **(labels or {})}},
+                               "status": {"allocatable": alloc}})
     for p in pods:
         info.add_pod(p)
     return info
 
 
-def handle(*objects: dict[str, Any], api: Any = None) -> Handle:
-    listers = Listers()
-    listers.load(objects)
-    return Handle(listers=listers, api=api)
+def make(name: str, *objects: dict[str, Any], args: dict[str, Any] | None = None,
+           listers: Listers | None = None) -> Any:
+    """The plugin `name` as the builder builds it for a policy that lists only it, reading
+    listers that hold `objects` (or `listers`)."""
+    return build_plugin(name, args, objects=objects, listers=listers)
+
+
+def listers(*objects: dict[str, Any]) -> Listers:
+    return listers_of(objects)
