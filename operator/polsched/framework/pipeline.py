@@ -46,6 +46,14 @@ MAX_EXTENDER_PRIORITY = 10
 NO_NODE_AVAILABLE = "0/{} nodes are available"
 # schedule_one.go ErrNoNodesAvailable: what the event says when the cluster has no nodes.
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+# An upstream quirk we mirror (docs/differences.md): kube-scheduler v1.37's default profile
+# runs DynamicResources' PostFilter before DefaultPreemption's, and it reads the state its
+# PreFilter writes for every pod. When an earlier PreFilter returned
+# UnschedulableAndUnresolvable (a missing PVC, an unbound Immediate PVC, an empty
+# PreFilterResult...), that PreFilter never ran, the read fails with fwk.ErrNotFound and
+# the whole PostFilter phase ends with that error: the FailedScheduling message reads
+# "0/N nodes are available: <PreFilter message>. not found".
+DRA_POST_FILTER_NOT_FOUND = "not found"
 # apimachinery validation.NoteLengthLimit: events carry at most this many characters.
 NOTE_LENGTH_LIMIT = 1024
 
@@ -138,6 +146,9 @@ class FitError:
     # The nodes that were filtered (or all of them when PreFilter rejected the pod).
     node_statuses: dict[str, Status] = field(default_factory=dict)
     pre_filter_msg: str = ""
+    # An UnschedulableAndUnresolvable PreFilter status (or an empty PreFilterResult)
+    # stopped the PreFilter phase before DynamicResources' PreFilter ran.
+    pre_filter_cut_short: bool = False
     post_filter_msg: str = ""
     # The status of every node absent from node_statuses when a PreFilterResult narrowed
     # the nodes ("node(s) didn't satisfy plugin(s) [NodeAffinity]"), as NodeToStatus's
@@ -391,6 +402,7 @@ class Pipeline:
         st, pre_result = self.run_pre_filters(state, pod, snapshot, filters)
         if not st.ok:
             diagnosis.pre_filter_msg = st.message
+            diagnosis.pre_filter_cut_short = st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             diagnosis.node_statuses = {n.name: st for n in all_nodes}
             diagnosis.unschedulable_plugins = {st.plugin, *pre_result.plugins}
             return [], diagnosis
@@ -496,7 +508,10 @@ class Pipeline:
         if not feasible:
             # Upstream runs PostFilter after a PreFilter rejection too.
             if self.post_filter is not None:
-                diagnosis.post_filter_msg = self.post_filter(pod, snapshot, diagnosis)
+                if diagnosis.pre_filter_cut_short:
+                    diagnosis.post_filter_msg = DRA_POST_FILTER_NOT_FOUND
+                else:
+                    diagnosis.post_filter_msg = self.post_filter(pod, snapshot, diagnosis)
             return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation)
         if len(feasible) == 1 and not explain:
             return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
