@@ -171,7 +171,7 @@ up() {
   # volumeClaimTemplates and of generic ephemeral volumes.
   log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount, statefulset, ephemeral-volume, persistentvolume-binder)"
   setsid "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
-    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,ephemeral-volume,persistentvolume-binder \
+    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,ephemeral-volume,persistentvolume-binder,pvc-protection,pv-protection \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --v=0 \
     >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &
