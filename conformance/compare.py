@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.runner import PodResult, ScenarioResult
-from conformance.scenarios import Scenario
+from conformance.scenarios import PRIORITY_CLASSES, Scenario
 
 Json = dict[str, Any]
 
@@ -48,10 +48,32 @@ class Comparison:
         return len(self.differences)
 
 
-def compare_pod(k: PodResult, p: PodResult) -> tuple[list[str], bool]:
+def _preemption_tie(k: PodResult, p: PodResult, priorities: dict[str, int]) -> bool:
+    """Both preempted, other victims on another node, but the two victim sets rank the
+    same by upstream's pickOneNodeForPreemption criteria that the suite can tell (highest
+    victim priority, sum of priorities, count): the next criterion is the victims' start
+    time, which no pod here has (no kubelet), so upstream's pick is arbitrary."""
+    if not (k.victims and p.victims) or k.victims == p.victims:
+        return False
+
+    def rank(victims: list[str]) -> tuple[int, int, int]:
+        prios = [priorities.get(v, 0) for v in victims]
+        return max(prios), sum(prios), len(prios)
+
+    return rank(k.victims) == rank(p.victims)
+
+
+def compare_pod(k: PodResult, p: PodResult, priorities: dict[str, int] | None = None
+                ) -> tuple[list[str], bool]:
     """(fields that differ, whether the choice of node was a tie on either side)."""
     diff = [f for f in FIELDS if getattr(k, f) != getattr(p, f)]
     tie = False
+    if priorities is not None and _preemption_tie(k, p, priorities):
+        kn, pn = k.nominated or k.node or "", p.nominated or p.node or ""
+        same_text = all((getattr(k, f) or "").replace(kn, pn) == (getattr(p, f) or "")
+                        for f in ("message", "event"))
+        if same_text and k.outcome == p.outcome:
+            return [], True
     if k.node and p.node:
         if k.unique is False or p.unique is False:
             tie = True
@@ -79,9 +101,14 @@ def compare(scenarios: list[Scenario], kube: list[ScenarioResult],
                                "kube": kr.error, "polsched": pr.error})
             continue
         diverged = False
+        priorities = {f"{s.namespace}/{s.name}":
+                      PRIORITY_CLASSES.get(s.pod["spec"].get("priorityClassName") or "",
+                                           1000 if s.pod["spec"].get("priorityClassName")
+                                           else 0)
+                      for s in sc.pods}
         for k, p in zip(kr.pods, pr.pods, strict=True):
             st.pods += 1
-            diff, tie = compare_pod(k, p)
+            diff, tie = compare_pod(k, p, priorities)
             if tie:
                 st.ties += 1
             record = {"scenario": sc.index, "seed": sc.seed, "family": sc.family,

@@ -7,9 +7,9 @@ runs an Engine (tests.e2e.scheduling.run_engine, which builds one HTTPExtender p
 spec.extenders entry as the operator's reconciler does) on its own kwok nodes and
 namespace, and reads placements and FailedScheduling events back from the API server.
 
-The engine never calls an extender's preempt verb (polsched does not preempt yet, see
-plugins/default_preemption.py), so the preempt test drives HTTPExtender.process_preemption
-directly, with real pods from the API server, against a real server.
+The preempt test here drives HTTPExtender.process_preemption directly, with real pods from
+the API server, against a real server, to check the call's shape; the engine calling it
+during a preemption is in test_preemption.py.
 """
 
 from __future__ import annotations
@@ -275,8 +275,8 @@ def test_preempt_call_shape(cluster: Cluster, namespace: str, nodes: NodeFactory
                             start_extender: StartExtender) -> None:
     """ProcessPreemption as kube-scheduler sends it: a nodeCacheCapable extender gets
     NodeNameToMetaVictims (UIDs), any other NodeNameToVictims (whole pods); the answer's
-    UIDs come back as the offered pods; a UID not offered is an error naming it. The
-    engine does not call preempt, so HTTPExtender is driven directly."""
+    UIDs come back as the offered pods; a UID not offered is an error naming it.
+    HTTPExtender is driven directly (test_preemption.py has the engine call it)."""
     rid = unique("exr")
     a = nodes(f"{rid}-a", labels={RUN: rid})
     b = nodes(f"{rid}-b", labels={RUN: rid})

@@ -388,7 +388,9 @@ class PolicyReconciler:
         last = written.get("lastBindTime") or rec.status.get("lastBindTime")
         return Counters(binds_total=most("bindsTotal"),
                         unschedulable_attempts=most("unschedulableAttempts"),
-                        last_bind_time=str(last) if last else None)
+                        last_bind_time=str(last) if last else None,
+                        preemptions_total=most("preemptionsTotal"),
+                        preemption_victims=most("preemptionVictimsTotal"))
 
     # -- extenders -------------------------------------------------------------------------
     async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:

@@ -11,10 +11,11 @@ The only per-cycle mutable state is the round-robin start index.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from polsched.framework import events
 from polsched.framework.cycle_state import CycleState
@@ -26,6 +27,7 @@ from polsched.framework.interfaces import (
     PostBindPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -33,6 +35,7 @@ from polsched.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
+from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.selectors import Matcher
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -197,11 +200,28 @@ class Explanation:
 
 
 @dataclass
+class PostFilterResult:
+    """What a PostFilter (DefaultPreemption) decided for a pod that fits nowhere."""
+
+    # The sentence appended to the FitError text ("preemption: ...").
+    message: str = ""
+    # The node the pod is nominated to (fwk.NominatingInfo): None leaves the pod's
+    # nomination as it is (ModeNoop), "" clears it, a name sets it.
+    nominated_node: str | None = None
+    # The pods to evict from nominated_node (upstream's Candidate.Victims()).
+    victims: tuple[PodInfo, ...] = ()
+    num_pdb_violations: int = 0
+    # The plugin's own account of how it decided, for `polsched explain`.
+    details: Any = None
+
+
+@dataclass
 class ScheduleResult:
     node: str | None
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
     fit_error: FitError | None = None
+    post_filter: PostFilterResult | None = None
     # The scorer that contributed most to the winner's lead, for the demo's table.
     deciding_scorer: str = ""
     explanation: Explanation | None = None
@@ -220,6 +240,7 @@ class Pipeline:
         post_filter: PostFilter | None = None,
         rng: random.Random | None = None,
         pre_enqueue: Sequence[PreEnqueuePlugin] = (),
+        nominator: Nominator | None = None,
     ) -> None:
         self.filters = _labelled(filters)
         self.scorers = _labelled(scorers)
@@ -252,6 +273,8 @@ class Pipeline:
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.post_filter = post_filter
+        # Pods nominated to nodes (shared by the engine's pipelines); None: none count.
+        self.nominator = nominator
         self._rng = rng or random.Random()
         self._next_start = 0
         # The plugins of the other extension points, in the order their entries run (a
@@ -381,6 +404,61 @@ class Pipeline:
                 return st.with_plugin(f.name)
         return SUCCESS
 
+    def nominated_pods(self, pod: PodInfo) -> dict[str, list[PodInfo]]:
+        """Node -> the pods nominated there that count for `pod`: an equal or higher
+        priority, and not the pod itself (addGENominatedPods)."""
+        nominator = self.nominator
+        if nominator is None or not len(nominator):
+            return {}
+        out: dict[str, list[PodInfo]] = {}
+        for node_name in nominator.nodes():
+            pods = [p for p in nominator.pods_for_node(node_name)
+                    if p.priority >= pod.priority and p.uid != pod.uid]
+            if pods:
+                out[node_name] = pods
+        return out
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                                   filters: Sequence[FilterEntry],
+                                   nominated: Sequence[PodInfo]) -> Status:
+        """RunFilterPluginsWithNominatedPods: with nominated pods (of an equal or higher
+        priority) on the node the pod must fit; then, if it does, without them too (a
+        pod's affinity to a nominated pod must not count, as it may never run there)."""
+        if not nominated:
+            return self.run_filters(state, pod, node, filters)
+        trial = node_copy(node)
+        trial_state = state.clone()
+        for p in nominated:
+            trial.add_pod(p)
+            st = self.run_pre_filter_extension(trial_state, pod, p, trial, filters, add=True)
+            if not st.ok:
+                raise PipelineError(st)
+        st = self.run_filters(trial_state, pod, trial, filters)
+        if not st.ok:
+            return st
+        return self.run_filters(state, pod, node, filters)
+
+    def run_pre_filter_extension(self, state: CycleState, pod: PodInfo, other: PodInfo,
+                                 node: NodeInfo, filters: Sequence[FilterEntry],
+                                 add: bool) -> Status:
+        """RunPreFilterExtensionAddPod / RemovePod: tell each filter whose PreFilter ran
+        (and did not Skip) that `other` was added to or removed from `node`."""
+        skip = state.skip_filter
+        for f in filters:
+            plugin = f.plugin
+            if f.name in skip or not isinstance(plugin, PreFilterExtensions):
+                continue
+            base = PreFilterExtensions.add_pod if add else PreFilterExtensions.remove_pod
+            method = type(plugin).add_pod if add else type(plugin).remove_pod
+            if method is base:
+                continue  # declared but not implemented
+            st = method(plugin, state, pod, other, node)
+            if not st.ok:
+                return Status.error(
+                    f"running {'AddPod' if add else 'RemovePod'} on PreFilter plugin "
+                    f"{f.name!r}: {st.message}").with_plugin(f.name)
+        return SUCCESS
+
     def find_feasible(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                       filters: Sequence[FilterEntry], explain: bool = False,
                       ) -> tuple[list[NodeInfo], FitError]:
@@ -416,8 +494,19 @@ class Pipeline:
         skip = state.skip_filter
         active = [(f.name, f.plugin.filter) for f in filters if f.name not in skip]
         success = Code.SUCCESS
+        nominated = self.nominated_pods(pod)
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
             processed += 1
+            if nominated and node.name in nominated:
+                st = self.run_filters_with_nominated(state, pod, node, filters,
+                                                     nominated[node.name])
+                if st.ok:
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                else:
+                    statuses[node.name] = st
+                continue
             for name, fn in active:
                 st = fn(state, pod, node)
                 if st.code is not success:
@@ -479,8 +568,15 @@ class Pipeline:
         n_all = len(snapshot.nodes)
         if n_all == 0:
             return ScheduleResult(None, fit_error=FitError(0))
-        state = CycleState()
         filters, scorers = self._entries_for(pod)
+        if self.nominator is not None and not explain:
+            nominated_first = await self._nominated_node_fits(pod, snapshot, filters)
+            if nominated_first is not None:
+                # evaluateNominatedNode: the node preemption made room on is tried before
+                # the others; when it fits it is the only feasible node looked at.
+                node_name, nominated_state = nominated_first
+                return ScheduleResult(node_name, 1, 1, state=nominated_state)
+        state = CycleState()
         feasible, diagnosis = self.find_feasible(state, pod, snapshot, filters, explain)
         evaluated = len(feasible) + len(diagnosis.node_statuses)
         if feasible and self.extenders:
@@ -495,9 +591,13 @@ class Pipeline:
                         explanation.filters.setdefault(n.name, diagnosis.absent_status)
         if not feasible:
             # Upstream runs PostFilter after a PreFilter rejection too.
+            post: PostFilterResult | None = None
             if self.post_filter is not None:
-                diagnosis.post_filter_msg = self.post_filter(pod, snapshot, diagnosis)
-            return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation)
+                post = await self.post_filter.post_filter(self, state, pod, snapshot, diagnosis,
+                                                          filters)
+                diagnosis.post_filter_msg = post.message
+            return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
+                                  post_filter=post)
         if len(feasible) == 1 and not explain:
             return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
         totals, per_plugin = self.score(state, pod, feasible, snapshot, scorers, explain)
@@ -520,6 +620,32 @@ class Pipeline:
                 explanation.scores.append(ns)
             result.explanation = explanation
         return result
+
+    async def _nominated_node_fits(self, pod: PodInfo, snapshot: Snapshot,
+                                   filters: Sequence[FilterEntry]
+                                   ) -> tuple[str, CycleState] | None:
+        """The pod's nominated node (and the cycle's state) when it passes PreFilter, the
+        filters (with the other nominated pods) and the filter extenders; None otherwise
+        (the full search follows, with a fresh CycleState)."""
+        assert self.nominator is not None
+        node_name = self.nominator.node_of(pod.key) or status_nominated_node(pod)
+        node = snapshot.get(node_name) if node_name else None
+        if node is None:
+            return None
+        state = CycleState()
+        st, narrowed = self.run_pre_filters(state, pod, snapshot, filters)
+        if not st.ok or (narrowed.node_names is not None
+                         and node_name not in narrowed.node_names):
+            return None
+        st = self.run_filters_with_nominated(state, pod, node, filters,
+                                             self.nominated_pods(pod).get(node_name, ()))
+        if not st.ok:
+            return None
+        if self.extenders:
+            feasible = await self._extender_filter(pod, [node], FitError(len(snapshot.nodes)))
+            if not feasible:
+                return None
+        return node_name, state
 
     def _select(self, totals: list[int]) -> int:
         """selectHost: the highest total; ties broken uniformly at random.
@@ -605,7 +731,27 @@ def _filter_error(name: str, st: Status) -> PipelineError:
 
 
 class PostFilter(Protocol):
-    def __call__(self, pod: PodInfo, snapshot: Snapshot, diagnosis: FitError) -> str: ...
+    """A PostFilter plugin (DefaultPreemption): runs when no node fits, with the cycle's
+    state (PreFilter done) and the pipeline, whose filters it may run on copies of
+    nodes."""
+
+    async def post_filter(self, pipeline: Pipeline, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError,
+                          filters: Sequence[FilterEntry]) -> PostFilterResult: ...
+
+
+# Copies of nodes get generations no real node has, so that caches keyed by
+# (node.name, node.generation) never take a copy's result for the live node's.
+_copy_generations = itertools.count(-(1 << 40), -(1 << 20))
+
+
+def node_copy(node: NodeInfo) -> NodeInfo:
+    """A copy of `node` whose pods may be added and removed (NodeInfo.Snapshot); the live
+    NodeInfo is not touched."""
+    trial = replace(node, requested=dict(node.requested), pods=dict(node.pods),
+                    used_ports=set(node.used_ports))
+    trial.generation = next(_copy_generations)
+    return trial
 
 
 class PipelineError(Exception):

@@ -31,7 +31,14 @@ from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import Handle
 from polsched.framework.listers import Kind
-from polsched.framework.pipeline import Extender, FitError, Pipeline, PipelineError
+from polsched.framework.nominator import Nominator
+from polsched.framework.pipeline import (
+    Extender,
+    FitError,
+    Pipeline,
+    PipelineError,
+    PostFilterResult,
+)
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo
 from polsched.scheduler import binding_cycle as bc
@@ -46,6 +53,7 @@ from polsched.scheduler.events import (
     rfc3339,
 )
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.preemption import Executor
 from polsched.scheduler.shadow import DEFAULT_BUDGET, ShadowSet, ShadowStats
 
 if TYPE_CHECKING:
@@ -73,6 +81,11 @@ class Counters:
     binds_total: int = 0
     unschedulable_attempts: int = 0
     last_bind_time: str | None = None
+    # Preemptions started (a node nominated, victims evicted) and their victims.
+    preemptions_total: int = 0
+    preemption_victims: int = 0
+    # "ns/name of the preemptor on NODE evicting ns/name, ..." of the latest preemption.
+    last_preemption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,9 @@ class SchedulerStats:
     pipeline: dict[str, list[str]] = field(default_factory=dict)
     paused: bool = False
     leading: bool = False
+    preemptions_total: int = 0
+    preemption_victims: int = 0
+    last_preemption: str | None = None
     # A shadow policy's agreement (ShadowStats.to_status()); the counts above are unused.
     shadow: dict[str, Any] | None = None
 
@@ -136,8 +152,12 @@ class Engine(CacheListener):
         # What every policy's plugins are built with (framework.Handle).
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, bc.WaitingPod] = {}
+        # Pods nominated to nodes by preemption (or by status.nominatedNodeName), counted
+        # by every policy's filters; and preemption's API calls, off the scheduling loop.
+        self.nominator = Nominator()
+        self.preemption = Executor(client, self.nominator, self.cache.pods, self.waiting_pods)
         self.handle = Handle(listers=self.cache.listers, api=client,
-                             waiting_pods=self.waiting_pods)
+                             waiting_pods=self.waiting_pods, nominator=self.nominator)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -163,6 +183,7 @@ class Engine(CacheListener):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.binder.close()
+        await self.preemption.close()
         for s in self._schedulers.values():
             await s.recorder.close()
         for t in list(self._background):
@@ -197,6 +218,10 @@ class Engine(CacheListener):
                 s.counters.unschedulable_attempts = max(s.counters.unschedulable_attempts,
                                                         counters.unschedulable_attempts)
                 s.counters.last_bind_time = s.counters.last_bind_time or counters.last_bind_time
+                s.counters.preemptions_total = max(s.counters.preemptions_total,
+                                                   counters.preemptions_total)
+                s.counters.preemption_victims = max(s.counters.preemption_victims,
+                                                    counters.preemption_victims)
             self._update_runnable(s)
             s.queue.move(ev.EVENT_POLICY_CHANGE)
             blocked, s.blocked = s.blocked, {}
@@ -263,7 +288,9 @@ class Engine(CacheListener):
         return SchedulerStats(
             scheduler_name, bound, pending, c.binds_total, c.unschedulable_attempts,
             c.last_bind_time, s.policy.generation, s.pipeline.describe(),
-            paused=s.policy.paused, leading=self._is_leading(scheduler_name))
+            paused=s.policy.paused, leading=self._is_leading(scheduler_name),
+            preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
+            last_preemption=c.last_preemption)
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""
@@ -330,7 +357,9 @@ class Engine(CacheListener):
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
-            if pod.key not in s.warned:
+            # A gated pod is left alone, even by this warning (SchedulingGates).
+            gated = any(not p.pre_enqueue(pod).ok for p in s.pipeline.pre_enqueue_plugins)
+            if pod.key not in s.warned and not gated:
                 s.warned.add(pod.key)
                 s.recorder.event(
                     pod, WARNING, "FailedScheduling", "Scheduling",
@@ -343,12 +372,14 @@ class Engine(CacheListener):
 
     # CacheListener ----------------------------------------------------------------------
     def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
+        self.nominator.update(pod)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None and s.task is not None:
             self._enqueue(s, pod)
             self._report_pending(s)
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
+        self.nominator.remove(pod.key)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
@@ -440,6 +471,12 @@ class Engine(CacheListener):
             s.queue.done(qp)
             return
         qp.pod = pod
+        if self.preemption.running(pod.uid):
+            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it waits for
+            # their deletion, as a pod no node fits.
+            s.queue.add_unschedulable(qp, {"DefaultPreemption"})
+            self._report_pending(s)
+            return
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.done(qp)
             self._enqueue(s, pod)
@@ -466,7 +503,7 @@ class Engine(CacheListener):
             if result.node is None:
                 if verdicts:
                     s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
-                self._on_unschedulable(s, qp, result.fit_error, started)
+                self._on_unschedulable(s, qp, result.fit_error, started, result.post_filter)
                 return
             if not pipeline.extenders:
                 node_name = result.node
@@ -496,6 +533,7 @@ class Engine(CacheListener):
         plugins = pipeline.binding_plugins_for(pod)
         bp = bc.binding_plugins(plugins) if plugins else bc.NONE
         assumed = self.cache.assume(pod, node_name)
+        self.nominator.remove(pod.key)  # DeleteNominatedPodIfExists
         if verdicts:
             s.shadows.assumed(assumed, verdicts)
         if bp:
@@ -635,8 +673,13 @@ class Engine(CacheListener):
         self._on_error(s, qp, message, started)
 
     def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, fit_error: Any,
-                          started: float) -> None:
+                          started: float, post: PostFilterResult | None = None) -> None:
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
+        nominated = None if post is None else post.nominated_node
+        if post is not None:
+            metrics.preemption_attempt()
+            if nominated is not None:  # AddNominatedPod: set, or cleared by ""
+                self.nominator.add(qp.pod, nominated)
         message: str = fit_error.message if fit_error is not None else "no node fits"
         # Diagnosis.UnschedulablePlugins: the rejecting plugins, and the PreFilter plugins
         # whose results left nodes out.
@@ -646,8 +689,29 @@ class Engine(CacheListener):
         s.queue.add_unschedulable(qp, rejected)
         self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
-        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)
+        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
+        if post is not None and nominated and post.victims:
+            self._preempt(s, qp.pod, nominated, post)
         self._changed(s.name)
+
+    def _preempt(self, s: _Scheduler, pod: PodInfo, node_name: str,
+                 post: PostFilterResult) -> None:
+        """Evict the victims in the background (async preemption); count it."""
+        c = s.counters
+        c.preemptions_total += 1
+        c.preemption_victims += len(post.victims)
+        c.last_preemption = f"{pod.key} on {node_name} evicting " + \
+            ", ".join(v.key for v in post.victims)
+
+        def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
+            if self._schedulers.get(s.name) is s and preemptor.key in s.queue:
+                s.queue.delete(preemptor.key, preemptor.uid)
+                current = self._current(preemptor)
+                if current is not None:
+                    self._enqueue(s, current)
+                    self._report_pending(s)
+
+        self.preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry)
 
     def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str, started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - started)

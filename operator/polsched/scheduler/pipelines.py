@@ -23,16 +23,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
-from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, PostFilter, ScoreEntry
+from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, ScoreEntry
+from polsched.plugins.default_preemption import DefaultPreemption
 
 if TYPE_CHECKING:
     from polsched.api.model import PluginEntry, Policy
-
-post_filter: PostFilter | None
-try:
-    from polsched.plugins.default_preemption import preemption_message as post_filter
-except ImportError:  # pragma: no cover - the plugin is optional
-    post_filter = None
 
 
 _P = TypeVar("_P", FilterPlugin, ScorePlugin, PreEnqueuePlugin)
@@ -47,14 +42,18 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
                    extenders: Sequence[Extender] = (), *,
                    rng: random.Random | None = None) -> Pipeline:
     """The Pipeline that schedules pods for `policy` (a loaded, validated Policy), its
-    plugins built with `handle` (an empty Handle when None)."""
+    plugins built with `handle` (an empty Handle when None). DefaultPreemption, the
+    PostFilter, reads PodDisruptionBudgets from handle.listers; the filters count the pods
+    of handle.nominator (shared by every pipeline of one engine; None offline)."""
     handle = replace(handle or Handle(), ignored_resources=policy.ignored_resources)
     filters = [FilterEntry(_build(e, handle, FilterPlugin), e.when) for e in policy.filters]
     scorers = [ScoreEntry(_build(e, handle, ScorePlugin), e.weight, e.when)
                for e in policy.scorers]
     pre_enqueue = [_build(e, handle, PreEnqueuePlugin) for e in policy.pre_enqueue]
+    post_filter = DefaultPreemption(handle.listers, rng=rng)
     return Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
-                    post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue)
+                    post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue,
+                    nominator=handle.nominator)
 
 
 def _build(entry: PluginEntry, handle: Handle, kind: type[_P]) -> _P:
