@@ -277,20 +277,6 @@ class Pipeline:
         self.nominator = nominator
         self._rng = rng or random.Random()
         self._next_start = 0
-        # The plugins of the other extension points, in the order their entries run (a
-        # plugin listed as filter and scorer counts once, as its filter instance), for the
-        # queue (PreEnqueue) and the binding cycle (Reserve, Permit, PreBind, PostBind).
-        built: dict[str, Plugin] = {}
-        for f in self.filters:
-            built.setdefault(f.name, f.plugin)
-        for sc in self.scorers:
-            built.setdefault(sc.name, sc.plugin)
-        plugins = tuple(built.values())
-        self.pre_enqueue = tuple(p for p in plugins if isinstance(p, PreEnqueuePlugin))
-        self.reserve = tuple(p for p in plugins if isinstance(p, ReservePlugin))
-        self.permit = tuple(p for p in plugins if isinstance(p, PermitPlugin))
-        self.pre_bind = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
-        self.post_bind = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
