@@ -55,3 +55,18 @@ def test_a_pod_whose_pv_is_on_a_node_it_cannot_use_waits() -> None:
 def test_a_pod_with_its_pv_node_available_lands_there() -> None:
     result = schedule(pod("p", "on-a"), [node("a"), node("b")])
     assert result.node == "a"
+
+
+def test_any_unresolvable_prefilter_before_dynamic_resources_ends_in_not_found() -> None:
+    """Not only the volume plugins: conflicting matchFields (NodeAffinity's PreFilter) read
+    "... pod affinity terms conflict. not found" from the real kube-scheduler too."""
+    terms = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["a"]},
+            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
+    p = pod("p")
+    p.raw["spec"]["affinity"] = terms
+    result = schedule(PodInfo.from_json(p.raw), [node("a"), node("b")])
+    assert result.fit_error is not None
+    assert result.fit_error.message == (
+        "0/2 nodes are available: pod affinity terms conflict. not found")
