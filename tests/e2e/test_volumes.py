@@ -17,8 +17,16 @@ from typing import Any
 
 import pytest
 
+from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.rbac import (
+    OPERATOR_NAMESPACE,
+    OPERATOR_SA,
+    install_rbac,
+    service_account_kubeconfig,
+)
 from tests.e2e.scheduling import RUN, eventually, nodes_ready, pod_manifest, run_engine
 from tests.e2e.test_failed_scheduling_parity import KubeScheduler, notes_of_unbound
 
@@ -69,7 +77,12 @@ async def claim_phases(client: ApiClient, ns: str) -> dict[str, str]:
 
 
 def test_statefulset_on_wait_for_first_consumer_local_pvs_binds_each_pod_to_its_pv_node(
-        cluster: Cluster, nodes: NodeFactory, namespace: str) -> None:
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """The scheduler runs as the operator's ServiceAccount (manifests/rbac): its PreBind
+    writes the PVs' claimRef with those permissions only."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
     rid = unique("sts")
     names = [nodes(f"{rid}-{i}", labels={RUN: rid}) for i in range(3)]
     sc = unique("local-wffc")
@@ -114,7 +127,20 @@ def test_statefulset_on_wait_for_first_consumer_local_pvs_binds_each_pod_to_its_
                 assert pv_node[volume] == node, (pod, node, volume)
             assert sorted(n for n, _ in placed.values()) == sorted(names)
 
-        run_engine(cluster, [policy(scheduler)], body)
+        async def main() -> None:
+            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                engine.apply(load_policy(policy(scheduler)))
+                await body(admin)
+            finally:
+                await engine.stop()
+                await operator.close()
+                await admin.close()
+
+        asyncio.run(main())
     finally:
         cluster.kubectl("delete", "statefulset", "web", "-n", namespace, "--wait=false",
                         check=False)
