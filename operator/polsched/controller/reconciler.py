@@ -258,6 +258,9 @@ class PolicyReconciler:
 
     # -- status ----------------------------------------------------------------------------
     def _view(self, rec: PolicyRecord, owners: Mapping[str, str]) -> StatusView | None:
+        """The conditions of `rec`'s current generation (controller.conditions): Ready only
+        when that generation runs; Stalled when it cannot run without an edit; Reconciling
+        while it is on its way."""
         gen = rec.generation
         if rec.error is None:
             valid = cond.Condition(cond.VALID, True, cond.LOADED,
@@ -272,11 +275,13 @@ class PolicyReconciler:
                 f"schedulerName {rec.claimed!r} is already used by SchedulingPolicy "
                 f"{owner!r}, which is older; change spec.schedulerName or delete {owner!r}",
                 gen)
-            return StatusView(rec.claimed, None, None, None, (ready, valid))
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=True), valid))
         if rec.loaded is None:
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
                                    "no generation of this policy has loaded yet; see Valid", gen)
-            return StatusView(rec.claimed, None, None, None, (ready, valid))
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=True), valid))
         if not self._runs_here(rec):
             # Another process runs it (the operator leaves a Dedicated policy's status to
             # its scheduler, and a Dedicated scheduler leaves a Shared one to the operator).
@@ -286,12 +291,25 @@ class PolicyReconciler:
         if applied is None:
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
                                    "the pipeline could not be built; see Valid", gen)
-            return StatusView(rec.claimed, None, None, None, (ready, valid))
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=True), valid))
         running = applied[1]
         msg = (f"scheduler {policy.scheduler_name!r} runs generation {running.generation}"
                + (" (paused: no new binds)" if running.paused else ""))
-        ready = cond.Condition(cond.READY, True, cond.RUNNING, msg, gen)
-        return StatusView(rec.claimed, rec.claimed, running.generation, None, (ready, valid))
+        if rec.error is not None:
+            # The last good pipeline keeps scheduling, but this generation will not run.
+            ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
+                                   f"generation {gen} does not load (see Valid); {msg}", gen)
+            stalled = True
+        elif running.generation != gen:
+            ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.PROGRESSING,
+                                   f"generation {gen} is starting; {msg}", gen)
+            stalled = False
+        else:
+            ready = cond.Condition(cond.READY, True, cond.RUNNING, msg, gen)
+            stalled = False
+        return StatusView(rec.claimed, rec.claimed, running.generation, None,
+                          (*cond.kstatus(ready, stalled=stalled), valid))
 
     def _on_engine_change(self, scheduler_name: str) -> None:
         applied = self._applied.get(scheduler_name)
