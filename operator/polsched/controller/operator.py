@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import kopf
 
 from polsched.api import GROUP, PLURAL, VERSION
-from polsched.controller import credentials, webhook
+from polsched.cluster.client import ApiClient
+from polsched.controller import credentials, namespaces, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseElector
 from polsched.controller.options import DEFAULT_METRICS_LISTEN
@@ -80,7 +81,19 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool]
     return runner
 
 
-def settings_for(args: argparse.Namespace) -> kopf.OperatorSettings:
+def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
+    """The webhook server `polsched run`'s flags ask for (controller.webhook)."""
+    if args.webhook_service is None and args.webhook_secret is None:
+        return webhook.server(args.webhook_listen, args.webhook_cert_dir)
+    service = webhook.parse_service(args.webhook_service) if args.webhook_service else None
+    names = (webhook.service_names(service[0], service[1]) if service is not None
+             else [webhook.split_listen(args.webhook_listen)[0]])
+    manager = webhook.CertificateManager(client, args.namespace,
+                                         args.webhook_secret or webhook.DEFAULT_SECRET, names)
+    return webhook.ManagedWebhookServer(args.webhook_listen, manager, service=service)
+
+
+def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
@@ -89,7 +102,7 @@ def settings_for(args: argparse.Namespace) -> kopf.OperatorSettings:
     # Events on one policy are handled as they come: a hot reload must not wait.
     settings.watching.client_timeout = 600
     if args.webhook_listen:
-        settings.admission.server = webhook.server(args.webhook_listen, args.webhook_cert_dir)
+        settings.admission.server = webhook_server(args, client)
         settings.admission.managed = webhook.CONFIGURATION_NAME
     return settings
 
@@ -125,6 +138,14 @@ def register_handlers(registry: kopf.OperatorRegistry, reconciler: PolicyReconci
 async def operate(args: argparse.Namespace) -> None:
     identity = args.identity or default_identity()
     client = credentials.api_client(args.kubeconfig)
+    if args.webhook_service and not args.webhook_listen:
+        await client.close()
+        raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
+    try:
+        await namespaces.ensure(client, args.namespace)
+    except BaseException:
+        await client.close()
+        raise
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions)
     engine.set_leader(None, False)  # nobody binds before the lease says so
     try:
@@ -173,8 +194,8 @@ async def operate(args: argparse.Namespace) -> None:
     registry = kopf.OperatorRegistry()
     register_handlers(registry, reconciler, args.kubeconfig)
     if args.webhook_listen:
-        webhook.register(registry)
-    settings = settings_for(args)
+        webhook.register(registry, fail_closed=args.webhook_service is not None)
+    settings = settings_for(args, client)
     loop = asyncio.get_running_loop()
     election = loop.create_task(elector.run(), name="polsched-lease")
     # Policies kopf sees before the sync are applied to the engine, which starts their

@@ -47,7 +47,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "and keep the ValidatingWebhookConfiguration 'polsched.io' pointing "
                         "at it (off by default)")
     p.add_argument("--webhook-cert-dir", default=None,
-                   help="where to write the webhook's CA and certificate (default: a temp dir)")
+                   help="where to write the webhook's CA and certificate when they are not "
+                        "kept in a Secret (default: a temp dir)")
+    p.add_argument("--webhook-service", metavar="NAMESPACE/NAME[:PORT]", default=None,
+                   help="in-cluster: the apiserver reaches the webhook through this Service "
+                        "(port default 443); the CA and serving certificate are kept in "
+                        "--webhook-secret, renewed before they expire, and the configuration "
+                        "says failurePolicy Fail")
+    p.add_argument("--webhook-secret", default=None,
+                   help="the Secret (in --namespace) holding the webhook's CA and certificate "
+                        "(default with --webhook-service: polsched-webhook-tls)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
