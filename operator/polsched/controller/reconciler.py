@@ -298,8 +298,9 @@ class PolicyReconciler:
                + (" (paused: no new binds)" if running.paused else ""))
         if rec.error is not None:
             # The last good pipeline keeps scheduling, but this generation will not run.
+            problems = "; ".join(str(e) for e in rec.error.errors)
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
-                                   f"generation {gen} does not load (see Valid); {msg}", gen)
+                                   f"generation {gen} does not load: {problems}; {msg}", gen)
             stalled = True
         elif running.generation != gen:
             ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.PROGRESSING,
