@@ -39,6 +39,19 @@ if [[ -x "$bin/kube-apiserver" && -x "$bin/kube-scheduler" && -x "$bin/kube-cont
 fi
 
 command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first"; exit 1; }
+# One build per cache key at a time: test sessions started side by side (each e2e session
+# calls this script) wait for the build under way instead of racing it into $bin.tmp.
+mkdir -p "$cache_root"
+exec 9>"$bin.lock"
+if ! flock -n 9; then
+  log "another build of $bin is under way; waiting for it"
+  flock 9
+  if [[ -x "$bin/kube-apiserver" && -x "$bin/kube-scheduler" && -x "$bin/kube-controller-manager" \
+        && -x "$bin/etcd" && -x "$bin/kwok" ]]; then
+    echo "$bin"
+    exit 0
+  fi
+fi
 mkdir -p "$bin.tmp"
 start=$(date +%s)
 

@@ -147,6 +147,71 @@ def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=_run_import)
 
 
+def _run_snapshot(args: argparse.Namespace) -> int:
+    from polsched import snapshot
+
+    return snapshot.run(args)
+
+
+def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "snapshot", help="write everything scheduling reads as one diff-friendly file",
+        description="List the nodes, pods, namespaces, PVs, PVCs, StorageClasses, CSINodes, "
+                    "CSIDrivers, PriorityClasses, Services, ReplicationControllers, "
+                    "ReplicaSets, StatefulSets, PodDisruptionBudgets and SchedulingPolicies "
+                    "(reads only; KUBECONFIG honoured) and print them as a v1 List sorted by "
+                    "kind, namespace and name, without managedFields, resourceVersions and "
+                    "heartbeats: a fixture for `polsched simulate --snapshot`. With -f, "
+                    "convert a file instead (kwokctl's `snapshot export`, or any objects).")
+    p.add_argument("-f", "--file", metavar="FILE", default=None,
+                   help="read objects from FILE instead of the cluster (- for stdin)")
+    p.add_argument("-o", "--output", choices=("json", "yaml"), default="json")
+    p.add_argument("--out", metavar="FILE", default=None, help="write there, not to stdout")
+    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
+    p.set_defaults(func=_run_snapshot)
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from polsched import simulate
+
+    return simulate.run(args)
+
+
+def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "simulate", help="what a candidate policy would decide, compared with the current one",
+        description="Run the candidate policy's pipeline (the one the operator builds) for "
+                    "the pending pods of its schedulerName, in queue order (--replay: the "
+                    "bound ones too), against a snapshot file or the live cluster, and "
+                    "report where each pod would go or why not, what changes against the "
+                    "baseline and the utilisation before and after. Binds and writes "
+                    "nothing.")
+    p.add_argument("-f", "--file", required=True, metavar="FILE",
+                   help="the candidate SchedulingPolicy (YAML or JSON)")
+    p.add_argument("--policy", metavar="NAME", default=None,
+                   help="which policy of FILE, when it holds several")
+    p.add_argument("--snapshot", metavar="FILE|live", default="live",
+                   help="the cluster: a `polsched snapshot` file (or kwokctl's export), or "
+                        "`live` to list it from the API server (default: live)")
+    p.add_argument("--baseline", metavar="current|none|FILE", default="current",
+                   help="compare with the policy applied now (same name, else same "
+                        "schedulerName; from the snapshot or the cluster), with a policy "
+                        "file, or with nothing (default: current)")
+    p.add_argument("--replay", action="store_true",
+                   help="also re-decide the pods of the policy's schedulerName that are "
+                        "bound now, in creation order, on the cluster emptied of them")
+    p.add_argument("-o", "--output", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("--out", metavar="FILE", default=None, help="write the report there")
+    p.add_argument("--fail-on", action="append", metavar="COND", default=[],
+                   help="exit non-zero when COND holds (comma-separated or repeated): "
+                        "unschedulable (exit 3), new-unschedulable (exit 4), "
+                        "changed>N or changed>N%% (exit 5); the smallest code when "
+                        "several hold")
+    p.add_argument("--kubeconfig", default=None,
+                   help="live: kubeconfig (default: $KUBECONFIG)")
+    p.set_defaults(func=_run_simulate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polsched",
@@ -157,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(sub)
     _add_render(sub)
     _add_import(sub)
+    _add_snapshot(sub)
+    _add_simulate(sub)
     _add_run(sub)
     _add_scheduler(sub)
     return parser

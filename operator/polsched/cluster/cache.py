@@ -1,4 +1,4 @@
-"""ClusterCache: nodes, pods and namespaces, listed then watched, in memory.
+"""ClusterCache: nodes, pods and the other objects plugins read, listed then watched.
 
 It keeps what kube-scheduler's cache (pkg/scheduler/backend/cache/cache.go) keeps: a
 NodeInfo per node with the pods assigned to it, including pods *assumed* onto a node while
@@ -7,7 +7,10 @@ watch shows the pod bound, the assumed entry is replaced by the real one (no dou
 counting); if the bind fails the scheduler forgets it. Deleted and terminal pods
 (Succeeded/Failed) free their node's resources.
 
-Objects are kept as the API server sends them, minus metadata.managedFields.
+Objects are kept as the API server sends them, minus metadata.managedFields. Besides
+nodes and pods, every kind in framework.listers.KINDS (namespaces, PVs, PVCs, storage
+classes, CSINodes, Services, workload controllers, PDBs, priority classes) is kept in
+`listers`, which plugins read through their Handle.
 
 The Snapshot handed to the pipeline is maintained incrementally: its node list, name index
 and image counts change with each node event, never rebuilt per cycle. A cycle runs
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,13 +34,14 @@ from typing import Any
 import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError
+from polsched.framework import listers as ls
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
 
 log = logging.getLogger(__name__)
 
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
-NAMESPACES = "/api/v1/namespaces"
+NAMESPACES = ls.NAMESPACE.path
 
 
 class CacheListener:
@@ -60,6 +65,9 @@ class CacheListener:
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         """A namespace was added or its labels changed."""
 
+    def object_changed(self, kind: ls.Kind, old: Json | None, new: Json | None) -> None:
+        """An object of a lister kind was added (old None), updated or deleted (new None)."""
+
     def counts_changed(self, scheduler_name: str) -> None:
         """The number of bound or pending pods with this schedulerName changed."""
 
@@ -73,7 +81,11 @@ class ClusterCache:
         self.snapshot = Snapshot([])
         # Every pod the API server has, as it has it (key "ns/name").
         self.pods: dict[str, PodInfo] = {}
-        self.namespaces: dict[str, Mapping[str, str]] = {}
+        # Namespaces, volumes, services, workload controllers...: what plugins read
+        # through Handle.listers besides nodes and pods.
+        self.listers = ls.Listers()
+        # namespace name -> labels (the listers' view, kept here for the engine)
+        self.namespaces: dict[str, Mapping[str, str]] = self.listers.namespace_labels
         # Every NodeInfo, including placeholders for nodes that pods name but that we have
         # not seen (yet, or any more); only those with a node object are in the snapshot.
         self._infos: dict[str, NodeInfo] = {}
@@ -221,16 +233,19 @@ class ClusterCache:
             self._notify("node_changed", info, False)
 
     def on_namespace_event(self, kind: str, obj: Json) -> None:
-        meta = obj.get("metadata") or {}
-        name = meta.get("name") or ""
-        if kind == "DELETED":
-            self.namespaces.pop(name, None)
-            return
-        labels: Mapping[str, str] = meta.get("labels") or {}
-        old = self.namespaces.get(name)
-        self.namespaces[name] = labels
-        if old != labels:
-            self._notify("namespace_changed", name, labels)
+        self.on_object_event(ls.NAMESPACE, kind, obj)
+
+    def on_object_event(self, kind: ls.Kind, event: str, obj: Json) -> None:
+        """An object of a lister kind: record it, tell the listeners."""
+        _drop_managed_fields(obj)
+        old = self.listers.apply(kind, event, obj)
+        new = None if event == "DELETED" else obj
+        if kind is ls.NAMESPACE and new is not None:
+            old_labels = ((old or {}).get("metadata") or {}).get("labels") or {}
+            labels: Mapping[str, str] = (new.get("metadata") or {}).get("labels") or {}
+            if old is None or old_labels != labels:
+                self._notify("namespace_changed", ls.object_key(kind, new), labels)
+        self._notify("object_changed", kind, old, new)
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _place(self, pod: PodInfo, node_name: str) -> None:
@@ -311,15 +326,16 @@ class ClusterCache:
         """List nodes, namespaces and pods, start watching them; return once synced."""
         if self._client is None:
             raise RuntimeError("ClusterCache.start needs an ApiClient")
-        resources: list[tuple[str, Callable[[str, Json], None], dict[str, Json]]] = [
-            (NODES, self.on_node_event, {}),
-            (NAMESPACES, self.on_namespace_event, {}),
-            (PODS, self.on_pod_event, {}),
-        ]
+        resources: list[tuple[str, Callable[[str, Json], None]]] = [(NODES, self.on_node_event)]
+        # Namespaces and the other lister kinds before pods: a pod is queued (and may be
+        # decided) as soon as it is listed, and plugins read these for it.
+        for kind in ls.KINDS:
+            resources.append((kind.path, functools.partial(self.on_object_event, kind)))
+        resources.append((PODS, self.on_pod_event))
         versions = []
-        for path, handler, _ in resources:  # nodes first, so listed pods land on real nodes
+        for path, handler in resources:  # nodes first, so listed pods land on real nodes
             versions.append(await self._relist(path, handler))
-        for (path, handler, _), rv in zip(resources, versions, strict=True):
+        for (path, handler), rv in zip(resources, versions, strict=True):
             self._tasks.append(asyncio.create_task(self._watch(path, handler, rv),
                                                    name=f"polsched-watch{path}"))
         self.synced = True
@@ -337,7 +353,8 @@ class ClusterCache:
             return {k: p.raw for k, p in self.pods.items()}
         if path == NODES:
             return {n.name: n.raw for n in self.snapshot.nodes}
-        return {name: {"metadata": {"name": name}} for name in self.namespaces}
+        kind = next(k for k in ls.KINDS if k.path == path)
+        return dict(self.listers.objects[kind.name])
 
     async def _relist(self, path: str, handler: Callable[[str, Json], None]) -> str:
         """List `path` and reconcile: what vanished is DELETED, what changed is MODIFIED
@@ -349,12 +366,12 @@ class ClusterCache:
         for obj in listing.get("items") or ():
             meta = obj.get("metadata") or {}
             key = meta.get("name") or ""
-            if path == PODS:
+            if path == PODS or path in _NAMESPACED_PATHS:
                 key = f"{meta.get('namespace') or ''}/{key}"
             seen.add(key)
             prev = known.get(key)
             prev_rv = (prev.get("metadata") or {}).get("resourceVersion") if prev else None
-            if prev is not None and path != NAMESPACES and prev_rv == meta.get("resourceVersion"):
+            if prev is not None and prev_rv == meta.get("resourceVersion"):
                 continue
             handler("MODIFIED" if prev is not None else "ADDED", obj)
         for key, raw in known.items():
@@ -395,6 +412,9 @@ class ClusterCache:
             except (aiohttp.ClientError, TimeoutError, ValueError) as err:
                 log.warning("watch %s interrupted: %s", path, err)
                 delay = min(max(delay * 2, 0.5), 30.0)
+
+
+_NAMESPACED_PATHS = frozenset(k.path for k in ls.KINDS if k.namespaced)
 
 
 def _drop_managed_fields(obj: Json) -> None:

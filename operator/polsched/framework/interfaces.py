@@ -4,15 +4,26 @@ A plugin subclasses the points it implements. A plugin instance is built once pe
 entry when the policy loads (args validated then) and is called for every pod; it reads
 the snapshot it is given and never calls the API server. Scores are 0..MAX_NODE_SCORE
 after NormalizeScore.
+
+The scheduling cycle (PreEnqueue when a pod is queued; PreFilter, Filter, PostFilter,
+PreScore, Score, NormalizeScore, Reserve, Permit) runs synchronously on the snapshot. The
+binding cycle (WaitOnPermit, PreBind, Bind, PostBind) runs in the background; PreBind is
+the one point that may write to the API server (VolumeBinding binds PVs/PVCs there),
+through `Handle.api`. On any failure after Reserve, Unreserve runs in reverse order.
+
+A plugin reads other cluster objects (namespaces, PVCs, Services...) only through its
+typed `Handle.listers`, filled by the one builder the engine, explain, simulate and the
+tests share (polsched.scheduler.pipelines).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from polsched.framework.cycle_state import CycleState
+from polsched.framework.listers import Listers
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
@@ -28,10 +39,42 @@ class Plugin:
         return self.NAME
 
 
+class PreEnqueuePlugin(Plugin):
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """Success lets the pod into the active queue; anything else keeps it out (it
+        waits, untouched, until an update of the pod lets it in), as SchedulingGates."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """framework.PreFilterResult: PreFilter succeeded and only these nodes can fit (None:
+    every node). The pipeline intersects the results of all PreFilters and runs Filter on
+    those nodes only; the others are reported as upstream reports them."""
+
+    node_names: frozenset[str] | None = None
+
+
 class PreFilterPlugin(Plugin):
-    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> Status | PreFilterResult:
         """Compute what Filter needs for this pod into `state`. Return Skip when Filter has
-        nothing to check for this pod, Unschedulable to reject the pod on every node."""
+        nothing to check for this pod, Unschedulable to reject the pod on every node, a
+        PreFilterResult (success) to restrict the nodes Filter looks at."""
+        raise NotImplementedError
+
+
+class PreFilterExtensions:
+    """Optional on a PreFilterPlugin (framework.PreFilterExtensions): update the state that
+    PreFilter computed when a pod is added to or removed from a node in a what-if (pods
+    nominated to the node, preemption's victims)."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
+                node: NodeInfo) -> Status:
+        raise NotImplementedError
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                   node: NodeInfo) -> Status:
         raise NotImplementedError
 
 
@@ -62,6 +105,38 @@ class ScorePlugin(Plugin):
         return [score(state, pod, n) for n in nodes]
 
 
+class ReservePlugin(Plugin):
+    """Reserve / Unreserve: claim what the pod will use on the chosen node (in the
+    plugin's own state) before the binding cycle, and release it when the pod is not
+    bound after all. Unreserve must be idempotent."""
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        raise NotImplementedError
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        raise NotImplementedError
+
+
+class PermitPlugin(Plugin):
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        """Success to go on binding, Wait (with a timeout in seconds) to hold the pod in
+        the binding cycle until allowed or rejected, or a rejection."""
+        raise NotImplementedError
+
+
+class PreBindPlugin(Plugin):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """Runs in the binding cycle, before the Binding is posted; may write to the API
+        server through Handle.api. A failure unreserves and requeues the pod."""
+        raise NotImplementedError
+
+
+class PostBindPlugin(Plugin):
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Informational, after a successful bind."""
+        raise NotImplementedError
+
+
 class ScoreExtensions:
     """Optional on a ScorePlugin: map raw scores into 0..MAX_NODE_SCORE, in place."""
 
@@ -69,13 +144,29 @@ class ScoreExtensions:
         raise NotImplementedError
 
 
+class ApiWriter(Protocol):
+    """The API calls a PreBind plugin may make (polsched.cluster.client.ApiClient has this
+    shape); None where nothing may be written (explain, simulate, unit tests)."""
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+                      body: Any = None, content_type: str = "application/json",
+                      timeout: float | None = 60.0) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Handle:
-    """What a plugin factory may know about the scheduler it is built for."""
+    """What a plugin may know about the scheduler it is built for (framework.Handle)."""
 
+    # Namespaces, PVs, PVCs, StorageClasses, CSINodes, Services, workload controllers,
+    # PDBs, PriorityClasses: live views kept by the cluster cache (empty offline unless
+    # the caller loads objects into them).
+    listers: Listers = field(default_factory=Listers)
     # Resources NodeResourcesFit ignores (extenders' managedResources with
     # ignoredByScheduler), see kube-scheduler's NodeResourcesFitArgs.IgnoredResources.
     ignored_resources: frozenset[str] = frozenset()
+    # For PreBind only (see ApiWriter).
+    api: ApiWriter | None = None
+    # Deprecated: being replaced by `listers`; do not add uses.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

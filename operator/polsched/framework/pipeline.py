@@ -21,6 +21,7 @@ from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     PreFilterPlugin,
+    PreFilterResult,
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
@@ -236,6 +237,9 @@ class Pipeline:
         for f in filters:
             if isinstance(f.plugin, PreFilterPlugin):
                 st = f.plugin.pre_filter(state, pod, snapshot)
+                if isinstance(st, PreFilterResult):
+                    # Not yet narrowing the nodes Filter visits: the Filters still decide.
+                    continue
                 if st.code is Code.SKIP:
                     state.skip_filter.add(f.name)
                 elif st.code is not Code.SUCCESS:

@@ -7,6 +7,7 @@ would explain some other scheduler. Pure: no I/O.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,9 @@ except ImportError:  # pragma: no cover - the plugin is optional
     post_filter = None
 
 
-def build_pipeline(policy: Policy, extenders: Sequence[Extender] = ()) -> Pipeline:
-    """The Pipeline that schedules pods for `policy` (a loaded, validated Policy)."""
+def build_pipeline(policy: Policy, extenders: Sequence[Extender] = (),
+                   rng: random.Random | None = None) -> Pipeline:
+    """The Pipeline that schedules pods for `policy` (a loaded, validated Policy). `rng`
+    breaks ties between equally scored nodes (`polsched simulate` seeds it to repeat)."""
     return Pipeline(policy.filters, policy.scorers, extenders,
-                    policy.percentage_of_nodes_to_score, post_filter=post_filter)
+                    policy.percentage_of_nodes_to_score, post_filter=post_filter, rng=rng)

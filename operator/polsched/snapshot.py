@@ -1,0 +1,214 @@
+"""`polsched snapshot`: everything scheduling reads, as one stable, diff-friendly file.
+
+A snapshot is a `v1 List` of Kubernetes objects, one per item, sorted by kind, namespace
+and name, keys sorted, without what changes on every write and decides nothing
+(metadata.managedFields, resourceVersion, the last-applied annotation, node condition
+heartbeats). It can be committed next to the policies and given to `polsched simulate
+--snapshot`, or produced in CI from a read-only kubeconfig: taking it only lists.
+
+`read_snapshot` reads that format, and also kwok's `kwokctl snapshot export` format (a
+multi-document YAML of objects) or any file of objects (a List, or several documents):
+all of them are a list of objects, which is all a snapshot is.
+
+Nothing here schedules; polsched.simulate feeds the objects to the scheduler's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from polsched.api.model import API_VERSION, KIND, PLURAL
+from polsched.framework import listers as ls
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind scheduling reads: how to list it and what to call it in the file."""
+
+    api_version: str
+    kind: str
+    path: str
+    # False: a cluster without this API (or a kubeconfig not allowed to list it) is fine.
+    required: bool = False
+
+    @property
+    def plural(self) -> str:
+        return self.path.rsplit("/", 1)[1]
+
+
+def _kind(lister: ls.Kind, required: bool = False) -> Kind:
+    """The snapshot's view of a kind the cache keeps for the plugins' listers."""
+    parts = lister.path.strip("/").split("/")  # api/v1/x or apis/group/version/x
+    api_version = parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+    return Kind(api_version, lister.name, lister.path, required)
+
+
+# Nodes, every kind the cache keeps for plugins (framework.listers.KINDS: namespaces,
+# volumes, services, workload controllers, PDBs, priority classes), the policies (the
+# baseline `current` of a simulation) and, last, pods: the order they are fed to a cache.
+KINDS: tuple[Kind, ...] = (
+    Kind("v1", "Node", "/api/v1/nodes", required=True),
+    *(_kind(k, required=k is ls.NAMESPACE) for k in ls.KINDS),
+    Kind(API_VERSION, KIND, f"/apis/{API_VERSION}/{PLURAL}"),
+    Kind("v1", "Pod", "/api/v1/pods", required=True),
+)
+KIND_ORDER = {k.kind: i for i, k in enumerate(KINDS)}
+
+# Annotations that carry a copy of the object or bookkeeping, never a scheduling input.
+_VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",
+                         "deployment.kubernetes.io/revision")
+
+
+class SnapshotError(Exception):
+    """Something the user has to fix; printed without a traceback."""
+
+
+def clean(obj: Json) -> Json:
+    """`obj` without what churns and decides nothing (a copy; `obj` is not changed)."""
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    for k in ("managedFields", "resourceVersion", "selfLink", "generation"):
+        meta.pop(k, None)
+    ann = meta.get("annotations")
+    if ann:
+        ann = {k: v for k, v in ann.items() if k not in _VOLATILE_ANNOTATIONS}
+        if ann:
+            meta["annotations"] = ann
+        else:
+            meta.pop("annotations")
+    out["metadata"] = meta
+    if out.get("kind") == "Node" and isinstance(out.get("status"), dict):
+        status = dict(out["status"])
+        if isinstance(status.get("conditions"), list):
+            status["conditions"] = [
+                {k: v for k, v in c.items() if k != "lastHeartbeatTime"}
+                for c in status["conditions"] if isinstance(c, dict)]
+        out["status"] = status
+    if out.get("kind") == "SchedulingPolicy":
+        out.pop("status", None)  # counters and conditions: what the operator writes
+    return out
+
+
+def sort_key(obj: Json) -> tuple[int, str, str, str]:
+    meta = obj.get("metadata") or {}
+    kind = str(obj.get("kind") or "")
+    return (KIND_ORDER.get(kind, len(KIND_ORDER)), kind, str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""))
+
+
+def as_list(objects: Iterable[Json]) -> Json:
+    """The snapshot document: cleaned objects in a stable order."""
+    return {"apiVersion": "v1", "kind": "List",
+            "items": sorted((clean(o) for o in objects), key=sort_key)}
+
+
+def dump(doc: Json, fmt: str) -> str:
+    if fmt == "yaml":
+        return yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, width=1 << 16)
+    return json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# -- reading ------------------------------------------------------------------------------
+def parse_objects(text: str, source: str) -> list[Json]:
+    """Every object in YAML or JSON text: several documents and List items, flattened."""
+    try:
+        if text.lstrip().startswith("{"):
+            docs: list[Any] = [json.loads(text)]  # ~10x faster than YAML on large files
+        else:
+            docs = list(yaml.load_all(text, Loader=_loader()))
+    except (ValueError, yaml.YAMLError) as e:
+        raise SnapshotError(f"{source}: not YAML or JSON: {e}") from e
+    out: list[Json] = []
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise SnapshotError(f"{source}: document {i}: expected a Kubernetes object, "
+                                f"got {type(doc).__name__}")
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            out.extend(x for x in doc["items"] if isinstance(x, dict))
+        else:
+            out.append(doc)
+    for i, o in enumerate(out):
+        if not o.get("kind") or not isinstance(o.get("metadata"), dict):
+            raise SnapshotError(f"{source}: object {i}: needs kind and metadata")
+    return out
+
+
+def _loader() -> type[yaml.SafeLoader]:
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader
+
+
+def read_snapshot(path: str) -> list[Json]:
+    """The objects of a snapshot file (ours, kwokctl's export, or any file of objects)."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as e:
+        raise SnapshotError(f"{path}: {e.strerror or e}") from e
+    return parse_objects(text, path)
+
+
+# -- taking one ---------------------------------------------------------------------------
+async def collect(client: Any, kinds: Iterable[Kind] = KINDS,
+                  warn: Any = None) -> list[Json]:
+    """List every kind from the cluster (reads only). A kind the server lacks, or that the
+    credentials may not list, is left out with a warning unless it is required."""
+    from polsched.cluster.client import ApiError
+
+    out: list[Json] = []
+    for kind in kinds:
+        try:
+            listing = await client.list_all(kind.path)
+        except ApiError as e:
+            if kind.required or e.status not in (403, 404):
+                raise SnapshotError(f"listing {kind.plural}: {e}") from e
+            if warn is not None:
+                warn(f"{kind.plural} left out: {e.status} {e.reason}")
+            continue
+        for item in listing.get("items") or ():
+            out.append({"apiVersion": kind.api_version, "kind": kind.kind, **item})
+    return out
+
+
+async def _live(kubeconfig: str | None) -> list[Json]:
+    from polsched.cluster.client import ApiClient
+
+    client = ApiClient.from_kubeconfig(kubeconfig)
+    try:
+        return await collect(client, warn=lambda m: print(f"polsched snapshot: {m}",
+                                                          file=sys.stderr))
+    finally:
+        await client.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.file:
+            objects = read_snapshot(args.file)
+        else:
+            objects = asyncio.run(_live(args.kubeconfig))
+    except SnapshotError as e:
+        print(f"polsched snapshot: {e}", file=sys.stderr)
+        return 1
+    text = dump(as_list(objects), args.output)
+    if args.out and args.out != "-":
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0

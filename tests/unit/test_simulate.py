@@ -1,0 +1,282 @@
+"""`polsched snapshot -f` and `polsched simulate` over files: queue order, replay, the
+baseline comparison, every output format and every --fail-on exit code, run through the
+command itself (the production cache and pipeline builder underneath)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from polsched import cli, simulate, snapshot
+
+pytestmark = pytest.mark.unit
+
+KEY = "example.com/rank"
+SCHED = "ranked"
+
+
+def policy(name: str = "ranked", weight: int = 100, *, require: str | None = None,
+           reverse: bool = False) -> dict[str, Any]:
+    """Nodes ranked by the label KEY (weight 100 outweighs every default scorer, so each
+    decision's top score is unique); `reverse` prefers low ranks; `require` keeps only
+    nodes with that label."""
+    args: dict[str, Any] = {"key": KEY, "default": 0}
+    if reverse:
+        args["reverse"] = True
+    spec: dict[str, Any] = {"schedulerName": SCHED,
+                            "scorers": [{"name": "NodeLabelValue", "weight": weight,
+                                         "args": args}]}
+    if require:
+        spec["filters"] = [{"name": "NodeLabel", "args": {
+            "requirements": [{"key": require, "operator": "Exists"}]}}]
+    return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def node(name: str, rank: int, zone: str, cpu: str = "2", extra: dict[str, str] | None = None
+         ) -> dict[str, Any]:
+    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": "17", "managedFields": [{"x": 1}],
+                         "labels": {KEY: str(rank), "topology.kubernetes.io/zone": zone,
+                                    **(extra or {})}},
+            "status": {"allocatable": res, "capacity": res, "conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}
+
+
+def pod(name: str, *, created: str, cpu: str = "1", node_name: str = "", priority: int = 0,
+        scheduler: str = SCHED) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": scheduler, "priority": priority,
+                            "containers": [{"name": "c", "image": "x",
+                                            "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": "uid-" + name,
+                         "creationTimestamp": created},
+            "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}}
+
+
+def cluster() -> list[dict[str, Any]]:
+    """n3 ranks highest but holds one 1-CPU pod; n1 lowest and only it is `special`."""
+    return [
+        node("n1", 1, "a", extra={"special": "yes"}), node("n2", 5, "a"), node("n3", 9, "b"),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+        policy(),  # the applied policy: the baseline `current`
+        pod("running", created="2026-01-01T00:00:00Z", node_name="n3"),
+        pod("other-scheduler", created="2026-01-01T00:00:01Z", scheduler="default-scheduler"),
+        # Pending, in queue order: high priority first, then oldest.
+        pod("late-high", created="2026-01-01T00:00:09Z", priority=10),
+        pod("early", created="2026-01-01T00:00:02Z"),
+        pod("middle", created="2026-01-01T00:00:05Z"),
+    ]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    snap = tmp_path / "cluster.json"
+    snap.write_text(snapshot.dump(snapshot.as_list(cluster()), "json"))
+    out = {"snap": snap}
+    for name, p in {"same": policy(), "reverse": policy(reverse=True),
+                    "special": policy(require="special")}.items():
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(yaml.safe_dump(p))
+        out[name] = f
+    return out
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["simulate", *argv])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def as_json(capsys: pytest.CaptureFixture[str], files: dict[str, Path], candidate: str,
+            *extra: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "-f", str(files[candidate]), "--snapshot",
+                         str(files["snap"]), "-o", "json", *extra)
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+# -- snapshot -------------------------------------------------------------------------------
+def test_snapshot_is_sorted_and_drops_what_churns() -> None:
+    doc = snapshot.as_list(cluster())
+    kinds = [o["kind"] for o in doc["items"]]
+    assert kinds == ["Node"] * 3 + ["Namespace", "SchedulingPolicy"] + ["Pod"] * 5
+    pods = [o["metadata"]["name"] for o in doc["items"] if o["kind"] == "Pod"]
+    assert pods == sorted(pods)
+    n1 = doc["items"][0]["metadata"]
+    assert "managedFields" not in n1 and "resourceVersion" not in n1
+    assert "lastHeartbeatTime" not in doc["items"][0]["status"]["conditions"][0]
+    # Stable: the same objects in another order give the same bytes.
+    assert snapshot.dump(doc, "json") == snapshot.dump(
+        snapshot.as_list(list(reversed(cluster()))), "json")
+
+
+def test_snapshot_reads_kwokctl_export(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """kwokctl snapshot export writes one YAML document per object."""
+    f = tmp_path / "kwok.yaml"
+    f.write_text("\n---\n".join(yaml.safe_dump(o) for o in cluster()))
+    assert cli.main(["snapshot", "-f", str(f), "-o", "yaml"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc["kind"] == "List" and len(doc["items"]) == len(cluster())
+
+
+def test_snapshot_file_error_names_the_file(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("- just\n- a list\n")
+    assert cli.main(["snapshot", "-f", str(f)]) == 1
+    assert str(f) in capsys.readouterr().err
+
+
+# -- decisions ------------------------------------------------------------------------------
+def test_pending_pods_in_queue_order_each_seeing_the_last(
+        capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    doc = as_json(capsys, files, "same")
+    pods = [(p["name"], p["node"]) for p in doc["pods"]]
+    # n3 (rank 9) has room for one more 1-CPU pod: the first in queue order gets it.
+    assert pods == [("late-high", "n3"), ("early", "n2"), ("middle", "n2")]
+    assert all(p["reason"] is None for p in doc["pods"])
+    assert doc["summary"]["scheduled"] == 3 and doc["summary"]["unschedulable"] == 0
+    # Compared with itself (the applied policy), nothing changes.
+    assert doc["baseline"] == "the current ranked"
+    assert doc["summary"]["changed"] == 0 and doc["changes"] == []
+
+
+def test_replay_redecides_bound_pods_first_on_a_cluster_emptied_of_them(
+        capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    doc = as_json(capsys, files, "reverse", "--replay")
+    pods = [(p["name"], p["node"], p.get("replayed", False)) for p in doc["pods"]]
+    assert pods == [("running", "n1", True), ("late-high", "n1", False),
+                    ("early", "n2", False), ("middle", "n2", False)]
+    assert doc["pods"][0]["currentNode"] == "n3"
+    nodes = {n["node"]: n for n in doc["utilisation"]["nodes"]}
+    assert nodes["n3"]["before"]["pods"] == 1 and nodes["n3"]["after"]["pods"] == 0
+    assert nodes["n1"]["after"]["cpuPercent"] == 100.0
+
+
+def test_changes_against_the_baseline_with_the_deciding_scorer(
+        capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    doc = as_json(capsys, files, "special")
+    assert [(p["name"], p["node"]) for p in doc["pods"]] == [
+        ("late-high", "n1"), ("early", "n1"), ("middle", None)]
+    middle = doc["pods"][2]
+    assert middle["reason"].startswith("0/3 nodes are available")
+    assert doc["reasons"] == [
+        {"reason": "Insufficient cpu", "pods": 1},
+        {"reason": "node(s) didn't match NodeLabel requirement special Exists", "pods": 1}]
+    s = doc["summary"]
+    assert (s["changed"], s["moved"], s["newUnschedulable"]) == (3, 2, 1)
+    first = doc["changes"][0]
+    assert first["name"] == "late-high" and first["change"] == "moved"
+    assert first["baseline"] == {"node": "n3", "reason": None,
+                                 "decidingScorer": "NodeLabelValue"}
+    assert first["candidate"]["node"] == "n1"
+    zones = {z["zone"]: z for z in doc["utilisation"]["zones"]}
+    assert zones["a"]["before"]["cpuRequestedMilli"] == 0
+    assert zones["a"]["after"]["cpuRequestedMilli"] == 2000
+
+
+def test_baseline_from_a_file_and_none(capsys: pytest.CaptureFixture[str],
+                                       files: dict[str, Path]) -> None:
+    doc = as_json(capsys, files, "special", "--baseline", str(files["reverse"]))
+    assert doc["baseline"].endswith(str(files["reverse"]))
+    assert doc["summary"]["changed"] == 1  # only `middle`: n2 under reverse
+    doc = as_json(capsys, files, "special", "--baseline", "none")
+    assert doc["baseline"] is None and "changes" not in doc
+
+
+# -- formats --------------------------------------------------------------------------------
+def test_table_report(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    code, out, _ = run(capsys, "-f", str(files["special"]), "--snapshot", str(files["snap"]))
+    assert code == 0
+    assert "3 pod(s) simulated (0 replayed) on 3 node(s): 2 would schedule, 1 would not." in out
+    assert "Why pods would not schedule:" in out and "Insufficient cpu" in out
+    assert "Changes against the current ranked:" in out
+    change = next(line for line in out.splitlines() if line.startswith("default/middle "))
+    assert "now unschedulable" in change and "n2" in change
+    assert "Utilisation per zone (topology.kubernetes.io/zone)" in out
+    assert any(line.split()[:1] == ["n1"] and "100.0%" in line for line in out.splitlines())
+
+
+def test_markdown_report(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    code, out, _ = run(capsys, "-f", str(files["special"]), "--snapshot", str(files["snap"]),
+                       "-o", "markdown")
+    assert code == 0
+    assert out.startswith("### polsched simulate: `ranked` against ")
+    assert "#### Changes against the current ranked" in out
+    assert "| POD | CHANGE | BASELINE | DECIDED BY | CANDIDATE | DECIDED BY |" in out
+    assert "| default/late-high | moved | n3 | NodeLabelValue | n1 |" in out
+    assert "#### Utilisation per zone" in out and "| a | 0.0% | 50.0% |" in out
+
+
+def test_markdown_folds_long_sections() -> None:
+    decisions = [simulate.Decision("ns", f"p{i}", "n") for i in range(30)]
+    r = simulate.Report("p", "s", "f", 1, decisions)
+    out = simulate.format_markdown(r)
+    assert "<details><summary>Pods (30)</summary>" in out
+
+
+# -- --fail-on --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("candidate", "conditions", "code"), [
+    ("same", ["unschedulable", "new-unschedulable", "changed"], 0),
+    ("special", ["unschedulable"], simulate.EXIT_UNSCHEDULABLE),
+    ("special", ["new-unschedulable"], simulate.EXIT_NEW_UNSCHEDULABLE),
+    ("special", ["changed>50%"], simulate.EXIT_CHANGED),
+    ("special", ["changed>3"], 0),
+    ("special", ["changed>2"], simulate.EXIT_CHANGED),
+    ("reverse", ["changed>99%"], 0),
+    # Several trip: the smallest code.
+    ("special", ["changed>0,new-unschedulable", "unschedulable"], simulate.EXIT_UNSCHEDULABLE),
+])
+def test_fail_on_exit_codes(capsys: pytest.CaptureFixture[str], files: dict[str, Path],
+                            candidate: str, conditions: list[str], code: int) -> None:
+    args = [a for c in conditions for a in ("--fail-on", c)]
+    got, out, err = run(capsys, "-f", str(files[candidate]), "--snapshot", str(files["snap"]),
+                        "-o", "json", *args)
+    assert got == code, err
+    assert json.loads(out)["pods"]  # the report is written whatever the verdict
+    assert ("--fail-on:" in err) == (code != 0)
+
+
+def test_fail_on_errors(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    code, _, err = run(capsys, "-f", str(files["same"]), "--snapshot", str(files["snap"]),
+                       "--fail-on", "moved>3")
+    assert code == 2 and "unknown --fail-on condition 'moved>3'" in err
+    code, _, err = run(capsys, "-f", str(files["same"]), "--snapshot", str(files["snap"]),
+                       "--baseline", "none", "--fail-on", "changed>1%")
+    assert code == simulate.EXIT_ERROR and "needs a baseline" in err
+
+
+def test_bad_candidate_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       files: dict[str, Path]) -> None:
+    bad = policy()
+    bad["spec"]["scorers"][0]["weight"] = 1000
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(bad))
+    code, _, err = run(capsys, "-f", str(f), "--snapshot", str(files["snap"]))
+    assert code == 1 and "spec.scorers[0].weight" in err
+
+
+def test_snapshot_objects_reach_the_cache_listers_plugins_read() -> None:
+    """Every kind the cache keeps for plugins is fed through its ingest method."""
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "data", "namespace": "default"}, "spec": {}}
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+          "metadata": {"name": "high"}, "value": 1000}
+    doc = snapshot.as_list([*cluster(), pvc, pc])
+    cache = simulate.build_cache(doc["items"])
+    assert cache.listers.pvc("default", "data") is not None
+    assert cache.listers.priority_class("high") is not None
+    assert cache.namespaces == {"default": {}}
+    assert sorted(cache.pods) == ["default/early", "default/late-high", "default/middle",
+                                  "default/other-scheduler", "default/running"]
+    assert cache.node_info("n3") is not None and len(cache.node_info("n3").pods) == 1
