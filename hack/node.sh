@@ -199,6 +199,7 @@ evictionHard: {}
 # The sandbox's disk and memory are shared: never evict the test's pods.
 evictionPressureTransitionPeriod: 0s
 enableDebuggingHandlers: true
+podLogsDir: $node/pods
 logging: {format: text}
 EOF
   if [[ ! -f "$node/kubelet/kubelet.crt" ]]; then

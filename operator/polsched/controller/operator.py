@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import uuid
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 
 from polsched.api import GROUP, PLURAL, VERSION
-from polsched.cluster.client import ApiClient
+from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, namespaces, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseElector
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OPERATOR_LEASE = "polsched-operator"
+OPERATOR_CONTAINER = "operator"  # the container's name in manifests/templates/operator.yaml.j2
 
 
 def default_identity() -> str:
@@ -91,6 +93,27 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
     manager = webhook.CertificateManager(client, args.namespace,
                                          args.webhook_secret or webhook.DEFAULT_SECRET, names)
     return webhook.ManagedWebhookServer(args.webhook_listen, manager, service=service)
+
+
+async def own_image(client: ApiClient) -> str | None:
+    """In a pod ($POD_NAME, $POD_NAMESPACE from the downward API): the image this
+    container runs, which Dedicated schedulers then run too, whatever name the install
+    gave it (kustomize `images:`, a private registry)."""
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not pod or not namespace:
+        return None
+    try:
+        obj = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+    except ApiError as e:
+        log.warning("cannot read my own pod %s/%s for its image (%s); Dedicated schedulers "
+                    "run %s unless --dedicated-image says otherwise", namespace, pod, e,
+                    DEFAULT_IMAGE)
+        return None
+    containers = (obj.get("spec") or {}).get("containers") or []
+    for c in containers:
+        if c.get("name") == OPERATOR_CONTAINER:
+            return str(c["image"])
+    return str(containers[0]["image"]) if len(containers) == 1 else None
 
 
 def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSettings:
@@ -160,7 +183,8 @@ async def operate(args: argparse.Namespace) -> None:
 
     writer = StatusWriter(client, stats, interval=args.status_interval, enabled=False)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
-                                 image=args.dedicated_image or DEFAULT_IMAGE)
+                                 image=args.dedicated_image or await own_image(client)
+                                 or DEFAULT_IMAGE)
     reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
                                   records_last_good=True)
     reconciler.leading = False

@@ -63,8 +63,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "were feasible (polsched.io/feasible-nodes); off by default since it "
                         "writes to users' pods (`make demo` turns it on for its table)")
     p.add_argument("--dedicated-image", default=None,
-                   help="image of Dedicated schedulers "
-                        "(default: ghcr.io/polsched/polsched:VERSION)")
+                   help="image of Dedicated schedulers (default: in a pod, the image of "
+                        "its container `operator`; else ghcr.io/polsched/polsched:VERSION)")
 
 
 def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
