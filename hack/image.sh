@@ -131,6 +131,7 @@ build() {
   $b copy "$c" "$work/opt" /opt >/dev/null
   $b copy "$c" "$work/usr/local/bin/polsched" /usr/local/bin/polsched >/dev/null
   $b config --user 10001:10001 --workingdir /tmp \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env PYTHONDONTWRITEBYTECODE=1 --env PYTHONUNBUFFERED=1 \
     --env POLSCHED_TEMPLATES=/opt/polsched/manifests/templates \
     --entrypoint '["/usr/local/bin/polsched"]' --cmd run \

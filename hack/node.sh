@@ -230,6 +230,60 @@ network_up() {
 }
 
 network_down() {
+  iptables -t nat -D PREROUTING -i "$BRIDGE" -j POLSCHED-NODE 2>/dev/null || true
+  iptables -t nat -F POLSCHED-NODE 2>/dev/null || true
+  iptables -t nat -X POLSCHED-NODE 2>/dev/null || true
+  ip link del "$BRIDGE" 2>/dev/null || true
+}
+
+kubectl_() { kubectl --kubeconfig "$dir/kubeconfig" "$@"; }
+
+node_ready() {
+  [[ $(kubectl_ get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+up() {
+  [[ $(id -u) -eq 0 ]] || die "a real node needs root (containerd, runc, the bridge)"
+  [[ -f "$dir/kubeconfig" && -f "$dir/apiserver.port" ]] || die "no control plane in $dir (hack/cluster.sh up $dir first)"
+  if alive containerd && alive kubelet; then log "already running"; return 0; fi
+  local b start api_port kubelet_port i
+  start=$(date +%s)
+  "$here/install-deps.sh" node
+  b=$(build)
+  api_port=$(cat "$dir/apiserver.port")
+  kubelet_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+  mkdir -p "$node"
+  write_configs "$kubelet_port"
+  trap 'down >/dev/null 2>&1' ERR
+  network_up "$api_port"
+  log "starting containerd $(containerd --version | awk '{print $3}')"
+  setsid containerd --config "$node/containerd/config.toml" >"$node/containerd.log" 2>&1 < /dev/null &
+  echo $! > "$node/containerd.pid"
+  for i in $(seq 1 100); do
+    ctr --address "$node/containerd/containerd.sock" version >/dev/null 2>&1 && break
+    alive containerd || { tail -20 "$node/containerd.log" >&2; die "containerd exited"; }
+    (( i == 100 )) && die "containerd did not answer in 10s; see $node/containerd.log"
+    sleep 0.1
+  done
+  node_images "$b"
+  log "starting kubelet $KUBE_VERSION as node $NODE_NAME"
+  setsid "$b/kubelet" --config "$node/kubelet/config.yaml" --kubeconfig "$dir/kubeconfig" \
+    --root-dir "$node/kubelet/root" --hostname-override "$NODE_NAME" \
+    --node-labels polsched.io/real-node=true --v=1 \
+    >"$node/kubelet.log" 2>&1 < /dev/null &
+  echo $! > "$node/kubelet.pid"
+  for i in $(seq 1 1200); do
+    node_ready && break
+    alive kubelet || { grep -E '^[EF][0-9]{4}' "$node/kubelet.log" | tail -10 >&2; die "kubelet exited; see $node/kubelet.log"; }
+    (( i % 100 == 0 )) && log "waiting for node $NODE_NAME to be Ready ($((i / 10))s)"
+    (( i == 1200 )) && { grep -E '^[EF][0-9]{4}' "$node/kubelet.log" | tail -10 >&2; die "node not Ready after 120s; see $node/kubelet.log"; }
+    sleep 0.1
+  done
+  trap - ERR
+  log "node $NODE_NAME Ready in $(( $(date +%s) - start ))s (logs: $node/kubelet.log, $node/containerd.log)"
+}
+
+down() {
   [[ -d "$node" ]] || return 0
   stop_one kubelet
   # The pods' processes: kill every task of the node's containerd, then containerd.

@@ -92,7 +92,9 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
              else [webhook.split_listen(args.webhook_listen)[0]])
     manager = webhook.CertificateManager(client, args.namespace,
                                          args.webhook_secret or webhook.DEFAULT_SECRET, names)
-    return webhook.ManagedWebhookServer(args.webhook_listen, manager, service=service)
+    return webhook.ManagedWebhookServer(
+        args.webhook_listen, manager, service=service,
+        publish=webhook.CABundleInjector(client) if service is not None else None)
 
 
 async def own_image(client: ApiClient) -> str | None:
@@ -126,7 +128,10 @@ def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSe
     settings.watching.client_timeout = 600
     if args.webhook_listen:
         settings.admission.server = webhook_server(args, client)
-        settings.admission.managed = webhook.CONFIGURATION_NAME
+        # In-cluster the configuration is manifests/' (controller.webhook); locally kopf
+        # keeps one pointing at this process.
+        if args.webhook_service is None:
+            settings.admission.managed = webhook.CONFIGURATION_NAME
     return settings
 
 
@@ -218,7 +223,7 @@ async def operate(args: argparse.Namespace) -> None:
     registry = kopf.OperatorRegistry()
     register_handlers(registry, reconciler, args.kubeconfig)
     if args.webhook_listen:
-        webhook.register(registry, fail_closed=args.webhook_service is not None)
+        webhook.register(registry)
     settings = settings_for(args, client)
     loop = asyncio.get_running_loop()
     election = loop.create_task(elector.run(), name="polsched-lease")

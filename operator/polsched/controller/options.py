@@ -52,8 +52,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--webhook-service", metavar="NAMESPACE/NAME[:PORT]", default=None,
                    help="in-cluster: the apiserver reaches the webhook through this Service "
                         "(port default 443); the CA and serving certificate are kept in "
-                        "--webhook-secret, renewed before they expire, and the configuration "
-                        "says failurePolicy Fail")
+                        "--webhook-secret and renewed before they expire, and the CA goes into "
+                        "the caBundle of the ValidatingWebhookConfiguration polsched.io that "
+                        "manifests/ ship (failurePolicy Fail)")
     p.add_argument("--webhook-secret", default=None,
                    help="the Secret (in --namespace) holding the webhook's CA and certificate "
                         "(default with --webhook-service: polsched-webhook-tls)")

@@ -7,12 +7,12 @@ ValidatingWebhookConfiguration `polsched.io` pointing at this process with our C
 Two ways to serve it:
 
 - In-cluster (`--webhook-service NAMESPACE/NAME`, what manifests/ ship): the apiserver
-  calls the Service. The operator keeps its own CA and serving certificate in a Secret
-  (`--webhook-secret`, shared by every replica behind the Service), injects the CA into
-  the configuration, and renews both before they expire (CertificateManager). The
-  configuration says failurePolicy Fail: a policy is never admitted unchecked while the
-  webhook is installed. kopf writes it only once this server serves, so `kubectl apply
-  -k` followed by a policy never meets a webhook that is not there yet.
+  calls the Service. The configuration is manifests/' own (failurePolicy Fail: a policy
+  is never admitted unchecked), so it outlives any one replica and leaves with `kubectl
+  delete -k`; kopf does not manage it (it would empty it whenever a replica stops). The
+  operator keeps its own CA and serving certificate in a Secret (`--webhook-secret`,
+  shared by every replica behind the Service), injects the CA into the configuration's
+  caBundle once it serves, and renews both before they expire (CertificateManager).
 - Local (`--webhook-listen` alone, for `polsched run` on a laptop and the e2e tests):
   https://HOST:PORT with a CA made in a temp dir, failurePolicy Ignore, so a stopped
   process does not block later edits.
@@ -31,7 +31,7 @@ import logging
 import ssl
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,10 +78,14 @@ def plain(obj: Any) -> Any:
     return obj
 
 
-def register(registry: kopf.OperatorRegistry, *, fail_closed: bool = False) -> None:
-    """The handler; `fail_closed`: failurePolicy Fail (in-cluster) instead of Ignore."""
-    @kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-policy", registry=registry,
-                      operations=["CREATE", "UPDATE"], ignore_failures=not fail_closed)
+WEBHOOK_ID = "validate-policy"
+WEBHOOK_NAME = f"{WEBHOOK_ID}.{CONFIGURATION_NAME}"  # kopf's naming, and manifests/'
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """The handler (kopf routes /validate-policy to it)."""
+    @kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
+                      operations=["CREATE", "UPDATE"], ignore_failures=True)
     def _validate(body: kopf.Body, **_: Any) -> None:
         validate_policy(body)
 
@@ -295,24 +299,78 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
         context.load_cert_chain(str(crt), str(key))
 
 
+class CABundleInjector:
+    """Writes a CA bundle into the caBundle of webhook WEBHOOK_NAME of the
+    ValidatingWebhookConfiguration CONFIGURATION_NAME (manifests/ ship it without one)."""
+
+    def __init__(self, client: ApiClient, configuration: str = CONFIGURATION_NAME,
+                 webhook: str = WEBHOOK_NAME) -> None:
+        self.client = client
+        self.configuration = configuration
+        self.webhook = webhook
+
+    async def __call__(self, ca_bundle_b64: str) -> None:
+        path = ("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                + self.configuration)
+        for _ in range(5):
+            try:
+                obj = await self.client.get(path)
+                hooks = obj.get("webhooks") or []
+                i = next((i for i, h in enumerate(hooks) if h.get("name") == self.webhook),
+                         None)
+                if i is None:
+                    raise RuntimeError(f"ValidatingWebhookConfiguration {self.configuration} "
+                                       f"has no webhook {self.webhook}")
+                if (hooks[i].get("clientConfig") or {}).get("caBundle") == ca_bundle_b64:
+                    return
+                # The test op pins the index we read: a concurrent edit fails it (422).
+                await self.client.patch(path, [
+                    {"op": "test", "path": f"/webhooks/{i}/name", "value": self.webhook},
+                    {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle",
+                     "value": ca_bundle_b64}], "json")
+                log.info("caBundle of %s/%s set", self.configuration, self.webhook)
+                return
+            except ApiError as e:
+                if e.status in (409, 422):
+                    continue
+                raise RuntimeError(f"injecting the webhook's CA into "
+                                   f"ValidatingWebhookConfiguration {self.configuration}: "
+                                   f"{e}") from e
+        raise RuntimeError(f"ValidatingWebhookConfiguration {self.configuration} kept "
+                           "changing under us")
+
+
 class ManagedWebhookServer:
     """A kopf webhook server whose certificates come from a CertificateManager.
 
     Listens on `listen` (HOST:PORT); tells kopf how the apiserver reaches it: through
     Service `service` (NAMESPACE, NAME, PORT) when given, else at https://HOST:PORT.
-    Checks the certificates every `check_interval` seconds; a renewal goes into the
-    running server's SSL context (no restart), and a new CA bundle into the
-    configuration, before the server presents a certificate of the new CA."""
+    `publish` (in-cluster: a CABundleInjector) gets every new CA bundle, before the
+    server presents a certificate of a new CA; kopf gets it too (used when kopf manages
+    the configuration). Checks the certificates every `check_interval` seconds; a
+    renewal goes into the running server's SSL context, no restart."""
 
     def __init__(self, listen: str, manager: CertificateManager, *,
                  service: tuple[str, str, int] | None = None,
+                 publish: Callable[[str], Awaitable[None]] | None = None,
                  check_interval: float = CHECK_INTERVAL,
                  ca_switch_delay: float = CA_SWITCH_DELAY) -> None:
         self.host, self.port = split_listen(listen)
         self.manager = manager
         self.service = service
+        self.publish = publish
         self.check_interval = check_interval
         self.ca_switch_delay = ca_switch_delay
+
+    async def _publish(self, certs: Certificates) -> bool:
+        if self.publish is None:
+            return True
+        try:
+            await self.publish(_b64(certs.ca_bundle))
+            return True
+        except Exception as e:  # serve anyway; try again at the next check
+            log.warning("webhook CA bundle not published: %s", e)
+            return False
 
     def client_config(self, certs: Certificates) -> kopf.WebhookClientConfig:
         config = kopf.WebhookClientConfig(caBundle=_b64(certs.ca_bundle))
@@ -343,17 +401,22 @@ class ManagedWebhookServer:
             log.info("serving the validating webhook on https://%s:%d%s", self.host,
                      self.port, "" if self.service is None else
                      f" (Service {self.service[0]}/{self.service[1]}:{self.service[2]})")
+            published = await self._publish(certs)
             yield self.client_config(certs)
             while True:
-                await asyncio.sleep(self.check_interval)
+                await asyncio.sleep(self.check_interval if published else
+                                    min(self.check_interval, 5.0))
                 try:
                     fresh = await self.manager.ensure()
                 except Exception as e:  # keep serving what we have; try again later
                     log.warning("webhook certificates not renewed: %s", e)
                     continue
                 if fresh == certs:
+                    if not published:
+                        published = await self._publish(certs)
                     continue
-                if fresh.ca_bundle != certs.ca_bundle:
+                if fresh.ca_bundle != certs.ca_bundle or not published:
+                    published = await self._publish(fresh)
                     yield self.client_config(fresh)
                     if fresh.ca != certs.ca:
                         await asyncio.sleep(self.ca_switch_delay)
