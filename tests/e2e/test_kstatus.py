@@ -44,7 +44,7 @@ def test_kubectl_wait_after_an_edit_waits_for_the_new_generation(
     identity = f"{rid}-op"
     op = h.operator(identity)
     name = h.apply_policy(zone_policy(rid, "a"))
-    h.wait_ready(name, 10)
+    h.wait_ready(name, 30)  # includes the operator's start-up
     seen: dict[str, dict[str, Any]] = {"healthy": h.policy(name)}
 
     # The edit lands while no operator runs: the status still says generation 1 is Ready.

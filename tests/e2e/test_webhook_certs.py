@@ -86,7 +86,7 @@ def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port
     rid = unique("certs")
     h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
-    stored = wait_for(lambda: secret(h).get("tls.crt") and secret(h), 20, "Secret " + SECRET)
+    stored = wait_for(lambda: secret(h).get("tls.crt") and secret(h), 60, "Secret " + SECRET)
     assert set(stored) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
     wait_for(lambda: ca_bundle(h) == stored["ca.crt"], 15, "caBundle = the Secret's CA")
     assert webhook.validity(stored["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
@@ -113,7 +113,7 @@ def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
                      "data": b64})
     h.operator(unique("renew"), "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
-    renewed = wait_for(lambda: (s := secret(h)) and s.get("tls.crt") != cert and s, 20,
+    renewed = wait_for(lambda: (s := secret(h)) and s.get("tls.crt") != cert and s, 60,
                        "the serving certificate renewed")
     assert renewed["ca.crt"] == ca  # the CA has years left: kept, and so is the caBundle
     assert webhook.validity(renewed["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)

@@ -85,16 +85,19 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool]
 
 def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
     """The webhook server `polsched run`'s flags ask for (controller.webhook)."""
-    if args.webhook_service is None and args.webhook_secret is None:
-        return webhook.server(args.webhook_listen, args.webhook_cert_dir)
     service = webhook.parse_service(args.webhook_service) if args.webhook_service else None
     names = (webhook.service_names(service[0], service[1]) if service is not None
              else [webhook.split_listen(args.webhook_listen)[0]])
-    manager = webhook.CertificateManager(client, args.namespace,
-                                         args.webhook_secret or webhook.DEFAULT_SECRET, names)
-    return webhook.ManagedWebhookServer(
-        args.webhook_listen, manager, service=service,
-        publish=webhook.CABundleInjector(client) if service is not None else None)
+    certs: webhook.CertificateSource
+    if service is not None or args.webhook_secret is not None:
+        certs = webhook.CertificateManager(client, args.namespace,
+                                           args.webhook_secret or webhook.DEFAULT_SECRET, names)
+    else:
+        certs = webhook.EphemeralCertificates(names)
+    publish: webhook.Publisher = (webhook.CABundleInjector(client) if service is not None
+                                  else webhook.URLConfiguration(client))
+    return webhook.ManagedWebhookServer(args.webhook_listen, certs, service=service,
+                                        publish=publish)
 
 
 async def own_image(client: ApiClient) -> str | None:
@@ -127,11 +130,8 @@ def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSe
     # Events on one policy are handled as they come: a hot reload must not wait.
     settings.watching.client_timeout = 600
     if args.webhook_listen:
+        # The configuration is ours (controller.webhook), never kopf's managed one.
         settings.admission.server = webhook_server(args, client)
-        # In-cluster the configuration is manifests/' (controller.webhook); locally kopf
-        # keeps one pointing at this process.
-        if args.webhook_service is None:
-            settings.admission.managed = webhook.CONFIGURATION_NAME
     return settings
 
 

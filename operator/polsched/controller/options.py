@@ -43,12 +43,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--webhook-listen", metavar="HOST:PORT", default=None,
-                   help="serve the validating admission webhook here with a self-signed CA "
+                   help="serve the validating admission webhook here with a CA of its own "
                         "and keep the ValidatingWebhookConfiguration 'polsched.io' pointing "
                         "at it (off by default)")
-    p.add_argument("--webhook-cert-dir", default=None,
-                   help="where to write the webhook's CA and certificate when they are not "
-                        "kept in a Secret (default: a temp dir)")
     p.add_argument("--webhook-service", metavar="NAMESPACE/NAME[:PORT]", default=None,
                    help="in-cluster: the apiserver reaches the webhook through this Service "
                         "(port default 443); the CA and serving certificate are kept in "

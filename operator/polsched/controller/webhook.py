@@ -2,9 +2,9 @@
 `kubectl apply` time, so an invalid policy is refused with its field paths instead of
 being accepted and then reported as Valid=False.
 
-kopf (@kopf.on.validate) answers the AdmissionReviews and keeps the
-ValidatingWebhookConfiguration `polsched.io` pointing at this process with our CA bundle.
-Two ways to serve it:
+kopf (@kopf.on.validate) answers the AdmissionReviews; the configuration is ours, not
+kopf's (kopf would also insist on a MutatingWebhookConfiguration, which the operator's
+RBAC rightly cannot create, and exit after its retries). Two ways to serve it:
 
 - In-cluster (`--webhook-service NAMESPACE/NAME`, what manifests/ ship): the apiserver
   calls the Service. The configuration is manifests/' own (failurePolicy Fail: a policy
@@ -14,8 +14,9 @@ Two ways to serve it:
   shared by every replica behind the Service), injects the CA into the configuration's
   caBundle once it serves, and renews both before they expire (CertificateManager).
 - Local (`--webhook-listen` alone, for `polsched run` on a laptop and the e2e tests):
-  https://HOST:PORT with a CA made in a temp dir, failurePolicy Ignore, so a stopped
-  process does not block later edits.
+  the configuration `polsched.io` points at https://HOST:PORT with a CA made in memory
+  (or kept in `--webhook-secret`), failurePolicy Ignore, and its webhook is removed
+  when the process stops, so a stopped process does not slow or block later edits.
 
 Certificates are made with the openssl command (kopf's own generator needs the
 certbuilder package, which we do not ship); the image carries openssl.
@@ -31,11 +32,11 @@ import logging
 import ssl
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp.web
 import kopf
@@ -52,6 +53,7 @@ SERVING_DAYS = 365
 # Renew a certificate once less than this fraction of its lifetime remains (as
 # controller-runtime's cert-rotator and kubelet's client rotation do, roughly).
 RENEW_FRACTION = 1 / 3
+RENEW_BEFORE = timedelta(days=7)
 CHECK_INTERVAL = 3600.0
 # After a new CA: the bundle (old + new CA) is published first; the server switches to a
 # certificate of the new CA once the apiserver has had time to read the new bundle.
@@ -129,9 +131,10 @@ def validity(cert_pem: str) -> tuple[datetime, datetime]:
 
 
 def due(cert_pem: str, now: datetime, fraction: float = RENEW_FRACTION) -> bool:
-    """True when less than `fraction` of the certificate's lifetime remains."""
+    """True when less than `fraction` of the certificate's lifetime remains, or less
+    than RENEW_BEFORE (a short-lived certificate someone put in the Secret)."""
     start, end = validity(cert_pem)
-    return end - now < (end - start) * fraction
+    return end - now < max((end - start) * fraction, RENEW_BEFORE)
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,25 @@ class CertificateManager:
             await self.client.put(self.path, body)
 
 
+class EphemeralCertificates:
+    """Locally without --webhook-secret: a CA and serving certificate made once, in
+    memory, for the life of the process (the configuration goes with it)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self._certs: Certificates | None = None
+
+    async def ensure(self) -> Certificates:
+        if self._certs is None:
+            self._certs = await asyncio.to_thread(renewed, None, self.names, datetime.now(UTC))
+        assert self._certs is not None
+        return self._certs
+
+
+class CertificateSource(Protocol):
+    async def ensure(self) -> Certificates: ...
+
+
 def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
     """Serve `certs` on `context` from the next handshake on (ssl reads the files now)."""
     with tempfile.TemporaryDirectory(prefix="polsched-webhook-") as d:
@@ -299,9 +321,59 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
         context.load_cert_chain(str(crt), str(key))
 
 
+class Publisher(Protocol):
+    async def __call__(self, config: kopf.WebhookClientConfig) -> None: ...
+
+    async def withdraw(self) -> None: ...
+
+
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+class URLConfiguration:
+    """Locally: keeps the ValidatingWebhookConfiguration CONFIGURATION_NAME pointing at
+    this process's URL with failurePolicy Ignore, and empties it when the process stops
+    (as kopf's managed mode did)."""
+
+    def __init__(self, client: ApiClient, configuration: str = CONFIGURATION_NAME) -> None:
+        self.client = client
+        self.configuration = configuration
+
+    def webhooks(self, config: kopf.WebhookClientConfig) -> list[dict[str, Any]]:
+        return [{
+            "name": WEBHOOK_NAME, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Ignore", "timeoutSeconds": 10, "matchPolicy": "Equivalent",
+            "clientConfig": {"url": f"{config.get('url')}/{WEBHOOK_ID}",
+                             "caBundle": config.get("caBundle")},
+            "rules": [{"apiGroups": [GROUP], "apiVersions": [VERSION],
+                       "operations": ["CREATE", "UPDATE"], "resources": [PLURAL],
+                       "scope": "Cluster"}],
+        }]
+
+    async def __call__(self, config: kopf.WebhookClientConfig) -> None:
+        body = {"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": self.configuration}, "webhooks": self.webhooks(config)}
+        try:
+            await self.client.post(CONFIGURATIONS, body)
+            return
+        except ApiError as e:
+            if e.status != 409:
+                raise RuntimeError(f"creating ValidatingWebhookConfiguration "
+                                   f"{self.configuration}: {e}") from e
+        # A merge patch replaces the list as a whole.
+        await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}",
+                                {"webhooks": body["webhooks"]}, "merge")
+
+    async def withdraw(self) -> None:
+        await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}", {"webhooks": []},
+                                "merge")
+
+
 class CABundleInjector:
-    """Writes a CA bundle into the caBundle of webhook WEBHOOK_NAME of the
-    ValidatingWebhookConfiguration CONFIGURATION_NAME (manifests/ ship it without one)."""
+    """In-cluster: writes the CA bundle into the caBundle of webhook WEBHOOK_NAME of the
+    ValidatingWebhookConfiguration CONFIGURATION_NAME (manifests/ ship it without one).
+    Nothing is withdrawn when a replica stops: the others serve the same CA."""
 
     def __init__(self, client: ApiClient, configuration: str = CONFIGURATION_NAME,
                  webhook: str = WEBHOOK_NAME) -> None:
@@ -309,9 +381,12 @@ class CABundleInjector:
         self.configuration = configuration
         self.webhook = webhook
 
-    async def __call__(self, ca_bundle_b64: str) -> None:
-        path = ("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
-                + self.configuration)
+    async def withdraw(self) -> None:
+        return None
+
+    async def __call__(self, config: kopf.WebhookClientConfig) -> None:
+        ca_bundle_b64 = config.get("caBundle")
+        path = f"{CONFIGURATIONS}/{self.configuration}"
         for _ in range(5):
             try:
                 obj = await self.client.get(path)
@@ -345,14 +420,15 @@ class ManagedWebhookServer:
 
     Listens on `listen` (HOST:PORT); tells kopf how the apiserver reaches it: through
     Service `service` (NAMESPACE, NAME, PORT) when given, else at https://HOST:PORT.
-    `publish` (in-cluster: a CABundleInjector) gets every new CA bundle, before the
-    server presents a certificate of a new CA; kopf gets it too (used when kopf manages
-    the configuration). Checks the certificates every `check_interval` seconds; a
-    renewal goes into the running server's SSL context, no restart."""
+    `publish` (CABundleInjector in-cluster, URLConfiguration locally) gets every new
+    client config (CA bundle), before the server presents a certificate of a new CA,
+    and `publish.withdraw()` is called when the server stops. Checks the certificates
+    every `check_interval` seconds; a renewal goes into the running server's SSL
+    context, no restart."""
 
-    def __init__(self, listen: str, manager: CertificateManager, *,
+    def __init__(self, listen: str, manager: CertificateSource, *,
                  service: tuple[str, str, int] | None = None,
-                 publish: Callable[[str], Awaitable[None]] | None = None,
+                 publish: Publisher | None = None,
                  check_interval: float = CHECK_INTERVAL,
                  ca_switch_delay: float = CA_SWITCH_DELAY) -> None:
         self.host, self.port = split_listen(listen)
@@ -366,7 +442,7 @@ class ManagedWebhookServer:
         if self.publish is None:
             return True
         try:
-            await self.publish(_b64(certs.ca_bundle))
+            await self.publish(self.client_config(certs))
             return True
         except Exception as e:  # serve anyway; try again at the next check
             log.warning("webhook CA bundle not published: %s", e)
@@ -425,6 +501,11 @@ class ManagedWebhookServer:
                     log.info("webhook now serves its renewed certificate")
                 certs = fresh
         finally:
+            if self.publish is not None:
+                try:
+                    await self.publish.withdraw()
+                except Exception as e:
+                    log.warning("webhook configuration not withdrawn: %s", e)
             with contextlib.suppress(Exception):
                 await runner.cleanup()
 
@@ -451,25 +532,3 @@ def service_names(namespace: str, name: str) -> list[str]:
     """The names the apiserver may check the serving certificate against."""
     return [f"{name}.{namespace}.svc", name, f"{name}.{namespace}",
             f"{name}.{namespace}.svc.cluster.local"]
-
-
-def self_signed(directory: Path, host: str) -> tuple[Path, Path, Path]:
-    """A CA and a server certificate for `host` (IP or DNS name) in `directory`:
-    (ca.crt, tls.crt, tls.key)."""
-    ca, ca_key = new_ca(365)
-    cert, key = new_serving(ca, ca_key, [host], 365)
-    paths = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
-    for path, text in zip(paths, (ca, cert, key), strict=True):
-        path.write_text(text)
-    paths[2].chmod(0o600)
-    return paths
-
-
-def server(listen: str, cert_dir: str | None = None) -> kopf.WebhookServer:
-    """A kopf WebhookServer on `listen` (HOST:PORT) with a fresh self-signed CA."""
-    host, port = split_listen(listen)
-    directory = Path(cert_dir or tempfile.mkdtemp(prefix="polsched-webhook-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    ca, crt, key = self_signed(directory, host)
-    return kopf.WebhookServer(addr=host, port=port, host=host, certfile=str(crt),
-                              pkeyfile=str(key), cafile=str(ca))

@@ -78,3 +78,12 @@ def test_new_ca_trusted_next_to_the_old_one(fresh: Certificates) -> None:
     assert verifies(out.ca_bundle, out.cert, NAMES[0])
     # A replica still presenting the old serving certificate stays trusted meanwhile.
     assert verifies(out.ca_bundle, fresh.cert, NAMES[0])
+
+
+def test_a_short_lived_certificate_is_renewed_at_once(fresh: Certificates) -> None:
+    from polsched.controller.webhook import new_serving
+
+    cert, key = new_serving(fresh.ca, fresh.ca_key, NAMES, days=1)
+    short = Certificates(fresh.ca_bundle, fresh.ca_key, cert, key, fresh.names)
+    out = renewed(short, NAMES, NOW)
+    assert out is not None and out.cert != cert and out.ca == fresh.ca
