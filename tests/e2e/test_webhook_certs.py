@@ -193,7 +193,7 @@ def test_run_creates_its_missing_namespace(harness: Harness) -> None:
     p = h.process(admin, "run", "--namespace", ns, "--metrics-listen", "")
     try:
         wait_for(lambda: h.cluster.kubectl("get", "lease", "polsched-operator", "-n", ns,
-                                           check=False).returncode == 0, 20,
+                                           check=False).returncode == 0, 60,
                  f"the operator's Lease in the namespace {ns} it created")
         assert p.alive()
         assert "created namespace " + ns in p.log()
@@ -207,7 +207,7 @@ def test_run_without_rights_to_create_its_namespace_exits_clearly(harness: Harne
     ns = unique("polsched-ns")
     p = h.process(h.operator_kubeconfig, "run", "--namespace", ns, "--metrics-listen", "")
     assert p.proc is not None
-    code = p.proc.wait(30)
+    code = p.proc.wait(90)
     print(p.log())
     assert code != 0
     assert f"namespace '{ns}' does not exist and this user may not create it" in p.log()
