@@ -12,7 +12,7 @@ REAL_NODE ?=
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench clean
+.PHONY: all venv build cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance clean
 
 all: test
 
@@ -64,7 +64,7 @@ test-install: venv build
 	$(PY) -m pytest tests/install -m install $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check operator tests
+	$(VENV)/bin/ruff check operator tests bench conformance
 	$(VENV)/bin/mypy
 
 demo: venv cluster
@@ -76,6 +76,13 @@ demo-down:
 
 bench: venv build
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# The differential suite: kube-scheduler (hack/) and polsched's default policy on the same
+# generated scenarios, pod by pod (conformance/). Table on stdout, every difference in
+# conformance-results/differences.json; exit 1 when a pod differs. `make test` runs a
+# subset (tests/e2e/test_conformance.py). CONFORMANCE_ARGS="--count 36 --families gates"
+conformance: venv build
+	$(PY) -m conformance $(CONFORMANCE_ARGS)
 
 clean: cluster-down
 	rm -rf $(VENV) $(DEV_DIR)

@@ -118,6 +118,16 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("mode", lambda r: r.get("mode", "stream")),
             ("backlog: pods/s from ready", lambda r: r.get("throughput_from_ready_pods_per_s")),
             ("apiserver CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("kube-apiserver")),
+            ("preemptors bound / created", lambda r: None if "preemption" not in r else
+             f"{r['preemption']['preemptors_bound']}/{r['preemption']['preemptors_created']}"),
+            ("preemptor latency p50 (ms)", lambda r: ((r.get("preemption") or {}).get(
+                "preemptor_latency_ms") or {}).get("p50")),
+            ("preemptor latency p99 (ms)", lambda r: ((r.get("preemption") or {}).get(
+                "preemptor_latency_ms") or {}).get("p99")),
+            ("low-priority pods evicted", lambda r: (r.get("preemption") or {}).get(
+                "low_priority_pods_evicted")),
+            ("measured pods evicted", lambda r: (r.get("preemption") or {}).get(
+                "measured_pods_preempted")),
         ]
         for label, get in extra:
             if all(get(res[k]) is None for k in keys):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -46,6 +47,7 @@ from bench.schedulers import RUNNERS, KubeScheduler, Polsched, Runner  # noqa: E
 
 SCHEDULERS = ("noop", "kube", "polsched")
 PODS = f"/api/v1/namespaces/{wl.NAMESPACE}/pods"
+OTHER_PODS = f"/api/v1/namespaces/{wl.OTHER_NAMESPACE}/pods"
 
 
 def log(msg: str) -> None:
@@ -56,12 +58,13 @@ def log(msg: str) -> None:
 async def ensure_namespace(api: Any) -> None:
     from polsched.cluster.client import ApiError
 
-    try:
-        await api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": wl.NAMESPACE}})
-    except ApiError as err:
-        if err.status != 409:
-            raise
+    for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
+        try:
+            await api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": ns}})
+        except ApiError as err:
+            if err.status != 409:
+                raise
 
 
 async def wait_empty(api: Any, path: str, label_selector: str | None = None,
@@ -80,7 +83,9 @@ async def clean(api: Any) -> None:
     """Delete the bench's pods (at once: no kubelet will confirm), events and nodes."""
     now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
     await api.delete(PODS, now)
+    await api.delete(OTHER_PODS, now)
     await wait_empty(api, PODS)
+    await wait_empty(api, OTHER_PODS)
     await api.delete(f"/api/v1/namespaces/{wl.NAMESPACE}/events")
     await api.delete("/api/v1/nodes", params={"labelSelector": f"{wl.NODE_LABEL}=true"})
     await wait_empty(api, "/api/v1/nodes", f"{wl.NODE_LABEL}=true")
@@ -139,11 +144,17 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     res: dict[str, Any] = {"scheduler": runner.key, "scheduler_name": runner.scheduler_name,
                            "nodes": w.nodes, "pods": w.pods, "status": "ok", "error": None}
     await clean(api)
-    nodes = [wl.node(i) for i in range(w.nodes)]
+    nodes = [w.node(i) for i in range(w.nodes)]
     t = time.monotonic()
     await measure.create_objects(api, "/api/v1/nodes", measure.encode(nodes),
                                  ctx.args.concurrency)
     res["node_create_s"] = round(time.monotonic() - t, 3)
+    preemption = w if isinstance(w, wl.Preemption) else None
+    if preemption is not None:  # the fill: low-priority pods bound before the scheduler
+        await ensure_priority_class(api)
+        await measure.create_objects(
+            api, OTHER_PODS, measure.encode(preemption.init_pods(runner.scheduler_name)),
+            ctx.args.concurrency)
     by_name = {n["metadata"]["name"]: n for n in nodes}
 
     extender_url = f"http://127.0.0.1:{extender[0]}/" if extender else None
@@ -204,6 +215,10 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
                 await asyncio.sleep(1.0)
 
         sampler = asyncio.ensure_future(sample())
+        churn: Churn | None = None
+        if preemption is not None:
+            churn = Churn(api, ctx.kubeconfig, preemption, runner.scheduler_name)
+            await churn.start()
         if not backlog:
             cpu0 = time.process_time()
             if reloader is not None:
@@ -212,6 +227,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             harness_cpu = time.process_time() - cpu0
         timeout = ctx.args.bind_timeout or 60 + w.pods / 20
         seen = await asyncio.to_thread(watcher.result, timeout)
+        if churn is not None:
+            res["preemption"] = await churn.finish(timeout=60)
         sampler.cancel()
         meter.sample()
         for m in cp.values():
@@ -266,7 +283,11 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     on_server = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in
                  pods["items"]}
     res["bound_once"] = (len(bound) == w.pods and seen["rebinds"] == 0
-                         and all(on_server.get(n) == bound[n][1] for n in bound))
+                         and all(on_server.get(n) == bound[n][1] for n in bound
+                                 if preemption is None or n in on_server))
+    if preemption is not None:  # measured pods evicted by a preemptor are gone
+        res["preemption"]["measured_pods_preempted"] = sum(1 for n in bound
+                                                           if n not in on_server)
     if reloads is not None:
         lat = [r["latency_s"] for r in reloads if r["latency_s"] is not None]
         last_bind_t = max((v[0] for v in bound.values()), default=0.0)
@@ -286,9 +307,74 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     if seen.get("error") or seen.get("timed_out") or len(bound) < w.pods:
         res["status"] = "incomplete"
         res["error"] = seen.get("error") or f"{len(bound)}/{w.pods} pods bound in {timeout}s"
+    if isinstance(runner, Polsched):
+        shadow = runner.shadow_status()
+        if shadow is not None:  # the shadow's agreement counts, from its status
+            res["shadow"] = shadow
     runner.cleanup_cluster(None)
     await clean(api)
     return res
+
+
+async def ensure_priority_class(api: Any) -> None:
+    from polsched.cluster.client import ApiError
+
+    try:
+        await api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                       wl.Preemption.priority_class())
+    except ApiError as err:
+        if err.status != 409:
+            raise
+
+
+class Churn:
+    """The preemption workload's churn: a high-priority pod every `high_interval_s` while
+    the measured pods stream in (scheduler_perf's churn opcode, mode create), and a bind
+    watcher on their namespace to time each one from creation to bind."""
+
+    def __init__(self, api: Any, kubeconfig: str, w: wl.Preemption, scheduler_name: str
+                 ) -> None:
+        self.api, self.w, self.scheduler_name = api, w, scheduler_name
+        self.watcher = measure.BindWatcher(kubeconfig, wl.OTHER_NAMESPACE, 10**9)
+        self.created: dict[str, float] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.watcher.start)
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        k = 0
+        while True:
+            body = self.w.high_pod(k, self.scheduler_name)
+            await self.api.post(OTHER_PODS, body)
+            self.created[body["metadata"]["name"]] = time.monotonic()
+            k += 1
+            await asyncio.sleep(self.w.high_interval_s)
+
+    async def finish(self, timeout: float) -> dict[str, Any]:
+        """Stop creating; wait up to `timeout` for the preemptors to be bound."""
+        assert self.task is not None
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pods = (await self.api.list(OTHER_PODS))["items"]
+            high = [p for p in pods if p["metadata"]["name"].startswith("bench-high-")]
+            if all((p.get("spec") or {}).get("nodeName") for p in high):
+                break
+            await asyncio.sleep(0.5)
+        seen = await asyncio.to_thread(self.watcher.result, 0.5)
+        bound = {n: v for n, v in seen["bound"].items() if n in self.created}
+        low_left = sum(1 for p in pods if p["metadata"]["name"].startswith("bench-low-"))
+        return {
+            "preemptors_created": len(self.created),
+            "preemptors_bound": len(bound),
+            "preemptor_latency_ms": measure.summarize_ms(
+                [max(0.0, bound[n][0] - self.created[n]) for n in bound]),
+            "low_priority_pods_evicted": self.w.nodes * self.w.init_pods_per_node - low_left,
+        }
 
 
 def start_extender(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:

@@ -166,6 +166,15 @@ def polsched_policy(workload: wl.Workload, extender_url: str | None) -> dict[str
             "metadata": {"name": POLICY_NAME}, "spec": spec}
 
 
+SHADOW_NAME = "bench-polsched-shadow"
+
+
+def shadow_policy() -> dict[str, Any]:
+    return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": SHADOW_NAME},
+            "spec": {"shadowOf": POLICY_NAME, **wl.shadow_spec()}}
+
+
 def operator_available() -> bool:
     """Whether this checkout has `polsched run` (the operator)."""
     try:
@@ -221,6 +230,11 @@ class Polsched(Runner):
             self._kubectl("wait", "--for=condition=Established", "--timeout=60s",
                           "crd/schedulingpolicies.polsched.io")
             self._kubectl("apply", "-f", str(self._policy_file))
+            self._shadow = workload.shadow
+            if workload.shadow:
+                shadow_file = self.workdir / f"{workload.name}-shadow.yaml"
+                shadow_file.write_text(yaml.safe_dump(shadow_policy(), sort_keys=False))
+                self._kubectl("apply", "-f", str(shadow_file))
         super().start(workload, extender_url)
 
     def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
@@ -253,13 +267,34 @@ class Polsched(Runner):
                 st = obj.get("status") or {}
                 ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                             for c in st.get("conditions") or ())
-                if ready and st.get("observedGeneration") == obj["metadata"]["generation"]:
+                if ready and st.get("observedGeneration") == obj["metadata"]["generation"] \
+                        and (not getattr(self, "_shadow", False) or self._shadow_ready()):
                     return
             time.sleep(0.2)
         raise RuntimeError(f"policy {POLICY_NAME} not Ready in {timeout}s: {self.tail()}")
 
+    def _shadow_ready(self) -> bool:
+        p = self._kubectl("get", "spol", SHADOW_NAME, "-o", "json", check=False)
+        if p.returncode != 0:
+            return False
+        st = json.loads(p.stdout).get("status") or {}
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in st.get("conditions") or ())
+
+    def shadow_status(self) -> dict[str, Any] | None:
+        """The shadow's status.shadow (agreement counts), if this run had one."""
+        if not getattr(self, "_shadow", False):
+            return None
+        p = self._kubectl("get", "spol", SHADOW_NAME, "-o", "json", check=False)
+        if p.returncode != 0:
+            return None
+        out: dict[str, Any] = (json.loads(p.stdout).get("status") or {}).get("shadow") or {}
+        return out
+
     def cleanup_cluster(self, kubectl: Any) -> None:
         if self.mode == "operator":
+            self._kubectl("delete", "spol", SHADOW_NAME, "--ignore-not-found", "--wait=true",
+                          check=False)
             self._kubectl("delete", "spol", POLICY_NAME, "--ignore-not-found", "--wait=true",
                           check=False)
 

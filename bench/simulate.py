@@ -9,7 +9,8 @@ Writes a snapshot file of the workload's nodes (bench/workloads.py), its namespa
 applied policy and every pod pending, then runs the real command,
 `polsched simulate -f candidate --snapshot FILE -o json`, in a child process, against the
 applied policy as baseline (so each pod is decided twice), and reports the wall time of
-the whole command (reading the file included) and its own figures. The candidate doubles
+the whole command (reading the file included), its CPU time (what a shared machine
+disturbs least) and its own figures. The candidate doubles
 one scorer's weight, so the comparison has something to find.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -76,14 +78,18 @@ def main() -> int:
         cmd = [sys.executable, "-m", "polsched.cli", "simulate", "-f", str(cand),
                "--snapshot", str(snap), "-o", "json"]
         t0 = time.perf_counter()
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(cmd, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     if p.returncode != 0:
         print(p.stderr, file=sys.stderr)
         return 1
     summary = json.loads(p.stdout)["summary"]
     print(json.dumps({"workload": workload.name, "nodes": workload.nodes,
                       "pods": workload.pods, "wall_s": round(wall, 2),
+                      "cpu_s": round(cpu, 2),
                       "decisions": summary["pods"] * 2, "summary": summary}, indent=1))
     return 0
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 NAMESPACE = "bench"
+# Pods that are not measured (the preemption workload's low-priority fill and its
+# high-priority preemptors) live here, out of the bind watcher's namespace.
+OTHER_NAMESPACE = "bench-other"
 NODE_LABEL = "polsched.io/bench"  # every bench node has it: cleanup deletes by it
 ZONE = "topology.kubernetes.io/zone"
 TIER = "bench.polsched.io/tier"
@@ -67,6 +70,8 @@ class Workload:
     equivalence: str = "same pods for every scheduler; polsched runs its default plugins"
     extender: bool = False
     reload_patches: int = 0  # > 0: patch the policy this many times while pods stream in
+    # polsched: a shadow policy (spec.shadowOf, shadow_spec) decides beside the live one.
+    shadow: bool = False
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -77,9 +82,19 @@ class Workload:
     def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
         return pod_base(f"bench-pod-{i:05d}", scheduler_name)
 
+    def node(self, i: int) -> dict[str, Any]:
+        return node(i)
+
     def policy_spec(self) -> dict[str, Any]:
         """spec of the SchedulingPolicy polsched runs (schedulerName is added)."""
         return {"runtime": {"mode": "Shared"}}
+
+
+def shadow_spec() -> dict[str, Any]:
+    """The shadow's spec (shadowOf is added): the default plugins plus a NodeLabelValue
+    scorer, so it decides as much as the live policy and often differently."""
+    return {"scorers": [{"name": "NodeLabelValue", "weight": 2,
+                         "args": {"key": PRIORITY, "default": 0}}]}
 
 
 class LabelRules(Workload):
@@ -161,6 +176,64 @@ class HotReload(Workload):
                 for k in range(self.reload_patches)]
 
 
+HIGH_PRIORITY_CLASS = "bench-high-priority"
+
+
+class Preemption(Workload):
+    """scheduler_perf's PreemptionAsync (test/integration/scheduler_perf/default_preemption):
+    nodes of 4 CPU and 32Gi, each filled with 4 low-priority pods of 900m (priority 0,
+    bound before the scheduler starts, in namespace bench-other); while the measured pods
+    (100m, priority 0) stream in, a high-priority pod (3970m, priority 9999999 through a
+    PriorityClass, as the Priority admission plugin requires) is created every 200 ms:
+    each one must evict a node's pods and is bound there once they are gone. The same
+    pods for every scheduler (polsched: default plugins, DefaultPreemption)."""
+
+    init_pods_per_node = 4
+    high_interval_s = 0.2
+
+    def node(self, i: int) -> dict[str, Any]:
+        n = node(i)
+        res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+        n["status"]["capacity"] = n["status"]["allocatable"] = res
+        n["spec"]["taints"] = []
+        return n
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = super().pod(i, scheduler, scheduler_name)
+        p["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "100m", "memory": "500Mi"},
+            "limits": {"cpu": "100m", "memory": "500Mi"}}
+        return p
+
+    @staticmethod
+    def priority_class() -> dict[str, Any]:
+        return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": HIGH_PRIORITY_CLASS}, "value": 9999999,
+                "description": "polsched bench: the preemption workload's preemptors"}
+
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        out = []
+        for i in range(self.nodes):
+            for k in range(self.init_pods_per_node):
+                p = pod_base(f"bench-low-{i:05d}-{k}", scheduler_name)
+                p["metadata"]["namespace"] = OTHER_NAMESPACE
+                p["spec"]["nodeName"] = node_name(i)
+                p["spec"]["containers"][0]["resources"] = {
+                    "requests": {"cpu": "900m", "memory": "500Mi"},
+                    "limits": {"cpu": "900m", "memory": "500Mi"}}
+                out.append(p)
+        return out
+
+    def high_pod(self, k: int, scheduler_name: str) -> dict[str, Any]:
+        p = pod_base(f"bench-high-{k:05d}", scheduler_name)
+        p["metadata"]["namespace"] = OTHER_NAMESPACE
+        p["spec"]["priorityClassName"] = HIGH_PRIORITY_CLASS
+        p["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "3970m", "memory": "500Mi"},
+            "limits": {"cpu": "3970m", "memory": "500Mi"}}
+        return p
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)"),
     Workload("large", 5000, 10000,
@@ -174,6 +247,15 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              equivalence="kube-scheduler: KubeSchedulerConfiguration.extenders; polsched: "
                          "spec.extenders with the same fields; the no-op binder skips it",
              extender=True),
+    Workload("shadow", 500, 2000,
+             "basic, with a shadow policy (spec.shadowOf) deciding beside polsched's: what "
+             "shadowing costs the live policy", shadow=True,
+             equivalence="same pods for every scheduler; only polsched has a shadow (the "
+                         "operator's default --shadow-budget)"),
     HotReload("hotreload", 500, 2000, "the policy patched 20 times while the pods stream in",
               equivalence=HotReload.__doc__ or "", reload_patches=20),
+    Preemption("preemption", 500, 500,
+               "PreemptionAsync: nodes full of low-priority pods, a high-priority pod every "
+               "200 ms while the measured pods stream in (scheduler_perf "
+               "default_preemption 500Nodes)", equivalence=Preemption.__doc__ or ""),
 )}

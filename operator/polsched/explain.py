@@ -30,9 +30,13 @@ import yaml
 
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.framework import listers as ls
+from polsched.framework.interfaces import Handle
+from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
+from polsched.plugins.default_preemption import PreemptionReport
 from polsched.scheduler.pipelines import build_pipeline
 
 Json = dict[str, Any]
@@ -65,6 +69,30 @@ class Report:
     # When no node fits: the FailedScheduling text kube-scheduler would write.
     message: str = ""
     tied: list[str] = field(default_factory=list)
+    # When no node fits and DefaultPreemption ran: its candidates, victims and choice.
+    preemption: PreemptionReport | None = None
+
+    def preemption_json(self) -> Json | None:
+        pr = self.preemption
+        if pr is None:
+            return None
+        out: Json = {
+            "candidates": [{"node": c.node, "victims": [
+                {"pod": v.key, "priority": v.priority,
+                 "pdbViolations": c.pdb_violations.get(v.key, [])} for v in c.victims],
+                "numPDBViolations": c.num_pdb_violations} for c in pr.candidates],
+            "notCandidates": {n: {"plugin": st.plugin, "code": st.code.name,
+                                  "reasons": list(st.reasons)}
+                              for n, st in pr.non_candidates.items()},
+            "chosen": pr.chosen, "decidingRule": pr.deciding_rule}
+        if pr.not_eligible:
+            out["notEligible"] = pr.not_eligible
+        if pr.not_tried:
+            out["notTried"] = pr.not_tried
+        if pr.extenders:
+            out["extenders"] = pr.extenders
+            out["droppedByExtenders"] = pr.dropped_by_extenders
+        return out
 
     def to_json(self) -> Json:
         nodes = []
@@ -87,15 +115,22 @@ class Report:
             out["tiedWith"] = self.tied
         if self.message:
             out["message"] = self.message
+        preemption = self.preemption_json()
+        if preemption is not None:
+            out["preemption"] = preemption
         return out
 
 
 async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterable[Json] = (),
-                  extenders: Sequence[Any] = ()) -> Report:
-    """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them)."""
+                  extenders: Sequence[Any] = (), objects: Iterable[Json] = ()) -> Report:
+    """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them, and the
+    pending ones nominated to a node counted there). `objects` are the other cluster
+    objects plugins read (namespaces, PVCs, Services, PDBs...: any kind in
+    framework.listers.KINDS, by their `kind` field; others are ignored)."""
     target = _pending_copy(pod)
     target_key = PodInfo.from_json(target).key
     cache = ClusterCache(None)
+    nominator = Nominator()
     for n in nodes:
         cache.on_node_event("ADDED", n)
     for p in pods:
@@ -103,7 +138,16 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         if f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" == target_key:
             continue  # the pod explained never counts against itself
         cache.on_pod_event("ADDED", p)
-    pipeline: Pipeline = build_pipeline(policy, extenders)
+        other = PodInfo.from_json(p)
+        if not other.node_name and not other.terminal and status_nominated_node(other):
+            nominator.update(other)
+    for o in objects:
+        kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")
+        if kind is not None:
+            cache.on_object_event(kind, "ADDED", o)
+    # The engine's construction, with listers filled from the objects given.
+    pipeline: Pipeline = build_pipeline(
+        policy, Handle(listers=cache.listers, nominator=nominator), extenders)
     info = PodInfo.from_json(target)
     result = await pipeline.schedule(info, cache.snapshot, explain=True)
     ex = result.explanation
@@ -127,6 +171,9 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
                     deciding_scorer=result.deciding_scorer)
     if result.node is None:
         report.message = result.fit_error.message if result.fit_error is not None else ""
+        post = result.post_filter
+        if post is not None and isinstance(post.details, PreemptionReport):
+            report.preemption = post.details
     else:
         best = scores[result.node].total if result.node in scores else None
         report.tied = [s.node for s in scores.values()
@@ -174,6 +221,8 @@ def format_report(r: Report) -> str:
         out += [_table(rows), ""]
     if r.winner is None:
         out.append(f"No node fits: {r.message}")
+        if r.preemption is not None:
+            out += ["", *_format_preemption(r.preemption)]
     else:
         line = f"Winner: {r.winner}"
         if r.deciding_scorer:
@@ -182,6 +231,43 @@ def format_report(r: Report) -> str:
             line += f"; tied with {', '.join(r.tied)}: the scheduler picks one at random"
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+def _format_preemption(pr: PreemptionReport) -> list[str]:
+    """DefaultPreemption's reasoning: candidates with victims and PDB violations, the rule
+    that chose, and why the other nodes were not candidates."""
+    if pr.not_eligible:
+        return [f"Preemption: the pod may not preempt: {pr.not_eligible}"]
+    out = ["Preemption (DefaultPreemption):"]
+    if pr.candidates:
+        rows = [["CANDIDATE", "VICTIMS (priority)", "PDB VIOLATIONS"]]
+        for c in pr.candidates:
+            victims = ", ".join(f"{v.key} ({v.priority})" for v in c.victims)
+            broken = "; ".join(f"{k} breaks {', '.join(pdbs)}"
+                               for k, pdbs in c.pdb_violations.items())
+            rows.append([c.node, victims, f"{c.num_pdb_violations}" +
+                         (f" ({broken})" if broken else "")])
+        out += [_table(rows), ""]
+    if pr.non_candidates:
+        rows = [["NOT A CANDIDATE", "PLUGIN", "REASON"]]
+        for name, st in pr.non_candidates.items():
+            rows.append([name, st.plugin, st.message])
+        out += [_table(rows), ""]
+    if pr.not_tried:
+        out.append(f"Not tried (enough candidates found): {', '.join(pr.not_tried)}")
+    if pr.extenders:
+        line = f"Extenders asked (preemptVerb): {', '.join(pr.extenders)}"
+        if pr.dropped_by_extenders:
+            line += f"; they dropped {', '.join(pr.dropped_by_extenders)}"
+        out.append(line)
+    if pr.chosen:
+        chosen = next((c for c in pr.candidates if c.node == pr.chosen), None)
+        victims = ", ".join(v.key for v in chosen.victims) if chosen else ""
+        out.append(f"Nominated: {pr.chosen}, evicting {victims} "
+                   f"(deciding rule: {pr.deciding_rule})")
+    else:
+        out.append("No candidate: nothing is evicted")
+    return out
 
 
 # -- reading objects -------------------------------------------------------------------
@@ -268,10 +354,10 @@ async def _extenders_for(policy: Policy, client: Any | None) -> list[Any]:
 
 
 async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list[Json],
-                        client: Any | None) -> Report:
+                        client: Any | None, objects: list[Json]) -> Report:
     extenders = await _extenders_for(policy, client)
     try:
-        return await explain(policy, pod, nodes, pods, extenders)
+        return await explain(policy, pod, nodes, pods, extenders, objects)
     finally:
         for e in extenders:
             await e.close()
@@ -290,9 +376,13 @@ async def offline(args: argparse.Namespace) -> Report:
     if not nodes:
         raise ExplainError(f"{args.nodes}: no Node objects")
     pods = _of_kind(node_objs, "Pod")
+    # Namespaces, PVCs, Services... may come in the nodes file or any --pods file.
+    objects = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME]
     for f in args.pods or ():
-        pods += _of_kind(read_objects(f), "Pod")
-    return await _run_pipeline(policy, pod, nodes, pods, None)
+        more = read_objects(f)
+        pods += _of_kind(more, "Pod")
+        objects += [o for o in more if o.get("kind") in ls.KINDS_BY_NAME]
+    return await _run_pipeline(policy, pod, nodes, pods, None, objects)
 
 
 async def live(args: argparse.Namespace) -> Report:
@@ -323,7 +413,14 @@ async def live(args: argparse.Namespace) -> Report:
         policy = _load(policy_obj)
         nodes = (await client.get("/api/v1/nodes")).get("items") or []
         pods = (await client.get("/api/v1/pods")).get("items") or []
-        return await _run_pipeline(policy, pod, nodes, pods, client)
+        objects: list[Json] = []
+        for kind in ls.KINDS:  # what the engine's cache lists for its plugins
+            try:
+                listed = await client.get(kind.path)
+            except ApiError:
+                continue  # not served (an older server) or not allowed: left empty
+            objects += [{**o, "kind": kind.name} for o in listed.get("items") or ()]
+        return await _run_pipeline(policy, pod, nodes, pods, client, objects)
     finally:
         await client.close()
 

@@ -43,7 +43,8 @@ UPSTREAM_ONLY_DEFAULTS = frozenset({
 })
 _WHY = {
     "PrioritySort": "polsched's queue always orders by priority, then arrival (PrioritySort)",
-    "DefaultPreemption": "polsched does not preempt",
+    "DefaultPreemption": "polsched always preempts as DefaultPreemption does, with its "
+                         "default args; it cannot be disabled or configured yet",
     "DefaultBinder": "polsched binds with a v1 Binding (DefaultBinder's behaviour)",
 }
 

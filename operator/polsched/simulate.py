@@ -43,6 +43,7 @@ from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
+from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
 from polsched.scheduler.pipelines import build_pipeline
@@ -264,15 +265,20 @@ class Plan:
 
     pods: list[tuple[Json, bool, str | None]]  # (pending pod object, replayed, current node)
     leave_out: frozenset[str]
+    # Pending pods a PreEnqueue plugin (SchedulingGates) keeps out of the queue: never
+    # attempted, as in the engine.
+    gated: list[Json] = field(default_factory=list)
 
 
-def plan(objects: Sequence[Json], scheduler_name: str, replay: bool) -> Plan:
+def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
+         pre_enqueue: Sequence[Any] = ()) -> Plan:
     pods = [o for o in objects if o.get("kind") == "Pod"]
     infos = [(o, PodInfo.from_json(o)) for o in pods]
     replayed = sorted(((o, i) for o, i in infos if i.scheduler_name == scheduler_name
                        and i.node_name and not i.terminal and replay),
                       key=lambda oi: (oi[1].creation, oi[1].key))
     queue = SchedulingQueue(clock=lambda: 0.0)
+    queue.configure(pre_enqueue)
     by_key: dict[str, Json] = {}
     for o, i in infos:
         if i.scheduler_name == scheduler_name and not i.node_name and not i.terminal \
@@ -281,10 +287,13 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool) -> Plan:
             by_key[i.key] = o
     order: list[tuple[Json, bool, str | None]] = [
         (_pending_copy(o), True, i.node_name) for o, i in replayed]
+    popped = set()
     while (qp := queue.pop_nowait()) is not None:
         queue.done(qp)
+        popped.add(qp.key)
         order.append((by_key[qp.key], False, None))
-    return Plan(order, frozenset(i.key for _, i in replayed))
+    gated = [o for k, o in by_key.items() if k not in popped]
+    return Plan(order, frozenset(i.key for _, i in replayed), gated)
 
 
 async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
@@ -293,7 +302,9 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                  ) -> tuple[list[Decision], ClusterCache]:
     """Every planned pod decided by `policy`'s pipeline, each assumed where it goes."""
     cache = build_cache(objects, the_plan.leave_out)
-    pipeline: Pipeline = build_pipeline(policy, extenders, rng=random.Random(SEED))
+    # The engine's builder, its plugins reading the listers the cache was fed.
+    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers), extenders,
+                                        rng=random.Random(SEED))
     selector = policy.namespace_selector
     out: list[Decision] = []
     last = time.monotonic()
@@ -332,6 +343,11 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
         cache.assume(pod, result.node)
+    for obj in the_plan.gated:
+        pod = PodInfo.from_json(obj)
+        out.append(Decision(pod.namespace, pod.name, None,
+                            reason="gated: a PreEnqueue plugin (such as SchedulingGates) keeps "
+                                   "it out of the scheduling queue", reasons=("gated",)))
     return out, cache
 
 
@@ -341,7 +357,8 @@ async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool =
                    baseline_extenders: Sequence[Any] = (),
                    progress: Progress | None = None) -> Report:
     started = time.perf_counter()
-    the_plan = plan(objects, candidate.scheduler_name, replay)
+    gates = build_pipeline(candidate, Handle()).pre_enqueue_plugins
+    the_plan = plan(objects, candidate.scheduler_name, replay, gates)
     n = len(the_plan.pods)
     total = n * (2 if baseline is not None else 1)
     decisions, after = await decide(candidate, objects, the_plan, extenders, progress, 0, total)

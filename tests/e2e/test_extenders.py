@@ -7,9 +7,9 @@ runs an Engine (tests.e2e.scheduling.run_engine, which builds one HTTPExtender p
 spec.extenders entry as the operator's reconciler does) on its own kwok nodes and
 namespace, and reads placements and FailedScheduling events back from the API server.
 
-The engine never calls an extender's preempt verb (polsched does not preempt yet, see
-plugins/default_preemption.py), so the preempt test drives HTTPExtender.process_preemption
-directly, with real pods from the API server, against a real server.
+The preempt test here drives HTTPExtender.process_preemption directly, with real pods from
+the API server, against a real server, to check the call's shape; the engine calling it
+during a preemption is in test_preemption.py.
 """
 
 from __future__ import annotations
@@ -275,8 +275,8 @@ def test_preempt_call_shape(cluster: Cluster, namespace: str, nodes: NodeFactory
                             start_extender: StartExtender) -> None:
     """ProcessPreemption as kube-scheduler sends it: a nodeCacheCapable extender gets
     NodeNameToMetaVictims (UIDs), any other NodeNameToVictims (whole pods); the answer's
-    UIDs come back as the offered pods; a UID not offered is an error naming it. The
-    engine does not call preempt, so HTTPExtender is driven directly."""
+    UIDs come back as the offered pods; a UID not offered is an error naming it.
+    HTTPExtender is driven directly (test_preemption.py has the engine call it)."""
     rid = unique("exr")
     a = nodes(f"{rid}-a", labels={RUN: rid})
     b = nodes(f"{rid}-b", labels={RUN: rid})
@@ -636,3 +636,33 @@ def test_slow_extender_does_not_block_other_policies(
         run_engine(cluster, policies, body)
     finally:
         release.set()
+
+
+def test_prioritize_scores_above_10_are_not_clamped(cluster: Cluster, namespace: str,
+                                                    nodes: NodeFactory,
+                                                    start_extender: StartExtender) -> None:
+    """Issue 10, defect 10 (seed 003's extender): the score is 20 - len(node name), so
+    every node scores above MaxExtenderPriority. kube-scheduler adds score x weight x 10
+    unclamped and puts every pod on the shortest name; clamped to 10 the nodes tie and the
+    pods spread at random (all 6 on n1 by chance: 1/729)."""
+    rid = unique("clamp")
+    suffixes = ["n1", "node22", "nodeeee333"]
+    names = [nodes(f"{rid}-{s}", labels={RUN: rid}) for s in suffixes]
+    short = {f"{rid}-{s}": s for s in suffixes}
+
+    def prioritize(body: Json) -> list[Json]:
+        return [{"Host": n, "Score": 20 - len(short[n])} for n in body["NodeNames"]]
+
+    ext = start_extender({"/prioritize": prioritize})
+    sched = f"{rid}-s"
+    p = policy(sched, {"urlPrefix": ext.url, "prioritizeVerb": "prioritize", "weight": 1,
+                       "nodeCacheCapable": True})
+
+    async def body(client: ApiClient) -> None:
+        await nodes_ready(client, names)
+        for i in range(6):
+            await create(client, namespace, f"p{i}", sched, rid)
+        for i in range(6):
+            assert await bound_node(client, namespace, f"p{i}") == names[0]
+
+    run_engine(cluster, [p], body)

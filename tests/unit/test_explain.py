@@ -109,3 +109,45 @@ def test_read_objects_rejects_non_objects(tmp_path: Path) -> None:
     f.write_text("- 1\n- 2\n")
     with pytest.raises(Exception, match="expected a Kubernetes object"):
         read_objects(str(f))
+
+
+def test_a_preemptor_is_shown_its_candidates_victims_pdbs_and_the_deciding_rule(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def prio(p: dict[str, Any], value: int, labels: dict[str, str] | None = None
+             ) -> dict[str, Any]:
+        p["spec"]["priority"] = value
+        p["metadata"]["labels"] = labels or {}
+        return p
+
+    policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+              "metadata": {"name": "label-priority"}, "spec": {}}
+    objs = [node("a", cpu="2"), node("b", cpu="2"), node("c", cpu="2"),
+            prio(pod("a1", node_name="a"), 1), prio(pod("a2", node_name="a"), 1),
+            prio(pod("b1", "2", node_name="b"), 1, {"app": "db"}),
+            prio(pod("c1", "2", node_name="c"), 1),
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "db", "namespace": "default"},
+             "spec": {"selector": {"matchLabels": {"app": "db"}}},
+             "status": {"disruptionsAllowed": 0}}]
+    files = {"policy": [policy], "nodes": objs, "pod": [prio(pod("hi", "2"), 1000)]}
+    paths = {k: str(tmp_path / f"{k}.yaml") for k in files}
+    for k, docs in files.items():
+        Path(paths[k]).write_text(yaml.safe_dump_all(docs))
+    assert cli.main(["explain", "--policy", paths["policy"], "--nodes", paths["nodes"],
+                     "--pod", paths["pod"], "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    pre = out["preemption"]
+    assert pre["chosen"] == "c"
+    # a (2 victims) and c (1) break no PDB, b does; the same victim priorities: the sum
+    assert pre["decidingRule"] == "smallest sum of victim priorities"
+    by = {c["node"]: c for c in pre["candidates"]}
+    assert [v["pod"] for v in by["c"]["victims"]] == ["default/c1"]
+    assert by["b"]["numPDBViolations"] == 1
+    assert by["b"]["victims"][0]["pdbViolations"] == ["default/db"]
+    assert len(by["a"]["victims"]) == 2
+    assert cli.main(["explain", "--policy", paths["policy"], "--nodes", paths["nodes"],
+                     "--pod", paths["pod"]]) == 0
+    text = capsys.readouterr().out
+    assert "Preemption (DefaultPreemption):" in text
+    assert "Nominated: c, evicting default/c1 (deciding rule:" in text
+    assert "1 (default/b1 breaks default/db)" in text

@@ -280,3 +280,21 @@ def test_snapshot_objects_reach_the_cache_listers_plugins_read() -> None:
     assert sorted(cache.pods) == ["default/early", "default/late-high", "default/middle",
                                   "default/other-scheduler", "default/running"]
     assert cache.node_info("n3") is not None and len(cache.node_info("n3").pods) == 1
+
+
+def test_gated_pods_are_reported_not_decided(tmp_path: Path, files: dict[str, Path],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A pod with scheduling gates never enters the queue (SchedulingGates, PreEnqueue)."""
+    objs = cluster()
+    gated = pod("gated", created="2026-01-01T00:00:00Z")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    objs.append(gated)
+    snap = tmp_path / "gated.json"
+    snap.write_text(snapshot.dump(snapshot.as_list(objs), "json"))
+    code, out, err = run(capsys, "-f", str(files["same"]), "--snapshot", str(snap),
+                         "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [p["name"] for p in doc["pods"]] == ["late-high", "early", "middle", "gated"]
+    last = doc["pods"][-1]
+    assert last["node"] is None and last["reason"].startswith("gated")

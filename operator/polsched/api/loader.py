@@ -4,8 +4,10 @@ The same pipeline as kubernetes-sigs/scheduler-plugins and kube-scheduler's comp
 config: read what the user wrote (every field optional), apply defaults (the default
 plugins, weights, timeouts), check every field and collect every problem with its path
 (`spec.filters[2].args.requirements[0].operator`), then build the plugins. Building a
-plugin validates its args (the factory raises ArgsError), so a policy that loads cannot
-fail later on a pod. One call reports every problem at once: users fix a policy in one
+plugin validates its args (the factory raises ArgsError), so the loader builds each one
+once with an empty Handle and keeps only its spec (api.model.PluginEntry): a policy that
+loads cannot fail later, when scheduler.pipelines.build_pipeline builds it for real with
+the scheduler's Handle. One call reports every problem at once: users fix a policy in one
 round trip, and the operator's Valid condition names them all.
 
 Used by the operator (hot reload), the validating webhook and `polsched validate`.
@@ -19,29 +21,32 @@ import binascii
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from polsched.api import names
 from polsched.api.durations import DurationError, parse_go_duration
 from polsched.api.model import (
     API_VERSION,
+    FILTER,
     GROUP,
     KIND,
+    PRE_ENQUEUE,
+    SCORE,
     ExtenderConfig,
     FieldError,
     ManagedResource,
+    PluginEntry,
     Policy,
     PolicyError,
     RuntimeConfig,
 )
 from polsched.framework import resources
-from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
-from polsched.framework.pipeline import FilterEntry, ScoreEntry
+from polsched.framework.interfaces import Handle
 from polsched.framework.registry import ArgsError, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 
 SPEC_FIELDS = (
-    "schedulerName", "paused", "defaultPlugins", "disabledPlugins",
+    "schedulerName", "paused", "shadowOf", "defaultPlugins", "disabledPlugins",
     "percentageOfNodesToScore", "namespaceSelector", "runtime", "filters", "scorers",
     "extenders",
 )
@@ -120,10 +125,12 @@ def _is_int(value: Any) -> bool:
 
 class _Loader:
     def __init__(self, registry: Registry, default_filters: Sequence[str],
-                 default_scorers: Sequence[tuple[str, int]]) -> None:
+                 default_scorers: Sequence[tuple[str, int]],
+                 default_pre_enqueue: Sequence[str] = ()) -> None:
         self.registry = registry
         self.default_filters = tuple(default_filters)
         self.default_scorers = tuple(default_scorers)
+        self.default_pre_enqueue = tuple(default_pre_enqueue)
         self.errors = _Errors()
 
     # -- typed field readers ---------------------------------------------------------
@@ -221,6 +228,12 @@ class _Loader:
             for msg in names.dns1123_subdomain(scheduler_name):
                 errors.add("spec.schedulerName", msg)
         paused = self._bool(spec, "paused", "spec", False)
+        shadow_of = self._str(spec, "shadowOf", "spec")
+        if shadow_of:
+            for msg in names.dns1123_subdomain(shadow_of):
+                errors.add("spec.shadowOf", msg + " (the name of a SchedulingPolicy)")
+            if shadow_of == name:
+                errors.add("spec.shadowOf", "a policy cannot shadow itself")
         pct = self._int(spec, "percentageOfNodesToScore", "spec", 0, 0, 100,
                         hint="; 0 or absent means adaptive, as kube-scheduler")
         ns_selector = None
@@ -237,13 +250,18 @@ class _Loader:
         if DISABLE_ALL in disabled or not use_defaults:
             default_filters: tuple[str, ...] = ()
             default_scorers: tuple[tuple[str, int], ...] = ()
+            pre_enqueue_names: tuple[str, ...] = ()
         else:
+            pre_enqueue_names = tuple(n for n in self.default_pre_enqueue
+                                      if n not in disabled)
             default_filters = tuple(n for n in self.default_filters if n not in disabled)
             default_scorers = tuple((n, w) for n, w in self.default_scorers
                                     if n not in disabled)
 
         filters = self._filters(spec.get("filters"), default_filters, handle)
         scorers = self._scorers(spec.get("scorers"), default_scorers, handle)
+        pre_enqueue = [e for n in pre_enqueue_names
+                       if (e := self._default_entry(n, PRE_ENQUEUE, 0, handle)) is not None]
 
         if errors.items:
             raise PolicyError(errors.items, name)
@@ -252,12 +270,14 @@ class _Loader:
             scheduler_name=scheduler_name,
             generation=generation if isinstance(generation, int) else 0,
             paused=paused,
+            shadow_of=shadow_of,
             percentage_of_nodes_to_score=pct,
             namespace_selector=ns_selector,
             runtime=runtime,
             filters=tuple(filters),
             scorers=tuple(scorers),
             extenders=tuple(extenders),
+            pre_enqueue=tuple(pre_enqueue),
             ignored_resources=ignored,
             uid=uid if isinstance(uid, str) else "",
         )
@@ -447,7 +467,8 @@ class _Loader:
     def _disabled(self, value: Any) -> frozenset[str]:
         path = "spec.disabledPlugins"
         defaults = list(dict.fromkeys(
-            [*self.default_filters, *(n for n, _ in self.default_scorers)]))
+            [*self.default_pre_enqueue, *self.default_filters,
+             *(n for n, _ in self.default_scorers)]))
         out: set[str] = set()
         for i, raw in enumerate(self._list(value, path)):
             if not isinstance(raw, str):
@@ -510,16 +531,20 @@ class _Loader:
             return None
         return raw
 
-    def _construct(self, factory: Any, args: Mapping[str, Any], handle: Handle,
-                   path: str) -> Any:
+    def _validate(self, factory: Any, args: Mapping[str, Any], handle: Handle,
+                  path: str) -> bool:
+        """Build the plugin once with an empty Handle and discard it: a factory checks its
+        args, so a policy that loads cannot fail when the builder constructs it for real."""
         try:
-            return factory(args, handle)
+            factory(args, handle)
         except (ArgsError, SelectorError) as err:
             self.errors.add(f"{path}.args.{err.path}" if err.path else f"{path}.args",
                             err.message)
         except Exception as err:  # noqa: BLE001 - a plugin bug must not crash the loader
             self.errors.add(f"{path}.args", f"invalid args ({type(err).__name__}: {err})")
-        return None
+        else:
+            return True
+        return False
 
     def _entries(self, value: Any, path: str, point: str,
                  fields: Sequence[str]) -> list[tuple[str, str, Mapping[str, Any], PluginSpec]]:
@@ -552,26 +577,26 @@ class _Loader:
         return out
 
     def _filters(self, value: Any, defaults: Sequence[str],
-                 handle: Handle) -> list[FilterEntry]:
+                 handle: Handle) -> list[PluginEntry]:
         entries = self._entries(value, "spec.filters", "filter", FILTER_FIELDS)
-        built: list[FilterEntry | None] = []
-        for _name, epath, raw, spec in entries:
+        built: list[PluginEntry | None] = []
+        for name, epath, raw, spec in entries:
             when, when_ok = self._when(raw.get("when"), f"{epath}.when")
             args = self._args(raw, spec, epath)
-            plugin = (self._construct(spec.filter, args, handle, epath)
-                      if args is not None else None)
-            if isinstance(plugin, FilterPlugin) and when_ok:
-                built.append(FilterEntry(plugin, when))
+            ok = args is not None and self._validate(spec.filter, args, handle, epath)
+            if ok and when_ok and args is not None and spec.filter is not None:
+                built.append(PluginEntry(FILTER, name, args, spec.filter, when=when,
+                                         path=epath))
             else:
                 built.append(None)
         return _merge([name for name, *_rest in entries], built, list(defaults),
-                      lambda name: self._default_filter(name, handle))
+                      lambda name: self._default_entry(name, FILTER, 0, handle))
 
     def _scorers(self, value: Any, defaults: Sequence[tuple[str, int]],
-                 handle: Handle) -> list[ScoreEntry]:
+                 handle: Handle) -> list[PluginEntry]:
         entries = self._entries(value, "spec.scorers", "score", SCORER_FIELDS)
-        built: list[ScoreEntry | None] = []
-        for _name, epath, raw, spec in entries:
+        built: list[PluginEntry | None] = []
+        for name, epath, raw, spec in entries:
             before = len(self.errors.items)
             weight = self._int(raw, "weight", epath, DEFAULT_WEIGHT, MIN_WEIGHT, MAX_WEIGHT,
                                hint="; to switch a default scorer off use "
@@ -579,46 +604,44 @@ class _Loader:
             weight_ok = len(self.errors.items) == before
             when, when_ok = self._when(raw.get("when"), f"{epath}.when")
             args = self._args(raw, spec, epath)
-            plugin = (self._construct(spec.score, args, handle, epath)
-                      if args is not None else None)
-            if isinstance(plugin, ScorePlugin) and when_ok and weight_ok:
-                built.append(ScoreEntry(plugin, weight, when))
+            ok = args is not None and self._validate(spec.score, args, handle, epath)
+            if ok and when_ok and weight_ok and args is not None and spec.score is not None:
+                built.append(PluginEntry(SCORE, name, args, spec.score, weight=weight,
+                                         when=when, path=epath))
             else:
                 built.append(None)
         # A re-listed default scorer runs with the user's weight (absent means 1, not the
         # default's weight), as kube-scheduler's mergePluginSet.
         weights = dict(defaults)
         return _merge([name for name, *_rest in entries], built, [n for n, _ in defaults],
-                      lambda name: self._default_scorer(name, weights[name], handle))
+                      lambda name: self._default_entry(name, SCORE, weights[name], handle))
 
-    def _default_filter(self, name: str, handle: Handle) -> FilterEntry | None:
+    def _default_entry(self, name: str, point: str, weight: int,
+                       handle: Handle) -> PluginEntry | None:
         spec = self.registry.get(name)
-        if spec is None or spec.filter is None:
-            self.errors.add("spec.defaultPlugins", f"default filter {name} is not registered "
+        factory = None if spec is None else {FILTER: spec.filter, SCORE: spec.score,
+                                             PRE_ENQUEUE: spec.pre_enqueue}[point]
+        what = {FILTER: "filter", SCORE: "scorer", PRE_ENQUEUE: "PreEnqueue plugin"}[point]
+        if spec is None or factory is None:
+            self.errors.add("spec.defaultPlugins", f"default {what} {name} is not registered "
                                                    "(a polsched bug; disable it meanwhile)")
             return None
-        plugin = self._construct(spec.filter, spec.default_args or {}, handle,
-                                 f"spec.defaultPlugins({name})")
-        return FilterEntry(plugin) if isinstance(plugin, FilterPlugin) else None
-
-    def _default_scorer(self, name: str, weight: int, handle: Handle) -> ScoreEntry | None:
-        spec = self.registry.get(name)
-        if spec is None or spec.score is None:
-            self.errors.add("spec.defaultPlugins", f"default scorer {name} is not registered "
-                                                   "(a polsched bug; disable it meanwhile)")
+        path = f"spec.defaultPlugins({name})"
+        args = spec.default_args or {}
+        if not self._validate(factory, args, handle, path):
             return None
-        plugin = self._construct(spec.score, spec.default_args or {}, handle,
-                                 f"spec.defaultPlugins({name})")
-        return ScoreEntry(plugin, weight) if isinstance(plugin, ScorePlugin) else None
+        return PluginEntry(point, name, args, factory, weight=weight, path=path)
 
 
 def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
                 default_filters: Sequence[str] | None = None,
-                default_scorers: Sequence[tuple[str, int]] | None = None) -> Policy:
+                default_scorers: Sequence[tuple[str, int]] | None = None,
+                default_pre_enqueue: Sequence[str] | None = None) -> Policy:
     """Build the internal Policy from a whole SchedulingPolicy object (a plain dict, as the
     API server or a YAML file gives it). Raises PolicyError listing every problem.
 
-    `registry` and the defaults are polsched.plugins' unless given (tests pass their own).
+    `registry` and the defaults are polsched.plugins' unless given (tests pass their own;
+    a test's own registry has no PreEnqueue defaults unless it names them).
     """
     if registry is None or default_filters is None or default_scorers is None:
         # Imported here: the plugins import the framework, which api.model also imports;
@@ -631,7 +654,10 @@ def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
             default_filters = plugins.DEFAULT_FILTERS
         if default_scorers is None:
             default_scorers = plugins.DEFAULT_SCORERS
-    return _Loader(registry, default_filters, default_scorers).load(obj)
+        if default_pre_enqueue is None and registry is plugins.REGISTRY:
+            default_pre_enqueue = plugins.DEFAULT_PRE_ENQUEUE
+    return _Loader(registry, default_filters, default_scorers,
+                   default_pre_enqueue or ()).load(obj)
 
 
 def is_policy_object(obj: Any) -> bool:
@@ -643,16 +669,13 @@ def is_policy_object(obj: Any) -> bool:
     return isinstance(api_version, str) and api_version.split("/")[0] == GROUP
 
 
-_Entry = TypeVar("_Entry", FilterEntry, ScoreEntry)
-
-
-def _merge(user_names: list[str], built: list[_Entry | None], defaults: list[str],
-           make_default: Callable[[str], _Entry | None]) -> list[_Entry]:
+def _merge(user_names: list[str], built: list[PluginEntry | None], defaults: list[str],
+           make_default: Callable[[str], PluginEntry | None]) -> list[PluginEntry]:
     """kube-scheduler's mergePluginSet: the defaults in their order, a default the user
     listed again replaced in place by the user's entry, then the user's other entries in
     the order written. `built[i]` is None where entry i had errors (already reported)."""
     user = {name: i for i, name in enumerate(user_names)}
-    out: list[_Entry] = []
+    out: list[PluginEntry] = []
     replaced: set[int] = set()
     for name in defaults:
         if name in user:

@@ -7,10 +7,11 @@ PolicyError listing every problem with its field path. Nothing here performs I/O
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from polsched.framework.pipeline import FilterEntry, ScoreEntry
+from polsched.framework.interfaces import Handle, Plugin
 from polsched.framework.selectors import Matcher
 
 GROUP = "polsched.io"
@@ -67,6 +68,31 @@ class ExtenderConfig:
     ca_data: str = ""
 
 
+FILTER = "filter"
+SCORE = "score"
+PRE_ENQUEUE = "preEnqueue"
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    """One plugin entry of the policy, validated but not built: what to construct and how
+    to run it (config.Plugin + config.PluginConfig upstream). The one builder,
+    polsched.scheduler.pipelines.build_pipeline, constructs the plugin from it with the
+    Handle of the scheduler that runs it; the loader has already built it once with an
+    empty Handle to check its args, so building cannot fail on a loaded policy."""
+
+    point: str                    # FILTER, SCORE or PRE_ENQUEUE
+    name: str                     # the registry name ("NodeResourcesFit")
+    args: Mapping[str, Any]       # as the user wrote them, or the plugin's default args
+    # The registry's factory for this point: (args, handle) -> plugin.
+    factory: Callable[[Mapping[str, Any], Handle], Plugin] = field(repr=False, compare=False)
+    weight: int = 0               # scorers only
+    when: Matcher | None = field(default=None, repr=False, compare=False)
+    # Where the entry came from, for messages: "spec.filters[1]" or
+    # "spec.defaultPlugins(NodeAffinity)".
+    path: str = ""
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     mode: str = "Shared"  # Shared | Dedicated
@@ -84,9 +110,13 @@ class Policy:
     # Pods of namespaces whose labels do not match are not scheduled; None: every namespace.
     namespace_selector: Matcher | None
     runtime: RuntimeConfig
-    filters: tuple[FilterEntry, ...]
-    scorers: tuple[ScoreEntry, ...]
+    filters: tuple[PluginEntry, ...]
+    scorers: tuple[PluginEntry, ...]
     extenders: tuple[ExtenderConfig, ...]
     # Resources NodeResourcesFit ignores (managedResources with ignoredByScheduler).
     ignored_resources: frozenset[str] = frozenset()
     uid: str = ""
+    # spec.shadowOf: the policy this one shadows (decides beside it, never binds); "".
+    shadow_of: str = ""
+    # PreEnqueue plugins (the default profile's SchedulingGates unless disabled).
+    pre_enqueue: tuple[PluginEntry, ...] = ()

@@ -56,11 +56,20 @@ class CacheListener:
     def assigned_pod_added(self, pod: PodInfo) -> None:
         """A pod now runs on a node (confirmed binding, or listed already bound)."""
 
+    def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
+        """A pod on a node changed its labels or requests (AssignedPod Update)."""
+
     def assigned_pod_removed(self, pod: PodInfo) -> None:
         """A pod on a node was deleted or finished: its resources are free."""
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
         """A node was added, or changed in a way that can change scheduling decisions."""
+
+    def node_updated(self, node: NodeInfo, old: Json) -> None:
+        """As node_changed(node, False), with the node object before the update."""
+
+    def node_removed(self, node: NodeInfo) -> None:
+        """A node was deleted."""
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         """A namespace was added or its labels changed."""
@@ -174,6 +183,8 @@ class ClusterCache:
                 if old is not None and not old.node_name and not old.terminal:
                     self._notify("pending_pod_removed", old)
                 self._notify("assigned_pod_added", new)
+            elif old.labels != new.labels or old.requests != new.requests:
+                self._notify("assigned_pod_updated", new, old)
             return
         if new.terminal:
             if key in self._assumed:
@@ -211,6 +222,7 @@ class ClusterCache:
                 return
             if name in snap.by_name:
                 self._snapshot_remove(info)
+                self._notify("node_removed", info)
             if not info.pods:
                 del self._infos[name]
             return
@@ -223,7 +235,8 @@ class ClusterCache:
             self._snapshot_add(info)
             self._notify("node_changed", info, True)
             return
-        relevant = _changed_for_scheduling(info.raw, obj)
+        old_raw = info.raw
+        relevant = _changed_for_scheduling(old_raw, obj)
         old_images = info.images
         info.set_node(obj)
         if old_images.keys() != info.images.keys():
@@ -231,6 +244,7 @@ class ClusterCache:
             _count_images(snap.image_nodes, info.images, +1)
         if relevant:
             self._notify("node_changed", info, False)
+            self._notify("node_updated", info, old_raw)
 
     def on_namespace_event(self, kind: str, obj: Json) -> None:
         self.on_object_event(ls.NAMESPACE, kind, obj)

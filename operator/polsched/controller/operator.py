@@ -174,7 +174,8 @@ async def operate(args: argparse.Namespace) -> None:
     except BaseException:
         await client.close()
         raise
-    engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions)
+    engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
+                    shadow_budget=args.shadow_budget)
     engine.set_leader(None, False)  # nobody binds before the lease says so
     try:
         # Ready once the cache has synced (engine.start() returns then).

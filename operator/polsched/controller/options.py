@@ -60,6 +60,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
                         "were feasible (polsched.io/feasible-nodes); off by default since it "
                         "writes to users' pods (`make demo` turns it on for its table)")
+    p.add_argument("--shadow-budget", type=float, default=0.2, metavar="SHARE",
+                   help="the share of time the shadow policies of one policy may take for "
+                        "their decisions (spec.shadowOf); past it attempts are counted as "
+                        "skipped, so a saturated policy loses at most about this share of "
+                        "its throughput (default %(default)s)")
     p.add_argument("--dedicated-image", default=None,
                    help="image of Dedicated schedulers (default: in a pod, the image of "
                         "its container `operator`; else ghcr.io/polsched/polsched:VERSION)")

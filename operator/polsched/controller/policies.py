@@ -36,10 +36,18 @@ class PolicyRecord:
     # the object's last-good record names as last seen (None: no record).
     loaded_spec: Mapping[str, Any] | None = None
     recorded: int | None = None
+    # spec.shadowOf (of the loaded spec, else the latest): a shadow claims no name.
+    shadow_of: str = ""
 
     @property
     def mode(self) -> str:
         return self.loaded.runtime.mode if self.loaded is not None else "Shared"
+
+
+def _shadow_of(body: Mapping[str, Any]) -> str:
+    spec = body.get("spec") or {}
+    name = spec.get("shadowOf") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _claimed_name(body: Mapping[str, Any]) -> str:
@@ -83,7 +91,9 @@ class PolicyBook:
         new = PolicyRecord(name=name, uid=uid, created=str(meta.get("creationTimestamp") or ""),
                            generation=generation, claimed=claimed, loaded=loaded, error=error,
                            status=status, loaded_spec=loaded_spec,
-                           recorded=lastgood.recorded_generation(body))
+                           recorded=lastgood.recorded_generation(body),
+                           shadow_of=loaded.shadow_of if loaded is not None
+                           else _shadow_of(body))
         self._records[name] = new
         return new, True
 
@@ -97,10 +107,12 @@ class PolicyBook:
         return sorted(self._records.values(), key=lambda r: r.name)
 
     def owners(self) -> dict[str, str]:
-        """schedulerName -> the name of the policy that owns it (the oldest claimant)."""
+        """schedulerName -> the name of the policy that owns it (the oldest claimant that
+        is not a shadow)."""
         out: dict[str, str] = {}
         for rec in sorted(self._records.values(), key=lambda r: (r.created, r.name)):
-            out.setdefault(rec.claimed, rec.name)
+            if not rec.shadow_of:
+                out.setdefault(rec.claimed, rec.name)
         return out
 
     def owner_of(self, scheduler_name: str) -> str | None:

@@ -32,12 +32,15 @@ from polsched.controller.policies import PolicyBook, PolicyRecord
 from polsched.controller.status import StatusView, StatusWriter
 from polsched.extender.client import HTTPExtender
 from polsched.scheduler import metrics
-from polsched.scheduler.engine import Counters, Engine
+from polsched.scheduler.engine import SHADOW_PREFIX, Counters, Engine
 
 log = logging.getLogger(__name__)
 
 SHARED = "Shared"
 DEDICATED = "Dedicated"
+# Ready reasons of a shadow policy (spec.shadowOf).
+SHADOWING = "Shadowing"
+SHADOW_TARGET_NOT_RUNNING = "ShadowTargetNotRunning"
 # Extenders of a replaced pipeline are closed after decisions under way had time to end.
 EXTENDER_CLOSE_DELAY = 30.0
 
@@ -74,6 +77,8 @@ class PolicyReconciler:
         # scheduler name -> (policy name, the Policy object applied)
         self._applied: dict[str, tuple[str, Policy]] = {}
         self._extenders: dict[str, list[HTTPExtender]] = {}
+        # shadow policy name -> (live scheduler name, the shadow Policy) attached
+        self._shadows: dict[str, tuple[str, Policy]] = {}
         # policy name -> the generation deployed (Dedicated)
         self._deployed: dict[str, int] = {}
         self.records_last_good = records_last_good
@@ -200,6 +205,7 @@ class PolicyReconciler:
             self._close_later(self._extenders.pop(sname, []))
             self._extenders[sname] = extenders
         self._reseed = False
+        await self._sync_shadows(owners)
         # The status first: the writer's task sends it (at once for a pipeline change)
         # while the API calls below wait on the server. After them, a hot reload's
         # observedGeneration waited for the last-good PATCH's round trip (+40-120 ms under
@@ -212,6 +218,55 @@ class PolicyReconciler:
             await self._deploy(owners)
         if self.records_last_good and self.leading:
             await self._record_last_good()
+
+    def _shadow_target(self, rec: PolicyRecord, owners: Mapping[str, str]
+                       ) -> tuple[PolicyRecord | None, str]:
+        """The live policy record a shadow attaches to, or None and why not."""
+        target = self.book.get(rec.shadow_of)
+        if target is None:
+            return None, f"SchedulingPolicy {rec.shadow_of!r} does not exist"
+        if target.shadow_of:
+            return None, f"SchedulingPolicy {rec.shadow_of!r} is a shadow itself"
+        if target.loaded is None or owners.get(target.claimed) != target.name:
+            return None, f"SchedulingPolicy {rec.shadow_of!r} does not run (see its status)"
+        if target.mode != self.runs_mode:
+            return None, (f"SchedulingPolicy {rec.shadow_of!r} runs {target.mode}; only "
+                          f"{self.runs_mode} policies can be shadowed here")
+        if target.claimed not in self._applied:
+            return None, f"SchedulingPolicy {rec.shadow_of!r} does not run (see its status)"
+        return target, ""
+
+    async def _sync_shadows(self, owners: Mapping[str, str]) -> None:
+        """Attach each loaded shadow to its live policy's scheduler, detach the rest."""
+        want: dict[str, tuple[str, str, Policy]] = {}
+        for rec in self.book.records():
+            if rec.loaded is None or not rec.shadow_of or rec.loaded.shadow_of != rec.shadow_of:
+                continue
+            if self.only is not None:
+                continue  # a Dedicated scheduler runs one policy, not shadows
+            target, _ = self._shadow_target(rec, owners)
+            if target is not None:
+                want[rec.name] = (target.name, target.claimed, rec.loaded)
+        for name in list(self._shadows):
+            if name not in want:
+                self.engine.remove_shadow(name)
+                del self._shadows[name]
+                self._close_later(self._extenders.pop(SHADOW_PREFIX + name, []))
+        for name, (live, sname, policy) in want.items():
+            if self._shadows.get(name) == (sname, policy) and \
+                    self.engine.shadow_stats(name) is not None:
+                continue
+            try:
+                extenders = await self._build_extenders(policy)
+            except PolicyError as e:
+                shadow_rec = self.book.get(name)
+                if shadow_rec is not None:
+                    shadow_rec.error = e
+                continue
+            self.engine.apply_shadow(policy, live, sname, extenders=extenders)
+            self._shadows[name] = (sname, policy)
+            self._close_later(self._extenders.pop(SHADOW_PREFIX + name, []))
+            self._extenders[SHADOW_PREFIX + name] = extenders
 
     async def _deploy(self, owners: Mapping[str, str]) -> None:
         assert self.deployer is not None
@@ -268,6 +323,8 @@ class PolicyReconciler:
         else:
             valid = cond.Condition(cond.VALID, False, cond.INVALID_SPEC,
                                    _error_message(rec.error, rec.loaded), gen)
+        if rec.shadow_of and rec.loaded is not None and rec.loaded.shadow_of == rec.shadow_of:
+            return self._shadow_view(rec, owners, valid)
         owner = owners.get(rec.claimed)
         if owner != rec.name:
             ready = cond.Condition(
@@ -312,10 +369,34 @@ class PolicyReconciler:
         return StatusView(rec.claimed, rec.claimed, running.generation, None,
                           (*cond.kstatus(ready, stalled=stalled), valid))
 
+    def _shadow_view(self, rec: PolicyRecord, owners: Mapping[str, str],
+                     valid: cond.Condition) -> StatusView | None:
+        gen = rec.generation
+        if self.only is not None:
+            return None  # the operator writes shadows' status
+        target, why = self._shadow_target(rec, owners)
+        attached = self._shadows.get(rec.name)
+        if target is None or attached is None:
+            ready = cond.Condition(cond.READY, False, SHADOW_TARGET_NOT_RUNNING,
+                                   why or "not attached yet", gen)
+            # Waits for its target to run (kstatus Reconciling), unless its spec is bad.
+            return StatusView("", None, None, None,
+                              (*cond.kstatus(ready, stalled=rec.error is not None), valid))
+        running = attached[1]
+        ready = cond.Condition(
+            cond.READY, True, SHADOWING,
+            f"generation {running.generation} decides beside SchedulingPolicy {target.name!r} "
+            f"(schedulerName {target.claimed!r}) and binds nothing", gen)
+        return StatusView("", SHADOW_PREFIX + rec.name, running.generation, None,
+                          (*cond.kstatus(ready, stalled=False), valid))
+
     def _on_engine_change(self, scheduler_name: str) -> None:
         applied = self._applied.get(scheduler_name)
         if applied is not None:
             self.writer.touch(applied[0])
+        for name, (sname, _) in self._shadows.items():
+            if sname == scheduler_name:
+                self.writer.touch(name)
 
     def _persisted_counters(self, rec: PolicyRecord) -> Counters:
         written = self.writer.written(rec.name)
@@ -328,7 +409,9 @@ class PolicyReconciler:
         last = written.get("lastBindTime") or rec.status.get("lastBindTime")
         return Counters(binds_total=most("bindsTotal"),
                         unschedulable_attempts=most("unschedulableAttempts"),
-                        last_bind_time=str(last) if last else None)
+                        last_bind_time=str(last) if last else None,
+                        preemptions_total=most("preemptionsTotal"),
+                        preemption_victims=most("preemptionVictimsTotal"))
 
     # -- extenders -------------------------------------------------------------------------
     async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:

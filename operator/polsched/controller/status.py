@@ -62,12 +62,21 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
     out: Json = {"schedulerName": view.scheduler_name}
     generation = view.observed_generation
     pipeline: Mapping[str, list[str]] | None = view.pipeline
-    if stats is not None:
+    if stats is not None and stats.shadow is not None:
+        out["shadow"] = stats.shadow  # a shadow policy binds nothing: no bind counts
+    elif stats is not None:
         out["boundPods"] = stats.bound_pods
         out["pendingPods"] = stats.pending_pods
         out["bindsTotal"] = max(_int(previous.get("bindsTotal")), stats.binds_total)
         out["unschedulableAttempts"] = max(_int(previous.get("unschedulableAttempts")),
                                            stats.unschedulable_attempts)
+        out["preemptionsTotal"] = max(_int(previous.get("preemptionsTotal")),
+                                      stats.preemptions_total)
+        out["preemptionVictimsTotal"] = max(_int(previous.get("preemptionVictimsTotal")),
+                                            stats.preemption_victims)
+        last_preemption = stats.last_preemption or previous.get("lastPreemption")
+        if last_preemption:
+            out["lastPreemption"] = last_preemption
         last_bind = stats.last_bind_time or previous.get("lastBindTime")
         if last_bind:
             out["lastBindTime"] = last_bind
@@ -143,7 +152,8 @@ class StatusWriter:
             urgent = True
         else:
             # Counters in the object may be ahead of ours (another replica led before).
-            for key in ("bindsTotal", "unschedulableAttempts"):
+            for key in ("bindsTotal", "unschedulableAttempts", "preemptionsTotal",
+                        "preemptionVictimsTotal"):
                 seen = _int(observed_status.get(key))
                 if seen > _int(slot.written.get(key)):
                     slot.written[key] = seen

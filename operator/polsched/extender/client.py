@@ -13,8 +13,6 @@ pooled connection the extender dropped while idle is retried once for the read-o
 Everything is awaited: a slow extender delays only the pods that wait for it.
 
 Deliberate differences from upstream, each to stay safe where Go would not:
-- prioritize scores are clamped into 0..MaxExtenderPriority (upstream adds whatever comes
-  back, so one misbehaving extender could outweigh every plugin);
 - an Error in an answer reads "failed <verb> with extender at URL <url>: <Error>" (upstream
   reports the bare Error text, which does not say which extender failed);
 - HTTP(S)_PROXY from the environment is not used (Go's transport uses it).
@@ -35,7 +33,7 @@ import aiohttp
 from polsched import __version__
 from polsched.api.model import ExtenderConfig
 from polsched.extender import wire
-from polsched.framework.pipeline import MAX_EXTENDER_PRIORITY, ExtenderError
+from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
 
 # pkg/scheduler/extender.go: DefaultExtenderTimeout.
@@ -187,8 +185,10 @@ class HTTPExtender:
         return feasible, result.failed_nodes, result.failed_and_unresolvable_nodes
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, int]:
-        """Host -> score in 0..MaxExtenderPriority. A host listed twice gets the sum, as
-        upstream adds every entry; the pipeline applies weight x (100 / 10)."""
+        """Host -> score, nominally in 0..MaxExtenderPriority but taken as it comes, not
+        clamped: upstream (prioritizeNodes) adds score x weight x (MaxNodeScore /
+        MaxExtenderPriority) whatever the score, and extenders written for kube-scheduler
+        rely on it. A host listed twice gets the sum, as upstream adds every entry."""
         verb = self.config.prioritize_verb
         if not verb:
             return {n.name: 0 for n in nodes}
@@ -196,10 +196,6 @@ class HTTPExtender:
         scores: dict[str, int] = {}
         for hp in wire.decode_host_priority_list(answer):
             scores[hp.host] = scores.get(hp.host, 0) + hp.score
-        for host, score in scores.items():
-            if score < wire.MIN_EXTENDER_PRIORITY or score > MAX_EXTENDER_PRIORITY:
-                scores[host] = min(max(score, wire.MIN_EXTENDER_PRIORITY),
-                                   MAX_EXTENDER_PRIORITY)
         return scores
 
     # -- binding and preemption -------------------------------------------------------

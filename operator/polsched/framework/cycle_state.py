@@ -23,3 +23,13 @@ class CycleState:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
+
+    def clone(self) -> CycleState:
+        """A copy for a what-if (nominated pods, preemption's victims), as upstream's
+        CycleState.Clone. Shallow: a PreFilterExtensions add_pod/remove_pod must write a
+        new value for its key (copy on write), never change the one it read in place."""
+        out = CycleState()
+        out._data = dict(self._data)
+        out.skip_filter = set(self.skip_filter)
+        out.skip_score = set(self.skip_score)
+        return out

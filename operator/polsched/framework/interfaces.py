@@ -24,8 +24,10 @@ from typing import Any, ClassVar, Protocol
 
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
+from polsched.framework.nominator import Nominator
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.framework.waiting_pods import WaitingPod
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -166,8 +168,12 @@ class Handle:
     ignored_resources: frozenset[str] = frozenset()
     # For PreBind only (see ApiWriter).
     api: ApiWriter | None = None
-    # Deprecated: being replaced by `listers`; do not add uses.
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    # Pods that Permit plugins hold, by uid (GetWaitingPod / IterateOverWaitingPods): a
+    # plugin may allow or reject them. Kept by the engine; empty offline.
+    waiting_pods: Mapping[str, WaitingPod] = field(default_factory=dict)
+    # Pods nominated to nodes (upstream's PodNominator): preemption nominates, the filters
+    # count them. One per engine, shared by its pipelines; None where nothing is nominated.
+    nominator: Nominator | None = None
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

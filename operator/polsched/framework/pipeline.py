@@ -11,21 +11,31 @@ The only per-cycle mutable state is the round-robin start index.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from polsched.framework import events
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
 )
+from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.selectors import Matcher
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -128,15 +138,32 @@ class FitError:
     """No node fits: framework.FitError, with its Error() text as `message`."""
 
     num_all_nodes: int
+    # The nodes that were filtered (or all of them when PreFilter rejected the pod).
     node_statuses: dict[str, Status] = field(default_factory=dict)
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
+    # The status of every node absent from node_statuses when a PreFilterResult narrowed
+    # the nodes ("node(s) didn't satisfy plugin(s) [NodeAffinity]"), as NodeToStatus's
+    # AbsentNodesStatus; None otherwise.
+    absent_status: Status | None = None
+    # Diagnosis.UnschedulablePlugins beyond the plugins of node_statuses: the PreFilter
+    # plugins whose results narrowed the nodes.
+    unschedulable_plugins: set[str] = field(default_factory=set)
+
+    def status_of(self, node: str) -> Status | None:
+        """A node's status in this diagnosis; None when it was not rejected."""
+        st = self.node_statuses.get(node)
+        return st if st is not None else self.absent_status
 
     def reason_histogram(self) -> list[str]:
         counts: dict[str, int] = {}
         for st in self.node_statuses.values():
             for r in st.reasons:
                 counts[r] = counts.get(r, 0) + 1
+        absent = self.num_all_nodes - len(self.node_statuses)
+        if self.absent_status is not None and absent > 0:
+            for r in self.absent_status.reasons:
+                counts[r] = counts.get(r, 0) + absent
         return sorted(f"{n} {r}" for r, n in counts.items())
 
     @property
@@ -173,14 +200,34 @@ class Explanation:
 
 
 @dataclass
+class PostFilterResult:
+    """What a PostFilter (DefaultPreemption) decided for a pod that fits nowhere."""
+
+    # The sentence appended to the FitError text ("preemption: ...").
+    message: str = ""
+    # The node the pod is nominated to (fwk.NominatingInfo): None leaves the pod's
+    # nomination as it is (ModeNoop), "" clears it, a name sets it.
+    nominated_node: str | None = None
+    # The pods to evict from nominated_node (upstream's Candidate.Victims()).
+    victims: tuple[PodInfo, ...] = ()
+    num_pdb_violations: int = 0
+    # The plugin's own account of how it decided, for `polsched explain`.
+    details: Any = None
+
+
+@dataclass
 class ScheduleResult:
     node: str | None
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
     fit_error: FitError | None = None
+    post_filter: PostFilterResult | None = None
     # The scorer that contributed most to the winner's lead, for the demo's table.
     deciding_scorer: str = ""
     explanation: Explanation | None = None
+    # The cycle's state (what PreFilter/Filter computed), for Reserve, Permit and the
+    # binding cycle.
+    state: CycleState | None = None
 
 
 class Pipeline:
@@ -192,15 +239,58 @@ class Pipeline:
         percentage_of_nodes_to_score: int = 0,
         post_filter: PostFilter | None = None,
         rng: random.Random | None = None,
+        pre_enqueue: Sequence[PreEnqueuePlugin] = (),
+        nominator: Nominator | None = None,
     ) -> None:
         self.filters = _labelled(filters)
         self.scorers = _labelled(scorers)
+        # PreEnqueue: the queue runs these before a pod may enter the active queue.
+        self.pre_enqueue_plugins = tuple(pre_enqueue)
+        # The binding cycle's plugins: the filter and score plugin instances that also
+        # implement Reserve, Permit, PreBind or PostBind, once per plugin name (a plugin
+        # listed as filter and scorer is reserved once, as upstream's one instance), in the
+        # order filters then scorers.
+        unique: dict[str, Plugin] = {}
+        for e in self.filters:
+            unique.setdefault(e.name, e.plugin)
+        for se in self.scorers:
+            unique.setdefault(se.name, se.plugin)
+        plugins = tuple(unique.values())
+        self._binding_points = (ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin)
+        binding = [p for p in plugins if isinstance(p, self._binding_points)]
+        # Per pod only when an entry with `when` has a binding point.
+        self._binding_per_pod = any(
+            e.when is not None and isinstance(e.plugin, self._binding_points)
+            for e in self.filters) or any(
+            se.when is not None and isinstance(se.plugin, self._binding_points)
+            for se in self.scorers)
+        self._binding_all: tuple[Plugin, ...] = tuple(binding)
+        self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
+        self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.pre_bind_plugins = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
+        self.post_bind_plugins = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
         # Ignorable extenders go last (upstream: scheduler.go buildExtenders).
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.post_filter = post_filter
+        # Pods nominated to nodes (shared by the engine's pipelines); None: none count.
+        self.nominator = nominator
         self._rng = rng or random.Random()
         self._next_start = 0
+        # The plugins of the other extension points, in the order their entries run (a
+        # plugin listed as filter and scorer counts once, as its filter instance), for the
+        # queue (PreEnqueue) and the binding cycle (Reserve, Permit, PreBind, PostBind).
+        built: dict[str, Plugin] = {}
+        for f in self.filters:
+            built.setdefault(f.name, f.plugin)
+        for sc in self.scorers:
+            built.setdefault(sc.name, sc.plugin)
+        plugins = tuple(built.values())
+        self.pre_enqueue = tuple(p for p in plugins if isinstance(p, PreEnqueuePlugin))
+        self.reserve = tuple(p for p in plugins if isinstance(p, ReservePlugin))
+        self.permit = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.pre_bind = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
+        self.post_bind = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
@@ -211,6 +301,31 @@ class Pipeline:
             "extenders": [e.name for e in self.extenders],
         }
 
+    def binding_plugins_for(self, pod: PodInfo) -> tuple[Plugin, ...]:
+        """The plugins with a Reserve, Permit, PreBind or PostBind point among the entries
+        that apply to `pod` (once per name, filters first), for its binding cycle."""
+        if not self._binding_per_pod:
+            return self._binding_all
+        fs, ss = self._entries_for(pod)
+        unique: dict[str, Plugin] = {}
+        for e in fs:
+            unique.setdefault(e.name, e.plugin)
+        for se in ss:
+            unique.setdefault(se.name, se.plugin)
+        return tuple(p for p in unique.values() if isinstance(p, self._binding_points))
+
+    def queueing_hints(self) -> dict[str, tuple[events.ClusterEventWithHint, ...]]:
+        """Plugin label -> the cluster events that may help a pod it rejected, with their
+        hints (EnqueueExtensions), for the scheduling queue."""
+        plugins: dict[str, object] = {}
+        for e in self.filters:
+            plugins.setdefault(e.name, e.plugin)
+        for se in self.scorers:
+            plugins.setdefault(se.name, se.plugin)
+        for p in self.pre_enqueue_plugins:
+            plugins.setdefault(p.name, p)
+        return events.hint_map(plugins)
+
     # -- the cycle ---------------------------------------------------------------------
     def _entries_for(self, pod: PodInfo) -> tuple[list[FilterEntry], list[ScoreEntry]]:
         labels = pod.labels
@@ -218,33 +333,48 @@ class Pipeline:
         ss = [s for s in self.scorers if s.when is None or s.when(labels)]
         return fs, ss
 
-    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo,
-                    filters: Sequence[FilterEntry]) -> Status:
-        """All filters on one node; the first rejection wins (RunFilterPlugins)."""
-        skip = state.skip_filter
-        for f in filters:
-            if f.name in skip:
-                continue
-            st = f.plugin.filter(state, pod, node)
-            if st.code is not Code.SUCCESS:
-                return st.with_plugin(f.name)
-        return SUCCESS
-
     def run_pre_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                        filters: Sequence[FilterEntry]) -> Status:
-        """PreFilter of every filter that has one; Skip marks the plugin skipped for this
-        cycle; the first rejection is returned (RunPreFilterPlugins)."""
+                        filters: Sequence[FilterEntry]) -> tuple[Status, Narrowed]:
+        """RunPreFilterPlugins: PreFilter of every filter that has one. Skip marks the plugin
+        skipped for this cycle; UnschedulableAndUnresolvable returns at once; Unschedulable
+        lets the others run (preemption needs their state) and the last one is returned;
+        an Error raises PipelineError (the cycle aborts, SchedulerError). The
+        PreFilterResults are intersected; an empty intersection is
+        UnschedulableAndUnresolvable with upstream's message. Also returns the merged
+        result and the plugins that narrowed the nodes."""
+        names: frozenset[str] | None = None
+        with_nodes: list[str] = []
+        rejection: Status | None = None
         for f in filters:
-            if isinstance(f.plugin, PreFilterPlugin):
-                st = f.plugin.pre_filter(state, pod, snapshot)
-                if isinstance(st, PreFilterResult):
-                    # Not yet narrowing the nodes Filter visits: the Filters still decide.
+            if not isinstance(f.plugin, PreFilterPlugin):
+                continue
+            st = f.plugin.pre_filter(state, pod, snapshot)
+            if isinstance(st, PreFilterResult):
+                if st.node_names is None:
                     continue
-                if st.code is Code.SKIP:
-                    state.skip_filter.add(f.name)
-                elif st.code is not Code.SUCCESS:
-                    return st.with_plugin(f.name)
-        return Status()
+                with_nodes.append(f.name)
+                names = st.node_names if names is None else names & st.node_names
+                if not names:
+                    plugins = sorted(with_nodes)
+                    msg = (f"node(s) didn't satisfy plugin {plugins[0]}" if len(plugins) == 1
+                           else f"node(s) didn't satisfy plugin(s) {_go_list(plugins)} "
+                                "simultaneously")
+                    return (Status.unresolvable(msg).with_plugin(f.name),
+                            Narrowed(names, tuple(plugins)))
+                continue
+            code = st.code
+            if code is Code.SUCCESS:
+                continue
+            if code is Code.SKIP:
+                state.skip_filter.add(f.name)
+            elif code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return st.with_plugin(f.name), _ALL_NODES
+            elif code is Code.UNSCHEDULABLE:
+                rejection = st.with_plugin(f.name)
+            else:
+                raise PipelineError(Status.error(
+                    f'running PreFilter plugin "{f.name}": {st.message}').with_plugin(f.name))
+        return (rejection or SUCCESS), Narrowed(names, tuple(sorted(with_nodes)))
 
     def still_fits(self, pod: PodInfo, snapshot: Snapshot, node_name: str) -> bool:
         """PreFilter, then every filter on one node, against the snapshot as it is now: the
@@ -254,37 +384,134 @@ class Pipeline:
             return False
         state = CycleState()
         filters, _ = self._entries_for(pod)
-        if not self.run_pre_filters(state, pod, snapshot, filters).ok:
+        st, result = self.run_pre_filters(state, pod, snapshot, filters)
+        if not st.ok or (result.node_names is not None and node_name not in result.node_names):
             return False
         return self.run_filters(state, pod, node, filters).ok
+
+    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                    filters: Sequence[FilterEntry]) -> Status:
+        """All filters on one node; the first rejection wins (RunFilterPlugins); an Error
+        raises PipelineError."""
+        skip = state.skip_filter
+        for f in filters:
+            if f.name in skip:
+                continue
+            st = f.plugin.filter(state, pod, node)
+            if st.code is not Code.SUCCESS:
+                if st.code is Code.ERROR:
+                    raise _filter_error(f.name, st)
+                return st.with_plugin(f.name)
+        return SUCCESS
+
+    def nominated_pods(self, pod: PodInfo) -> dict[str, list[PodInfo]]:
+        """Node -> the pods nominated there that count for `pod`: an equal or higher
+        priority, and not the pod itself (addGENominatedPods)."""
+        nominator = self.nominator
+        if nominator is None or not len(nominator):
+            return {}
+        out: dict[str, list[PodInfo]] = {}
+        for node_name in nominator.nodes():
+            pods = [p for p in nominator.pods_for_node(node_name)
+                    if p.priority >= pod.priority and p.uid != pod.uid]
+            if pods:
+                out[node_name] = pods
+        return out
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                                   filters: Sequence[FilterEntry],
+                                   nominated: Sequence[PodInfo]) -> Status:
+        """RunFilterPluginsWithNominatedPods: with nominated pods (of an equal or higher
+        priority) on the node the pod must fit; then, if it does, without them too (a
+        pod's affinity to a nominated pod must not count, as it may never run there)."""
+        if not nominated:
+            return self.run_filters(state, pod, node, filters)
+        trial = node_copy(node)
+        trial_state = state.clone()
+        for p in nominated:
+            trial.add_pod(p)
+            st = self.run_pre_filter_extension(trial_state, pod, p, trial, filters, add=True)
+            if not st.ok:
+                raise PipelineError(st)
+        st = self.run_filters(trial_state, pod, trial, filters)
+        if not st.ok:
+            return st
+        return self.run_filters(state, pod, node, filters)
+
+    def run_pre_filter_extension(self, state: CycleState, pod: PodInfo, other: PodInfo,
+                                 node: NodeInfo, filters: Sequence[FilterEntry],
+                                 add: bool) -> Status:
+        """RunPreFilterExtensionAddPod / RemovePod: tell each filter whose PreFilter ran
+        (and did not Skip) that `other` was added to or removed from `node`."""
+        skip = state.skip_filter
+        for f in filters:
+            plugin = f.plugin
+            if f.name in skip or not isinstance(plugin, PreFilterExtensions):
+                continue
+            base = PreFilterExtensions.add_pod if add else PreFilterExtensions.remove_pod
+            method = type(plugin).add_pod if add else type(plugin).remove_pod
+            if method is base:
+                continue  # declared but not implemented
+            st = method(plugin, state, pod, other, node)
+            if not st.ok:
+                return Status.error(
+                    f"running {'AddPod' if add else 'RemovePod'} on PreFilter plugin "
+                    f"{f.name!r}: {st.message}").with_plugin(f.name)
+        return SUCCESS
 
     def find_feasible(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                       filters: Sequence[FilterEntry], explain: bool = False,
                       ) -> tuple[list[NodeInfo], FitError]:
-        nodes = snapshot.nodes
-        n_all = len(nodes)
+        """findNodesThatFitPod without the extenders."""
+        all_nodes = snapshot.nodes
+        n_all = len(all_nodes)
         diagnosis = FitError(n_all)
-        st = self.run_pre_filters(state, pod, snapshot, filters)
+        st, pre_result = self.run_pre_filters(state, pod, snapshot, filters)
         if not st.ok:
             diagnosis.pre_filter_msg = st.message
-            diagnosis.node_statuses = {n.name: st for n in nodes}
+            diagnosis.node_statuses = {n.name: st for n in all_nodes}
+            diagnosis.unschedulable_plugins = {st.plugin, *pre_result.plugins}
             return [], diagnosis
-        to_find = n_all if explain else num_feasible_nodes_to_find(
-            self.percentage_of_nodes_to_score, n_all)
+        nodes = all_nodes
+        if pre_result.node_names is not None:
+            # Only the nodes PreFilter allowed (those that exist); the others are absent from
+            # node_statuses and counted under absent_status, as upstream's NodeToStatus.
+            get = snapshot.get
+            nodes = [n for n in (get(name) for name in sorted(pre_result.node_names))
+                     if n is not None]
+            diagnosis.absent_status = Status.unresolvable(
+                f"node(s) didn't satisfy plugin(s) {_go_list(pre_result.plugins)}")
+            diagnosis.unschedulable_plugins.update(pre_result.plugins)
+        n_nodes = len(nodes)
+        to_find = n_nodes if explain else num_feasible_nodes_to_find(
+            self.percentage_of_nodes_to_score, n_nodes)
         feasible: list[NodeInfo] = []
         statuses = diagnosis.node_statuses
-        start = self._next_start % n_all if n_all else 0
+        start = self._next_start % n_nodes if n_nodes else 0
         processed = 0
         # run_filters inlined: this loop runs per pod x node, so the skips and the entries'
         # names are resolved once per pod, not per node.
         skip = state.skip_filter
         active = [(f.name, f.plugin.filter) for f in filters if f.name not in skip]
         success = Code.SUCCESS
+        nominated = self.nominated_pods(pod)
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
             processed += 1
+            if nominated and node.name in nominated:
+                st = self.run_filters_with_nominated(state, pod, node, filters,
+                                                     nominated[node.name])
+                if st.ok:
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                else:
+                    statuses[node.name] = st
+                continue
             for name, fn in active:
                 st = fn(state, pod, node)
                 if st.code is not success:
+                    if st.code is Code.ERROR:
+                        raise _filter_error(name, st)
                     statuses[node.name] = st.with_plugin(name)
                     break
             else:
@@ -292,7 +519,7 @@ class Pipeline:
                 if len(feasible) >= to_find:
                     break
         if n_all:
-            self._next_start = (start + processed) % n_all
+            self._next_start = (self._next_start + processed) % n_all
         return feasible, diagnosis
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
@@ -307,19 +534,24 @@ class Pipeline:
                 if st.code is Code.SKIP:
                     state.skip_score.add(s.name)
                 elif st.code is not Code.SUCCESS:
-                    raise PipelineError(st.with_plugin(s.name))
+                    raise PipelineError(Status.error(
+                        f'running PreScore plugin "{s.name}": {st.message}').with_plugin(s.name))
         for s in scorers:
             if s.name in state.skip_score:
                 continue
             raw = s.plugin.score_nodes(state, pod, nodes)
             if isinstance(raw, Status):
-                raise PipelineError(raw.with_plugin(s.name))
+                raise PipelineError(Status.error(
+                    f'running Score plugins: plugin "{s.name}" failed with: {raw.message}'
+                ).with_plugin(s.name))
             raw_copy = list(raw) if explain else raw
             normalized = raw if not explain else list(raw)
             if isinstance(s.plugin, ScoreExtensions):
                 st = s.plugin.normalize_score(state, pod, normalized)
                 if not st.ok:
-                    raise PipelineError(st.with_plugin(s.name))
+                    raise PipelineError(Status.error(
+                        f'running Normalize on Score plugins: plugin "{s.name}" failed with: '
+                        f"{st.message}").with_plugin(s.name))
             w = s.weight
             weighted = [v * w for v in normalized]
             totals = [t + v for t, v in zip(totals, weighted, strict=True)]
@@ -336,25 +568,43 @@ class Pipeline:
         n_all = len(snapshot.nodes)
         if n_all == 0:
             return ScheduleResult(None, fit_error=FitError(0))
-        state = CycleState()
         filters, scorers = self._entries_for(pod)
+        if self.nominator is not None and not explain:
+            nominated_first = await self._nominated_node_fits(pod, snapshot, filters)
+            if nominated_first is not None:
+                # evaluateNominatedNode: the node preemption made room on is tried before
+                # the others; when it fits it is the only feasible node looked at.
+                node_name, nominated_state = nominated_first
+                return ScheduleResult(node_name, 1, 1, state=nominated_state)
+        state = CycleState()
         feasible, diagnosis = self.find_feasible(state, pod, snapshot, filters, explain)
         evaluated = len(feasible) + len(diagnosis.node_statuses)
         if feasible and self.extenders:
             feasible = await self._extender_filter(pod, feasible, diagnosis)
-        explanation = Explanation(filters=dict(diagnosis.node_statuses)) if explain else None
+        explanation = None
+        if explain:
+            explanation = Explanation(filters=dict(diagnosis.node_statuses))
+            if diagnosis.absent_status is not None:  # the nodes a PreFilterResult left out
+                seen = {n.name for n in feasible}
+                for n in snapshot.nodes:
+                    if n.name not in seen:
+                        explanation.filters.setdefault(n.name, diagnosis.absent_status)
         if not feasible:
             # Upstream runs PostFilter after a PreFilter rejection too.
+            post: PostFilterResult | None = None
             if self.post_filter is not None:
-                diagnosis.post_filter_msg = self.post_filter(pod, snapshot, diagnosis)
-            return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation)
+                post = await self.post_filter.post_filter(self, state, pod, snapshot, diagnosis,
+                                                          filters)
+                diagnosis.post_filter_msg = post.message
+            return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
+                                  post_filter=post)
         if len(feasible) == 1 and not explain:
-            return ScheduleResult(feasible[0].name, evaluated, 1)
+            return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
         totals, per_plugin = self.score(state, pod, feasible, snapshot, scorers, explain)
         if self.extenders:
             await self._extender_prioritize(pod, feasible, totals, per_plugin)
         best = self._select(totals)
-        result = ScheduleResult(feasible[best].name, evaluated, len(feasible))
+        result = ScheduleResult(feasible[best].name, evaluated, len(feasible), state=state)
         result.deciding_scorer = _deciding_scorer(best, totals, per_plugin)
         if explanation is not None:
             for i, node in enumerate(feasible):
@@ -370,6 +620,32 @@ class Pipeline:
                 explanation.scores.append(ns)
             result.explanation = explanation
         return result
+
+    async def _nominated_node_fits(self, pod: PodInfo, snapshot: Snapshot,
+                                   filters: Sequence[FilterEntry]
+                                   ) -> tuple[str, CycleState] | None:
+        """The pod's nominated node (and the cycle's state) when it passes PreFilter, the
+        filters (with the other nominated pods) and the filter extenders; None otherwise
+        (the full search follows, with a fresh CycleState)."""
+        assert self.nominator is not None
+        node_name = self.nominator.node_of(pod.key) or status_nominated_node(pod)
+        node = snapshot.get(node_name) if node_name else None
+        if node is None:
+            return None
+        state = CycleState()
+        st, narrowed = self.run_pre_filters(state, pod, snapshot, filters)
+        if not st.ok or (narrowed.node_names is not None
+                         and node_name not in narrowed.node_names):
+            return None
+        st = self.run_filters_with_nominated(state, pod, node, filters,
+                                             self.nominated_pods(pod).get(node_name, ()))
+        if not st.ok:
+            return None
+        if self.extenders:
+            feasible = await self._extender_filter(pod, [node], FitError(len(snapshot.nodes)))
+            if not feasible:
+                return None
+        return node_name, state
 
     def _select(self, totals: list[int]) -> int:
         """selectHost: the highest total; ties broken uniformly at random.
@@ -431,16 +707,59 @@ class Pipeline:
             per_plugin[ext.name] = weighted
 
 
+@dataclass(frozen=True, slots=True)
+class Narrowed:
+    """The intersection of a cycle's PreFilterResults: the only nodes Filter visits (None:
+    every node) and the plugins whose results narrowed them."""
+
+    node_names: frozenset[str] | None = None
+    plugins: tuple[str, ...] = ()
+
+
+_ALL_NODES = Narrowed()
+
+
+def _go_list(names: Sequence[str]) -> str:
+    """A sorted []string as Go's %v prints it: [A B]."""
+    return "[" + " ".join(names) + "]"
+
+
+def _filter_error(name: str, st: Status) -> PipelineError:
+    """RunFilterPlugins: a Filter may only reject; an Error aborts the cycle."""
+    return PipelineError(Status.error(
+        f'running "{name}" filter plugin: {st.message}').with_plugin(name))
+
+
 class PostFilter(Protocol):
-    def __call__(self, pod: PodInfo, snapshot: Snapshot, diagnosis: FitError) -> str: ...
+    """A PostFilter plugin (DefaultPreemption): runs when no node fits, with the cycle's
+    state (PreFilter done) and the pipeline, whose filters it may run on copies of
+    nodes."""
+
+    async def post_filter(self, pipeline: Pipeline, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError,
+                          filters: Sequence[FilterEntry]) -> PostFilterResult: ...
+
+
+# Copies of nodes get generations no real node has, so that caches keyed by
+# (node.name, node.generation) never take a copy's result for the live node's.
+_copy_generations = itertools.count(-(1 << 40), -(1 << 20))
+
+
+def node_copy(node: NodeInfo) -> NodeInfo:
+    """A copy of `node` whose pods may be added and removed (NodeInfo.Snapshot); the live
+    NodeInfo is not touched."""
+    trial = replace(node, requested=dict(node.requested), pods=dict(node.pods),
+                    used_ports=set(node.used_ports))
+    trial.generation = next(_copy_generations)
+    return trial
 
 
 class PipelineError(Exception):
     """A plugin or a non-ignorable extender failed: the pod is retried with backoff."""
 
     def __init__(self, status: Status) -> None:
-        super().__init__(f"running {status.plugin!r}: {status.message}" if status.plugin
-                         else status.message)
+        # The message is upstream's error text (the FailedScheduling event carries it).
+        super().__init__(status.message)
         self.status = status
 
 
@@ -451,6 +770,8 @@ def _deciding_scorer(best: int, totals: list[int], per_plugin: Mapping[str, list
     others = list(totals)
     others[best] = min(totals) - 1  # the first highest of the others, without a key function
     runner = others.index(max(others))
+    if totals[runner] == totals[best]:
+        return ""  # a tie: no scorer decided, the draw among the tied nodes did
     lead = {name: s[best] - s[runner] for name, s in per_plugin.items() if "\x00" not in name}
     name, margin = max(lead.items(), key=lambda kv: kv[1], default=("", 0))
     return name if margin > 0 else ""

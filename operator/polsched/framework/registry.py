@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
+from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
 
 
 class ArgsError(ValueError):
@@ -26,6 +26,7 @@ class ArgsError(ValueError):
 
 FilterFactory = Callable[[Mapping[str, Any], Handle], FilterPlugin]
 ScoreFactory = Callable[[Mapping[str, Any], Handle], ScorePlugin]
+PreEnqueueFactory = Callable[[Mapping[str, Any], Handle], PreEnqueuePlugin]
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,17 @@ class PluginSpec:
     name: str
     filter: FilterFactory | None = None
     score: ScoreFactory | None = None
+    # A plugin that only gates pods before they enter the active queue (SchedulingGates):
+    # neither filter nor scorer, it runs in the default profile unless disabled.
+    pre_enqueue: PreEnqueueFactory | None = None
     # Upstream default args (KubeSchedulerConfiguration v1 defaults) used when an entry
     # gives none; also what a default-profile entry runs with.
     default_args: Mapping[str, Any] | None = None
 
     @property
     def points(self) -> tuple[str, ...]:
-        return tuple(p for p, f in (("filter", self.filter), ("score", self.score)) if f)
+        return tuple(p for p, f in (("filter", self.filter), ("score", self.score),
+                                    ("preEnqueue", self.pre_enqueue)) if f)
 
 
 class Registry:

@@ -90,27 +90,38 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _container_requests(c: Mapping[str, Any], non_zero: bool) -> dict[str, int]:
+def _container_requests(c: Mapping[str, Any], default_cpu: bool,
+                        default_memory: bool) -> dict[str, int]:
     req = resource_list((c.get("resources") or {}).get("requests"))
-    if non_zero:
+    if default_cpu:
         req.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
+    if default_memory:
         req.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
     return req
 
 
-def pod_requests(spec: Mapping[str, Any], non_zero: bool = False) -> dict[str, int]:
+def pod_requests(spec: Mapping[str, Any], non_zero: bool = False,
+                 pod_level: bool = True) -> dict[str, int]:
     """The effective requests of a pod, as component-helpers/resource PodRequests computes
     them: the sum of the app containers and restartable init containers (sidecars), or the
     largest single init container plus the sidecars started before it, whichever is larger,
-    plus spec.overhead. With non_zero, a container missing a cpu or memory request counts the
-    scheduler's defaults (used by scorers only)."""
+    then the pod-level requests (spec.resources, unless pod_level is False) in place of the
+    aggregate for cpu, memory and hugepages, plus spec.overhead. With non_zero, a container
+    missing a cpu or memory request counts the scheduler's defaults (used by scorers only);
+    when pod-level requests are set, only for a resource that neither they nor any container
+    request (framework.getNonMissingContainerRequests)."""
+    level = resource_list((spec.get("resources") or {}).get("requests")) if pod_level else {}
+    default_cpu = default_memory = non_zero
+    if non_zero and level:
+        plain = pod_requests(spec)
+        default_cpu, default_memory = CPU not in plain, MEMORY not in plain
     reqs: dict[str, int] = {}
     for c in spec.get("containers") or ():
-        _add(reqs, _container_requests(c, non_zero))
+        _add(reqs, _container_requests(c, default_cpu, default_memory))
     init_max: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     for c in spec.get("initContainers") or ():
-        creq = _container_requests(c, non_zero)
+        creq = _container_requests(c, default_cpu, default_memory)
         if c.get("restartPolicy") == "Always":
             _add(reqs, creq)
             _add(sidecars, creq)
@@ -120,10 +131,10 @@ def pod_requests(spec: Mapping[str, Any], non_zero: bool = False) -> dict[str, i
             _add(tmp, sidecars)
         _max(init_max, tmp)
     _max(reqs, init_max)
-    # Pod-level resources (spec.resources) replace the aggregate for the resources they name.
-    pod_level = resource_list((spec.get("resources") or {}).get("requests"))
-    for k, v in pod_level.items():
-        if k in (CPU, MEMORY):
+    # Pod-level resources (spec.resources) replace the aggregate for the resources they name
+    # (IsSupportedPodLevelResource: cpu, memory, hugepages-*).
+    for k, v in level.items():
+        if k in (CPU, MEMORY) or k.startswith("hugepages-"):
             reqs[k] = v
     _add(reqs, resource_list(spec.get("overhead")))
     return reqs

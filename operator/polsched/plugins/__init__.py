@@ -20,6 +20,7 @@ from polsched.plugins import (
     node_resources_fit,
     node_unschedulable,
     pod_topology_spread,
+    scheduling_gates,
     taint_toleration,
 )
 
@@ -37,6 +38,7 @@ REGISTRY = Registry([
     node_label.SPEC,
     node_label_value.SPEC,
     expression.SPEC,
+    scheduling_gates.SPEC,
 ])
 
 # kube-scheduler v1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
@@ -51,6 +53,8 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "PodTopologySpread",
     "InterPodAffinity",
 )
+# PreEnqueue plugins of the default profile (gate pods before the active queue).
+DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates",)
 DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
@@ -61,4 +65,4 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("ImageLocality", 1),
 )
 
-__all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORERS", "REGISTRY"]
+__all__ = ["DEFAULT_FILTERS", "DEFAULT_PRE_ENQUEUE", "DEFAULT_SCORERS", "REGISTRY"]

@@ -1,176 +1,486 @@
-"""DefaultPreemption's PostFilter message, without the preemption.
+"""DefaultPreemption: the PostFilter that evicts lower-priority pods to make room.
 
-When no node fits, kube-scheduler runs the DefaultPreemption PostFilter
-(pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go and
-pkg/scheduler/framework/preemption/preemption.go) and the pod's FailedScheduling event
-carries its verdict as a second sentence, e.g.
+It follows kube-scheduler v1.37 (pkg/scheduler/framework/plugins/defaultpreemption/
+default_preemption.go and pkg/scheduler/framework/preemption/preemption.go, util.go) for a
+single pod, step by step:
 
-    0/10 nodes are available: 10 Insufficient cpu. preemption: 0/10 nodes are available:
-    10 No preemption victims found for incoming pod.
+1. Eligibility (PodEligibleToPreemptOthers): a pod with spec.preemptionPolicy Never is not
+   eligible; nor is a pod whose nominated node still has a lower-priority pod terminating
+   because of preemption (deletionTimestamp set and DisruptionTarget=True with reason
+   PreemptionByScheduler), unless the nominated node is UnschedulableAndUnresolvable.
+2. Potential nodes are those whose filter status is Unschedulable (not
+   UnschedulableAndUnresolvable). From a random offset, each one is dry-run
+   (SelectVictimsOnNode) until at least one candidate breaks no PodDisruptionBudget and
+   there are max(minCandidateNodesPercentage% of the potential nodes,
+   minCandidateNodesAbsolute) candidates, capped at the number of potential nodes.
+3. On a node, every pod of a lower priority is removed; if the pod then fits (filters run
+   with the nominated pods of an equal or higher priority, PreFilterExtensions told of
+   each removal), the victims are reprieved one by one, most important first (higher
+   priority, then earlier start), those whose eviction would break a PDB first: a
+   victim stays if the pod still fits with it back.
+4. Extenders with a preemptVerb may trim the candidates and their victims.
+5. The candidate is chosen (pickOneNodeForPreemption) by, in order: fewest PDB
+   violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
+   victims, latest start time of the highest-priority victims; then the first left.
 
-polsched does not preempt (yet). This module computes the sentence kube-scheduler would
-write so that polsched's FailedScheduling text equals kube-scheduler's, following
-upstream's steps:
-
-1. A pod with spec.preemptionPolicy Never: "preemption: not eligible due to
-   preemptionPolicy=Never."
-2. Only nodes whose filter status is Unschedulable are potential nodes; the others (status
-   UnschedulableAndUnresolvable, or none) count as "Preemption is not helpful for
-   scheduling".
-3. On a potential node the victims are the pods with a lower priority than the pod. No
-   victims: "No preemption victims found for incoming pod". Otherwise the pod is tried on
-   the node without all its victims: if it still does not fit, the node counts under the
-   reasons of that failure.
-4. With no candidate at all the sentence is "preemption: " + the "0/N nodes are available:
-   ..." text over those per-node statuses, exactly as upstream formats it (the string ends
-   with a period).
-
-Trying the pod on a node without its victims (step 3) uses `node_filter`, a callable
-(pod, node) -> Status that the pipeline can supply to run its filters on a copy of the
-node (upstream re-runs all filters). Without one, the check understands NodeResourcesFit
-(free resources after removing the victims, with upstream's "Insufficient <resource>" and
-"Too many pods" reasons) and NodePorts (ports the remaining pods hold); a node rejected
-by any other plugin keeps its original status, which is exact for plugins that do not
-look at the node's pods (NodeLabel, Expression, taints, affinity to nodes) and an
-approximation for PodTopologySpread and InterPodAffinity. Filters that ran after the one
-that rejected the node are assumed to pass, as they were never evaluated.
-
-Known gap: when a candidate exists (lower-priority victims whose removal makes the pod
-fit), kube-scheduler evicts them, nominates the node and schedules the pod in a later
-cycle; its FailedScheduling event for this cycle has no preemption sentence, and that is
-what this returns (""). polsched does not evict, so such a pod stays Pending until the
-cluster changes; upstream's per-node dry-run limits (minCandidateNodesPercentage/
-Absolute), PodDisruptionBudgets and the "terminating pod on the nominated node" check do
-not change the message in the cases handled here and are not modelled.
+The result nominates the node and names the victims; the engine evicts them off the
+scheduling loop (async preemption). With no candidate, the sentence is "preemption: " and
+the "0/N nodes are available: ..." text over the non-candidates' statuses, the nodes never
+tried counting as "Preemption is not helpful for scheduling", exactly as upstream writes
+it. A PreemptionReport carries every step for `polsched explain`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-from collections.abc import Callable, Iterable
+import datetime as dt
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
-from polsched.framework import resources as res
-from polsched.framework.pipeline import FitError
-from polsched.framework.status import SUCCESS, Code, Status
-from polsched.framework.types import HostPort, NodeInfo, PodInfo, Snapshot
+from polsched.extender import wire
+from polsched.framework import listers as ls
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.pipeline import (
+    ExtenderError,
+    FilterEntry,
+    FitError,
+    Pipeline,
+    PipelineError,
+    PostFilterResult,
+    node_copy,
+)
+from polsched.framework.selectors import SelectorError, compile_label_selector
+from polsched.framework.status import Code, Status
+from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
 
 NAME = "DefaultPreemption"
 
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 PREEMPTION_PREFIX = "preemption: "
 
-NodeFilter = Callable[[PodInfo, NodeInfo], Status]
+# v1.DisruptionTarget / v1.PodReasonPreemptionByScheduler
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
-# Trial copies of a node get generations no real node has, so that caches keyed by
-# (node.name, node.generation) never take a trial result for the live node's.
-_trial_generations = itertools.count(-1, -1)
+# DefaultPreemptionArgs defaults (apis/config/v1/defaults.go)
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
+# The candidate choice rules, in upstream's order (pickOneNodeForPreemption).
+RULE_PDB = "fewest PodDisruptionBudget violations"
+RULE_HIGHEST_PRIORITY = "lowest highest-priority victim"
+RULE_SUM_PRIORITIES = "smallest sum of victim priorities"
+RULE_FEWEST_VICTIMS = "fewest victims"
+RULE_LATEST_START = "latest start time of the highest-priority victims"
+RULE_FIRST = "first of the candidates still tied"
+RULE_ONLY = "only candidate"
+RULES = (RULE_PDB, RULE_HIGHEST_PRIORITY, RULE_SUM_PRIORITIES, RULE_FEWEST_VICTIMS,
+         RULE_LATEST_START)
 
-def node_without(node: NodeInfo, victims: Iterable[PodInfo]) -> NodeInfo:
-    """A copy of `node` with `victims` removed; the live NodeInfo is not touched."""
-    trial = dataclasses.replace(
-        node, requested=dict(node.requested), pods=dict(node.pods),
-        used_ports=set(node.used_ports))
-    for victim in victims:
-        trial.remove_pod(victim)
-    trial.generation = next(_trial_generations)
-    return trial
-
-
-def insufficient_resources(pod: PodInfo, node: NodeInfo, ignored: frozenset[str] = frozenset(),
-                           ) -> list[str]:
-    """NodeResourcesFit's fitsRequest reasons (plugins/noderesources/fit.go) for `pod` on
-    `node` as it stands."""
-    reasons: list[str] = []
-    if len(node.pods) + 1 > node.allocatable.get(res.PODS, 0):
-        reasons.append("Too many pods")
-    requests = pod.requests
-    if not any(requests.values()):
-        return reasons
-    alloc, used = node.allocatable, node.requested
-    for name in (res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE):
-        want = requests.get(name, 0)
-        if want > 0 and want > alloc.get(name, 0) - used.get(name, 0):
-            reasons.append(f"Insufficient {name}")
-    for name, want in requests.items():
-        if name in (res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE, res.PODS) or want == 0:
-            continue
-        if name in ignored:
-            continue
-        if want > alloc.get(name, 0) - used.get(name, 0):
-            reasons.append(f"Insufficient {name}")
-    return reasons
+_INT32_SPAN = 2 ** 31  # math.MaxInt32 + 1: sums of priorities stay positive upstream
 
 
-def _ports_conflict(wanted: Iterable[HostPort], used: set[HostPort]) -> bool:
-    """NodePorts' fitsPorts: same protocol and port, and the same or a wildcard IP."""
-    for ip, proto, port in wanted:
-        for uip, uproto, uport in used:
-            if port == uport and proto == uproto and (
-                    ip == uip or ip == "0.0.0.0" or uip == "0.0.0.0"):
-                return True
+@dataclass(frozen=True)
+class DefaultPreemptionArgs:
+    """kube-scheduler's DefaultPreemptionArgs."""
+
+    min_candidate_nodes_percentage: int = DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE
+    min_candidate_nodes_absolute: int = DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE
+
+    def errors(self, path: str = "args") -> list[tuple[str, str]]:
+        """ValidateDefaultPreemptionArgs: (field path, message) for each problem."""
+        out: list[tuple[str, str]] = []
+        pct, absolute = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
+        if pct < 0 or pct > 100:
+            out.append((f"{path}.minCandidateNodesPercentage",
+                        "not in valid range [0, 100]"))
+        if absolute < 0:
+            out.append((f"{path}.minCandidateNodesAbsolute", "not in valid range [0, inf)"))
+        if pct == 0 and absolute == 0:
+            out.append((f"{path}.minCandidateNodesPercentage",
+                        "cannot be zero at the same time as minCandidateNodesAbsolute"))
+        return out
+
+
+@dataclass
+class Candidate:
+    """A node where evicting `victims` lets the pod fit."""
+
+    node: str
+    victims: list[PodInfo]
+    num_pdb_violations: int = 0
+    # victim key -> the PodDisruptionBudgets its eviction would break ("ns/name")
+    pdb_violations: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class PreemptionReport:
+    """How preemption decided, for `polsched explain`."""
+
+    pod: str
+    # "" when eligible; otherwise upstream's reason
+    not_eligible: str = ""
+    candidates: list[Candidate] = field(default_factory=list)
+    # Nodes that were not candidates -> why (their status in the dry run, or the
+    # filter status that made preemption not helpful)
+    non_candidates: dict[str, Status] = field(default_factory=dict)
+    # Potential nodes not dry-run because enough candidates were found
+    not_tried: list[str] = field(default_factory=list)
+    # The extenders that were asked (preemptVerb), and candidates they dropped
+    extenders: list[str] = field(default_factory=list)
+    dropped_by_extenders: list[str] = field(default_factory=list)
+    chosen: str = ""
+    # The rule that left one candidate (RULES, RULE_FIRST or RULE_ONLY)
+    deciding_rule: str = ""
+
+
+@runtime_checkable
+class PreemptingExtender(Protocol):
+    """The part of an extender (polsched.extender.HTTPExtender) preemption calls."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def ignorable(self) -> bool: ...
+    def is_interested(self, pod: PodInfo) -> bool: ...
+    def supports_preemption(self) -> bool: ...
+    async def process_preemption(
+        self, pod: PodInfo, victims_by_node: Mapping[str, wire.Victims],
+        node_infos: Mapping[str, NodeInfo] | None = None) -> dict[str, wire.Victims]: ...
+
+
+# -- victims' facts ----------------------------------------------------------------------
+def pod_terminating_by_preemption(pod: PodInfo) -> bool:
+    """util.go PodTerminatingByPreemption."""
+    if not (pod.raw.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    for c in (pod.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == DISRUPTION_TARGET:
+            return bool(c.get("status") == "True"
+                        and c.get("reason") == REASON_PREEMPTION_BY_SCHEDULER)
     return False
 
 
+def _parse_time(value: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def start_time(pod: PodInfo, now: float) -> float:
+    """util.GetPodStartTime: status.startTime, or now for a pod not started."""
+    value = (pod.raw.get("status") or {}).get("startTime")
+    t = _parse_time(value) if isinstance(value, str) and value else None
+    return now if t is None else t
+
+
+def _more_important_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
+    """A sort key putting the more important victim first (MoreImportantVictim for single
+    pods: higher priority, then earlier start)."""
+    return lambda p: (-p.priority, start_time(p, now))
+
+
+def filter_victims_with_pdb_violation(
+    victims: Sequence[PodInfo], pdbs: Sequence[Json],
+) -> tuple[list[tuple[PodInfo, int, list[str]]], list[PodInfo]]:
+    """util.go FilterVictimsWithPDBViolation: the victims whose eviction would take a PDB
+    below its disruptionsAllowed (with how many pods, and which PDBs), and the others.
+    The budgets are spent in the order of `victims`."""
+    compiled: list[tuple[str, str, Any, Mapping[str, Any]]] = []
+    allowed: list[int] = []
+    for pdb in pdbs:
+        meta = pdb.get("metadata") or {}
+        spec = pdb.get("spec") or {}
+        status = pdb.get("status") or {}
+        selector = spec.get("selector")
+        if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+            matcher = None  # nil or empty: selects nothing here (selector.Empty())
+        else:
+            try:
+                matcher = compile_label_selector(selector)
+            except SelectorError:
+                matcher = None
+        compiled.append((meta.get("namespace") or "", f"{meta.get('namespace')}/{meta.get('name')}",
+                         matcher, status.get("disruptedPods") or {}))
+        allowed.append(int(status.get("disruptionsAllowed") or 0))
+
+    def violated(pod: PodInfo) -> str:
+        if not pod.labels:
+            return ""
+        for i, (ns, name, matcher, disrupted) in enumerate(compiled):
+            if ns != pod.namespace or matcher is None or not matcher(pod.labels):
+                continue
+            if pod.name in disrupted:
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                return name
+        return ""
+
+    violating: list[tuple[PodInfo, int, list[str]]] = []
+    non_violating: list[PodInfo] = []
+    for v in victims:
+        name = violated(v)
+        if name:
+            violating.append((v, 1, [name]))
+        else:
+            non_violating.append(v)
+    return violating, non_violating
+
+
+# -- choosing among candidates -------------------------------------------------------------
+def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float | None = None
+                                 ) -> tuple[Candidate | None, str]:
+    """pickOneNodeForPreemption with the default score functions; returns the candidate
+    and the rule that left it alone."""
+    if not candidates:
+        return None, ""
+    if len(candidates) == 1:
+        return candidates[0], RULE_ONLY
+    at = time.time() if now is None else now
+
+    def highest(c: Candidate) -> int:
+        return c.victims[0].priority
+
+    def earliest_of_highest(c: Candidate) -> float:
+        top = max(p.priority for p in c.victims)
+        return min(start_time(p, at) for p in c.victims if p.priority == top)
+
+    scores: tuple[Callable[[Candidate], float], ...] = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -highest(c),
+        lambda c: -sum(p.priority + _INT32_SPAN for p in c.victims),
+        lambda c: -len(c.victims),
+        earliest_of_highest,
+    )
+    left = list(candidates)
+    for rule, score in zip(RULES, scores, strict=True):
+        values = [score(c) for c in left]
+        best = max(values)
+        left = [c for c, v in zip(left, values, strict=True) if v == best]
+        if len(left) == 1:
+            return left[0], rule
+    return left[0], RULE_FIRST
+
+
+# -- the plugin ----------------------------------------------------------------------------
 class DefaultPreemption:
-    """A PostFilter (framework.pipeline.PostFilter) returning upstream's preemption
-    sentence; see the module docstring."""
+    """The PostFilter (framework.pipeline.PostFilter); see the module docstring."""
 
-    def __init__(self, node_filter: NodeFilter | None = None,
-                 ignored_resources: frozenset[str] = frozenset()) -> None:
-        self.node_filter = node_filter
-        self.ignored_resources = ignored_resources
+    NAME = NAME
 
-    def _without_victims(self, pod: PodInfo, node: NodeInfo, victims: list[PodInfo],
-                         original: Status) -> Status:
-        """The status of `pod` on `node` once every victim is gone (SelectVictimsOnNode's
-        first check)."""
-        if self.node_filter is not None:
-            return self.node_filter(pod, node_without(node, victims))
-        if original.plugin == "NodeResourcesFit":
-            trial = node_without(node, victims)
-            reasons = insufficient_resources(pod, trial, self.ignored_resources)
-            return Status.unschedulable(*reasons).with_plugin(original.plugin) \
-                if reasons else SUCCESS
-        if original.plugin == "NodePorts":
-            trial = node_without(node, victims)
-            return original if _ports_conflict(pod.host_ports, trial.used_ports) else SUCCESS
-        return original
+    def __init__(self, listers: ls.Listers | None = None,
+                 args: DefaultPreemptionArgs | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.listers = listers
+        self.args = args or DefaultPreemptionArgs()
+        self._rng = rng or random.Random()
 
-    def __call__(self, pod: PodInfo, snapshot: Snapshot, diagnosis: FitError) -> str:
+    @property
+    def name(self) -> str:
+        return NAME
+
+    # GetOffsetAndNumCandidates / calculateNumCandidates
+    def num_candidates(self, num_nodes: int) -> int:
+        n = num_nodes * self.args.min_candidate_nodes_percentage // 100
+        n = max(n, self.args.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def eligible(self, pod: PodInfo, snapshot: Snapshot, diagnosis: FitError,
+                 nominated_node: str) -> str:
+        """PodEligibleToPreemptOthers: "" when eligible, else upstream's reason."""
+        if pod.spec.get("preemptionPolicy") == "Never":
+            return NOT_ELIGIBLE_NEVER
+        if nominated_node:
+            st = diagnosis.node_statuses.get(nominated_node)
+            if st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return ""
+            node = snapshot.get(nominated_node)
+            if node is not None:
+                for p in node.pods.values():
+                    if p.priority < pod.priority and pod_terminating_by_preemption(p):
+                        return NOT_ELIGIBLE_TERMINATING
+        return ""
+
+    def select_victims_on_node(
+        self, pipeline: Pipeline, state: CycleState, pod: PodInfo, node: NodeInfo,
+        filters: Sequence[FilterEntry], pdbs: Sequence[Json], now: float,
+    ) -> tuple[Candidate | None, Status]:
+        """SelectVictimsOnNode on a copy of the node and of the cycle state."""
+        potential = [p for p in node.pods.values() if p.priority < pod.priority]
+        if not potential:
+            return None, Status.unresolvable(NO_VICTIMS)
+        trial = node_copy(node)
+        nominated = pipeline.nominated_pods(pod).get(node.name, ())
+
+        def remove(v: PodInfo) -> Status:
+            trial.remove_pod(v)
+            return pipeline.run_pre_filter_extension(state, pod, v, trial, filters, add=False)
+
+        def add(v: PodInfo) -> Status:
+            trial.add_pod(v)
+            return pipeline.run_pre_filter_extension(state, pod, v, trial, filters, add=True)
+
+        for v in potential:
+            st = remove(v)
+            if not st.ok:
+                return None, st
+        st = pipeline.run_filters_with_nominated(state, pod, trial, filters, nominated)
+        if not st.ok:
+            return None, st
+        potential.sort(key=_more_important_key(now))
+        violating, non_violating = filter_victims_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+
+        def reprieve(v: PodInfo) -> bool:
+            st = add(v)
+            if not st.ok:
+                raise PipelineError(st)
+            fits = pipeline.run_filters_with_nominated(state, pod, trial, filters, nominated).ok
+            if not fits:
+                st = remove(v)
+                if not st.ok:
+                    raise PipelineError(st)
+                victims.append(v)
+            return fits
+
+        candidate = Candidate(node.name, victims)
+        for v, count, names in violating:
+            if not reprieve(v):
+                candidate.num_pdb_violations += count
+                candidate.pdb_violations[v.key] = names
+        for v in non_violating:
+            reprieve(v)
+        if violating and non_violating:
+            victims.sort(key=_more_important_key(now))
+        if not victims:
+            return None, Status.error(f"expected at least one victim pod on node {node.name!r}")
+        return candidate, Status()
+
+    async def post_filter(self, pipeline: Pipeline, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError,
+                          filters: Sequence[FilterEntry]) -> PostFilterResult:
+        report = PreemptionReport(pod.key)
+        result = await self._preempt(pipeline, state, pod, snapshot, diagnosis, filters, report)
+        result.details = report
+        if result.message:
+            result.message = PREEMPTION_PREFIX + result.message
+        return result
+
+    async def _preempt(self, pipeline: Pipeline, state: CycleState, pod: PodInfo,
+                       snapshot: Snapshot, diagnosis: FitError,
+                       filters: Sequence[FilterEntry], report: PreemptionReport,
+                       ) -> PostFilterResult:
         nodes = snapshot.nodes
         if not nodes:
-            # Upstream: no nodes is ErrNoNodesAvailable, not a FitError: no PostFilter.
-            return ""
-        if pod.spec.get("preemptionPolicy") == "Never":
-            return PREEMPTION_PREFIX + NOT_ELIGIBLE_NEVER
+            return PostFilterResult()
+        nominator = pipeline.nominator
+        nominated_node = (nominator.node_of(pod.key) if nominator is not None else "") or \
+            str((pod.raw.get("status") or {}).get("nominatedNodeName") or "")
+        reason = self.eligible(pod, snapshot, diagnosis, nominated_node)
+        if reason:
+            report.not_eligible = reason
+            return PostFilterResult(message=reason)
+        now = time.time()
+        # findCandidates
         not_helpful = Status.unresolvable(NOT_HELPFUL)
-        no_victims = Status.unresolvable(NO_VICTIMS)
+        potential: list[NodeInfo] = []
+        for n in nodes:
+            st = diagnosis.node_statuses.get(n.name)
+            if st is not None and st.code is Code.UNSCHEDULABLE:
+                potential.append(n)
+            else:
+                report.non_candidates[n.name] = st if st is not None else not_helpful
         statuses: dict[str, Status] = {}
-        priority = pod.priority
-        for node in nodes:
-            st = diagnosis.node_statuses.get(node.name)
-            if st is None or st.code is not Code.UNSCHEDULABLE:
-                statuses[node.name] = not_helpful
-                continue
-            victims = [p for p in node.pods.values() if p.priority < priority]
+        candidates: list[Candidate] = []
+        if potential:
+            pdbs = self.listers.list(ls.POD_DISRUPTION_BUDGET) if self.listers else []
+            offset = self._rng.randrange(len(potential))
+            wanted = self.num_candidates(len(potential))
+            non_violating: list[Candidate] = []
+            violating: list[Candidate] = []
+            errors: list[str] = []
+            for i in range(len(potential)):
+                node = potential[(offset + i) % len(potential)]
+                if non_violating and len(non_violating) + len(violating) >= wanted:
+                    report.not_tried.append(node.name)
+                    continue
+                c, st = self.select_victims_on_node(pipeline, state.clone(), pod, node,
+                                                    filters, pdbs, now)
+                if c is not None:
+                    (violating if c.num_pdb_violations else non_violating).append(c)
+                    continue
+                if st.code is Code.ERROR:
+                    errors.append(st.message)
+                statuses[node.name] = st
+                report.non_candidates[node.name] = st
+            # newCandidateList(candidatesNum): each list keeps at most `wanted`.
+            candidates = non_violating[:wanted] + violating[:wanted]
+            if errors and not candidates:
+                raise PipelineError(Status.error(*errors).with_plugin(NAME))
+        if not candidates:
+            fit = FitError(len(nodes), {n.name: statuses.get(n.name, not_helpful)
+                                        for n in nodes})
+            return PostFilterResult(message=fit.message, nominated_node="")
+        report.candidates = list(candidates)
+        candidates = await self._call_extenders(pipeline, pod, snapshot, candidates, report)
+        best, rule = pick_one_node_for_preemption(candidates, now)
+        if best is None:
+            return PostFilterResult(message="no candidate node for preemption")
+        report.chosen, report.deciding_rule = best.node, rule
+        return PostFilterResult(
+            message=f"found a potential placement for pod on node {best.node}, "
+                    f"preempting {len(best.victims)} victims",
+            nominated_node=best.node, victims=tuple(best.victims),
+            num_pdb_violations=best.num_pdb_violations)
+
+    async def _call_extenders(self, pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
+                              candidates: list[Candidate], report: PreemptionReport,
+                              ) -> list[Candidate]:
+        """callExtenders: each interested extender with a preemptVerb, in turn, gets the
+        candidates' victims and answers with the nodes and victims it keeps."""
+        extenders = [e for e in pipeline.extenders if isinstance(e, PreemptingExtender)
+                     and e.supports_preemption() and e.is_interested(pod)]
+        if not extenders:
+            return candidates
+        by_node = {c.node: c for c in candidates}
+        victims = {c.node: wire.Victims(tuple(p.raw for p in c.victims), c.num_pdb_violations)
+                   for c in candidates}
+        for ext in extenders:
+            report.extenders.append(ext.name)
+            try:
+                answer = await ext.process_preemption(pod, victims, snapshot.by_name)
+            except ExtenderError as err:
+                if ext.ignorable:
+                    continue
+                raise PipelineError(Status.error(str(err)).with_plugin(ext.name)) from err
+            for node_name, v in list(answer.items()):
+                if not v.pods:
+                    if ext.ignorable:
+                        del answer[node_name]
+                        continue
+                    raise PipelineError(Status.error(
+                        f"expected at least one victim pod on node {node_name!r}"
+                    ).with_plugin(ext.name))
+            victims = answer
             if not victims:
-                statuses[node.name] = no_victims
-                continue
-            after = self._without_victims(pod, node, victims, st)
-            if after.ok:
-                # A candidate: upstream preempts and its event has no preemption sentence.
-                return ""
-            statuses[node.name] = after
-        return PREEMPTION_PREFIX + FitError(len(nodes), statuses).message
-
-
-_DEFAULT = DefaultPreemption()
-
-
-def preemption_message(pod: PodInfo, snapshot: Snapshot, diagnosis: FitError) -> str:
-    """The PostFilter message with the built-in check (no node_filter)."""
-    return _DEFAULT(pod, snapshot, diagnosis)
+                break
+        out: list[Candidate] = []
+        for node_name, v in victims.items():
+            node = snapshot.get(node_name)
+            on_node = {p.uid: p for p in (node.pods.values() if node else ())}
+            pods = [on_node[uid] for uid in ((p.get("metadata") or {}).get("uid")
+                                             for p in v.pods) if uid in on_node]
+            prior = by_node.get(node_name)
+            c = Candidate(node_name, pods, v.num_pdb_violations,
+                          dict(prior.pdb_violations) if prior else {})
+            out.append(c)
+        report.dropped_by_extenders = [c.node for c in candidates
+                                       if c.node not in victims]
+        return out

@@ -35,7 +35,10 @@ about 0.8 us when an equal pod view was seen on that node version, about 9 us wh
 pod view is new. That is because:
 
 - an expression that reads only `node` is evaluated once per node version and its result
-  cached by (node.name, node.generation);
+  cached per node name with the node object it was computed from (the cache's raw dict,
+  replaced on every update of the node; kept referenced, so a node deleted and recreated
+  under the same name, or changed, is never mistaken for the one cached: a NodeInfo's
+  generation restarts at 1 for a recreated node);
 - one that reads only `pod` (or neither) is evaluated once per pod per cycle;
 - one that reads both keeps, per node version, its outcomes for the last few distinct
   pod views (what the expression reads of the pod, so replicas share them);
@@ -247,10 +250,10 @@ _PER_NODE_POD_VIEWS = 16
 class _NodeEntry:
     """What is cached for one node version of a pod-and-node expression."""
 
-    __slots__ = ("generation", "context", "outcomes")
+    __slots__ = ("raw", "context", "outcomes")
 
-    def __init__(self, generation: int, context: cel.Context) -> None:
-        self.generation = generation
+    def __init__(self, raw: Mapping[str, Any], context: cel.Context) -> None:
+        self.raw = raw
         self.context = context
         self.outcomes: dict[str, Outcome] = {}
 
@@ -262,8 +265,8 @@ class Evaluator:
 
     def __init__(self, compiled: Compiled) -> None:
         self.c = compiled
-        # node-only expressions: node name -> (generation, outcome)
-        self._outcomes: dict[str, tuple[int, Outcome]] = {}
+        # node-only expressions: node name -> (the node object evaluated, outcome)
+        self._outcomes: dict[str, tuple[Mapping[str, Any], Outcome]] = {}
         # pod-and-node expressions: node name -> the node's converted view and outcomes
         self._entries: dict[str, _NodeEntry] = {}
 
@@ -295,15 +298,16 @@ class Evaluator:
     def evaluate(self, pod: PodView, node: NodeInfo) -> Outcome:
         c = self.c
         if not c.reads_pod:
+            # Identity of the node object, not (name, generation): see the module doc.
             hit = self._outcomes.get(node.name)
-            if hit is not None and hit[0] == node.generation:
+            if hit is not None and hit[0] is node.raw:
                 return hit[1]
             outcome = self._run({"node": project(node.raw, c.node_paths)})
-            self._outcomes[node.name] = (node.generation, outcome)
+            self._outcomes[node.name] = (node.raw, outcome)
             return outcome
         entry = self._entries.get(node.name)
-        if entry is None or entry.generation != node.generation:
-            entry = _NodeEntry(node.generation,
+        if entry is None or entry.raw is not node.raw:
+            entry = _NodeEntry(node.raw,
                                _cel().Context({"node": project(node.raw, c.node_paths)}))
             self._entries[node.name] = entry
         else:

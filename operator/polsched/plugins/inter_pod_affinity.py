@@ -9,12 +9,10 @@ pair (topologyKey, value); Filter and Score per node are dict lookups on the nod
 Each node's share of those counts is kept across cycles (node_memo.NodeMemo) while the node
 is unchanged, so the next pod of the same workload only rescans nodes that changed.
 
-namespaceSelector: kube-scheduler resolves it with a namespace lister. A plugin here never
-calls the API server, so it reads namespace labels from ``Handle.extra["namespace_labels"]``
-(a ``Mapping[str, Mapping[str, str]]``, namespace name -> labels; the cache may update it in
-place). Without that mapping an empty namespaceSelector (``{}``) still means every namespace,
-and any non-empty namespaceSelector matches no namespace (only the term's ``namespaces``
-list applies).
+namespaceSelector: kube-scheduler resolves it with the namespace lister of its Handle; here
+the namespace labels come from ``Handle.listers.namespace_labels`` (namespace name ->
+labels), which the cluster cache keeps in step with its watch of namespaces. A namespace
+the listers do not know matches no non-empty namespaceSelector, as upstream.
 
 matchLabelKeys / mismatchLabelKeys: the API server merges them into labelSelector when the
 pod is created (pkg/registry/core/pod/strategy.go applyMatchLabelKeysAndMismatchLabelKeys);
@@ -29,11 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
@@ -212,9 +212,9 @@ class _TermsCache:
         self._limit = max(self._limit, 2 * live)
 
 
-def _namespace_lookup(handle: Handle) -> NamespaceLabels | None:
-    lookup = handle.extra.get("namespace_labels")
-    return lookup if isinstance(lookup, Mapping) else None
+def _namespace_lookup(handle: Handle) -> NamespaceLabels:
+    # The listers' live view (the cache updates it in place as namespaces change).
+    return handle.listers.namespace_labels
 
 
 # -- args -----------------------------------------------------------------------------------
@@ -290,7 +290,21 @@ def _add(counts: dict[TopologyPair, int], node: NodeInfo, key: str) -> None:
         counts[pair] = counts.get(pair, 0) + 1
 
 
-class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
+def _update_count(counts: dict[TopologyPair, int], node: NodeInfo, key: str,
+                  delta: int) -> None:
+    """topologyToMatchedTermCount.update: an entry down to zero is deleted."""
+    value = node.labels.get(key)
+    if value is not None:
+        pair = (key, value)
+        n = counts.get(pair, 0) + delta
+        if n:
+            counts[pair] = n
+        else:
+            counts.pop(pair, None)
+
+
+class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
+                             ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
@@ -401,6 +415,48 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
                 anti_counts[pair] = anti_counts.get(pair, 0) + n
         return affinity_counts, anti_counts
 
+    # PreFilterExtensions (filtering.go AddPod / RemovePod, preFilterState.updateWithPod): a
+    # pod added to or removed from a node in a what-if (nominated pods, preemption).
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
+                node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_add, node, 1)
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                   node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_remove, node, -1)
+        return SUCCESS
+
+    def _update(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo,
+                delta: int) -> None:
+        s: _FilterState | None = state.get(_PRE_FILTER_KEY)
+        if s is None:
+            return
+        lookup = self._namespaces
+        own_ns = lookup.get(pod.namespace, _NO_LABELS)
+        other_ns = lookup.get(other.namespace)
+        # New dicts, not the cycle's changed in place: a what-if works on a copy of the
+        # state, which may share them.
+        existing = dict(s.existing_anti_affinity_counts)
+        if other.has_required_anti_affinity:
+            for t in self._terms.get(other).required_anti_affinity:
+                if t.matches(pod, own_ns):
+                    _update_count(existing, node, t.topology_key, delta)
+        affinity = dict(s.affinity_counts)
+        if s.affinity_terms and all(t.matches(other, other_ns) for t in s.affinity_terms):
+            for t in s.affinity_terms:
+                _update_count(affinity, node, t.topology_key, delta)
+        anti = dict(s.anti_affinity_counts)
+        for t in s.anti_affinity_terms:
+            if t.matches(other, other_ns):
+                _update_count(anti, node, t.topology_key, delta)
+        own = lookup.get(pod.namespace)
+        self_ok = (not affinity and bool(s.affinity_terms)
+                   and all(t.matches(pod, own) for t in s.affinity_terms))
+        state.write(_PRE_FILTER_KEY, _FilterState(
+            s.affinity_terms, s.anti_affinity_terms, affinity, anti, existing,
+            frozenset(k for k, _ in existing), self_ok))
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s: _FilterState = state.read(_PRE_FILTER_KEY)
         labels = node.labels
@@ -429,6 +485,69 @@ class InterPodAffinityFilter(PreFilterPlugin, FilterPlugin):
                 if value is not None and counts.get((key, value), 0) > 0:
                     return _EXISTING_ANTI_AFFINITY_NOT_MATCH
         return SUCCESS
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (
+            ev.event(r.ASSIGNED_POD, a.ADD | a.UPDATE_POD_LABEL | a.DELETE,
+                     self._after_assigned_pod_change),
+            ev.event(r.TARGET_POD, a.UPDATE_POD_LABEL, ev.queue_always),
+            ev.event(r.NODE, a.ADD | a.UPDATE_NODE_LABEL, self._after_node_change),
+        )
+
+    def _after_assigned_pod_change(self, pod: PodInfo, old: Any,
+                                   new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterAssignedPodChange: a pod now matches all the pod's affinity
+        terms, or no longer matches (or left) its anti-affinity, or a deleted pod's own
+        anti-affinity rejected the pod."""
+        for p in (new, old):
+            if p is not None and not p.node_name and not ev.nominated_node(p):
+                return ev.QUEUE_SKIP
+        terms = PodTerms.parse(pod, strict=True)
+
+        def all_match(ts: Sequence[AffinityTerm], p: PodInfo) -> bool:
+            return bool(ts) and all(t.matches(p, None) for t in ts)
+
+        def any_match(ts: Sequence[AffinityTerm], p: PodInfo) -> bool:
+            return any(t.matches(p, None) for t in ts)
+
+        affinity, anti = terms.required_affinity, terms.required_anti_affinity
+        if new is not None and old is not None:
+            if not all_match(affinity, old) and all_match(affinity, new):
+                return ev.QUEUE
+            if any_match(anti, old) and not any_match(anti, new):
+                return ev.QUEUE
+            return ev.QUEUE_SKIP
+        if new is not None:
+            return ev.QUEUE if all_match(affinity, new) else ev.QUEUE_SKIP
+        if any_match(anti, old):
+            return ev.QUEUE
+        old_anti = PodTerms.parse(old, strict=False).required_anti_affinity
+        return ev.QUEUE if any_match(old_anti, pod) else ev.QUEUE_SKIP
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: a topology key of the pod's terms appeared or
+        changed (affinity), or went away or changed (anti-affinity)."""
+        terms = PodTerms.parse(pod, strict=True)
+        before, after = ev.node_of(old), ev.node_of(new)
+        for t in terms.required_affinity:
+            if before is None:
+                if t.topology_key in after.labels:
+                    return ev.QUEUE
+                continue
+            had, has = t.topology_key in before.labels, t.topology_key in after.labels
+            if (not had and has) or (had and has and before.labels[t.topology_key]
+                                     != after.labels[t.topology_key]):
+                return ev.QUEUE
+        for t in terms.required_anti_affinity:
+            if before is None:
+                return ev.QUEUE
+            had, has = t.topology_key in before.labels, t.topology_key in after.labels
+            if (had and not has) or (had and has and before.labels[t.topology_key]
+                                     != after.labels[t.topology_key]):
+                return ev.QUEUE
+        return ev.QUEUE_SKIP
 
 
 _AFFINITY_NOT_MATCH = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import names
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
     PreFilterPlugin,
+    PreFilterResult,
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
@@ -232,13 +234,14 @@ class RequiredNodeAffinity:
         return self.terms is None or _matches_all(self.terms, node)
 
 
-def _names_conflict(required: Any) -> bool:
-    """PreFilter's node-name shortcut: when every required term names nodes with
-    matchFields metadata.name In, and the union of those names is empty, no node can
-    match ("pod affinity terms conflict")."""
+def _named_nodes(required: Any) -> frozenset[str] | None:
+    """PreFilter's node-name shortcut (NodeAffinity.PreFilter): when every required term
+    names nodes with matchFields metadata.name In, the union of those names (an empty set:
+    the terms conflict, no node can match); None when some term names no nodes (the terms
+    are ORed, so every node may match)."""
     terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     if not isinstance(terms, list) or not terms:
-        return False
+        return None
     union: set[str] = set()
     for t in terms:
         names: set[str] | None = None
@@ -249,13 +252,13 @@ def _names_conflict(required: Any) -> bool:
                 values = {v for v in r.get("values") or () if isinstance(v, str)}
                 names = values if names is None else names & values
         if names is None:
-            return False
+            return None
         union |= names
-    return not union
+    return frozenset(union)
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                   ScoreExtensions):
+                   ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, added_required: tuple[Term, ...] | None,
@@ -264,14 +267,19 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         self.added_preferred = added_preferred
 
     # -- filter ------------------------------------------------------------------------
-    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> Status | PreFilterResult:
         required = (pod.affinity.get("nodeAffinity") or {}).get(REQUIRED)
         if required is None and self.added_required is None and not pod.node_selector:
             return SKIP
         state.write(_PRE_FILTER_KEY, RequiredNodeAffinity.of(pod))
-        if required is not None and _names_conflict(required):
+        names = _named_nodes(required) if required is not None else None
+        if names is None:
+            return SUCCESS
+        if not names:
             return Status.unresolvable(ERR_REASON_CONFLICT)
-        return SUCCESS
+        # Only the named nodes are filtered; the others are "didn't satisfy plugin(s)".
+        return PreFilterResult(names)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if self.added_required is not None and not _matches_all(self.added_required, node):
@@ -287,14 +295,16 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         raw = (pod.affinity.get("nodeAffinity") or {}).get(PREFERRED)
         if raw is None:
             return ()
-        return compile_preferred(raw, f"spec.affinity.nodeAffinity.{PREFERRED}")
+        # Paths relative to the list, as nodeaffinity.NewPreferredSchedulingTerms words its
+        # errors ("[0].matchExpressions[0].values..."; our wording after the path differs).
+        return compile_preferred(raw, "")
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
         try:
             preferred = self._pod_preferred(pod)
         except SelectorError as err:
-            return Status.error(f"pod {pod.key}: {err}")
+            return Status.error(str(err))
         if not preferred and not self.added_preferred:
             return SKIP
         state.write(_PRE_SCORE_KEY, self.added_preferred + preferred)
@@ -314,11 +324,29 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         try:
             terms = self._terms(state, pod)
         except SelectorError as err:
-            return Status.error(f"pod {pod.key}: {err}")
+            return Status.error(str(err))
         return [_preferred_score(terms, n) for n in nodes]
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         return default_normalize(scores)
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (ev.event(r.NODE, a.ADD | a.UPDATE_NODE_LABEL, self._after_node_change),)
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: the node matches the pod's required affinity now
+        and did not before."""
+        node = ev.node_of(new)
+        if self.added_required is not None and not _matches_all(self.added_required, node):
+            return ev.QUEUE_SKIP
+        required = RequiredNodeAffinity.of(pod)
+        if not required.matches(node):
+            return ev.QUEUE_SKIP
+        if old is None:
+            return ev.QUEUE
+        return ev.QUEUE_SKIP if required.matches(ev.node_of(old)) else ev.QUEUE
 
 
 _ARGS_FIELDS = ("addedAffinity",)

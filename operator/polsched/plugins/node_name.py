@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin, PreFilterResult
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -21,16 +22,25 @@ ERR_REASON = "node(s) didn't match the requested node name"
 _MISMATCH = Status.unresolvable(ERR_REASON)
 
 
-class NodeName(PreFilterPlugin, FilterPlugin):
+class NodeName(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
-    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
-        return SUCCESS if pod.node_name else SKIP
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> Status | PreFilterResult:
+        # Upstream returns (nil, nil) without a nodeName and still runs Filter, which then
+        # passes every node: Skip is the same outcome without the per-node calls.
+        if not pod.node_name:
+            return SKIP
+        return PreFilterResult(frozenset((pod.node_name,)))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if not pod.node_name or pod.node_name == node.name:
             return SUCCESS
         return _MISMATCH
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        return (ev.event(ev.Resource.NODE, ev.ActionType.ADD),)
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeName:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
 from polsched.framework.registry import ArgsError, PluginSpec
@@ -58,7 +59,7 @@ def fits_ports(wanted: Sequence[HostPort], used: set[HostPort]) -> bool:
     return True
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin):
+class NodePorts(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
@@ -73,6 +74,26 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
         if wanted is None:
             wanted = wanted_host_ports(pod.spec)
         return SUCCESS if fits_ports(wanted, node.used_ports) else _NO_FREE_PORTS
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (ev.event(r.ASSIGNED_POD, a.DELETE, self._after_assigned_pod_deleted),
+                ev.event(r.NODE, a.ADD))
+
+    def _after_assigned_pod_deleted(self, pod: PodInfo, old: Any,
+                                    new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterAssignedPodDeleted: the deleted pod held a port the pod
+        wants."""
+        deleted: PodInfo = old
+        if not deleted.node_name and not ev.nominated_node(deleted):
+            return ev.QUEUE_SKIP
+        ports = wanted_host_ports(deleted.spec)
+        if not ports:
+            return ev.QUEUE_SKIP
+        if fits_ports(wanted_host_ports(pod.spec), set(ports)):
+            return ev.QUEUE_SKIP
+        return ev.QUEUE
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> NodePorts:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import names
+from polsched.framework import events as ev
 from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -233,14 +234,26 @@ class ResourceVectors:
 
     def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         """calculatePodResourceRequestList."""
+        requests = pod.requests
+        non_zero_cpu, non_zero_memory = pod.non_zero_cpu, pod.non_zero_memory
+        if not self.use_requested and (pod.spec.get("resources") or {}).get("requests"):
+            # An upstream quirk mirrored on purpose (docs/differences.md): v1.37's NewFit
+            # builds its scorer without enablePodLevelResources, so NodeResourcesFit's score
+            # counts the containers' requests (100m / 200Mi where missing) plus overhead and
+            # ignores spec.resources; its filter, and BalancedAllocation, use them.
+            spec = pod.spec
+            requests = res.pod_requests(spec, pod_level=False)
+            non_zero = res.pod_requests(spec, non_zero=True, pod_level=False)
+            non_zero_cpu = non_zero.get(res.CPU, 0)
+            non_zero_memory = non_zero.get(res.MEMORY, 0)
         out = []
         for name, kind in zip(self.names, self.kinds, strict=True):
             if kind == _CPU and not self.use_requested:
-                out.append(pod.non_zero_cpu)
+                out.append(non_zero_cpu)
             elif kind == _MEMORY and not self.use_requested:
-                out.append(pod.non_zero_memory)
+                out.append(non_zero_memory)
             else:
-                out.append(pod.requests.get(name, 0))
+                out.append(requests.get(name, 0))
         return tuple(out)
 
     def node(self, node: NodeInfo, pod_requests: Sequence[int]
@@ -372,7 +385,8 @@ class _PodRequest:
         return not (self.cpu or self.memory or self.ephemeral or self.scalars)
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
+                       ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
@@ -529,6 +543,56 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             memo[node.name] = (node, gen, score)
             out.append(score)
         return out
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        """fit.go EventsToRegister, with v1.37's defaults (InPlacePodVerticalScaling on)."""
+        r, a = ev.Resource, ev.ActionType
+        return (
+            ev.event(r.ASSIGNED_POD, a.DELETE, self._after_assigned_pod_delete),
+            ev.event(r.NODE, a.ADD | a.UPDATE_NODE_ALLOCATABLE, self._after_node_change),
+            ev.event(r.ASSIGNED_POD, a.UPDATE_POD_SCALE_DOWN,
+                     self._after_assigned_pod_scale_down),
+            ev.event(r.TARGET_POD, a.UPDATE_POD_SCALE_DOWN, ev.queue_always),
+        )
+
+    def _after_assigned_pod_delete(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        deleted: PodInfo = old
+        if not deleted.node_name and not ev.nominated_node(deleted):
+            return ev.QUEUE_SKIP
+        return ev.QUEUE
+
+    def _after_assigned_pod_scale_down(self, pod: PodInfo, old: Any,
+                                       new: Any) -> ev.QueueingHint:
+        """haveEnoughRelevantResourcesDecreased: a resource the pod asks for got smaller."""
+        if not new.node_name:
+            return ev.QUEUE_SKIP
+        for name, qty in pod.requests.items():
+            if qty and old.requests.get(name, 0) > new.requests.get(name, 0):
+                return ev.QUEUE
+        return ev.QUEUE_SKIP
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: the pod fits the node alone now, and (an update)
+        an allocatable it asks for grew."""
+        node = ev.node_of(new)
+        if not self.filter(CycleState(), pod, node).ok:
+            return ev.QUEUE_SKIP
+        if old is None:
+            return ev.QUEUE
+        before: dict[str, int] = ev.node_of(old).allocatable
+        after: dict[str, int] = node.allocatable
+        if after.get(res.PODS, 0) > before.get(res.PODS, 0):
+            return ev.QUEUE
+        req = self._pod_request(pod)
+        if req.empty:
+            return ev.QUEUE_SKIP
+        for name, qty in ((res.CPU, req.cpu), (res.MEMORY, req.memory),
+                          (res.EPHEMERAL_STORAGE, req.ephemeral),
+                          *((n, q) for n, q, _ in req.scalars)):
+            if qty > 0 and after.get(name, 0) > before.get(name, 0):
+                return ev.QUEUE
+        return ev.QUEUE_SKIP
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesFit:

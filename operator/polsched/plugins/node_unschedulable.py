@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
 from polsched.framework.registry import ArgsError, PluginSpec
@@ -33,7 +34,7 @@ def _tolerates_unschedulable(pod: PodInfo) -> bool:
                      NO_SCHEDULE)
 
 
-class NodeUnschedulable(PreFilterPlugin, FilterPlugin):
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
@@ -52,6 +53,26 @@ class NodeUnschedulable(PreFilterPlugin, FilterPlugin):
         if tolerated:
             return SUCCESS
         return _UNSCHEDULABLE
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (ev.event(r.NODE, a.ADD | a.UPDATE_NODE_TAINT, self._after_node_change),
+                ev.event(r.TARGET_POD, a.UPDATE_POD_TOLERATION,
+                         self._after_target_pod_toleration_change))
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: the node was cordoned and is not any more (or
+        was added uncordoned)."""
+        now = ev.node_of(new).unschedulable
+        if (old is not None and ev.node_of(old).unschedulable and not now) \
+                or (old is None and not now):
+            return ev.QUEUE
+        return ev.QUEUE_SKIP
+
+    def _after_target_pod_toleration_change(self, pod: PodInfo, old: Any,
+                                            new: Any) -> ev.QueueingHint:
+        return ev.QUEUE if _tolerates_unschedulable(new) else ev.QUEUE_SKIP
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeUnschedulable:

@@ -31,11 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
@@ -357,6 +359,18 @@ class _FilterConstraint:
     # a node of domain v fails when counts[v] > limit, where
     # limit = maxSkew + global minimum - (1 if the pod matches its own selector else 0)
     limit: int
+    # what the limit is made of, for AddPod / RemovePod
+    spread: SpreadConstraint
+    self_match: int
+
+
+def _limit(c: SpreadConstraint, by_value: Mapping[str, int], self_match: int) -> int:
+    # minMatchNum: fewer eligible domains than minDomains makes the global minimum 0
+    # (MaxInt32 when no domain is eligible is upstream's value, kept for parity).
+    min_match = min(by_value.values(), default=_MAX_INT32)
+    if len(by_value) < c.min_domains:
+        min_match = 0
+    return c.max_skew + min_match - self_match
 
 
 @dataclass(slots=True)
@@ -373,8 +387,8 @@ class _ScoreState:
     ignored_mask: list[bool]
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                        ScoreExtensions):
+class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin,
+                        ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
@@ -438,16 +452,46 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         compiled: list[_FilterConstraint] = []
         pod_labels = pod.labels
         for c, by_value in zip(constraints, counts, strict=True):
-            # minMatchNum: fewer eligible domains than minDomains makes the global minimum 0
-            # (MaxInt32 when no domain is eligible is upstream's value, kept for parity).
-            min_match = min(by_value.values(), default=_MAX_INT32)
-            if len(by_value) < c.min_domains:
-                min_match = 0
             self_match = 1 if c.selector(pod_labels) else 0
             compiled.append(_FilterConstraint(c.topology_key, by_value,
-                                              c.max_skew + min_match - self_match))
+                                              _limit(c, by_value, self_match), c, self_match))
         state.write(_PRE_FILTER_KEY, tuple(compiled))
         return SUCCESS
+
+    # PreFilterExtensions (filtering.go AddPod / RemovePod, updateWithPod): a pod added to
+    # or removed from a node in a what-if (nominated pods, preemption's victims).
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
+                node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_add, node, 1)
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                   node: NodeInfo) -> Status:
+        self._update(state, pod, pod_to_remove, node, -1)
+        return SUCCESS
+
+    def _update(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo,
+                delta: int) -> None:
+        compiled: tuple[_FilterConstraint, ...] | None = state.get(_PRE_FILTER_KEY)
+        if compiled is None or other.namespace != pod.namespace:
+            return
+        labels = node.labels
+        if not _has_keys(labels, [c.spread for c in compiled]):
+            return
+        inclusion = _NodeInclusion(pod)
+        updated = []
+        for c in compiled:
+            # A new state, not the cycle's dicts changed in place: a what-if works on a
+            # copy of the state, which may share them.
+            if c.spread.selector(other.labels) and inclusion.includes(c.spread, node):
+                by_value = dict(c.counts)
+                value = labels[c.topology_key]
+                by_value[value] = by_value.get(value, 0) + delta
+                c = _FilterConstraint(c.topology_key, by_value,
+                                      _limit(c.spread, by_value, c.self_match), c.spread,
+                                      c.self_match)
+            updated.append(c)
+        state.write(_PRE_FILTER_KEY, tuple(updated))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
@@ -560,6 +604,71 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             else:
                 scores[i] = MAX_NODE_SCORE * (hi + lo - v) // hi
         return SUCCESS
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (
+            ev.event(r.ASSIGNED_POD, a.ADD | a.UPDATE_POD_LABEL | a.DELETE,
+                     self._after_assigned_pod_change),
+            ev.event(r.TARGET_POD, a.UPDATE_POD_TOLERATION | a.UPDATE_POD_LABEL,
+                     self._after_target_pod_change),
+            ev.event(r.NODE, a.ADD | a.DELETE | a.UPDATE_NODE_LABEL | a.UPDATE_NODE_TAINT,
+                     self._after_node_change),
+        )
+
+    @staticmethod
+    def _label_change(constraints: Sequence[SpreadConstraint], old: PodInfo,
+                      new: PodInfo) -> ev.QueueingHint:
+        """isSchedulableAfterPodLabelChange: a constraint selects the pod before xor after."""
+        if old.labels == new.labels:
+            return ev.QUEUE_SKIP
+        for c in constraints:
+            if c.selector(old.labels) != c.selector(new.labels):
+                return ev.QUEUE
+        return ev.QUEUE_SKIP
+
+    def _after_target_pod_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        if old.tolerations != new.tolerations and any(c.honor_node_taints
+                                                      for c in constraints):
+            return ev.QUEUE
+        return self._label_change(constraints, old, new)
+
+    def _after_assigned_pod_change(self, pod: PodInfo, old: Any,
+                                   new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterAssignedPodChange: a pod in the pod's namespace that its
+        constraints select arrived, left or changed labels."""
+        def involved(other: PodInfo) -> bool:  # involvedInTopologySpreading
+            return other.uid == pod.uid or (bool(other.node_name)
+                                            and other.namespace == pod.namespace)
+
+        if (new is not None and not involved(new)) or (old is not None and not involved(old)):
+            return ev.QUEUE_SKIP
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        if new is not None and old is not None:
+            return self._label_change(constraints, old, new)
+        changed: PodInfo = new if new is not None else old
+        if any(c.selector(changed.labels) for c in constraints):
+            return ev.QUEUE
+        return ev.QUEUE_SKIP
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        before = ev.node_of(old)
+        after = ev.node_of(new)
+        was = before is not None and _has_keys(before.labels, constraints)
+        now = after is not None and _has_keys(after.labels, constraints)
+        if before is not None and after is not None:
+            if was != now:
+                return ev.QUEUE
+            if now and (any(before.labels.get(c.topology_key) != after.labels.get(c.topology_key)
+                            for c in constraints) or before.taints != after.taints):
+                return ev.QUEUE
+            return ev.QUEUE_SKIP
+        if after is not None:
+            return ev.QUEUE if now else ev.QUEUE_SKIP
+        return ev.QUEUE if was else ev.QUEUE_SKIP
 
 
 _MAX_INT64 = 2**63 - 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -93,7 +94,7 @@ def _no_args(args: Mapping[str, Any] | None, name: str) -> None:
 
 
 class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                      ScoreExtensions):
+                      ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     # -- filter ------------------------------------------------------------------------
@@ -142,6 +143,23 @@ class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         # Fewer untolerated taints is better.
         return default_normalize(scores, reverse=True)
+
+    # -- queueing hints ------------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        r, a = ev.Resource, ev.ActionType
+        return (ev.event(r.NODE, a.ADD | a.UPDATE_NODE_TAINT, self._after_node_change),
+                ev.event(r.TARGET_POD, a.UPDATE_POD_TOLERATION, ev.queue_always))
+
+    def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterNodeChange: a taint the pod did not tolerate is gone."""
+        tolerations = compile_tolerations(pod.tolerations)
+        was_untolerated = True
+        if old is not None:
+            was_untolerated = find_untolerated_taint(ev.node_of(old).taints,
+                                                     tolerations) is not None
+        is_untolerated = find_untolerated_taint(ev.node_of(new).taints,
+                                                tolerations) is not None
+        return ev.QUEUE if was_untolerated and not is_untolerated else ev.QUEUE_SKIP
 
 
 _UNTOLERATED = Status.unresolvable(ERR_REASON_UNTOLERATED)

@@ -27,8 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError
-from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework import events as ev
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import Handle
+from polsched.framework.listers import Kind
+from polsched.framework.nominator import Nominator
+from polsched.framework.pipeline import (
+    Extender,
+    FitError,
+    Pipeline,
+    PipelineError,
+    PostFilterResult,
+)
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import Json, NodeInfo, PodInfo
+from polsched.scheduler import binding_cycle as bc
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
@@ -40,16 +53,14 @@ from polsched.scheduler.events import (
     rfc3339,
 )
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.preemption import Executor
+from polsched.scheduler.shadow import DEFAULT_BUDGET, ShadowSet, ShadowStats
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
 
 log = logging.getLogger(__name__)
 
-# schedule_one.go ErrNoNodesAvailable
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
-# Plugins whose verdict can change when a pod lands on a node (the AssignedPodAdd event).
-_POD_AFFINITY_PLUGINS = frozenset({"InterPodAffinity", "PodTopologySpread"})
 # How many times a decision is retried when its node filled up while extenders answered.
 _RECHECK_RETRIES = 3
 # Annotations the Binding carries when Engine(annotate_decisions=True); the API server
@@ -59,6 +70,8 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
+SHADOW_PREFIX = "shadow:"
 
 
 @dataclass
@@ -68,6 +81,11 @@ class Counters:
     binds_total: int = 0
     unschedulable_attempts: int = 0
     last_bind_time: str | None = None
+    # Preemptions started (a node nominated, victims evicted) and their victims.
+    preemptions_total: int = 0
+    preemption_victims: int = 0
+    # "ns/name of the preemptor on NODE evicting ns/name, ..." of the latest preemption.
+    last_preemption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,11 @@ class SchedulerStats:
     pipeline: dict[str, list[str]] = field(default_factory=dict)
     paused: bool = False
     leading: bool = False
+    preemptions_total: int = 0
+    preemption_victims: int = 0
+    last_preemption: str | None = None
+    # A shadow policy's agreement (ShadowStats.to_status()); the counts above are unused.
+    shadow: dict[str, Any] | None = None
 
 
 class _Scheduler:
@@ -95,11 +118,14 @@ class _Scheduler:
         self.recorder = recorder
         self.counters = counters
         self.queue = q.SchedulingQueue()
+        self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
         self.runnable = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
         self.warned: set[str] = set()
+        # Shadow policies deciding beside this one (scheduler.shadow).
+        self.shadows = ShadowSet()
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -114,13 +140,24 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 32, annotate_decisions: bool = False) -> None:
+                 bind_concurrency: int = 32, annotate_decisions: bool = False,
+                 shadow_budget: float = DEFAULT_BUDGET) -> None:
         self.client = client
+        self.shadow_budget = shadow_budget
         self.identity = identity
         self.annotate_decisions = annotate_decisions
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
+        # What every policy's plugins are built with (framework.Handle).
+        # Pods that Permit plugins hold, by uid, across policies (uids are unique).
+        self.waiting_pods: dict[str, bc.WaitingPod] = {}
+        # Pods nominated to nodes by preemption (or by status.nominatedNodeName), counted
+        # by every policy's filters; and preemption's API calls, off the scheduling loop.
+        self.nominator = Nominator()
+        self.preemption = Executor(client, self.nominator, self.cache.pods)
+        self.handle = Handle(listers=self.cache.listers, api=client,
+                             waiting_pods=self.waiting_pods, nominator=self.nominator)
         self._schedulers: dict[str, _Scheduler] = {}
         # Leadership: a default for every scheduler and per-name overrides. A single
         # replica leads by default; an HA operator calls set_leader(None, False) first.
@@ -146,6 +183,7 @@ class Engine(CacheListener):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.binder.close()
+        await self.preemption.close()
         for s in self._schedulers.values():
             await s.recorder.close()
         for t in list(self._background):
@@ -158,8 +196,9 @@ class Engine(CacheListener):
     def apply(self, policy: Policy, *, extenders: Sequence[Extender] = (),
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
-        # The one construction `polsched explain` shares, so it explains this pipeline.
-        pipeline = build_pipeline(policy, extenders)
+        # The one construction `polsched explain` shares, so it explains this pipeline; the
+        # plugins read the live cache's listers and PreBind writes through the client.
+        pipeline = build_pipeline(policy, self.handle, extenders)
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
@@ -173,13 +212,18 @@ class Engine(CacheListener):
         else:
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
+            s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
             if counters is not None:  # never let a stale status move a counter back
                 s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
                 s.counters.unschedulable_attempts = max(s.counters.unschedulable_attempts,
                                                         counters.unschedulable_attempts)
                 s.counters.last_bind_time = s.counters.last_bind_time or counters.last_bind_time
+                s.counters.preemptions_total = max(s.counters.preemptions_total,
+                                                   counters.preemptions_total)
+                s.counters.preemption_victims = max(s.counters.preemption_victims,
+                                                    counters.preemption_victims)
             self._update_runnable(s)
-            s.queue.move_all(q.POLICY_CHANGE)
+            s.queue.move(ev.EVENT_POLICY_CHANGE)
             blocked, s.blocked = s.blocked, {}
             for pod in blocked.values():  # the namespaceSelector may select them now
                 self._enqueue(s, pod)
@@ -195,6 +239,30 @@ class Engine(CacheListener):
         self._spawn(s.recorder.close())
         metrics.forget_profile(scheduler_name)
 
+    def apply_shadow(self, policy: Policy, live_policy: str, live_scheduler: str, *,
+                     extenders: Sequence[Extender] = ()) -> None:
+        """Attach (or swap) shadow `policy` to the scheduler of `live_scheduler`; it
+        decides beside it and never binds (scheduler.shadow)."""
+        from polsched.scheduler.shadow import Shadow
+
+        self.remove_shadow(policy.name)
+        s = self._schedulers.get(live_scheduler)
+        if s is None:
+            raise KeyError(live_scheduler)
+        s.shadows.budget = self.shadow_budget
+        s.shadows.shadows[policy.name] = Shadow(policy, live_policy, self.handle, extenders)
+
+    def remove_shadow(self, name: str) -> None:
+        for s in self._schedulers.values():
+            s.shadows.shadows.pop(name, None)
+
+    def shadow_stats(self, name: str) -> ShadowStats | None:
+        for s in self._schedulers.values():
+            shadow = s.shadows.shadows.get(name)
+            if shadow is not None:
+                return shadow.stats
+        return None
+
     def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
         """Only a leader binds. None: every scheduler (and the default for new ones)."""
         if scheduler_name is None:
@@ -206,6 +274,11 @@ class Engine(CacheListener):
             self._update_runnable(s)
 
     def stats(self, scheduler_name: str) -> SchedulerStats:
+        if scheduler_name.startswith(SHADOW_PREFIX):  # a shadow policy's StatusView.running
+            shadow = self.shadow_stats(scheduler_name[len(SHADOW_PREFIX):])
+            if shadow is None:
+                raise KeyError(scheduler_name)
+            return SchedulerStats("", 0, 0, 0, 0, None, 0, shadow=shadow.to_status())
         s = self._schedulers.get(scheduler_name)
         bound = self.cache.bound_pods(scheduler_name)
         pending = self.cache.pending_pods(scheduler_name)
@@ -215,7 +288,9 @@ class Engine(CacheListener):
         return SchedulerStats(
             scheduler_name, bound, pending, c.binds_total, c.unschedulable_attempts,
             c.last_bind_time, s.policy.generation, s.pipeline.describe(),
-            paused=s.policy.paused, leading=self._is_leading(scheduler_name))
+            paused=s.policy.paused, leading=self._is_leading(scheduler_name),
+            preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
+            last_preemption=c.last_preemption)
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""
@@ -264,21 +339,23 @@ class Engine(CacheListener):
         """scheduler_pending_pods for this scheduler, from the queue's O(1) sizes; called
         after each change to the queue. Pods of namespaces the namespaceSelector leaves
         out count as gated: like pods with scheduling gates, they are never attempted."""
-        active, backoff, unschedulable = s.queue.sizes()
+        active, backoff, unschedulable, gated = s.queue.sizes()
         name = s.name
         metrics.pending_pods(name, metrics.ACTIVE, active)
         metrics.pending_pods(name, metrics.BACKOFF, backoff)
         metrics.pending_pods(name, metrics.UNSCHEDULABLE_QUEUE, unschedulable)
-        metrics.pending_pods(name, metrics.GATED, len(s.blocked))
+        metrics.pending_pods(name, metrics.GATED, len(s.blocked) + gated)
 
-    def _move_all(self, event: str, only_rejected_by: frozenset[str] | None = None) -> None:
+    def _move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
+              pre_check: Callable[[PodInfo], bool] | None = None) -> None:
+        """MoveAllToActiveOrBackoffQueue on every scheduler's queue."""
         for s in self._schedulers.values():
-            if s.queue.move_all(event, only_rejected_by):
+            if s.queue.move(event, old, new, pre_check):
                 self._report_pending(s)
 
     def _enqueue(self, s: _Scheduler, pod: PodInfo) -> None:
         if not s.namespace_selected(pod, self.cache.namespaces):
-            s.queue.delete(pod.key)
+            s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
             if pod.key not in s.warned:
                 s.warned.add(pod.key)
@@ -293,27 +370,50 @@ class Engine(CacheListener):
 
     # CacheListener ----------------------------------------------------------------------
     def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
+        self.nominator.update(pod)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None and s.task is not None:
             self._enqueue(s, pod)
             self._report_pending(s)
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
+        self.nominator.remove(pod.key)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
-            s.queue.delete(pod.key)
+            s.queue.delete(pod.key, pod.uid)
             s.blocked.pop(pod.key, None)
+            waiting = self.waiting_pods.get(pod.uid)
+            if waiting is not None:  # deletePodFromSchedulingQueue: RejectWaitingPod
+                waiting.reject("", "removed")
             s.warned.discard(pod.key)
             self._report_pending(s)
 
+    # Each cluster event moves the unschedulable pods that one of their rejecting plugins'
+    # queueing hints says it may help (eventhandlers.go).
     def assigned_pod_added(self, pod: PodInfo) -> None:
-        self._move_all(q.ASSIGNED_POD_ADD, _POD_AFFINITY_PLUGINS)
+        self._move(ev.ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
+        for e in ev.pod_update_events(pod, old, target=False):
+            self._move(e, old, pod)
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
-        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._move(ev.ASSIGNED_POD_DELETE, pod, None)
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
-        self._move_all(q.NODE_ADD if added else q.NODE_UPDATE)
+        if added:
+            self._move(ev.NODE_ADD, None, node.raw)
+
+    def node_updated(self, node: NodeInfo, old: Json) -> None:
+        for e in ev.node_update_events(node.raw, old):
+            self._move(e, old, node.raw)
+
+    def node_removed(self, node: NodeInfo) -> None:
+        self._move(ev.NODE_DELETE, node.raw, None)
+
+    def object_changed(self, kind: Kind, old: Json | None, new: Json | None) -> None:
+        for e in ev.object_events(kind.name, old, new):
+            self._move(e, old, new)
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         for s in self._schedulers.values():
@@ -343,7 +443,7 @@ class Engine(CacheListener):
                 continue
             self._report_pending(s)  # popped; backoffs that expired moved to activeQ
             try:
-                await self._schedule_one(s, qp, s.queue.scheduling_cycle, started)
+                await self._schedule_one(s, qp, started)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # a bug must not stop the scheduler
@@ -363,13 +463,18 @@ class Engine(CacheListener):
             return None
         return current
 
-    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                            started: float) -> None:
+    async def _schedule_one(self, s: _Scheduler, qp: q.QueuedPod, started: float) -> None:
         pod = self._current(qp.pod)
         if pod is None:
             s.queue.done(qp)
             return
         qp.pod = pod
+        if self.preemption.running(pod.uid):
+            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it waits for
+            # their deletion, as a pod no node fits.
+            s.queue.add_unschedulable(qp, {"DefaultPreemption"})
+            self._report_pending(s)
+            return
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.done(qp)
             self._enqueue(s, pod)
@@ -377,10 +482,15 @@ class Engine(CacheListener):
             return
         snapshot = self.cache.snapshot
         if not snapshot.nodes:
-            self._on_error(s, qp, NO_NODES_AVAILABLE, started)
+            # schedulingAlgorithm: ErrNoNodesAvailable is UnschedulableAndUnresolvable
+            # (PodScheduled reason Unschedulable), not a SchedulerError; any node event
+            # moves the pod back.
+            self._on_unschedulable(s, qp, FitError(0), started)
             return
         node_name: str | None = None
         pipeline = s.pipeline
+        # Shadows decide first, on the snapshot the live pipeline decides on next.
+        verdicts = await s.shadows.decide(pod, snapshot) if s.shadows else None
         for _ in range(_RECHECK_RETRIES):
             pipeline = s.pipeline  # a swap takes effect at the next decision
             try:
@@ -389,7 +499,9 @@ class Engine(CacheListener):
                 self._on_error(s, qp, str(err), started)
                 return
             if result.node is None:
-                self._on_unschedulable(s, qp, cycle, result.fit_error, started)
+                if verdicts:
+                    s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
+                self._on_unschedulable(s, qp, result.fit_error, started, result.post_filter)
                 return
             if not pipeline.extenders:
                 node_name = result.node
@@ -415,16 +527,122 @@ class Engine(CacheListener):
             annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
                            FEASIBLE_NODES_ANNOTATION:
                                f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+        state = result.state if result.state is not None else CycleState()
+        plugins = pipeline.binding_plugins_for(pod)
+        bp = bc.binding_plugins(plugins) if plugins else bc.NONE
         assumed = self.cache.assume(pod, node_name)
+        self.nominator.remove(pod.key)  # DeleteNominatedPodIfExists
+        if verdicts:
+            s.shadows.assumed(assumed, verdicts)
+        if bp:
+            # Reserve, then Permit, still in the scheduling cycle (schedule_one.go
+            # assumeAndReserve, prepareForBindingCycle).
+            st = bc.run_reserve(bp, state, assumed, node_name)
+            waiting: bc.WaitingPod | None = None
+            if st.ok:
+                st, waits = bc.run_permit(bp, state, assumed, node_name)
+                if st.code is Code.WAIT:
+                    waiting = bc.WaitingPod(assumed, waits)
+                    self.waiting_pods[assumed.uid] = waiting
+                    st = SUCCESS
+            if not st.ok:
+                bc.run_unreserve(bp, state, assumed, node_name)
+                self.cache.forget(assumed)
+                self._on_cycle_failure(s, qp, st, node_name, started)
+                return
+            if waiting is not None or bp.pre_bind or bp.post_bind:
+                # The binding cycle in the background; other pods go on being scheduled.
+                self._spawn(self._binding_cycle(s, qp, assumed, node_name, state, bp, waiting,
+                                                pipeline.extenders, annotations, started))
+                return
         self.binder.bind(
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
-                                                     message, started),
+                                                     message, started, state, bp),
             pipeline.extenders, annotations=annotations)
 
+    async def _binding_cycle(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
+                             node_name: str, state: CycleState, bp: bc.BindingPlugins,
+                             waiting: bc.WaitingPod | None, extenders: Sequence[Extender],
+                             annotations: Mapping[str, str] | None, started: float) -> None:
+        """schedule_one.go bindingCycle: WaitOnPermit, PreBind, Bind, PostBind."""
+        try:
+            if waiting is not None:
+                try:
+                    st = await waiting.wait()
+                finally:
+                    self.waiting_pods.pop(assumed.uid, None)
+                if not st.ok:
+                    self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
+                    return
+            st = await bc.run_pre_bind(bp, state, assumed, node_name)
+            if not st.ok:
+                self._binding_failed(s, qp, assumed, node_name, state, bp, st, started)
+                return
+            bound: asyncio.Future[tuple[BindOutcome, str]] = \
+                asyncio.get_running_loop().create_future()
+
+            def done(outcome: BindOutcome, message: str) -> None:
+                if not bound.done():
+                    bound.set_result((outcome, message))
+
+            self.binder.bind(assumed, node_name, done, extenders, annotations=annotations)
+            outcome, message = await bound
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a bug must not leave the pod assumed
+            log.exception("binding cycle of %s failed", assumed.key)
+            self._binding_failed(s, qp, assumed, node_name, state, bp,
+                                 Status.error(f"internal error: {err}"), started)
+            return
+        self._bind_done(s, qp, assumed, node_name, outcome, message, started, state, bp)
+
+    def _on_cycle_failure(self, s: _Scheduler, qp: q.QueuedPod, st: Status, node_name: str,
+                          started: float) -> None:
+        """A Reserve/Permit/WaitOnPermit failure: a rejection is reported as a FitError on
+        the one node (NumAllNodes 1), anything else as an error."""
+        if s.shadows:  # the attempt bound nothing: its shadow verdicts are not compared
+            s.shadows.bind_ended(qp.pod, None, "")
+        if st.rejected:
+            self._on_unschedulable(s, qp, FitError(1, {node_name: st}), started)
+        else:
+            self._on_error(s, qp, st.message, started)
+
+    def _binding_failed(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
+                        node_name: str, state: CycleState, bp: bc.BindingPlugins, st: Status,
+                        started: float) -> None:
+        """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
+        resources are free again: an AssignedPodDelete for the other pods), then the
+        failure handler."""
+        bc.run_unreserve(bp, state, assumed, node_name)
+        self.cache.forget(assumed)
+        if st.rejected:
+            self._on_cycle_failure(s, qp, st, node_name, started)
+            self._move(ev.ASSIGNED_POD_DELETE, assumed, None,
+                       pre_check=lambda p: p.uid != assumed.uid)
+        else:
+            self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
+            self._on_cycle_failure(s, qp, st, node_name, started)
+
+    def queue_state(self, scheduler_name: str, pod_key: str) -> str | None:
+        """Where a pending pod of that scheduler waits: "active", "backoff",
+        "unschedulable", "gated", "in-flight", or None (not queued)."""
+        s = self._schedulers.get(scheduler_name)
+        return s.queue.where(pod_key) if s is not None else None
+
+    def waiting_pod(self, uid: str) -> bc.WaitingPod | None:
+        """A pod that Permit plugins hold (framework.Handle GetWaitingPod)."""
+        return self.waiting_pods.get(uid)
+
     def _bind_done(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo, node_name: str,
-                   outcome: BindOutcome, message: str, started: float) -> None:
+                   outcome: BindOutcome, message: str, started: float,
+                   state: CycleState | None = None, bp: bc.BindingPlugins = bc.NONE) -> None:
+        if s.shadows:
+            s.shadows.bind_ended(assumed, node_name if outcome is BindOutcome.BOUND else None,
+                                 rfc3339(time.time()))
         if outcome is BindOutcome.BOUND:
+            if bp.post_bind and state is not None:
+                bc.run_post_bind(bp, state, assumed, node_name)
             # As upstream's PodScheduled: from the pop to the end of the binding.
             metrics.schedule_attempt(s.name, metrics.SCHEDULED, time.perf_counter() - started)
             s.queue.done(qp)
@@ -433,6 +651,8 @@ class Engine(CacheListener):
             s.recorder.scheduled(assumed, node_name)
             self._changed(s.name)
             return
+        if bp.reserve and state is not None:
+            bc.run_unreserve(bp, state, assumed, node_name)
         self.cache.forget(assumed)
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
@@ -447,21 +667,49 @@ class Engine(CacheListener):
                 self._report_pending(s)
             return
         # The assumed pod's resources are free again (handleBindingCycleError).
-        self._move_all(q.ASSIGNED_POD_DELETE)
+        self._move(ev.ASSIGNED_POD_DELETE, assumed, None)
         self._on_error(s, qp, message, started)
 
-    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, cycle: int,
-                          fit_error: Any, started: float) -> None:
+    def _on_unschedulable(self, s: _Scheduler, qp: q.QueuedPod, fit_error: Any,
+                          started: float, post: PostFilterResult | None = None) -> None:
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, time.perf_counter() - started)
+        nominated = None if post is None else post.nominated_node
+        if post is not None:
+            metrics.preemption_attempt()
+            if nominated is not None:  # AddNominatedPod: set, or cleared by ""
+                self.nominator.add(qp.pod, nominated)
         message: str = fit_error.message if fit_error is not None else "no node fits"
+        # Diagnosis.UnschedulablePlugins: the rejecting plugins, and the PreFilter plugins
+        # whose results left nodes out.
         rejected = {st.plugin for st in fit_error.node_statuses.values()} \
-            if fit_error is not None else set()
+            | fit_error.unschedulable_plugins if fit_error is not None else set()
         s.counters.unschedulable_attempts += 1
-        s.queue.add_unschedulable(qp, cycle, rejected)
+        s.queue.add_unschedulable(qp, rejected)
         self._report_pending(s)
         s.recorder.failed_scheduling(qp.pod, message)
-        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message)
+        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
+        if post is not None and nominated and post.victims:
+            self._preempt(s, qp.pod, nominated, post)
         self._changed(s.name)
+
+    def _preempt(self, s: _Scheduler, pod: PodInfo, node_name: str,
+                 post: PostFilterResult) -> None:
+        """Evict the victims in the background (async preemption); count it."""
+        c = s.counters
+        c.preemptions_total += 1
+        c.preemption_victims += len(post.victims)
+        c.last_preemption = f"{pod.key} on {node_name} evicting " + \
+            ", ".join(v.key for v in post.victims)
+
+        def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
+            if self._schedulers.get(s.name) is s and preemptor.key in s.queue:
+                s.queue.delete(preemptor.key, preemptor.uid)
+                current = self._current(preemptor)
+                if current is not None:
+                    self._enqueue(s, current)
+                    self._report_pending(s)
+
+        self.preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry)
 
     def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str, started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - started)

@@ -93,8 +93,10 @@ class EventRecorder:
     def failed_scheduling(self, pod: PodInfo, message: str) -> None:
         self.event(pod, WARNING, "FailedScheduling", "Scheduling", truncate_message(message))
 
-    def event(self, pod: PodInfo, type_: str, reason: str, action: str, note: str) -> None:
-        """Record an event about `pod` in the background."""
+    def event(self, pod: PodInfo, type_: str, reason: str, action: str, note: str,
+              related: PodInfo | None = None) -> None:
+        """Record an event about `pod` in the background; `related` is the other pod
+        involved (the preemptor of a Preempted event)."""
         now = self._clock()
         key = (type_, action, reason, pod.uid, note)
         series = self._series.get(key)
@@ -123,17 +125,28 @@ class EventRecorder:
             "note": note,
             "type": type_,
         }
+        if related is not None:
+            body["related"] = {
+                "kind": "Pod", "namespace": related.namespace, "name": related.name,
+                "uid": related.uid, "apiVersion": "v1",
+                "resourceVersion": related.resource_version,
+            }
         self._series[key] = _Series(ns, name, 1, now, 1)
         self._spawn(self._create(ns, body))
         self._ensure_flusher()
 
-    def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str) -> None:
+    def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str,
+                                nominated_node_name: str | None = None) -> None:
         """PodScheduled=False with `reason` and the full `message` (not truncated, as
-        upstream), unless the pod already says exactly that."""
-        conditions = (pod.raw.get("status") or {}).get("conditions") or ()
+        upstream), unless the pod already says exactly that; with status.nominatedNodeName
+        set (a name) or cleared ("") in the same patch when it changes (updatePod)."""
+        status = pod.raw.get("status") or {}
+        conditions = status.get("conditions") or ()
+        nnn_changed = nominated_node_name is not None and \
+            (status.get("nominatedNodeName") or "") != nominated_node_name
         old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
         if old is not None and old.get("status") == "False" and old.get("reason") == reason \
-                and old.get("message") == message:
+                and old.get("message") == message and not nnn_changed:
             return
         transition = old.get("lastTransitionTime") if old is not None and \
             old.get("status") == "False" else None
@@ -146,7 +159,9 @@ class EventRecorder:
         if generation:  # PodObservedGenerationTracking
             condition["observedGeneration"] = generation
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-        patch = {"status": {"conditions": [condition]}}
+        patch: Json = {"status": {"conditions": [condition]}}
+        if nnn_changed:
+            patch["status"]["nominatedNodeName"] = nominated_node_name or None
         self._spawn(self._patch_status(path, patch))
 
     # -- plumbing -------------------------------------------------------------------------

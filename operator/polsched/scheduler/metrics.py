@@ -154,8 +154,16 @@ RELOAD_DURATION = Histogram(
     "Time to load a SchedulingPolicy generation and build its pipeline, in seconds",
     RELOAD_BUCKETS)
 
+PREEMPTION_ATTEMPTS = Counter(
+    "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now")
+PREEMPTION_VICTIMS = Histogram(
+    "scheduler_preemption_victims",
+    "Number of selected preemption victims for preemption initiated by a single pod",
+    tuple(float(2 ** i) for i in range(7)))
+
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
-    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION)
+    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
+    PREEMPTION_ATTEMPTS, PREEMPTION_VICTIMS)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -178,6 +186,16 @@ def forget_profile(profile: str) -> None:
     """The policy is gone: its pods no longer count as pending here."""
     for labels in [k for k in PENDING_PODS.values if ("profile", profile) in k]:
         del PENDING_PODS.values[labels]
+
+
+def preemption_attempt() -> None:
+    """DefaultPreemption's PostFilter ran (eligible or not, with a candidate or not)."""
+    PREEMPTION_ATTEMPTS.inc(())
+
+
+def preemption_victims(count: int) -> None:
+    """A preemption chose `count` victims (observeVictims)."""
+    PREEMPTION_VICTIMS.observe((), count)
 
 
 def policy_reload(policy: str, result: str, seconds: float) -> None:

@@ -1,15 +1,25 @@
-"""SchedulingQueue: the pending pods of one scheduler, like kube-scheduler's PriorityQueue
-(pkg/scheduler/backend/queue/scheduling_queue.go), without queueing hints.
+"""SchedulingQueue: the pending pods of one scheduler, as kube-scheduler's PriorityQueue
+(pkg/scheduler/backend/queue/scheduling_queue.go) with queueing hints, PreEnqueue and
+PopFromBackoffQ.
 
-Three places a pod can wait, and it is in at most one of them (or in flight):
-- activeQ: ready to schedule, highest priority first, then oldest creationTimestamp;
+Where a pod waits (at most one place, or in flight):
+- activeQ: ready to schedule; highest priority first, then the earliest time it last
+  entered the queue (PrioritySort on QueuedPodInfo.Timestamp);
 - backoffQ: failed recently; leaves for activeQ when its backoff expires (1 s after the
-  first failure, doubling up to 10 s);
-- unschedulable: no node fitted; it waits for a cluster event that may help (a node added
-  or updated, a pod deleted, the policy changed) and is flushed back at least every
-  5 minutes (podMaxInUnschedulablePodsDuration).
-A pod failing while a move request happened during its cycle goes to backoffQ instead of
-unschedulable (upstream's moveRequestCycle), so no wake-up is lost.
+  first failure, doubling up to 10 s). When activeQ is empty, a pod that was rejected by
+  plugins (not one that failed with an error) is popped from backoffQ at once
+  (PopFromBackoffQ);
+- unschedulable: rejected by plugins, or gated by a PreEnqueue plugin. It moves back only
+  on a cluster event for which one of the plugins that rejected it (its gating plugin for
+  a gated pod) gives the hint Queue; a pod with no recorded plugin moves on any event. Every
+  pod is flushed back after 5 minutes there (podMaxInUnschedulablePodsDuration), gated ones
+  through PreEnqueue again.
+Events that happen while a pod is in flight are kept and checked against its rejecting
+plugins when it fails (determineSchedulingHintForInFlightPod), so no wake-up is lost.
+
+A pod is identified by "namespace/name" in the queues and by uid in flight: a pod deleted
+and recreated under the same name while its predecessor is in flight (a StatefulSet pod)
+is a new pod and is queued at once.
 
 Single-threaded asyncio: no locks; only `pop` awaits. The clock is injectable for tests.
 """
@@ -17,29 +27,35 @@ Single-threaded asyncio: no locks; only `pop` awaits. The clock is injectable fo
 from __future__ import annotations
 
 import asyncio
+import enum
 import heapq
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from polsched.framework import events as ev
+from polsched.framework.interfaces import PreEnqueuePlugin
 from polsched.framework.types import Json, PodInfo
 
 DEFAULT_POD_INITIAL_BACKOFF = 1.0
 DEFAULT_POD_MAX_BACKOFF = 10.0
 DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION = 300.0
 
-# Cluster events (framework.ClusterEvent labels) that move unschedulable pods.
-NODE_ADD = "NodeAdd"
-NODE_UPDATE = "NodeUpdate"
-ASSIGNED_POD_ADD = "AssignedPodAdd"
-ASSIGNED_POD_DELETE = "AssignedPodDelete"
-POLICY_CHANGE = "PolicyChange"
-NAMESPACE_CHANGE = "NamespaceChange"
-UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+# Plugin label -> the events it registered, with hints (framework.events.hint_map).
+HintMap = Mapping[str, Sequence[ev.ClusterEventWithHint]]
 
 
 class QueueClosed(Exception):
     pass
+
+
+class Strategy(enum.IntEnum):
+    """queueingStrategy: what an event does for an unschedulable pod."""
+
+    SKIP = 0
+    AFTER_BACKOFF = 1
+    IMMEDIATELY = 2
 
 
 @dataclass(eq=False)
@@ -47,18 +63,44 @@ class QueuedPod:
     """framework.QueuedPodInfo: a pod and its scheduling history."""
 
     pod: PodInfo
-    # When it last entered the queue (or failed); the backoff counts from here.
+    # When it last entered the queue (or failed); orders activeQ, backoff counts from it.
     timestamp: float
     attempts: int = 0
     unschedulable_count: int = 0
     consecutive_errors: int = 0
-    # Plugins that rejected it in its last attempt (moves on AssignedPodAdd use them).
+    # Plugins that rejected it in its last attempt (or gate it); empty after an error.
     rejected_by: frozenset[str] = frozenset()
+    # The PreEnqueue plugin that keeps it out of activeQ ("" when not gated).
+    gating_plugin: str = ""
+    # When it was moved back by the 5-minute flush last.
+    flush_timestamp: float = 0.0
     _seq: int = field(default=0, repr=False)
+    # In flight: the in-flight event counter when it was popped.
+    _events_from: int = field(default=0, repr=False)
+    # In flight: deleted (or bound elsewhere) meanwhile; never requeued.
+    _gone: bool = field(default=False, repr=False)
 
     @property
     def key(self) -> str:
         return self.pod.key
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.gating_plugin)
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlightEvent:
+    n: int
+    event: ev.ClusterEvent
+    old: Any
+    new: Any
+    # A TargetPod update: only for the pod with this uid.
+    uid: str = ""
 
 
 class SchedulingQueue:
@@ -69,27 +111,44 @@ class SchedulingQueue:
         initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
         max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
         max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
+        pop_from_backoff: bool = True,
     ) -> None:
         self._clock = clock
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._max_in_unschedulable = max_in_unschedulable
+        self._pop_from_backoff = pop_from_backoff
         self._seq = 0
-        # heap of (-priority, creationTimestamp, seq, key); stale entries skipped on pop
-        self._active_heap: list[tuple[int, str, int, str]] = []
+        # heap of (-priority, timestamp, seq, key); stale entries skipped on pop
+        self._active_heap: list[tuple[int, float, int, str]] = []
         self._active: dict[str, QueuedPod] = {}
-        self._backoff_heap: list[tuple[float, int, str]] = []
+        # heap of (expiry, -priority, timestamp, seq, key)
+        self._backoff_heap: list[tuple[float, int, float, int, str]] = []
         self._backoff: dict[str, QueuedPod] = {}
         self._unschedulable: dict[str, QueuedPod] = {}
+        self._gated = 0
+        # In flight, by uid; and the uid in flight per key.
         self._in_flight: dict[str, QueuedPod] = {}
-        # In flight and deleted (or bound elsewhere) meanwhile: do not requeue.
-        self._gone: set[str] = set()
-        # In flight and updated meanwhile: a failure goes to backoffQ, not unschedulable.
-        self._updated: set[str] = set()
+        self._in_flight_keys: dict[str, str] = {}
+        # Events seen while pods were in flight (inFlightEvents), oldest first.
+        self._events: list[_InFlightEvent] = []
+        self._event_n = 0
         self.scheduling_cycle = 0
-        self._move_request_cycle = -1
+        self._pre_enqueue: tuple[PreEnqueuePlugin, ...] = ()
+        # None until configured: every plugin is registered for every event.
+        self._hints: HintMap | None = None
+        # event -> the plugins that registered a matching event (memo, per configuration)
+        self._interest: dict[ev.ClusterEvent, frozenset[str]] = {}
         self._wakeup: asyncio.Event | None = None
         self._closed = False
+
+    # -- the policy's plugins -------------------------------------------------------------
+    def configure(self, pre_enqueue: Sequence[PreEnqueuePlugin] = (),
+                  hints: HintMap | None = None) -> None:
+        """The pipeline's PreEnqueue plugins and queueing hints (on every apply)."""
+        self._pre_enqueue = tuple(pre_enqueue)
+        self._hints = dict(hints) if hints is not None else None
+        self._interest.clear()
 
     # -- introspection ----------------------------------------------------------------
     def __len__(self) -> int:
@@ -99,21 +158,37 @@ class SchedulingQueue:
         return key in self._active or key in self._backoff or key in self._unschedulable
 
     def where(self, key: str) -> str | None:
-        """"active", "backoff", "unschedulable", "in-flight" or None."""
+        """"active", "backoff", "unschedulable", "gated", "in-flight" or None."""
+        qp = self._unschedulable.get(key)
+        if qp is not None:
+            return "gated" if qp.gated else "unschedulable"
         for name, d in (("active", self._active), ("backoff", self._backoff),
-                        ("unschedulable", self._unschedulable), ("in-flight", self._in_flight)):
+                        ("in-flight", self._in_flight_keys)):
             if key in d:
                 return name
         return None
 
-    def sizes(self) -> tuple[int, int, int]:
-        """How many pods wait in activeQ, backoffQ and unschedulable (O(1), for the
+    def get(self, key: str) -> QueuedPod | None:
+        """The queued (or in-flight) pod of that key."""
+        for d in (self._active, self._backoff, self._unschedulable):
+            qp = d.get(key)
+            if qp is not None:
+                return qp
+        uid = self._in_flight_keys.get(key)
+        return self._in_flight.get(uid) if uid is not None else None
+
+    def sizes(self) -> tuple[int, int, int, int]:
+        """How many pods wait in activeQ, backoffQ, unschedulable and gated (O(1), for the
         scheduler_pending_pods gauge)."""
-        return len(self._active), len(self._backoff), len(self._unschedulable)
+        return (len(self._active), len(self._backoff),
+                len(self._unschedulable) - self._gated, self._gated)
 
     def keys(self) -> set[str]:
         """Every pod waiting or in flight."""
-        return {*self._active, *self._backoff, *self._unschedulable, *self._in_flight}
+        return {*self._active, *self._backoff, *self._unschedulable, *self._in_flight_keys}
+
+    def in_flight_events(self) -> int:
+        return len(self._events)
 
     # -- backoff --------------------------------------------------------------------------
     def backoff_duration(self, qp: QueuedPod) -> float:
@@ -130,125 +205,292 @@ class SchedulingQueue:
     def _backing_off(self, qp: QueuedPod, now: float) -> bool:
         return self.backoff_expiry(qp) > now
 
+    # -- PreEnqueue ---------------------------------------------------------------------
+    def _run_pre_enqueue(self, qp: QueuedPod) -> None:
+        """runPreEnqueuePlugins: the gating plugin first, then the others; the first that
+        does not succeed gates the pod (and counts as a rejecting plugin)."""
+        plugins = self._pre_enqueue
+        if qp.gating_plugin:
+            first = [p for p in plugins if p.name == qp.gating_plugin]
+            plugins = (*first, *(p for p in plugins if p.name != qp.gating_plugin))
+        for p in plugins:
+            if not p.pre_enqueue(qp.pod).ok:
+                qp.gating_plugin = p.name
+                qp.rejected_by = qp.rejected_by | {p.name}
+                return
+        qp.gating_plugin = ""
+
     # -- moving between the queues --------------------------------------------------------
     def _next_seq(self) -> int:
         self._seq += 1
         return self._seq
 
-    def _push_active(self, qp: QueuedPod) -> None:
+    def _park(self, qp: QueuedPod) -> None:
+        """Into the unschedulable pool (gated or not)."""
+        old = self._unschedulable.get(qp.key)
+        if old is not None and old.gated:
+            self._gated -= 1
+        self._unschedulable[qp.key] = qp
+        if qp.gated:
+            self._gated += 1
+
+    def _unpark(self, key: str) -> QueuedPod | None:
+        qp = self._unschedulable.pop(key, None)
+        if qp is not None and qp.gated:
+            self._gated -= 1
+        return qp
+
+    def _move_to_active(self, qp: QueuedPod, from_backoff: bool = False) -> bool:
+        """moveToActiveQ: PreEnqueue first (not again for a pod leaving backoffQ, which ran
+        it on entering); a gated pod goes to the unschedulable pool instead."""
+        if not from_backoff:
+            self._run_pre_enqueue(qp)
+        if qp.gated:
+            self._park(qp)
+            return False
+        self._unpark(qp.key)
         qp._seq = self._next_seq()
         self._active[qp.key] = qp
         heapq.heappush(self._active_heap,
-                       (-qp.pod.priority, qp.pod.creation, qp._seq, qp.key))
+                       (-qp.pod.priority, qp.timestamp, qp._seq, qp.key))
         self._wake()
+        return True
 
-    def _push_backoff(self, qp: QueuedPod) -> None:
+    def _move_to_backoff(self, qp: QueuedPod) -> bool:
+        """moveToBackoffQ: with PopFromBackoffQ, PreEnqueue runs on entering backoffQ."""
+        if self._pop_from_backoff:
+            self._run_pre_enqueue(qp)
+            if qp.gated:
+                self._park(qp)
+                return False
+        self._unpark(qp.key)
         qp._seq = self._next_seq()
         self._backoff[qp.key] = qp
-        heapq.heappush(self._backoff_heap, (self.backoff_expiry(qp), qp._seq, qp.key))
+        heapq.heappush(self._backoff_heap, (self.backoff_expiry(qp), -qp.pod.priority,
+                                            qp.timestamp, qp._seq, qp.key))
         self._wake()
+        return True
 
-    def _requeue(self, qp: QueuedPod, now: float) -> None:
-        """To backoffQ while backing off, else to activeQ (requeuePodWithQueueingStrategy)."""
-        if self._backing_off(qp, now):
-            self._push_backoff(qp)
-        else:
-            self._push_active(qp)
+    def _requeue(self, qp: QueuedPod, strategy: Strategy, now: float) -> str:
+        """requeueEntityWithQueueingStrategy; returns where the pod went."""
+        if strategy is Strategy.SKIP:
+            self._park(qp)
+            return "unschedulable"
+        if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qp, now):
+            return "backoff" if self._move_to_backoff(qp) else "unschedulable"
+        return "active" if self._move_to_active(qp) else "unschedulable"
 
     def _wake(self) -> None:
         if self._wakeup is not None:
             self._wakeup.set()
+
+    # -- queueing hints -------------------------------------------------------------------
+    def worth_requeuing(self, qp: QueuedPod, event: ev.ClusterEvent, old: Any,
+                        new: Any) -> Strategy:
+        """isPodWorthRequeuing: Queue from one of the pod's rejecting plugins for this
+        event; a pod with no rejecting plugin (an error, or only extenders rejected it)
+        moves on any event."""
+        rejected = qp.rejected_by
+        if not rejected:
+            return Strategy.AFTER_BACKOFF
+        if event.is_wildcard:
+            if isinstance(new, PodInfo) and new.uid != qp.uid:
+                return Strategy.SKIP  # a wildcard event for another pod
+            return Strategy.AFTER_BACKOFF
+        for plugin in rejected:
+            registered = self._registered(plugin)
+            if registered is None:
+                # Not a plugin of this pipeline (any more): do not strand the pod.
+                return Strategy.AFTER_BACKOFF
+            for eh in registered:
+                if not eh.event.matches(event):
+                    continue
+                if ev.run_hint(plugin, eh.hint, qp.pod, old, new) is ev.QUEUE:
+                    return Strategy.AFTER_BACKOFF
+        return Strategy.SKIP
+
+    def _registered(self, plugin: str) -> Sequence[ev.ClusterEventWithHint] | None:
+        if self._hints is None:
+            return ev.ALL_EVENTS
+        return self._hints.get(plugin)
+
+    def _interested(self, event: ev.ClusterEvent) -> frozenset[str] | None:
+        """The plugins that registered an event matching `event`; None: every plugin
+        (unconfigured, or a wildcard event)."""
+        if event.is_wildcard or self._hints is None:
+            return None
+        got = self._interest.get(event)
+        if got is None:
+            got = frozenset(p for p, registered in self._hints.items()
+                            if any(eh.event.matches(event) for eh in registered))
+            self._interest[event] = got
+        return got
 
     # -- what the cache's events do -------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
         """A pending pod was added or updated (Add / Update)."""
         key = pod.key
         now = self._clock()
-        qp = self._in_flight.get(key)
-        if qp is not None:
-            if _pod_updated(qp.pod.raw, pod.raw):
-                self._updated.add(key)
+        uid = self._in_flight_keys.get(key)
+        if uid is not None:
+            flying = self._in_flight[uid]
+            if uid == pod.uid:
+                # Kept for when it fails: the update may be what it needed.
+                prev = flying.pod
+                if _pod_updated(prev.raw, pod.raw):
+                    for e in ev.pod_update_events(pod, prev, target=True):
+                        self._record(e, prev, pod, uid)
+                flying.pod = pod
+                return
+            # Its predecessor is in flight: that one is gone, this one is new.
+            flying._gone = True
+        for d in (self._active, self._backoff):
+            qp = d.get(key)
+            if qp is None:
+                continue
+            if qp.uid != pod.uid:
+                del d[key]
+                break
+            prev_priority = qp.pod.priority
             qp.pod = pod
-            return
-        qp = self._active.get(key)
-        if qp is not None:
-            old = qp.pod
-            qp.pod = pod
-            if old.priority != pod.priority or old.creation != pod.creation:
-                self._push_active(qp)  # the old heap entry goes stale
-            return
-        qp = self._backoff.get(key)
-        if qp is not None:
-            qp.pod = pod
+            if d is self._active and prev_priority != pod.priority:
+                self._move_to_active(qp, from_backoff=True)  # the old heap entry goes stale
             return
         qp = self._unschedulable.get(key)
         if qp is not None:
-            updated = _pod_updated(qp.pod.raw, pod.raw)
-            qp.pod = pod
-            if updated:  # the pod itself changed: it may fit now
-                del self._unschedulable[key]
-                self._requeue(qp, now)
-            return
-        self._push_active(QueuedPod(pod, timestamp=now))
+            if qp.uid != pod.uid:
+                self._unpark(key)
+            else:
+                prev = qp.pod
+                qp.pod = pod
+                if not _pod_updated(prev.raw, pod.raw):
+                    return  # status only (our own condition patch): nothing new
+                for e in ev.pod_update_events(pod, prev, target=True):
+                    strategy = self.worth_requeuing(qp, e, prev, pod)
+                    if strategy is Strategy.SKIP:
+                        continue
+                    self._unpark(key)
+                    if self._requeue(qp, strategy, now) != "unschedulable":
+                        break
+                return
+        self._move_to_active(QueuedPod(pod, timestamp=now))
 
-    def delete(self, key: str) -> None:
-        """The pod was deleted, bound (by us or elsewhere) or finished: it leaves."""
-        self._active.pop(key, None)
-        self._backoff.pop(key, None)
-        self._unschedulable.pop(key, None)
-        if key in self._in_flight:
-            self._gone.add(key)
+    def delete(self, key: str, uid: str | None = None) -> None:
+        """The pod was deleted, bound (by us or elsewhere) or finished: it leaves. With
+        `uid`, only that pod (not a successor under the same name)."""
+        for d in (self._active, self._backoff):
+            qp = d.get(key)
+            if qp is not None and (uid is None or qp.uid == uid):
+                del d[key]
+        qp = self._unschedulable.get(key)
+        if qp is not None and (uid is None or qp.uid == uid):
+            self._unpark(key)
+        flying_uid = self._in_flight_keys.get(key)
+        if flying_uid is not None and (uid is None or flying_uid == uid):
+            self._in_flight[flying_uid]._gone = True
 
-    def move_all(self, event: str, only_rejected_by: Iterable[str] | None = None) -> int:
-        """MoveAllToActiveOrBackoffQueue: unschedulable pods go back (to backoffQ while
-        backing off). With `only_rejected_by`, only pods one of those plugins rejected.
-        Returns how many moved."""
-        self._move_request_cycle = self.scheduling_cycle
+    def move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
+             pre_check: Callable[[PodInfo], bool] | None = None) -> int:
+        """MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may help go back
+        (to backoffQ while backing off). Returns how many moved."""
+        interested = self._interested(event)
+        if interested is not None and not interested:
+            return 0  # no plugin cares (isEventOfInterest): not even kept for in-flight pods
+        hints = self._hints
         now = self._clock()
-        plugins = frozenset(only_rejected_by) if only_rejected_by is not None else None
-        moved = [qp for qp in self._unschedulable.values()
-                 if plugins is None or (qp.rejected_by & plugins)]
-        for qp in moved:
-            del self._unschedulable[qp.key]
-            self._requeue(qp, now)
-        return len(moved)
+        moved = 0
+        for qp in list(self._unschedulable.values()):
+            rejected = qp.rejected_by
+            # Fast path: every rejecting plugin is known and none registered this event.
+            if (interested is not None and hints is not None and rejected
+                    and not rejected & interested
+                    and all(p in hints for p in rejected)):
+                continue
+            if pre_check is not None and not pre_check(qp.pod):
+                continue
+            if qp.gated and not event.is_wildcard and not any(
+                    eh.event.matches(event)
+                    for eh in self._registered(qp.gating_plugin) or ()):
+                continue
+            strategy = self.worth_requeuing(qp, event, old, new)
+            if strategy is Strategy.SKIP:
+                continue
+            self._unpark(qp.key)
+            if self._requeue(qp, strategy, now) != "unschedulable":
+                moved += 1
+        self._record(event, old, new)
+        return moved
+
+    def _record(self, event: ev.ClusterEvent, old: Any, new: Any, uid: str = "") -> None:
+        """Keep the event for the pods in flight (addEventIfAnyInFlight)."""
+        if not self._in_flight:
+            return
+        self._event_n += 1
+        self._events.append(_InFlightEvent(self._event_n, event, old, new, uid))
 
     # -- what the scheduling loop does ----------------------------------------------------
     def flush(self) -> None:
         """Backoff-completed pods to activeQ; pods unschedulable for longer than 5 minutes
-        back (flushBackoffQCompleted, flushUnschedulablePodsLeftover)."""
+        back (flushBackoffQCompleted, flushUnschedulableEntitiesLeftover)."""
         now = self._clock()
         heap = self._backoff_heap
         while heap and heap[0][0] <= now:
-            _, seq, key = heapq.heappop(heap)
+            *_, seq, key = heapq.heappop(heap)
             qp = self._backoff.get(key)
             if qp is None or qp._seq != seq:
                 continue
             del self._backoff[key]
-            self._push_active(qp)
+            self._move_to_active(qp, from_backoff=self._pop_from_backoff)
         limit = now - self._max_in_unschedulable
-        stale = [qp for qp in self._unschedulable.values() if qp.timestamp <= limit]
+        stale = [qp for qp in self._unschedulable.values()
+                 if max(qp.timestamp, qp.flush_timestamp) <= limit]
         for qp in stale:
-            del self._unschedulable[qp.key]
-            self._requeue(qp, now)
+            qp.flush_timestamp = now
+            event = ev.EVENT_UNSCHEDULABLE_TIMEOUT
+            strategy = self.worth_requeuing(qp, event, None, None)
+            self._unpark(qp.key)
+            self._requeue(qp, strategy, now)
+
+    def _pop_backoff(self) -> QueuedPod | None:
+        """PopFromBackoffQ: activeQ is empty; the first pod of backoffQ that plugins
+        rejected (not one that failed with an error) goes now."""
+        best: tuple[float, int, float, int, str] | None = None
+        for entry in self._backoff_heap:
+            qp = self._backoff.get(entry[4])
+            if qp is None or qp._seq != entry[3] or not qp.rejected_by:
+                continue
+            if best is None or entry < best:
+                best = entry
+        if best is None:
+            return None
+        qp = self._backoff.pop(best[4])
+        qp._seq = self._next_seq()  # its heap entry goes stale
+        return qp
 
     def pop_nowait(self) -> QueuedPod | None:
-        """The next pod to schedule, now in flight; None when activeQ is empty."""
+        """The next pod to schedule, now in flight; None when nothing can go now."""
         self.flush()
         heap = self._active_heap
+        qp: QueuedPod | None = None
         while heap:
             _, _, seq, key = heapq.heappop(heap)
-            qp = self._active.get(key)
-            if qp is None or qp._seq != seq:
+            cand = self._active.get(key)
+            if cand is None or cand._seq != seq:
                 continue
             del self._active[key]
-            qp.attempts += 1
-            self.scheduling_cycle += 1
-            self._in_flight[key] = qp
-            self._gone.discard(key)
-            self._updated.discard(key)
-            return qp
-        return None
+            qp = cand
+            break
+        if qp is None and self._pop_from_backoff and self._backoff:
+            qp = self._pop_backoff()
+        if qp is None:
+            return None
+        qp.attempts += 1
+        self.scheduling_cycle += 1
+        qp._gone = False
+        qp._events_from = self._event_n
+        self._in_flight[qp.uid] = qp
+        self._in_flight_keys[qp.key] = qp.uid
+        return qp
 
     async def pop(self) -> QueuedPod:
         """Wait for the next pod to schedule. Raises QueueClosed after close()."""
@@ -271,13 +513,14 @@ class SchedulingQueue:
         """Seconds until a backoff expires or an unschedulable pod is flushed."""
         due: float | None = None
         heap = self._backoff_heap
-        while heap and (self._backoff.get(heap[0][2]) is None
-                        or self._backoff[heap[0][2]]._seq != heap[0][1]):
+        while heap and (self._backoff.get(heap[0][4]) is None
+                        or self._backoff[heap[0][4]]._seq != heap[0][3]):
             heapq.heappop(heap)
         if heap:
             due = heap[0][0]
         if self._unschedulable:
-            oldest = min(qp.timestamp for qp in self._unschedulable.values())
+            oldest = min(max(qp.timestamp, qp.flush_timestamp)
+                         for qp in self._unschedulable.values())
             flush_at = oldest + self._max_in_unschedulable
             due = flush_at if due is None else min(due, flush_at)
         if due is None:
@@ -285,56 +528,68 @@ class SchedulingQueue:
         return max(due - self._clock(), 0.001)
 
     def _finish(self, qp: QueuedPod) -> bool:
-        """Leave flight; False when the pod is gone meanwhile (do not requeue)."""
-        key = qp.key
-        self._in_flight.pop(key, None)
-        if key in self._gone:
-            self._gone.discard(key)
-            self._updated.discard(key)
+        """Leave flight (Done); False when the pod is gone meanwhile (do not requeue)."""
+        self._land(qp)
+        if qp._gone:
             return False
-        return key not in self
+        return self._in_flight_keys.get(qp.key) is None and qp.key not in self
+
+    def _land(self, qp: QueuedPod) -> None:
+        if self._in_flight.pop(qp.uid, None) is not None \
+                and self._in_flight_keys.get(qp.key) == qp.uid:
+            del self._in_flight_keys[qp.key]
+        if not self._in_flight:
+            self._events.clear()
+        elif self._events and self._events[0].n <= qp._events_from:
+            oldest = min(p._events_from for p in self._in_flight.values())
+            i = 0
+            while i < len(self._events) and self._events[i].n <= oldest:
+                i += 1
+            del self._events[:i]
 
     def done(self, qp: QueuedPod) -> None:
-        """The pod's cycle ended with a bind (or it needs nothing more)."""
-        self._in_flight.pop(qp.key, None)
-        self._gone.discard(qp.key)
-        self._updated.discard(qp.key)
+        """The pod's cycle ended with a bind, or it needs nothing more (Done)."""
+        self._land(qp)
 
-    def add_unschedulable(self, qp: QueuedPod, cycle: int,
-                          rejected_by: Iterable[str] = ()) -> None:
-        """No node fitted (AddUnschedulablePodIfNotPresent). `cycle` is the
-        scheduling_cycle read when the pod was popped."""
+    def _in_flight_strategy(self, qp: QueuedPod) -> Strategy:
+        """determineSchedulingHintForInFlightPod."""
+        if not qp.rejected_by:
+            return Strategy.AFTER_BACKOFF
+        for e in self._events:
+            if e.n <= qp._events_from or (e.uid and e.uid != qp.uid):
+                continue
+            if self.worth_requeuing(qp, e.event, e.old, e.new) is not Strategy.SKIP:
+                return Strategy.AFTER_BACKOFF
+        return Strategy.SKIP
+
+    def add_unschedulable(self, qp: QueuedPod, rejected_by: Iterable[str] = ()) -> None:
+        """Rejected by plugins, or failed (AddUnschedulablePodIfNotPresent): no rejecting
+        plugin means an error (counts a consecutive error; retried after backoff on any
+        event)."""
+        qp.rejected_by = frozenset(rejected_by)
+        strategy = self._in_flight_strategy(qp)
         if not self._finish(qp):
             return
         now = self._clock()
-        qp.unschedulable_count += 1
-        qp.consecutive_errors = 0
-        qp.timestamp = now
-        qp.rejected_by = frozenset(rejected_by)
-        updated = qp.key in self._updated
-        self._updated.discard(qp.key)
-        if self._move_request_cycle >= cycle or updated:
-            self._push_backoff(qp)
+        if qp.rejected_by:
+            qp.unschedulable_count += 1
+            qp.consecutive_errors = 0
         else:
-            self._unschedulable[qp.key] = qp
-
-    def add_backoff(self, qp: QueuedPod, *, error: bool = True) -> None:
-        """The cycle or the bind failed with an error: retry after backoff."""
-        if not self._finish(qp):
-            return
-        self._updated.discard(qp.key)
-        if error:
             qp.consecutive_errors += 1
-        qp.timestamp = self._clock()
-        self._push_backoff(qp)
+        qp.timestamp = now
+        qp.flush_timestamp = 0.0
+        self._requeue(qp, strategy, now)
+
+    def add_backoff(self, qp: QueuedPod) -> None:
+        """The cycle or the binding failed with an error: retry after backoff."""
+        self.add_unschedulable(qp, ())
 
     def restore(self, qp: QueuedPod) -> None:
         """Put a popped pod back as it was, uncounted (the scheduler is paused)."""
         if not self._finish(qp):
             return
-        self._updated.discard(qp.key)
         qp.attempts -= 1
-        self._push_active(qp)
+        self._move_to_active(qp, from_backoff=True)
 
     def close(self) -> None:
         self._closed = True
@@ -345,8 +600,9 @@ _IGNORED_META = ("resourceVersion", "generation", "managedFields", "finalizers")
 
 
 def _pod_updated(old: Json, new: Json) -> bool:
-    """scheduling_queue.go isPodUpdated: a change other than status, resourceVersion,
-    generation, managedFields or finalizers (our own condition patch is not one)."""
+    """isPodUpdated (scheduling_queue.go before queueing hints took over): a change other
+    than status, resourceVersion, generation, managedFields or finalizers. Our own
+    PodScheduled condition patch is not one, so it never retries the pod it reports on."""
     if old.get("spec") != new.get("spec"):
         return True
     om, nm = old.get("metadata") or {}, new.get("metadata") or {}

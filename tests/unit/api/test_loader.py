@@ -17,10 +17,12 @@ from polsched import plugins
 from polsched.api import FieldError, Policy, PolicyError, load_policy
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
+from polsched.framework.listers import Listers
 from polsched.framework.registry import ArgsError, PluginSpec, Registry
 from polsched.framework.selectors import compile_requirements
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.scheduler.pipelines import build_pipeline
 
 pytestmark = pytest.mark.unit
 
@@ -111,9 +113,24 @@ def names(p: Policy) -> tuple[list[str], list[str]]:
 def test_empty_spec_runs_the_default_profile_with_default_args_and_weights() -> None:
     p = load()
     assert names(p) == (["Gate", "Fit"], ["Fit:3", "Spread:2"])
-    gate = p.filters[0].plugin
-    assert isinstance(gate, FakeFilter) and gate.args == {"level": "default"}
+    gate = p.filters[0]
+    assert (gate.point, gate.args, gate.path) == ("filter", {"level": "default"},
+                                                  "spec.defaultPlugins(Gate)")
     assert p.filters[0].when is None
+
+
+def test_the_policy_carries_specs_that_the_builder_builds_with_its_handle() -> None:
+    p = load({"scorers": [{"name": "Rank", "weight": 4, "args": {"k": 1}}]})
+    listers = Listers()
+    pl = build_pipeline(p, Handle(listers=listers))
+    gate = pl.filters[0].plugin
+    assert isinstance(gate, FakeFilter) and gate.args == {"level": "default"}
+    assert gate.handle.listers is listers
+    rank = pl.scorers[2]
+    assert (rank.name, rank.weight) == ("Rank", 4)
+    assert isinstance(rank.plugin, FakeScorer) and rank.plugin.args == {"k": 1}
+    # Two builds, two sets of plugins: the loaded policy holds no plugin instances.
+    assert build_pipeline(p).filters[0].plugin is not gate
 
 
 def test_scalar_defaults() -> None:
@@ -140,9 +157,9 @@ def test_relisted_default_replaces_args_and_weight_in_place() -> None:
               "scorers": [{"name": "Rank"}, {"name": "Fit", "weight": 9,
                                              "args": {"strategy": "MostAllocated"}}]})
     assert names(p) == (["Gate", "Fit", "Extra"], ["Fit:9", "Spread:2", "Rank:1"])
-    gate, fit = p.filters[0].plugin, p.scorers[0].plugin
-    assert isinstance(gate, FakeFilter) and gate.args == {"level": "strict"}
-    assert isinstance(fit, FakeScorer) and fit.args == {"strategy": "MostAllocated"}
+    gate, fit = p.filters[0], p.scorers[0]
+    assert gate.args == {"level": "strict"} and gate.path == "spec.filters[1]"
+    assert fit.args == {"strategy": "MostAllocated"} and fit.path == "spec.scorers[1]"
 
 
 def test_relisted_default_scorer_without_weight_gets_1_as_upstream() -> None:
@@ -369,7 +386,8 @@ def test_extender_defaults_and_fields() -> None:
 def test_ignored_resources_reach_the_plugins_handle() -> None:
     p = load({"extenders": [{**EXT, "managedResources": [
         {"name": "example.com/foo", "ignoredByScheduler": True}]}]})
-    fit = p.scorers[0].plugin
+    # The builder puts them into whatever handle its caller gives.
+    fit = build_pipeline(p, Handle(listers=Listers())).scorers[0].plugin
     assert isinstance(fit, FakeScorer)
     assert fit.handle.ignored_resources == frozenset({"example.com/foo"})
 

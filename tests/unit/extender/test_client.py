@@ -208,13 +208,14 @@ def test_prioritize_returns_host_scores(start_extender: StartExtender) -> None:
     assert sent == {"Pod": make_pod().raw, "Nodes": None, "NodeNames": ["n1", "n2", "n3"]}
 
 
-def test_prioritize_lowercase_keys_and_clamping(start_extender: StartExtender) -> None:
+def test_prioritize_lowercase_keys_and_no_clamping(start_extender: StartExtender) -> None:
     server = start_extender({"/prioritize": lambda args: [
         {"host": "n1", "score": 4}, {"host": "n1", "score": 3},
         {"host": "n2", "score": 99}, {"host": "n3", "score": -2}]})
     ext = HTTPExtender(config(server.url, prioritize_verb="prioritize"))
-    # A host listed twice gets the sum (upstream adds every entry); 0..10 enforced.
-    assert run(call_prioritize(ext)) == {"n1": 7, "n2": 10, "n3": 0}
+    # A host listed twice gets the sum (upstream adds every entry); scores outside 0..10
+    # are kept as they are, as upstream's prioritizeNodes does.
+    assert run(call_prioritize(ext)) == {"n1": 7, "n2": 99, "n3": -2}
 
 
 def test_prioritize_garbage_is_an_error(start_extender: StartExtender) -> None:

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from polsched.extender import HTTPExtender
-from polsched.framework import Pipeline, Snapshot
+from polsched.framework import Snapshot
 from tests.unit.extender.fake_extender import config, make_node, make_pod, run
+from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
 
@@ -110,7 +111,7 @@ def test_pipeline_with_the_example_keeps_one_connection() -> None:
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     ext = HTTPExtender(config(url, filter_verb="filter", prioritize_verb="prioritize",
                               node_cache_capable=True))
-    pipeline = Pipeline([], [], [ext], rng=random.Random(0))
+    pipeline = build(defaults=False, extenders=[ext], rng=random.Random(0))
     snap = Snapshot(NODES)
 
     async def twenty_pods() -> list[str | None]:

@@ -15,20 +15,21 @@ from polsched.extender import HTTPExtender
 from polsched.framework import (
     Code,
     CycleState,
-    FilterEntry,
     FilterPlugin,
     NodeInfo,
     Pipeline,
     PipelineError,
+    PluginSpec,
     PodInfo,
+    Registry,
     ScheduleResult,
-    ScoreEntry,
     ScorePlugin,
     Snapshot,
     Status,
 )
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import Answer, config, free_port, make_node, make_pod, run
+from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
 
@@ -58,9 +59,13 @@ def snapshot() -> Snapshot:
                      make_node("n4", labels={"bad": "true"})])
 
 
+REGISTRY = Registry([PluginSpec(NoBadNodes.NAME, filter=lambda a, h: NoBadNodes()),
+                     PluginSpec(PreferN1.NAME, score=lambda a, h: PreferN1())])
+
+
 def pipeline(*extenders: HTTPExtender) -> Pipeline:
-    return Pipeline([FilterEntry(NoBadNodes())], [ScoreEntry(PreferN1(), 1)], extenders,
-                    rng=random.Random(0))
+    return build(registry=REGISTRY, filters=[{"name": NoBadNodes.NAME}],
+                 scorers=[{"name": PreferN1.NAME}], extenders=extenders, rng=random.Random(0))
 
 
 async def schedule(pl: Pipeline, pod: PodInfo | None = None,
@@ -117,8 +122,11 @@ def test_extender_rejections_and_unresolvable_nodes_are_in_the_fit_error(
     assert statuses["n3"].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert statuses["n3"].reasons == ("wrong rack",)
     assert statuses["n4"].code is Code.UNSCHEDULABLE
-    assert result.fit_error.message == ("0/4 nodes are available: 1 node(s) are bad, "
-                                        "1 wrong rack, 2 zone full.")
+    assert result.fit_error.message == (
+        "0/4 nodes are available: 1 node(s) are bad, 1 wrong rack, 2 zone full. "
+        # The built pipeline's DefaultPreemption: only n3 (unresolvable) cannot be helped.
+        "preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "3 No preemption victims found for incoming pod.")
 
 
 @pytest.mark.parametrize("score,weight,winner,n2_total", [
@@ -188,8 +196,8 @@ def test_non_ignorable_extender_error_answer_fails_the_cycle(
     server = start_extender({"/filter": lambda args: {"Error": "not ready"}})
     with pytest.raises(PipelineError) as err:
         run(schedule(pipeline(filter_extender(server.url))))
-    assert str(err.value) == (f"running {server.url!r}: failed filter with extender at URL "
-                              f"{server.url}filter: not ready")
+    assert str(err.value) == f"failed filter with extender at URL {server.url}filter: not ready"
+    assert err.value.status.plugin == server.url
 
 
 def test_a_hanging_extender_does_not_hold_up_another_pipeline(

@@ -6,9 +6,8 @@ import asyncio
 
 import pytest
 
-from polsched.framework import FilterEntry, NodeInfo, Pipeline, PodInfo, Snapshot
-from polsched.framework.selectors import compile_label_selector
-from polsched.plugins.expression import ExpressionFilter
+from polsched.framework import NodeInfo, PodInfo, Snapshot
+from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
 
@@ -19,18 +18,20 @@ def pod(name: str, **labels: str) -> PodInfo:
 
 
 def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:
-    entry = FilterEntry(
-        ExpressionFilter({"expression": "size(pod.metadata.name) <= 5",
-                          "message": "pod name is longer than 5"}),
-        when=compile_label_selector({"matchLabels": {"want": "you"}}))
-    pipeline = Pipeline([entry], [])
+    pipeline = build(defaults=False, filters=[{
+        "name": "Expression",
+        "args": {"expression": "size(pod.metadata.name) <= 5",
+                 "message": "pod name is longer than 5"},
+        "when": {"podSelector": {"matchLabels": {"want": "you"}}}}])
     snapshot = Snapshot([NodeInfo.from_json({"metadata": {"name": f"n{i}"}}) for i in range(3)])
 
     # A matching pod with a long name is refused on every node, with the entry's message.
     result = asyncio.run(pipeline.schedule(pod("longname", want="you"), snapshot))
     assert result.node is None
     assert result.fit_error is not None
-    assert result.fit_error.message == "0/3 nodes are available: 3 pod name is longer than 5."
+    assert result.fit_error.message == (
+        "0/3 nodes are available: 3 pod name is longer than 5. preemption: 0/3 nodes are "
+        "available: 3 No preemption victims found for incoming pod.")
 
     # The same name without the label: the filter does not apply.
     assert asyncio.run(pipeline.schedule(pod("longname"), snapshot)).node is not None

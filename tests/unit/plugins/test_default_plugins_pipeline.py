@@ -11,48 +11,26 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import (
-    FilterEntry,
-    Handle,
-    NodeInfo,
-    Pipeline,
-    PodInfo,
-    ScheduleResult,
-    ScoreEntry,
-    Snapshot,
-)
-from polsched.framework.registry import PluginSpec
-from polsched.plugins import (
-    image_locality,
-    node_affinity,
-    node_name,
-    node_ports,
-    node_resources_balanced_allocation,
-    node_resources_fit,
-    node_unschedulable,
-    taint_toleration,
-)
+from polsched.framework import NodeInfo, Pipeline, PodInfo, ScheduleResult, Snapshot
+from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
 
-FILTERS: list[PluginSpec] = [node_unschedulable.SPEC, node_name.SPEC, taint_toleration.SPEC,
-                             node_affinity.SPEC, node_ports.SPEC, node_resources_fit.SPEC]
-SCORERS: list[tuple[PluginSpec, int]] = [
-    (taint_toleration.SPEC, 3), (node_affinity.SPEC, 2), (node_resources_fit.SPEC, 1),
-    (node_resources_balanced_allocation.SPEC, 1), (image_locality.SPEC, 1)]
+FILTERS = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
+           "NodeResourcesFit"]
+SCORERS = [("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
+           ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]
 
 
 def pipeline() -> Pipeline:
-    handle = Handle()
-    filters = []
-    for spec in FILTERS:
-        assert spec.filter is not None
-        filters.append(FilterEntry(spec.filter(spec.default_args or {}, handle)))
-    scorers = []
-    for spec, weight in SCORERS:
-        assert spec.score is not None
-        scorers.append(ScoreEntry(spec.score(spec.default_args or {}, handle), weight))
-    return Pipeline(filters, scorers, rng=random.Random(1))
+    """The default profile's node-local plugins, loaded and built as the engine does."""
+    return build(defaults=False, filters=[{"name": n} for n in FILTERS],
+                 scorers=[{"name": n, "weight": w} for n, w in SCORERS],
+                 rng=random.Random(1))
+
+
+def filters_part(message: str) -> str:
+    return message.split(" preemption: ")[0]
 
 
 def node(name: str, cpu: str = "4", labels: dict[str, str] | None = None,
@@ -86,7 +64,8 @@ def test_no_node_fits_reports_the_sorted_reason_histogram() -> None:
     result = schedule(pod("2"), nodes)
     assert result.node is None
     assert result.fit_error is not None
-    assert result.fit_error.message == (
+    # The filters' part (DefaultPreemption's sentence follows it).
+    assert filters_part(result.fit_error.message) == (
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s).")
     statuses = result.fit_error.node_statuses
     assert statuses["small"].plugin == "NodeResourcesFit"
@@ -109,7 +88,7 @@ def test_every_filter_reason_shows_in_the_histogram() -> None:
                         "resources": {"requests": {"cpu": "1"}}}]}})
     result = schedule(p, nodes)
     assert result.fit_error is not None
-    assert result.fit_error.message == (
+    assert filters_part(result.fit_error.message) == (
         "0/5 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't have free ports for the requested pod ports, "
         "1 node(s) didn't match Pod's node affinity/selector, "
@@ -145,3 +124,49 @@ def test_scores_pick_the_preferred_lightly_loaded_node() -> None:
     assert (by_node["zone-a"].plugins["NodeResourcesFit"][2]
             > by_node["zone-a-loaded"].plugins["NodeResourcesFit"][2])
     assert result.explanation.filters["cordoned"].reasons == ("node(s) were unschedulable",)
+
+
+# -- PreFilterResult (findNodesThatFitPod / RunPreFilterPlugins) ------------------------
+
+def match_fields(*names: str) -> dict[str, Any]:
+    """One term per node name (ORed); a field requirement takes exactly one value."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [n]}]} for n in names]}}}
+
+
+def test_match_fields_pod_is_filtered_only_on_its_nodes() -> None:
+    """NodeAffinity's PreFilterResult: the other nodes are UnschedulableAndUnresolvable
+    "didn't satisfy plugin(s) [NodeAffinity]" without their filters running."""
+    nodes = [node("a", cpu="1"), node("b"), node("c"), node("d", cpu="1")]
+    result = schedule(pod("2", affinity=match_fields("a", "d", "gone")), nodes)
+    assert result.node is None and result.fit_error is not None
+    assert filters_part(result.fit_error.message) == (
+        "0/4 nodes are available: 2 Insufficient cpu, "
+        "2 node(s) didn't satisfy plugin(s) [NodeAffinity].")
+    # Only a and d were filtered; b and c count under the absent status.
+    assert sorted(result.fit_error.node_statuses) == ["a", "d"]
+    assert result.fit_error.status_of("b") == result.fit_error.absent_status
+    assert result.evaluated_nodes == 2
+    assert schedule(pod("1", affinity=match_fields("a", "b")), nodes).node in ("a", "b")
+
+
+def test_conflicting_match_fields_are_rejected_at_prefilter() -> None:
+    terms = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["a"]},
+            {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
+    result = schedule(pod("1", affinity=terms), [node("a"), node("b")])
+    assert result.fit_error is not None
+    assert filters_part(result.fit_error.message) == (
+        "0/2 nodes are available: pod affinity terms conflict.")
+
+
+def test_node_name_and_match_fields_intersect_to_nothing() -> None:
+    """Two PreFilterResults with no node in common: upstream's message names both."""
+    result = schedule(pod("1", nodeName="a", affinity=match_fields("b")),
+                      [node("a"), node("b")])
+    assert result.fit_error is not None
+    assert filters_part(result.fit_error.message) == (
+        "0/2 nodes are available: node(s) didn't satisfy plugin(s) [NodeAffinity NodeName] "
+        "simultaneously.")

@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import Code
 from polsched.plugins import expression
 from polsched.plugins.expression import project, read_paths
+from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -27,14 +28,14 @@ def node(name: str, **labels: str) -> NodeInfo:
 
 def new_filter(args: dict[str, Any]) -> expression.ExpressionFilter:
     assert expression.SPEC.filter is not None
-    plugin = expression.SPEC.filter(args, Handle())
+    plugin = build_plugin(expression.NAME, args)
     assert isinstance(plugin, expression.ExpressionFilter)
     return plugin
 
 
 def new_scorer(args: dict[str, Any]) -> expression.ExpressionScorer:
     assert expression.SPEC.score is not None
-    plugin = expression.SPEC.score(args, Handle())
+    plugin = build_plugin(expression.NAME, args, point="score")
     assert isinstance(plugin, expression.ExpressionScorer)
     return plugin
 
@@ -207,24 +208,38 @@ def counted(plugin: expression.ExpressionFilter | expression.ExpressionScorer) -
     return program
 
 
-def test_node_only_results_are_cached_per_node_generation() -> None:
+def test_node_only_results_are_cached_per_node_object() -> None:
     f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
     program = counted(f)
     nodes = [node("n1", zone="a"), node("n2", zone="b")]
     for name in ("p1", "p2", "p3"):
         assert [st.ok for st in run_filter(f, pod(name), nodes)] == [True, False]
     assert program.calls == 2  # once per node, not once per pod and node
-    # a relabel bumps the generation: the node is evaluated again, with its new labels
+    # a relabel is a new node object: the node is evaluated again, with its new labels
     nodes[1].set_node({"metadata": {"name": "n2", "labels": {"zone": "a"}}})
     assert [st.ok for st in run_filter(f, pod("p4"), nodes)] == [True, True]
     assert program.calls == 3
-    # so does a pod landing on the node
+    # a pod landing on the node does not change the node object the expression reads
     nodes[0].add_pod(pod("bound"))
     run_filter(f, pod("p5"), nodes)
-    assert program.calls == 4
+    assert program.calls == 3
 
 
-def test_node_only_scores_are_cached_per_node_generation() -> None:
+def test_a_node_recreated_under_the_same_name_is_evaluated_again() -> None:
+    """Both NodeInfos are at generation 1: the verdict of the deleted node must not be
+    reused for the new one (it was keyed on (name, generation))."""
+    f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
+    old = node("n1", zone="a")
+    assert [st.ok for st in run_filter(f, pod("p1"), [old])] == [True]
+    new = node("n1", zone="b")
+    assert new.generation == old.generation
+    assert [st.ok for st in run_filter(f, pod("p2"), [new])] == [False]
+    both = new_filter({"expression": "node.metadata.labels.zone == pod.metadata.name"})
+    assert [st.ok for st in run_filter(both, pod("a"), [node("n1", zone="a")])] == [True]
+    assert [st.ok for st in run_filter(both, pod("a"), [node("n1", zone="b")])] == [False]
+
+
+def test_node_only_scores_are_cached_per_node_object() -> None:
     s = new_scorer({"expression": "int(node.metadata.labels.prio)"})
     program = counted(s)
     nodes = [node("n1", prio="1"), node("n2", prio="2")]

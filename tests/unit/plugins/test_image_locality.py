@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import image_locality
 from polsched.plugins.image_locality import MB, normalized_image_name
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -55,7 +55,7 @@ def node(name: str, imgs: list[dict[str, Any]]) -> NodeInfo:
 
 def scores(p: PodInfo, node_images: list[list[dict[str, Any]]]) -> list[int]:
     nodes = [node(f"node{i + 1}", imgs) for i, imgs in enumerate(node_images)]
-    plugin = image_locality.new(None, Handle())
+    plugin = build_plugin(image_locality.NAME)
     state = CycleState()
     st = plugin.pre_score(state, p, nodes, Snapshot(nodes))
     if st.code is Code.SKIP:
@@ -96,7 +96,7 @@ def test_image_locality_priority(s: dict[str, Any], node_images: list[list[dict[
 
 def test_prescore_skips_when_no_node_has_any_image() -> None:
     nodes = [node("node1", NODE_250_10)]
-    plugin = image_locality.new(None, Handle())
+    plugin = build_plugin(image_locality.NAME)
     p = pod(spec("gcr.io/unknown"))
     assert plugin.pre_score(CycleState(), p, nodes, Snapshot(nodes)).code is Code.SKIP
 
@@ -114,5 +114,4 @@ def test_normalized_image_name(name: str, want: str) -> None:
 
 
 def test_args_are_refused() -> None:
-    with pytest.raises(ArgsError):
-        image_locality.new({"x": 1}, Handle())
+    assert args_errors(image_locality.NAME, {"x": 1})

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
+from polsched.api import PolicyError
 from polsched.framework import (
     SKIP,
-    ArgsError,
     Code,
     CycleState,
-    Handle,
     NodeInfo,
     PodInfo,
     Snapshot,
     Status,
 )
 from polsched.plugins import inter_pod_affinity as ipa
+from tests.unit.pipelines import build_plugin, load
 
 pytestmark = pytest.mark.unit
 
@@ -78,9 +78,16 @@ SCAN = {"service": "securityscan"}
 S1 = {"security": "S1"}
 
 
+def namespaces(labels: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+    """Namespace objects for the listers the plugin is built with."""
+    return [{"kind": "Namespace", "metadata": {"name": n, "labels": dict(ls)}}
+            for n, ls in labels.items()]
+
+
 def run_filter(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None = None,
-               extra: Mapping[str, Any] | None = None) -> tuple[Status, dict[str, Status]]:
-    plugin = ipa.new_filter(args or {}, Handle(extra=extra or {}))
+               ns_labels: Mapping[str, Mapping[str, str]] | None = None,
+               ) -> tuple[Status, dict[str, Status]]:
+    plugin = build_plugin(ipa.NAME, args, objects=namespaces(ns_labels or {}))
     state = CycleState()
     pre = plugin.pre_filter(state, incoming, snap)
     if pre.code is not Code.SUCCESS:
@@ -89,8 +96,10 @@ def run_filter(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None
 
 
 def run_score(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None = None,
-              extra: Mapping[str, Any] | None = None) -> Status | dict[str, int]:
-    plugin = ipa.new_scorer(args or {}, Handle(extra=extra or {}))
+              ns_labels: Mapping[str, Mapping[str, str]] | None = None,
+              ) -> Status | dict[str, int]:
+    plugin = build_plugin(ipa.NAME, args, point="score",
+                          objects=namespaces(ns_labels or {}))
     state = CycleState()
     nodes = list(snap)
     pre = plugin.pre_score(state, incoming, nodes, snap)
@@ -251,12 +260,12 @@ def test_empty_namespace_selector_means_all_namespaces() -> None:
     assert outcome(st["node1"]) == OK
 
 
-def test_namespace_selector_uses_namespace_labels_from_the_handle() -> None:
+def test_namespace_selector_uses_namespace_labels_from_the_listers() -> None:
     snap = cluster(NODE1, [pod("e", SCAN, "node1", ns="team-a")])
     sel = {"matchLabels": {"team": "a"}}
     incoming = pod("p", affinity=[term("service", "Exists", namespaceSelector=sel)])
     labels = {"team-a": {"team": "a"}, "default": {}}
-    _, with_lookup = run_filter(incoming, snap, extra={"namespace_labels": labels})
+    _, with_lookup = run_filter(incoming, snap, ns_labels=labels)
     assert outcome(with_lookup["node1"]) == OK
     # Without namespace labels a non-empty namespaceSelector selects no namespace.
     _, without = run_filter(incoming, snap)
@@ -269,9 +278,9 @@ def test_existing_pod_namespace_selector_matches_incoming_namespace_labels() -> 
              namespaceSelector={"matchLabels": {"tier": "web"}})])
     snap = cluster(NODE1, [existing])
     labels = {"web": {"tier": "web"}, "batch": {"tier": "batch"}}
-    _, st = run_filter(pod("p", SCAN, ns="web"), snap, extra={"namespace_labels": labels})
+    _, st = run_filter(pod("p", SCAN, ns="web"), snap, ns_labels=labels)
     assert outcome(st["node1"]) == EXISTING_FAIL
-    pre, _ = run_filter(pod("p", SCAN, ns="batch"), snap, extra={"namespace_labels": labels})
+    pre, _ = run_filter(pod("p", SCAN, ns="batch"), snap, ns_labels=labels)
     assert pre.code is Code.SKIP
 
 
@@ -364,11 +373,10 @@ def test_default_args() -> None:
     ({"hardPodAfinityWeight": 1}, "hardPodAfinityWeight"),
 ])
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
-    for factory in (ipa.SPEC.filter, ipa.SPEC.score):
-        assert factory is not None
-        with pytest.raises(ArgsError) as err:
-            factory(args, Handle())
-        assert err.value.path == path
+    for point in ("filters", "scorers"):
+        with pytest.raises(PolicyError) as err:
+            load(defaults=False, **{point: [{"name": ipa.NAME, "args": args}]})
+        assert [e.path for e in err.value.errors] == [f"spec.{point}[0].args.{path}"]
 
 
 # -- counts reused across cycles (node_memo.NodeMemo) -----------------------------------------
@@ -376,7 +384,7 @@ def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
 def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
     """Per-node counts are reused across cycles only while a node is unchanged: a pod added
     to or removed from a node, or a node replaced, is seen by the next cycle."""
-    plugin = ipa.new_filter({}, Handle())
+    plugin = build_plugin(ipa.NAME)
     nodes = {"a": {"zone": "z1"}, "b": {"zone": "z2"}}
     snap = cluster(nodes, [])
     incoming = pod("p", {"app": "api"}, anti=[term("app", "In", ["web"], topology="zone")])
@@ -405,7 +413,7 @@ def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
 
 
 def test_one_scorer_instance_sees_cluster_changes_between_cycles() -> None:
-    plugin = ipa.new_scorer({}, Handle())
+    plugin = build_plugin(ipa.NAME, point="score")
     snap = cluster(THREE, [pod("e", SCAN, "machine1")])
     incoming = pod("p", pref_anti=[(5, term("service", "Exists", topology="zone"))])
 
@@ -439,11 +447,44 @@ def test_prefilter_and_prescore_skip_without_walking_nodes_when_nobody_has_affin
 
     plain = pod("p", {"app": "web"})
     snap = NoWalk([NodeInfo.from_json({"metadata": {"name": "a", "labels": {"zone": "z1"}}})])
-    assert ipa.new_filter({}, Handle()).pre_filter(CycleState(), plain, snap).code is Code.SKIP
-    assert ipa.new_scorer({}, Handle()).pre_score(CycleState(), plain, [], snap).code is Code.SKIP
+    assert build_plugin(ipa.NAME).pre_filter(CycleState(), plain, snap).code is Code.SKIP
+    scorer = build_plugin(ipa.NAME, point="score")
+    assert scorer.pre_score(CycleState(), plain, [], snap).code is Code.SKIP
 
     guarded = cluster({"a": {"zone": "z1"}},
                       [pod("guard", {}, "a", anti=[term("app", "Exists", topology="zone")])])
     assert guarded.pods_with_required_anti_affinity == 1
-    assert ipa.new_filter({}, Handle()).pre_filter(CycleState(), plain, guarded).code \
+    assert build_plugin(ipa.NAME).pre_filter(CycleState(), plain, guarded).code \
         is Code.SUCCESS
+
+
+# -- PreFilterExtensions: AddPod / RemovePod ----------------------------------------------
+
+def test_add_and_remove_pod_update_the_prefilter_state() -> None:
+    """filtering.go AddPod/RemovePod (preemption's victims, nominated pods): the incoming
+    pod's anti-affinity, its affinity and an added pod's own anti-affinity all follow."""
+    plugin = build_plugin(ipa.NAME)
+    nodes = {"a": {"zone": "z1"}, "b": {"zone": "z2"}}
+    snap = cluster(nodes, [])
+    a = snap.get("a")
+    assert a is not None
+    incoming = pod("p", {"app": "web"}, anti=[term("app", "In", ["web"], topology="zone")])
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, snap).ok
+    assert plugin.filter(state, incoming, a).ok
+    other = pod("w", {"app": "web"}, "a")
+    assert plugin.add_pod(state, incoming, other, a).ok
+    assert outcome(plugin.filter(state, incoming, a)) == ANTI_FAIL
+    assert plugin.remove_pod(state, incoming, other, a).ok
+    assert plugin.filter(state, incoming, a).ok
+
+    # An added pod whose own anti-affinity rejects the incoming pod.
+    plain = pod("q", {"app": "db"}, affinity=[term("app", "In", ["cache"], topology="zone")])
+    state = CycleState()
+    assert plugin.pre_filter(state, plain, snap).ok
+    guard = pod("g", {"app": "cache"}, "a", anti=[term("app", "In", ["db"], topology="zone")])
+    plugin.add_pod(state, plain, guard, a)
+    assert outcome(plugin.filter(state, plain, a)) == EXISTING_FAIL
+    # Removed, it neither rejects q nor satisfies q's affinity any more.
+    plugin.remove_pod(state, plain, guard, a)
+    assert outcome(plugin.filter(state, plain, a)) == AFFINITY_FAIL

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo
+from polsched.framework import CycleState, NodeInfo, PodInfo
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import Code
 from polsched.plugins import node_label
+from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -22,14 +23,14 @@ def node(name: str, **labels: str) -> NodeInfo:
 
 def new_filter(args: dict[str, Any]) -> node_label.NodeLabelFilter:
     assert node_label.SPEC.filter is not None
-    plugin = node_label.SPEC.filter(args, Handle())
+    plugin = build_plugin(node_label.NAME, args)
     assert isinstance(plugin, node_label.NodeLabelFilter)
     return plugin
 
 
 def new_scorer(args: dict[str, Any]) -> node_label.NodeLabelScorer:
     assert node_label.SPEC.score is not None
-    plugin = node_label.SPEC.score(args, Handle())
+    plugin = build_plugin(node_label.NAME, args, point="score")
     assert isinstance(plugin, node_label.NodeLabelScorer)
     return plugin
 

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo
+from polsched.framework import CycleState, NodeInfo, PodInfo
 from polsched.framework.registry import ArgsError
 from polsched.plugins import node_label_value
 from polsched.plugins.node_label_value import parse_number
+from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +26,7 @@ def node(name: str, value: str | None = None) -> NodeInfo:
 def new(args: dict[str, Any]) -> node_label_value.NodeLabelValue:
     assert node_label_value.SPEC.score is not None
     assert node_label_value.SPEC.filter is None
-    plugin = node_label_value.SPEC.score(args, Handle())
+    plugin = build_plugin(node_label_value.NAME, args, point="score")
     assert isinstance(plugin, node_label_value.NodeLabelValue)
     return plugin
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_ports
 from polsched.plugins.node_ports import ERR_REASON
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -42,7 +42,7 @@ def node_with(*existing: PodInfo) -> NodeInfo:
 
 
 def run(p: PodInfo, n: NodeInfo) -> Code:
-    plugin = node_ports.new(None, Handle())
+    plugin = build_plugin(node_ports.NAME)
     state = CycleState()
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
@@ -107,8 +107,7 @@ def test_sidecar_init_container_host_port_conflicts() -> None:
 
 
 def test_args_are_refused() -> None:
-    with pytest.raises(ArgsError):
-        node_ports.new({"ports": []}, Handle())
+    assert args_errors(node_ports.NAME, {"ports": []})
 
 
 def test_existing_pods_non_sidecar_init_container_port_is_free() -> None:

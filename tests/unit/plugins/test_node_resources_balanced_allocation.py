@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_resources_balanced_allocation as balanced
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,7 @@ CPU_MEM_GPU = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "w
 
 def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None = None,
            ) -> list[int] | Code:
-    plugin = balanced.new(args, Handle())
+    plugin = build_plugin(balanced.NAME, args)
     state = CycleState()
     st = plugin.pre_score(state, p, nodes, Snapshot(nodes))
     if st.code is Code.SKIP:
@@ -151,16 +151,15 @@ def test_a_pod_that_rebalances_a_node_scores_higher_than_one_that_unbalances() -
     ({"shape": []}, "shape"),
 ])
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
-    with pytest.raises(ArgsError) as err:
-        balanced.new(args, Handle())
-    assert err.value.path == path
+    assert args_errors(balanced.NAME, args, point="score") == [f"args.{path}"]
 
 
 def test_default_args() -> None:
     assert balanced.SPEC.default_args == {
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
-    assert balanced.new(None, Handle()).vectors.names == ("cpu", "memory")
-    assert balanced.new(balanced.SPEC.default_args, Handle()).vectors.names == ("cpu", "memory")
+    assert build_plugin(balanced.NAME).vectors.names == ("cpu", "memory")
+    plugin = build_plugin(balanced.NAME, balanced.SPEC.default_args)
+    assert plugin.vectors.names == ("cpu", "memory")
 
 
 def test_default_resources_batch_score_equals_the_general_form() -> None:
@@ -175,7 +174,7 @@ def test_default_resources_batch_score_equals_the_general_form() -> None:
                     for _ in range(rng.randrange(0, 3))]
         nodes.append(make_node(f"n{i}", rng.randrange(1, 8000) if i % 7 else 0,
                                rng.randrange(1, 10**6) if i % 11 else 0, None, *existing))
-    plugin = balanced.new(None, Handle())
+    plugin = build_plugin(balanced.NAME)
     for p in (pod(cpu_mem("250m", "4096")), pod(cpu_only("1")), pod(cpu_mem("9", "10000000"))):
         state = CycleState()
         assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
@@ -188,7 +187,7 @@ def test_scores_of_a_node_that_changed_are_recomputed() -> None:
     """Scores are remembered per node generation: a pod placed on a node between two
     cycles changes that node's score as if nothing were remembered."""
     nodes = [make_node(f"n{i}", 4000, 8000) for i in range(3)]
-    plugin = balanced.new(None, Handle())
+    plugin = build_plugin(balanced.NAME)
     p = pod(cpu_mem("1000m", "1000"))
 
     def run(plug: balanced.NodeResourcesBalancedAllocation) -> list[int]:
@@ -201,5 +200,5 @@ def test_scores_of_a_node_that_changed_are_recomputed() -> None:
     first = run(plugin)
     nodes[1].add_pod(pod(cpu_mem("3000m", "0"), node="n1"))
     again = run(plugin)
-    assert again == run(balanced.new(None, Handle()))
+    assert again == run(build_plugin(balanced.NAME))
     assert again[0] == first[0] and again[1] != first[1]

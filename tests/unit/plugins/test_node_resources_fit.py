@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_resources_fit
 from polsched.plugins.node_resources_fit import (
@@ -21,6 +20,7 @@ from polsched.plugins.node_resources_fit import (
     is_extended_resource_name,
     is_scalar_resource_name,
 )
+from tests.unit.pipelines import args_errors, build, build_plugin, policy_object
 
 pytestmark = pytest.mark.unit
 
@@ -70,8 +70,14 @@ ALLOCATABLE = {"cpu": "10m", "memory": "20", "pods": "32", EXT_A: "5",
 
 
 def run_filter(p: PodInfo, n: NodeInfo, args: dict[str, Any] | None = None,
-               handle: Handle | None = None) -> tuple[Code, tuple[str, ...]]:
-    plugin = node_resources_fit.new(args, handle or Handle())
+               extenders: list[dict[str, Any]] | None = None) -> tuple[Code, tuple[str, ...]]:
+    entry: dict[str, Any] = {"name": node_resources_fit.NAME}
+    if args is not None:
+        entry["args"] = args
+    # The policy's extenders field: their ignored managedResources reach the handle.
+    plugin = build(policy_object([entry], defaults=False, extenders=extenders or [])
+                   ).filters[0].plugin
+    assert isinstance(plugin, node_resources_fit.NodeResourcesFit)
     state = CycleState()
     assert plugin.pre_filter(state, p, Snapshot([n])).ok
     st = plugin.filter(state, p, n)
@@ -148,11 +154,13 @@ def test_enough_requests(p: PodInfo, existing: PodInfo, args: dict[str, Any] | N
     assert run_filter(p, node(ALLOCATABLE, existing), args) == want
 
 
-def test_handle_ignored_resources_are_merged_into_ignored_resources() -> None:
+def test_extenders_ignored_resources_are_merged_into_ignored_resources() -> None:
     p = pod(requests(1, 1, extra={EXT_B: 1}))
     n = node(ALLOCATABLE, pod())
     assert run_filter(p, n)[0] is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert run_filter(p, n, handle=Handle(ignored_resources=frozenset({EXT_B}))) == FITS
+    ext = {"urlPrefix": "http://127.0.0.1:1/", "filterVerb": "filter",
+           "managedResources": [{"name": EXT_B, "ignoredByScheduler": True}]}
+    assert run_filter(p, n, extenders=[ext]) == FITS
 
 
 def test_only_extended_resources_can_be_ignored() -> None:
@@ -218,7 +226,7 @@ def test_resource_name_classes() -> None:
 
 
 def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None) -> list[int]:
-    plugin = node_resources_fit.new(args, Handle())
+    plugin = build_plugin(node_resources_fit.NAME, args)
     state = CycleState()
     assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
     out = plugin.score_nodes(state, p, nodes)
@@ -343,22 +351,20 @@ def test_broken_linear_function(shape: list[tuple[int, int]],
     ({"ignored": []}, "ignored"),
 ])
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
-    with pytest.raises(ArgsError) as err:
-        node_resources_fit.new(args, Handle())
-    assert err.value.path == path
+    assert args_errors(node_resources_fit.NAME, args) == [f"args.{path}"]
 
 
 def test_default_args_and_defaulting() -> None:
     assert node_resources_fit.SPEC.default_args == DEFAULT_ARGS
-    plugin = node_resources_fit.new(DEFAULT_ARGS, Handle())
+    plugin = build_plugin(node_resources_fit.NAME, DEFAULT_ARGS)
     assert plugin.strategy.type == "LeastAllocated"
     assert plugin.strategy.resources == (("cpu", 1), ("memory", 1))
     # Missing resources and a zero weight default as v1's SetDefaults_NodeResourcesFitArgs.
-    plugin = node_resources_fit.new({"scoringStrategy": {
+    plugin = build_plugin(node_resources_fit.NAME, {"scoringStrategy": {
         "type": "MostAllocated", "resources": [{"name": "cpu"}, {"name": "memory",
-                                                                  "weight": 0}]}}, Handle())
+                                                                  "weight": 0}]}})
     assert plugin.strategy.resources == (("cpu", 1), ("memory", 1))
-    plugin = node_resources_fit.new({"scoringStrategy": {"type": "MostAllocated"}}, Handle())
+    plugin = build_plugin(node_resources_fit.NAME, {"scoringStrategy": {"type": "MostAllocated"}})
     assert plugin.strategy.resources == (("cpu", 1), ("memory", 1))
 
 
@@ -378,9 +384,9 @@ def test_default_strategy_batch_score_equals_the_general_form() -> None:
         existing = [pod(requests(rng.randrange(0, 9000), rng.randrange(0, 2 * 10**6)))
                     for _ in range(rng.randrange(0, 3))]
         nodes.append(node(alloc, *existing, name=f"n{i}"))
-    plugin = node_resources_fit.new(
-        strategy("LeastAllocated", resources=[{"name": "cpu", "weight": 3},
-                                              {"name": "memory", "weight": 2}]), Handle())
+    plugin = build_plugin(node_resources_fit.NAME, strategy(
+        "LeastAllocated", resources=[{"name": "cpu", "weight": 3},
+                                     {"name": "memory", "weight": 2}]))
     for p in (pod(requests(250, 4096)), pod(requests()), pod(requests(9000, 10**7))):
         state = CycleState()
         assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
@@ -396,7 +402,7 @@ def test_a_node_that_filled_up_since_the_last_pod_is_checked_again() -> None:
     """Filter passes and scores are remembered per node generation: a pod placed on a node
     between two cycles is seen by the next cycle's Filter and Score."""
     nodes = [node({"cpu": "1", "memory": "1Gi", "pods": "10"}, name=f"n{i}") for i in range(3)]
-    plugin = node_resources_fit.new(None, Handle())
+    plugin = build_plugin(node_resources_fit.NAME)
     p = pod(requests(600, 1000))
 
     def cycle(plug: Any) -> tuple[list[Code], list[int]]:
@@ -410,5 +416,38 @@ def test_a_node_that_filled_up_since_the_last_pod_is_checked_again() -> None:
     assert first[0] == [Code.SUCCESS] * 3
     nodes[1].add_pod(pod(requests(600, 1000), node="n1"))
     again = cycle(plugin)
-    assert again == cycle(node_resources_fit.new(None, Handle()))
+    assert again == cycle(build_plugin(node_resources_fit.NAME))
     assert again[0][1] is Code.UNSCHEDULABLE and again[1][1] != first[1][1]
+
+
+def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
+    """Issue 10, defect 8: v1.37's NewFit builds its scorer without pod-level resources, so
+    a pod with spec.resources scores as its containers (100m / 200Mi defaults), while the
+    filter counts spec.resources. Mirrored on purpose (docs/differences.md)."""
+    def with_pod_level(level: dict[str, str] | None) -> PodInfo:
+        spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+        if level:
+            spec["resources"] = {"requests": level}
+        return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+
+    nodes = [NodeInfo.from_json({"metadata": {"name": n}, "status": {"allocatable": a}})
+             for n, a in (("a", {"cpu": "4", "memory": "64Gi", "pods": "110"}),
+                          ("b", {"cpu": "64", "memory": "2Gi", "pods": "110"}))]
+    plugin = build_plugin(node_resources_fit.NAME)
+
+    def scores(p: PodInfo) -> list[int]:
+        state = CycleState()
+        assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        got = plugin.score_nodes(state, p, nodes)
+        assert isinstance(got, list)
+        return got
+
+    big = with_pod_level({"cpu": "3", "memory": "100Mi"})
+    assert scores(big) == scores(with_pod_level(None))
+    # The filter does count them: 3 cpu do not fit a 2-cpu node.
+    small = NodeInfo.from_json({"metadata": {"name": "s"},
+                                "status": {"allocatable": {"cpu": "2", "memory": "8Gi",
+                                                           "pods": "110"}}})
+    state = CycleState()
+    assert plugin.pre_filter(state, big, Snapshot([small])).ok
+    assert plugin.filter(state, big, small).reasons == ("Insufficient cpu",)

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_unschedulable
 from polsched.plugins.node_unschedulable import ERR_REASON_UNSCHEDULABLE
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ def node(unschedulable: bool) -> NodeInfo:
 
 
 def run(p: PodInfo, n: NodeInfo) -> tuple[Code, tuple[str, ...]]:
-    plugin = node_unschedulable.new(None, Handle())
+    plugin = build_plugin(node_unschedulable.NAME)
     state = CycleState()
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
@@ -51,7 +51,7 @@ def test_schedules_pod_with_toleration_to_unschedulable_node() -> None:
 
 
 def test_prefilter_skips_a_pod_that_tolerates_the_taint() -> None:
-    plugin = node_unschedulable.new({}, Handle())
+    plugin = build_plugin(node_unschedulable.NAME, {})
     p = pod([{"operator": "Exists"}])
     assert plugin.pre_filter(CycleState(), p, Snapshot([])).code is Code.SKIP
 
@@ -63,12 +63,11 @@ def test_a_toleration_for_another_effect_does_not_help() -> None:
 
 
 def test_filter_without_prefilter_checks_tolerations() -> None:
-    plugin = node_unschedulable.new(None, Handle())
+    plugin = build_plugin(node_unschedulable.NAME)
     p = pod([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}])
     assert plugin.filter(CycleState(), p, node(True)).ok
     assert plugin.filter(CycleState(), pod(), node(True)).rejected
 
 
 def test_args_are_refused() -> None:
-    with pytest.raises(ArgsError):
-        node_unschedulable.new({"x": 1}, Handle())
+    assert args_errors(node_unschedulable.NAME, {"x": 1})

@@ -15,16 +15,15 @@ import pytest
 
 from polsched.framework import (
     SKIP,
-    ArgsError,
     Code,
     CycleState,
-    Handle,
     NodeInfo,
     PodInfo,
     Snapshot,
     Status,
 )
 from polsched.plugins import pod_topology_spread as pts
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -88,7 +87,7 @@ def four_nodes() -> list[NodeInfo]:
 
 def run_filter(incoming: PodInfo, snap: Snapshot,
                args: Mapping[str, Any] | None = None) -> tuple[Status, dict[str, Status]]:
-    plugin = pts.new(args, Handle())
+    plugin = build_plugin(pts.NAME, args)
     state = CycleState()
     pre = plugin.pre_filter(state, incoming, snap)
     if pre.code is not Code.SUCCESS:
@@ -102,7 +101,7 @@ def feasible(statuses: Mapping[str, Status]) -> list[str]:
 
 def run_score(incoming: PodInfo, snap: Snapshot, nodes: Sequence[NodeInfo] | None = None,
               args: Mapping[str, Any] | None = None) -> Status | dict[str, int]:
-    plugin = pts.new(args, Handle())
+    plugin = build_plugin(pts.NAME, args)
     state = CycleState()
     nodes = list(snap) if nodes is None else list(nodes)
     pre = plugin.pre_score(state, incoming, nodes, snap)
@@ -359,17 +358,14 @@ GOOD = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
     ({"defaultConstraint": []}, "defaultConstraint"),
 ])
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
-    for factory in (pts.SPEC.filter, pts.SPEC.score):
-        assert factory is not None
-        with pytest.raises(ArgsError) as err:
-            factory(args, Handle())
-        assert err.value.path == path
+    for point in ("filter", "score"):
+        assert args_errors(pts.NAME, args, point=point) == [f"args.{path}"]
 
 
 def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
     """Per-node counts are memoized across cycles on the node's generation: a pod bound
     between two cycles changes the next cycle's result."""
-    plugin = pts.new(None, Handle())
+    plugin = build_plugin(pts.NAME)
     snap = cluster(four_nodes(), {"node-a": 1, "node-x": 1})
     incoming = pod("p", FOO, constraints=[constraint(ZONE)])
 
@@ -386,3 +382,23 @@ def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
     state = CycleState()
     assert plugin.pre_filter(state, other, snap).ok
     assert all(plugin.filter(state, other, n).ok for n in snap)
+
+
+def test_add_and_remove_pod_update_the_prefilter_state() -> None:
+    """filtering.go AddPod/RemovePod (updateWithPod): matching pods of the incoming pod's
+    namespace move the domain counts and so the global minimum."""
+    plugin = build_plugin(pts.NAME)
+    a, x = node("node-a", "zone1"), node("node-x", "zone2")
+    snap = cluster([a, x], {"node-a": 1})
+    incoming = pod("p", FOO, constraints=[constraint(ZONE)])
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, snap).ok
+    assert not plugin.filter(state, incoming, a).ok   # zone1 1, zone2 0: skew 2
+    other = pod("o", FOO, "node-x")
+    assert plugin.add_pod(state, incoming, other, x).ok
+    assert plugin.filter(state, incoming, a).ok       # 1 and 1
+    elsewhere = pod("e", FOO, "node-x", ns="other")   # another namespace: not counted
+    plugin.remove_pod(state, incoming, elsewhere, x)
+    assert plugin.filter(state, incoming, a).ok
+    plugin.remove_pod(state, incoming, other, x)
+    assert not plugin.filter(state, incoming, a).ok

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, Handle, NodeInfo, PodInfo, Snapshot
-from polsched.framework.registry import ArgsError
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import taint_toleration
 from polsched.plugins.taint_toleration import ERR_REASON_UNTOLERATED
+from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ def node(name: str, taints: list[dict[str, Any]]) -> NodeInfo:
 
 
 def run_filter(p: PodInfo, n: NodeInfo) -> tuple[Code, tuple[str, ...]]:
-    plugin = taint_toleration.new(None, Handle())
+    plugin = build_plugin(taint_toleration.NAME)
     state = CycleState()
     assert plugin.pre_filter(state, p, Snapshot([n])).ok
     st = plugin.filter(state, p, n)
@@ -89,13 +89,13 @@ def test_filter(tolerations: list[dict[str, Any]], taints: list[dict[str, Any]],
 
 
 def test_filter_without_prefilter_state_still_checks_taints() -> None:
-    plugin = taint_toleration.new({}, Handle())
+    plugin = build_plugin(taint_toleration.NAME, {})
     n = node("n", [{"key": "k", "effect": "NoSchedule"}])
     assert plugin.filter(CycleState(), pod([]), n).code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 def score(p: PodInfo, nodes: list[NodeInfo]) -> list[int]:
-    plugin = taint_toleration.new(None, Handle())
+    plugin = build_plugin(taint_toleration.NAME)
     state = CycleState()
     assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
     scores = plugin.score_nodes(state, p, nodes)
@@ -148,8 +148,7 @@ def test_score_no_taints_no_tolerations_every_node_max() -> None:
 
 
 def test_args_are_refused() -> None:
-    with pytest.raises(ArgsError):
-        taint_toleration.new({"foo": 1}, Handle())
+    assert args_errors(taint_toleration.NAME, {"foo": 1})
 
 
 def test_spec_has_filter_and_score() -> None:

@@ -1,6 +1,7 @@
 """SchedulingQueue, with scenarios after kube-scheduler's
 pkg/scheduler/backend/queue/scheduling_queue_test.go (priority order, backoff, moves on
-cluster events, the moveRequestCycle, flushing unschedulable pods after 5 minutes)."""
+cluster events, events while in flight, flushing unschedulable pods after 5 minutes,
+PreEnqueue gating, PopFromBackoffQ, pods recreated under the same name)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from polsched.framework import events as ev
 from polsched.framework.types import PodInfo
 from polsched.scheduler import queue as q
 
@@ -23,10 +25,13 @@ class Clock:
         return self.now
 
 
+NODE_UPDATE = ev.ClusterEvent(ev.Resource.NODE, ev.ActionType.UPDATE)
+
+
 def pod(name: str, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
-        **spec: Any) -> PodInfo:
+        uid: str = "", **spec: Any) -> PodInfo:
     return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
                      "creationTimestamp": created, "resourceVersion": "1"},
         "spec": {"schedulerName": "s", "priority": priority,
                  "containers": [{"name": "c", "image": "x"}], **spec},
@@ -38,20 +43,40 @@ def fail(queue: q.SchedulingQueue, name: str, rejected: tuple[str, ...] = ("Node
     """Pop `name` (it must be next) and report it unschedulable."""
     qp = queue.pop_nowait()
     assert qp is not None and qp.pod.name == name
-    queue.add_unschedulable(qp, queue.scheduling_cycle, rejected)
+    queue.add_unschedulable(qp, rejected)
     return qp
 
 
-def test_pops_by_priority_then_creation_time() -> None:
-    queue = q.SchedulingQueue(clock=Clock())
-    queue.add(pod("low-old", 0, "2026-01-01T00:00:00Z"))
-    queue.add(pod("high-new", 10, "2026-01-01T00:00:09Z"))
-    queue.add(pod("low-older", 0, "2025-12-31T00:00:00Z"))
-    queue.add(pod("high-old", 10, "2026-01-01T00:00:01Z"))
+def test_pops_by_priority_then_the_time_the_pod_entered_the_queue() -> None:
+    """Defect 6: PrioritySort orders equal priorities by QueuedPodInfo.Timestamp (when the
+    pod last entered the queue), not by creationTimestamp."""
+    clock = Clock()
+    queue = q.SchedulingQueue(clock=clock)
+    for name, priority, created in (("low-first", 0, "2026-01-03T00:00:00Z"),
+                                    ("high-first", 10, "2026-01-03T00:00:00Z"),
+                                    ("low-second", 0, "2025-12-31T00:00:00Z"),
+                                    ("high-second", 10, "2026-01-01T00:00:00Z")):
+        queue.add(pod(name, priority, created))
+        clock.now += 1
     order = []
     while (qp := queue.pop_nowait()) is not None:
         order.append(qp.pod.name)
-    assert order == ["high-old", "high-new", "low-older", "low-old"]
+    assert order == ["high-first", "high-second", "low-first", "low-second"]
+
+
+def test_a_pod_that_failed_goes_behind_pods_queued_since() -> None:
+    """Its timestamp is refreshed when it comes back, as upstream's
+    AddUnschedulablePodIfNotPresent."""
+    clock = Clock()
+    queue = q.SchedulingQueue(clock=clock)
+    queue.add(pod("old", created="2020-01-01T00:00:00Z"))
+    clock.now += 1
+    queue.add(pod("new", created="2026-01-01T00:00:00Z"))
+    clock.now += 1
+    fail(queue, "old")  # queued first, tried first, failed after "new" was queued
+    clock.now += 60
+    queue.move(ev.NODE_ADD)
+    assert [queue.pop_nowait().pod.name for _ in range(2)] == ["new", "old"]  # type: ignore[union-attr]
 
 
 def test_priority_update_reorders_active_pod() -> None:
@@ -66,15 +91,16 @@ def test_priority_update_reorders_active_pod() -> None:
 
 def test_backoff_doubles_from_1s_to_10s() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    # Without PopFromBackoffQ, to see the backoff itself.
+    queue = q.SchedulingQueue(clock=clock, pop_from_backoff=False)
     queue.add(pod("p"))
     durations = []
     for _ in range(6):
         qp = queue.pop_nowait()
         assert qp is not None
-        queue.add_unschedulable(qp, queue.scheduling_cycle, ["NodeLabel"])
+        queue.add_unschedulable(qp, ["NodeLabel"])
         durations.append(queue.backoff_duration(qp))
-        queue.move_all(q.NODE_ADD)  # into backoffQ: still backing off
+        queue.move(ev.NODE_ADD)  # into backoffQ: still backing off
         assert queue.where("ns/p") == "backoff"
         clock.now += durations[-1] - 0.01
         assert queue.pop_nowait() is None  # not before its backoff expires
@@ -105,50 +131,40 @@ def test_unschedulable_waits_for_a_cluster_event() -> None:
     assert queue.where("ns/p") == "unschedulable"
     clock.now += 60
     assert queue.pop_nowait() is None  # backoff long over, but nothing changed
-    assert queue.move_all(q.NODE_ADD) == 1
+    assert queue.move(ev.NODE_ADD) == 1
     assert queue.where("ns/p") == "active"
     qp = queue.pop_nowait()
     assert qp is not None and qp.attempts == 2
 
 
-@pytest.mark.parametrize("event", [q.NODE_ADD, q.NODE_UPDATE, q.ASSIGNED_POD_DELETE,
-                                   q.POLICY_CHANGE])
-def test_cluster_events_move_every_unschedulable_pod(event: str) -> None:
+@pytest.mark.parametrize("event", [ev.NODE_ADD, NODE_UPDATE, ev.ASSIGNED_POD_DELETE,
+                                   ev.EVENT_POLICY_CHANGE])
+def test_without_hints_cluster_events_move_every_unschedulable_pod(
+        event: ev.ClusterEvent) -> None:
+    """Plugins that register no events (no EnqueueExtensions) are registered for all."""
     clock = Clock()
     queue = q.SchedulingQueue(clock=clock)
     queue.add(pod("a"))
     queue.add(pod("b", created="2026-01-02T00:00:00Z"))
     fail(queue, "a")
     fail(queue, "b")
+    queue.configure(hints=ev.hint_map({"NodeLabel": object()}))
     clock.now += 5
-    assert queue.move_all(event) == 2
+    assert queue.move(event) == 2
     assert {queue.where("ns/a"), queue.where("ns/b")} == {"active"}
 
 
-def test_assigned_pod_add_moves_only_pods_rejected_by_pod_affinity_plugins() -> None:
+def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
+    """inFlightEvents: a node added while the pod was being scheduled must not be lost."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
-    queue.add(pod("affinity"))
-    queue.add(pod("resources", created="2026-01-02T00:00:00Z"))
-    fail(queue, "affinity", ("InterPodAffinity",))
-    fail(queue, "resources", ("NodeResourcesFit",))
-    clock.now += 5
-    assert queue.move_all(q.ASSIGNED_POD_ADD, {"InterPodAffinity", "PodTopologySpread"}) == 1
-    assert queue.where("ns/affinity") == "active"
-    assert queue.where("ns/resources") == "unschedulable"
-
-
-def test_move_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
-    """moveRequestCycle: a node added while the pod was being scheduled must not be lost."""
-    clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = q.SchedulingQueue(clock=clock, pop_from_backoff=False)
     queue.add(pod("p"))
     qp = queue.pop_nowait()
     assert qp is not None
-    cycle = queue.scheduling_cycle
-    queue.move_all(q.NODE_ADD)  # happens while "p" is in flight
-    queue.add_unschedulable(qp, cycle, ["NodeResourcesFit"])
+    queue.move(ev.NODE_ADD)  # happens while "p" is in flight
+    queue.add_unschedulable(qp, ["NodeResourcesFit"])
     assert queue.where("ns/p") == "backoff"
+    assert queue.in_flight_events() == 0  # nothing in flight: nothing kept
     clock.now += 1
     assert queue.pop_nowait() is qp
 
@@ -195,10 +211,10 @@ def test_no_pod_is_queued_twice() -> None:
     assert qp is not None
     queue.add(pod("p"))  # an update while in flight does not queue it again
     assert len(queue) == 0 and queue.where("ns/p") == "in-flight"
-    queue.add_unschedulable(qp, queue.scheduling_cycle, ["X"])
+    queue.add_unschedulable(qp, ["X"])
     queue.add(pod("p"))
-    queue.move_all(q.NODE_ADD)
-    queue.move_all(q.NODE_ADD)
+    queue.move(ev.NODE_ADD)
+    queue.move(ev.NODE_ADD)
     assert len(queue) == 1
 
 
@@ -213,13 +229,13 @@ def test_deleted_or_bound_pods_leave_every_queue() -> None:
     queue.add_backoff(qp)
     qp2 = queue.pop_nowait()
     assert qp2 is not None
-    queue.add_unschedulable(qp2, queue.scheduling_cycle, ["X"])
+    queue.add_unschedulable(qp2, ["X"])
     assert len(queue) == 2
     queue.delete(qp.key)
     queue.delete(qp2.key)
     assert len(queue) == 0
     clock.now += 400
-    queue.move_all(q.NODE_ADD)
+    queue.move(ev.NODE_ADD)
     assert queue.pop_nowait() is None
 
 
@@ -229,7 +245,7 @@ def test_a_pod_deleted_while_in_flight_is_not_requeued() -> None:
     qp = queue.pop_nowait()
     assert qp is not None
     queue.delete("ns/p")
-    queue.add_unschedulable(qp, queue.scheduling_cycle, ["X"])
+    queue.add_unschedulable(qp, ["X"])
     assert queue.where("ns/p") is None
     queue.add(pod("q"))
     qp = queue.pop_nowait()
@@ -264,3 +280,99 @@ def test_pop_waits_for_a_pod_and_for_backoff() -> None:
             await queue.pop()
 
     asyncio.run(main())
+
+
+class Gate:
+    """A PreEnqueue plugin as SchedulingGates: gated while the pod has gates."""
+
+    NAME = "SchedulingGates"
+    name = NAME
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def pre_enqueue(self, p: PodInfo) -> Any:
+        from polsched.plugins.scheduling_gates import SchedulingGates
+        self.calls += 1
+        return SchedulingGates().pre_enqueue(p)
+
+
+def test_a_gated_pod_waits_outside_the_active_queue_until_its_gates_go() -> None:
+    clock = Clock()
+    queue = q.SchedulingQueue(clock=clock)
+    gate = Gate()
+    queue.configure(pre_enqueue=[gate])  # type: ignore[list-item]
+    gated = pod("g", schedulingGates=[{"name": "example.com/hold"}])
+    queue.add(gated)
+    assert queue.where("ns/g") == "gated"
+    assert queue.sizes() == (0, 0, 0, 1)
+    assert queue.pop_nowait() is None
+    clock.now += 400  # the 5-minute flush runs PreEnqueue again: still gated
+    assert queue.pop_nowait() is None and queue.where("ns/g") == "gated"
+    queue.move(ev.NODE_ADD)
+    assert queue.where("ns/g") == "gated"
+    relabelled = pod("g", schedulingGates=[{"name": "example.com/hold"}])
+    relabelled.raw["metadata"]["labels"] = {"a": "b"}
+    queue.add(PodInfo.from_json(relabelled.raw))
+    assert queue.where("ns/g") == "gated"
+    queue.add(pod("g"))  # the gates are removed
+    assert queue.where("ns/g") == "active" and queue.sizes() == (1, 0, 0, 0)
+    qp = queue.pop_nowait()
+    assert qp is not None and qp.attempts == 1
+
+
+def test_a_pod_recreated_while_its_predecessor_is_in_flight_is_queued() -> None:
+    """Defect 3: a StatefulSet pod deleted and recreated under the same name while the old
+    one is being scheduled is a new pod: queued now; the old one is never requeued."""
+    queue = q.SchedulingQueue(clock=Clock())
+    queue.add(pod("web-0", uid="old"))
+    old = queue.pop_nowait()
+    assert old is not None
+    queue.delete("ns/web-0", "old")
+    queue.add(pod("web-0", uid="new"))
+    assert queue.where("ns/web-0") == "active"
+    queue.add_unschedulable(old, ["NodeResourcesFit"])  # the old cycle ends
+    new = queue.pop_nowait()
+    assert new is not None and new.uid == "new"
+    assert queue.pop_nowait() is None
+
+
+def test_a_recreated_pod_replaces_its_predecessor_without_a_delete_event() -> None:
+    """The watch may show the new pod before (or without) the old one's deletion."""
+    queue = q.SchedulingQueue(clock=Clock())
+    queue.add(pod("web-0", uid="old"))
+    old = queue.pop_nowait()
+    assert old is not None
+    queue.add(pod("web-0", uid="new"))
+    queue.done(old)
+    new = queue.pop_nowait()
+    assert new is not None and new.uid == "new"
+    # and when the old one is still queued, the new one replaces it
+    queue.add(pod("web-1", uid="a"))
+    queue.add(pod("web-1", uid="b"))
+    qp = queue.pop_nowait()
+    assert qp is not None and qp.uid == "b" and queue.pop_nowait() is None
+
+
+def test_pop_from_backoff_when_active_is_empty() -> None:
+    """PopFromBackoffQ: a pod rejected by plugins does not wait out its backoff while
+    there is nothing else to do; a pod that failed with an error does."""
+    clock = Clock()
+    queue = q.SchedulingQueue(clock=clock)
+    queue.add(pod("rejected"))
+    queue.add(pod("error", created="2026-01-02T00:00:00Z"))
+    clock.now += 1
+    queue.add(pod("later"))
+    a = queue.pop_nowait()
+    b = queue.pop_nowait()
+    assert a is not None and b is not None
+    queue.move(ev.NODE_ADD)  # while in flight
+    queue.add_unschedulable(a, ["NodeResourcesFit"])
+    queue.add_backoff(b)
+    assert queue.where("ns/rejected") == "backoff" and queue.where("ns/error") == "backoff"
+    assert queue.pop_nowait().pod.name == "later"  # type: ignore[union-attr]
+    again = queue.pop_nowait()
+    assert again is a
+    assert queue.pop_nowait() is None  # the error one waits its backoff
+    clock.now += 1
+    assert queue.pop_nowait() is b

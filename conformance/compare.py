@@ -1,0 +1,139 @@
+"""Compare kube-scheduler's and polsched's results pod by pod; the table and the JSON.
+
+Per pod, these must be equal: the outcome (bound, Unschedulable, SchedulerError, pending),
+the PodScheduled=False message, the first FailedScheduling event's note, what a gated pod
+looked like before its gates were removed, the nominated node and the victims of a
+preemption, and the chosen node wherever both sides' top score was unique. A bound pod
+whose best score tied on either side is a tie, counted apart and never a difference; when
+the two sides then chose different nodes, the scenario's later pods met different
+clusters: their differences are counted as "diverged", apart from the real ones.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.runner import PodResult, ScenarioResult
+from conformance.scenarios import Scenario
+
+Json = dict[str, Any]
+
+FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims")
+
+
+@dataclass
+class FamilyStats:
+    scenarios: int = 0
+    pods: int = 0
+    agree: int = 0
+    differ: int = 0
+    ties: int = 0
+    diverged: int = 0
+    errors: int = 0
+    differing_scenarios: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Comparison:
+    differences: list[Json] = field(default_factory=list)
+    diverged: list[Json] = field(default_factory=list)
+    errors: list[Json] = field(default_factory=list)
+    families: dict[str, FamilyStats] = field(default_factory=lambda: defaultdict(FamilyStats))
+    fields: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def pods_differing(self) -> int:
+        return len(self.differences)
+
+
+def compare_pod(k: PodResult, p: PodResult) -> tuple[list[str], bool]:
+    """(fields that differ, whether the choice of node was a tie on either side)."""
+    diff = [f for f in FIELDS if getattr(k, f) != getattr(p, f)]
+    tie = False
+    if k.node and p.node:
+        if k.unique is False or p.unique is False:
+            tie = True
+        elif k.node != p.node:
+            diff.append("node")
+    elif k.node != p.node:
+        diff.append("node")
+    if k.error or p.error:
+        diff.append("error")
+    return diff, tie
+
+
+def compare(scenarios: list[Scenario], kube: list[ScenarioResult],
+            ours: list[ScenarioResult]) -> Comparison:
+    out = Comparison()
+    by_index = {s.index: s for s in scenarios}
+    for kr, pr in zip(kube, ours, strict=True):
+        sc = by_index[kr.index]
+        st = out.families[sc.family]
+        st.scenarios += 1
+        if kr.error or pr.error:
+            st.errors += 1
+            st.differing_scenarios.add(sc.index)
+            out.errors.append({"scenario": sc.index, "seed": sc.seed, "family": sc.family,
+                               "kube": kr.error, "polsched": pr.error})
+            continue
+        diverged = False
+        for k, p in zip(kr.pods, pr.pods, strict=True):
+            st.pods += 1
+            diff, tie = compare_pod(k, p)
+            if tie:
+                st.ties += 1
+            record = {"scenario": sc.index, "seed": sc.seed, "family": sc.family,
+                      "pod": k.pod, "fields": diff, "kube": k.to_json(),
+                      "polsched": p.to_json()}
+            if diff and diverged:
+                st.diverged += 1
+                out.diverged.append(record)
+            elif diff:
+                st.differ += 1
+                st.differing_scenarios.add(sc.index)
+                out.fields.update(diff)
+                out.differences.append(record)
+            else:
+                st.agree += 1
+            if k.node != p.node:
+                diverged = True  # a tie broken differently, or a difference: later pods
+                # meet different clusters
+    return out
+
+
+def table(c: Comparison) -> str:
+    head = f"{'family':<16}{'scen':>6}{'pods':>6}{'agree':>7}{'differ':>8}{'ties':>6}" \
+           f"{'diverged':>10}{'errors':>8}"
+    lines = [head, "-" * len(head)]
+    total = FamilyStats()
+    for fam in sorted(c.families):
+        s = c.families[fam]
+        lines.append(f"{fam:<16}{s.scenarios:>6}{s.pods:>6}{s.agree:>7}{s.differ:>8}"
+                     f"{s.ties:>6}{s.diverged:>10}{s.errors:>8}")
+        for attr in ("scenarios", "pods", "agree", "differ", "ties", "diverged", "errors"):
+            setattr(total, attr, getattr(total, attr) + getattr(s, attr))
+    lines.append("-" * len(head))
+    lines.append(f"{'total':<16}{total.scenarios:>6}{total.pods:>6}{total.agree:>7}"
+                 f"{total.differ:>8}{total.ties:>6}{total.diverged:>10}{total.errors:>8}")
+    if c.fields:
+        lines.append("differing fields: " + ", ".join(f"{k} {v}" for k, v in
+                                                     c.fields.most_common()))
+    return "\n".join(lines)
+
+
+def report_json(c: Comparison, scenarios: list[Scenario], meta: Json) -> Json:
+    differing = {d["scenario"] for d in c.differences} | {e["scenario"] for e in c.errors}
+    return {
+        **meta,
+        "families": {f: {"scenarios": s.scenarios, "pods": s.pods, "agree": s.agree,
+                         "differ": s.differ, "ties": s.ties, "diverged": s.diverged,
+                         "errors": s.errors}
+                     for f, s in sorted(c.families.items())},
+        "differences": c.differences,
+        "errors": c.errors,
+        "diverged": c.diverged,
+        # The scenarios behind every difference, so that each can be replayed and read.
+        "scenarios": {str(s.index): s.to_json() for s in scenarios if s.index in differing},
+    }

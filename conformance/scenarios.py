@@ -1,0 +1,791 @@
+"""Scenarios generated from a seed: pure data, no I/O.
+
+A scenario is a node set, the objects its pods refer to (namespaces with labels,
+StorageClasses, PVs, PVCs, Services, ReplicaSets, ResourceClaims) and a sequence of pods
+that are scheduled one at a time, in order. Scenario `i` of seed `s` is always the same
+(`generate(s, i)`); its family is FAMILIES[i % len(FAMILIES)], so any run of at least
+len(FAMILIES) scenarios covers every family.
+
+Every name a scenario creates carries its prefix (s0042-...), so objects of earlier
+scenarios that a runner leaves behind (namespaces, PVs, StorageClasses) can never match
+a later scenario's pods: StorageClass names are per scenario, and so are namespaces.
+Nodes carry NODE_LABEL (the runner deletes them all between scenarios) and the scenario
+label SCENARIO_LABEL.
+
+Capacities are drawn so that nodes rarely tie on score; ties still happen and the
+comparison counts them apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Json = dict[str, Any]
+
+NODE_LABEL = "conformance.polsched.io/node"
+SCENARIO_LABEL = "conformance.polsched.io/scenario"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+IMAGE = "registry.k8s.io/pause:3.10"
+GPU = "example.com/gpu"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+# Cluster-wide objects every scenario may use; a runner creates them once per control plane.
+PRIORITY_CLASSES = {"conformance-low": 10, "conformance-mid": 100, "conformance-high": 1000}
+PRIORITY_NEVER = "conformance-high-never"  # high priority, preemptionPolicy: Never
+RUNTIME_CLASS = "conformance-overhead"
+DEVICE_CLASS = "conformance-gpu"
+
+
+def global_objects() -> list[Json]:
+    objs: list[Json] = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": name}, "value": value}
+        for name, value in PRIORITY_CLASSES.items()]
+    objs.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                 "metadata": {"name": PRIORITY_NEVER}, "value": 1000,
+                 "preemptionPolicy": "Never"})
+    objs.append({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                 "metadata": {"name": RUNTIME_CLASS}, "handler": "runc",
+                 "overhead": {"podFixed": {"cpu": "250m", "memory": "120Mi"}}})
+    objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                 "metadata": {"name": DEVICE_CLASS},
+                 "spec": {"selectors": [{"cel": {
+                     "expression": 'device.driver == "gpu.example.com"'}}]}})
+    return objs
+
+
+@dataclass
+class PodStep:
+    pod: Json
+    # A ReplicaSet (same namespace) that the runner makes the pod's controller owner: its
+    # uid is only known once the ReplicaSet exists.
+    owner: str | None = None
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.pod["spec"].get("schedulingGates"))
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"]["namespace"])
+
+
+@dataclass
+class Scenario:
+    index: int
+    seed: int
+    family: str
+    nodes: list[Json] = field(default_factory=list)
+    namespaces: list[Json] = field(default_factory=list)
+    objects: list[Json] = field(default_factory=list)  # created in this order
+    pods: list[PodStep] = field(default_factory=list)
+
+    @property
+    def prefix(self) -> str:
+        return f"s{self.index:04d}"
+
+    def namespace_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.namespaces]
+
+    def to_json(self) -> Json:
+        return {"index": self.index, "seed": self.seed, "family": self.family,
+                "nodes": self.nodes, "namespaces": self.namespaces, "objects": self.objects,
+                "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {})}
+                         for s in self.pods]}
+
+
+# -- building blocks ------------------------------------------------------------------
+class Builder:
+    """Names and manifests for one scenario."""
+
+    def __init__(self, sc: Scenario, rng: random.Random) -> None:
+        self.sc = sc
+        self.rng = rng
+        self.p = sc.prefix
+        self._pods = 0
+
+    # namespaces
+    def namespace(self, suffix: str, labels: dict[str, str] | None = None) -> str:
+        name = f"{self.p}-{suffix}"
+        self.sc.namespaces.append({"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": name, "labels": labels or {}}})
+        return name
+
+    # nodes
+    def node(self, cpu: str, memory: str, *, pods: int = 110, zone: str | None = "",
+             labels: dict[str, str] | None = None, taints: list[Json] | None = None,
+             unschedulable: bool = False, extra: dict[str, str] | None = None) -> Json:
+        i = len(self.sc.nodes)
+        name = f"{self.p}-n{i}"
+        lab = {HOSTNAME: name, NODE_LABEL: "true", SCENARIO_LABEL: str(self.sc.index)}
+        if zone == "":
+            zone = f"z{i % 3}"
+        if zone is not None:
+            lab[ZONE] = zone
+        lab.update(labels or {})
+        res = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi",
+               **(extra or {})}
+        spec: Json = {}
+        if taints:
+            spec["taints"] = taints
+        if unschedulable:
+            spec["unschedulable"] = True
+        n = {"apiVersion": "v1", "kind": "Node",
+             "metadata": {"name": name, "labels": lab},
+             "spec": spec, "status": {"capacity": res, "allocatable": res}}
+        self.sc.nodes.append(n)
+        return n
+
+    def nodes(self, count: int, **kw: Any) -> list[Json]:
+        """`count` nodes of distinct sizes (so that scores rarely tie)."""
+        cpus = self.rng.sample([1, 2, 3, 4, 5, 6, 8, 12], k=count)
+        mems = self.rng.sample([2, 3, 4, 6, 8, 12, 16, 24], k=count)
+        return [self.node(str(c), f"{m}Gi", **kw) for c, m in zip(cpus, mems, strict=True)]
+
+    # pods
+    def pod(self, ns: str, *, cpu: str | None = None, memory: str | None = None,
+            limits: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+            owner: str | None = None, name: str | None = None, **spec: Any) -> Json:
+        if name is None:
+            name = f"p{self._pods:02d}"
+        self._pods += 1
+        c: Json = {"name": "c", "image": IMAGE}
+        req = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+        if req or limits:
+            c["resources"] = {}
+            if req:
+                c["resources"]["requests"] = req
+            if limits:
+                c["resources"]["limits"] = limits
+        body: Json = {"apiVersion": "v1", "kind": "Pod",
+                      "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+                      "spec": {"containers": [c], "terminationGracePeriodSeconds": 0, **spec}}
+        self.sc.pods.append(PodStep(body, owner))
+        return body
+
+    def obj(self, o: Json) -> Json:
+        self.sc.objects.append(o)
+        return o
+
+    # random values
+    def cpu(self, hi: int = 2000) -> str:
+        m = self.rng.choice([50, 100, 250, 500, 750, 1000, 1500, 2000, 3000, 5000])
+        return f"{m * hi // 2000}m"
+
+    def mem(self) -> str:
+        return f"{self.rng.choice([64, 128, 256, 512, 1024, 2048, 4096, 8192])}Mi"
+
+    def maybe(self, p: float = 0.5) -> bool:
+        return self.rng.random() < p
+
+
+def _pin(b: Builder, node: Json) -> dict[str, str]:
+    return {HOSTNAME: node["metadata"]["name"]}
+
+
+# -- families ---------------------------------------------------------------------------
+def fam_resources(b: Builder) -> None:
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 5))
+    if b.maybe(0.4):
+        nodes[0]["status"]["capacity"][GPU] = nodes[0]["status"]["allocatable"][GPU] = "2"
+    if b.maybe(0.3):
+        n = r.choice(nodes)
+        n["status"]["capacity"]["pods"] = n["status"]["allocatable"]["pods"] = "2"
+    ns = b.namespace("a")
+    for _ in range(r.randint(3, 8)):
+        kind = r.random()
+        if kind < 0.15:
+            b.pod(ns)  # best effort
+        elif kind < 0.3:
+            lim = {"cpu": b.cpu(), "memory": b.mem()}
+            b.pod(ns, limits=lim)  # requests default to limits
+        elif kind < 0.4:
+            p = b.pod(ns, cpu=b.cpu(), memory=b.mem(), limits={GPU: str(r.randint(1, 3))})
+            p["spec"]["containers"][0]["resources"]["requests"][GPU] = \
+                p["spec"]["containers"][0]["resources"]["limits"][GPU]
+        elif kind < 0.5:
+            p = b.pod(ns, cpu=b.cpu(4000))
+            p["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = \
+                r.choice(["1Gi", "200Gi"])
+        else:
+            b.pod(ns, cpu=b.cpu(r.choice([2000, 6000])) if b.maybe(0.9) else None,
+                  memory=b.mem() if b.maybe(0.8) else None)
+        if b.maybe(0.2):  # a second container
+            c = b.sc.pods[-1].pod["spec"]["containers"]
+            c.append({"name": "c2", "image": IMAGE,
+                      "resources": {"requests": {"cpu": b.cpu(), "memory": b.mem()}}})
+
+
+def _init_containers(b: Builder, pod: Json) -> None:
+    inits = []
+    for i in range(b.rng.randint(1, 3)):
+        c: Json = {"name": f"init{i}", "image": IMAGE,
+                   "resources": {"requests": {"cpu": b.cpu(6000), "memory": b.mem()}}}
+        if b.maybe(0.5):
+            c["restartPolicy"] = "Always"  # a sidecar: counts alongside the containers
+        inits.append(c)
+    pod["spec"]["initContainers"] = inits
+
+
+def fam_init_sidecar(b: Builder) -> None:
+    b.nodes(b.rng.randint(2, 4))
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(3, 6)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.8):
+            _init_containers(b, p)
+
+
+def fam_overhead(b: Builder) -> None:
+    b.nodes(b.rng.randint(2, 4))
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(3, 6)):
+        p = b.pod(ns, cpu=b.cpu(4000) if b.maybe(0.8) else None,
+                  memory=b.mem() if b.maybe(0.7) else None)
+        if b.maybe(0.7):
+            p["spec"]["runtimeClassName"] = RUNTIME_CLASS
+        if b.maybe(0.3):
+            _init_containers(b, p)
+
+
+def fam_pod_resources(b: Builder) -> None:
+    b.nodes(b.rng.randint(2, 4))
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(3, 6)):
+        p = b.pod(ns, cpu=b.cpu() if b.maybe(0.4) else None,
+                  memory=b.mem() if b.maybe(0.4) else None)
+        if b.maybe(0.8):
+            cpu = b.cpu(4000)
+            mem = b.mem()
+            p["spec"]["resources"] = {"requests": {"cpu": cpu, "memory": mem},
+                                      "limits": {"cpu": "10", "memory": "32Gi"}}
+            c = p["spec"]["containers"][0]
+            # Container requests must not exceed the pod's; keep them small or absent.
+            if "resources" in c:
+                c["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+        if b.maybe(0.25):
+            p["spec"]["runtimeClassName"] = RUNTIME_CLASS
+
+
+def _taint(b: Builder) -> Json:
+    effect = b.rng.choice(["NoSchedule", "PreferNoSchedule", "NoExecute"])
+    key = b.rng.choice(["dedicated", "gpu", "spot"])
+    t: Json = {"key": key, "effect": effect}
+    if b.maybe(0.7):
+        t["value"] = b.rng.choice(["a", "b"])
+    return t
+
+
+def _toleration(b: Builder) -> Json:
+    r = b.rng
+    k = r.random()
+    if k < 0.1:
+        return {"operator": "Exists"}
+    t: Json = {"key": r.choice(["dedicated", "gpu", "spot"])}
+    if k < 0.4:
+        t["operator"] = "Exists"
+    else:
+        t["operator"] = "Equal"
+        t["value"] = r.choice(["a", "b"])
+    if b.maybe(0.6):
+        t["effect"] = r.choice(["NoSchedule", "PreferNoSchedule", "NoExecute"])
+        if t["effect"] == "NoExecute" and b.maybe(0.3):
+            t["tolerationSeconds"] = 30
+    return t
+
+
+def fam_taints(b: Builder) -> None:
+    for n in b.nodes(b.rng.randint(2, 5)):
+        if b.maybe(0.7):
+            n["spec"]["taints"] = [_taint(b) for _ in range(b.rng.randint(1, 2))]
+            # The API server refuses two taints with the same key and effect.
+            seen: dict[tuple[str, str], Json] = {}
+            for t in n["spec"]["taints"]:
+                seen[(t["key"], t["effect"])] = t
+            n["spec"]["taints"] = list(seen.values())
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(3, 6)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.7):
+            p["spec"]["tolerations"] = [_toleration(b) for _ in range(b.rng.randint(1, 2))]
+
+
+LABEL_VALUES = {"disk": ["ssd", "hdd"], "tier": ["1", "2", "3"], "team": ["x", "y"]}
+
+
+def _label_nodes(b: Builder, nodes: list[Json]) -> None:
+    for n in nodes:
+        for k, vals in LABEL_VALUES.items():
+            if b.maybe(0.7):
+                n["metadata"]["labels"][k] = b.rng.choice(vals)
+
+
+def _requirement(b: Builder, nodes: list[Json]) -> Json:
+    r = b.rng
+    k = r.random()
+    if k < 0.15:
+        return {"key": "tier", "operator": r.choice(["Gt", "Lt"]), "values": [r.choice(["1", "2"])]}
+    key = r.choice([*LABEL_VALUES, ZONE])
+    vals = LABEL_VALUES.get(key, ["z0", "z1", "z2"])
+    op = r.choice(["In", "In", "NotIn", "Exists", "DoesNotExist"])
+    req: Json = {"key": key, "operator": op}
+    if op in ("In", "NotIn"):
+        req["values"] = r.sample(vals, k=r.randint(1, len(vals)))
+    return req
+
+
+def _node_affinity(b: Builder, nodes: list[Json]) -> Json:
+    r = b.rng
+    aff: Json = {}
+    if b.maybe(0.7):
+        terms = []
+        for _ in range(r.randint(1, 2)):
+            term: Json = {}
+            if b.maybe(0.25) and nodes:
+                # Validation: exactly one value for In/NotIn on a field.
+                term["matchFields"] = [{"key": "metadata.name",
+                                        "operator": r.choice(["In", "NotIn"]),
+                                        "values": [r.choice(nodes)["metadata"]["name"]]}]
+            if not term or b.maybe(0.5):
+                term["matchExpressions"] = [_requirement(b, nodes)
+                                            for _ in range(r.randint(1, 2))]
+            terms.append(term)
+        aff["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    if not aff or b.maybe(0.5):
+        aff["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": r.randint(1, 100),
+             "preference": {"matchExpressions": [_requirement(b, nodes)]}}
+            for _ in range(r.randint(1, 3))]
+    return aff
+
+
+def fam_node_affinity(b: Builder) -> None:
+    nodes = b.nodes(b.rng.randint(2, 5))
+    _label_nodes(b, nodes)
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(3, 6)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.85):
+            p["spec"]["affinity"] = {"nodeAffinity": _node_affinity(b, nodes)}
+
+
+def fam_node_selector(b: Builder) -> None:
+    nodes = b.nodes(b.rng.randint(2, 5))
+    _label_nodes(b, nodes)
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(3, 6)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        sel = {}
+        for k, vals in LABEL_VALUES.items():
+            if b.maybe(0.4):
+                sel[k] = b.rng.choice(vals)
+        if b.maybe(0.2):
+            sel[HOSTNAME] = b.rng.choice(nodes)["metadata"]["name"]
+        if sel:
+            p["spec"]["nodeSelector"] = sel
+        if b.maybe(0.2):
+            p["spec"]["affinity"] = {"nodeAffinity": _node_affinity(b, nodes)}
+
+
+APPS = ["web", "db", "cache"]
+
+
+def _affinity_term(b: Builder, namespaces: list[str]) -> Json:
+    r = b.rng
+    term: Json = {"labelSelector": {"matchLabels": {"app": r.choice(APPS)}},
+                  "topologyKey": r.choice([HOSTNAME, HOSTNAME, ZONE])}
+    k = r.random()
+    if k < 0.3:
+        term["namespaces"] = r.sample(namespaces, k=r.randint(1, len(namespaces)))
+    elif k < 0.6:
+        term["namespaceSelector"] = r.choice([
+            {}, {"matchLabels": {"team": r.choice(["red", "blue"])}},
+            {"matchExpressions": [{"key": "env", "operator": "Exists"}]}])
+        if b.maybe(0.3):
+            term["namespaces"] = [r.choice(namespaces)]
+    return term
+
+
+def _pod_affinity(b: Builder, namespaces: list[str]) -> Json:
+    r = b.rng
+    aff: Json = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if not b.maybe(0.5):
+            continue
+        a: Json = {}
+        if b.maybe(0.6):
+            a["requiredDuringSchedulingIgnoredDuringExecution"] = [
+                _affinity_term(b, namespaces)]
+        if not a or b.maybe(0.4):
+            a["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": r.randint(1, 100), "podAffinityTerm": _affinity_term(b, namespaces)}
+                for _ in range(r.randint(1, 2))]
+        aff[kind] = a
+    if not aff:
+        aff["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _affinity_term(b, namespaces)]}
+    return aff
+
+
+def fam_pod_affinity(b: Builder) -> None:
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 4))
+    nss = [b.namespace("a", {"team": "red", "env": "prod"}),
+           b.namespace("b", {"team": "blue"})]
+    if b.maybe(0.5):
+        nss.append(b.namespace("c", {"team": "red"}))
+    # Existing pods, each pinned to a node.
+    for _ in range(r.randint(1, 4)):
+        p = b.pod(r.choice(nss), cpu="100m", labels={"app": r.choice(APPS)},
+                  nodeSelector=_pin(b, r.choice(nodes)))
+        if b.maybe(0.3):  # existing pods' own anti-affinity (symmetry)
+            p["spec"]["affinity"] = {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_affinity_term(b, nss)]}}
+    for _ in range(r.randint(2, 5)):
+        p = b.pod(r.choice(nss), cpu=b.cpu(), memory=b.mem(),
+                  labels={"app": r.choice(APPS)} if b.maybe(0.7) else {})
+        p["spec"]["affinity"] = _pod_affinity(b, nss)
+
+
+def _spread(b: Builder, app: str) -> Json:
+    r = b.rng
+    c: Json = {"maxSkew": r.choice([1, 1, 2]),
+               "topologyKey": r.choice([ZONE, HOSTNAME]),
+               "whenUnsatisfiable": r.choice(["DoNotSchedule", "ScheduleAnyway"]),
+               "labelSelector": {"matchLabels": {"app": app}}}
+    if c["whenUnsatisfiable"] == "DoNotSchedule" and b.maybe(0.2):
+        c["minDomains"] = r.choice([2, 3, 4])
+    if b.maybe(0.2):
+        c["nodeAffinityPolicy"] = r.choice(["Honor", "Ignore"])
+    if b.maybe(0.2):
+        c["nodeTaintsPolicy"] = r.choice(["Honor", "Ignore"])
+    if b.maybe(0.15):
+        c["matchLabelKeys"] = ["pod-template-hash"]
+    return c
+
+
+def fam_spread(b: Builder) -> None:
+    r = b.rng
+    nodes = b.nodes(r.randint(3, 6))
+    if b.maybe(0.3):
+        del r.choice(nodes)["metadata"]["labels"][ZONE]
+    if b.maybe(0.3):
+        r.choice(nodes)["spec"]["taints"] = [{"key": "spot", "effect": "NoSchedule"}]
+    ns = b.namespace("a")
+    app = "web"
+    for _ in range(r.randint(0, 2)):  # existing pods
+        b.pod(ns, cpu="100m", labels={"app": app, "pod-template-hash": "h1"},
+              nodeSelector=_pin(b, r.choice(nodes)))
+    cons = [_spread(b, app) for _ in range(r.randint(1, 2))]
+    # Two constraints on the same key and whenUnsatisfiable are refused by validation.
+    uniq = {(c["topologyKey"], c["whenUnsatisfiable"]): c for c in cons}
+    for _ in range(r.randint(3, 7)):
+        p = b.pod(ns, cpu=b.cpu(1000), memory=b.mem(),
+                  labels={"app": app, "pod-template-hash": r.choice(["h1", "h2"])})
+        p["spec"]["topologySpreadConstraints"] = copy.deepcopy(list(uniq.values()))
+        if b.maybe(0.2):
+            p["spec"]["nodeSelector"] = {"disk": "ssd"}
+            for n in nodes:
+                if b.maybe(0.6):
+                    n["metadata"]["labels"]["disk"] = "ssd"
+
+
+def fam_default_spread(b: Builder) -> None:
+    """No constraints: kube-scheduler's system defaults apply to pods that a Service,
+    ReplicaSet, StatefulSet or ReplicationController selects."""
+    r = b.rng
+    nodes = b.nodes(r.randint(3, 5))
+    ns = b.namespace("a")
+    owner: str | None = None
+    if b.maybe(0.5):
+        b.obj({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": f"{b.p}-svc", "namespace": ns},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    if b.maybe(0.6):
+        owner = f"{b.p}-rs"
+        b.obj({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+               "metadata": {"name": owner, "namespace": ns},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "c", "image": IMAGE}]}}}})
+    for _ in range(r.randint(0, 2)):
+        b.pod(ns, cpu="100m", labels={"app": "web"}, owner=owner,
+              nodeSelector=_pin(b, r.choice(nodes)))
+    for _ in range(r.randint(3, 6)):
+        b.pod(ns, cpu=b.cpu(1000), memory=b.mem(), labels={"app": "web"},
+              owner=owner if b.maybe(0.8) else None)
+
+
+def fam_host_ports(b: Builder) -> None:
+    r = b.rng
+    b.nodes(r.randint(1, 4))
+    ns = b.namespace("a")
+    for _ in range(r.randint(3, 7)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        ports = []
+        for _ in range(r.randint(1, 2)):
+            port: Json = {"containerPort": r.choice([80, 8080, 53]),
+                          "hostPort": r.choice([80, 8080, 53, 9000])}
+            if b.maybe(0.3):
+                port["protocol"] = r.choice(["TCP", "UDP"])
+            if b.maybe(0.2):
+                port["hostIP"] = r.choice(["127.0.0.1", "0.0.0.0"])
+            ports.append(port)
+        # A container refuses two identical (hostPort, protocol, hostIP).
+        seen = {(q["hostPort"], q.get("protocol", "TCP"), q.get("hostIP", "")): q for q in ports}
+        if b.maybe(0.85):
+            p["spec"]["containers"][0]["ports"] = list(seen.values())
+
+
+def fam_volumes(b: Builder) -> None:
+    """PVs/PVCs/StorageClasses: pre-bound claims (their PV's node affinity), Immediate
+    claims left unbound, WaitForFirstConsumer claims with and without a matching local PV,
+    a missing claim and ReadWriteOncePod conflicts."""
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 4))
+    ns = b.namespace("a")
+    wffc, imm = f"{b.p}-wffc", f"{b.p}-imm"
+    for name, mode in ((wffc, "WaitForFirstConsumer"), (imm, "Immediate")):
+        b.obj({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": name}, "provisioner": "kubernetes.io/no-provisioner",
+               "volumeBindingMode": mode})
+
+    def pv(name: str, node: Json | None, sc: str, modes: list[str], claim: str | None) -> None:
+        spec: Json = {"capacity": {"storage": "10Gi"}, "accessModes": modes,
+                      "storageClassName": sc, "persistentVolumeReclaimPolicy": "Retain",
+                      "hostPath": {"path": f"/tmp/{name}"}}
+        if node is not None:
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": HOSTNAME, "operator": "In", "values": [node["metadata"]["name"]]}]}]}}
+        if claim:
+            spec["claimRef"] = {"namespace": ns, "name": claim}
+        b.obj({"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": f"{b.p}-{name}"}, "spec": spec})
+
+    def pvc(name: str, sc: str, modes: list[str], volume: str | None = None) -> str:
+        meta: Json = {"name": name, "namespace": ns}
+        spec: Json = {"accessModes": modes, "storageClassName": sc,
+                      "resources": {"requests": {"storage": "1Gi"}}}
+        if volume:
+            spec["volumeName"] = f"{b.p}-{volume}"
+            # The PV controller's mark of a finished binding (VolumeBinding reads it).
+            meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+        b.obj({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+               "spec": spec})
+        return name
+
+    claims: list[str] = []
+    kinds = r.sample(["bound", "bound-rwop", "wffc-static", "wffc-none", "imm-unbound",
+                      "missing"], k=r.randint(2, 4))
+    for i, kind in enumerate(kinds):
+        if kind in ("bound", "bound-rwop"):
+            modes = ["ReadWriteOncePod"] if kind == "bound-rwop" else ["ReadWriteOnce"]
+            node = r.choice(nodes) if b.maybe(0.8) else None
+            pv(f"pv{i}", node, wffc, modes, f"c{i}")
+            claims.append(pvc(f"c{i}", wffc, modes, volume=f"pv{i}"))
+        elif kind == "wffc-static":
+            for j, node in enumerate(r.sample(nodes, k=r.randint(1, len(nodes)))):
+                pv(f"pv{i}-{j}", node, wffc, ["ReadWriteOnce"], None)
+            claims.append(pvc(f"c{i}", wffc, ["ReadWriteOnce"]))
+        elif kind == "wffc-none":
+            claims.append(pvc(f"c{i}", wffc, ["ReadWriteOnce"]))
+        elif kind == "imm-unbound":
+            claims.append(pvc(f"c{i}", imm, ["ReadWriteOnce"]))
+        else:
+            claims.append(f"c{i}-missing")
+    for _ in range(r.randint(2, 5)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        vols = r.sample(claims, k=r.randint(1, min(2, len(claims))))
+        p["spec"]["volumes"] = [{"name": f"v{j}", "persistentVolumeClaim": {"claimName": c}}
+                                for j, c in enumerate(vols)]
+
+
+def fam_gates(b: Builder) -> None:
+    r = b.rng
+    b.nodes(r.randint(1, 3))
+    ns = b.namespace("a")
+    for _ in range(r.randint(2, 5)):
+        gated = b.maybe(0.6)
+        # Half the gated pods fit no node: a scheduler that tries a gated pod then says so
+        # (FailedScheduling, PodScheduled=False/Unschedulable instead of SchedulingGated).
+        big = gated and b.maybe(0.5)
+        p = b.pod(ns, cpu="64" if big else b.cpu(), memory=b.mem())
+        if gated:
+            p["spec"]["schedulingGates"] = [{"name": "example.com/queue"}]
+
+
+def fam_no_nodes(b: Builder) -> None:
+    ns = b.namespace("a")
+    for _ in range(b.rng.randint(1, 3)):
+        b.pod(ns, cpu=b.cpu() if b.maybe() else None)
+
+
+def fam_unschedulable(b: Builder) -> None:
+    r = b.rng
+    nodes = b.nodes(r.randint(1, 4))
+    for n in r.sample(nodes, k=r.randint(1, len(nodes))):
+        n["spec"]["unschedulable"] = True
+    ns = b.namespace("a")
+    for _ in range(r.randint(2, 5)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.35):
+            p["spec"]["tolerations"] = [r.choice([
+                {"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+                {"operator": "Exists"}, {"key": UNSCHEDULABLE_TAINT, "operator": "Exists"}])]
+
+
+def fam_dra(b: Builder) -> None:
+    r = b.rng
+    b.nodes(r.randint(1, 3))
+    ns = b.namespace("a")
+    claim = f"{b.p}-claim"
+    if b.maybe(0.6):
+        b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": claim, "namespace": ns},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                   "deviceClassName": DEVICE_CLASS}}]}}})
+    for _ in range(r.randint(2, 4)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.7):
+            ref = {"name": "gpu"}
+            if b.maybe(0.7):
+                ref["resourceClaimName"] = claim
+            else:
+                ref["resourceClaimTemplateName"] = f"{b.p}-template"
+            p["spec"]["resourceClaims"] = [ref]
+            p["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+
+
+def fam_preemption(b: Builder) -> None:
+    r = b.rng
+    nodes = [b.node(str(c), f"{m}Gi") for c, m in
+             zip(r.sample([1, 2, 3], k=r.randint(1, 3)), [2, 4, 6], strict=False)]
+    ns = b.namespace("a")
+    # Fill the nodes with low and mid priority pods.
+    for n in nodes:
+        for _ in range(r.randint(1, 3)):
+            b.pod(ns, cpu=r.choice(["300m", "500m", "700m"]), memory="256Mi",
+                  priorityClassName=r.choice(["conformance-low", "conformance-mid"]),
+                  labels={"app": r.choice(APPS)}, nodeSelector=_pin(b, n))
+    for _ in range(r.randint(1, 3)):
+        pc = r.choice(["conformance-high", "conformance-high", "conformance-mid",
+                       PRIORITY_NEVER])
+        p = b.pod(ns, cpu=r.choice(["500m", "1", "1500m", "4"]), memory="256Mi",
+                  priorityClassName=pc)
+        if b.maybe(0.2):
+            p["spec"]["affinity"] = {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": r.choice(APPS)}},
+                     "topologyKey": HOSTNAME}]}}
+
+
+# Mixtures: each adds one feature to a scenario built by fam_resources.
+def _mix_taints(b: Builder) -> None:
+    for n in b.sc.nodes:
+        if b.maybe(0.4):
+            n["spec"]["taints"] = [_taint(b)]
+    for s in b.sc.pods:
+        if b.maybe(0.5):
+            s.pod["spec"]["tolerations"] = [_toleration(b)]
+
+
+def _mix_affinity(b: Builder) -> None:
+    _label_nodes(b, b.sc.nodes)
+    for s in b.sc.pods:
+        if b.maybe(0.4):
+            s.pod["spec"].setdefault("affinity", {})["nodeAffinity"] = \
+                _node_affinity(b, b.sc.nodes)
+
+
+def _mix_pod_affinity(b: Builder) -> None:
+    nss = b.sc.namespace_names()
+    for s in b.sc.pods:
+        s.pod["metadata"]["labels"]["app"] = b.rng.choice(APPS)
+        if b.maybe(0.4):
+            s.pod["spec"].setdefault("affinity", {}).update(_pod_affinity(b, nss))
+
+
+def _mix_spread(b: Builder) -> None:
+    c = _spread(b, "web")
+    for s in b.sc.pods:
+        s.pod["metadata"]["labels"]["app"] = "web"
+        if b.maybe(0.6):
+            s.pod["spec"]["topologySpreadConstraints"] = [copy.deepcopy(c)]
+
+
+def _mix_unschedulable(b: Builder) -> None:
+    if b.sc.nodes:
+        b.rng.choice(b.sc.nodes)["spec"]["unschedulable"] = True
+
+
+def _mix_sidecars(b: Builder) -> None:
+    for s in b.sc.pods:
+        if b.maybe(0.3):
+            _init_containers(b, s.pod)
+
+
+def _mix_gates(b: Builder) -> None:
+    for s in b.sc.pods:
+        if b.maybe(0.25):
+            s.pod["spec"]["schedulingGates"] = [{"name": "example.com/queue"}]
+
+
+MIXERS: list[Callable[[Builder], None]] = [
+    _mix_taints, _mix_affinity, _mix_pod_affinity, _mix_spread, _mix_unschedulable,
+    _mix_sidecars, _mix_gates]
+
+
+def fam_mixed(b: Builder) -> None:
+    fam_resources(b)
+    for mix in b.rng.sample(MIXERS, k=b.rng.randint(2, 4)):
+        mix(b)
+
+
+FAMILIES: dict[str, Callable[[Builder], None]] = {
+    "resources": fam_resources,
+    "init-sidecar": fam_init_sidecar,
+    "overhead": fam_overhead,
+    "pod-resources": fam_pod_resources,
+    "taints": fam_taints,
+    "node-affinity": fam_node_affinity,
+    "node-selector": fam_node_selector,
+    "pod-affinity": fam_pod_affinity,
+    "spread": fam_spread,
+    "default-spread": fam_default_spread,
+    "host-ports": fam_host_ports,
+    "volumes": fam_volumes,
+    "gates": fam_gates,
+    "no-nodes": fam_no_nodes,
+    "unschedulable": fam_unschedulable,
+    "dra": fam_dra,
+    "preemption": fam_preemption,
+    "mixed": fam_mixed,
+}
+FAMILY_NAMES = list(FAMILIES)
+
+
+def generate(seed: int, index: int, family: str | None = None) -> Scenario:
+    """Scenario `index` of `seed` (its family: FAMILY_NAMES[index % len], unless given)."""
+    if family is None:
+        family = FAMILY_NAMES[index % len(FAMILY_NAMES)]
+    rng = random.Random(f"{seed}/{index}/{family}")
+    sc = Scenario(index=index, seed=seed, family=family)
+    FAMILIES[family](Builder(sc, rng))
+    return sc
+
+
+def generate_all(seed: int, count: int, families: list[str] | None = None) -> list[Scenario]:
+    """`count` scenarios; with `families`, only those (indices still distinct)."""
+    if not families:
+        return [generate(seed, i) for i in range(count)]
+    return [generate(seed, i, families[i % len(families)]) for i in range(count)]

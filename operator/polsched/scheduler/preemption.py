@@ -1,0 +1,178 @@
+"""Carrying out preemption: the API calls, off the scheduling loop (async preemption).
+
+Once DefaultPreemption (polsched.plugins.default_preemption) has chosen a node and its
+victims, kube-scheduler's Executor (pkg/scheduler/framework/preemption/executor.go,
+prepareCandidateAsync) does the writes in a goroutine while the scheduling loop goes on:
+
+1. pods nominated to that node with a lower priority than the preemptor lose their
+   nomination (status.nominatedNodeName cleared);
+2. every victim but the last, concurrently, then the last one: the DisruptionTarget
+   condition (reason PreemptionByScheduler) is patched into its status, the pod is
+   deleted, and a Normal "Preempted" event names the preemptor
+   ("Preempted by pod <uid> on node <node>").
+
+While this runs the preemptor is not scheduled again (upstream's PreEnqueue): `running`
+says so, until every victim but the last is done and the last one is terminating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol
+
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.framework.nominator import Nominator, status_nominated_node
+from polsched.framework.types import Json, PodInfo
+from polsched.plugins.default_preemption import (
+    DISRUPTION_TARGET,
+    REASON_PREEMPTION_BY_SCHEDULER,
+)
+from polsched.scheduler import metrics
+from polsched.scheduler.events import NORMAL, rfc3339
+
+log = logging.getLogger(__name__)
+
+
+class Recorder(Protocol):
+    """What the executor needs of an EventRecorder."""
+
+    def event(self, pod: PodInfo, type_: str, reason: str, action: str, note: str,
+              related: PodInfo | None = None) -> None: ...
+
+
+def preempted_message(preemptor: PodInfo, node_name: str) -> str:
+    """The Preempted event's note (executor.go PreemptPod)."""
+    return f"Preempted by pod {preemptor.uid} on node {node_name}"
+
+
+def disruption_target(scheduler_name: str, pod: PodInfo) -> Json:
+    """The condition a victim gets before it is deleted."""
+    condition: Json = {
+        "type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
+        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": rfc3339(time.time()),
+    }
+    generation = (pod.raw.get("metadata") or {}).get("generation")
+    if generation:
+        condition["observedGeneration"] = generation
+    return condition
+
+
+def _has_condition(pod: PodInfo, condition: Json) -> bool:
+    for c in (pod.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == condition["type"]:
+            return all(c.get(k) == condition[k] for k in ("status", "reason", "message"))
+    return False
+
+
+class Executor:
+    """Runs each preemption's API calls in the background (one engine, every policy)."""
+
+    def __init__(self, client: ApiClient, nominator: Nominator,
+                 pods: Mapping[str, PodInfo]) -> None:
+        self._client = client
+        self._nominator = nominator
+        self._pods = pods  # the cache's pods, to see the last victim terminating
+        # preemptor uid -> the key of its last victim once that one is being deleted
+        self._running: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def running(self, uid: str) -> bool:
+        """isRunningPreemption: the preemptor's victims are still being evicted."""
+        if uid not in self._running:
+            return False
+        last = self._running[uid]
+        if not last:
+            return True
+        victim = self._pods.get(last)
+        return victim is not None and not (victim.raw.get("metadata") or {}).get(
+            "deletionTimestamp")
+
+    def actuate(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
+                node_name: str, victims: Sequence[PodInfo],
+                on_error: Callable[[PodInfo], None]) -> None:
+        """Start evicting `victims` for `preemptor` (prepareCandidateAsync); `on_error`
+        is called with the preemptor when a call failed, to retry it at once."""
+        metrics.preemption_victims(len(victims))
+        to_delete = [v for v in victims
+                     if not (v.raw.get("metadata") or {}).get("deletionTimestamp")]
+        if not to_delete:
+            return
+        self._running[preemptor.uid] = ""
+        self._spawn(self._run(scheduler_name, recorder, preemptor, node_name, to_delete,
+                              on_error))
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
+                   node_name: str, victims: list[PodInfo],
+                   on_error: Callable[[PodInfo], None]) -> None:
+        ok = True
+        try:
+            lower = [p for p in self._nominator.pods_for_node(node_name)
+                     if p.priority < preemptor.priority]
+            for p in lower:
+                self._nominator.remove(p.key)
+            results = await asyncio.gather(*(self._clear_nomination(p) for p in lower),
+                                           return_exceptions=True)
+            ok = not any(isinstance(r, BaseException) for r in results)
+            *first, last = victims
+            results = await asyncio.gather(
+                *(self._preempt_pod(scheduler_name, recorder, preemptor, node_name, v)
+                  for v in first), return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if errors:
+                ok = False
+                log.warning("preempting for %s: %s", preemptor.key, errors[0])
+            else:
+                self._running[preemptor.uid] = last.key
+                try:
+                    await self._preempt_pod(scheduler_name, recorder, preemptor, node_name,
+                                            last)
+                except Exception as err:
+                    ok = False
+                    log.warning("preempting for %s: %s", preemptor.key, err)
+        finally:
+            self._running.pop(preemptor.uid, None)
+        if not ok:
+            on_error(preemptor)
+
+    async def _preempt_pod(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
+                           node_name: str, victim: PodInfo) -> None:
+        """executor.go PreemptPod: condition, delete, event. A victim already gone is no
+        error."""
+        base = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
+        condition = disruption_target(scheduler_name, victim)
+        try:
+            if not _has_condition(victim, condition):
+                await self._client.patch(base + "/status",
+                                         {"status": {"conditions": [condition]}}, "strategic")
+            await self._client.delete(base)
+        except ApiError as err:
+            if err.status == 404:
+                return
+            raise
+        recorder.event(victim, NORMAL, "Preempted", "Preempting",
+                       preempted_message(preemptor, node_name), related=preemptor)
+
+    async def _clear_nomination(self, pod: PodInfo) -> None:
+        if not status_nominated_node(pod):
+            return
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        try:
+            await self._client.patch(path, {"status": {"nominatedNodeName": None}}, "strategic")
+        except ApiError as err:
+            if err.status != 404:
+                raise

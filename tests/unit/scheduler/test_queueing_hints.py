@@ -1,0 +1,200 @@
+"""Queueing hints of the default plugins (each plugin's EventsToRegister and
+isSchedulableAfter* of kube-scheduler v1.37), through the queue of a pipeline built by the
+production builder from the default policy."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from polsched.api import load_policy
+from polsched.framework import events as ev
+from polsched.framework.types import Json, PodInfo
+from polsched.scheduler import queue as q
+from polsched.scheduler.pipelines import build_pipeline
+
+pytestmark = pytest.mark.unit
+
+R, A = ev.Resource, ev.ActionType
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def node(name: str = "n1", cpu: str = "2", labels: dict[str, str] | None = None,
+         taints: list[Json] | None = None, unschedulable: bool = False) -> Json:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  **(labels or {})}},
+            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+
+
+def pod(name: str = "p", cpu: str = "1", labels: dict[str, str] | None = None,
+        node_name: str = "", **spec: Any) -> PodInfo:
+    container: Json = {"name": "c", "image": "x",
+                       "resources": {"requests": {"cpu": cpu}}}
+    if "ports" in spec:
+        container["ports"] = spec.pop("ports")
+    return PodInfo.from_json({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                     "labels": labels or {}},
+        "spec": {"containers": [container], "nodeName": node_name, **spec}})
+
+
+def rejected_queue(p: PodInfo, *plugins: str) -> q.SchedulingQueue:
+    """A queue configured with the default pipeline's hints, `p` rejected by `plugins`."""
+    pipeline = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": {}}))
+    clock = Clock()
+    queue = q.SchedulingQueue(clock=clock)
+    queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
+    queue.add(p)
+    qp = queue.pop_nowait()
+    assert qp is not None
+    queue.add_unschedulable(qp, plugins)
+    assert queue.where(qp.key) == "unschedulable"
+    clock.now += 60  # backoff over: a move goes to activeQ
+    return queue
+
+
+def moved(queue: q.SchedulingQueue, event: ev.ClusterEvent, old: Any, new: Any) -> bool:
+    return queue.move(event, old, new) == 1
+
+
+def updated(old: Json, **changes: Any) -> tuple[ev.ClusterEvent, Json, Json]:
+    new = copy.deepcopy(old)
+    for path, value in changes.items():
+        section, key = path.split("__")
+        new[section][key] = value
+    events = ev.node_update_events(new, old)
+    assert len(events) == 1, events
+    return events[0], old, new
+
+
+def test_cluster_event_matching_as_upstream() -> None:
+    registered = ev.ClusterEvent(R.NODE, A.ADD | A.UPDATE_NODE_ALLOCATABLE)
+    assert registered.matches(ev.ClusterEvent(R.NODE, A.UPDATE_NODE_ALLOCATABLE))
+    assert registered.matches(ev.NODE_ADD)
+    assert not registered.matches(ev.ClusterEvent(R.NODE, A.UPDATE_NODE_LABEL))
+    assert not registered.matches(ev.ClusterEvent(R.NODE, A.UPDATE))  # less specific
+    assert ev.ClusterEvent(R.POD, A.DELETE).matches(ev.ASSIGNED_POD_DELETE)
+    assert ev.ClusterEvent(R.WILDCARD, A.ALL).matches(ev.ASSIGNED_POD_DELETE)
+    assert ev.ClusterEvent(R.NODE, A.ADD).label == "NodeAdd"
+    assert ev.ClusterEvent(R.NODE, A.UPDATE_NODE_LABEL).label == "NodeUpdateNodeLabel"
+    assert ev.EVENT_UNSCHEDULABLE_TIMEOUT.label == "UnschedulableTimeout"
+
+
+def test_node_update_events_name_what_changed() -> None:
+    n = node()
+    assert ev.node_update_events(n, n) == []
+    e, _, _ = updated(n, metadata__labels={"a": "b"})
+    assert e.action is A.UPDATE_NODE_LABEL
+    e, _, _ = updated(n, spec__unschedulable=True)
+    assert e.action is A.UPDATE_NODE_TAINT
+    e, _, _ = updated(n, status__allocatable={"cpu": "4"})
+    assert e.action is A.UPDATE_NODE_ALLOCATABLE
+
+
+def test_fit_insufficient_cpu_waits_for_room() -> None:
+    p = pod(cpu="3")
+    queue = rejected_queue(p, "NodeResourcesFit")
+    n = node(cpu="2")
+    assert not moved(queue, *updated(n, metadata__labels={"other": "x"}))
+    assert not moved(queue, ev.NODE_ADD, None, node("small", cpu="2"))
+    assert not moved(queue, *updated(n, status__allocatable={"cpu": "2500m", "pods": "110",
+                                                             "memory": "8Gi"}))
+    # a deleted pod that ran nowhere frees nothing
+    assert not moved(queue, ev.ASSIGNED_POD_DELETE, pod("pending"), None)
+    assert moved(queue, *updated(n, status__allocatable={"cpu": "4", "pods": "110",
+                                                         "memory": "8Gi"}))
+    assert queue.where(p.key) == "active"
+
+
+def test_fit_moves_on_a_big_enough_node_or_a_deleted_bound_pod() -> None:
+    queue = rejected_queue(pod(cpu="3"), "NodeResourcesFit")
+    assert moved(queue, ev.NODE_ADD, None, node("big", cpu="4"))
+    queue = rejected_queue(pod(cpu="3"), "NodeResourcesFit")
+    assert moved(queue, ev.ASSIGNED_POD_DELETE, pod("gone", node_name="n1"), None)
+
+
+def test_node_affinity_waits_for_a_matching_label() -> None:
+    p = pod(nodeSelector={"disk": "ssd"})
+    queue = rejected_queue(p, "NodeAffinity")
+    n = node()
+    assert not moved(queue, *updated(n, metadata__labels={"disk": "hdd"}))
+    assert not moved(queue, ev.NODE_ADD, None, node("x"))
+    assert moved(queue, *updated(n, metadata__labels={"disk": "ssd"}))
+
+
+def test_taint_toleration_waits_for_the_taint_to_go() -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    queue = rejected_queue(pod(), "TaintToleration")
+    n = node(taints=[taint])
+    assert not moved(queue, *updated(n, spec__taints=[taint, {"key": "o",
+                                                              "effect": "NoSchedule"}]))
+    assert not moved(queue, *updated(n, metadata__labels={"a": "b"}))
+    assert moved(queue, *updated(n, spec__taints=[]))
+
+
+def test_node_unschedulable_waits_for_uncordon() -> None:
+    queue = rejected_queue(pod(), "NodeUnschedulable")
+    assert not moved(queue, ev.NODE_ADD, None, node(unschedulable=True))
+    assert moved(queue, *updated(node(unschedulable=True), spec__unschedulable=False))
+
+
+def test_node_ports_waits_for_the_port_to_be_freed() -> None:
+    port = [{"containerPort": 80, "hostPort": 8080}]
+    queue = rejected_queue(pod(ports=port), "NodePorts")
+    assert not moved(queue, ev.ASSIGNED_POD_DELETE, pod("other", node_name="n1"), None)
+    assert moved(queue, ev.ASSIGNED_POD_DELETE, pod("holder", node_name="n1", ports=port),
+                 None)
+
+
+def test_inter_pod_affinity_waits_for_a_matching_pod() -> None:
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    queue = rejected_queue(pod(affinity=affinity), "InterPodAffinity")
+    assert not moved(queue, ev.ASSIGNED_POD_ADD, None,
+                     pod("web", labels={"app": "web"}, node_name="n1"))
+    assert moved(queue, ev.ASSIGNED_POD_ADD, None,
+                 pod("db", labels={"app": "db"}, node_name="n1"))
+
+
+def test_pod_topology_spread_waits_for_a_node_with_its_keys() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "a"}}}]
+    queue = rejected_queue(pod(labels={"app": "a"}, topologySpreadConstraints=spread),
+                           "PodTopologySpread")
+    assert not moved(queue, ev.NODE_ADD, None, node("nozone"))
+    assert moved(queue, ev.NODE_ADD, None, node("z", labels={"zone": "b"}))
+
+
+def test_a_pod_rejected_by_an_extender_or_by_nothing_moves_on_any_event() -> None:
+    queue = rejected_queue(pod(), "my-extender")
+    assert moved(queue, *updated(node(), metadata__labels={"a": "b"}))
+    queue = rejected_queue(pod(), "NodeResourcesFit")
+    assert moved(queue, ev.EVENT_POLICY_CHANGE, None, None)  # wildcard
+
+
+def test_a_gated_pod_moves_only_when_its_gates_go() -> None:
+    p = pod(schedulingGates=[{"name": "g"}])
+    pipeline = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": {}}))
+    queue = q.SchedulingQueue(clock=Clock())
+    queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
+    queue.add(p)
+    assert queue.where(p.key) == "gated"
+    assert queue.move(ev.NODE_ADD, None, node()) == 0
+    queue.add(pod(labels={"x": "y"}, schedulingGates=[{"name": "g"}]))
+    assert queue.where(p.key) == "gated"
+    queue.add(pod(labels={"x": "y"}))
+    assert queue.where(p.key) == "active"

@@ -1,0 +1,159 @@
+"""Shadow policies (scheduler.shadow): a shadow's pipeline, built by the production
+builder, decides beside the live one; agreement is counted against the live outcome, and
+the shared time budget skips decisions once spent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from polsched.api import load_policy
+from polsched.cluster.cache import ClusterCache
+from polsched.controller.policies import PolicyBook
+from polsched.framework.types import PodInfo
+from polsched.scheduler import shadow as sh
+
+pytestmark = pytest.mark.unit
+
+KEY = "example.com/rank"
+
+
+def policy(name: str, *, reverse: bool = False, require: str | None = None,
+           shadow_of: str = "") -> dict[str, Any]:
+    args: dict[str, Any] = {"key": KEY, "reverse": reverse}
+    spec: dict[str, Any] = {"scorers": [{"name": "NodeLabelValue", "weight": 100,
+                                         "args": args}]}
+    if require:
+        spec["filters"] = [{"name": "NodeLabel", "args": {
+            "requirements": [{"key": require, "operator": "Exists"}]}}]
+    if shadow_of:
+        spec["shadowOf"] = shadow_of
+    return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": name, "uid": "uid-" + name, "generation": 1,
+                         "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
+
+
+def cache() -> ClusterCache:
+    c = ClusterCache(None)
+    for name, rank in (("n1", 1), ("n2", 5), ("n3", 9)):
+        res = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        labels = {KEY: str(rank)}
+        if name == "n2":
+            labels["special"] = "yes"
+        c.on_node_event("ADDED", {"metadata": {"name": name, "labels": labels},
+                                  "status": {"allocatable": res}})
+    return c
+
+
+def pod(name: str) -> PodInfo:
+    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "uid": name},
+                              "spec": {"containers": [{"name": "c", "image": "x"}]}})
+
+
+def test_agreement_is_counted_against_the_live_outcome() -> None:
+    c = cache()
+    shadows = sh.ShadowSet()
+    same = sh.Shadow(load_policy(policy("same", shadow_of="live")), "live")
+    rev = sh.Shadow(load_policy(policy("rev", reverse=True, shadow_of="live")), "live")
+    special = sh.Shadow(load_policy(policy("special", require="special", shadow_of="live")),
+                        "live")
+    shadows.shadows.update({"same": same, "rev": rev, "special": special})
+    p = pod("a")
+    verdicts = asyncio.run(shadows.decide(p, c.snapshot))
+    assert verdicts == {same: "n3", rev: "n1", special: "n2"}
+    shadows.assumed(p, verdicts)
+    shadows.bind_ended(p, "n3", "2026-01-01T00:00:00Z")  # the live policy bound on n3
+    assert (same.stats.decisions, same.stats.agreed) == (1, 1)
+    assert (rev.stats.different_node, rev.stats.agreed) == (1, 0)
+    assert rev.stats.to_status()["lastDisagreements"] == [
+        {"pod": "ns/a", "live": "n3", "shadow": "n1", "time": "2026-01-01T00:00:00Z"}]
+
+    # The live attempt found no node: a shadow that found one disagrees on schedulability.
+    q = pod("b")
+    verdicts = asyncio.run(shadows.decide(q, c.snapshot))
+    shadows.unschedulable(q, verdicts, "t")
+    assert special.stats.different_schedulability == 1
+    assert special.stats.last[-1] == {"pod": "ns/b", "live": "unschedulable",
+                                      "shadow": "n2", "time": "t"}
+
+    # A failed bind is not compared; a detached shadow is not counted any more.
+    r = pod("c")
+    verdicts = asyncio.run(shadows.decide(r, c.snapshot))
+    shadows.assumed(r, verdicts)
+    shadows.bind_ended(r, None, "t")
+    assert same.stats.decisions == 2
+    del shadows.shadows["same"]
+    verdicts = {same: "n3"}
+    shadows.assumed(r, verdicts)
+    shadows.bind_ended(r, "n3", "t")
+    assert same.stats.decisions == 2
+
+
+def test_only_the_last_few_disagreements_are_kept() -> None:
+    s = sh.Shadow(load_policy(policy("rev", reverse=True, shadow_of="live")), "live")
+    for i in range(sh.LAST_DISAGREEMENTS + 3):
+        s.compare(pod(f"p{i}"), "n1", "n3", str(i))
+    last = s.stats.to_status()["lastDisagreements"]
+    assert [d["pod"] for d in last] == [f"ns/p{i}" for i in range(3, sh.LAST_DISAGREEMENTS + 3)]
+    assert s.stats.different_node == sh.LAST_DISAGREEMENTS + 3
+
+
+def test_the_budget_skips_decisions_once_spent_and_refills_with_time() -> None:
+    now = [0.0]
+    shadows = sh.ShadowSet(budget=0.2, clock=lambda: now[0])
+    s = sh.Shadow(load_policy(policy("same", shadow_of="live")), "live")
+    shadows.shadows["same"] = s
+    c = cache()
+    slow = s.pipeline.schedule
+
+    async def schedule(p: PodInfo, snap: Any, explain: bool = False) -> Any:
+        now[0] += 0.8  # each decision takes 0.8 s of the clock
+        return await slow(p, snap)
+
+    s.pipeline.schedule = schedule  # type: ignore[method-assign]
+    decided = [bool(asyncio.run(shadows.decide(pod(f"p{i}"), c.snapshot))) for i in range(3)]
+    # The bucket holds 1 s and refills 0.2 s per second: 1 - 0.8 = 0.2; 0.2 + 0.16 - 0.8 < 0;
+    # -0.44 + 0.16 < 0: the third is skipped.
+    assert decided == [True, True, False]
+    assert s.stats.skipped == 1
+    now[0] += 5.0  # 5 s at 0.2 s/s refills the bucket
+    assert asyncio.run(shadows.decide(pod("late"), c.snapshot))
+
+
+def test_a_shadow_claims_no_scheduler_name() -> None:
+    book = PolicyBook()
+    live = policy("live")
+    shadow = policy("candidate", shadow_of="live")
+    shadow["spec"]["schedulerName"] = "live"
+    shadow["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"  # older than live
+    book.observe(shadow)
+    book.observe(live)
+    assert book.owners() == {"live": "live"}
+    rec = book.get("candidate")
+    assert rec is not None and rec.shadow_of == "live"
+
+
+def test_loader_checks_shadow_of() -> None:
+    from polsched.api import PolicyError
+
+    with pytest.raises(PolicyError, match=r"spec\.shadowOf: a policy cannot shadow itself"):
+        load_policy(policy("x", shadow_of="x"))
+    with pytest.raises(PolicyError, match=r"spec\.shadowOf"):
+        load_policy(policy("x", shadow_of="Not_A_Name"))
+    assert load_policy(policy("x", shadow_of="live")).shadow_of == "live"
+
+
+def test_a_shadow_status_has_its_agreement_and_no_bind_counts() -> None:
+    from polsched.controller import conditions as cond
+    from polsched.controller.status import StatusView, compose
+    from polsched.scheduler.engine import SchedulerStats
+
+    s = sh.ShadowStats("live", decisions=3, agreed=2, different_node=1)
+    ready = cond.Condition(cond.READY, True, "Shadowing", "m", 1)
+    out = compose(StatusView("", "shadow:cand", 1, None, (ready,)),
+                  SchedulerStats("", 0, 0, 0, 0, None, 0, shadow=s.to_status()), {}, "now")
+    assert out["shadow"]["agreed"] == 2 and out["shadow"]["of"] == "live"
+    assert out["observedGeneration"] == 1
+    assert "boundPods" not in out and "bindsTotal" not in out
