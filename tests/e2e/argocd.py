@@ -23,7 +23,7 @@ def lua_literal(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return '"' + "".join(c if c.isascii() and c.isprintable() and c not in '"\\'
-                             else "".join(f"\\{b}" for b in c.encode())
+                             else "".join(f"\\{b:03d}" for b in c.encode())
                              for c in value) + '"'
     if isinstance(value, list):
         return "{" + ", ".join(lua_literal(v) for v in value) + "}"

@@ -169,11 +169,9 @@ async def operate(args: argparse.Namespace) -> None:
     if args.webhook_service and not args.webhook_listen:
         await client.close()
         raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
-    try:
-        await namespaces.ensure(client, args.namespace)
-    except BaseException:
-        await client.close()
-        raise
+    # The namespace check runs while the process sets up; the Lease waits for it.
+    namespace_ready = asyncio.get_running_loop().create_task(
+        namespaces.ensure(client, args.namespace), name="polsched-namespace")
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
                     shadow_budget=args.shadow_budget)
     engine.set_leader(None, False)  # nobody binds before the lease says so
@@ -181,6 +179,9 @@ async def operate(args: argparse.Namespace) -> None:
         # Ready once the cache has synced (engine.start() returns then).
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:
+        namespace_ready.cancel()
+        with contextlib.suppress(BaseException):
+            await namespace_ready
         await client.close()
         raise
 
@@ -218,6 +219,13 @@ async def operate(args: argparse.Namespace) -> None:
         tasks.add(t)
         t.add_done_callback(tasks.discard)
 
+    try:
+        await namespace_ready
+    except BaseException:
+        if probes is not None:
+            await probes.cleanup()
+        await client.close()
+        raise
     elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
                            identity=identity, on_change=on_leading,
                            lease_duration=args.lease_duration, renew_period=args.renew_period)
