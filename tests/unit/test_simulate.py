@@ -298,3 +298,20 @@ def test_gated_pods_are_reported_not_decided(tmp_path: Path, files: dict[str, Pa
     assert [p["name"] for p in doc["pods"]] == ["late-high", "early", "middle", "gated"]
     last = doc["pods"][-1]
     assert last["node"] is None and last["reason"].startswith("gated")
+
+
+def test_progress_bar_shows_only_after_a_while() -> None:
+    import io
+
+    out = io.StringIO()
+    bar = simulate.ProgressBar(out, after=3600.0)
+    bar(5, 10)
+    bar.close()
+    assert out.getvalue() == ""  # a quick run shows nothing
+    bar = simulate.ProgressBar(out, after=0.0)
+    bar(5, 10)
+    bar(10, 10)
+    bar.close()
+    text = out.getvalue()
+    assert "\r[" + "#" * 15 + "." * 15 + "] 5/10 decisions" in text
+    assert "] 10/10 decisions" in text and text.endswith("\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from polsched.framework.registry import Registry
 from polsched.plugins import (
+    dynamic_resources,
     expression,
     image_locality,
     inter_pod_affinity,
@@ -39,19 +40,23 @@ REGISTRY = Registry([
     node_label_value.SPEC,
     expression.SPEC,
     scheduling_gates.SPEC,
+    dynamic_resources.SPEC,
 ])
 
-# kube-scheduler v1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
-# restricted to the plugins polsched implements; filters in upstream order.
+# kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go,
+# DynamicResources added before DefaultPreemption as its feature gate is GA), restricted to
+# the plugins polsched implements; filters in upstream order: the first rejection of a node
+# is the reason reported for it.
 DEFAULT_FILTERS: tuple[str, ...] = (
-    "NodeUnschedulable",
     "NodeName",
+    "NodeUnschedulable",
     "TaintToleration",
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 # PreEnqueue plugins of the default profile (gate pods before the active queue).
 DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates",)

@@ -9,7 +9,10 @@ prepareCandidateAsync) does the writes in a goroutine while the scheduling loop 
 2. every victim but the last, concurrently, then the last one: the DisruptionTarget
    condition (reason PreemptionByScheduler) is patched into its status, the pod is
    deleted, and a Normal "Preempted" event names the preemptor
-   ("Preempted by pod <uid> on node <node>").
+   ("Preempted by pod <uid> on node <node>"). A victim that Permit plugins hold in its
+   binding cycle (a waiting pod) is rejected in memory instead, without API calls
+   (" (in kube-scheduler memory)." ends the event's note); when the last victim went that
+   way, the preemptor is retried at once (nothing else would move it).
 
 While this runs the preemptor is not scheduled again (upstream's PreEnqueue): `running`
 says so, until every victim but the last is done and the last one is terminating.
@@ -27,6 +30,7 @@ from typing import Any, Protocol
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.types import Json, PodInfo
+from polsched.framework.waiting_pods import WaitingPod
 from polsched.plugins.default_preemption import (
     DISRUPTION_TARGET,
     REASON_PREEMPTION_BY_SCHEDULER,
@@ -73,10 +77,12 @@ class Executor:
     """Runs each preemption's API calls in the background (one engine, every policy)."""
 
     def __init__(self, client: ApiClient, nominator: Nominator,
-                 pods: Mapping[str, PodInfo]) -> None:
+                 pods: Mapping[str, PodInfo],
+                 waiting_pods: Mapping[str, WaitingPod] | None = None) -> None:
         self._client = client
         self._nominator = nominator
         self._pods = pods  # the cache's pods, to see the last victim terminating
+        self._waiting = waiting_pods if waiting_pods is not None else {}
         # preemptor uid -> the key of its last victim once that one is being deleted
         self._running: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -125,22 +131,24 @@ class Executor:
                      if p.priority < preemptor.priority]
             for p in lower:
                 self._nominator.remove(p.key)
-            results = await asyncio.gather(*(self._clear_nomination(p) for p in lower),
+            cleared = await asyncio.gather(*(self._clear_nomination(p) for p in lower),
                                            return_exceptions=True)
-            ok = not any(isinstance(r, BaseException) for r in results)
+            ok = not any(isinstance(r, BaseException) for r in cleared)
             *first, last = victims
-            results = await asyncio.gather(
+            done = await asyncio.gather(
                 *(self._preempt_pod(scheduler_name, recorder, preemptor, node_name, v)
                   for v in first), return_exceptions=True)
-            errors = [r for r in results if isinstance(r, BaseException)]
+            errors = [r for r in done if isinstance(r, BaseException)]
             if errors:
                 ok = False
                 log.warning("preempting for %s: %s", preemptor.key, errors[0])
             else:
                 self._running[preemptor.uid] = last.key
                 try:
-                    await self._preempt_pod(scheduler_name, recorder, preemptor, node_name,
-                                            last)
+                    in_memory = await self._preempt_pod(scheduler_name, recorder, preemptor,
+                                                        node_name, last)
+                    if in_memory:
+                        ok = False  # activate the preemptor: no deletion event will
                 except Exception as err:
                     ok = False
                     log.warning("preempting for %s: %s", preemptor.key, err)
@@ -150,9 +158,15 @@ class Executor:
             on_error(preemptor)
 
     async def _preempt_pod(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
-                           node_name: str, victim: PodInfo) -> None:
+                           node_name: str, victim: PodInfo) -> bool:
         """executor.go PreemptPod: condition, delete, event. A victim already gone is no
-        error."""
+        error. True when the victim was a waiting pod, rejected in memory."""
+        note = preempted_message(preemptor, node_name)
+        waiting = self._waiting.get(victim.uid)
+        if waiting is not None and waiting.reject("DefaultPreemption", "preempted"):
+            recorder.event(victim, NORMAL, "Preempted", "Preempting",
+                           note + " (in kube-scheduler memory).", related=preemptor)
+            return True
         base = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
         condition = disruption_target(scheduler_name, victim)
         try:
@@ -162,10 +176,10 @@ class Executor:
             await self._client.delete(base)
         except ApiError as err:
             if err.status == 404:
-                return
+                return False
             raise
-        recorder.event(victim, NORMAL, "Preempted", "Preempting",
-                       preempted_message(preemptor, node_name), related=preemptor)
+        recorder.event(victim, NORMAL, "Preempted", "Preempting", note, related=preemptor)
+        return False
 
     async def _clear_nomination(self, pod: PodInfo) -> None:
         if not status_nominated_node(pod):
