@@ -315,3 +315,19 @@ def test_progress_bar_shows_only_after_a_while() -> None:
     text = out.getvalue()
     assert "\r[" + "#" * 15 + "." * 15 + "] 5/10 decisions" in text
     assert "] 10/10 decisions" in text and text.endswith("\n")
+
+
+def test_a_shadow_candidate_is_compared_with_the_policy_it_shadows(
+        tmp_path: Path, files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The shadow overlay of the GitOps page: another name, spec.shadowOf the live one."""
+    shadow = policy("ranked-candidate", require="special")
+    shadow["spec"]["shadowOf"] = "ranked"
+    del shadow["spec"]["schedulerName"]  # its own name: a shadow claims none
+    f = tmp_path / "shadow.yaml"
+    f.write_text(yaml.safe_dump(shadow))
+    code, out, err = run(capsys, "-f", str(f), "--snapshot", str(files["snap"]), "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["baseline"] == "the current ranked"
+    assert [(p["name"], p["node"]) for p in doc["pods"]] == [
+        ("late-high", "n1"), ("early", "n1"), ("middle", None)]
