@@ -303,13 +303,21 @@ def queue_always(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QUEUE
 
 
+_last_node: list[Any] = [None, None]  # (object, its NodeInfo)
+
+
 def node_of(obj: Any) -> Any:
-    """A node event's object as a NodeInfo without pods (None for None)."""
+    """A node event's object as a NodeInfo without pods (None for None). One event's
+    object is converted once for all the pods whose hints read it."""
     from polsched.framework.types import NodeInfo
 
     if obj is None or isinstance(obj, NodeInfo):
         return obj
-    return NodeInfo.from_json(obj)
+    if _last_node[0] is obj:
+        return _last_node[1]
+    info = NodeInfo.from_json(obj)
+    _last_node[0], _last_node[1] = obj, info
+    return info
 
 
 def nominated_node(pod: PodInfo) -> str:

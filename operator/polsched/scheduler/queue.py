@@ -41,6 +41,9 @@ from polsched.framework.types import Json, PodInfo
 DEFAULT_POD_INITIAL_BACKOFF = 1.0
 DEFAULT_POD_MAX_BACKOFF = 10.0
 DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION = 300.0
+# How often the unschedulable pool is checked for pods that waited too long (Run:
+# flushUnschedulableEntitiesLeftover every 30 s).
+UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
 # Plugin label -> the events it registered, with hints (framework.events.hint_map).
 HintMap = Mapping[str, Sequence[ev.ClusterEventWithHint]]
@@ -79,10 +82,13 @@ class QueuedPod:
     _events_from: int = field(default=0, repr=False)
     # In flight: deleted (or bound elsewhere) meanwhile; never requeued.
     _gone: bool = field(default=False, repr=False)
+    # "namespace/name": the same for every version of the pod this entry holds.
+    key: str = field(default="", init=False)
+    # The unschedulable pool's index entries of this pod (SchedulingQueue._index_add).
+    _indexed: tuple[str, ...] = field(default=(), repr=False)
 
-    @property
-    def key(self) -> str:
-        return self.pod.key
+    def __post_init__(self) -> None:
+        self.key = self.pod.key
 
     @property
     def uid(self) -> str:
@@ -134,11 +140,14 @@ class SchedulingQueue:
         self._events: list[_InFlightEvent] = []
         self._event_n = 0
         self.scheduling_cycle = 0
+        self._next_leftover_flush = 0.0
         self._pre_enqueue: tuple[PreEnqueuePlugin, ...] = ()
         # None until configured: every plugin is registered for every event.
         self._hints: HintMap | None = None
         # event -> the plugins that registered a matching event (memo, per configuration)
         self._interest: dict[ev.ClusterEvent, frozenset[str]] = {}
+        # rejecting plugin (or "*") -> keys of the parked pods it rejected
+        self._index: dict[str, set[str]] = {}
         self._wakeup: asyncio.Event | None = None
         self._closed = False
 
@@ -149,6 +158,7 @@ class SchedulingQueue:
         self._pre_enqueue = tuple(pre_enqueue)
         self._hints = dict(hints) if hints is not None else None
         self._interest.clear()
+        self._reindex()
 
     # -- introspection ----------------------------------------------------------------
     def __len__(self) -> int:
@@ -227,18 +237,42 @@ class SchedulingQueue:
 
     def _park(self, qp: QueuedPod) -> None:
         """Into the unschedulable pool (gated or not)."""
-        old = self._unschedulable.get(qp.key)
-        if old is not None and old.gated:
-            self._gated -= 1
+        if qp.key in self._unschedulable:
+            self._unpark(qp.key)
         self._unschedulable[qp.key] = qp
         if qp.gated:
             self._gated += 1
+        self._index_add(qp)
 
     def _unpark(self, key: str) -> QueuedPod | None:
         qp = self._unschedulable.pop(key, None)
-        if qp is not None and qp.gated:
-            self._gated -= 1
+        if qp is not None:
+            if qp.gated:
+                self._gated -= 1
+            for plugin in qp._indexed:
+                keys = self._index.get(plugin)
+                if keys is not None:
+                    keys.discard(key)
+            qp._indexed = ()
         return qp
+
+    def _index_add(self, qp: QueuedPod) -> None:
+        """Index the parked pod by its rejecting plugins, so that an event visits only
+        the pods one of whose plugins registered it; a pod with no rejecting plugin, or one
+        this pipeline does not know (an extender), is visited by every event ("*")."""
+        hints = self._hints
+        rejected = qp.rejected_by
+        if hints is None or not rejected or any(p not in hints for p in rejected):
+            qp._indexed = ("*",)
+        else:
+            qp._indexed = tuple(rejected)
+        for plugin in qp._indexed:
+            self._index.setdefault(plugin, set()).add(qp.key)
+
+    def _reindex(self) -> None:
+        self._index.clear()
+        for qp in self._unschedulable.values():
+            self._index_add(qp)
 
     def _move_to_active(self, qp: QueuedPod, from_backoff: bool = False) -> bool:
         """moveToActiveQ: PreEnqueue first (not again for a pod leaving backoffQ, which ran
@@ -396,16 +430,16 @@ class SchedulingQueue:
         interested = self._interested(event)
         if interested is not None and not interested:
             return 0  # no plugin cares (isEventOfInterest): not even kept for in-flight pods
-        hints = self._hints
         now = self._clock()
         moved = 0
-        for qp in list(self._unschedulable.values()):
-            rejected = qp.rejected_by
-            # Fast path: every rejecting plugin is known and none registered this event.
-            if (interested is not None and hints is not None and rejected
-                    and not rejected & interested
-                    and all(p in hints for p in rejected)):
-                continue
+        if interested is None:
+            candidates = list(self._unschedulable.values())
+        else:
+            keys = set(self._index.get("*", ()))
+            for plugin in interested:
+                keys.update(self._index.get(plugin, ()))
+            candidates = [self._unschedulable[k] for k in keys]
+        for qp in candidates:
             if pre_check is not None and not pre_check(qp.pod):
                 continue
             if qp.gated and not event.is_wildcard and not any(
@@ -441,6 +475,9 @@ class SchedulingQueue:
                 continue
             del self._backoff[key]
             self._move_to_active(qp, from_backoff=self._pop_from_backoff)
+        if now < self._next_leftover_flush:
+            return
+        self._next_leftover_flush = now + UNSCHEDULABLE_FLUSH_PERIOD
         limit = now - self._max_in_unschedulable
         stale = [qp for qp in self._unschedulable.values()
                  if max(qp.timestamp, qp.flush_timestamp) <= limit]
@@ -519,9 +556,7 @@ class SchedulingQueue:
         if heap:
             due = heap[0][0]
         if self._unschedulable:
-            oldest = min(max(qp.timestamp, qp.flush_timestamp)
-                         for qp in self._unschedulable.values())
-            flush_at = oldest + self._max_in_unschedulable
+            flush_at = self._next_leftover_flush
             due = flush_at if due is None else min(due, flush_at)
         if due is None:
             return None

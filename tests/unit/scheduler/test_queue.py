@@ -176,7 +176,8 @@ def test_unschedulable_pods_are_flushed_after_five_minutes() -> None:
     fail(queue, "p")
     clock.now += 299
     assert queue.pop_nowait() is None
-    clock.now += 1
+    # Checked every 30 s, as upstream's flushUnschedulableEntitiesLeftover.
+    clock.now += q.UNSCHEDULABLE_FLUSH_PERIOD
     qp = queue.pop_nowait()
     assert qp is not None and qp.pod.name == "p"
 
