@@ -378,6 +378,7 @@ class Engine(CacheListener):
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.nominator.remove(pod.key)
+        self.preemption.forget(pod.uid)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
