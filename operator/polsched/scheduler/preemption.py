@@ -115,9 +115,11 @@ class Executor:
 
     def actuate(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
                 node_name: str, victims: Sequence[PodInfo],
-                on_error: Callable[[PodInfo], None]) -> None:
+                on_error: Callable[[PodInfo], None],
+                on_done: Callable[[], None] = lambda: None) -> None:
         """Start evicting `victims` for `preemptor` (prepareCandidateAsync); `on_error`
-        is called with the preemptor when a call failed, to retry it at once."""
+        is called with the preemptor when a call failed, to retry it at once, `on_done`
+        when the calls succeeded (the cache may already show the victims gone)."""
         metrics.preemption_victims(len(victims))
         to_delete = [v for v in victims
                      if not (v.raw.get("metadata") or {}).get("deletionTimestamp")]
@@ -125,7 +127,7 @@ class Executor:
             return
         self._running[preemptor.uid] = to_delete
         self._spawn(self._run(scheduler_name, recorder, preemptor, node_name, to_delete,
-                              on_error))
+                              on_error, on_done))
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -139,7 +141,7 @@ class Executor:
 
     async def _run(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
                    node_name: str, victims: list[PodInfo],
-                   on_error: Callable[[PodInfo], None]) -> None:
+                   on_error: Callable[[PodInfo], None], on_done: Callable[[], None]) -> None:
         ok = True
         deleted: list[PodInfo] = []
         try:
@@ -174,8 +176,10 @@ class Executor:
             self._running.pop(preemptor.uid, None)
         if not ok:
             on_error(preemptor)
-        elif deleted:
-            self._settling[preemptor.uid] = deleted
+        else:
+            if deleted:
+                self._settling[preemptor.uid] = deleted
+            on_done()
 
     async def _preempt_pod(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
                            node_name: str, victim: PodInfo) -> bool:
