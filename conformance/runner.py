@@ -489,6 +489,11 @@ class Side:
                 later = await self.until(
                     lambda: _bound(self.pods.get(key), uid), PREEMPTION_TIMEOUT)
                 if later is not None:
+                    # Bound once its victims went. The end state is what both must agree
+                    # on: kube-scheduler drops the failed attempt's status write when the
+                    # binding overtakes it (SchedulerAsyncAPICalls), so a preemptor may
+                    # never show PodScheduled=False there; its event is always written.
+                    res.outcome, res.message, res.nominated = "bound", "", None
                     res.node = later["spec"]["nodeName"]
                     self._tie(res, later)
             else:
@@ -498,6 +503,9 @@ class Side:
         res.victims = sorted(f"{d['metadata']['namespace']}/{d['metadata']['name']}"
                              for d in self.deleted[deleted_mark:]
                              if d["metadata"]["uid"] not in self.own_deletes)
+        if res.outcome == "bound" and res.victims and res.event is None:
+            notes = await self.until(lambda: self.events.get(uid), EVENT_TIMEOUT)
+            res.event = notes[0] if notes else None
         return res
 
     async def _check_gated(self, ns: str, key: str, uid: str) -> str:

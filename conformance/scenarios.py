@@ -35,7 +35,8 @@ GPU = "example.com/gpu"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # Cluster-wide objects every scenario may use; a runner creates them once per control plane.
-PRIORITY_CLASSES = {"conformance-low": 10, "conformance-mid": 100, "conformance-high": 1000}
+PRIORITY_CLASSES = {"conformance-lowest": 5, "conformance-low": 10, "conformance-mid": 100,
+                    "conformance-high": 1000}
 PRIORITY_NEVER = "conformance-high-never"  # high priority, preemptionPolicy: Never
 RUNTIME_CLASS = "conformance-overhead"
 DEVICE_CLASS = "conformance-gpu"
@@ -675,7 +676,8 @@ def fam_preemption(b: Builder) -> None:
     for n in nodes:
         for _ in range(r.randint(1, 3)):
             b.pod(ns, cpu=r.choice(["300m", "500m", "700m"]), memory="256Mi",
-                  priorityClassName=r.choice(["conformance-low", "conformance-mid"]),
+                  priorityClassName=r.choice(["conformance-lowest", "conformance-low",
+                                              "conformance-mid"]),
                   labels={"app": r.choice(APPS)}, nodeSelector=_pin(b, n))
     for _ in range(r.randint(1, 3)):
         pc = r.choice(["conformance-high", "conformance-high", "conformance-mid",

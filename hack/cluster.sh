@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local control plane: etcd, kube-apiserver (RBAC, client-certificate auth),
-# kube-controller-manager (namespace, garbage-collector and service-account controllers
-# only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
+# kube-controller-manager (namespace, garbage-collector, service-account, statefulset,
+# ephemeral-volume and persistent-volume binder controllers only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
 # kwok plays the nodes. Pods need no ServiceAccount (the ServiceAccount admission plugin
 # is off), so a test may create pods right after creating their namespace. New nodes get
 # no node.kubernetes.io/not-ready taint (TaintNodesByCondition is off): without a node
@@ -164,9 +164,14 @@ up() {
   done
   readyz "$api_port" || { log "kube-apiserver not ready after 60s; see $dir/kube-apiserver.log"; exit 1; }
   kubeconfig "$api_port"
-  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount)"
+  # The PV binder binds claims as in a real cluster: Immediate claims at once,
+  # WaitForFirstConsumer claims once the scheduler's PreBind has set the chosen PV's
+  # claimRef (or annotated the claim with volume.kubernetes.io/selected-node for a
+  # provisioner). The statefulset and ephemeral-volume controllers create the claims of
+  # volumeClaimTemplates and of generic ephemeral volumes.
+  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount, statefulset, ephemeral-volume, persistentvolume-binder)"
   setsid "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
-    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token \
+    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,ephemeral-volume,persistentvolume-binder,pvc-protection,pv-protection \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --v=0 \
     >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &

@@ -8,16 +8,9 @@ runner and comparison, and fails with the table and the differing pods.
 Families left out of the fast subset, because the feature they exercise has not landed
 on main yet (each shows differences in `make conformance`, listed in
 conformance/FINDINGS.md); put a family back here once main has its feature:
-- gates (SchedulingGates PreEnqueue, issue 10 defect 2),
-- no-nodes (no nodes is UnschedulableAndUnresolvable, defect 5),
-- node-affinity (PreFilterResult: "didn't satisfy plugin(s) [NodeAffinity]" for matchFields),
-- pod-affinity (namespaceSelector, defects 1 and 9),
-- pod-resources (NodeResourcesFit scores container requests, defect 8),
 - default-spread (PodTopologySpread system default constraints),
 - volumes (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits),
-- dra (DynamicResources),
-- preemption (DefaultPreemption),
-- mixed (mixes gates, node affinity and pod affinity in).
+- dra (DynamicResources).
 """
 
 from __future__ import annotations
@@ -33,9 +26,10 @@ from conformance import scenarios as scn
 pytestmark = pytest.mark.e2e
 
 SEED = 7
-FAST_COUNT = 36
-FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "taints", "node-selector",
-                 "host-ports", "spread", "unschedulable"]
+FAST_COUNT = 45  # three scenarios of each family
+FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "pod-resources", "taints",
+                 "node-affinity", "node-selector", "pod-affinity", "spread", "host-ports",
+                 "gates", "no-nodes", "unschedulable", "preemption", "mixed"]
 
 
 def test_polsched_decides_as_kube_scheduler_on_the_fast_subset(tmp_path: Path) -> None:

@@ -64,9 +64,10 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 20 and b, 15,
                      "20 pods bound")
     assert {zones[n] for n in bound.values()} == {"a"}
-    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 20 and s, 3,
-                      "status.boundPods == 20")
-    assert status["bindsTotal"] == 20
+    # bindsTotal is persisted once its binds' second has settled (controller.ledger).
+    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 20
+                      and s.get("bindsTotal") == 20 and s, 5,
+                      "status.boundPods == status.bindsTotal == 20")
     assert status["pendingPods"] == 0
     assert status["observedGeneration"] == 1
     assert status["schedulerName"] == rid
@@ -135,9 +136,8 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
     assert any(zones[bound[p]] == "a" for p in before)
     events = h.scheduled_events(namespace)
     assert all(n == 1 for n in events.values()), "a pod was bound twice"
-    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == total and s, 3,
-                      "boundPods == all pods")
-    assert status["bindsTotal"] == total
+    wait_for(lambda: (s := h.status(name)).get("boundPods") == total
+             and s.get("bindsTotal") == total, 5, "boundPods == bindsTotal == all pods")
 
 
 def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
@@ -276,9 +276,16 @@ def test_sigkill_in_the_middle_of_500_pods(harness: Harness, namespace: str,
         {p: n for p, n in events.items() if n != 1}
     status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 500 and s, 5,
                       "boundPods == 500")
-    print(f"after restart: boundPods={status['boundPods']} bindsTotal={status['bindsTotal']}")
+    # Exact (issue 11, defect 2): the binds made after the last persisted write and
+    # before the kill are recovered from the API server, not lost. Every pod was bound
+    # once, by this policy: 500 binds.
+    try:
+        status = wait_for(lambda: (s := h.status(name)).get("bindsTotal") == 500 and s, 10,
+                          "bindsTotal == 500")
+    finally:
+        print(f"after restart: boundPods={status['boundPods']} "
+              f"bindsTotal={h.status(name).get('bindsTotal')}")
     assert status["bindsTotal"] >= before
-    assert status["bindsTotal"] >= 500 - bound_at_kill + before
 
 
 def test_two_policies_then_delete_one(harness: Harness, namespace: str,
@@ -340,7 +347,7 @@ def test_two_operator_replicas_only_the_lease_holder_binds(harness: Harness, nam
     time.sleep(1.0)  # the standby has loaded the policy too
     h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
     wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
-    wait_for(lambda: h.status(name).get("bindsTotal") == 10, 3, "bindsTotal 10 persisted")
+    wait_for(lambda: h.status(name).get("bindsTotal") == 10, 5, "bindsTotal 10 persisted")
 
     first.signal(signal.SIGSTOP)  # the holder freezes: nobody may bind until it expires
     h.create_pods(namespace, [f"q{i}" for i in range(5)], rid)
@@ -351,7 +358,7 @@ def test_two_operator_replicas_only_the_lease_holder_binds(harness: Harness, nam
     first.kill()
     assert second.alive()
     assert all(n == 1 for n in h.scheduled_events(namespace).values())
-    status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 15 and s, 3,
-                      "boundPods == 15 written by the new leader")
+    wait_for(lambda: (s := h.status(name)).get("boundPods") == 15 and s, 3,
+                 "boundPods == 15 written by the new leader")
     # The new leader counts on from what the old one persisted.
-    assert status["bindsTotal"] == 15
+    wait_for(lambda: h.status(name).get("bindsTotal") == 15, 5, "bindsTotal == 15")

@@ -134,6 +134,10 @@ def test_existing_anti_affinity_with_namespace_selector_keeps_pods_away(
         note = await failed_scheduling(client, team, "pinned")
         assert "1 node(s) didn't satisfy existing pods anti-affinity rules" in note, note
         assert "didn't match pod affinity rules" not in note
+        # Defect 9's second half: preemption counts that node as one it tried (the guard
+        # has no lower priority, so no victims), not as "not helpful".
+        assert "preemption: " in note and "1 No preemption victims found for incoming pod" \
+            in note, note
 
     run_engine(cluster, [policy(sched)], body)
 
@@ -266,3 +270,63 @@ def test_pod_level_resources_fit_score_counts_containers_as_v1_37(
         assert await bound_node(client, namespace, "pl2") == b
 
     run_engine(cluster, [p], body)
+
+
+# -- PodTopologySpread's system default constraints ----------------------------------------
+
+def test_a_deployments_pods_spread_by_default(cluster: Cluster, namespace: str,
+                                              nodes: NodeFactory) -> None:
+    """kube-scheduler spreads a ReplicaSet's pods over nodes and zones without any
+    topologySpreadConstraints (PodTopologySpread's System defaulting, selector from the
+    owning ReplicaSet, read from the cache's watch of ReplicaSets). LeastAllocated alone
+    would put all six on the big node."""
+    rid = unique("spread")
+    big = nodes(f"{rid}-big", cpu="64", memory="256Gi", labels={RUN: rid})
+    small = [nodes(f"{rid}-s{i}", labels={RUN: rid}) for i in range(2)]
+    sched = f"{rid}-s"
+    labels = {"app": rid}
+
+    async def body(client: ApiClient) -> None:
+        rs = await client.post(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-5d9", "namespace": namespace},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9",
+                 "uid": rs["metadata"]["uid"], "controller": True}
+        await nodes_ready(client, [big, *small])
+        placed = []
+        for i in range(6):
+            manifest = pod_manifest(namespace, f"web-{i}", sched, rid, cpu="100m",
+                                    labels=labels)
+            manifest["metadata"]["ownerReferences"] = [owner]
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+            placed.append(await bound_node(client, namespace, f"web-{i}"))
+        assert set(placed) == {big, *small}, placed
+
+    run_engine(cluster, [policy(sched)], body)
+
+
+# -- DynamicResources: refused, with a pointer to a scheduler that allocates claims --------
+
+def test_a_pod_with_resource_claims_is_refused_with_what_to_do(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    rid = unique("dra")
+    a = nodes(f"{rid}-a", labels={RUN: rid})
+    sched = f"{rid}-s"
+
+    async def body(client: ApiClient) -> None:
+        await nodes_ready(client, [a])
+        await create(client, namespace, "claims", sched, rid,
+                     resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}])
+        note = await failed_scheduling(client, namespace, "claims")
+        assert "polsched does not allocate ResourceClaims" in note, note
+        assert "such as kube-scheduler" in note
+        cond = await eventually(lambda: pod_scheduled(client, namespace, "claims"),
+                                what="PodScheduled=False")
+        assert (cond["reason"], cond["message"]) == ("Unschedulable", note)
+        pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/claims")
+        assert not pod["spec"].get("nodeName")
+
+    run_engine(cluster, [policy(sched)], body)

@@ -43,8 +43,9 @@ from tests.e2e.scheduling import (
 )
 from tests.e2e.test_engine import create_pod, events, get_pod, policy, run
 from tests.e2e.test_extenders import StartExtender, pass_all, start_extender
+from tests.e2e.test_failed_scheduling_parity import kube_scheduler
 
-__all__ = ["start_extender"]  # the fixture, shared with the extender tests
+__all__ = ["kube_scheduler", "start_extender"]  # fixtures shared with those tests
 
 pytestmark = pytest.mark.e2e
 
@@ -69,10 +70,20 @@ def test_a_gated_pod_is_left_alone_until_its_gates_are_removed(
     node = nodes(f"{rid}-n", labels={RUN: rid}, cpu="2")
     sched = f"{rid}-sched"
     p = policy(sched, {})
+    # A policy whose namespaceSelector leaves this namespace out warns its pods, but not a
+    # gated one.
+    elsewhere = f"{rid}-elsewhere"
+    p2 = policy(elsewhere, {"namespaceSelector": {"matchLabels": {"never": "selected"}}})
 
     async def body(client: ApiClient, engine: Engine) -> None:
         await nodes_ready(client, [node])
         gates = [{"name": GATE}]
+        await create_pod(client, namespace, "gated-elsewhere", elsewhere, rid,
+                         schedulingGates=gates)
+        await create_pod(client, namespace, "sentinel-elsewhere", elsewhere, rid)
+        note = await failed_scheduling(client, namespace, "sentinel-elsewhere")
+        assert "is not selected by spec.namespaceSelector" in note
+        assert await events(client, namespace, "FailedScheduling", "gated-elsewhere") == []
         # One that would fit, one that never could: neither may be tried.
         await create_pod(client, namespace, "gated-fits", sched, rid, cpu="100m",
                          schedulingGates=gates)
@@ -105,7 +116,7 @@ def test_a_gated_pod_is_left_alone_until_its_gates_are_removed(
         cond = await eventually(lambda: _condition(client, namespace, "gated-too-big"))
         assert cond["reason"] == "Unschedulable"
 
-    run(cluster, [p], body)
+    run(cluster, [p, p2], body)
 
 
 def test_a_pod_recreated_while_its_predecessor_is_in_flight_is_scheduled(
@@ -393,6 +404,52 @@ def test_permit_wait_holds_a_pod_while_others_are_scheduled(
     run(cluster, policies, body)
 
 
+async def _two_pods_a_second_apart(client: ApiClient, namespace: str, sched: str,
+                                   rid: str) -> None:
+    """b-earlier, then a-later created in a later second, both 600m, before any scheduler
+    for `sched` runs."""
+    first = await create_pod(client, namespace, "b-earlier", sched, rid, cpu="600m")
+    created = first["metadata"]["creationTimestamp"]
+
+    async def next_second() -> bool:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return now > created
+
+    await eventually(next_second, what="the next second")
+    second = await create_pod(client, namespace, "a-later", sched, rid, cpu="600m")
+    assert second["metadata"]["creationTimestamp"] > created
+
+
+async def _a_later_took_the_slot(client: ApiClient, namespace: str, node: str) -> None:
+    # kube-scheduler may take a while to start on a busy machine.
+    assert await bound_node(client, namespace, "a-later", timeout=90) == node
+    note = await failed_scheduling(client, namespace, "b-earlier")
+    assert "Insufficient cpu" in note
+    pod = await get_pod(client, namespace, "b-earlier")
+    assert not pod["spec"].get("nodeName")
+
+
+def test_kube_scheduler_also_tries_listed_pods_in_queue_order(
+        cluster: Cluster, namespace: str, nodes: NodeFactory, kube_scheduler: Any) -> None:
+    """The oracle for the next test: kube-scheduler v1.37 started after both pods exist
+    binds a-later, not the earlier-created b-earlier."""
+    rid = unique("korder")
+    node = nodes(f"{rid}-n", labels={RUN: rid}, cpu="1")
+    sched = f"{rid}-kube"
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        try:
+            await nodes_ready(client, [node])
+            await _two_pods_a_second_apart(client, namespace, sched, rid)
+            kube_scheduler(sched)
+            await _a_later_took_the_slot(client, namespace, node)
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
 def test_the_active_queue_orders_by_queue_time_not_creation_time(
         cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
     """Defect 6: of two pods of equal priority, the one that entered the queue first is
@@ -409,21 +466,10 @@ def test_the_active_queue_orders_by_queue_time_not_creation_time(
         engine = Engine(client)
         try:
             await nodes_ready(client, [node])
-            first = await create_pod(client, namespace, "b-earlier", sched, rid, cpu="600m")
-            created = first["metadata"]["creationTimestamp"]
-
-            async def next_second() -> bool:
-                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                return now > created
-
-            await eventually(next_second, what="the next second")
-            second = await create_pod(client, namespace, "a-later", sched, rid, cpu="600m")
-            assert second["metadata"]["creationTimestamp"] > created
+            await _two_pods_a_second_apart(client, namespace, sched, rid)
             await engine.start()
             engine.apply(p)
-            note = await failed_scheduling(client, namespace, "b-earlier")
-            assert "Insufficient cpu" in note
-            assert await bound_node(client, namespace, "a-later") == node
+            await _a_later_took_the_slot(client, namespace, node)
         finally:
             await engine.stop()
             await client.close()

@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polsched.api import names
 from polsched.api.durations import DurationError, parse_go_duration
 from polsched.api.model import (
     API_VERSION,
@@ -41,7 +40,7 @@ from polsched.api.model import (
     PreemptionConfig,
     RuntimeConfig,
 )
-from polsched.framework import resources
+from polsched.framework import names, resources
 from polsched.framework.interfaces import Handle
 from polsched.framework.registry import ArgsError, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector

@@ -33,12 +33,17 @@ from typing import Any
 
 import aiohttp
 
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
 
 log = logging.getLogger(__name__)
 
+# Watch retry backoff: doubling from INITIAL up to MAX. MAX stays short: during an outage
+# the API server comes back at an unknown moment, and every second of backoff after that
+# is a second without binds.
+WATCH_BACKOFF_INITIAL = 0.5
+WATCH_BACKOFF_MAX = 4.0
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 NAMESPACES = ls.NAMESPACE.path
@@ -130,6 +135,10 @@ class ClusterCache:
 
     def is_assumed(self, key: str) -> bool:
         return key in self._assumed
+
+    def assumed_keys(self, scheduler_name: str) -> list[str]:
+        """Pods of this scheduler assumed now: bind in flight or not yet confirmed."""
+        return [k for k, p in self._assumed.items() if p.scheduler_name == scheduler_name]
 
     def node_info(self, name: str) -> NodeInfo | None:
         """Any NodeInfo, including a placeholder for a node without a node object."""
@@ -396,19 +405,28 @@ class ClusterCache:
 
     async def _watch(self, path: str, handler: Callable[[str, Json], None], rv: str) -> None:
         """Watch from `rv` forever: re-watch when the server ends the stream, relist on
-        410 Gone (the reflector's ListAndWatch)."""
+        410 Gone (the reflector's ListAndWatch). Failures back off exponentially
+        (WATCH_BACKOFF_*); the delay resets as soon as a watch is established again, as
+        client-go's reflector does, so that after an outage the cache (and with it,
+        binding) resumes at once instead of after the longest backoff."""
         assert self._client is not None
+        client = self._client
         delay = 0.0
+
+        def backoff() -> float:
+            return min(max(delay * 2, WATCH_BACKOFF_INITIAL), WATCH_BACKOFF_MAX)
+
         while True:
             try:
                 if delay:
                     await asyncio.sleep(delay)
-                async for kind, obj in self._client.watch(
+                async for kind, obj in client.watch(
                         path, resource_version=rv, timeout_seconds=self._watch_timeout):
+                    delay = 0.0  # established: events flow
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                     if kind != "BOOKMARK":
                         handler(kind, obj)
-                    delay = 0.0
+                delay = 0.0  # the server ended a healthy watch: re-watch at once
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
@@ -418,14 +436,23 @@ class ClusterCache:
                         rv = await self._relist(path, handler)
                         delay = 0.0
                     except (ApiError, aiohttp.ClientError, TimeoutError) as lerr:
-                        log.warning("relist %s failed: %s", path, lerr)
-                        delay = min(max(delay * 2, 0.5), 30.0)
+                        self._report(f"relist {path} failed", lerr)
+                        delay = backoff()
                 else:
                     log.warning("watch %s failed: %s", path, err)
-                    delay = min(max(delay * 2, 0.5), 30.0)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-                log.warning("watch %s interrupted: %s", path, err)
-                delay = min(max(delay * 2, 0.5), 30.0)
+                    delay = backoff()
+            except (aiohttp.ClientError, ConnectionError, TimeoutError, ValueError) as err:
+                self._report(f"watch {path} interrupted", err)
+                delay = backoff()
+
+    def _report(self, what: str, err: BaseException) -> None:
+        """An outage is reported once by the client (ApiClient.outage); other failures
+        are worth a line each."""
+        if self._client is not None and is_unreachable(err):
+            self._client.outage.failed(err)
+            log.debug("%s: %s", what, err)
+        else:
+            log.warning("%s: %s", what, str(err) or type(err).__name__)
 
 
 _NAMESPACED_PATHS = frozenset(k.path for k in ls.KINDS if k.namespaced)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import ssl
 import time
@@ -22,6 +23,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import aiohttp
+
+_log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]
@@ -65,6 +68,42 @@ class ApiError(Exception):
         except ValueError:
             body = raw.decode(errors="replace")
         return cls.from_status(http_status, body)
+
+
+def is_unreachable(err: BaseException) -> bool:
+    """The API server could not be reached (refused, reset, closed before answering): an
+    outage, which the caller retries quietly while `ApiClient.outage` reports it once."""
+    # ClientPayloadError: a watch stream cut in the middle (the server went away).
+    return isinstance(err, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError
+                      | ConnectionError) and not isinstance(err, ApiError)
+
+
+class Outage:
+    """An expected API server outage says one line when it starts and one when it ends,
+    for the whole process, however many watches and writes retry meanwhile (issue 11:
+    each ~20 s outage printed 18-24 tracebacks)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.since: float | None = None  # monotonic start of the outage under way
+        self.outages = 0
+
+    @property
+    def down(self) -> bool:
+        return self.since is not None
+
+    def failed(self, err: BaseException) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            self.outages += 1
+            _log.warning("API server %s unreachable (%s); retrying until it answers",
+                         self.host, str(err) or type(err).__name__)
+
+    def answered(self) -> None:
+        if self.since is not None:
+            _log.warning("API server %s answers again after %.1fs", self.host,
+                         time.monotonic() - self.since)
+            self.since = None
 
 
 class _RateLimiter:
@@ -122,6 +161,7 @@ class ApiClient:
             self._conn_kwargs["server_hostname"] = server_hostname
         self._content_headers = {"application/json": {"Content-Type": "application/json"}}
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self.outage = Outage(self.host)
 
     # -- construction from configuration ------------------------------------------------
     @classmethod
@@ -227,17 +267,22 @@ class ApiClient:
         data: bytes | None = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with self._get_session().request(
-            method, self.host + path, params=_params(params), data=data, headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout), **self._conn_kwargs,
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise ApiError.from_answer(resp.status, raw)
-            if not raw:
-                return {}
-            result: Json = json.loads(raw)
-            return result
+        try:
+            async with self._get_session().request(
+                method, self.host + path, params=_params(params), data=data, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout), **self._conn_kwargs,
+            ) as resp:
+                raw = await resp.read()
+        except (aiohttp.ClientConnectionError, ConnectionError) as err:
+            self.outage.failed(err)
+            raise
+        self.outage.answered()
+        if resp.status >= 400:
+            raise ApiError.from_answer(resp.status, raw)
+        if not raw:
+            return {}
+        result: Json = json.loads(raw)
+        return result
 
     async def send(self, method: str, path: str, body: bytes,
                    content_type: str = "application/json", timeout: float = 60.0) -> int:
@@ -253,14 +298,19 @@ class ApiClient:
         timeouts = self._timeouts.get(timeout)
         if timeouts is None:
             timeouts = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
-        async with self._get_session().request(
-            method, self.host + path, data=body, headers=headers, timeout=timeouts,
-            **self._conn_kwargs,
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise ApiError.from_answer(resp.status, raw)
-            return resp.status
+        try:
+            async with self._get_session().request(
+                method, self.host + path, data=body, headers=headers, timeout=timeouts,
+                **self._conn_kwargs,
+            ) as resp:
+                raw = await resp.read()
+        except (aiohttp.ClientConnectionError, ConnectionError) as err:
+            self.outage.failed(err)
+            raise
+        self.outage.answered()
+        if resp.status >= 400:
+            raise ApiError.from_answer(resp.status, raw)
+        return resp.status
 
     # -- verbs ----------------------------------------------------------------------------
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Json:
@@ -308,11 +358,17 @@ class ApiClient:
         # No total timeout: the server closes after timeoutSeconds; a silent connection
         # (no event, no bookmark) for longer than that plus a margin is dead.
         read_timeout = (timeout_seconds or 300) + 30
-        async with self._get_session().get(
-            self.host + path, params=_params(params), headers=self._headers(),
-            timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=read_timeout),
-            **self._conn_kwargs,
-        ) as resp:
+        try:
+            opened = await self._get_session().get(
+                self.host + path, params=_params(params), headers=self._headers(),
+                timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=read_timeout),
+                **self._conn_kwargs,
+            )
+        except (aiohttp.ClientConnectionError, ConnectionError) as err:
+            self.outage.failed(err)
+            raise
+        self.outage.answered()
+        async with opened as resp:
             if resp.status >= 400:
                 raise ApiError.from_answer(resp.status, await resp.read())
             # Split lines ourselves: StreamReader.readline refuses lines over 128 KiB, and

@@ -2,9 +2,11 @@
 
 It runs an Engine for that one policy, watches the policy for hot reload (a plain watch
 on one object; no kopf, since there is one object and no handler bookkeeping to keep) and
-writes its status with the same batching as the operator. With spec.runtime.replicas > 1
-(read when the process starts), a Lease named after the policy elects the one replica
-that binds and writes status; the others keep a warm cache.
+writes its status with the same batching as the operator. As kube-scheduler
+(--leader-elect defaults to true), it always elects, whatever spec.runtime.replicas says:
+a Lease named after the policy elects the one process that binds and writes status, the
+others keep a warm cache. Deciding from `replicas` at start-up let every rollout of a
+1-replica policy run two schedulers at once, each with its own cache (issue 11).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import signal
 from typing import Any
 
 from polsched.api import GROUP, PLURAL, VERSION
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller import credentials
 from polsched.controller.leases import LeaseElector
+from polsched.controller.ledger import BindLedger
 from polsched.controller.operator import configure_logging, default_identity, serve_metrics
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
 from polsched.controller.status import StatusWriter
@@ -66,20 +69,18 @@ async def _watch_policy(client: ApiClient, reconciler: PolicyReconciler, name: s
                 log.warning("watching SchedulingPolicy %s: %s", name, e)
                 await asyncio.sleep(WATCH_RETRY_SECONDS)
         except Exception as e:
-            log.warning("watching SchedulingPolicy %s: %s", name, e)
+            if is_unreachable(e):  # an outage: ApiClient.outage says so once
+                client.outage.failed(e)
+                log.debug("watching SchedulingPolicy %s: %r", name, e)
+            else:
+                log.warning("watching SchedulingPolicy %s: %s", name, e)
             await asyncio.sleep(WATCH_RETRY_SECONDS)
 
 
-async def _wants_election(client: ApiClient, args: argparse.Namespace) -> bool:
-    if args.leader_elect != "auto":
-        return bool(args.leader_elect == "true")
-    try:
-        obj = await client.get(f"{COLLECTION}/{args.policy}")
-    except ApiError:
-        return False
-    runtime = (obj.get("spec") or {}).get("runtime") or {}
-    replicas = runtime.get("replicas", 1) if isinstance(runtime, dict) else 1
-    return isinstance(replicas, int) and replicas > 1
+def _wants_election(args: argparse.Namespace) -> bool:
+    """--leader-elect: true unless explicitly false (a single process run by hand for
+    debugging); "auto", the old default, elects too."""
+    return bool(args.leader_elect != "false")
 
 
 async def schedule(args: argparse.Namespace) -> None:
@@ -91,9 +92,11 @@ async def schedule(args: argparse.Namespace) -> None:
     except SystemExit:
         await client.close()
         raise
-    elect = await _wants_election(client, args)
+    elect = _wants_election(args)
     writer = StatusWriter(client, engine.stats, interval=args.status_interval,
                           enabled=not elect)
+    # bindsTotal exact across SIGKILL and failover: counted against the API server.
+    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler)
     reconciler = PolicyReconciler(client, engine, writer, runs_mode=DEDICATED,
                                   only=args.policy)
     engine.set_leader(None, not elect)
@@ -112,6 +115,9 @@ async def schedule(args: argparse.Namespace) -> None:
                                identity=identity, on_change=on_leading,
                                lease_duration=args.lease_duration,
                                renew_period=args.renew_period)
+        # Binds and status writes end by the lease's renew deadline.
+        engine.binder.deadline = elector.valid_until
+        writer.deadline = elector.valid_until
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

@@ -7,7 +7,12 @@ so clock skew between machines does not matter), or when the holder released it 
 holderIdentity). Every write is a PUT carrying the resourceVersion it read, so two
 candidates racing for an expired lease cannot both win: the API server answers the
 loser with 409 Conflict. A holder that cannot renew within `renew_deadline` steps down
-before its lease can expire, so two holders never overlap.
+before its lease can expire, so two holders never overlap: every call of a round is cut
+at the renew deadline (a renew that hangs cannot keep a holder leading), and
+`valid_until()` gives the same bound to the calls made under the lease (binds, status
+writes). The deadline counts from when the last successful renew was *sent*: another
+candidate can only have seen that renewTime after it was written, so its expiry clock
+starts later than ours.
 
 Used by `polsched run` (one Lease for the operator) and by Dedicated schedulers (one Lease
 per policy). A candidate whose identity is already the holder (a restarted process with a
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
 
 log = logging.getLogger(__name__)
@@ -64,30 +69,56 @@ class LeaseElector:
         # The record as last seen and when (monotonic) it last changed.
         self._observed: tuple[str, str, str] | None = None
         self._observed_at = 0.0
-        self._last_renew = 0.0
+        self._last_renew = 0.0  # monotonic time the last successful write was sent
+        self._sent = 0.0  # monotonic time the write under way was sent
         self._stopped = asyncio.Event()
+
+    def valid_until(self) -> float:
+        """Monotonic time until which calls made under the lease may run: the renew
+        deadline of the last successful renew while leading, else 0 (already passed)."""
+        if not self.leading:
+            return 0.0
+        return self._last_renew + self.renew_deadline
 
     # -- the loop -------------------------------------------------------------------------
     async def run(self) -> None:
         """Campaign and renew until stop(); then release the lease if held."""
         try:
             while not self._stopped.is_set():
+                # A holder's round ends at its renew deadline, whatever the network does;
+                # a candidate's round is bounded the same way so that it campaigns again.
+                budget = (self.valid_until() - time.monotonic()) if self.leading \
+                    else self.renew_deadline
                 try:
-                    ok = await self.try_acquire_or_renew()
+                    if budget <= 0:
+                        raise TimeoutError("the renew deadline passed")
+                    ok = await asyncio.wait_for(self.try_acquire_or_renew(), budget)
                 except asyncio.CancelledError:
                     raise
+                except TimeoutError:
+                    # During an outage ApiClient.outage has said so; stepping down is
+                    # logged below.
+                    log.log(logging.DEBUG if self.client.outage.down else logging.WARNING,
+                            "lease %s/%s: not renewed within the renew deadline (%.1fs)",
+                            self.namespace, self.name, self.renew_deadline)
+                    ok = self.leading and time.monotonic() < self.valid_until()
                 except Exception as e:  # network trouble: keep the lease until the deadline
                     hint = ""
                     if getattr(e, "status", None) == 404 and "namespaces" in str(e):
                         # Nothing is scheduled until the Lease can be taken: say how to fix it.
                         hint = (f"; create the namespace (kubectl create namespace "
                                 f"{self.namespace}) or pass --namespace")
-                    log.warning("lease %s/%s: %s%s", self.namespace, self.name, e, hint)
-                    ok = self.leading and \
-                        time.monotonic() - self._last_renew < self.renew_deadline
+                    if is_unreachable(e):  # an outage: ApiClient.outage says so once
+                        log.debug("lease %s/%s: %r", self.namespace, self.name, e)
+                    else:
+                        log.warning("lease %s/%s: %s%s", self.namespace, self.name, e, hint)
+                    ok = self.leading and time.monotonic() < self.valid_until()
                 self._set_leading(ok)
+                pause = self.renew_period
+                if self.leading:  # wake up in time to step down at the deadline
+                    pause = max(min(pause, self.valid_until() - time.monotonic()), 0.0)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopped.wait(), self.renew_period)
+                    await asyncio.wait_for(self._stopped.wait(), pause)
         finally:
             if self.leading:
                 with contextlib.suppress(Exception):
@@ -136,6 +167,7 @@ class LeaseElector:
             + (0 if holder == self.identity else 1),
         }
         body = {**lease, "spec": new_spec}
+        self._sent = time.monotonic()
         try:
             updated = await self.client.put(lease_path(self.namespace, self.name), body)
         except ApiError as e:
@@ -154,6 +186,7 @@ class LeaseElector:
                      "leaseDurationSeconds": self.lease_duration,
                      "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
         }
+        self._sent = time.monotonic()
         try:
             created = await self.client.post(lease_path(self.namespace), body)
         except ApiError as e:
@@ -167,7 +200,8 @@ class LeaseElector:
         spec = lease.get("spec") or {}
         self._observed = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""),
                           str(spec.get("leaseDurationSeconds") or ""))
-        self._observed_at = self._last_renew = time.monotonic()
+        self._observed_at = time.monotonic()
+        self._last_renew = self._sent
 
     async def release(self) -> None:
         """Give the lease up (client-go's ReleaseOnCancel): the next candidate need not

@@ -27,6 +27,7 @@ from polsched.api import GROUP, PLURAL, VERSION
 from polsched.controller import credentials, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseElector
+from polsched.controller.ledger import BindLedger
 from polsched.controller.options import DEFAULT_METRICS_LISTEN
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
@@ -47,9 +48,27 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+class _QuietOutage(logging.Filter):
+    """kopf logs every failed attempt of its API requests (ERROR "Request attempt #N/9
+    failed; will retry"): during an API server outage, a line per watch per second. The
+    outage is reported once by polsched.cluster.client (ApiClient.outage), so kopf's
+    attempts that failed to reach the server are left out; its other errors are not."""
+
+    _UNREACHABLE = ("ClientConnectorError", "ServerDisconnectedError", "ClientOSError",
+                    "ClientPayloadError", "ConnectionRefusedError", "ConnectionResetError")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("kopf"):
+            return True
+        msg = record.getMessage()
+        return not ("Request attempt" in msg and any(u in msg for u in self._UNREACHABLE))
+
+
 def configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_QuietOutage())
     if not verbose:
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
@@ -139,6 +158,8 @@ async def operate(args: argparse.Namespace) -> None:
         return engine.stats(scheduler_name)
 
     writer = StatusWriter(client, stats, interval=args.status_interval, enabled=False)
+    # bindsTotal exact across SIGKILL and failover: counted against the API server.
+    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
                                  image=args.dedicated_image or DEFAULT_IMAGE)
     reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
@@ -171,6 +192,9 @@ async def operate(args: argparse.Namespace) -> None:
     elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
                            identity=identity, on_change=on_leading,
                            lease_duration=args.lease_duration, renew_period=args.renew_period)
+    # Binds and status writes end by the lease's renew deadline (issue 11).
+    engine.binder.deadline = elector.valid_until
+    writer.deadline = elector.valid_until
     registry = kopf.OperatorRegistry()
     register_handlers(registry, reconciler, args.kubeconfig)
     if args.webhook_listen:

@@ -66,6 +66,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", required=True, help="the SchedulingPolicy to run")
     _common(p)
-    p.add_argument("--leader-elect", choices=("auto", "true", "false"), default="auto",
-                   help="auto (default): elect with a Lease named after the policy when "
-                        "spec.runtime.replicas > 1")
+    p.add_argument("--leader-elect", choices=("true", "false", "auto"), default="true",
+                   help="elect with a Lease named after the policy (default true, as "
+                        "kube-scheduler); false only for a single process run by hand "
+                        "(auto: the same as true)")

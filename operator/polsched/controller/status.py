@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from polsched.api.model import GROUP, PLURAL, VERSION
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller import conditions
+from polsched.controller.ledger import BindLedger
 from polsched.controller.options import STATUS_INTERVAL_SECONDS
 from polsched.scheduler.engine import SchedulerStats
 
@@ -34,6 +36,8 @@ Json = dict[str, Any]
 
 # After a failed write: wait, then try again with the then-current status.
 RETRY_DELAY = 1.0
+# Upper bound of one status write.
+WRITE_TIMEOUT = 30.0
 
 
 def status_path(name: str) -> str:
@@ -57,8 +61,10 @@ class StatusView:
 
 
 def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[str, Any],
-            now: str) -> Json:
-    """The status to write, given the last known status `previous`. Pure."""
+            now: str, binds: tuple[int, str] | None = None) -> Json:
+    """The status to write, given the last known status `previous`. Pure. `binds`: the
+    (bindsTotal, lastBindTime) pair of the BindLedger, which then replaces the engine's
+    in-memory count."""
     out: Json = {"schedulerName": view.scheduler_name}
     generation = view.observed_generation
     pipeline: Mapping[str, list[str]] | None = view.pipeline
@@ -67,7 +73,12 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
     elif stats is not None:
         out["boundPods"] = stats.bound_pods
         out["pendingPods"] = stats.pending_pods
-        out["bindsTotal"] = max(_int(previous.get("bindsTotal")), stats.binds_total)
+        last_bind = stats.last_bind_time or previous.get("lastBindTime")
+        if binds is not None:
+            out["bindsTotal"] = max(_int(previous.get("bindsTotal")), binds[0])
+            last_bind = binds[1] or previous.get("lastBindTime")
+        else:
+            out["bindsTotal"] = max(_int(previous.get("bindsTotal")), stats.binds_total)
         out["unschedulableAttempts"] = max(_int(previous.get("unschedulableAttempts")),
                                            stats.unschedulable_attempts)
         out["preemptionsTotal"] = max(_int(previous.get("preemptionsTotal")),
@@ -77,7 +88,6 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
         last_preemption = stats.last_preemption or previous.get("lastPreemption")
         if last_preemption:
             out["lastPreemption"] = last_preemption
-        last_bind = stats.last_bind_time or previous.get("lastBindTime")
         if last_bind:
             out["lastBindTime"] = last_bind
         # The engine knows what it really runs; prefer it over what we asked for.
@@ -125,8 +135,14 @@ class StatusWriter:
     leader writes; a standby replica keeps its slots current but silent)."""
 
     def __init__(self, client: ApiClient, stats: Callable[[str], SchedulerStats | None], *,
-                 interval: float = STATUS_INTERVAL_SECONDS, enabled: bool = True) -> None:
+                 interval: float = STATUS_INTERVAL_SECONDS, enabled: bool = True,
+                 deadline: Callable[[], float] | None = None,
+                 ledger: BindLedger | None = None) -> None:
         self._client = client
+        # bindsTotal and lastBindTime, exact across restarts (controller.ledger).
+        self.ledger = ledger
+        # The lease's renew deadline (LeaseElector.valid_until): a write is cut there.
+        self.deadline = deadline
         self._stats = stats
         self.interval = interval
         self._slots: dict[str, _Slot] = {}
@@ -147,19 +163,32 @@ class StatusWriter:
             slot.task = asyncio.get_running_loop().create_task(
                 self._loop(slot), name=f"polsched-status-{name}")
             urgent = True
-        elif slot.view != view:
-            slot.view = view
-            urgent = True
         else:
+            if slot.view != view:
+                slot.view = view
+                urgent = True
             # Counters in the object may be ahead of ours (another replica led before).
-            for key in ("bindsTotal", "unschedulableAttempts", "preemptionsTotal",
-                        "preemptionVictimsTotal"):
+            seen = _int(observed_status.get("bindsTotal"))
+            if seen > _int(slot.written.get("bindsTotal")) or (
+                    seen == _int(slot.written.get("bindsTotal"))
+                    and not self._enabled.is_set()):
+                # The pair goes together: the ledger counts on from it.
+                slot.written["bindsTotal"] = seen
+                if observed_status.get("lastBindTime"):
+                    slot.written["lastBindTime"] = observed_status["lastBindTime"]
+            for key in ("unschedulableAttempts", "preemptionsTotal", "preemptionVictimsTotal"):
                 seen = _int(observed_status.get(key))
                 if seen > _int(slot.written.get(key)):
                     slot.written[key] = seen
         slot.dirty.set()
         if urgent:
             slot.urgent.set()
+
+    def touch_scheduler(self, scheduler_name: str) -> None:
+        """As touch, for the policy whose scheduler is `scheduler_name`."""
+        for slot in self._slots.values():
+            if slot.view.running == scheduler_name:
+                slot.dirty.set()
 
     def touch(self, name: str) -> None:
         """The counts of `name` changed: write them within `interval`."""
@@ -176,6 +205,8 @@ class StatusWriter:
         slot = self._slots.pop(name, None)
         if slot is not None and slot.task is not None:
             slot.task.cancel()
+        if slot is not None and slot.view.running is not None and self.ledger is not None:
+            self.ledger.close(slot.view.running)
 
     def set_enabled(self, enabled: bool) -> None:
         if enabled:
@@ -185,6 +216,8 @@ class StatusWriter:
                 slot.urgent.set()
         else:
             self._enabled.clear()
+            if self.ledger is not None:  # the next leader counts on from what we wrote
+                self.ledger.close()
 
     async def flush_all(self) -> None:
         """Write every dirty slot now (on shutdown, so the last counts are persisted)."""
@@ -220,8 +253,12 @@ class StatusWriter:
                 slot.dirty.set()
                 await asyncio.sleep(RETRY_DELAY)
                 continue
-            except Exception:
-                log.exception("SchedulingPolicy %s: status write failed", slot.name)
+            except Exception as e:
+                if is_unreachable(e) or isinstance(e, TimeoutError):
+                    # An outage: ApiClient.outage says so once; retry quietly.
+                    log.debug("SchedulingPolicy %s: status write failed: %r", slot.name, e)
+                else:
+                    log.exception("SchedulingPolicy %s: status write failed", slot.name)
                 slot.dirty.set()
                 await asyncio.sleep(RETRY_DELAY)
                 continue
@@ -237,10 +274,24 @@ class StatusWriter:
                 stats = self._stats(view.running)
             except KeyError:
                 stats = None
-        desired = compose(view, stats, slot.written, conditions.now_rfc3339())
+        binds: tuple[int, str] | None = None
+        if stats is not None and stats.shadow is None and view.running is not None \
+                and self.ledger is not None:
+            if not self.ledger.is_open(view.running):
+                self.ledger.open(view.running, _int(slot.written.get("bindsTotal")),
+                                 str(slot.written.get("lastBindTime") or ""))
+            binds = self.ledger.persistable(view.running)
+        desired = compose(view, stats, slot.written, conditions.now_rfc3339(), binds)
         patch = changed_fields(desired, slot.written)
         if not patch:
             return
-        await self._client.patch(status_path(slot.name), {"status": patch}, "merge")
+        left = WRITE_TIMEOUT
+        if self.deadline is not None:
+            left = min(left, self.deadline() - time.monotonic())
+            if left <= 0:  # no longer leading: the next leader writes
+                slot.dirty.set()
+                return
+        async with asyncio.timeout(left):
+            await self._client.patch(status_path(slot.name), {"status": patch}, "merge")
         self.writes += 1
         slot.written.update(patch)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from polsched.framework.registry import Registry
 from polsched.plugins import (
+    dynamic_resources,
     expression,
     image_locality,
     inter_pod_affinity,
@@ -19,9 +20,13 @@ from polsched.plugins import (
     node_resources_balanced_allocation,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 REGISTRY = Registry([
@@ -31,6 +36,10 @@ REGISTRY = Registry([
     node_affinity.SPEC,
     node_ports.SPEC,
     node_resources_fit.SPEC,
+    volume_restrictions.SPEC,
+    node_volume_limits.SPEC,
+    volume_binding.SPEC,
+    volume_zone.SPEC,
     node_resources_balanced_allocation.SPEC,
     image_locality.SPEC,
     inter_pod_affinity.SPEC,
@@ -39,19 +48,27 @@ REGISTRY = Registry([
     node_label_value.SPEC,
     expression.SPEC,
     scheduling_gates.SPEC,
+    dynamic_resources.SPEC,
 ])
 
-# kube-scheduler v1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
-# restricted to the plugins polsched implements; filters in upstream order.
+# kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go,
+# DynamicResources added before DefaultPreemption as its feature gate is GA), restricted to
+# the plugins polsched implements; filters in upstream order: the first rejection of a node
+# is the reason reported for it.
 DEFAULT_FILTERS: tuple[str, ...] = (
-    "NodeUnschedulable",
     "NodeName",
+    "NodeUnschedulable",
     "TaintToleration",
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 # PreEnqueue plugins of the default profile (gate pods before the active queue).
 DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates",)
@@ -59,6 +76,9 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    # StorageCapacityScoring (beta, on in v1.37) gives VolumeBinding a Score; the
+    # default profile lists it without a weight, which the framework makes 1.
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from polsched.api import names
 from polsched.framework import events as ev
+from polsched.framework import names
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -273,13 +273,13 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
         if required is None and self.added_required is None and not pod.node_selector:
             return SKIP
         state.write(_PRE_FILTER_KEY, RequiredNodeAffinity.of(pod))
-        names = _named_nodes(required) if required is not None else None
-        if names is None:
+        named = _named_nodes(required) if required is not None else None
+        if named is None:
             return SUCCESS
-        if not names:
+        if not named:
             return Status.unresolvable(ERR_REASON_CONFLICT)
         # Only the named nodes are filtered; the others are "didn't satisfy plugin(s)".
-        return PreFilterResult(names)
+        return PreFilterResult(named)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if self.added_required is not None and not _matches_all(self.added_required, node):

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from polsched.api import names
 from polsched.framework import events as ev
+from polsched.framework import names
 from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -395,21 +396,94 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
         self.args = args
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self._memo: NodeMemo[_Row] = NodeMemo()
+        self._listers = handle.listers
+        # The default constraints by (action, default selector): compiled once per
+        # workload, so the memo of node rows is shared by its pods.
+        self._defaults: dict[tuple[str, str], tuple[SpreadConstraint, ...]] = {}
+        # namespace -> the selectors of its Services, for the Services' generation
+        self._services: tuple[int, dict[str, list[Mapping[str, str]]]] = (-1, {})
 
     def _constraints(self, pod: PodInfo, action: str) -> tuple[SpreadConstraint, ...]:
+        return self._constraints_signed(pod, action)[0]
+
+    def _constraints_signed(self, pod: PodInfo, action: str,
+                            ) -> tuple[tuple[SpreadConstraint, ...], str]:
+        """getConstraints: the pod's own constraints of `action`, or else the default ones
+        (buildDefaultConstraints); with what the defaults' selector is, for the memo."""
         if pod.spec.get("topologySpreadConstraints"):
-            return pod_constraints(pod, action)
-        # buildDefaultConstraints: without Service/ReplicaSet/StatefulSet/RC listers the
-        # default selector is empty, and upstream returns no constraints for an empty one.
-        return ()
+            return pod_constraints(pod, action), ""
+        defaults = [c for c in self.args.default_constraints
+                    if c.get("whenUnsatisfiable") == action]
+        if not defaults:
+            return (), ""
+        requirements = self._default_selector(pod)
+        if not requirements:
+            return (), ""  # an empty selector: no default constraints (upstream)
+        sig = json.dumps(requirements, sort_keys=True)
+        key = (action, sig)
+        compiled = self._defaults.get(key)
+        if compiled is None:
+            if len(self._defaults) > 4096:
+                self._defaults.clear()
+            selector = {"matchExpressions": requirements}
+            compiled = tuple(_compile_constraint({**c, "labelSelector": selector}, {},
+                                                 f"defaultConstraints[{i}]")
+                             for i, c in enumerate(defaults))
+            self._defaults[key] = compiled
+        return compiled, sig
+
+    def _service_selectors(self, namespace: str) -> list[Mapping[str, str]]:
+        listers = self._listers
+        gen = listers.generations[ls.SERVICE.name]
+        if self._services[0] != gen:
+            by_ns: dict[str, list[Mapping[str, str]]] = {}
+            for svc in listers.objects[ls.SERVICE.name].values():
+                sel = (svc.get("spec") or {}).get("selector")
+                if isinstance(sel, Mapping):  # a nil selector matches nothing
+                    ns = (svc.get("metadata") or {}).get("namespace") or ""
+                    by_ns.setdefault(ns, []).append(sel)
+            self._services = (gen, by_ns)
+        return self._services[1].get(namespace, [])
+
+    def _default_selector(self, pod: PodInfo) -> list[dict[str, Any]]:
+        """helper.DefaultSelector, as matchExpressions: the labels of the Services
+        selecting the pod, then its controller's selector (a ReplicationController's
+        labels merged in; a ReplicaSet's or StatefulSet's requirements added)."""
+        merged: dict[str, str] = {}
+        labels = pod.labels
+        for sel in self._service_selectors(pod.namespace):
+            if all(labels.get(k) == v for k, v in sel.items()):
+                merged.update(sel)
+        extra: list[dict[str, Any]] = []
+        owner = next((o for o in (pod.raw.get("metadata") or {}).get("ownerReferences") or ()
+                      if isinstance(o, Mapping) and o.get("controller")), None)
+        if owner is not None:
+            api_version, kind = owner.get("apiVersion"), owner.get("kind")
+            name = str(owner.get("name") or "")
+            if (api_version, kind) == ("v1", "ReplicationController"):
+                rc = self._listers.get(ls.REPLICATION_CONTROLLER, name, pod.namespace)
+                if rc is not None:
+                    merged.update((rc.get("spec") or {}).get("selector") or {})
+            elif api_version == "apps/v1" and kind in ("ReplicaSet", "StatefulSet"):
+                kind_of = ls.REPLICA_SET if kind == "ReplicaSet" else ls.STATEFUL_SET
+                owner_obj = self._listers.get(kind_of, name, pod.namespace)
+                owner_sel: Any = (owner_obj.get("spec") or {}).get("selector") \
+                    if owner_obj is not None else None
+                if isinstance(owner_sel, Mapping):
+                    extra = [{"key": k, "operator": "In", "values": [v]}
+                             for k, v in (owner_sel.get("matchLabels") or {}).items()]
+                    extra += list(owner_sel.get("matchExpressions") or ())
+        return [{"key": k, "operator": "In", "values": [v]}
+                for k, v in sorted(merged.items())] + extra
 
     def _rows(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
-              action: str) -> Callable[[NodeInfo], _Row]:
+              action: str, default_sig: str = "") -> Callable[[NodeInfo], _Row]:
         """A node's row: per constraint, its matching pods, or None when the constraint's
         node inclusion policies leave the node out (and for hostname constraints when
         scoring: Score counts those itself). Rows are memoized per node across cycles on
-        everything they depend on (NodeMemo)."""
-        table = self._memo.table((action, pod.namespace, _spread_signature(pod, action)))
+        everything they depend on (NodeMemo), the default constraints' selector included."""
+        table = self._memo.table((action, pod.namespace, _spread_signature(pod, action),
+                                  default_sig))
         skip_host = action == SCHEDULE_ANYWAY
         namespace = pod.namespace
         inclusion: list[_NodeInclusion] = []
@@ -433,12 +507,12 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
     # -- filter --
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         try:
-            constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+            constraints, default_sig = self._constraints_signed(pod, DO_NOT_SCHEDULE)
         except (SelectorError, TypeError, ValueError) as err:
             return Status.error(f"obtaining pod's hard topology spread constraints: {err}")
         if not constraints:
             return SKIP
-        row_of = self._rows(pod, constraints, DO_NOT_SCHEDULE)
+        row_of = self._rows(pod, constraints, DO_NOT_SCHEDULE, default_sig)
         counts: list[dict[str, int]] = [{} for _ in constraints]
         for node in snapshot.nodes:
             labels = node.labels
@@ -510,7 +584,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
         if not snapshot.nodes:
             return SKIP
         try:
-            constraints = self._constraints(pod, SCHEDULE_ANYWAY)
+            constraints, default_sig = self._constraints_signed(pod, SCHEDULE_ANYWAY)
         except (SelectorError, TypeError, ValueError) as err:
             return Status.error(f"obtaining pod's soft topology spread constraints: {err}")
         if not constraints:
@@ -540,7 +614,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             size = len(nodes) - len(ignored) if c.topology_key == LABEL_HOSTNAME else sizes[i]
             weights.append(math.log(size + 2))
 
-        row_of = self._rows(pod, constraints, SCHEDULE_ANYWAY)
+        row_of = self._rows(pod, constraints, SCHEDULE_ANYWAY, default_sig)
         for node in snapshot.nodes:
             labels = node.labels
             if require_all and not _has_keys(labels, constraints):

@@ -1,10 +1,12 @@
 """Binder: the binding cycle, run in the background.
 
 As kube-scheduler's bindingCycle (schedule_one.go) the scheduling loop assumes the pod and
-moves on; the bind runs in the background, at most `concurrency` at a time. DefaultBinder
-(pkg/scheduler/framework/plugins/defaultbinder) posts a v1 Binding to pods/binding; an
-extender with a bindVerb that is interested in the pod binds instead (extendersBinding:
-the first such extender).
+moves on; the bind runs in the background, at most `concurrency` at a time per scheduler
+(each policy has its own lane, so one policy's slow binds never delay another's).
+DefaultBinder (pkg/scheduler/framework/plugins/defaultbinder) posts a v1 Binding to
+pods/binding; an extender with a bindVerb that is interested in the pod binds instead
+(extendersBinding: the first such extender; one that fails and is ignorable is skipped,
+and the default binder binds when none did).
 
 The outcome goes back to the scheduler through a callback, which forgets the assumed pod
 and requeues it when the bind failed. A 409 Conflict means the pod is already bound
@@ -18,6 +20,7 @@ import contextlib
 import enum
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -37,6 +40,9 @@ class BindOutcome(enum.Enum):
     # 404: the pod is gone.
     GONE = "Gone"
     FAILED = "Failed"
+    # Never sent: leadership was lost (or the lease's renew deadline passed) while the
+    # bind was queued. The pod goes back to its queue untouched; the next leader binds it.
+    DROPPED = "Dropped"
 
 
 @runtime_checkable
@@ -49,8 +55,8 @@ class BindingExtender(Protocol):
 
 
 BindCallback = Callable[[BindOutcome, str], None]
-# pod, node, callback, binding extender, annotations
-_BindJob = tuple[PodInfo, str, BindCallback, BindingExtender | None, Mapping[str, str] | None]
+# pod, node, callback, binding extenders, annotations
+_BindJob = tuple[PodInfo, str, BindCallback, list[BindingExtender], Mapping[str, str] | None]
 
 
 def binding(pod: PodInfo, node_name: str,
@@ -75,63 +81,169 @@ def encode_binding(pod: PodInfo, node_name: str,
     return json.dumps(binding(pod, node_name, annotations), separators=(",", ":")).encode()
 
 
-def binding_extender(extenders: Sequence[object], pod: PodInfo) -> BindingExtender | None:
-    for ext in extenders:
-        if isinstance(ext, BindingExtender) and ext.is_binder() and ext.is_interested(pod):
-            return ext
-    return None
+def binding_extenders(extenders: Sequence[object], pod: PodInfo) -> list[BindingExtender]:
+    """The extenders that would bind `pod`, in order (extendersBinding tries them in turn
+    while they fail and are ignorable)."""
+    return [ext for ext in extenders
+            if isinstance(ext, BindingExtender) and ext.is_binder() and ext.is_interested(pod)]
+
+
+# A call under the lease must end before the lease can pass to another holder.
+Deadline = Callable[[], float | None]
+# Upper bound of one bind when nothing tighter applies (ApiClient's request default).
+BIND_TIMEOUT = 60.0
+# A bind with less time than this before the lease's deadline is not sent: it could not
+# complete under the lease (and a timer that fires a hair early must not let one through).
+MIN_BIND_TIME = 0.5
+
+
+class _Lane:
+    """One scheduler's binds: its own queue and writers, so that one policy's slow
+    extender or failing writes never hold another policy's binds (issue 11)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.queue: asyncio.Queue[_BindJob] = asyncio.Queue()
+        self.workers: list[asyncio.Task[None]] = []
+        self.pending = 0  # queued or being written
 
 
 class Binder:
-    """A fixed set of `concurrency` writer coroutines drains a queue of binds: no task,
-    semaphore and done-callback per pod (that plumbing was a visible share of the
-    scheduler's CPU per pod). They start with the first bind, in its event loop."""
+    """Per scheduler (a lane), a fixed set of `concurrency` writer coroutines drains a
+    queue of binds: no task, semaphore and done-callback per pod (that plumbing was a
+    visible share of the scheduler's CPU per pod). A lane starts with its first bind, in
+    its event loop.
 
-    def __init__(self, client: ApiClient, *, concurrency: int = 32) -> None:
+    `deadline()`, when set, is the monotonic time by which every bind must have ended
+    (the lease's renew deadline): a bind is sent with a timeout that ends there, and a
+    bind still queued when it has passed is dropped, never sent."""
+
+    def __init__(self, client: ApiClient, *, concurrency: int = 32,
+                 deadline: Deadline | None = None) -> None:
         self._client = client
         self._concurrency = max(concurrency, 1)
-        self._queue: asyncio.Queue[_BindJob] = asyncio.Queue()
-        self._workers: list[asyncio.Task[None]] = []
-        self._pending = 0  # queued or being written
+        self._lanes: dict[str, _Lane] = {}
+        self.deadline = deadline
+        # The timeouts of the binds in flight, cut by the watchdog when the deadline
+        # passes (a renewal moves the deadline on, so a fixed timeout would be wrong).
+        self._in_flight: set[asyncio.Timeout] = set()
+        self._watchdog: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
-        return self._pending
+        return sum(lane.pending for lane in self._lanes.values())
+
+    def lane_in_flight(self, lane: str) -> int:
+        got = self._lanes.get(lane)
+        return got.pending if got is not None else 0
 
     def bind(self, pod: PodInfo, node_name: str, done: BindCallback,
              extenders: Sequence[object] = (),
-             annotations: Mapping[str, str] | None = None) -> None:
-        """Start binding `pod` to `node_name`; `done(outcome, message)` is called after.
-        `annotations` ride on the Binding (not on an extender's bind)."""
-        if not self._workers:
+             annotations: Mapping[str, str] | None = None, *, lane: str = "") -> None:
+        """Start binding `pod` to `node_name` in `lane` (the scheduler's name);
+        `done(outcome, message)` is called after. `annotations` ride on the Binding (not on
+        an extender's bind)."""
+        got = self._lanes.get(lane)
+        if got is None:
+            got = self._lanes[lane] = _Lane(lane)
+        if self.deadline is not None and self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(
+                self._watch_deadline(), name="polsched-binder-deadline")
+        if not got.workers:
             loop = asyncio.get_running_loop()
-            self._workers = [loop.create_task(self._work(), name=f"polsched-binder-{i}")
-                             for i in range(self._concurrency)]
-        self._pending += 1
-        self._queue.put_nowait(
-            (pod, node_name, done, binding_extender(extenders, pod), annotations))
+            got.workers = [loop.create_task(self._work(got),
+                                            name=f"polsched-binder-{lane}-{i}")
+                           for i in range(self._concurrency)]
+        got.pending += 1
+        got.queue.put_nowait(
+            (pod, node_name, done, binding_extenders(extenders, pod), annotations))
 
-    async def _work(self) -> None:
-        queue = self._queue
+    def drop_queued(self, lane: str | None = None) -> int:
+        """Leadership was lost: take every bind not yet sent out of the queue (of `lane`,
+        or of all lanes) and report it DROPPED. Synchronous, so nothing else runs first.
+        Returns how many were dropped."""
+        lanes = list(self._lanes.values()) if lane is None else \
+            [x for x in (self._lanes.get(lane),) if x is not None]
+        dropped: list[_BindJob] = []
+        for got in lanes:
+            while True:
+                try:
+                    job = got.queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                got.queue.task_done()
+                got.pending -= 1
+                dropped.append(job)
+        for pod, _node, done, _ext, _ann in dropped:
+            _call(done, pod, BindOutcome.DROPPED, "leadership lost before the bind was sent")
+        return len(dropped)
+
+    def _may_send(self) -> bool:
+        """False when the lease's deadline is (nearly) over: the bind is not sent."""
+        until = self.deadline() if self.deadline is not None else None
+        return until is None or until - time.monotonic() >= MIN_BIND_TIME
+
+    async def _watch_deadline(self) -> None:
+        """Cut the binds in flight when the deadline passes. asyncio's loop clock is
+        time.monotonic, the clock of the deadline."""
+        loop = asyncio.get_running_loop()
         while True:
-            pod, node_name, done, extender, annotations = await queue.get()
+            until = self.deadline() if self.deadline is not None else None
+            now = time.monotonic()
+            if until is None:
+                await asyncio.sleep(1.0)
+            elif now >= until:
+                for cm in list(self._in_flight):
+                    cm.reschedule(loop.time())
+                await asyncio.sleep(0.1)
+            else:
+                await asyncio.sleep(until - now)
+
+    async def _work(self, lane: _Lane) -> None:
+        queue = lane.queue
+        while True:
+            pod, node_name, done, extenders, annotations = await queue.get()
             try:
-                await self._bind(pod, node_name, done, extender, annotations)
+                await self._bind(pod, node_name, done, extenders, annotations)
             finally:
-                self._pending -= 1
+                lane.pending -= 1
                 queue.task_done()
 
     async def _bind(self, pod: PodInfo, node_name: str, done: BindCallback,
-                    extender: BindingExtender | None,
+                    extenders: Sequence[BindingExtender],
                     annotations: Mapping[str, str] | None = None) -> None:
+        if not self._may_send():
+            _call(done, pod, BindOutcome.DROPPED, "the lease's renew deadline passed")
+            return
         outcome, message = BindOutcome.BOUND, ""
         try:
-            if extender is not None:
-                await extender.bind(pod, node_name)
-            else:
-                await self._client.send(
-                    "POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
-                    encode_binding(pod, node_name, annotations))
+            # The deadline cuts the whole bind, extender and Binding alike.
+            async with asyncio.timeout(BIND_TIMEOUT) as cm:
+                self._in_flight.add(cm)
+                try:
+                    bound = False
+                    # extendersBinding (schedule_one.go): the first interested binder extender
+                    # binds; one that fails and is ignorable is skipped, and when none bound
+                    # the default binder posts the Binding.
+                    for extender in extenders:
+                        try:
+                            await extender.bind(pod, node_name)
+                        except (ExtenderError, aiohttp.ClientError, TimeoutError) as err:
+                            if not _ignorable(extender):
+                                raise
+                            log.info("skipping extender in bind for %s as it returned error and "
+                                     "has ignorable flag set: %s", pod.key,
+                                     str(err) or type(err).__name__)
+                            continue
+                        bound = True
+                        break
+                    if not bound:
+                        await self._client.send(
+                            "POST",
+                            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
+                            encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT)
+                finally:
+                    self._in_flight.discard(cm)
         except ApiError as err:
             message = err.message or str(err)
             if err.status == 409:
@@ -145,20 +257,35 @@ class Binder:
         except Exception as err:  # a bug here must not leave the pod assumed forever
             log.exception("binding %s failed", pod.key)
             outcome, message = BindOutcome.FAILED, str(err) or type(err).__name__
-        try:
-            done(outcome, message)
-        except Exception:
-            log.exception("bind callback for %s failed", pod.key)
+        _call(done, pod, outcome, message)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Let binds queued or in flight finish (within `timeout`), then stop the
         writers."""
-        if self._pending:
+        lanes = list(self._lanes.values())
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        if any(lane.pending for lane in lanes):
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queue.join(), timeout)
-        for t in self._workers:
-            t.cancel()
-        for t in self._workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
-        self._workers = []
+                await asyncio.wait_for(
+                    asyncio.gather(*(lane.queue.join() for lane in lanes)), timeout)
+        for lane in lanes:
+            for t in lane.workers:
+                t.cancel()
+        for lane in lanes:
+            for t in lane.workers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+            lane.workers = []
+
+
+def _ignorable(extender: BindingExtender) -> bool:
+    return bool(getattr(extender, "ignorable", False))
+
+
+def _call(done: BindCallback, pod: PodInfo, outcome: BindOutcome, message: str) -> None:
+    try:
+        done(outcome, message)
+    except Exception:
+        log.exception("bind callback for %s failed", pod.key)

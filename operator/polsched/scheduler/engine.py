@@ -267,7 +267,11 @@ class Engine(CacheListener):
         return None
 
     def set_leader(self, scheduler_name: str | None, leading: bool) -> None:
-        """Only a leader binds. None: every scheduler (and the default for new ones)."""
+        """Only a leader binds. None: every scheduler (and the default for new ones).
+        Losing leadership drops the binds still queued before anything else runs: the
+        next leader binds those pods (issue 11)."""
+        if not leading:
+            self.binder.drop_queued(scheduler_name)
         if scheduler_name is None:
             self._leading_default = leading
             self._leading.clear()
@@ -360,7 +364,9 @@ class Engine(CacheListener):
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
-            if pod.key not in s.warned:
+            # A gated pod is left alone, even by this warning (SchedulingGates).
+            gated = any(not p.pre_enqueue(pod).ok for p in s.pipeline.pre_enqueue_plugins)
+            if pod.key not in s.warned and not gated:
                 s.warned.add(pod.key)
                 s.recorder.event(
                     pod, WARNING, "FailedScheduling", "Scheduling",
@@ -580,7 +586,7 @@ class Engine(CacheListener):
             assumed, node_name,
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
                                                      message, started, state, bp),
-            pipeline.extenders, annotations=annotations)
+            pipeline.extenders, annotations=annotations, lane=s.name)
 
     async def _binding_cycle(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
                              node_name: str, state: CycleState, bp: bc.BindingPlugins,
@@ -607,7 +613,8 @@ class Engine(CacheListener):
                 if not bound.done():
                     bound.set_result((outcome, message))
 
-            self.binder.bind(assumed, node_name, done, extenders, annotations=annotations)
+            self.binder.bind(assumed, node_name, done, extenders, annotations=annotations,
+                             lane=s.name)
             outcome, message = await bound
         except asyncio.CancelledError:
             raise
@@ -675,6 +682,10 @@ class Engine(CacheListener):
         if bp.reserve and state is not None:
             bc.run_unreserve(bp, state, assumed, node_name)
         self.cache.forget(assumed)
+        if outcome is BindOutcome.DROPPED:  # never sent: back to the queue, untouched
+            s.queue.restore(qp)
+            self._report_pending(s)
+            return
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
             # recreated under the same name is a new pod and is queued as such. Upstream

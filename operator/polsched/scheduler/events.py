@@ -32,7 +32,7 @@ from typing import Any
 
 import aiohttp
 
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework.pipeline import truncate_message
 from polsched.framework.types import Json, PodInfo
 
@@ -193,7 +193,10 @@ class EventRecorder:
                     raise
             except (aiohttp.ClientError, TimeoutError) as err:
                 if attempt == _RETRIES - 1:
-                    log.warning("%s failed: %s", what, err)
+                    if is_unreachable(err):  # an outage: ApiClient.outage says so once
+                        log.debug("%s failed: %r", what, err)
+                    else:
+                        log.warning("%s failed: %s", what, err)
                     return None
             await asyncio.sleep(delay)
             delay *= 2

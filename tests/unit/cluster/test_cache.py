@@ -238,3 +238,43 @@ def test_managed_fields_are_dropped_on_ingest(cache: ClusterCache) -> None:
     assert cache.pods["ns/a"].raw["metadata"]["uid"] == "uid-a"
     info = cache.node_info("n3")
     assert info is not None and "managedFields" not in info.raw["metadata"]
+
+
+class EventRecorder(CacheListener):
+    """What the queue's cluster events are built from."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def node_updated(self, node: NodeInfo, old: dict[str, Any]) -> None:
+        self.calls.append(("node-updated", node.name, old["metadata"]["labels"],
+                           node.labels))
+
+    def node_removed(self, node: NodeInfo) -> None:
+        self.calls.append(("node-removed", node.name))
+
+    def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
+        self.calls.append(("assigned-updated", pod.name, dict(old.labels), dict(pod.labels)))
+
+
+def test_listeners_hear_the_old_node_node_deletes_and_assigned_pod_label_changes(
+        cache: ClusterCache) -> None:
+    rec = EventRecorder()
+    cache.add_listener(rec)
+    cache.on_node_event("MODIFIED", node("n1", zone="a"))
+    cache.on_node_event("MODIFIED", {**node("n1", zone="a"), "status": {
+        **node("n1")["status"], "conditions": [{"type": "Ready", "status": "True"}]}})
+    cache.on_node_event("DELETED", node("n2"))
+    cache.on_pod_event("ADDED", pod("p", node_name="n1"))
+    bound = pod("p", node_name="n1", rv="2")
+    bound["metadata"]["labels"] = {"app": "x"}
+    cache.on_pod_event("MODIFIED", bound)
+    status_only = pod("p", node_name="n1", rv="3")
+    status_only["metadata"]["labels"] = {"app": "x"}
+    status_only["status"]["phase"] = "Running"
+    cache.on_pod_event("MODIFIED", status_only)
+    assert rec.calls == [
+        ("node-updated", "n1", {}, {"zone": "a"}),  # the heartbeat is no event
+        ("node-removed", "n2"),
+        ("assigned-updated", "p", {}, {"app": "x"}),  # the phase change is none either
+    ]

@@ -29,7 +29,9 @@ def test_render_dedicated_objects() -> None:
     assert deploy["spec"]["replicas"] == 3
     pod = deploy["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "polsched-fast"
-    assert pod["containers"][0]["args"] == ["scheduler", "--policy", "fast"]
+    # Always elected, whatever the replicas: a rollout never runs two active schedulers.
+    assert pod["containers"][0]["args"] == ["scheduler", "--policy", "fast",
+                                            "--leader-elect=true"]
     assert pod["containers"][0]["image"] == "img:1"
     assert pod["containers"][0]["resources"] == {"limits": {"cpu": "1"}}
     assert objs[1]["subjects"][0] == {"kind": "ServiceAccount", "name": "polsched-fast",

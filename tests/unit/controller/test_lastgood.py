@@ -1,22 +1,17 @@
 """polsched.controller.lastgood: the last good generation is recorded on the object and
-runs when a process starts on a spec that does not load."""
+runs when a process starts on a spec that does not load. What the reconciler writes is
+tested against the real API server (tests/e2e/test_lastgood.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from typing import Any
 
 import pytest
 
-from polsched.controller import conditions as cond
 from polsched.controller import lastgood
 from polsched.controller.policies import PolicyBook
-from polsched.controller.reconciler import PolicyReconciler
-from polsched.controller.status import StatusWriter
-from polsched.scheduler.engine import Engine
-from tests.unit.controller.fakes import FakeApi
 
 pytestmark = pytest.mark.unit
 
@@ -87,73 +82,3 @@ def test_a_record_that_no_longer_loads_falls_back_to_nothing() -> None:
 def test_a_record_newer_than_the_object_is_ignored() -> None:
     rec, _ = PolicyBook().observe(body(2, BAD, lastgood.encode(3, GOOD)))
     assert rec.loaded is None
-
-
-def reconciler(api: FakeApi, records: bool) -> PolicyReconciler:
-    engine = Engine(api)  # type: ignore[arg-type]
-    writer = StatusWriter(api, lambda _: None, enabled=False)  # type: ignore[arg-type]
-    return PolicyReconciler(api, engine, writer, records_last_good=records)  # type: ignore[arg-type]
-
-
-def recorded(api: FakeApi) -> list[tuple[str, dict[str, Any]]]:
-    return [(p, b) for p, b in api.patches if not p.endswith("/status")]
-
-
-def test_the_operator_records_each_good_generation_once() -> None:
-    async def run() -> None:
-        api = FakeApi()
-        r = reconciler(api, records=True)
-        await r.observe(body(1, GOOD))
-        patches = recorded(api)
-        assert len(patches) == 1
-        path, patch = patches[0]
-        assert path == "/apis/polsched.io/v1alpha1/schedulingpolicies/p"
-        assert patch["metadata"]["uid"] == "uid-p"
-        assert lastgood.read(patch) == lastgood.LastGood(1, GOOD)
-        # Our own write comes back as a watch event, then status events: no new write.
-        raw = patch["metadata"]["annotations"][lastgood.ANNOTATION]
-        await r.observe(body(1, GOOD, raw))
-        await r.observe(body(1, GOOD, raw))
-        # A bad edit is not recorded; the next good one is.
-        await r.observe(body(2, BAD, raw))
-        assert len(recorded(api)) == 1
-        await r.observe(body(3, GOOD, raw))
-        assert [lastgood.read(b) for _, b in recorded(api)][-1] == lastgood.LastGood(3, GOOD)
-        assert len(recorded(api)) == 2
-        await r.close()
-
-    asyncio.run(run())
-
-
-def test_a_dedicated_scheduler_does_not_write_the_record() -> None:
-    async def run() -> None:
-        api = FakeApi()
-        r = reconciler(api, records=False)
-        await r.observe(body(1, GOOD))
-        assert recorded(api) == []
-        await r.close()
-
-    asyncio.run(run())
-
-
-def test_after_a_restart_on_a_bad_spec_the_recorded_generation_runs() -> None:
-    async def run() -> None:
-        api = FakeApi()
-        r = reconciler(api, records=True)
-        await r.observe(body(5, BAD, lastgood.encode(3, GOOD)))
-        rec = r.book.get("p")
-        assert rec is not None
-        view = r._view(rec, r.book.owners())
-        assert view is not None
-        assert view.observed_generation == 3 and view.running == "s"
-        ready, valid = view.conditions
-        assert (ready.type, ready.status, ready.reason) == (cond.READY, True, cond.RUNNING)
-        assert (valid.type, valid.status, valid.reason) == \
-            (cond.VALID, False, cond.INVALID_SPEC)
-        assert "spec.filters[0].args.expression" in valid.message
-        assert "generation 3 keeps running" in valid.message
-        assert valid.observed_generation == 5
-        assert recorded(api) == []  # the record stays as it is
-        await r.close()
-
-    asyncio.run(run())

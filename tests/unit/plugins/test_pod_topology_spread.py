@@ -402,3 +402,69 @@ def test_add_and_remove_pod_update_the_prefilter_state() -> None:
     assert plugin.filter(state, incoming, a).ok
     plugin.remove_pod(state, incoming, other, x)
     assert not plugin.filter(state, incoming, a).ok
+
+
+# -- system default constraints (buildDefaultConstraints, helper.DefaultSelector) ---------
+
+WEB = {"app": "web"}
+
+
+def service(name: str, selector: Mapping[str, str] | None, ns: str = "default") -> dict[str, Any]:
+    spec: dict[str, Any] = {} if selector is None else {"selector": dict(selector)}
+    return {"kind": "Service", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def owned(p: PodInfo, kind: str, name: str, api_version: str = "apps/v1") -> PodInfo:
+    raw = dict(p.raw)
+    raw["metadata"] = {**raw["metadata"], "ownerReferences": [
+        {"apiVersion": api_version, "kind": kind, "name": name, "controller": True}]}
+    return PodInfo.from_json(raw)
+
+
+def default_scores(incoming: PodInfo, objects: Sequence[dict[str, Any]],
+                   existing: int = 2) -> Status | list[int]:
+    """PodTopologySpread's normalized scores of nodes a (zone1, holding `existing` web
+    pods) and x (zone2), built with listers holding `objects`."""
+    plugin = build_plugin(pts.NAME, point="score", objects=objects)
+    nodes = [node("node-a", "zone1"), node("node-x", "zone2")]
+    snap = cluster(nodes, {"node-a": existing}, labels=WEB)
+    state = CycleState()
+    pre = plugin.pre_score(state, incoming, nodes, snap)
+    if pre.code is not Code.SUCCESS:
+        return pre
+    scores = plugin.score_nodes(state, incoming, nodes)
+    assert isinstance(scores, list)
+    assert plugin.normalize_score(state, incoming, scores).ok
+    return scores
+
+
+def test_pods_of_a_service_are_spread_by_default() -> None:
+    incoming = pod("web-3", WEB)
+    assert default_scores(incoming, [service("web", WEB)]) == [40, 100]
+    # Without a Service (or controller) selecting it, the default selector is empty: no
+    # default constraints, as upstream.
+    assert default_scores(incoming, []) == SKIP
+    # A Service with no selector selects nothing; one of another namespace is not used.
+    assert default_scores(incoming, [service("a", None), service("b", WEB, ns="other")]) \
+        == SKIP
+
+
+def test_pods_of_a_deployment_are_spread_by_their_replicaset() -> None:
+    rs = {"kind": "ReplicaSet", "metadata": {"name": "web-5d9", "namespace": "default"},
+          "spec": {"selector": {"matchLabels": WEB}}}
+    incoming = owned(pod("web-3", WEB), "ReplicaSet", "web-5d9")
+    assert default_scores(incoming, [rs]) == [40, 100]
+    # The owner must be known to the listers.
+    assert default_scores(incoming, []) == SKIP
+    rc = {"kind": "ReplicationController",
+          "metadata": {"name": "web", "namespace": "default"}, "spec": {"selector": WEB}}
+    assert default_scores(owned(pod("web-3", WEB), "ReplicationController", "web", "v1"),
+                          [rc]) == [40, 100]
+
+
+def test_default_constraints_never_filter() -> None:
+    """The system defaults are ScheduleAnyway: PreFilter has nothing to do."""
+    plugin = build_plugin(pts.NAME, objects=[service("web", WEB)])
+    nodes = [node("node-a", "zone1"), node("node-x", "zone2")]
+    snap = cluster(nodes, {"node-a": 5}, labels=WEB)
+    assert plugin.pre_filter(CycleState(), pod("web-9", WEB), snap).code is Code.SKIP

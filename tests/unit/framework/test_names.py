@@ -1,10 +1,10 @@
-"""polsched.api.names: apimachinery's name validation."""
+"""polsched.framework.names: apimachinery's name validation."""
 
 from __future__ import annotations
 
 import pytest
 
-from polsched.api import names
+from polsched.framework import names
 
 pytestmark = pytest.mark.unit
 

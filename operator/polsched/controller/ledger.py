@@ -1,0 +1,166 @@
+"""Exact status.bindsTotal across restarts and failovers (issue 11, defect 2).
+
+The spec defines bindsTotal as the binds performed since the policy was created. Counting
+binds in memory and persisting the count every few hundred milliseconds loses the binds
+made between the last write and a SIGKILL or a failover. So the count is kept against the
+API server's own record of each bind: the PodScheduled=True condition that the binding
+subresource sets, whose lastTransitionTime is the server's time of the bind.
+
+What is persisted is a pair: bindsTotal = N and lastBindTime = W (a second, server time),
+meaning "N binds happened up to and including second W, and none after W is counted".
+A process that starts leading reads the pair and counts, from its cache, this
+scheduler's bound pods scheduled after W. So the count is exact whenever those pods still
+exist (a pod bound and deleted between the last write and the crash is lost, as the issue
+allows).
+
+The pair may only advance to a second W once no bind of second W or before can still
+appear. A second s is settled when (1) one second has passed, on our monotonic clock,
+since a bind of second s was first seen (so the server's clock has left s: any bind not
+yet stamped gets a later second), and (2) every pod that this scheduler had assumed at
+that moment has left the assumed state (its bind was confirmed by the watch, or failed).
+Until then the persisted pair lags by about one second; the live count (binds seen, for
+/metrics and logs) does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from polsched.cluster.cache import CacheListener, ClusterCache
+from polsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
+
+# How long after a second was first seen before the server's clock has surely left it.
+SETTLE_SECONDS = 1.0
+
+
+def scheduled_time(pod: PodInfo) -> str:
+    """The PodScheduled=True condition's lastTransitionTime ("" when there is none): the
+    API server's time of the bind, RFC3339 in seconds (so ordered as strings)."""
+    for c in (pod.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "True":
+            return str(c.get("lastTransitionTime") or "")
+    return ""
+
+
+@dataclass
+class _Account:
+    base: int  # binds up to and including `watermark`
+    watermark: str  # "" : none yet
+    seen: dict[str, str] = field(default_factory=dict)  # uid -> second, after watermark
+    first_seen: dict[str, float] = field(default_factory=dict)  # second -> monotonic
+    # second -> pod keys assumed SETTLE_SECONDS after it was first seen (None: not yet)
+    blockers: dict[str, set[str] | None] = field(default_factory=dict)
+
+
+class BindLedger(CacheListener):
+    """Per scheduler name, the binds counted against the API server's record. Open an
+    account when this process starts leading a scheduler, close it when it stops."""
+
+    def __init__(self, cache: ClusterCache,
+                 on_change: Callable[[str], None] | None = None) -> None:
+        self._cache = cache
+        self._on_change = on_change
+        self._accounts: dict[str, _Account] = {}
+        cache.add_listener(self)
+
+    # -- accounts ---------------------------------------------------------------------------
+    def is_open(self, scheduler_name: str) -> bool:
+        return scheduler_name in self._accounts
+
+    def open(self, scheduler_name: str, base: int, watermark: str | None) -> None:
+        """Count on from the persisted pair: every bound pod of this scheduler scheduled
+        after `watermark` is a bind not yet in `base`."""
+        acct = _Account(max(base, 0), watermark or "")
+        self._accounts[scheduler_name] = acct
+        recovered = 0
+        for pod in list(self._cache.pods.values()):
+            if pod.scheduler_name == scheduler_name and pod.node_name:
+                recovered += self._see(scheduler_name, acct, pod)
+        if recovered:
+            log.info("scheduler %s: %d binds after lastBindTime %s recovered from the API "
+                     "server (bindsTotal was %d)", scheduler_name, recovered,
+                     watermark or "(none)", base)
+
+    def close(self, scheduler_name: str | None = None) -> None:
+        if scheduler_name is None:
+            self._accounts.clear()
+        else:
+            self._accounts.pop(scheduler_name, None)
+
+    def total(self, scheduler_name: str) -> int | None:
+        """Every bind counted so far, settled or not (None: no account)."""
+        acct = self._accounts.get(scheduler_name)
+        return None if acct is None else acct.base + len(acct.seen)
+
+    def persistable(self, scheduler_name: str) -> tuple[int, str] | None:
+        """(bindsTotal, lastBindTime) safe to persist now; None: no account."""
+        acct = self._accounts.get(scheduler_name)
+        if acct is None:
+            return None
+        self._settle(acct)
+        return acct.base, acct.watermark
+
+    # -- the cache ----------------------------------------------------------------------------
+    def assigned_pod_added(self, pod: PodInfo) -> None:
+        acct = self._accounts.get(pod.scheduler_name)
+        if acct is not None and self._see(pod.scheduler_name, acct, pod):
+            self._changed(pod.scheduler_name)
+
+    def _see(self, name: str, acct: _Account, pod: PodInfo) -> int:
+        t = scheduled_time(pod)
+        if not t or t <= acct.watermark or pod.uid in acct.seen:
+            return 0
+        acct.seen[pod.uid] = t
+        if t not in acct.first_seen:
+            acct.first_seen[t] = time.monotonic()
+            acct.blockers[t] = None
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return 1
+            loop.call_later(SETTLE_SECONDS, self._snapshot, name, acct, t)
+        return 1
+
+    def _snapshot(self, name: str, acct: _Account, second: str) -> None:
+        if second not in acct.blockers or self._accounts.get(name) is not acct:
+            return
+        acct.blockers[second] = set(self._cache.assumed_keys(name))
+        self._poll(name, acct, second)
+
+    def _poll(self, name: str, acct: _Account, second: str) -> None:
+        """Have the status written again until `second` is folded into the pair (a
+        blocker can leave the assumed state by a failed bind, which no event reports)."""
+        if second not in acct.blockers or self._accounts.get(name) is not acct:
+            return
+        self._changed(name)
+        asyncio.get_running_loop().call_later(SETTLE_SECONDS / 2, self._poll, name, acct,
+                                              second)
+
+    def _settle(self, acct: _Account) -> None:
+        """Advance the persisted pair over every settled second, in order."""
+        for second in sorted(acct.blockers):
+            blockers = acct.blockers[second]
+            if blockers is None:
+                return
+            if any(self._cache.is_assumed(key) for key in blockers):
+                return
+            folded = [uid for uid, t in acct.seen.items() if t <= second]
+            for uid in folded:
+                del acct.seen[uid]
+            acct.base += len(folded)
+            acct.watermark = second
+            del acct.blockers[second]
+            acct.first_seen.pop(second, None)
+
+    def _changed(self, name: str) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change(name)
+            except Exception:
+                log.exception("ledger on_change failed")

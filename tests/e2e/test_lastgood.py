@@ -1,0 +1,140 @@
+"""The last-good record written by the reconciler, on a real SchedulingPolicy (moved from
+a hand-written fake, issue 11 defect 6): each good generation recorded once, a bad edit
+never, a Dedicated scheduler never; after a restart on a bad spec the recorded generation
+runs and the record stays as it is."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from polsched.cluster.client import ApiClient
+from polsched.controller import conditions as cond
+from polsched.controller import lastgood
+from polsched.controller.reconciler import PolicyReconciler
+from polsched.controller.status import StatusWriter
+from polsched.scheduler.engine import Engine
+from tests.conftest import Cluster, unique
+
+pytestmark = pytest.mark.e2e
+
+PATH = "/apis/polsched.io/v1alpha1/schedulingpolicies"
+
+
+def good(name: str) -> dict[str, Any]:
+    return {"schedulerName": name, "filters": [{"name": "NodeLabel", "args": {
+        "requirements": [{"key": "zone", "operator": "In", "values": ["a"]}]}}]}
+
+
+def bad(name: str) -> dict[str, Any]:
+    return {"schedulerName": name, "filters": [
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}}]}
+
+
+@pytest.fixture
+def name(cluster: Cluster) -> Iterator[str]:
+    n = unique("lastgood")
+    yield n
+    cluster.kubectl("delete", "spol", n, "--ignore-not-found", "--wait=false", check=False)
+
+
+def put_spec(cluster: Cluster, name: str, spec: dict[str, Any],
+             annotations: dict[str, str] | None = None) -> None:
+    meta: dict[str, Any] = {"name": name}
+    if annotations:
+        meta["annotations"] = annotations
+    cluster.apply({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                   "metadata": meta, "spec": spec})
+
+
+def run(cluster: Cluster, records: bool,
+        body: Callable[[ApiClient, PolicyReconciler], Awaitable[None]]) -> None:
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        engine = Engine(client)
+        writer = StatusWriter(client, lambda _: None, enabled=False)
+        r = PolicyReconciler(client, engine, writer, records_last_good=records)
+        try:
+            await body(client, r)
+        finally:
+            await r.close()
+            await client.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+async def read(client: ApiClient, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = await client.get(f"{PATH}/{name}")
+    return got
+
+
+def test_the_operator_records_each_good_generation_once(cluster: Cluster, name: str) -> None:
+    put_spec(cluster, name, good(name))
+
+    async def body(client: ApiClient, r: PolicyReconciler) -> None:
+        await r.observe(await read(client, name))
+        obj = await read(client, name)
+        assert lastgood.read(obj) == lastgood.LastGood(1, good(name))
+        rv = obj["metadata"]["resourceVersion"]
+        # Our own write comes back as a watch event: no new write.
+        await r.observe(obj)
+        await r.observe(obj)
+        assert (await read(client, name))["metadata"]["resourceVersion"] == rv
+        # A bad edit is not recorded; the next good one is.
+        put_spec(cluster, name, bad(name))
+        obj = await read(client, name)
+        await r.observe(obj)
+        after_bad = await read(client, name)
+        assert after_bad["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+        assert lastgood.read(after_bad) == lastgood.LastGood(1, good(name))
+        spec3 = {**good(name), "filters": [{"name": "NodeLabel", "args": {"requirements": [
+            {"key": "zone", "operator": "In", "values": ["b"]}]}}]}
+        put_spec(cluster, name, spec3)
+        await r.observe(await read(client, name))
+        assert lastgood.read(await read(client, name)) == lastgood.LastGood(3, spec3)
+
+    run(cluster, True, body)
+
+
+def test_a_dedicated_scheduler_does_not_write_the_record(cluster: Cluster, name: str) -> None:
+    put_spec(cluster, name, good(name))
+
+    async def body(client: ApiClient, r: PolicyReconciler) -> None:
+        obj = await read(client, name)
+        await r.observe(obj)
+        after = await read(client, name)
+        assert after["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+        assert lastgood.read(after) is None
+
+    run(cluster, False, body)
+
+
+def test_after_a_restart_on_a_bad_spec_the_recorded_generation_runs(
+        cluster: Cluster, name: str) -> None:
+    # Generation 1 was good and recorded; generation 2, bad, is what a new process sees.
+    put_spec(cluster, name, good(name))
+    put_spec(cluster, name, bad(name), {lastgood.ANNOTATION: lastgood.encode(1, good(name))})
+
+    async def body(client: ApiClient, r: PolicyReconciler) -> None:
+        obj = await read(client, name)
+        assert obj["metadata"]["generation"] == 2
+        await r.observe(obj)
+        rec = r.book.get(name)
+        assert rec is not None
+        view = r._view(rec, r.book.owners())
+        assert view is not None
+        assert view.observed_generation == 1 and view.running == name
+        ready, valid = view.conditions
+        assert (ready.type, ready.status, ready.reason) == (cond.READY, True, cond.RUNNING)
+        assert (valid.type, valid.status, valid.reason) == \
+            (cond.VALID, False, cond.INVALID_SPEC)
+        assert "spec.filters[0].args.expression" in valid.message
+        assert "generation 1 keeps running" in valid.message
+        assert valid.observed_generation == 2
+        after = await read(client, name)  # the record stays as it is
+        assert after["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+
+    run(cluster, True, body)
