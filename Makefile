@@ -7,8 +7,12 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # The local control plane's directory (kubeconfig, logs, pids); `make demo DEV_DIR=/tmp/x`
 # runs a second, separate demo.
 DEV_DIR ?= .dev
+# `make cluster REAL_NODE=1`: one real node (kubelet, containerd, runc; root only) too.
+REAL_NODE ?=
+# `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
+IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build cluster cluster-down test test-unit test-e2e lint demo demo-down bench conformance chaos clean
+.PHONY: all venv build cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
 
 all: test
 
@@ -27,7 +31,15 @@ build:
 	@hack/build.sh >/dev/null
 
 cluster: build
-	@hack/cluster.sh up $(DEV_DIR)
+	@POLSCHED_REAL_NODE=$(REAL_NODE) hack/cluster.sh up $(DEV_DIR)
+
+# polsched's image without Docker (hack/image.sh: mmdebstrap + buildah), as an OCI archive;
+# loaded into the real node's containerd as docker.io/local/polsched:VERSION when one runs.
+image:
+	@archive=$$(hack/image.sh build $(IMAGE_ARCHIVE)) && \
+	if [[ -f $(DEV_DIR)/node/containerd.pid ]] && kill -0 $$(cat $(DEV_DIR)/node/containerd.pid) 2>/dev/null; then \
+	  hack/node.sh load $(DEV_DIR) "$$archive" local/polsched:$$($(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])'); \
+	fi
 
 cluster-down:
 	@hack/cluster.sh down $(DEV_DIR)
@@ -35,13 +47,21 @@ cluster-down:
 # Every test: unit, then e2e against a real kube-apiserver the test session starts
 # (or the one from `make cluster` when POLSCHED_KUBECONFIG is set).
 test: venv build
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	-@hack/install-deps.sh lua
+	$(PY) -m pytest tests -m 'not install' $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
 
 test-e2e: venv build
 	$(PY) -m pytest tests -m e2e $(PYTEST_ARGS)
+
+# The install as a user meets it (tests/install): make image, a control plane with a real
+# node, kubectl apply -k with the image, the operator in-cluster scheduling real pods.
+# Root only; installs its Debian packages (hack/install-deps.sh). ~10 min warm.
+test-install: venv build
+	@hack/install-deps.sh all
+	$(PY) -m pytest tests/install -m install $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check operator tests bench conformance

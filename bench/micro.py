@@ -14,6 +14,12 @@ policy decides, the cache assumes the pod on the chosen node, and the MODIFIED e
 the watch would deliver after the bind confirms it. So every decision sees the pods
 placed before it, as in the live engine.
 
+The `shadow` workload (not run by default: `--workloads basic,shadow`) adds the
+engine's ShadowSet with the bench's shadow policy: before each decision the shadow decides
+on the same snapshot within its time budget (scheduler/shadow.py), and its verdict is
+compared once the pod is placed; `total pods/s` against basic's is what a shadow costs
+the live policy, `shadow` its agreement counts (decided and skipped).
+
 Reported per workload, all from CPU time of this process (time.process_time), which
 other work on a shared machine disturbs far less than wall time:
   decide pods/s   pods / CPU time spent in Pipeline.schedule (the pure decision);
@@ -42,7 +48,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 for p in (ROOT, ROOT / "operator"):
@@ -53,20 +59,23 @@ from bench import workloads as wl  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
-from polsched.framework.pipeline import Pipeline, ScheduleResult  # noqa: E402
+from polsched.framework.pipeline import Pipeline  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
 DEFAULT_WORKLOADS = ("basic", "large", "labels", "affinity")
 
 
-def run_sync(coro: Coroutine[Any, Any, ScheduleResult]) -> ScheduleResult:
+_R = TypeVar("_R")
+
+
+def run_sync(coro: Coroutine[Any, Any, _R]) -> _R:
     """Drive a coroutine that never awaits (a pipeline without extenders) to its result,
     without an event loop's overhead."""
     try:
         coro.send(None)
     except StopIteration as stop:
-        result: ScheduleResult = stop.value
+        result: _R = stop.value
         return result
     coro.close()
     raise RuntimeError("the pipeline awaited: micro.py runs pipelines without extenders")
@@ -103,9 +112,11 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
 def run_workload(workload: wl.Workload) -> dict[str, Any]:
     cache, pipeline, pods = build(workload)
     snapshot = cache.snapshot
+    shadows = shadow_set(workload)
     # CPU time, not wall time: the machine is shared, and a decision never waits.
     clock, wallclock = time.process_time, time.perf_counter
-    decide = cache_t = 0.0
+    decide = cache_t = shadow_t = 0.0
+    verdicts: Any = None
     digest = hashlib.sha256()
     unscheduled = 0
     cpu0 = clock()
@@ -115,6 +126,12 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         cache.on_pod_event("ADDED", obj)
         pod = cache.pods[f"{wl.NAMESPACE}/{obj['metadata']['name']}"]
         t1 = clock()
+        if shadows is not None:  # as the engine: the shadows first, on the same snapshot
+            verdicts = run_sync(shadows.decide(pod, snapshot))
+            ts = clock()
+            shadow_t += ts - t1
+        else:
+            ts = t1
         result = run_sync(pipeline.schedule(pod, snapshot))
         t2 = clock()
         node = result.node
@@ -122,10 +139,13 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
             unscheduled += 1
             digest.update(b"-\n")
             cache_t += t1 - t0
-            decide += t2 - t1
+            decide += t2 - ts
             continue
         digest.update(node.encode() + b"\n")
         cache.assume(pod, node)
+        if shadows is not None:
+            shadows.assumed(pod, verdicts)
+            shadows.bind_ended(pod, node, "")
         bound = {**obj, "spec": {**obj["spec"], "nodeName": node},
                  "metadata": {**obj["metadata"],
                               "resourceVersion": str(int(obj["metadata"]["resourceVersion"])
@@ -133,7 +153,7 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         cache.on_pod_event("MODIFIED", bound)
         t3 = clock()
         cache_t += (t1 - t0) + (t3 - t2)
-        decide += t2 - t1
+        decide += t2 - ts
     wall = wallclock() - wall0
     cpu_s = clock() - cpu0
     n = workload.pods
@@ -146,7 +166,26 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         "cpu_s": round(cpu_s, 3), "wall_s": round(wall, 3),
         "unscheduled": unscheduled,
         "placements": digest.hexdigest()[:16],
+        **({} if shadows is None else {
+            "shadow_cpu_s": round(shadow_t, 3),
+            "wall_pods_per_s": round(n / wall, 1),
+            "shadow": {k: v for s in shadows.shadows.values()
+                       for k, v in s.stats.to_status().items() if k != "lastDisagreements"}}),
     }
+
+
+def shadow_set(workload: wl.Workload) -> Any:
+    """The engine's ShadowSet with the bench's shadow policy, for a `shadow` workload."""
+    if not workload.shadow:
+        return None
+    from polsched.scheduler.shadow import Shadow, ShadowSet
+
+    shadows = ShadowSet()
+    obj = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+           "metadata": {"name": "bench-shadow", "generation": 1},
+           "spec": {"shadowOf": "bench-polsched", **wl.shadow_spec()}}
+    shadows.shadows["bench-shadow"] = Shadow(load_policy(obj), "bench-polsched")
+    return shadows
 
 
 _POINTS = ("pre_filter", "filter", "pre_score", "score_nodes", "normalize_score")

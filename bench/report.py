@@ -95,6 +95,8 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
                   entry["description"] + ".", ""]
         if entry.get("equivalence"):
             lines += [f"Rule per scheduler: {entry['equivalence']}", ""]
+        if entry.get("run"):  # a workload run on its own, after the document's run
+            lines += [f"Run on its own: {entry['run']}", ""]
         keys = list(res)
         lines.append("| | " + " | ".join(NAMES.get(k, k) for k in keys)
                      + " | polsched / kube-scheduler | polsched / no-op |")

@@ -7,11 +7,14 @@ preemption, and the chosen node wherever both sides' top score was unique. A bou
 whose best score tied on either side is a tie, counted apart and never a difference; when
 the two sides then chose different nodes, the scenario's later pods met different
 clusters: their differences are counted as "diverged", apart from the real ones.
+A difference that docs/differences.md lists on purpose (DOCUMENTED) is counted as
+"documented", never as a difference.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,15 @@ Json = dict[str, Any]
 
 FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims")
 
+# Differences that docs/differences.md lists on purpose, recognised by what polsched says:
+# (family, why, predicate on the scenario's pod spec and polsched's result).
+DOCUMENTED: list[tuple[str, str, Callable[[Json, PodResult], bool]]] = [
+    ("dra", "polsched does not allocate ResourceClaims (docs/differences.md): every pod "
+            "with spec.resourceClaims is UnschedulableAndUnresolvable with its own message",
+     lambda spec, p: bool(spec.get("resourceClaims")) and p.outcome == "Unschedulable"
+     and "does not allocate ResourceClaims" in p.message),
+]
+
 
 @dataclass
 class FamilyStats:
@@ -29,6 +41,7 @@ class FamilyStats:
     pods: int = 0
     agree: int = 0
     differ: int = 0
+    documented: int = 0
     ties: int = 0
     diverged: int = 0
     errors: int = 0
@@ -38,6 +51,7 @@ class FamilyStats:
 @dataclass
 class Comparison:
     differences: list[Json] = field(default_factory=list)
+    documented: list[Json] = field(default_factory=list)
     diverged: list[Json] = field(default_factory=list)
     errors: list[Json] = field(default_factory=list)
     families: dict[str, FamilyStats] = field(default_factory=lambda: defaultdict(FamilyStats))
@@ -106,9 +120,18 @@ def compare(scenarios: list[Scenario], kube: list[ScenarioResult],
                                            1000 if s.pod["spec"].get("priorityClassName")
                                            else 0)
                       for s in sc.pods}
+        specs = {s.name: s.pod["spec"] for s in sc.pods}
         for k, p in zip(kr.pods, pr.pods, strict=True):
             st.pods += 1
             diff, tie = compare_pod(k, p, priorities)
+            why = next((w for _, w, pred in DOCUMENTED if diff and pred(specs[k.pod], p)),
+                       None)
+            if why is not None:
+                st.documented += 1
+                out.documented.append({"scenario": sc.index, "family": sc.family,
+                                       "pod": k.pod, "why": why, "kube": k.to_json(),
+                                       "polsched": p.to_json()})
+                continue
             if tie:
                 st.ties += 1
             record = {"scenario": sc.index, "seed": sc.seed, "family": sc.family,
@@ -131,19 +154,21 @@ def compare(scenarios: list[Scenario], kube: list[ScenarioResult],
 
 
 def table(c: Comparison) -> str:
-    head = f"{'family':<16}{'scen':>6}{'pods':>6}{'agree':>7}{'differ':>8}{'ties':>6}" \
-           f"{'diverged':>10}{'errors':>8}"
+    head = f"{'family':<16}{'scen':>6}{'pods':>6}{'agree':>7}{'differ':>8}{'documented':>12}" \
+           f"{'ties':>6}{'diverged':>10}{'errors':>8}"
     lines = [head, "-" * len(head)]
     total = FamilyStats()
     for fam in sorted(c.families):
         s = c.families[fam]
         lines.append(f"{fam:<16}{s.scenarios:>6}{s.pods:>6}{s.agree:>7}{s.differ:>8}"
-                     f"{s.ties:>6}{s.diverged:>10}{s.errors:>8}")
-        for attr in ("scenarios", "pods", "agree", "differ", "ties", "diverged", "errors"):
+                     f"{s.documented:>12}{s.ties:>6}{s.diverged:>10}{s.errors:>8}")
+        for attr in ("scenarios", "pods", "agree", "differ", "documented", "ties", "diverged",
+                     "errors"):
             setattr(total, attr, getattr(total, attr) + getattr(s, attr))
     lines.append("-" * len(head))
     lines.append(f"{'total':<16}{total.scenarios:>6}{total.pods:>6}{total.agree:>7}"
-                 f"{total.differ:>8}{total.ties:>6}{total.diverged:>10}{total.errors:>8}")
+                 f"{total.differ:>8}{total.documented:>12}{total.ties:>6}{total.diverged:>10}"
+                 f"{total.errors:>8}")
     if c.fields:
         lines.append("differing fields: " + ", ".join(f"{k} {v}" for k, v in
                                                      c.fields.most_common()))
@@ -155,11 +180,13 @@ def report_json(c: Comparison, scenarios: list[Scenario], meta: Json) -> Json:
     return {
         **meta,
         "families": {f: {"scenarios": s.scenarios, "pods": s.pods, "agree": s.agree,
-                         "differ": s.differ, "ties": s.ties, "diverged": s.diverged,
+                         "differ": s.differ, "documented": s.documented, "ties": s.ties,
+                         "diverged": s.diverged,
                          "errors": s.errors}
                      for f, s in sorted(c.families.items())},
         "differences": c.differences,
         "errors": c.errors,
+        "documented": c.documented,
         "diverged": c.diverged,
         # The scenarios behind every difference, so that each can be replayed and read.
         "scenarios": {str(s.index): s.to_json() for s in scenarios if s.index in differing},

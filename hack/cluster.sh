@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local control plane: etcd, kube-apiserver (RBAC, client-certificate auth),
-# kube-controller-manager (namespace, garbage-collector and service-account controllers
-# only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
+# kube-controller-manager (namespace, garbage-collector, service-account, statefulset,
+# ephemeral-volume and persistent-volume binder controllers only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
 # kwok plays the nodes. Pods need no ServiceAccount (the ServiceAccount admission plugin
 # is off), so a test may create pods right after creating their namespace. New nodes get
 # no node.kubernetes.io/not-ready taint (TaintNodesByCondition is off): without a node
@@ -13,6 +13,11 @@
 #
 # DIR/kubeconfig is the admin kubeconfig (user polsched-admin in group system:masters).
 # Environment: POLSCHED_NO_KWOK=1 skips kwok; POLSCHED_APISERVER_ARGS adds flags.
+# POLSCHED_REAL_NODE=1 (`make cluster REAL_NODE=1`) adds a real node (hack/node.sh: a
+# kubelet, containerd, runc, the CNI bridge; root only) next to the kwok ones, and what
+# real pods need: ServiceAccount tokens (admission + root CA publisher), Deployments and
+# ReplicaSets, Endpoints and EndpointSlices, and --enable-aggregator-routing so that the
+# API server calls webhook Services through their endpoints (there is no kube-proxy).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
@@ -38,7 +43,9 @@ stop_one() {
 }
 
 down() {
+  if [[ -d "$dir/node" ]]; then "$here/node.sh" down "$dir" || true; fi
   stop_one kwok
+  stop_one kube-scheduler
   stop_one kube-controller-manager
   stop_one kube-apiserver
   stop_one etcd
@@ -108,8 +115,11 @@ up() {
       && [[ -f "$dir/apiserver.port" ]] \
       && readyz "$(cat "$dir/apiserver.port")"; then
     if [[ -n "${POLSCHED_NO_KWOK:-}" ]] || alive kwok; then
-      log "already running: $dir/kubeconfig"
-      return 0
+      if [[ -z "${POLSCHED_REAL_NODE:-}" ]] || alive kube-scheduler; then
+        [[ -z "${POLSCHED_REAL_NODE:-}" ]] || "$here/node.sh" up "$dir"
+        log "already running: $dir/kubeconfig"
+        return 0
+      fi
     fi
   fi
   down 2>/dev/null || true
@@ -119,7 +129,14 @@ up() {
   # A start that fails half-way leaves nothing running.
   trap 'down >/dev/null 2>&1' ERR
   pki
-  local etcd_port peer_port api_port
+  local etcd_port peer_port api_port admission=ServiceAccount,TaintNodesByCondition
+  local controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,ephemeral-volume,persistentvolume-binder,pvc-protection,pv-protection
+  local real_args=""
+  if [[ -n "${POLSCHED_REAL_NODE:-}" ]]; then
+    admission=TaintNodesByCondition
+    controllers+=,root-ca-cert-publisher,deployment,replicaset,endpoint,endpointslice
+    real_args="--enable-aggregator-routing=true --kubelet-client-certificate $dir/pki/admin.crt --kubelet-client-key $dir/pki/admin.key"
+  fi
   etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
   log "starting etcd on 127.0.0.1:$etcd_port"
   # --unsafe-no-fsync: a throwaway test store; fsync would dominate bind latency.
@@ -144,7 +161,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc \
     --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 \
     --endpoint-reconciler-type none \
-    --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
+    --disable-admission-plugins "$admission" $real_args \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --enable-priority-and-fairness=false \
     --profiling=false --v=0 ${POLSCHED_APISERVER_ARGS:-} \
@@ -164,9 +181,14 @@ up() {
   done
   readyz "$api_port" || { log "kube-apiserver not ready after 60s; see $dir/kube-apiserver.log"; exit 1; }
   kubeconfig "$api_port"
-  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount)"
+  # The PV binder binds claims as in a real cluster: Immediate claims at once,
+  # WaitForFirstConsumer claims once the scheduler's PreBind has set the chosen PV's
+  # claimRef (or annotated the claim with volume.kubernetes.io/selected-node for a
+  # provisioner). The statefulset and ephemeral-volume controllers create the claims of
+  # volumeClaimTemplates and of generic ephemeral volumes.
+  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount, statefulset, ephemeral-volume, persistentvolume-binder)"
   setsid "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
-    --controllers namespace,garbagecollector,serviceaccount,serviceaccount-token \
+    --controllers "$controllers" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --v=0 \
     >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &
@@ -181,6 +203,16 @@ up() {
       --server-address=127.0.0.1:0 \
       >"$dir/kwok.log" 2>&1 < /dev/null &
     echo $! > "$dir/kwok.pid"
+  fi
+  if [[ -n "${POLSCHED_REAL_NODE:-}" ]]; then
+    # A real node runs ordinary pods too (polsched's own Deployment): they need the
+    # default scheduler.
+    log "starting kube-scheduler (default-scheduler, for the real node's ordinary pods)"
+    setsid "$bin/kube-scheduler" --kubeconfig "$dir/kubeconfig" --leader-elect=false \
+      --bind-address 127.0.0.1 --secure-port 0 --v=0 \
+      >"$dir/kube-scheduler.log" 2>&1 < /dev/null &
+    echo $! > "$dir/kube-scheduler.pid"
+    "$here/node.sh" up "$dir"
   fi
   trap - ERR
   log "ready in $(( $(date +%s) - start ))s: export KUBECONFIG=$dir/kubeconfig"

@@ -162,7 +162,8 @@ _E2E_RAN: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call" and "e2e" in report.keywords and not report.skipped:
+    if report.when == "call" and ("e2e" in report.keywords or "install" in report.keywords) \
+            and not report.skipped:
         _E2E_RAN.append(report.nodeid)
 
 
@@ -174,8 +175,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Tests under tests/e2e and tests/unit carry their marker without repeating it.
+    # Tests under tests/e2e, tests/unit and tests/install carry their marker without
+    # repeating it.
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
-        if parts and parts[0] in ("e2e", "unit") and parts[0] not in item.keywords:
+        if parts and parts[0] in ("e2e", "unit", "install") and parts[0] not in item.keywords:
             item.add_marker(getattr(pytest.mark, parts[0]))

@@ -38,7 +38,6 @@ EXTENSION_POINTS = ("queueSort", "preEnqueue", "preFilter", "filter", "postFilte
 # profile that keeps them loses nothing polsched could have done.
 UPSTREAM_ONLY_DEFAULTS = frozenset({
     "PrioritySort", "SchedulingGates", "DefaultPreemption", "DefaultBinder",
-    "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
     "DynamicResources", "GangScheduling", "NodeDeclaredFeatures",
 })
 _WHY = {

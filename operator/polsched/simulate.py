@@ -648,10 +648,12 @@ def load_candidate(path: str, name: str | None) -> Policy:
 
 
 def current_policy(objects: Sequence[Json], candidate: Policy) -> Json | None:
-    """The applied policy the candidate would replace: same name, else same
-    schedulerName (the oldest, as the operator decides who keeps a name)."""
+    """The applied policy the candidate would replace: the one it shadows (spec.shadowOf),
+    else the one of the same name, else of the same schedulerName (the oldest, as the
+    operator decides who keeps a name)."""
     found = _policies(objects)
-    same = [p for p in found if (p.get("metadata") or {}).get("name") == candidate.name]
+    wanted = candidate.shadow_of or candidate.name
+    same = [p for p in found if (p.get("metadata") or {}).get("name") == wanted]
     if same:
         return same[0]
     same = [p for p in found if str((p.get("spec") or {}).get("schedulerName")
@@ -700,6 +702,10 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
                 baseline = _load(obj, f"{source}: {KIND} "
                                       f"{(obj.get('metadata') or {}).get('name')}")
                 label = f"the current {(obj.get('metadata') or {}).get('name')}"
+                if candidate.shadow_of:
+                    # A shadow decides the pods of the policy it shadows.
+                    candidate = dataclasses.replace(candidate,
+                                                    scheduler_name=baseline.scheduler_name)
         elif args.baseline != "none":
             baseline = load_candidate(args.baseline, None)
             label = f"{baseline.name} from {args.baseline}"

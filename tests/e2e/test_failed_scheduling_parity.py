@@ -123,8 +123,10 @@ def both_schedulers(cluster: Cluster, kube_scheduler: Any, make_pods: Any, bound
         asyncio.run(kube_side())
         ks.stop()
         # Free the nodes again before polsched schedules the same set.
+        # kubectl deletes one pod at a time: 300 of them take over a minute on a shared
+        # machine.
         cluster.kubectl("delete", "pods", "--all", "-n", kube_ns, "--force",
-                        "--grace-period=0")
+                        "--grace-period=0", timeout=300)
 
         async def ours(client: ApiClient) -> None:
             client_box["ours"] = await schedule_and_collect(

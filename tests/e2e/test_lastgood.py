@@ -127,8 +127,13 @@ def test_after_a_restart_on_a_bad_spec_the_recorded_generation_runs(
         view = r._view(rec, r.book.owners())
         assert view is not None
         assert view.observed_generation == 1 and view.running == name
-        ready, valid = view.conditions
-        assert (ready.type, ready.status, ready.reason) == (cond.READY, True, cond.RUNNING)
+        ready, reconciling, stalled, valid = view.conditions
+        # Generation 1 schedules, but generation 2 will not run until it is fixed: kstatus
+        # Stalled, not Ready, so `kubectl wait --for=condition=Ready` does not pass on it.
+        assert (ready.type, ready.status, ready.reason) == (cond.READY, False, cond.INVALID_SPEC)
+        assert "runs generation 1" in ready.message and ready.observed_generation == 2
+        assert (stalled.type, stalled.status) == (cond.STALLED, True)
+        assert (reconciling.type, reconciling.status) == (cond.RECONCILING, False)
         assert (valid.type, valid.status, valid.reason) == \
             (cond.VALID, False, cond.INVALID_SPEC)
         assert "spec.filters[0].args.expression" in valid.message

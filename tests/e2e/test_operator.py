@@ -74,7 +74,7 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     assert "NodeLabel" in status["pipeline"]["filters"]
     assert status["lastBindTime"]
     assert {c["type"]: c["status"] for c in status["conditions"]} == \
-        {"Ready": "True", "Valid": "True"}
+        {"Ready": "True", "Reconciling": "False", "Stalled": "False", "Valid": "True"}
     row = h.cluster.kubectl("get", "spol", name, "--no-headers").stdout.split()
     print("kubectl get spol:", " ".join(row))
     assert row[:5] == [name, rid, "True", "20", "0"]
@@ -162,7 +162,14 @@ def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
     assert valid["observedGeneration"] == 2
     status = h.status(name)
     assert status["observedGeneration"] == 1
-    assert h.condition(name, "Ready")["status"] == "True"
+    # kstatus: generation 2 will never run as it is, so it is not Ready but Stalled, even
+    # though generation 1 keeps scheduling (`kubectl wait --for=condition=Ready` fails).
+    ready = h.condition(name, "Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == \
+        ("False", "InvalidSpec", 2)
+    assert "runs generation 1" in ready["message"]
+    assert h.condition(name, "Stalled")["status"] == "True"
+    assert h.condition(name, "Reconciling")["status"] == "False"
     h.create_pods(namespace, [f"p{i}" for i in range(5)], rid)
     bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 5 and b, 10,
                      "5 pods bound by the old pipeline")
@@ -198,9 +205,10 @@ def test_restart_on_an_invalid_spec_runs_the_last_good_generation(
     print("Valid=False after restart:", valid["message"])
     assert valid["reason"] == "InvalidSpec"
     assert "spec.filters[1].args.expression" in valid["message"]
-    ready = wait_for(lambda: (c := h.condition(name, "Ready")).get("status") == "True"
-                     and c, 5, "Ready=True")
-    assert ready["reason"] == "Running"
+    ready = wait_for(lambda: (c := h.condition(name, "Ready")).get("observedGeneration") == 2
+                     and c, 5, "Ready for generation 2")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "runs generation 1" in ready["message"]
     status = h.status(name)
     assert status["observedGeneration"] == 1
     assert status["pipeline"]["filters"].count("Expression") == 0

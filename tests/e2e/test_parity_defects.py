@@ -134,6 +134,10 @@ def test_existing_anti_affinity_with_namespace_selector_keeps_pods_away(
         note = await failed_scheduling(client, team, "pinned")
         assert "1 node(s) didn't satisfy existing pods anti-affinity rules" in note, note
         assert "didn't match pod affinity rules" not in note
+        # Defect 9's second half: preemption counts that node as one it tried (the guard
+        # has no lower priority, so no victims), not as "not helpful".
+        assert "preemption: " in note and "1 No preemption victims found for incoming pod" \
+            in note, note
 
     run_engine(cluster, [policy(sched)], body)
 

@@ -298,3 +298,36 @@ def test_gated_pods_are_reported_not_decided(tmp_path: Path, files: dict[str, Pa
     assert [p["name"] for p in doc["pods"]] == ["late-high", "early", "middle", "gated"]
     last = doc["pods"][-1]
     assert last["node"] is None and last["reason"].startswith("gated")
+
+
+def test_progress_bar_shows_only_after_a_while() -> None:
+    import io
+
+    out = io.StringIO()
+    bar = simulate.ProgressBar(out, after=3600.0)
+    bar(5, 10)
+    bar.close()
+    assert out.getvalue() == ""  # a quick run shows nothing
+    bar = simulate.ProgressBar(out, after=0.0)
+    bar(5, 10)
+    bar(10, 10)
+    bar.close()
+    text = out.getvalue()
+    assert "\r[" + "#" * 15 + "." * 15 + "] 5/10 decisions" in text
+    assert "] 10/10 decisions" in text and text.endswith("\n")
+
+
+def test_a_shadow_candidate_is_compared_with_the_policy_it_shadows(
+        tmp_path: Path, files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The shadow overlay of the GitOps page: another name, spec.shadowOf the live one."""
+    shadow = policy("ranked-candidate", require="special")
+    shadow["spec"]["shadowOf"] = "ranked"
+    del shadow["spec"]["schedulerName"]  # its own name: a shadow claims none
+    f = tmp_path / "shadow.yaml"
+    f.write_text(yaml.safe_dump(shadow))
+    code, out, err = run(capsys, "-f", str(f), "--snapshot", str(files["snap"]), "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["baseline"] == "the current ranked"
+    assert [(p["name"], p["node"]) for p in doc["pods"]] == [
+        ("late-high", "n1"), ("early", "n1"), ("middle", None)]

@@ -37,6 +37,7 @@ from polsched.api.model import (
     PluginEntry,
     Policy,
     PolicyError,
+    PreemptionConfig,
     RuntimeConfig,
 )
 from polsched.framework import names, resources
@@ -47,8 +48,11 @@ from polsched.framework.selectors import Matcher, SelectorError, compile_label_s
 SPEC_FIELDS = (
     "schedulerName", "paused", "shadowOf", "defaultPlugins", "disabledPlugins",
     "percentageOfNodesToScore", "namespaceSelector", "runtime", "filters", "scorers",
-    "extenders",
+    "extenders", "preemption",
 )
+PREEMPTION_FIELDS = ("minCandidateNodesPercentage", "minCandidateNodesAbsolute")
+# The PostFilter of the default profile: disabled like the other defaults.
+DEFAULT_PREEMPTION = "DefaultPreemption"
 FILTER_FIELDS = ("name", "args", "when")
 SCORER_FIELDS = ("name", "weight", "args", "when")
 WHEN_FIELDS = ("podSelector",)
@@ -257,6 +261,14 @@ class _Loader:
             default_scorers = tuple((n, w) for n, w in self.default_scorers
                                     if n not in disabled)
 
+        # defaultPlugins is about the default filters and scorers: preemption stays on
+        # unless disabledPlugins names it (or "*").
+        preemption = None if (DISABLE_ALL in disabled or DEFAULT_PREEMPTION in disabled) \
+            else PreemptionConfig()
+        if spec.get("preemption") is not None:
+            configured = self._preemption(spec["preemption"])
+            if preemption is not None:
+                preemption = configured
         filters = self._filters(spec.get("filters"), default_filters, handle)
         scorers = self._scorers(spec.get("scorers"), default_scorers, handle)
         pre_enqueue = [e for n in pre_enqueue_names
@@ -277,6 +289,7 @@ class _Loader:
             scorers=tuple(scorers),
             extenders=tuple(extenders),
             pre_enqueue=tuple(pre_enqueue),
+            preemption=preemption,
             ignored_resources=ignored,
             uid=uid if isinstance(uid, str) else "",
         )
@@ -463,11 +476,29 @@ class _Loader:
         return insecure, ca_data, ref
 
     # -- plugins -----------------------------------------------------------------------
+    def _preemption(self, value: Any) -> PreemptionConfig:
+        """spec.preemption: DefaultPreemptionArgs, validated as
+        ValidateDefaultPreemptionArgs."""
+        path = "spec.preemption"
+        obj = self._mapping(value, path)
+        if obj is None:
+            return PreemptionConfig()
+        for key in obj:
+            if key not in PREEMPTION_FIELDS:
+                self.errors.add(f"{path}.{key}", f"unknown field; known: "
+                                f"{', '.join(PREEMPTION_FIELDS)}")
+        pct = self._int(obj, "minCandidateNodesPercentage", path, 10, 0, 100)
+        absolute = self._int(obj, "minCandidateNodesAbsolute", path, 100, 0)
+        if pct == 0 and absolute == 0:
+            self.errors.add(f"{path}.minCandidateNodesPercentage",
+                            "cannot be zero at the same time as minCandidateNodesAbsolute")
+        return PreemptionConfig(pct, absolute)
+
     def _disabled(self, value: Any) -> frozenset[str]:
         path = "spec.disabledPlugins"
         defaults = list(dict.fromkeys(
             [*self.default_pre_enqueue, *self.default_filters,
-             *(n for n, _ in self.default_scorers)]))
+             *(n for n, _ in self.default_scorers), DEFAULT_PREEMPTION]))
         out: set[str] = set()
         for i, raw in enumerate(self._list(value, path)):
             if not isinstance(raw, str):

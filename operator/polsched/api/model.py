@@ -94,6 +94,14 @@ class PluginEntry:
 
 
 @dataclass(frozen=True)
+class PreemptionConfig:
+    """spec.preemption: kube-scheduler's DefaultPreemptionArgs, defaulted."""
+
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     mode: str = "Shared"  # Shared | Dedicated
     replicas: int = 1
@@ -120,3 +128,5 @@ class Policy:
     shadow_of: str = ""
     # PreEnqueue plugins (the default profile's SchedulingGates unless disabled).
     pre_enqueue: tuple[PluginEntry, ...] = ()
+    # DefaultPreemption, the PostFilter: its args; None when disabled.
+    preemption: PreemptionConfig | None = field(default_factory=lambda: PreemptionConfig())

@@ -1,18 +1,40 @@
-"""metav1.Condition bookkeeping for a policy's status: Ready and Valid.
+"""metav1.Condition bookkeeping for a policy's status, as kstatus reads it.
+
+The types (sigs.k8s.io/cli-utils/pkg/kstatus, which Flux and `kubectl wait` follow, and
+which manifests/argocd-health.lua mirrors for Argo CD):
+
+- Ready (normal-true): a scheduler runs the pipeline of the current generation.
+- Reconciling (abnormal-true): the current generation is not running yet, and will be
+  without anyone's help (a leader is being elected, a pipeline is being built).
+- Stalled (abnormal-true): the current generation cannot run until a human changes
+  something (the spec does not load, its schedulerName belongs to an older policy).
+- Valid: whether the latest spec loaded (kept from before kstatus; Stalled says the
+  same for tools that only know kstatus).
+
+Every condition carries the generation it describes (observedGeneration), so a reader
+never takes a verdict about generation N for one about N+1: `kubectl wait
+--for=condition=Ready` skips conditions whose observedGeneration is older than
+metadata.generation. Ready is never True for a generation that does not run.
 
 As apimachinery's meta.SetStatusCondition: lastTransitionTime changes only when the
-status flips, so `kubectl get spol` and watchers can tell how long a policy has been in
-its state. Purely data-manipulative.
+status flips. Purely data-manipulative.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
 VALID = "Valid"
+
+Status = Literal["True", "False", "Unknown"]
+TRUE: Status = "True"
+FALSE: Status = "False"
+UNKNOWN: Status = "Unknown"
 
 # Reasons (CamelCase, as Kubernetes condition reasons).
 RUNNING = "Running"
@@ -21,25 +43,49 @@ INVALID_SPEC = "InvalidSpec"
 LOADED = "Loaded"
 DEDICATED = "Dedicated"
 WAITING_FOR_LEADER = "WaitingForLeader"
+PROGRESSING = "Progressing"
+STARTING = "Starting"
 
 
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: bool
+    status: bool | Status
     reason: str
     message: str
     observed_generation: int
 
+    @property
+    def status_text(self) -> Status:
+        if isinstance(self.status, bool):
+            return TRUE if self.status else FALSE
+        return self.status
+
     def to_dict(self, last_transition_time: str) -> dict[str, Any]:
         return {
             "type": self.type,
-            "status": "True" if self.status else "False",
+            "status": self.status_text,
             "reason": self.reason,
             "message": self.message,
             "observedGeneration": self.observed_generation,
             "lastTransitionTime": last_transition_time,
         }
+
+
+def kstatus(ready: Condition, *, stalled: bool) -> tuple[Condition, Condition, Condition]:
+    """Ready with the Reconciling and Stalled conditions that go with it.
+
+    `ready` True: both False. Not True and `stalled`: Stalled=True with Ready's reason and
+    message. Otherwise the controller is still working: Reconciling=True."""
+    gen = ready.observed_generation
+    if ready.status_text == TRUE:
+        return (ready, Condition(RECONCILING, False, ready.reason, "", gen),
+                Condition(STALLED, False, ready.reason, "", gen))
+    if stalled:
+        return (ready, Condition(RECONCILING, False, ready.reason, "", gen),
+                Condition(STALLED, True, ready.reason, ready.message, gen))
+    return (ready, Condition(RECONCILING, True, ready.reason, ready.message, gen),
+            Condition(STALLED, False, ready.reason, "", gen))
 
 
 def now_rfc3339() -> str:
@@ -55,9 +101,9 @@ def merge_conditions(previous: list[dict[str, Any]] | None, wanted: list[Conditi
     out: list[dict[str, Any]] = []
     for cond in wanted:
         old = prev.pop(cond.type, None)
-        status = "True" if cond.status else "False"
         ltt = now
-        if old is not None and old.get("status") == status and old.get("lastTransitionTime"):
+        if (old is not None and old.get("status") == cond.status_text
+                and old.get("lastTransitionTime")):
             ltt = str(old["lastTransitionTime"])
         out.append(cond.to_dict(ltt))
     out.extend(prev.values())

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import uuid
 from collections.abc import Callable
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import kopf
 
 from polsched.api import GROUP, PLURAL, VERSION
-from polsched.controller import credentials, webhook
+from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller import credentials, namespaces, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OPERATOR_LEASE = "polsched-operator"
+OPERATOR_CONTAINER = "operator"  # the container's name in manifests/templates/operator.yaml.j2
 
 
 def default_identity() -> str:
@@ -99,7 +102,45 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool]
     return runner
 
 
-def settings_for(args: argparse.Namespace) -> kopf.OperatorSettings:
+def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
+    """The webhook server `polsched run`'s flags ask for (controller.webhook)."""
+    service = webhook.parse_service(args.webhook_service) if args.webhook_service else None
+    names = (webhook.service_names(service[0], service[1]) if service is not None
+             else [webhook.split_listen(args.webhook_listen)[0]])
+    certs: webhook.CertificateSource
+    if service is not None or args.webhook_secret is not None:
+        certs = webhook.CertificateManager(client, args.namespace,
+                                           args.webhook_secret or webhook.DEFAULT_SECRET, names)
+    else:
+        certs = webhook.EphemeralCertificates(names)
+    publish: webhook.Publisher = (webhook.CABundleInjector(client) if service is not None
+                                  else webhook.URLConfiguration(client))
+    return webhook.ManagedWebhookServer(args.webhook_listen, certs, service=service,
+                                        publish=publish)
+
+
+async def own_image(client: ApiClient) -> str | None:
+    """In a pod ($POD_NAME, $POD_NAMESPACE from the downward API): the image this
+    container runs, which Dedicated schedulers then run too, whatever name the install
+    gave it (kustomize `images:`, a private registry)."""
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not pod or not namespace:
+        return None
+    try:
+        obj = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+    except ApiError as e:
+        log.warning("cannot read my own pod %s/%s for its image (%s); Dedicated schedulers "
+                    "run %s unless --dedicated-image says otherwise", namespace, pod, e,
+                    DEFAULT_IMAGE)
+        return None
+    containers = (obj.get("spec") or {}).get("containers") or []
+    for c in containers:
+        if c.get("name") == OPERATOR_CONTAINER:
+            return str(c["image"])
+    return str(containers[0]["image"]) if len(containers) == 1 else None
+
+
+def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
@@ -108,8 +149,8 @@ def settings_for(args: argparse.Namespace) -> kopf.OperatorSettings:
     # Events on one policy are handled as they come: a hot reload must not wait.
     settings.watching.client_timeout = 600
     if args.webhook_listen:
-        settings.admission.server = webhook.server(args.webhook_listen, args.webhook_cert_dir)
-        settings.admission.managed = webhook.CONFIGURATION_NAME
+        # The configuration is ours (controller.webhook), never kopf's managed one.
+        settings.admission.server = webhook_server(args, client)
     return settings
 
 
@@ -144,6 +185,12 @@ def register_handlers(registry: kopf.OperatorRegistry, reconciler: PolicyReconci
 async def operate(args: argparse.Namespace) -> None:
     identity = args.identity or default_identity()
     client = credentials.api_client(args.kubeconfig)
+    if args.webhook_service and not args.webhook_listen:
+        await client.close()
+        raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
+    # The namespace check runs while the process sets up; the Lease waits for it.
+    namespace_ready = asyncio.get_running_loop().create_task(
+        namespaces.ensure(client, args.namespace), name="polsched-namespace")
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
                     shadow_budget=args.shadow_budget)
     engine.set_leader(None, False)  # nobody binds before the lease says so
@@ -151,6 +198,9 @@ async def operate(args: argparse.Namespace) -> None:
         # Ready once the cache has synced (engine.start() returns then).
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:
+        namespace_ready.cancel()
+        with contextlib.suppress(BaseException):
+            await namespace_ready
         await client.close()
         raise
 
@@ -161,7 +211,8 @@ async def operate(args: argparse.Namespace) -> None:
     # bindsTotal exact across SIGKILL and failover: counted against the API server.
     writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
-                                 image=args.dedicated_image or DEFAULT_IMAGE)
+                                 image=args.dedicated_image or await own_image(client)
+                                 or DEFAULT_IMAGE)
     reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
                                   records_last_good=True)
     reconciler.leading = False
@@ -189,6 +240,13 @@ async def operate(args: argparse.Namespace) -> None:
         tasks.add(t)
         t.add_done_callback(tasks.discard)
 
+    try:
+        await namespace_ready
+    except BaseException:
+        if probes is not None:
+            await probes.cleanup()
+        await client.close()
+        raise
     elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
                            identity=identity, on_change=on_leading,
                            lease_duration=args.lease_duration, renew_period=args.renew_period)
@@ -199,7 +257,7 @@ async def operate(args: argparse.Namespace) -> None:
     register_handlers(registry, reconciler, args.kubeconfig)
     if args.webhook_listen:
         webhook.register(registry)
-    settings = settings_for(args)
+    settings = settings_for(args, client)
     loop = asyncio.get_running_loop()
     election = loop.create_task(elector.run(), name="polsched-lease")
     # Policies kopf sees before the sync are applied to the engine, which starts their

@@ -43,11 +43,18 @@ def _common(p: argparse.ArgumentParser) -> None:
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--webhook-listen", metavar="HOST:PORT", default=None,
-                   help="serve the validating admission webhook here with a self-signed CA "
+                   help="serve the validating admission webhook here with a CA of its own "
                         "and keep the ValidatingWebhookConfiguration 'polsched.io' pointing "
                         "at it (off by default)")
-    p.add_argument("--webhook-cert-dir", default=None,
-                   help="where to write the webhook's CA and certificate (default: a temp dir)")
+    p.add_argument("--webhook-service", metavar="NAMESPACE/NAME[:PORT]", default=None,
+                   help="in-cluster: the apiserver reaches the webhook through this Service "
+                        "(port default 443); the CA and serving certificate are kept in "
+                        "--webhook-secret and renewed before they expire, and the CA goes into "
+                        "the caBundle of the ValidatingWebhookConfiguration polsched.io that "
+                        "manifests/ ship (failurePolicy Fail)")
+    p.add_argument("--webhook-secret", default=None,
+                   help="the Secret (in --namespace) holding the webhook's CA and certificate "
+                        "(default with --webhook-service: polsched-webhook-tls)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
@@ -59,8 +66,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "skipped, so a saturated policy loses at most about this share of "
                         "its throughput (default %(default)s)")
     p.add_argument("--dedicated-image", default=None,
-                   help="image of Dedicated schedulers "
-                        "(default: ghcr.io/polsched/polsched:VERSION)")
+                   help="image of Dedicated schedulers (default: in a pod, the image of "
+                        "its container `operator`; else ghcr.io/polsched/polsched:VERSION)")
 
 
 def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:

@@ -313,6 +313,9 @@ class PolicyReconciler:
 
     # -- status ----------------------------------------------------------------------------
     def _view(self, rec: PolicyRecord, owners: Mapping[str, str]) -> StatusView | None:
+        """The conditions of `rec`'s current generation (controller.conditions): Ready only
+        when that generation runs; Stalled when it cannot run without an edit; Reconciling
+        while it is on its way."""
         gen = rec.generation
         if rec.error is None:
             valid = cond.Condition(cond.VALID, True, cond.LOADED,
@@ -329,11 +332,13 @@ class PolicyReconciler:
                 f"schedulerName {rec.claimed!r} is already used by SchedulingPolicy "
                 f"{owner!r}, which is older; change spec.schedulerName or delete {owner!r}",
                 gen)
-            return StatusView(rec.claimed, None, None, None, (ready, valid))
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=True), valid))
         if rec.loaded is None:
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
                                    "no generation of this policy has loaded yet; see Valid", gen)
-            return StatusView(rec.claimed, None, None, None, (ready, valid))
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=True), valid))
         if not self._runs_here(rec):
             # Another process runs it (the operator leaves a Dedicated policy's status to
             # its scheduler, and a Dedicated scheduler leaves a Shared one to the operator).
@@ -343,12 +348,26 @@ class PolicyReconciler:
         if applied is None:
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
                                    "the pipeline could not be built; see Valid", gen)
-            return StatusView(rec.claimed, None, None, None, (ready, valid))
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=True), valid))
         running = applied[1]
         msg = (f"scheduler {policy.scheduler_name!r} runs generation {running.generation}"
                + (" (paused: no new binds)" if running.paused else ""))
-        ready = cond.Condition(cond.READY, True, cond.RUNNING, msg, gen)
-        return StatusView(rec.claimed, rec.claimed, running.generation, None, (ready, valid))
+        if rec.error is not None:
+            # The last good pipeline keeps scheduling, but this generation will not run.
+            problems = "; ".join(str(e) for e in rec.error.errors)
+            ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
+                                   f"generation {gen} does not load: {problems}; {msg}", gen)
+            stalled = True
+        elif running.generation != gen:
+            ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.PROGRESSING,
+                                   f"generation {gen} is starting; {msg}", gen)
+            stalled = False
+        else:
+            ready = cond.Condition(cond.READY, True, cond.RUNNING, msg, gen)
+            stalled = False
+        return StatusView(rec.claimed, rec.claimed, running.generation, None,
+                          (*cond.kstatus(ready, stalled=stalled), valid))
 
     def _shadow_view(self, rec: PolicyRecord, owners: Mapping[str, str],
                      valid: cond.Condition) -> StatusView | None:
@@ -360,14 +379,16 @@ class PolicyReconciler:
         if target is None or attached is None:
             ready = cond.Condition(cond.READY, False, SHADOW_TARGET_NOT_RUNNING,
                                    why or "not attached yet", gen)
-            return StatusView("", None, None, None, (ready, valid))
+            # Waits for its target to run (kstatus Reconciling), unless its spec is bad.
+            return StatusView("", None, None, None,
+                              (*cond.kstatus(ready, stalled=rec.error is not None), valid))
         running = attached[1]
         ready = cond.Condition(
             cond.READY, True, SHADOWING,
             f"generation {running.generation} decides beside SchedulingPolicy {target.name!r} "
             f"(schedulerName {target.claimed!r}) and binds nothing", gen)
         return StatusView("", SHADOW_PREFIX + rec.name, running.generation, None,
-                          (ready, valid))
+                          (*cond.kstatus(ready, stalled=False), valid))
 
     def _on_engine_change(self, scheduler_name: str) -> None:
         applied = self._applied.get(scheduler_name)

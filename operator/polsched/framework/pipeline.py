@@ -49,6 +49,29 @@ MAX_EXTENDER_PRIORITY = 10
 NO_NODE_AVAILABLE = "0/{} nodes are available"
 # schedule_one.go ErrNoNodesAvailable: what the event says when the cluster has no nodes.
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+# An upstream quirk we mirror (docs/differences.md): kube-scheduler v1.37's default profile
+# runs DynamicResources' PostFilter before DefaultPreemption's, and it reads the state its
+# PreFilter writes for every pod. When an earlier PreFilter returned
+# UnschedulableAndUnresolvable (a missing PVC, an unbound Immediate PVC, an empty
+# PreFilterResult...), that PreFilter never ran, the read fails with fwk.ErrNotFound and
+# the whole PostFilter phase ends with that error: the FailedScheduling message reads
+# "0/N nodes are available: <PreFilter message>. not found".
+DRA_POST_FILTER_NOT_FOUND = "not found"
+DYNAMIC_RESOURCES = "DynamicResources"
+
+
+def _skipped_dynamic_resources(st: Status, filters: Sequence[FilterEntry]) -> bool:
+    """Whether the PreFilter rejection `st` returned before DynamicResources' PreFilter
+    (a filter of this pod's pipeline) ran: RunPreFilterPlugins returns at once on
+    UnschedulableAndUnresolvable, and runs the PreFilters in filter order."""
+    if st.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+        return False
+    names = [f.name for f in filters]
+    if DYNAMIC_RESOURCES not in names:
+        return False
+    return st.plugin not in names or names.index(st.plugin) < names.index(DYNAMIC_RESOURCES)
+
+
 # apimachinery validation.NoteLengthLimit: events carry at most this many characters.
 NOTE_LENGTH_LIMIT = 1024
 
@@ -141,6 +164,10 @@ class FitError:
     # The nodes that were filtered (or all of them when PreFilter rejected the pod).
     node_statuses: dict[str, Status] = field(default_factory=dict)
     pre_filter_msg: str = ""
+    # An UnschedulableAndUnresolvable PreFilter status (or an empty PreFilterResult)
+    # stopped the PreFilter phase before DynamicResources' PreFilter ran
+    # (DRA_POST_FILTER_NOT_FOUND).
+    pre_filter_cut_short: bool = False
     post_filter_msg: str = ""
     # The status of every node absent from node_statuses when a PreFilterResult narrowed
     # the nodes ("node(s) didn't satisfy plugin(s) [NodeAffinity]"), as NodeToStatus's
@@ -277,20 +304,6 @@ class Pipeline:
         self.nominator = nominator
         self._rng = rng or random.Random()
         self._next_start = 0
-        # The plugins of the other extension points, in the order their entries run (a
-        # plugin listed as filter and scorer counts once, as its filter instance), for the
-        # queue (PreEnqueue) and the binding cycle (Reserve, Permit, PreBind, PostBind).
-        built: dict[str, Plugin] = {}
-        for f in self.filters:
-            built.setdefault(f.name, f.plugin)
-        for sc in self.scorers:
-            built.setdefault(sc.name, sc.plugin)
-        plugins = tuple(built.values())
-        self.pre_enqueue = tuple(p for p in plugins if isinstance(p, PreEnqueuePlugin))
-        self.reserve = tuple(p for p in plugins if isinstance(p, ReservePlugin))
-        self.permit = tuple(p for p in plugins if isinstance(p, PermitPlugin))
-        self.pre_bind = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
-        self.post_bind = tuple(p for p in plugins if isinstance(p, PostBindPlugin))
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
@@ -469,6 +482,7 @@ class Pipeline:
         st, pre_result = self.run_pre_filters(state, pod, snapshot, filters)
         if not st.ok:
             diagnosis.pre_filter_msg = st.message
+            diagnosis.pre_filter_cut_short = _skipped_dynamic_resources(st, filters)
             diagnosis.node_statuses = {n.name: st for n in all_nodes}
             diagnosis.unschedulable_plugins = {st.plugin, *pre_result.plugins}
             return [], diagnosis
@@ -593,8 +607,13 @@ class Pipeline:
             # Upstream runs PostFilter after a PreFilter rejection too.
             post: PostFilterResult | None = None
             if self.post_filter is not None:
-                post = await self.post_filter.post_filter(self, state, pod, snapshot, diagnosis,
-                                                          filters)
+                if diagnosis.pre_filter_cut_short:
+                    # DynamicResources' PostFilter errors first: no preemption, the
+                    # nomination left as it is (nil NominatingInfo).
+                    post = PostFilterResult(message=DRA_POST_FILTER_NOT_FOUND)
+                else:
+                    post = await self.post_filter.post_filter(self, state, pod, snapshot,
+                                                              diagnosis, filters)
                 diagnosis.post_filter_msg = post.message
             return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
                                   post_filter=post)

@@ -20,9 +20,13 @@ from polsched.plugins import (
     node_resources_balanced_allocation,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 REGISTRY = Registry([
@@ -32,6 +36,10 @@ REGISTRY = Registry([
     node_affinity.SPEC,
     node_ports.SPEC,
     node_resources_fit.SPEC,
+    volume_restrictions.SPEC,
+    node_volume_limits.SPEC,
+    volume_binding.SPEC,
+    volume_zone.SPEC,
     node_resources_balanced_allocation.SPEC,
     image_locality.SPEC,
     inter_pod_affinity.SPEC,
@@ -54,6 +62,10 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
     "DynamicResources",
@@ -64,6 +76,9 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    # StorageCapacityScoring (beta, on in v1.37) gives VolumeBinding a Score; the
+    # default profile lists it without a weight, which the framework makes 1.
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),

@@ -156,6 +156,9 @@ class Engine(CacheListener):
         # by every policy's filters; and preemption's API calls, off the scheduling loop.
         self.nominator = Nominator()
         self.preemption = Executor(client, self.nominator, self.cache.pods, self.waiting_pods)
+        # Preemptors popped while their victims were still going, out of the queue until
+        # the cache shows them gone (DefaultPreemption's PreEnqueue gate): uid -> pod.
+        self._gated: dict[str, tuple[_Scheduler, PodInfo]] = {}
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator)
         self._schedulers: dict[str, _Scheduler] = {}
@@ -384,6 +387,8 @@ class Engine(CacheListener):
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.nominator.remove(pod.key)
+        self.preemption.forget(pod.uid)
+        self._gated.pop(pod.uid, None)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
@@ -402,9 +407,24 @@ class Engine(CacheListener):
     def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
         for e in ev.pod_update_events(pod, old, target=False):
             self._move(e, old, pod)
+        if self._gated and (pod.raw.get("metadata") or {}).get("deletionTimestamp"):
+            self._release_gated()  # a victim terminating
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
         self._move(ev.ASSIGNED_POD_DELETE, pod, None)
+        self._release_gated()
+
+    def _release_gated(self) -> None:
+        """Preemptors whose victims the cache now shows gone (or terminating) go back to
+        the queue."""
+        for uid, (s, pod) in list(self._gated.items()):
+            if self.preemption.running(uid):
+                continue
+            del self._gated[uid]
+            current = self._current(pod)
+            if current is not None and self._schedulers.get(s.name) is s:
+                self._enqueue(s, current)
+                self._report_pending(s)
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
         if added:
@@ -476,9 +496,10 @@ class Engine(CacheListener):
             return
         qp.pod = pod
         if self.preemption.running(pod.uid):
-            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it waits for
-            # their deletion, as a pod no node fits.
-            s.queue.add_unschedulable(qp, {"DefaultPreemption"})
+            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it leaves the
+            # queue, uncounted as an attempt, until the cache shows them gone.
+            s.queue.done(qp)
+            self._gated[pod.uid] = (s, pod)
             self._report_pending(s)
             return
         if not s.namespace_selected(pod, self.cache.namespaces):
@@ -713,14 +734,16 @@ class Engine(CacheListener):
             ", ".join(v.key for v in post.victims)
 
         def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
-            if self._schedulers.get(s.name) is s and preemptor.key in s.queue:
+            gated = self._gated.pop(preemptor.uid, None) is not None
+            if self._schedulers.get(s.name) is s and (gated or preemptor.key in s.queue):
                 s.queue.delete(preemptor.key, preemptor.uid)
                 current = self._current(preemptor)
                 if current is not None:
                     self._enqueue(s, current)
                     self._report_pending(s)
 
-        self.preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry)
+        self.preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry,
+                                self._release_gated)
 
     def _on_error(self, s: _Scheduler, qp: q.QueuedPod, message: str, started: float) -> None:
         metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - started)

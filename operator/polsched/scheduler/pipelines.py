@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
 from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, ScoreEntry
-from polsched.plugins.default_preemption import DefaultPreemption
+from polsched.plugins.default_preemption import DefaultPreemption, DefaultPreemptionArgs
 
 if TYPE_CHECKING:
     from polsched.api.model import PluginEntry, Policy
@@ -50,7 +50,11 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     scorers = [ScoreEntry(_build(e, handle, ScorePlugin), e.weight, e.when)
                for e in policy.scorers]
     pre_enqueue = [_build(e, handle, PreEnqueuePlugin) for e in policy.pre_enqueue]
-    post_filter = DefaultPreemption(handle.listers, rng=rng)
+    post_filter = None
+    if policy.preemption is not None:  # spec.preemption; disabledPlugins may switch it off
+        args = DefaultPreemptionArgs(policy.preemption.min_candidate_nodes_percentage,
+                                     policy.preemption.min_candidate_nodes_absolute)
+        post_filter = DefaultPreemption(handle.listers, args, rng=rng)
     return Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
                     post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue,
                     nominator=handle.nominator)

@@ -15,7 +15,10 @@ prepareCandidateAsync) does the writes in a goroutine while the scheduling loop 
    way, the preemptor is retried at once (nothing else would move it).
 
 While this runs the preemptor is not scheduled again (upstream's PreEnqueue): `running`
-says so, until every victim but the last is done and the last one is terminating.
+says so, and keeps saying so after the calls while a victim deleted through the API server
+is still in the cache and not terminating (the watch has not shown the deletion yet):
+tried in that window, the preemptor would find its node still full, no victim terminating
+there, and preempt a second time elsewhere.
 """
 
 from __future__ import annotations
@@ -83,34 +86,48 @@ class Executor:
         self._nominator = nominator
         self._pods = pods  # the cache's pods, to see the last victim terminating
         self._waiting = waiting_pods if waiting_pods is not None else {}
-        # preemptor uid -> the key of its last victim once that one is being deleted
-        self._running: dict[str, str] = {}
+        # preemptor uid -> its victims, while the API calls run
+        self._running: dict[str, list[PodInfo]] = {}
+        # preemptor uid -> the victims deleted through the API server, until the cache
+        # shows each gone or terminating
+        self._settling: dict[str, list[PodInfo]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def running(self, uid: str) -> bool:
-        """isRunningPreemption: the preemptor's victims are still being evicted."""
-        if uid not in self._running:
-            return False
-        last = self._running[uid]
-        if not last:
+        """isRunningPreemption: the preemptor's victims are still being evicted, or the
+        cache does not show their deletion yet."""
+        if uid in self._running:
             return True
-        victim = self._pods.get(last)
-        return victim is not None and not (victim.raw.get("metadata") or {}).get(
-            "deletionTimestamp")
+        victims = self._settling.get(uid)
+        if victims is None:
+            return False
+        for v in victims:
+            current = self._pods.get(v.key)
+            if current is not None and current.uid == v.uid and not (
+                    current.raw.get("metadata") or {}).get("deletionTimestamp"):
+                return True
+        del self._settling[uid]
+        return False
+
+    def forget(self, uid: str) -> None:
+        """The preemptor left (bound or deleted)."""
+        self._settling.pop(uid, None)
 
     def actuate(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
                 node_name: str, victims: Sequence[PodInfo],
-                on_error: Callable[[PodInfo], None]) -> None:
+                on_error: Callable[[PodInfo], None],
+                on_done: Callable[[], None] = lambda: None) -> None:
         """Start evicting `victims` for `preemptor` (prepareCandidateAsync); `on_error`
-        is called with the preemptor when a call failed, to retry it at once."""
+        is called with the preemptor when a call failed, to retry it at once, `on_done`
+        when the calls succeeded (the cache may already show the victims gone)."""
         metrics.preemption_victims(len(victims))
         to_delete = [v for v in victims
                      if not (v.raw.get("metadata") or {}).get("deletionTimestamp")]
         if not to_delete:
             return
-        self._running[preemptor.uid] = ""
+        self._running[preemptor.uid] = to_delete
         self._spawn(self._run(scheduler_name, recorder, preemptor, node_name, to_delete,
-                              on_error))
+                              on_error, on_done))
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -124,8 +141,9 @@ class Executor:
 
     async def _run(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
                    node_name: str, victims: list[PodInfo],
-                   on_error: Callable[[PodInfo], None]) -> None:
+                   on_error: Callable[[PodInfo], None], on_done: Callable[[], None]) -> None:
         ok = True
+        deleted: list[PodInfo] = []
         try:
             lower = [p for p in self._nominator.pods_for_node(node_name)
                      if p.priority < preemptor.priority]
@@ -139,16 +157,18 @@ class Executor:
                 *(self._preempt_pod(scheduler_name, recorder, preemptor, node_name, v)
                   for v in first), return_exceptions=True)
             errors = [r for r in done if isinstance(r, BaseException)]
+            deleted += [v for v, r in zip(first, done, strict=True) if r is False]
             if errors:
                 ok = False
                 log.warning("preempting for %s: %s", preemptor.key, errors[0])
             else:
-                self._running[preemptor.uid] = last.key
                 try:
                     in_memory = await self._preempt_pod(scheduler_name, recorder, preemptor,
                                                         node_name, last)
                     if in_memory:
                         ok = False  # activate the preemptor: no deletion event will
+                    else:
+                        deleted.append(last)
                 except Exception as err:
                     ok = False
                     log.warning("preempting for %s: %s", preemptor.key, err)
@@ -156,6 +176,10 @@ class Executor:
             self._running.pop(preemptor.uid, None)
         if not ok:
             on_error(preemptor)
+        else:
+            if deleted:
+                self._settling[preemptor.uid] = deleted
+            on_done()
 
     async def _preempt_pod(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
                            node_name: str, victim: PodInfo) -> bool:

@@ -19,9 +19,10 @@ Cost bound: a shadow decision takes about as long as the live one, so deciding e
 could halve the live policy's throughput. The shadows of one live scheduler share a
 time budget, a token bucket refilled at `budget` seconds per second of wall time (the
 share of the process's time shadows may take, 0.2 by default) and holding at most
-`BUCKET_SECONDS`. When it is empty the attempt is counted as skipped, not decided. So a
-saturated scheduler loses at most about `budget` of its throughput, and one that has
-idle time (the common case) has every attempt shadowed.
+`BUCKET_SECONDS`. When it is empty the attempt is counted as skipped, not decided. Over
+any T seconds the shadows take at most budget x T + BUCKET_SECONDS, so a saturated
+scheduler loses at most about `budget` of its throughput, and one that has idle time
+(the common case) has every attempt shadowed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     from polsched.api.model import Policy
 
 DEFAULT_BUDGET = 0.2
-BUCKET_SECONDS = 1.0
+# The most the shadows may take in one burst: over any stretch of T seconds they take at
+# most budget x T + BUCKET_SECONDS.
+BUCKET_SECONDS = 0.2
 LAST_DISAGREEMENTS = 5
 UNSCHEDULABLE = "unschedulable"
 

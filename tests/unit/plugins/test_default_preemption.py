@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from polsched.api import load_policy
+from polsched.api import PolicyError, load_policy
 from polsched.framework import FitError, NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
 from polsched.framework.interfaces import Handle
@@ -255,3 +255,37 @@ def test_a_terminating_victim_on_the_nominated_node_makes_the_pod_wait() -> None
 def test_no_nodes_no_post_filter() -> None:
     r = schedule(pipeline(), pod("p"), [])
     assert r.fit_error is not None and r.fit_error.message == FitError(0).message
+
+
+# -- the policy's say -------------------------------------------------------------------
+def with_spec(**spec: Any) -> dict[str, Any]:
+    return {**POLICY, "spec": {"schedulerName": "p", **spec}}
+
+
+def test_spec_preemption_args_reach_the_plugin_and_are_validated() -> None:
+    p = build_pipeline(load_policy(with_spec(preemption={
+        "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2})))
+    assert isinstance(p.post_filter, DefaultPreemption)
+    assert p.post_filter.args == DefaultPreemptionArgs(0, 2)
+    with pytest.raises(PolicyError) as err:
+        load_policy(with_spec(preemption={"minCandidateNodesPercentage": 0,
+                                          "minCandidateNodesAbsolute": 0, "x": 1}))
+    paths = {e.path for e in err.value.errors}
+    assert paths == {"spec.preemption.minCandidateNodesPercentage", "spec.preemption.x"}
+    with pytest.raises(PolicyError, match="spec.preemption.minCandidateNodesPercentage: must "
+                                          "be between 0 and 100, not 101"):
+        load_policy(with_spec(preemption={"minCandidateNodesPercentage": 101}))
+
+
+def test_disabled_preemption_leaves_no_sentence_and_evicts_nothing() -> None:
+    nodes = [node("n1", "1", pod("victim", cpu="1", node="n1"))]
+    only_fit = {"disabledPlugins": ["*"], "filters": [{"name": "NodeResourcesFit"}]}
+    for spec in ({"disabledPlugins": ["DefaultPreemption"]}, only_fit):
+        p = build_pipeline(load_policy(with_spec(**spec)), Handle(nominator=Nominator()))
+        assert p.post_filter is None
+        r = schedule(p, pod("p", cpu="1", priority=10), nodes)
+        assert message(r) == "0/1 nodes are available: 1 Insufficient cpu."
+        assert r.post_filter is None
+    # defaultPlugins: false is about filters and scorers: preemption stays
+    kept = build_pipeline(load_policy(with_spec(defaultPlugins=False)))
+    assert isinstance(kept.post_filter, DefaultPreemption)

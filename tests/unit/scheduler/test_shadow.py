@@ -107,18 +107,21 @@ def test_the_budget_skips_decisions_once_spent_and_refills_with_time() -> None:
     shadows.shadows["same"] = s
     c = cache()
     slow = s.pipeline.schedule
+    cost = 0.4 * sh.BUCKET_SECONDS
 
     async def schedule(p: PodInfo, snap: Any, explain: bool = False) -> Any:
-        now[0] += 0.8  # each decision takes 0.8 s of the clock
+        now[0] += cost  # each decision takes 40% of the bucket on the clock
         return await slow(p, snap)
 
     s.pipeline.schedule = schedule  # type: ignore[method-assign]
-    decided = [bool(asyncio.run(shadows.decide(pod(f"p{i}"), c.snapshot))) for i in range(3)]
-    # The bucket holds 1 s and refills 0.2 s per second: 1 - 0.8 = 0.2; 0.2 + 0.16 - 0.8 < 0;
-    # -0.44 + 0.16 < 0: the third is skipped.
-    assert decided == [True, True, False]
-    assert s.stats.skipped == 1
-    now[0] += 5.0  # 5 s at 0.2 s/s refills the bucket
+    decided = [bool(asyncio.run(shadows.decide(pod(f"p{i}"), c.snapshot))) for i in range(4)]
+    # A full bucket B; each decision refills 0.2 x 0.4 B = 0.08 B first, then spends 0.4 B:
+    # B -> 0.6 B -> 0.28 B -> -0.04 B -> (0.04 B left, so it runs) -0.36 B; the fifth finds
+    # -0.28 B and is skipped.
+    assert decided == [True, True, True, True]
+    assert not asyncio.run(shadows.decide(pod("p4"), c.snapshot))
+    assert s.stats.skipped == 1 and s.stats.decisions == 0  # decided, not yet compared
+    now[0] += 2 * sh.BUCKET_SECONDS / 0.2  # long enough to refill the whole bucket
     assert asyncio.run(shadows.decide(pod("late"), c.snapshot))
 
 

@@ -1,0 +1,95 @@
+"""The conformance suite's generator and comparison, without a cluster: what counts as a
+difference, a tie, a documented difference and a diverged pod."""
+
+from __future__ import annotations
+
+from conformance import compare
+from conformance import scenarios as scn
+from conformance.runner import PodResult, ScenarioResult
+
+
+def test_scenarios_are_reproducible_and_cover_every_family() -> None:
+    a = scn.generate_all(3, len(scn.FAMILY_NAMES))
+    b = scn.generate_all(3, len(scn.FAMILY_NAMES))
+    assert [s.to_json() for s in a] == [s.to_json() for s in b]
+    assert {s.family for s in a} == set(scn.FAMILY_NAMES)
+    assert scn.generate(4, 0).to_json() != scn.generate(3, 0).to_json()
+
+
+def test_every_object_a_scenario_creates_is_its_own() -> None:
+    for sc in scn.generate_all(1, 2 * len(scn.FAMILY_NAMES)):
+        names = [n["metadata"]["name"] for n in sc.nodes + sc.namespaces]
+        # Namespaced objects live in the scenario's own namespaces.
+        names += [o["metadata"].get("namespace") or o["metadata"]["name"] for o in sc.objects]
+        names += [s.namespace for s in sc.pods]
+        assert all(n.startswith(sc.prefix) for n in names), (sc.family, names)
+        assert all(n["metadata"]["labels"][scn.SCENARIO_LABEL] == str(sc.index)
+                   for n in sc.nodes)
+
+
+def _scenario(family: str, pods: list[dict[str, object]]) -> scn.Scenario:
+    sc = scn.Scenario(index=0, seed=1, family=family)
+    for i, spec in enumerate(pods):
+        sc.pods.append(scn.PodStep({"metadata": {"name": f"p{i}", "namespace": "s0000-a"},
+                                    "spec": {"containers": [], **spec}}))
+    return sc
+
+
+def _run(sc: scn.Scenario, kube: list[PodResult], ours: list[PodResult]
+         ) -> compare.Comparison:
+    return compare.compare([sc], [ScenarioResult(0, sc.family, kube)],
+                           [ScenarioResult(0, sc.family, ours)])
+
+
+def test_another_node_with_a_unique_top_score_differs_a_tie_does_not() -> None:
+    sc = _scenario("resources", [{}, {}])
+    kube = [PodResult("p0", "bound", "n1", unique=True), PodResult("p1", "bound", "n1",
+                                                                   unique=True)]
+    ours = [PodResult("p0", "bound", "n2", unique=True), PodResult("p1", "bound", "n2",
+                                                                   unique=True)]
+    c = _run(sc, kube, ours)
+    assert [d["fields"] for d in c.differences] == [["node"]]
+    # The second pod met another cluster: diverged, counted apart.
+    assert c.families["resources"].diverged == 1
+
+    kube[0].unique = False
+    c = _run(sc, kube, ours)
+    assert not c.differences and c.families["resources"].ties == 1
+
+
+def test_messages_and_outcomes_must_be_equal() -> None:
+    sc = _scenario("no-nodes", [{}])
+    k = PodResult("p0", "Unschedulable", message="no nodes available to schedule pods")
+    p = PodResult("p0", "SchedulerError", message="no nodes available to schedule pods")
+    assert _run(sc, [k], [p]).differences[0]["fields"] == ["outcome"]
+
+
+def test_victims_that_rank_alike_on_another_node_are_a_tie() -> None:
+    low = {"priorityClassName": "conformance-low"}
+    mid = {"priorityClassName": "conformance-mid"}
+    sc = _scenario("preemption", [low, low, mid, {"priorityClassName": "conformance-high"}])
+    ev = "0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential " \
+         "placement for pod on node {}, preempting 1 victims"
+    k = PodResult("p3", "bound", "n0", event=ev.format("n0"), victims=["s0000-a/p0"],
+                  unique=True)
+    p = PodResult("p3", "bound", "n1", event=ev.format("n1"), victims=["s0000-a/p1"],
+                  unique=True)
+    c = _run(sc, [k], [p])
+    assert not c.differences and c.families["preemption"].ties == 1
+    # A victim of a higher priority is a worse choice, not a tie.
+    p.victims = ["s0000-a/p2"]
+    assert _run(sc, [k], [p]).differences
+
+
+def test_dra_pods_rejected_with_polscheds_own_message_are_documented() -> None:
+    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}, {}])
+    msg = "0/1 nodes are available: pod has spec.resourceClaims, and polsched does not " \
+          "allocate ResourceClaims (Dynamic Resource Allocation): ..."
+    k = [PodResult("p0", "pending"), PodResult("p1", "bound", "n0", unique=True)]
+    p = [PodResult("p0", "Unschedulable", message=msg),
+         PodResult("p1", "bound", "n0", unique=True)]
+    c = _run(sc, k, p)
+    assert not c.differences and c.families["dra"].documented == 1
+    # Binding a pod with claims is a difference, not the documented one.
+    p[0] = PodResult("p0", "bound", "n0", unique=True)
+    assert _run(sc, k, p).differences
