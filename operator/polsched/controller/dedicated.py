@@ -96,7 +96,8 @@ async def schedule(args: argparse.Namespace) -> None:
     writer = StatusWriter(client, engine.stats, interval=args.status_interval,
                           enabled=not elect)
     # bindsTotal exact across SIGKILL and failover: counted against the API server.
-    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler)
+    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler,
+                               binder=engine.binder)
     reconciler = PolicyReconciler(client, engine, writer, runs_mode=DEDICATED,
                                   only=args.policy)
     engine.set_leader(None, not elect)

@@ -18,7 +18,9 @@ appear. A second s is settled when (1) SETTLE_SECONDS have passed, on our monoto
 clock, since a bind of second s was first seen (after one, the server's clock has left
 s: any bind not yet stamped gets a later second; the rest is margin for late watch
 events), and (2) every pod that this scheduler had assumed at that moment has left the
-assumed state (its bind was confirmed by the watch, or failed). Until then the persisted
+assumed state (its bind was confirmed by the watch, or failed) and every bind that ended
+without an answer then (Binder.uncertain: it may have landed all the same) has been seen
+or is a minute old. Until then the persisted
 pair lags by about SETTLE_SECONDS; the live count (binds seen) does not.
 """
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.framework.types import PodInfo
+from polsched.scheduler.binder import Binder
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +70,11 @@ class BindLedger(CacheListener):
     account when this process starts leading a scheduler, close it when it stops."""
 
     def __init__(self, cache: ClusterCache,
-                 on_change: Callable[[str], None] | None = None) -> None:
+                 on_change: Callable[[str], None] | None = None,
+                 binder: Binder | None = None) -> None:
         self._cache = cache
+        # Binds sent but never answered may still land: they block a second too.
+        self._binder = binder
         self._on_change = on_change
         self._accounts: dict[str, _Account] = {}
         cache.add_listener(self)
@@ -112,6 +118,8 @@ class BindLedger(CacheListener):
 
     # -- the cache ----------------------------------------------------------------------------
     def assigned_pod_added(self, pod: PodInfo) -> None:
+        if self._binder is not None:
+            self._binder.uncertain.pop(pod.key, None)  # it did land: no longer uncertain
         acct = self._accounts.get(pod.scheduler_name)
         if acct is not None and self._see(pod.scheduler_name, acct, pod):
             self._changed(pod.scheduler_name)
@@ -134,7 +142,7 @@ class BindLedger(CacheListener):
     def _snapshot(self, name: str, acct: _Account, second: str) -> None:
         if second not in acct.blockers or self._accounts.get(name) is not acct:
             return
-        acct.blockers[second] = set(self._cache.assumed_keys(name))
+        acct.blockers[second] = set(self._cache.assumed_keys(name)) | self._uncertain()
         self._poll(name, acct, second)
 
     def _poll(self, name: str, acct: _Account, second: str) -> None:
@@ -152,7 +160,8 @@ class BindLedger(CacheListener):
             blockers = acct.blockers[second]
             if blockers is None:
                 return
-            if any(self._cache.is_assumed(key) for key in blockers):
+            uncertain = self._uncertain()
+            if any(self._cache.is_assumed(key) or key in uncertain for key in blockers):
                 return
             folded = [uid for uid, t in acct.seen.items() if t <= second]
             for uid in folded:
@@ -161,6 +170,9 @@ class BindLedger(CacheListener):
             acct.watermark = second
             del acct.blockers[second]
             acct.first_seen.pop(second, None)
+
+    def _uncertain(self) -> set[str]:
+        return self._binder.uncertain_keys() if self._binder is not None else set()
 
     def _changed(self, name: str) -> None:
         if self._on_change is not None:

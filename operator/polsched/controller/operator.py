@@ -209,7 +209,8 @@ async def operate(args: argparse.Namespace) -> None:
 
     writer = StatusWriter(client, stats, interval=args.status_interval, enabled=False)
     # bindsTotal exact across SIGKILL and failover: counted against the API server.
-    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler)
+    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler,
+                               binder=engine.binder)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
                                  image=args.dedicated_image or await own_image(client)
                                  or DEFAULT_IMAGE)

@@ -95,6 +95,9 @@ BIND_TIMEOUT = 60.0
 # A bind with less time than this before the lease's deadline is not sent: it could not
 # complete under the lease (and a timer that fires a hair early must not let one through).
 MIN_BIND_TIME = 0.5
+# How long a bind that ended without an answer counts as possibly done (the API server's
+# own request timeout is 60 s).
+UNCERTAIN_SECONDS = 60.0
 
 
 class _Lane:
@@ -127,6 +130,10 @@ class Binder:
         # The timeouts of the binds in flight, cut by the watchdog when the deadline
         # passes (a renewal moves the deadline on, so a fixed timeout would be wrong).
         self._in_flight: set[asyncio.Timeout] = set()
+        # Pod key -> when a bind that was sent ended without an answer (timeout, cut at
+        # the deadline, connection lost): it may have happened all the same. The bind
+        # ledger (controller.ledger) waits for these before it settles a second.
+        self.uncertain: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
 
     @property
@@ -177,6 +184,15 @@ class Binder:
         for pod, _node, done, _ext, _ann in dropped:
             _call(done, pod, BindOutcome.DROPPED, "leadership lost before the bind was sent")
         return len(dropped)
+
+    def uncertain_keys(self) -> set[str]:
+        """Pods whose last bind may have happened without our hearing of it (forgotten
+        after UNCERTAIN_SECONDS: by then its watch event has long arrived)."""
+        now = time.monotonic()
+        for key, at in list(self.uncertain.items()):
+            if now - at > UNCERTAIN_SECONDS:
+                del self.uncertain[key]
+        return set(self.uncertain)
 
     def _may_send(self) -> bool:
         """False when the lease's deadline is (nearly) over: the bind is not sent."""
@@ -254,6 +270,10 @@ class Binder:
                 outcome = BindOutcome.FAILED
         except (ExtenderError, aiohttp.ClientError, TimeoutError) as err:
             outcome, message = BindOutcome.FAILED, str(err) or type(err).__name__
+            if isinstance(err, TimeoutError) or (
+                    isinstance(err, aiohttp.ClientError)
+                    and not isinstance(err, aiohttp.ClientConnectorError)):
+                self.uncertain[pod.key] = time.monotonic()
         except Exception as err:  # a bug here must not leave the pod assumed forever
             log.exception("binding %s failed", pod.key)
             outcome, message = BindOutcome.FAILED, str(err) or type(err).__name__
