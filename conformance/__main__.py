@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -16,6 +17,10 @@ from pathlib import Path
 
 from conformance import compare, runner
 from conformance import scenarios as scn
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,8 +57,15 @@ def main(argv: list[str] | None = None) -> int:
 
     progress(f"{len(scenarios)} scenarios, {sum(len(s.pods) for s in scenarios)} pods, "
              f"seed {args.seed}; control planes in {workdir}")
-    results = asyncio.run(runner.run_sides(scenarios, workdir, progress=progress,
-                                           keep=args.keep))
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so that nothing is left running.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        results = asyncio.run(runner.run_sides(scenarios, workdir, progress=progress,
+                                               keep=args.keep))
+    except KeyboardInterrupt:
+        progress("interrupted; stopping the schedulers and control planes")
+        runner.stop_leftovers(workdir)
+        return 130
     runner.dump_results(out / "results.json", results)
     c = compare.compare(scenarios, results["kube"], results["polsched"])
     wall = time.monotonic() - t0

@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -198,6 +199,7 @@ class Side:
              "--v", "0", "--vmodule", "schedule_one=10"],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
+        self._record_pid()
 
     async def _start_polsched(self) -> None:
         env = {**os.environ, "KUBECONFIG": self.kubeconfig}
@@ -216,6 +218,7 @@ class Side:
              "--metrics-listen", ""],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+        self._record_pid()
         deadline = time.monotonic() + 120
         assert self.client is not None
         while time.monotonic() < deadline:
@@ -229,6 +232,11 @@ class Side:
                 return
             await asyncio.sleep(0.2)
         raise RuntimeError(f"policy {POLICY_NAME} not Ready in 120s: {self.tail()}")
+
+    def _record_pid(self) -> None:
+        # For stop_leftovers, should this process die before its finally blocks run.
+        assert self.proc is not None
+        (self.dir / "scheduler.pid").write_text(f"{self.proc.pid}\n")
 
     def tail(self, n: int = 20) -> str:
         if not self.log_path.exists():
@@ -598,6 +606,20 @@ def _bound(pod: Json | None, uid: str) -> Json | None:
     if pod is None or pod["metadata"]["uid"] != uid:
         return None
     return pod if pod["spec"].get("nodeName") else None
+
+
+def stop_leftovers(workdir: Path) -> None:
+    """Stop what a run in `workdir` started, whatever state it was left in: the two
+    schedulers (by the pid each recorded) and the two control planes."""
+    for key in ("kube", "polsched"):
+        d = workdir / key
+        pid_file = d / "scheduler.pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+            pid_file.unlink()
+        if d.exists():
+            subprocess.run([str(HACK / "cluster.sh"), "down", str(d)], capture_output=True)
 
 
 def build_bin_dir() -> Path:

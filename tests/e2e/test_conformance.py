@@ -8,9 +8,9 @@ runner and comparison, and fails with the table and the differing pods.
 Families left out of the fast subset, because the feature they exercise has not landed
 on main yet (each shows differences in `make conformance`, listed in
 conformance/FINDINGS.md); put a family back here once main has its feature:
-- default-spread (PodTopologySpread system default constraints),
-- volumes (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits),
-- dra (DynamicResources).
+- volumes (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
+The dra family passes with its documented difference (compare.DOCUMENTED: polsched
+rejects every pod with claims, with its own message).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from conformance import scenarios as scn
 pytestmark = pytest.mark.e2e
 
 SEED = 7
-FAST_COUNT = 45  # three scenarios of each family
+FAST_COUNT = 51  # three scenarios of each family
 FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "pod-resources", "taints",
                  "node-affinity", "node-selector", "pod-affinity", "spread", "host-ports",
-                 "gates", "no-nodes", "unschedulable", "preemption", "mixed"]
+                 "gates", "no-nodes", "unschedulable", "preemption", "default-spread",
+                 "dra", "mixed"]
 
 
 def test_polsched_decides_as_kube_scheduler_on_the_fast_subset(tmp_path: Path) -> None:

@@ -17,8 +17,16 @@ from typing import Any
 
 import pytest
 
+from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.rbac import (
+    OPERATOR_NAMESPACE,
+    OPERATOR_SA,
+    install_rbac,
+    service_account_kubeconfig,
+)
 from tests.e2e.scheduling import RUN, eventually, nodes_ready, pod_manifest, run_engine
 from tests.e2e.test_failed_scheduling_parity import KubeScheduler, notes_of_unbound
 
@@ -69,7 +77,12 @@ async def claim_phases(client: ApiClient, ns: str) -> dict[str, str]:
 
 
 def test_statefulset_on_wait_for_first_consumer_local_pvs_binds_each_pod_to_its_pv_node(
-        cluster: Cluster, nodes: NodeFactory, namespace: str) -> None:
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """The scheduler runs as the operator's ServiceAccount (manifests/rbac): its PreBind
+    writes the PVs' claimRef with those permissions only."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
     rid = unique("sts")
     names = [nodes(f"{rid}-{i}", labels={RUN: rid}) for i in range(3)]
     sc = unique("local-wffc")
@@ -114,7 +127,20 @@ def test_statefulset_on_wait_for_first_consumer_local_pvs_binds_each_pod_to_its_
                 assert pv_node[volume] == node, (pod, node, volume)
             assert sorted(n for n, _ in placed.values()) == sorted(names)
 
-        run_engine(cluster, [policy(scheduler)], body)
+        async def main() -> None:
+            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                engine.apply(load_policy(policy(scheduler)))
+                await body(admin)
+            finally:
+                await engine.stop()
+                await operator.close()
+                await admin.close()
+
+        asyncio.run(main())
     finally:
         cluster.kubectl("delete", "statefulset", "web", "-n", namespace, "--wait=false",
                         check=False)
@@ -249,3 +275,61 @@ def test_pods_that_cannot_get_their_volumes_wait_with_kube_schedulers_messages(
                      "node(s) didn't match PersistentVolume's node affinity"):
         assert expected in texts, texts
     assert notes["ours"] == kube
+
+
+def test_provisioned_claim_gets_the_selected_node_and_the_pod_binds_once_provisioned(
+        cluster: Cluster, nodes: NodeFactory, namespace: str) -> None:
+    """WaitForFirstConsumer with a provisioner: PreBind annotates the claim with
+    volume.kubernetes.io/selected-node, kcm's PV binder hands it to the provisioner
+    (volume.kubernetes.io/storage-provisioner), and the pod waits in PreBind until the
+    claim is bound. The test plays the external provisioner: it creates the PV on the
+    selected node, pre-bound to the claim."""
+    rid = unique("prov")
+    names = [nodes(f"{rid}-{i}", labels={RUN: rid}) for i in range(2)]
+    sc, provisioner = unique("csi-wffc"), "example.com/fake-provisioner"
+    scheduler = unique("polsched-prov")
+    pv_name = f"{rid}-provisioned"
+    cluster.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                   "metadata": {"name": sc}, "provisioner": provisioner,
+                   "volumeBindingMode": "WaitForFirstConsumer"})
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, names)
+            claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+            await client.post(claims, claim(namespace, "data", sc))
+            await client.post(f"/api/v1/namespaces/{namespace}/pods",
+                              with_claims(pod_manifest(namespace, "p", scheduler, rid), "data"))
+
+            async def handed_to_provisioner() -> dict[str, str] | None:
+                anns = (await client.get(f"{claims}/data"))["metadata"].get("annotations") or {}
+                if anns.get("volume.kubernetes.io/storage-provisioner") == provisioner \
+                        and anns.get("volume.kubernetes.io/selected-node") in names:
+                    return dict(anns)
+                return None
+
+            anns = await eventually(handed_to_provisioner, timeout=60,
+                                    what="the claim annotated for the provisioner")
+            selected = anns["volume.kubernetes.io/selected-node"]
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/p")
+            assert not pod["spec"].get("nodeName")  # waiting in PreBind
+
+            uid = (await client.get(f"{claims}/data"))["metadata"]["uid"]
+            pv = local_pv(pv_name, sc, selected)
+            pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": namespace,
+                                      "name": "data", "uid": uid}
+            await client.post("/api/v1/persistentvolumes", pv)
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/p")
+                c = await client.get(f"{claims}/data")
+                ok = c["status"].get("phase") == "Bound"
+                return str(p["spec"].get("nodeName") or "") if ok else ""
+
+            assert await eventually(bound, timeout=60, what="pod bound") == selected
+
+        run_engine(cluster, [policy(scheduler)], body)
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--force",
+                        "--grace-period=0", check=False)
+        cluster.kubectl("delete", "pv", pv_name, "--wait=false", check=False)
+        cluster.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
