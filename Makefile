@@ -12,7 +12,7 @@ REAL_NODE ?=
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance clean
+.PHONY: all venv build cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
 
 all: test
 
@@ -66,6 +66,13 @@ test-install: venv build
 lint: venv
 	$(VENV)/bin/ruff check operator tests bench conformance
 	$(VENV)/bin/mypy
+
+# issue 11's chaos suite: faults (SIGKILL, API server restarts, failover, a hanging
+# renew, extenders misbehaving, node churn, malformed policies, a Dedicated rollout)
+# against a private control plane, with invariants read back from the API server.
+# CHAOS_ARGS=--short is the version .ci/run runs.
+chaos: venv build
+	$(PY) -m tests.chaos.run $(CHAOS_ARGS)
 
 demo: venv cluster
 	@POLSCHED_DEV_DIR=$(DEV_DIR) hack/demo.sh up

@@ -81,7 +81,7 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
         h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
         wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
         wait_for(lambda: (s := h.status(rid)).get("boundPods") == 10
-                 and s.get("bindsTotal") == 10, 5, "boundPods == bindsTotal == 10")
+                 and s.get("bindsTotal") == 10, 15, "boundPods == bindsTotal == 10")
         assert lease_holder(h, lease) == f"{rid}-first"
 
         # Freeze the holder: the standby (and the operator) must leave new pods Pending
@@ -99,7 +99,7 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
         assert second.alive()
         # Counted on from what the first one persisted.
         wait_for(lambda: (s := h.status(rid)).get("boundPods") == 15
-                 and s.get("bindsTotal") == 15, 5, "boundPods == bindsTotal == 15")
+                 and s.get("bindsTotal") == 15, 15, "boundPods == bindsTotal == 15")
         assert all(n == 1 for n in h.scheduled_events(namespace).values())
     finally:
         h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)

@@ -58,7 +58,7 @@ def test_an_outage_is_two_lines_and_binding_resumes(harness: Harness, namespace:
         print(f"the 10 pods created during the outage bound "
               f"{time.monotonic() - t_up:.1f}s after it ended")
         wait_for(lambda: (s := h.status(name)).get("boundPods") == 20
-                 and s.get("bindsTotal") == 20, 10, "status counts all 20 binds")
+                 and s.get("bindsTotal") == 20, 20, "status counts all 20 binds")
         assert all(n == 1 for n in h.scheduled_events(namespace).values())
         assert op.alive()
         op.stop()  # through the proxy: it releases its lease

@@ -275,3 +275,61 @@ def test_pods_that_cannot_get_their_volumes_wait_with_kube_schedulers_messages(
                      "node(s) didn't match PersistentVolume's node affinity"):
         assert expected in texts, texts
     assert notes["ours"] == kube
+
+
+def test_provisioned_claim_gets_the_selected_node_and_the_pod_binds_once_provisioned(
+        cluster: Cluster, nodes: NodeFactory, namespace: str) -> None:
+    """WaitForFirstConsumer with a provisioner: PreBind annotates the claim with
+    volume.kubernetes.io/selected-node, kcm's PV binder hands it to the provisioner
+    (volume.kubernetes.io/storage-provisioner), and the pod waits in PreBind until the
+    claim is bound. The test plays the external provisioner: it creates the PV on the
+    selected node, pre-bound to the claim."""
+    rid = unique("prov")
+    names = [nodes(f"{rid}-{i}", labels={RUN: rid}) for i in range(2)]
+    sc, provisioner = unique("csi-wffc"), "example.com/fake-provisioner"
+    scheduler = unique("polsched-prov")
+    pv_name = f"{rid}-provisioned"
+    cluster.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                   "metadata": {"name": sc}, "provisioner": provisioner,
+                   "volumeBindingMode": "WaitForFirstConsumer"})
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, names)
+            claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+            await client.post(claims, claim(namespace, "data", sc))
+            await client.post(f"/api/v1/namespaces/{namespace}/pods",
+                              with_claims(pod_manifest(namespace, "p", scheduler, rid), "data"))
+
+            async def handed_to_provisioner() -> dict[str, str] | None:
+                anns = (await client.get(f"{claims}/data"))["metadata"].get("annotations") or {}
+                if anns.get("volume.kubernetes.io/storage-provisioner") == provisioner \
+                        and anns.get("volume.kubernetes.io/selected-node") in names:
+                    return dict(anns)
+                return None
+
+            anns = await eventually(handed_to_provisioner, timeout=60,
+                                    what="the claim annotated for the provisioner")
+            selected = anns["volume.kubernetes.io/selected-node"]
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/p")
+            assert not pod["spec"].get("nodeName")  # waiting in PreBind
+
+            uid = (await client.get(f"{claims}/data"))["metadata"]["uid"]
+            pv = local_pv(pv_name, sc, selected)
+            pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": namespace,
+                                      "name": "data", "uid": uid}
+            await client.post("/api/v1/persistentvolumes", pv)
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/p")
+                c = await client.get(f"{claims}/data")
+                ok = c["status"].get("phase") == "Bound"
+                return str(p["spec"].get("nodeName") or "") if ok else ""
+
+            assert await eventually(bound, timeout=60, what="pod bound") == selected
+
+        run_engine(cluster, [policy(scheduler)], body)
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--force",
+                        "--grace-period=0", check=False)
+        cluster.kubectl("delete", "pv", pv_name, "--wait=false", check=False)
+        cluster.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
