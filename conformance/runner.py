@@ -408,6 +408,18 @@ class Side:
             if obj["kind"] == "ReplicaSet" and made:
                 self._owners[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = \
                     made["metadata"]["uid"]
+        # Claims that name their PV are bound by kcm's PV controller: wait for it, so
+        # that both schedulers meet them Bound.
+        assert self.client is not None
+        for obj in sc.objects:
+            if obj["kind"] == "PersistentVolumeClaim" and obj["spec"].get("volumeName"):
+                path = f"{collection(obj)}/{obj['metadata']['name']}"
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    got = await self.client.get(path)
+                    if (got.get("status") or {}).get("phase") == "Bound":
+                        break
+                    await asyncio.sleep(0.05)
         for node in sc.nodes:
             await self.create(node)
 

@@ -579,8 +579,6 @@ def fam_volumes(b: Builder) -> None:
                       "resources": {"requests": {"storage": "1Gi"}}}
         if volume:
             spec["volumeName"] = f"{b.p}-{volume}"
-            # The PV controller's mark of a finished binding (VolumeBinding reads it).
-            meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
         b.obj({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
                "spec": spec})
         return name
@@ -592,7 +590,10 @@ def fam_volumes(b: Builder) -> None:
         if kind in ("bound", "bound-rwop"):
             modes = ["ReadWriteOncePod"] if kind == "bound-rwop" else ["ReadWriteOnce"]
             node = r.choice(nodes) if b.maybe(0.8) else None
-            pv(f"pv{i}", node, wffc, modes, f"c{i}")
+            # The PV, then a claim naming it: kcm's PV controller binds the pair (the
+            # runner waits for the claim to be Bound), as a pre-bound claim is in a
+            # real cluster.
+            pv(f"pv{i}", node, wffc, modes, None)
             claims.append(pvc(f"c{i}", wffc, modes, volume=f"pv{i}"))
         elif kind == "wffc-static":
             for j, node in enumerate(r.sample(nodes, k=r.randint(1, len(nodes)))):

@@ -179,5 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # repeating it.
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
-        if parts and parts[0] in ("e2e", "unit", "install") and parts[0] not in item.keywords:
+        # (get_closest_marker, not keywords: the directory's own name is a keyword.)
+        if parts and parts[0] in ("e2e", "unit", "install") \
+                and item.get_closest_marker(parts[0]) is None:
             item.add_marker(getattr(pytest.mark, parts[0]))

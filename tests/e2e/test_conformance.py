@@ -5,10 +5,7 @@ policy, side by side on two control planes, agree pod by pod.
 this test plays FAST_COUNT scenarios of the families in FAST_FAMILIES through the same
 runner and comparison, and fails with the table and the differing pods.
 
-Families left out of the fast subset, because the feature they exercise has not landed
-on main yet (each shows differences in `make conformance`, listed in
-conformance/FINDINGS.md); put a family back here once main has its feature:
-- volumes (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
+Every family of the suite is in the fast subset (main has every feature they exercise).
 The dra family passes with its documented difference (compare.DOCUMENTED: polsched
 rejects every pod with claims, with its own message).
 """
@@ -26,11 +23,11 @@ from conformance import scenarios as scn
 pytestmark = pytest.mark.e2e
 
 SEED = 7
-FAST_COUNT = 51  # three scenarios of each family
+FAST_COUNT = 54  # three scenarios of each family
 FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "pod-resources", "taints",
                  "node-affinity", "node-selector", "pod-affinity", "spread", "host-ports",
                  "gates", "no-nodes", "unschedulable", "preemption", "default-spread",
-                 "dra", "mixed"]
+                 "dra", "volumes", "mixed"]
 
 
 def test_polsched_decides_as_kube_scheduler_on_the_fast_subset(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from tests.e2e.operators import wait_for
 
 # The image build and a real node's start are in the first test's fixtures (a cold
 # image build downloads Debian packages): the default 300 s per test is too short.
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.install, pytest.mark.timeout(1800)]
 
 NS = "polsched-system"
 NODE = "real-node"
