@@ -497,10 +497,9 @@ def test_hanging_extender_timeout_is_honoured(cluster: Cluster, namespace: str,
 
     async def body(client: ApiClient) -> None:
         await nodes_ready(client, names)
-        t0 = time.monotonic()
         await create(client, namespace, "p", sched, rid)
         note = await failed_scheduling(client, namespace, "p")
-        assert time.monotonic() - t0 < 20  # the 30 s hang did not end the attempt
+        # The timeout, not the end of the 30 s hang (which passes every node), ended it.
         assert note.endswith(f'Post "{ext.url}filter": no answer within httpTimeout (1s)'), \
             note
         assert ext.bodies("/filter")
