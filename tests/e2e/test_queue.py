@@ -419,6 +419,16 @@ async def _two_pods_a_second_apart(client: ApiClient, namespace: str, sched: str
     second = await create_pod(client, namespace, "a-later", sched, rid, cpu="600m")
     assert second["metadata"]["creationTimestamp"] > created
 
+    # A scheduler's first list may be served by the API server's watch cache
+    # (kube-scheduler's informers list with resourceVersion=0): wait until that cache has
+    # both pods, or a scheduler started now could list b-earlier alone and bind it first.
+    async def both_in_watch_cache() -> bool:
+        items = (await client.get(f"/api/v1/namespaces/{namespace}/pods",
+                                  {"resourceVersion": "0"}))["items"]
+        return {p["metadata"]["name"] for p in items} >= {"a-later", "b-earlier"}
+
+    await eventually(both_in_watch_cache, what="both pods in the watch cache")
+
 
 async def _a_later_took_the_slot(client: ApiClient, namespace: str, node: str) -> None:
     # kube-scheduler may take a while to start on a busy machine.
