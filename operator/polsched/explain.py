@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from polsched import snapshot
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
@@ -278,21 +277,9 @@ def read_objects(path: str) -> list[Json]:
     except OSError as e:
         raise ExplainError(f"{path}: {e.strerror or e}") from e
     try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as e:
-        raise ExplainError(f"{path}: not YAML or JSON: {e}") from e
-    out: list[Json] = []
-    for i, doc in enumerate(docs):
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            raise ExplainError(f"{path}:{i}: expected a Kubernetes object, got "
-                               f"{type(doc).__name__}")
-        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            out.extend(x for x in doc["items"] if isinstance(x, dict))
-        else:
-            out.append(doc)
-    return out
+        return snapshot.parse_objects(text, path)
+    except snapshot.SnapshotError as e:
+        raise ExplainError(str(e)) from e
 
 
 def _of_kind(objs: list[Json], kind: str) -> list[Json]:
