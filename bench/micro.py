@@ -84,11 +84,24 @@ def run_sync(coro: Coroutine[Any, Any, _R]) -> _R:
 def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str, Any]]]:
     cache = ClusterCache(None)
     for i in range(workload.nodes):
-        n = wl.node(i)
+        n = workload.node(i)
         n["metadata"]["resourceVersion"] = str(i + 1)
         cache.on_node_event("ADDED", n)
-    cache.on_namespace_event("ADDED", {"metadata": {"name": wl.NAMESPACE, "labels": {
-        "kubernetes.io/metadata.name": wl.NAMESPACE}}})
+    for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
+        cache.on_namespace_event("ADDED", {"metadata": {"name": ns, "labels": {
+            "kubernetes.io/metadata.name": ns}}})
+    from polsched.framework import listers as ls
+
+    kinds = {k.path.rsplit("/", 1)[-1]: k for k in ls.KINDS}
+    for k, (path, obj) in enumerate(workload.extra_objects()):
+        obj = {**obj, "metadata": {**obj["metadata"], "uid": f"extra-{k}",
+                                   "resourceVersion": str(50000 + k)}}
+        cache.on_object_event(kinds[path.rsplit("/", 1)[-1]], "ADDED", obj)
+    # scheduler_perf's unmeasured initial pods, bound before the scheduler starts
+    for k, p in enumerate(workload.init_pods(SCHEDULER_NAME)):
+        p["metadata"].update(uid=f"init-{k:06d}", resourceVersion=str(60000 + k),
+                             creationTimestamp="2026-01-01T00:00:00Z")
+        cache.on_pod_event("ADDED", p)
     policy_obj = polsched_policy(workload, None)
     policy_obj["metadata"]["generation"] = 1
     policy_obj["spec"]["schedulerName"] = SCHEDULER_NAME
@@ -124,7 +137,7 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
     for obj in pods:
         t0 = clock()
         cache.on_pod_event("ADDED", obj)
-        pod = cache.pods[f"{wl.NAMESPACE}/{obj['metadata']['name']}"]
+        pod = cache.pods[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"]
         t1 = clock()
         if shadows is not None:  # as the engine: the shadows first, on the same snapshot
             verdicts = run_sync(shadows.decide(pod, snapshot))
@@ -222,7 +235,7 @@ def plugin_times(workload: wl.Workload) -> dict[str, float]:
     t_all = 0.0
     for obj in pods:
         cache.on_pod_event("ADDED", obj)
-        pod = cache.pods[f"{wl.NAMESPACE}/{obj['metadata']['name']}"]
+        pod = cache.pods[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"]
         t = clock()
         result = run_sync(pipeline.schedule(pod, snapshot))
         t_all += clock() - t

@@ -89,6 +89,17 @@ class Workload:
         """spec of the SchedulingPolicy polsched runs (schedulerName is added)."""
         return {"runtime": {"mode": "Shared"}}
 
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        """Pods that exist, already bound (spec.nodeName), before the scheduler starts:
+        scheduler_perf's unmeasured `createPods` step. They live in OTHER_NAMESPACE unless a
+        workload says otherwise, out of the bind watcher's namespace."""
+        return []
+
+    def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        """(collection path, object) created before the pods (a Service, say); removed by
+        the runner's cleanup."""
+        return []
+
 
 def shadow_spec() -> dict[str, Any]:
     """The shadow's spec (shadowOf is added): the default plugins plus a NodeLabelValue
@@ -234,6 +245,156 @@ class Preemption(Workload):
         return p
 
 
+# -- scheduler_perf's hard workloads (issue 15) ------------------------------------------
+def perf_node(i: int, zones: int) -> dict[str, Any]:
+    """scheduler_perf's node-default.yaml (4 CPU, 32Gi, 110 pods, no taints), with its
+    labelNodePrepareStrategy zone label (`zones` values) and the bench's labels."""
+    n = node(i)
+    res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    n["status"]["capacity"] = n["status"]["allocatable"] = res
+    n["spec"]["taints"] = []
+    n["metadata"]["labels"][ZONE] = f"moon-{i % zones + 1}"
+    return n
+
+
+def perf_pod(name: str, scheduler_name: str, namespace: str = NAMESPACE,
+             labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """scheduler_perf's pod-default.yaml: 100m / 500Mi requests and limits."""
+    p = pod_base(name, scheduler_name)
+    p["metadata"]["namespace"] = namespace
+    p["metadata"]["labels"] = dict(labels if labels is not None else {"app": "bench"})
+    p["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "100m", "memory": "500Mi"},
+        "limits": {"cpu": "100m", "memory": "500Mi"}}
+    return p
+
+
+class PodAntiAffinity(Workload):
+    """scheduler_perf SchedulingPodAntiAffinity (5000Nodes_2000Pods): every pod (initial and
+    measured) is labelled color=green and has a required pod anti-affinity to color=green
+    pods in both namespaces, topologyKey kubernetes.io/hostname: one such pod per node.
+    The initial pods (namespace bench-other, as scheduler_perf's sched-0) are created bound,
+    one per node (on a fifth of the nodes), before the scheduler starts; the measured pods
+    (bench, as sched-1) are the same for every scheduler (polsched: default plugins,
+    InterPodAffinity)."""
+
+    def init_count(self) -> int:
+        return self.nodes // 5  # 1000 at 5000 nodes, scaled with the nodes
+
+    def node(self, i: int) -> dict[str, Any]:
+        return perf_node(i, 3)
+
+    def _pod(self, name: str, scheduler_name: str, namespace: str) -> dict[str, Any]:
+        p = perf_pod(name, scheduler_name, namespace, {"app": "bench", "color": "green"})
+        p["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"color": "green"}},
+                "topologyKey": "kubernetes.io/hostname",
+                "namespaces": [NAMESPACE, OTHER_NAMESPACE]}]}}
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+        return p
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod(f"bench-pod-{i:05d}", scheduler_name, NAMESPACE)
+
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        out = []
+        for i in range(self.init_count()):
+            p = self._pod(f"bench-init-{i:05d}", scheduler_name, OTHER_NAMESPACE)
+            p["spec"]["nodeName"] = node_name(i)
+            out.append(p)
+        return out
+
+
+class TopologySpreading(Workload):
+    """scheduler_perf TopologySpreading (5000Nodes_5000Pods): nodes in three zones; the
+    initial pods (pod-default, no labels that matter) are created bound, spread round-robin
+    over the nodes; every measured pod is labelled color=blue with a spread constraint
+    maxSkew 5 over topology.kubernetes.io/zone, DoNotSchedule, selecting color=blue. The
+    same pods for every scheduler (polsched: default plugins, PodTopologySpread)."""
+
+    def node(self, i: int) -> dict[str, Any]:
+        return perf_node(i, 3)
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = perf_pod(f"bench-pod-{i:05d}", scheduler_name, NAMESPACE,
+                     {"app": "bench", "color": "blue"})
+        p["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 5, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"color": "blue"}}}]
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+        return p
+
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        out = []
+        for i in range(self.pods):  # as many initial pods as measured ones (5000 + 5000)
+            p = perf_pod(f"bench-init-{i:05d}", scheduler_name, OTHER_NAMESPACE, {})
+            p["spec"]["nodeName"] = node_name(i % self.nodes)
+            out.append(p)
+        return out
+
+
+SERVICE_SELECTOR = {"app": "scheduler-perf"}
+
+
+class DefaultSpreading(TopologySpreading):
+    """scheduler_perf DefaultTopologySpreading: a Service in the bench namespace selects the
+    measured pods (pod-with-label.yaml: label app=scheduler-perf, no requests, no
+    constraints of their own), so the system default constraints apply (zone maxSkew 5
+    and hostname maxSkew 3, both ScheduleAnyway); initial pods as in topology-spreading.
+    Upstream measures 10 000 pods after 5 000; here 5 000 after 5 000. The same pods for
+    every scheduler (polsched: default plugins, PodTopologySpread with system defaults)."""
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = pod_base(f"bench-pod-{i:05d}", scheduler_name)
+        p["metadata"]["labels"] = dict(SERVICE_SELECTOR)
+        del p["spec"]["containers"][0]["resources"]
+        return p
+
+    def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(f"/api/v1/namespaces/{NAMESPACE}/services", {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "bench-service", "namespace": NAMESPACE},
+            "spec": {"selector": dict(SERVICE_SELECTOR),
+                     "ports": [{"protocol": "TCP", "port": 80, "targetPort": 8000}]}})]
+
+
+class Mixed(Workload):
+    """No two pods alike, drawn from a seeded RNG (the same pods for every scheduler):
+    requests cpu 50-1000m and memory 64-2048Mi; required node affinity to a random 4-9 of
+    the 10 zones, and a preferred tier term of random weight; half tolerate the bench's
+    maintenance taint; a third carry a zone spread constraint (maxSkew 1-5, DoNotSchedule or
+    ScheduleAnyway) over one of 20 groups (label group=g<k>). Nodes are the bench's usual
+    ones (every 20th tainted). polsched: default plugins."""
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        import random
+
+        r = random.Random(1_000_003 * i + 17)
+        p = pod_base(f"bench-pod-{i:05d}", scheduler_name)
+        p["spec"]["containers"][0]["resources"] = {"requests": {
+            "cpu": f"{r.randrange(50, 1001)}m", "memory": f"{r.randrange(64, 2049)}Mi"}}
+        zones = sorted(r.sample(range(10), r.randrange(4, 10)))
+        p["spec"]["affinity"] = {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE, "operator": "In",
+                                       "values": [f"zone-{z}" for z in zones]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": r.randrange(1, 101), "preference": {"matchExpressions": [
+                    {"key": TIER, "operator": "In", "values": [r.choice(TIERS)]}]}}]}}
+        if r.random() < 0.5:
+            p["spec"]["tolerations"] = [{"key": TAINT_KEY, "operator": "Equal",
+                                         "value": "true", "effect": "NoSchedule"}]
+        if r.random() < 1 / 3:
+            group = f"g{r.randrange(20)}"
+            p["metadata"]["labels"]["group"] = group
+            p["spec"]["topologySpreadConstraints"] = [{
+                "maxSkew": r.randrange(1, 6), "topologyKey": ZONE,
+                "whenUnsatisfiable": r.choice(("DoNotSchedule", "ScheduleAnyway")),
+                "labelSelector": {"matchLabels": {"group": group}}}]
+        return p
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)"),
     Workload("large", 5000, 10000,
@@ -258,4 +419,19 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                "PreemptionAsync: nodes full of low-priority pods, a high-priority pod every "
                "200 ms while the measured pods stream in (scheduler_perf "
                "default_preemption 500Nodes)", equivalence=Preemption.__doc__ or ""),
+    Mixed("mixed", 5000, 5000, "every pod different: requests, node affinity, tolerations, "
+          "a third spread (no two pods alike)", equivalence=Mixed.__doc__ or ""),
+    PodAntiAffinity("pod-anti-affinity", 5000, 2000,
+                    "required pod anti-affinity per hostname, after 1000 initial pods "
+                    "(scheduler_perf SchedulingPodAntiAffinity 5000Nodes_2000Pods)",
+                    equivalence=PodAntiAffinity.__doc__ or ""),
+    TopologySpreading("topology-spreading", 5000, 5000,
+                      "zone spread constraint maxSkew 5, after 5000 initial pods "
+                      "(scheduler_perf TopologySpreading 5000Nodes_5000Pods)",
+                      equivalence=TopologySpreading.__doc__ or ""),
+    DefaultSpreading("default-spreading", 5000, 5000,
+                     "a Service's pods, spread by the system default constraints, after "
+                     "5000 initial pods (scheduler_perf DefaultTopologySpreading, reduced "
+                     "from 10000 measured pods)", equivalence=DefaultSpreading.__doc__ or ""),
+    Workload("scale", 15000, 30000, "plain pods at 15 000 nodes: throughput and peak RSS"),
 )}
