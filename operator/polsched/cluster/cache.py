@@ -331,6 +331,7 @@ class ClusterCache:
     def _snapshot_add(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.append(info)
+        snap.version += 1
         snap.by_name[info.name] = info
         _count_images(snap.image_nodes, info.images, +1)
         snap.pods_with_affinity += info.pods_with_affinity
@@ -339,6 +340,7 @@ class ClusterCache:
     def _snapshot_remove(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.remove(info)  # O(nodes), and node deletions are rare
+        snap.version += 1
         del snap.by_name[info.name]
         _count_images(snap.image_nodes, info.images, -1)
         snap.pods_with_affinity -= info.pods_with_affinity
