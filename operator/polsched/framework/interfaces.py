@@ -18,7 +18,7 @@ tests share (polsched.scheduler.pipelines).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -86,6 +86,14 @@ class FilterPlugin(Plugin):
         """Success when the pod fits the node; otherwise Unschedulable (or
         UnschedulableAndUnresolvable) with kube-scheduler's reason strings."""
         raise NotImplementedError
+
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """Optionally, this cycle's Filter as a function of the node alone, with what it
+        reads of the state and the pod resolved once (the pipeline's per-node loop calls
+        it); it must return what filter(state, pod, node) returns. None: filter is
+        called."""
+        return None
 
 
 class NodeSetFilter:

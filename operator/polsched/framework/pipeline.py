@@ -11,6 +11,7 @@ The only per-cycle mutable state is the round-robin start index.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -507,37 +508,35 @@ class Pipeline:
         # run_filters inlined: this loop runs per pod x node, so the skips and the entries'
         # names are resolved once per pod, not per node.
         skip = state.skip_filter
-        active = [(f.name, f.plugin.filter) for f in filters if f.name not in skip]
         # The filters that can name the nodes they pass (NodeSetFilter) do it once for the
         # whole cluster: a node in every such set runs only the other filters; a node
         # outside runs them all in order, so its status is the one Filter gives.
         passing: NodeSet | None = None
-        rest = active
+        # The filters each node in `passing` runs, as functions of the node.
+        rest: list[tuple[str, Callable[[NodeInfo], Status]]] = []
         # For the nodes outside `passing`: every filter in order, those with a NodeSet
         # as a membership test (a node in a filter's set passes it without the call).
-        outside_chain: list[tuple[str, Callable[..., Status], NodeSet | None,
-                                  Status | None]] = []
-        if n_nodes > 1:
-            rest = []
-            for f in filters:
-                if f.name in skip:
-                    continue
-                plugin = f.plugin
-                ns = rejection = None
-                if isinstance(plugin, NodeSetFilter):
-                    ns = plugin.filter_nodes(state, pod, snapshot)
-                    if ns is not None:
-                        rejection = plugin.filter_rejection(state, pod)
-                outside_chain.append((f.name, plugin.filter, ns, rejection))
-                if ns is None:
-                    rest.append((f.name, f.plugin.filter))
-                else:
-                    passing = ns if passing is None else passing.and_(ns)
-        if passing is None:
-            rest = active
-            pass_names: frozenset[str] | set[str] = frozenset()
-            outside = True  # every node runs `rest`, which is every filter
-        else:
+        outside_chain: list[tuple[str, Callable[[CycleState, PodInfo, NodeInfo], Status],
+                                  NodeSet | None, Status | None]] = []
+        for f in filters:
+            if f.name in skip:
+                continue
+            plugin = f.plugin
+            ns = rejection = None
+            if n_nodes > 1 and isinstance(plugin, NodeSetFilter):
+                ns = plugin.filter_nodes(state, pod, snapshot)
+                if ns is not None:
+                    rejection = plugin.filter_rejection(state, pod)
+            outside_chain.append((f.name, plugin.filter, ns, rejection))
+            if ns is None:
+                bound = plugin.bind_filter(state, pod)
+                rest.append((f.name, bound if bound is not None
+                             else functools.partial(plugin.filter, state, pod)))
+            else:
+                passing = ns if passing is None else passing.and_(ns)
+        pass_names: frozenset[str] | set[str] = frozenset()
+        outside = True  # no NodeSet: every node runs `rest`, which is every filter
+        if passing is not None:
             pass_names, outside = passing.names, passing.complement
         success = Code.SUCCESS
         error = Code.ERROR
@@ -590,8 +589,8 @@ class Pipeline:
                     if len(feasible) >= to_find:
                         break
                 continue
-            for name, fn in rest:
-                st = fn(state, pod, node)
+            for name, bound_fn in rest:
+                st = bound_fn(node)
                 if st.code is not success:
                     reject(node_name, name, st)
                     break

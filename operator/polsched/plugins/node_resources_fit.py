@@ -427,6 +427,32 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         state.write(_PRE_FILTER_KEY, (req, self._fits.table_if_repeated(req)))
         return SUCCESS
 
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """Filter's fast path (the pod fits, no memo) with the request unpacked once; any
+        other case is Filter itself."""
+        pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
+            state.get(_PRE_FILTER_KEY)
+        if pre is None or pre[1] is not None or pre[0].scalars:
+            return None
+        req = pre[0]
+        cpu, memory, ephemeral = req.cpu, req.memory, req.ephemeral
+        full = self.filter
+        PODS, CPU, MEMORY, EPHEMERAL = (  # noqa: N806
+            res.PODS, res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE)
+
+        def fits(node: NodeInfo) -> Status:
+            alloc = node.allocatable
+            used = node.requested
+            if (len(node.pods) < alloc.get(PODS, 0)
+                    and cpu <= alloc.get(CPU, 0) - used.get(CPU, 0)
+                    and memory <= alloc.get(MEMORY, 0) - used.get(MEMORY, 0)
+                    and (not ephemeral
+                         or ephemeral <= alloc.get(EPHEMERAL, 0) - used.get(EPHEMERAL, 0))):
+                return SUCCESS
+            return full(state, pod, node)
+        return fits
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
             state.get(_PRE_FILTER_KEY)
