@@ -126,6 +126,9 @@ class _Scheduler:
         self.warned: set[str] = set()
         # Shadow policies deciding beside this one (scheduler.shadow).
         self.shadows = ShadowSet()
+        # The pipeline applied last until it decides its first pod (Engine._first_decision:
+        # the end of a hot reload as users feel it); None once it has.
+        self.undecided: Pipeline | None = pipeline
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -215,6 +218,7 @@ class Engine(CacheListener):
         else:
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
+            s.undecided = pipeline
             s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
             if counters is not None:  # never let a stale status move a counter back
                 s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
@@ -241,6 +245,7 @@ class Engine(CacheListener):
         self._stop_scheduler(s)
         self._spawn(s.recorder.close())
         metrics.forget_profile(scheduler_name)
+        metrics.forget_policy(s.policy.name)
 
     def apply_shadow(self, policy: Policy, live_policy: str, live_scheduler: str, *,
                      extenders: Sequence[Extender] = ()) -> None:
@@ -525,6 +530,8 @@ class Engine(CacheListener):
             except PipelineError as err:
                 self._on_error(s, qp, str(err), started)
                 return
+            if s.undecided is pipeline:
+                self._first_decision(s, pod, result.node)
             if result.node is None:
                 if verdicts:
                     s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
@@ -587,6 +594,19 @@ class Engine(CacheListener):
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
                                                      message, started, state, bp),
             pipeline.extenders, annotations=annotations, lane=s.name)
+
+    def _first_decision(self, s: _Scheduler, pod: PodInfo, node: str | None) -> None:
+        """The pipeline of s.policy's generation made its first decision (a node chosen or
+        none fits): the hot reload is in effect for users. Logged and exported as
+        polsched_policy_first_decision_{generation,timestamp_seconds} (wall clock: the
+        bench compares it with the time its PATCH was answered)."""
+        s.undecided = None
+        generation = s.policy.generation
+        now = time.time()
+        metrics.first_decision(s.policy.name, generation, now)
+        log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
+                 s.policy.name, generation, pod.key,
+                 f"node {node}" if node is not None else "unschedulable")
 
     async def _binding_cycle(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
                              node_name: str, state: CycleState, bp: bc.BindingPlugins,
