@@ -70,6 +70,8 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# Event writes in flight at once, all policies together (EventRecorder's own default).
+EVENT_WRITES = 16
 # stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
 SHADOW_PREFIX = "shadow:"
 
@@ -152,6 +154,8 @@ class Engine(CacheListener):
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
+        # Event and condition writes in flight, all policies' recorders together.
+        self._event_writes = asyncio.Semaphore(EVENT_WRITES)
         # What every policy's plugins are built with (framework.Handle).
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, bc.WaitingPod] = {}
@@ -208,7 +212,8 @@ class Engine(CacheListener):
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
-            recorder = EventRecorder(self.client, name)
+            recorder = EventRecorder(self.client, name, concurrency=EVENT_WRITES,
+                                     shared=self._event_writes)
             s = _Scheduler(policy, pipeline, recorder,
                            Counters(**vars(counters)) if counters else Counters())
             self._schedulers[name] = s
