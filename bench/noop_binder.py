@@ -58,7 +58,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     seen: set[tuple[str, str]] = set()
     # polsched's engine: credentials.api_client(kubeconfig), the ApiClient defaults.
     async with ApiClient.from_kubeconfig(args.kubeconfig) as client:
-        recorder = EventRecorder(client, args.scheduler_name)
+        # One recorder per scheduler name, as polsched has one per policy: the events'
+        # reportingController is the pod's schedulerName.
+        recorders: dict[str, EventRecorder] = {}
+
+        def recorder(pod: PodInfo) -> EventRecorder:
+            r = recorders.get(pod.scheduler_name)
+            if r is None:
+                r = recorders[pod.scheduler_name] = EventRecorder(client, pod.scheduler_name)
+            return r
         nodes = await client.list_all("/api/v1/nodes", label_selector=args.node_selector)
         names = sorted(n["metadata"]["name"] for n in nodes["items"])
         if not names:
@@ -89,7 +97,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     try:
                         await client.send("POST", path, body)
                         counters["binds"] += 1
-                        recorder.scheduled(pod, node)  # as the engine, once bound
+                        recorder(pod).scheduled(pod, node)  # as the engine, once bound
                         counters["events"] += 1
                     except ApiError as err:
                         if err.status in (429, 500, 503) and attempt < 9:
@@ -132,7 +140,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait([watcher, stopper], return_when=asyncio.FIRST_COMPLETED)
         for t in (watcher, stopper, *workers):
             t.cancel()
-        await recorder.close()
+        for r in recorders.values():
+            await r.close()
         if watcher.done() and not watcher.cancelled() and watcher.exception():
             raise watcher.exception()  # type: ignore[misc]
     return counters

@@ -147,6 +147,7 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("zone skew (final)", lambda r: (r.get("placement") or {}).get("zone_skew")),
             ("hostname skew (final)", lambda r: (r.get("placement") or {}).get(
                 "hostname_skew")),
+            ("Scheduled events (warm-up pod's included)", lambda r: r.get("scheduled_events")),
             ("pod creation rate (pods/s)", lambda r: r.get("create_rate_pods_per_s")),
             ("startup to first bind (s)", lambda r: r.get("startup_s")),
             ("mode", lambda r: r.get("mode", "stream")),

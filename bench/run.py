@@ -156,6 +156,19 @@ async def create_initial(ctx: Context, api: Any, w: wl.Workload, scheduler_name:
     return len(pods)
 
 
+async def count_events(api: Any, namespace: str, reason: str) -> int:
+    """Events of `reason` in the namespace (paged; a selector leaves no remainingItemCount).
+    The warm-up pod's event counts too."""
+    n, cont = 0, None
+    while True:
+        page = await api.list(f"/api/v1/namespaces/{namespace}/events", limit=1000,
+                              field_selector=f"reason={reason}", continue_=cont)
+        n += len(page.get("items") or ())
+        cont = (page.get("metadata") or {}).get("continue") or None
+        if not cont:
+            return n
+
+
 async def pod_views(api: Any, path: str) -> list[violations.PodView]:
     """The pods of a collection, page by page, each kept as the few fields the checks
     read (30 000 whole pods would be a few hundred MB in this process)."""
@@ -349,6 +362,9 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     res["peak_rss_mb"] = round(meter.peak_rss() / 2**20, 1)
     res["harness_cpu_s"] = round(harness_cpu, 2)
     res["others_cpu_s"] = {k: round(m.cpu(), 2) for k, m in cp.items()}
+    # The writes each scheduler made besides the binds: its Scheduled events (the ceiling
+    # must make them too), counted once it has stopped and flushed them.
+    res["scheduled_events"] = await count_events(api, wl.NAMESPACE, "Scheduled")
     # Violations, from the pods on the server: measured and initial ones (bench/violations.py).
     views = await pod_views(api, PODS) + await pod_views(api, OTHER_PODS)
     verdict = violations.check(w, views, by_name)
@@ -615,6 +631,11 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ}
             if not args.kwok:
                 env["POLSCHED_NO_KWOK"] = "1"
+            # Cleanup between runs deletes up to 30 000 pods, as many events and 15 000
+            # nodes by DELETE collection, one object at a time with the default single
+            # worker: unmeasured time only.
+            env["POLSCHED_APISERVER_ARGS"] = (env.get("POLSCHED_APISERVER_ARGS", "")
+                                              + " --delete-collection-workers=4").strip()
             log(f"starting a control plane in {cluster_dir} (kwok {'on' if args.kwok else 'off'})")
             subprocess.run([str(ROOT / "hack" / "cluster.sh"), "up", str(cluster_dir)],
                            check=True, env=env)
