@@ -23,7 +23,7 @@ mutated and makes pods built elsewhere (tests, older servers) behave the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -476,6 +476,51 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         state.write(_PRE_FILTER_KEY, _filter_state(
             s.affinity_terms, s.anti_affinity_terms, affinity, anti, existing, self_ok))
 
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """This cycle's Filter as a function of the node alone, for the pipeline's per-node
+        loop: without affinity terms, only the checks' lookups are left (one label lookup
+        when they share a topologyKey, as hostname anti-affinity does)."""
+        s: _FilterState = state.read(_PRE_FILTER_KEY)
+        if s.affinity_terms:
+            return None
+        checks = s.checks
+        if not checks:
+            return _pass
+        if len(checks) == 1:
+            key, by_value, status = checks[0]
+            get = by_value.get
+
+            def one(node: NodeInfo) -> Status:
+                value = node.labels.get(key)
+                if value is not None and get(value, 0) > 0:
+                    return status
+                return SUCCESS
+            return one
+        if len(checks) == 2 and checks[0][0] == checks[1][0]:
+            key = checks[0][0]
+            get1, status1 = checks[0][1].get, checks[0][2]
+            get2, status2 = checks[1][1].get, checks[1][2]
+
+            def two(node: NodeInfo) -> Status:
+                value = node.labels.get(key)
+                if value is not None:
+                    if get1(value, 0) > 0:
+                        return status1
+                    if get2(value, 0) > 0:
+                        return status2
+                return SUCCESS
+            return two
+
+        def many(node: NodeInfo) -> Status:
+            labels = node.labels
+            for key, by_value, status in checks:
+                value = labels.get(key)
+                if value is not None and by_value.get(value, 0) > 0:
+                    return status
+            return SUCCESS
+        return many
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s: _FilterState = state.read(_PRE_FILTER_KEY)
         labels = node.labels
@@ -559,6 +604,10 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
                                      != after.labels[t.topology_key]):
                 return ev.QUEUE
         return ev.QUEUE_SKIP
+
+
+def _pass(node: NodeInfo) -> Status:
+    return SUCCESS
 
 
 _AFFINITY_NOT_MATCH = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)

@@ -572,6 +572,34 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             updated.append(c)
         state.write(_PRE_FILTER_KEY, tuple(updated))
 
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """This cycle's Filter as a function of the node alone, for the pipeline's per-node
+        loop (one constraint: a label lookup, a count lookup and a comparison)."""
+        constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
+        if len(constraints) != 1:
+            def many(node: NodeInfo) -> Status:
+                labels = node.labels
+                for c in constraints:
+                    value = labels.get(c.topology_key)
+                    if value is None:
+                        return _NODE_LABEL_NOT_MATCH
+                    if c.counts.get(value, 0) > c.limit:
+                        return _CONSTRAINTS_NOT_MATCH
+                return SUCCESS
+            return many
+        key, get, limit = constraints[0].topology_key, constraints[0].counts.get, \
+            constraints[0].limit
+
+        def one(node: NodeInfo) -> Status:
+            value = node.labels.get(key)
+            if value is None:
+                return _NODE_LABEL_NOT_MATCH
+            if get(value, 0) > limit:
+                return _CONSTRAINTS_NOT_MATCH
+            return SUCCESS
+        return one
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
         labels = node.labels
