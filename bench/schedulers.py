@@ -3,7 +3,8 @@
 - kube: kube-scheduler from hack/build.sh, default profile, KubeSchedulerConfiguration v1
   with clientConnection qps/burst raised (KUBE_QPS/KUBE_BURST, reported in the results),
   leader election off, the admin kubeconfig, no serving port (--secure-port 0).
-- noop: bench/noop_binder.py, the API server's limit.
+- noop: bench/noop_binder.py, the ceiling: polsched's writes (Binding + Scheduled event,
+  same client settings) and no decision.
 - polsched: the operator (`polsched run`, Shared mode) with a SchedulingPolicy applied;
   while `polsched run` is not there, bench/polsched_engine.py runs an Engine for the one
   policy (same scheduling code, no operator: no status, so no hot-reload measurement).
@@ -141,18 +142,22 @@ class KubeScheduler(Runner):
 
 
 class NoopBinder(Runner):
+    """The ceiling: bench/noop_binder.py, a Binding and a Scheduled event per pod with
+    polsched's write settings, and no decision."""
+
     key = "noop"
     scheduler_name = "bench-noop"
-    concurrency = 64
 
     def settings(self) -> dict[str, Any]:
-        return {"scheduler_name": self.scheduler_name, "binds_in_flight": self.concurrency}
+        from bench.noop_binder import polsched_defaults
+
+        return {"scheduler_name": self.scheduler_name, **polsched_defaults(),
+                "writes": "Binding + Scheduled event (events.k8s.io/v1) per pod"}
 
     def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
         return [sys.executable, str(ROOT / "bench" / "noop_binder.py"),
                 "--kubeconfig", self.kubeconfig, "--scheduler-name", self.scheduler_name,
-                "--node-selector", f"{wl.NODE_LABEL}=true",
-                "--concurrency", str(self.concurrency)]
+                "--node-selector", f"{wl.NODE_LABEL}=true"]
 
     def wait_started(self, timeout: float = 60) -> None:
         self._wait_line("ready", timeout)
