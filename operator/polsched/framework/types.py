@@ -25,6 +25,44 @@ HostPort = tuple[str, str, int]
 _node_epoch = [0]
 
 
+class NodeChanges:
+    """The names of nodes as they change, in order: every NodeInfo change (its generation
+    moves) and every node the cache adds to or removes from its snapshot. A consumer holding
+    results per node (plugins/node_memo.Aggregate) remembers its `position` and later
+    revisits only the nodes named since, instead of walking every node. Bounded: the oldest
+    names go, and a consumer whose position is older than what is kept starts over."""
+
+    __slots__ = ("names", "base")
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.base = 0  # the position of names[0]
+
+    def note(self, name: str) -> None:
+        names = self.names
+        names.append(name)
+        if len(names) > self.LIMIT:
+            drop = len(names) // 2
+            del names[:drop]
+            self.base += drop
+
+    @property
+    def position(self) -> int:
+        return self.base + len(self.names)
+
+    def since(self, position: int) -> list[str] | None:
+        """The names noted from `position` on; None when some of them are gone."""
+        if position < self.base:
+            return None
+        return self.names[position - self.base:]
+
+
+# One log for the process: NodeInfos do not know their cache, and a consumer only looks up
+# the names in the snapshot it works on (other snapshots' nodes cost it a lookup).
+NODE_CHANGES = NodeChanges()
+
+
 @dataclass(slots=True, eq=False)
 class PodInfo:
     raw: Json
@@ -139,11 +177,12 @@ class NodeInfo:
         spec = node.get("spec") or {}
         status = node.get("status") or {}
         self.raw = node
+        old_name = self.name
         self.name = meta.get("name") or ""
         labels = meta.get("labels") or {}
         taints = tuple(spec.get("taints") or ())
         unschedulable = bool(spec.get("unschedulable"))
-        if (labels != self.labels or taints != self.taints
+        if (old_name != self.name or labels != self.labels or taints != self.taints
                 or unschedulable != self.unschedulable):
             _node_epoch[0] += 1
         self.labels = labels
@@ -156,6 +195,9 @@ class NodeInfo:
                 images[n] = image.get("sizeBytes") or 0
         self.images = images
         self.generation += 1
+        if old_name and old_name != self.name:
+            NODE_CHANGES.note(old_name)
+        NODE_CHANGES.note(self.name)
 
     def add_pod(self, pod: PodInfo) -> None:
         if pod.key in self.pods:
@@ -169,6 +211,7 @@ class NodeInfo:
         self.pods_with_affinity += pod.has_affinity
         self.pods_with_required_anti_affinity += pod.has_required_anti_affinity
         self.generation += 1
+        NODE_CHANGES.note(self.name)
 
     def remove_pod(self, pod: PodInfo) -> bool:
         old = self.pods.pop(pod.key, None)
@@ -183,6 +226,7 @@ class NodeInfo:
         self.pods_with_affinity -= old.has_affinity
         self.pods_with_required_anti_affinity -= old.has_required_anti_affinity
         self.generation += 1
+        NODE_CHANGES.note(self.name)
         return True
 
 
