@@ -314,8 +314,7 @@ class ApiClient:
             writer = self._writer = self._make_writer()
         head = self._head(method, path, content_type)
         try:
-            async with asyncio.timeout(timeout):
-                status, raw = await writer.send(head, body)
+            status, raw = await writer.send(head, body, timeout)
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
             raise

@@ -31,6 +31,8 @@ from aiohttp.client_reqrep import ConnectionKey
 # keepalive_timeout here; the API server closes idle connections after 90 s).
 IDLE_SECONDS = 50.0
 _HEAD_LIMIT = 64 * 1024
+# How often the requests in flight are checked against their timeouts.
+SWEEP_SECONDS = 1.0
 
 
 class _Answer(asyncio.Protocol):
@@ -43,6 +45,7 @@ class _Answer(asyncio.Protocol):
         self.lost = False
         self.close_after = False
         self.idle_since = 0.0
+        self.deadline = 0.0  # loop time by which the answer must have come
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Any event loop's transport (uvloop's are not asyncio.Transport subclasses).
@@ -82,24 +85,24 @@ class _Answer(asyncio.Protocol):
             if len(buf) > _HEAD_LIMIT:
                 raise ValueError("header too long")
             return None
-        head = bytes(buf[:end]).decode("latin-1").split("\r\n")
-        status_line = head[0].split(" ", 2)
-        if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
-            raise ValueError(f"status line {head[0][:80]!r}")
-        status = int(status_line[1])
+        if len(buf) < 13 or buf[:7] != b"HTTP/1." or buf[12] not in b" \r":
+            raise ValueError(f"status line {bytes(buf[:80])!r}")
+        status = int(buf[9:12])
+        # Header names are case-insensitive: search a lower-cased copy of the head.
+        head = bytes(buf[:end + 2]).lower()
+        close = buf[7:8] == b"0"  # HTTP/1.0
         length = -1
         chunked = False
-        close = status_line[0] == "HTTP/1.0"
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-length":
-                length = int(value)
-            elif name == "transfer-encoding":
-                chunked = "chunked" in value.lower()
-            elif name == "connection":
-                v = value.strip().lower()
-                close = v == "close" or (close and v != "keep-alive")
+        at = head.find(b"\r\ncontent-length:")
+        if at >= 0:
+            length = int(head[at + 17:head.index(b"\r\n", at + 2)])
+        at = head.find(b"\r\ntransfer-encoding:")
+        if at >= 0:
+            chunked = b"chunked" in head[at + 20:head.index(b"\r\n", at + 2)]
+        at = head.find(b"\r\nconnection:")
+        if at >= 0:
+            value = head[at + 13:head.index(b"\r\n", at + 2)].strip()
+            close = value == b"close" or (close and value != b"keep-alive")
         start = end + 4
         if chunked:
             body = _dechunk(buf, start)
@@ -155,6 +158,8 @@ class Http1Writer:
         self._ssl = ssl_context
         self._server_hostname = server_hostname if ssl_context is not None else None
         self._idle: collections.deque[_Answer] = collections.deque()
+        self._busy: set[_Answer] = set()
+        self._sweeper: asyncio.Task[None] | None = None
         self._key = ConnectionKey(host, port, ssl_context is not None,
                                   ssl_context if ssl_context is not None else True,
                                   None, None, None, server_hostname)
@@ -187,19 +192,28 @@ class Http1Writer:
                 conn.transport.close()
         return None
 
-    async def send(self, head: bytes, body: bytes) -> tuple[int, bytes]:
+    async def send(self, head: bytes, body: bytes, timeout: float = 60.0) -> tuple[int, bytes]:
+        """Raises TimeoutError when no whole answer came within `timeout` (to about a
+        second: one sweeper checks every request in flight, instead of a timer each)."""
         conn = self._take() or await self._connect()
         assert conn.transport is not None
-        waiter: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[tuple[int, bytes]] = loop.create_future()
         conn.waiter = waiter
+        conn.deadline = loop.time() + timeout
+        self._busy.add(conn)
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep(), name="polsched-http1-timeouts")
         conn.transport.write(b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body))
         try:
             answer = await waiter
         except BaseException:
-            # Cancelled (a timeout) or lost: the connection's state is unknown.
+            # Cancelled, timed out or lost: the connection's state is unknown.
             conn.lost = True
             conn.transport.close()
             raise
+        finally:
+            self._busy.discard(conn)
         conn.waiter = None
         if conn.close_after or conn.lost:
             conn.transport.close()
@@ -208,7 +222,20 @@ class Http1Writer:
             self._idle.append(conn)
         return answer
 
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            now = loop.time()
+            for conn in [c for c in self._busy if c.deadline <= now]:
+                w = conn.waiter
+                if w is not None and not w.done():
+                    w.set_exception(TimeoutError())
+
     def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         while self._idle:
             conn = self._idle.pop()
             if conn.transport is not None:

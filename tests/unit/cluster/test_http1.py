@@ -142,6 +142,21 @@ def test_a_cancelled_request_does_not_leave_its_answer_to_the_next() -> None:
     serve([[b"", b"", late], [fresh]], body)
 
 
+def test_an_unanswered_request_times_out_and_its_connection_is_not_reused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http1, "SWEEP_SECONDS", 0.05)
+    ok = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def body(w: http1.Http1Writer, s: Server) -> None:
+        with pytest.raises(TimeoutError):
+            await w.send(HEAD, b"{}", timeout=0.1)
+        assert await w.send(HEAD, b"{}") == (201, b"{}")
+        assert w.opened == 2
+
+    # The first answer comes long after the timeout: the pieces are slept between.
+    serve([[b"", *([b""] * 100), ok], [ok]], body)
+
+
 def test_api_client_send_raises_the_decoded_status_on_an_error() -> None:
     status = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods '
               b'\\"p\\" not found","reason":"NotFound","code":404}')
