@@ -426,16 +426,22 @@ class ApiClient:
                 raise ApiError.from_answer(resp.status, await resp.read())
             # Split lines ourselves: StreamReader.readline refuses lines over 128 KiB, and
             # a pod with a large last-applied-configuration annotation can exceed that.
+            # Each line is sliced once; the unfinished tail is kept once per chunk (cutting
+            # the buffer after every line copied the rest of the chunk each time).
             buf = b""
             async for chunk in resp.content.iter_any():
-                buf += chunk
+                buf = buf + chunk if buf else chunk
+                start = 0
                 while True:
-                    nl = buf.find(b"\n")
+                    nl = buf.find(b"\n", start)
                     if nl < 0:
                         break
-                    line, buf = buf[:nl], buf[nl + 1:]
-                    if line.strip():
-                        yield _watch_event(line)
+                    if nl > start:
+                        line = buf[start:nl]
+                        if not line.isspace():
+                            yield _watch_event(line)
+                    start = nl + 1
+                buf = buf[start:] if start else buf
             if buf.strip():
                 yield _watch_event(buf)
 

@@ -2,11 +2,13 @@
 127.0.0.1: a server that answers with exactly the bytes a test gives it (split where
 the test says), so the parser meets Content-Length, chunked bodies cut mid-chunk,
 Connection: close and a server that hangs up. The API server itself is exercised through
-this path by the e2e binder, engine and outage tests."""
+this path by the e2e binder, engine and outage tests. Also the watch stream's line
+splitting, fed the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
@@ -182,3 +184,39 @@ def test_api_client_send_raises_the_decoded_status_on_an_error() -> None:
     assert b"Authorization: Bearer t0k" in first
     assert b"Content-Type: application/json" in first
     assert any(line.startswith(b"Host: 127.0.0.1:") for line in first)
+
+
+def test_watch_splits_lines_across_chunks_and_keeps_long_ones() -> None:
+    """ApiClient.watch's line splitting (aiohttp reads the stream): events cut anywhere,
+    several per chunk, blank keep-alive lines, one line far over 128 KiB."""
+    events = [{"type": "ADDED", "object": {"metadata": {"name": f"p{i}", "resourceVersion":
+                                                        str(i)}}} for i in range(20)]
+    events[7]["object"]["metadata"]["annotations"] = {"big": "x" * 300_000}
+    stream = b"".join(json.dumps(e).encode() + b"\n" + (b"\n" if i % 5 == 0 else b"")
+                      for i, e in enumerate(events))
+    cuts = [0, 3, 4, 50, 51, 400, 9000, 9001, 200_000, len(stream) - 2, len(stream)]
+    pieces = [stream[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        for piece in pieces:
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def main() -> list[tuple[str, dict[str, object]]]:
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        async with ApiClient(f"http://127.0.0.1:{port}") as c:
+            got = [e async for e in c.watch("/api/v1/pods")]
+        srv.close()
+        await srv.wait_closed()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 20))
+    assert got == [(e["type"], e["object"]) for e in events]
