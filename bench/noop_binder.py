@@ -1,22 +1,32 @@
 #!/usr/bin/env python3
-"""The no-op binder: binds pending pods round-robin to nodes without deciding anything.
+"""The ceiling: binds pending pods round-robin to nodes without deciding anything, and
+writes what polsched writes for each, so that it is the physical limit of "a scheduler
+that decides nothing" on this control plane and this machine (issue 15).
 
-It is the bench's ceiling: what this API server on this machine accepts as binds per
-second from one asyncio + aiohttp process (the I/O stack polsched uses too). It lists the
-nodes once (--node-selector), watches pods with its schedulerName and no node, and POSTs
-a v1 Binding for each with --concurrency requests in flight. No cache, no filters, no
-events, no retries beyond an overloaded API server.
+Per pod, as polsched: the v1 Binding, posted undecoded by ApiClient.send with the bytes of
+polsched.scheduler.binder.encode_binding (DefaultBinder's body, the pod's UID included),
+then, once bound, the Scheduled event through polsched's own EventRecorder (events.k8s.io/v1,
+reportingController the scheduler name, written in the background). The same client
+settings as polsched's engine: one ApiClient.from_kubeconfig with its default connection
+limit and no client-side rate limit, the Engine's default binds in flight and the
+EventRecorder's default event writers (`polsched_defaults`).
+
+What it does not do: no cache, no filters, no scores, no queue order, no retries beyond an
+overloaded API server. It lists the nodes once (--node-selector) and watches pods with its
+schedulerName and no node.
 
   python bench/noop_binder.py --kubeconfig K --scheduler-name bench-noop \
       --node-selector polsched.io/bench=true
 
-Prints "ready" on stdout once it watches; on SIGTERM prints a JSON line of its counters.
+Prints "ready" on stdout once it watches; on SIGTERM writes the events still queued (a few
+seconds at most) and prints a JSON line of its counters.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import itertools
 import json
 import signal
@@ -24,37 +34,71 @@ import sys
 from typing import Any
 
 from polsched.cluster.client import ApiClient, ApiError
+from polsched.framework.types import PodInfo
+from polsched.scheduler.binder import encode_binding
+from polsched.scheduler.engine import Engine
+from polsched.scheduler.events import EventRecorder
+
+
+def polsched_defaults() -> dict[str, int]:
+    """The write settings polsched's engine runs with, read from its code so that they
+    cannot drift: binds in flight (Engine), event writers (EventRecorder), connections
+    (ApiClient)."""
+    def default(fn: Any, name: str) -> int:
+        return int(inspect.signature(fn).parameters[name].default)
+
+    return {"binds_in_flight": default(Engine.__init__, "bind_concurrency"),
+            "event_writers": default(EventRecorder.__init__, "concurrency"),
+            "connection_limit": default(ApiClient.__init__, "connection_limit")}
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    counters = {"binds": 0, "conflicts": 0, "errors": 0}
-    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    counters = {"binds": 0, "conflicts": 0, "errors": 0, "events": 0}
+    queue: asyncio.Queue[PodInfo] = asyncio.Queue()
     seen: set[tuple[str, str]] = set()
-    async with ApiClient.from_kubeconfig(args.kubeconfig,
-                                         connection_limit=args.concurrency + 8) as client:
+    # polsched's engine: credentials.api_client(kubeconfig), the ApiClient defaults.
+    async with ApiClient.from_kubeconfig(args.kubeconfig) as client:
+        # One recorder per scheduler name, as polsched has one per policy: the events'
+        # reportingController is the pod's schedulerName.
+        recorders: dict[str, EventRecorder] = {}
+
+        def recorder(pod: PodInfo) -> EventRecorder:
+            r = recorders.get(pod.scheduler_name)
+            if r is None:
+                r = recorders[pod.scheduler_name] = EventRecorder(client, pod.scheduler_name)
+            return r
         nodes = await client.list_all("/api/v1/nodes", label_selector=args.node_selector)
         names = sorted(n["metadata"]["name"] for n in nodes["items"])
         if not names:
             raise SystemExit(f"no nodes match --node-selector {args.node_selector!r}")
         ring = itertools.cycle(names)
-        selector = f"spec.schedulerName={args.scheduler_name},spec.nodeName="
+        # Several names (comma-separated, the many-policies workload): a field selector
+        # cannot say "one of", so they are picked out here.
+        wanted = set(args.scheduler_name.split(","))
+        selector = (f"spec.schedulerName={args.scheduler_name},spec.nodeName="
+                    if len(wanted) == 1 else "spec.nodeName=")
 
         def offer(pod: dict[str, Any]) -> None:
+            if (pod.get("spec") or {}).get("schedulerName") not in wanted:
+                return
             meta = pod["metadata"]
             key = (meta["namespace"], meta["name"])
             if key not in seen and not meta.get("deletionTimestamp"):
                 seen.add(key)
-                queue.put_nowait(key)
+                queue.put_nowait(PodInfo.from_json(pod))
 
         async def bind_worker() -> None:
             while True:
-                ns, name = await queue.get()
-                body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                        "target": {"apiVersion": "v1", "kind": "Node", "name": next(ring)}}
+                pod = await queue.get()
+                node = next(ring)
+                path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+                body = encode_binding(pod, node)
                 for attempt in range(10):
                     try:
-                        await client.post(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
+                        await client.send("POST", path, body)
                         counters["binds"] += 1
+                        recorder(pod).scheduled(pod, node)  # as the engine, once bound
+                        counters["events"] += 1
                     except ApiError as err:
                         if err.status in (429, 500, 503) and attempt < 9:
                             await asyncio.sleep(0.05 * (attempt + 1))
@@ -96,6 +140,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait([watcher, stopper], return_when=asyncio.FIRST_COMPLETED)
         for t in (watcher, stopper, *workers):
             t.cancel()
+        for r in recorders.values():
+            await r.close()
         if watcher.done() and not watcher.cancelled() and watcher.exception():
             raise watcher.exception()  # type: ignore[misc]
     return counters
@@ -104,9 +150,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--kubeconfig", required=True)
-    p.add_argument("--scheduler-name", default="bench-noop")
+    p.add_argument("--scheduler-name", default="bench-noop",
+                   help="the schedulerName of the pods to bind; several, comma-separated")
     p.add_argument("--node-selector", default="polsched.io/bench=true")
-    p.add_argument("--concurrency", type=int, default=64, help="binds in flight")
+    p.add_argument("--concurrency", type=int, default=polsched_defaults()["binds_in_flight"],
+                   help="binds in flight (default polsched's)")
     counters = asyncio.run(run(p.parse_args()))
     print(json.dumps(counters), flush=True)
     return 0

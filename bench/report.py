@@ -41,6 +41,18 @@ METRICS: list[tuple[str, Metric]] = [
 ]
 
 
+# How results.json files written before bench/reload.py measured a reload.
+OLD_RELOAD_MEASURE = "patch sent .. status.observedGeneration seen"
+
+
+def _by_kind(r: dict[str, Any]) -> str | None:
+    """The violation kinds that occurred ("" when none did, None when not checked)."""
+    kinds = r.get("violations_by_kind")
+    if kinds is None:
+        return None
+    return "; ".join(f"{k}: {v}" for k, v in kinds.items() if v)
+
+
 def render(doc: dict[str, Any], notes: str | None = None) -> str:
     m = doc["machine"]
     s = doc["settings"]
@@ -80,8 +92,12 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         "latency = per pod, POST answered .. bind seen on a watch (monotonic clock, ms); "
         "CPU = the scheduler process's user+system seconds while the pods were scheduled; "
         "peak RSS = VmHWM. `violations` counts binds that break the workload's rule "
-        "(expected for the no-op binder only). A throughput marked * kept pace with pod "
-        "creation (at least 0.9x the creation rate): it measures how fast the API server "
+        "(expected for the no-op binder only; each workload says what it counts, from the "
+        "pods on the API server after the run). The ceiling is the no-op binder: per pod "
+        "the writes polsched makes (the Binding, then the Scheduled event, with polsched's "
+        "client settings) and no decision; `polsched / ceiling` compares with it. A "
+        "throughput marked * kept pace with pod creation (at least 0.9x the creation "
+        "rate): it measures how fast the API server "
         "took pods, not the scheduler's ceiling, and its ratios say little. Mode backlog "
         "(run.py --backlog): every pod existed before the scheduler started; throughput and "
         "latency count from the scheduler process's start (its startup included), and "
@@ -91,15 +107,27 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
     ]
     for wname, entry in doc["workloads"].items():
         res: dict[str, dict[str, Any]] = entry["results"]
-        lines += [f"## {wname}: {entry['nodes']} nodes, {entry['pods']} pods", "",
-                  entry["description"] + ".", ""]
+        head = f"## {wname}: {entry['nodes']} nodes, {entry['pods']} pods"
+        if entry.get("init_pods"):
+            head += f" (after {entry['init_pods']} initial pods)"
+        lines += [head, "", entry["description"] + ".", ""]
+        setup = []
+        if entry.get("init_pods"):
+            setup.append(f"{entry['init_pods']} initial pods, created bound (spec.nodeName) "
+                         "before each scheduler starts, unmeasured")
+        if entry.get("extra_objects"):
+            setup.append("created first: " + ", ".join(entry["extra_objects"]))
+        if setup:
+            lines += ["Setup: " + "; ".join(setup) + ".", ""]
+        if entry.get("violations_count"):
+            lines += [f"`violations` counts {entry['violations_count']}.", ""]
         if entry.get("equivalence"):
             lines += [f"Rule per scheduler: {entry['equivalence']}", ""]
         if entry.get("run"):  # a workload run on its own, after the document's run
             lines += [f"Run on its own: {entry['run']}", ""]
         keys = list(res)
         lines.append("| | " + " | ".join(NAMES.get(k, k) for k in keys)
-                     + " | polsched / kube-scheduler | polsched / no-op |")
+                     + " | polsched / kube-scheduler | polsched / ceiling |")
         lines.append("|---" * (len(keys) + 3) + "|")
         p = res.get("polsched", {})
         for label, get in METRICS:
@@ -115,11 +143,21 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("bound / pods", lambda r: f"{r.get('bound')}/{r.get('pods')}"),
             ("bound exactly once", lambda r: "yes" if r.get("bound_once") else "NO"),
             ("violations", lambda r: r.get("violations")),
+            ("violations by kind", _by_kind),
+            ("zone skew (final)", lambda r: (r.get("placement") or {}).get("zone_skew")),
+            ("hostname skew (final)", lambda r: (r.get("placement") or {}).get(
+                "hostname_skew")),
+            ("Scheduled events (warm-up pod's included)", lambda r: r.get("scheduled_events")),
             ("pod creation rate (pods/s)", lambda r: r.get("create_rate_pods_per_s")),
             ("startup to first bind (s)", lambda r: r.get("startup_s")),
             ("mode", lambda r: r.get("mode", "stream")),
             ("backlog: pods/s from ready", lambda r: r.get("throughput_from_ready_pods_per_s")),
             ("apiserver CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("kube-apiserver")),
+            ("setup: nodes created (s)", lambda r: r.get("node_create_s")),
+            ("setup: initial pods created (s)", lambda r: r.get("init_create_s")
+             if r.get("init_pods") else None),
+            ("cleanup after the run (s)", lambda r: r.get("clean_after_s")),
+            ("bench process peak RSS (MB)", lambda r: r.get("harness_peak_rss_mb")),
             ("preemptors bound / created", lambda r: None if "preemption" not in r else
              f"{r['preemption']['preemptors_bound']}/{r['preemption']['preemptors_created']}"),
             ("preemptor latency p50 (ms)", lambda r: ((r.get("preemption") or {}).get(
@@ -132,7 +170,7 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
                 "measured_pods_preempted")),
         ]
         for label, get in extra:
-            if all(get(res[k]) is None for k in keys):
+            if all(get(res[k]) in (None, "") for k in keys):
                 continue  # e.g. the backlog row in a streaming run
             row = [_num(get(res[k])) if res[k].get("status") in ("ok", "incomplete")
                    else "" for k in keys]
@@ -142,11 +180,11 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             lat = reload.get("latency_ms") or {}
             if lat:
                 lines += ["", f"Hot reload (polsched): {reload['observed']}/{reload['patches']} "
-                          f"patches observed within 10 s ({reload.get('under_load')} sent "
+                          f"patches observed within 10 s ({reload.get('under_load')} decided "
                           f"while pods were still binding); "
                           f"reload latency p50 {_num(lat.get('p50'))} ms, "
                           f"p99 {_num(lat.get('p99'))} ms, max {_num(lat.get('max'))} ms "
-                          "(patch sent .. status.observedGeneration seen)."]
+                          f"({reload.get('measure') or OLD_RELOAD_MEASURE})."]
             else:
                 lines += ["", f"Hot reload (polsched): not measured ({reload.get('note', '')})."]
         problems = [f"{NAMES.get(k, k)}: {r['status']}: {r.get('error')}" for k, r in res.items()
@@ -154,6 +192,9 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         if problems:
             lines += [""] + [f"- {x}" for x in problems]
         lines.append("")
+    from bench import many  # its own table: many policies against one
+
+    lines += many.render(doc.get("many_policies"))
     if notes:
         lines += [notes.rstrip(), ""]
     return "\n".join(lines)

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import measure, report  # noqa: E402
+from bench import many, measure, reload, report, violations  # noqa: E402
 from bench import workloads as wl  # noqa: E402
 from bench.schedulers import RUNNERS, KubeScheduler, Polsched, Runner  # noqa: E402
 
@@ -67,28 +67,119 @@ async def ensure_namespace(api: Any) -> None:
                 raise
 
 
+async def remaining(api: Any, path: str, label_selector: str | None = None) -> int:
+    """How many objects the collection holds (one item listed; the API server counts the
+    rest in metadata.remainingItemCount)."""
+    page = await api.list(path, label_selector=label_selector, limit=1)
+    items = page.get("items") or ()
+    if not items:
+        return 0
+    return len(items) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
 async def wait_empty(api: Any, path: str, label_selector: str | None = None,
-                     timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
+                     stall: float = 120) -> None:
+    """Wait until the collection is empty; give up once it has not shrunk for `stall`
+    seconds (30 000 pods take minutes to go, but they keep going)."""
+    last, since = -1, time.monotonic()
     while True:
-        page = await api.list(path, label_selector=label_selector, limit=1)
-        if not page.get("items"):
+        left = await remaining(api, path, label_selector)
+        if not left:
             return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{path} still not empty after {timeout}s")
+        if left != last:
+            last, since = left, time.monotonic()
+        elif time.monotonic() - since > stall:
+            raise RuntimeError(f"{path}: {left} objects left, none deleted for {stall}s")
         await asyncio.sleep(0.2)
 
 
+async def delete_all(api: Any, path: str, label_selector: str | None = None) -> None:
+    """DELETE the collection (at once: gracePeriodSeconds 0, no kubelet will confirm) and
+    wait until it is empty. The answer lists every deleted object, 100 MB for 30 000 pods:
+    `send` reads and drops it undecoded. A request that times out is sent again (the API
+    server goes on deleting meanwhile)."""
+    from urllib.parse import quote
+
+    from polsched.cluster.client import ApiError
+
+    url = path + (f"?labelSelector={quote(label_selector)}" if label_selector else "")
+    body = b'{"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0}'
+    for attempt in range(5):
+        if not await remaining(api, path, label_selector):
+            return
+        try:
+            await api.send("DELETE", url, body, timeout=600)
+            break
+        except ApiError as err:
+            if err.status not in (429, 500, 503, 504) or attempt == 4:
+                raise
+        except (TimeoutError, OSError) as err:
+            log(f"DELETE {url}: {err!r}, again")
+        await asyncio.sleep(1)
+    await wait_empty(api, path, label_selector)
+
+
 async def clean(api: Any) -> None:
-    """Delete the bench's pods (at once: no kubelet will confirm), events and nodes."""
-    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-    await api.delete(PODS, now)
-    await api.delete(OTHER_PODS, now)
-    await wait_empty(api, PODS)
-    await wait_empty(api, OTHER_PODS)
-    await api.delete(f"/api/v1/namespaces/{wl.NAMESPACE}/events")
-    await api.delete("/api/v1/nodes", params={"labelSelector": f"{wl.NODE_LABEL}=true"})
-    await wait_empty(api, "/api/v1/nodes", f"{wl.NODE_LABEL}=true")
+    """Delete what a run leaves in the cluster: the bench's pods in both namespaces, their
+    events, the Services of workloads' extra_objects, and the bench nodes."""
+    await delete_all(api, PODS)
+    await delete_all(api, OTHER_PODS)
+    for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
+        await delete_all(api, f"/api/v1/namespaces/{ns}/events")
+    # Services have no deletecollection: one by one (a workload makes one or two).
+    for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
+        path = f"/api/v1/namespaces/{ns}/services"
+        for svc in (await api.list(path)).get("items") or ():
+            await api.delete(f"{path}/{svc['metadata']['name']}")
+    await delete_all(api, "/api/v1/nodes", f"{wl.NODE_LABEL}=true")
+
+
+async def create_initial(ctx: Context, api: Any, w: wl.Workload, scheduler_name: str
+                         ) -> int:
+    """What exists before the scheduler starts, besides the nodes: the workload's extra
+    objects (a Service) and its initial pods, bound already (spec.nodeName; scheduler_perf's
+    unmeasured createPods steps). Returns the number of initial pods."""
+    from polsched.cluster.client import ApiError
+
+    if isinstance(w, wl.Preemption):  # its preemptors need their PriorityClass
+        await ensure_priority_class(api)
+    for path, obj in w.extra_objects():
+        try:
+            await api.post(path, obj)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+    pods = w.init_pods(scheduler_name)
+    paths = [f"/api/v1/namespaces/{p['metadata'].get('namespace') or wl.OTHER_NAMESPACE}/pods"
+             for p in pods]
+    await measure.create_objects(api, paths, measure.encode(pods), ctx.args.concurrency)
+    return len(pods)
+
+
+async def count_events(api: Any, namespace: str, reason: str) -> int:
+    """Events of `reason` in the namespace (paged; a selector leaves no remainingItemCount).
+    The warm-up pod's event counts too."""
+    n, cont = 0, None
+    while True:
+        page = await api.list(f"/api/v1/namespaces/{namespace}/events", limit=1000,
+                              field_selector=f"reason={reason}", continue_=cont)
+        n += len(page.get("items") or ())
+        cont = (page.get("metadata") or {}).get("continue") or None
+        if not cont:
+            return n
+
+
+async def pod_views(api: Any, path: str) -> list[violations.PodView]:
+    """The pods of a collection, page by page, each kept as the few fields the checks
+    read (30 000 whole pods would be a few hundred MB in this process)."""
+    out: list[violations.PodView] = []
+    cont: str | None = None
+    while True:
+        page = await api.list(path, limit=500, continue_=cont)
+        out.extend(violations.PodView.of(p) for p in page.get("items") or ())
+        cont = (page.get("metadata") or {}).get("continue") or None
+        if not cont:
+            return out
 
 
 async def wait_bound(api: Any, name: str, timeout: float) -> str:
@@ -100,21 +191,6 @@ async def wait_bound(api: Any, name: str, timeout: float) -> str:
             return str(node)
         await asyncio.sleep(0.05)
     raise RuntimeError(f"warm-up pod {name} not bound within {timeout}s")
-
-
-def violates(workload: wl.Workload, node: dict[str, Any]) -> bool:
-    """Whether a placement breaks the workload's rule (the taint always counts)."""
-    labels = node["metadata"]["labels"]
-    if node["spec"].get("taints"):
-        return True
-    name = node["metadata"]["name"]
-    if workload.name == "labels":
-        return labels[wl.TIER] not in ("gold", "silver")
-    if workload.name == "affinity":
-        return labels[wl.ZONE] not in {f"zone-{z}" for z in range(6)}
-    if workload.extender:
-        return int(name.rsplit("-", 1)[-1]) % 10 == 0
-    return False
 
 
 # -- one run: one workload, one scheduler ---------------------------------------------------
@@ -143,19 +219,24 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     """`extender`: (port, pid) of the bench extender, for workloads that use it."""
     res: dict[str, Any] = {"scheduler": runner.key, "scheduler_name": runner.scheduler_name,
                            "nodes": w.nodes, "pods": w.pods, "status": "ok", "error": None}
+    t = time.monotonic()
     await clean(api)
+    res["clean_before_s"] = round(time.monotonic() - t, 3)
     nodes = [w.node(i) for i in range(w.nodes)]
     t = time.monotonic()
     await measure.create_objects(api, "/api/v1/nodes", measure.encode(nodes),
                                  ctx.args.concurrency)
     res["node_create_s"] = round(time.monotonic() - t, 3)
     preemption = w if isinstance(w, wl.Preemption) else None
-    if preemption is not None:  # the fill: low-priority pods bound before the scheduler
-        await ensure_priority_class(api)
-        await measure.create_objects(
-            api, OTHER_PODS, measure.encode(preemption.init_pods(runner.scheduler_name)),
-            ctx.args.concurrency)
+    t = time.monotonic()
+    res["init_pods"] = await create_initial(ctx, api, w, runner.scheduler_name)
+    res["init_create_s"] = round(time.monotonic() - t, 3)
     by_name = {n["metadata"]["name"]: n for n in nodes}
+    del nodes
+    # Startup lists every node and pod: give a large cluster longer than a small one.
+    startup_timeout = max(ctx.args.startup_timeout,
+                          (w.nodes + res["init_pods"] + (w.pods if ctx.args.backlog else 0))
+                          / 100)
 
     extender_url = f"http://127.0.0.1:{extender[0]}/" if extender else None
     # --backlog: every pod exists before the scheduler starts, so throughput is the
@@ -173,7 +254,7 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     t_start = time.monotonic()
     runner.start(w, extender_url)
     try:
-        await asyncio.to_thread(runner.wait_started)
+        await asyncio.to_thread(runner.wait_started, startup_timeout)
         t_ready = time.monotonic()
         if backlog:  # from the process's start, not the setup before it (kubectl applies)
             t_start = runner.started_at
@@ -181,7 +262,7 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             warm = w.pod(0, runner.key, runner.scheduler_name)
             warm["metadata"]["name"] = "bench-warmup"
             await api.post(PODS, warm)
-            await wait_bound(api, "bench-warmup", ctx.args.startup_timeout)
+            await wait_bound(api, "bench-warmup", startup_timeout)
         res["startup_s"] = round(time.monotonic() - t_start, 3)
         if not backlog:
             await api.delete(f"{PODS}/bench-warmup", {"gracePeriodSeconds": 0})
@@ -205,9 +286,9 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             assert isinstance(w, wl.HotReload)
             from bench.schedulers import POLICY_COLLECTION, POLICY_NAME
 
-            reloader = measure.ReloadDriver(ctx.kubeconfig,
-                                            f"{POLICY_COLLECTION}/{POLICY_NAME}",
-                                            w.patches(), ctx.args.reload_interval)
+            reloader = reload.FirstDecisionDriver(
+                ctx.kubeconfig, f"{POLICY_COLLECTION}/{POLICY_NAME}", POLICY_NAME,
+                runner.metrics_url(), w.patches(), ctx.args.reload_interval)
 
         async def sample() -> None:
             while True:
@@ -223,7 +304,13 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             cpu0 = time.process_time()
             if reloader is not None:
                 reloader.start()
-            times = await measure.create_objects(api, PODS, bodies, ctx.args.concurrency)
+            if isinstance(w, wl.HotReload):  # a steady stream while the reloads go on
+                times = await reload.create_paced(api, PODS, bodies, w.pod_rate,
+                                                  ctx.args.concurrency, reloader)
+                if reloader is not None:  # no patch after the stream
+                    reloader.stop()
+            else:
+                times = await measure.create_objects(api, PODS, bodies, ctx.args.concurrency)
             harness_cpu = time.process_time() - cpu0
         timeout = ctx.args.bind_timeout or 60 + w.pods / 20
         seen = await asyncio.to_thread(watcher.result, timeout)
@@ -275,13 +362,20 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     res["peak_rss_mb"] = round(meter.peak_rss() / 2**20, 1)
     res["harness_cpu_s"] = round(harness_cpu, 2)
     res["others_cpu_s"] = {k: round(m.cpu(), 2) for k, m in cp.items()}
-    res["violations"] = sum(1 for _t, node in bound.values()
-                            if node not in by_name or violates(w, by_name[node]))
+    # The writes each scheduler made besides the binds: its Scheduled events (the ceiling
+    # must make them too), counted once it has stopped and flushed them.
+    res["scheduled_events"] = await count_events(api, wl.NAMESPACE, "Scheduled")
+    # Violations, from the pods on the server: measured and initial ones (bench/violations.py).
+    views = await pod_views(api, PODS) + await pod_views(api, OTHER_PODS)
+    verdict = violations.check(w, views, by_name)
+    res["violations"] = verdict.violations
+    res["violations_by_kind"] = verdict.by_kind
+    if verdict.info:
+        res["placement"] = verdict.info
     # Bound exactly once: every pod has one node, never changed (the watch would have
     # seen a second bound event), and the API server agrees.
-    pods = await api.list_all(PODS)
-    on_server = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in
-                 pods["items"]}
+    on_server = {p.name: p.node for p in views if p.namespace == wl.NAMESPACE}
+    del views
     res["bound_once"] = (len(bound) == w.pods and seen["rebinds"] == 0
                          and all(on_server.get(n) == bound[n][1] for n in bound
                                  if preemption is None or n in on_server))
@@ -289,16 +383,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         res["preemption"]["measured_pods_preempted"] = sum(1 for n in bound
                                                            if n not in on_server)
     if reloads is not None:
-        lat = [r["latency_s"] for r in reloads if r["latency_s"] is not None]
-        last_bind_t = max((v[0] for v in bound.values()), default=0.0)
-        res["reload"] = {
-            "patches": len(reloads), "observed": len(lat),
-            "under_load": sum(1 for r in reloads if r["sent"] < last_bind_t),
-            "latency_ms": measure.summarize_ms(lat),
-            "unobserved_generations": [r["generation"] for r in reloads
-                                       if r["latency_s"] is None],
-            "per_patch_ms": [None if r["latency_s"] is None else round(r["latency_s"] * 1000, 2)
-                             for r in reloads]}
+        res["reload"] = reload.summary(reloads, max((v[0] for v in bound.values()),
+                                                    default=0.0))
     elif w.reload_patches:
         res["reload"] = {"patches": 0, "observed": 0, "latency_ms": None,
                          "note": "no hot reload: " + (
@@ -312,7 +398,11 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         if shadow is not None:  # the shadow's agreement counts, from its status
             res["shadow"] = shadow
     runner.cleanup_cluster(None)
+    t = time.monotonic()
     await clean(api)
+    res["clean_after_s"] = round(time.monotonic() - t, 3)
+    # The bench process's own peak (its whole life so far: the largest workload's).
+    res["harness_peak_rss_mb"] = round((measure.peak_rss_bytes(os.getpid()) or 0) / 2**20, 1)
     return res
 
 
@@ -406,6 +496,11 @@ async def bench(ctx: Context, workloads: list[wl.Workload], runners: list[Runner
             entry: dict[str, Any] = {"nodes": w.nodes, "pods": w.pods,
                                      "description": w.description,
                                      "equivalence": " ".join(w.equivalence.split()),
+                                     "init_pods": len(w.init_pods("")),
+                                     "extra_objects": [f"{o['kind']} {o['metadata']['name']}"
+                                                       for _path, o in w.extra_objects()],
+                                     "violations_count": violations.EXPLAIN.get(
+                                         w.name, violations.DEFAULT_EXPLAIN),
                                      "results": {}}
             out[w.name] = entry
             ext = start_extender(ctx.workdir) if w.extender else None
@@ -437,7 +532,8 @@ async def bench(ctx: Context, workloads: list[wl.Workload], runners: list[Runner
                         log(f"{w.name}/{r.key}: {res['status']}: "
                             f"{res['throughput_pods_per_s']} pods/s, p50 {lat['p50']} ms, "
                             f"p99 {lat['p99']} ms, cpu {res['cpu_s']} s, "
-                            f"rss {res['peak_rss_mb']} MB (created at "
+                            f"rss {res['peak_rss_mb']} MB, violations {res['violations']} "
+                            f"(created at "
                             f"{res['create_rate_pods_per_s']} pods/s)")
             finally:
                 if ext:
@@ -535,6 +631,11 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ}
             if not args.kwok:
                 env["POLSCHED_NO_KWOK"] = "1"
+            # Cleanup between runs deletes up to 30 000 pods, as many events and 15 000
+            # nodes by DELETE collection, one object at a time with the default single
+            # worker: unmeasured time only.
+            env["POLSCHED_APISERVER_ARGS"] = (env.get("POLSCHED_APISERVER_ARGS", "")
+                                              + " --delete-collection-workers=4").strip()
             log(f"starting a control plane in {cluster_dir} (kwok {'on' if args.kwok else 'off'})")
             subprocess.run([str(ROOT / "hack" / "cluster.sh"), "up", str(cluster_dir)],
                            check=True, env=env)
@@ -577,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
         },
         "workloads": results,
     }
+    many_policies = many.summary(results)
+    if many_policies is not None:
+        doc["many_policies"] = many_policies
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "out").mkdir(exist_ok=True)
     raw = json.dumps(doc, indent=2) + "\n"

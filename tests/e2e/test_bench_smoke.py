@@ -49,6 +49,9 @@ def test_bench_smoke_binds_every_pod_once_per_scheduler(cluster: Cluster, tmp_pa
         assert r["bound_once"] and r["rebinds"] == 0, key
         assert set(r["latency_ms"]) == {"p50", "p90", "p99", "max"}, key
         assert r["throughput_pods_per_s"] > 0 and r["peak_rss_mb"] > 0, key
+    # The ceiling writes what polsched writes: a Scheduled event per pod (the warm-up's too).
+    assert results["noop"]["scheduled_events"] == PODS + 1
+    assert results["polsched"]["scheduled_events"] == PODS + 1
     # Schedulers decide: no pod on the tainted nodes. The no-op binder does not decide.
     assert results["kube"]["violations"] == 0
     assert results["polsched"]["violations"] == 0

@@ -1,0 +1,56 @@
+"""bench/report.py: RESULTS.md from a results document, for a workload with initial pods and
+a violation check (the shape bench/run.py writes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bench import report
+
+pytestmark = pytest.mark.unit
+
+
+def result(key: str, throughput: float, violations: int, **extra: Any) -> dict[str, Any]:
+    return {"scheduler": key, "status": "ok", "error": None, "nodes": 50, "pods": 20,
+            "bound": 20, "bound_once": True, "throughput_pods_per_s": throughput,
+            "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0, "max": 4.0}, "cpu_s": 1.0,
+            "peak_rss_mb": 100.0, "violations": violations, "init_pods": 10,
+            "init_create_s": 0.5, **extra}
+
+
+def doc() -> dict[str, Any]:
+    return {
+        "started": "s", "finished": "f", "command": "make bench",
+        "machine": {"nproc": 2, "cpu_model": "cpu", "memory": "1 GiB", "kernel": "k",
+                    "python": "3", "go": "go", "kube": "kube", "loadavg_at_start": ["1"]},
+        "settings": {"control_plane": "own", "creation_concurrency": 32, "order": ["noop"],
+                     "schedulers": {}},
+        "workloads": {"pod-anti-affinity": {
+            "nodes": 50, "pods": 20, "description": "anti", "init_pods": 10,
+            "extra_objects": ["Service bench-service"],
+            "violations_count": "measured pods that share their node",
+            "results": {
+                "noop": result("noop", 100.0, 7, violations_by_kind={"sharing": 7}),
+                "kube": result("kube", 40.0, 0, violations_by_kind={"sharing": 0}),
+                "polsched": result("polsched", 50.0, 0, violations_by_kind={"sharing": 0},
+                                   placement={"zone_skew": 2, "hostname_skew": 1}),
+            }}},
+    }
+
+
+def test_ratios_against_kube_scheduler_and_the_ceiling() -> None:
+    md = report.render(doc())
+    assert "| polsched / kube-scheduler | polsched / ceiling |" in md
+    throughput = next(line for line in md.splitlines() if line.startswith("| throughput"))
+    assert throughput.endswith("| 1.25x | 0.50x |")
+
+
+def test_initial_pods_setup_and_what_violations_count() -> None:
+    md = report.render(doc())
+    assert "## pod-anti-affinity: 50 nodes, 20 pods (after 10 initial pods)" in md
+    assert "created first: Service bench-service" in md
+    assert "`violations` counts measured pods that share their node." in md
+    kinds = next(line for line in md.splitlines() if line.startswith("| violations by kind"))
+    assert "sharing: 7" in kinds
+    assert "| zone skew (final) | n/a | n/a | 2 | | |" in md

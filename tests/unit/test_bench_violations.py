@@ -1,0 +1,191 @@
+"""bench/violations.py: what `violations` counts per workload, on plain pod and node
+objects shaped as the API server returns them (the workloads' own generators make them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bench import violations as v
+from bench import workloads as wl
+
+pytestmark = pytest.mark.unit
+
+SCHED = "bench-polsched"
+
+
+def bound(pod: dict[str, Any], node: int) -> v.PodView:
+    pod["spec"]["nodeName"] = wl.node_name(node)
+    return v.PodView.of(pod)
+
+
+def nodes_of(w: wl.Workload) -> dict[str, dict[str, Any]]:
+    return {wl.node_name(i): w.node(i) for i in range(w.nodes)}
+
+
+# -- pod anti-affinity ----------------------------------------------------------------------
+ANTI = wl.PodAntiAffinity("pod-anti-affinity", 10, 4, "")
+
+
+def test_anti_affinity_counts_measured_pods_sharing_a_node_with_an_initial_green_pod() -> None:
+    init = [v.PodView.of(p) for p in ANTI.init_pods(SCHED)]  # nodes 0 and 1
+    assert [p.node for p in init] == [wl.node_name(0), wl.node_name(1)]
+    measured = [bound(ANTI.pod(0, "polsched", SCHED), 1),   # beside init pod 1
+                bound(ANTI.pod(1, "polsched", SCHED), 2),
+                bound(ANTI.pod(2, "polsched", SCHED), 3)]
+    verdict = v.check(ANTI, init + measured, nodes_of(ANTI))
+    assert verdict.violations == 1
+    assert verdict.by_kind == {"sharing a node with another green pod": 1}
+
+
+def test_anti_affinity_counts_both_measured_pods_that_share_a_node() -> None:
+    measured = [bound(ANTI.pod(0, "polsched", SCHED), 5), bound(ANTI.pod(1, "polsched", SCHED), 5),
+                bound(ANTI.pod(2, "polsched", SCHED), 6)]
+    assert v.check(ANTI, measured, nodes_of(ANTI)).violations == 2
+
+
+def test_anti_affinity_ignores_pods_without_the_green_label() -> None:
+    other = wl.perf_pod("other", SCHED, wl.OTHER_NAMESPACE, {"color": "red"})
+    pods = [bound(other, 4), bound(ANTI.pod(0, "polsched", SCHED), 4)]
+    assert v.check(ANTI, pods, nodes_of(ANTI)).violations == 0
+
+
+# -- topology spreading -----------------------------------------------------------------------
+SPREAD = wl.TopologySpreading("topology-spreading", 9, 30, "")  # 3 zones, nodes i % 3
+
+
+def spread_pods(per_zone: tuple[int, int, int]) -> list[v.PodView]:
+    out, k = [], 0
+    for zone, count in enumerate(per_zone):
+        for _ in range(count):
+            out.append(bound(SPREAD.pod(k, "polsched", SCHED), zone))  # node i is zone i % 3
+            k += 1
+    return out
+
+
+def test_topology_spreading_within_max_skew_is_no_violation() -> None:
+    verdict = v.check(SPREAD, spread_pods((10, 5, 8)), nodes_of(SPREAD))
+    assert verdict.violations == 0
+    assert verdict.info["zone_skew"] == 5
+    assert verdict.info["zone_counts"] == {"moon-1": 10, "moon-2": 5, "moon-3": 8}
+
+
+def test_topology_spreading_counts_the_pods_beyond_max_skew() -> None:
+    # the fewest is 2, so at most 7 per zone: 12 - 7 + 9 - 7 beyond
+    verdict = v.check(SPREAD, spread_pods((12, 2, 9)), nodes_of(SPREAD))
+    assert verdict.violations == 7
+    assert verdict.info["zone_skew"] == 10
+
+
+def test_topology_spreading_counts_an_empty_zone_and_ignores_initial_pods() -> None:
+    init = [v.PodView.of(p) for p in SPREAD.init_pods(SCHED)]  # unlabelled, every zone
+    verdict = v.check(SPREAD, init + spread_pods((6, 0, 0)), nodes_of(SPREAD))
+    assert verdict.violations == 1
+    assert verdict.info["zone_counts"]["moon-2"] == 0
+
+
+# -- default spreading ------------------------------------------------------------------------
+def test_default_spreading_reports_skews_and_never_violates() -> None:
+    w = wl.DefaultSpreading("default-spreading", 6, 4, "")
+    pods = [bound(w.pod(k, "polsched", SCHED), n) for k, n in enumerate((0, 0, 0, 1))]
+    verdict = v.check(w, pods, nodes_of(w))
+    assert verdict.violations == 0
+    # zones: moon-1 has nodes 0 and 3 (3 pods), moon-2 nodes 1 and 4 (1), moon-3 none
+    assert verdict.info["zone_skew"] == 3
+    assert verdict.info["hostname_skew"] == 3
+
+
+# -- mixed ----------------------------------------------------------------------------------
+MIXED = wl.Mixed("mixed", 40, 10, "")
+
+
+def mixed_pod(zones: list[int], tolerate: bool = False, cpu: str = "100m",
+              memory: str = "128Mi") -> dict[str, Any]:
+    p = wl.pod_base("m", SCHED)
+    p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+    p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": wl.ZONE, "operator": "In", "values": [f"zone-{z}" for z in zones]}]}]}}}
+    if tolerate:
+        p["spec"]["tolerations"] = [{"key": wl.TAINT_KEY, "operator": "Equal", "value": "true",
+                                     "effect": "NoSchedule"}]
+    return p
+
+
+def test_mixed_pod_outside_its_required_zones() -> None:
+    verdict = v.check(MIXED, [bound(mixed_pod([1, 2]), 3)], nodes_of(MIXED))  # zone-3
+    assert verdict.by_kind["outside required zones"] == 1
+    assert verdict.violations == 1
+    assert v.check(MIXED, [bound(mixed_pod([1, 3]), 3)], nodes_of(MIXED)).violations == 0
+
+
+def test_mixed_taint_counts_unless_tolerated() -> None:
+    assert wl.node(19)["spec"]["taints"]  # zone-9, tainted
+    verdict = v.check(MIXED, [bound(mixed_pod([9]), 19)], nodes_of(MIXED))
+    assert verdict.by_kind["untolerated taint"] == 1
+    assert v.check(MIXED, [bound(mixed_pod([9], tolerate=True), 19)],
+                   nodes_of(MIXED)).violations == 0
+
+
+def test_mixed_overcommitted_node_counts_once() -> None:
+    # a bench node has 32 CPU and 128Gi: three pods of 12 CPU do not fit, two do
+    pods = [bound(mixed_pod([0], cpu="12"), 0) for _ in range(3)]
+    verdict = v.check(MIXED, pods, nodes_of(MIXED))
+    assert verdict.by_kind["overcommitted nodes"] == 1
+    assert verdict.violations == 1
+    assert v.check(MIXED, pods[:2], nodes_of(MIXED)).violations == 0
+    memory = [bound(mixed_pod([0], memory="100Gi"), 10) for _ in range(2)]
+    assert v.check(MIXED, memory, nodes_of(MIXED)).by_kind["overcommitted nodes"] == 1
+
+
+def test_mixed_generated_pods_on_a_node_they_allow_are_fine() -> None:
+    """A pod from the workload's own generator, put on a node its rules allow."""
+    nodes = nodes_of(MIXED)
+    pods = []
+    for k in range(10):
+        p = v.PodView.of(MIXED.pod(k, "polsched", SCHED))
+        ok = next(n for n in nodes if v.required_affinity_holds(p, nodes[n])
+                  and not v.untolerated_taint(p, nodes[n]))
+        pods.append(v.PodView(**{**p.__dict__, "node": ok}))
+    assert v.check(MIXED, pods, nodes).violations == 0
+
+
+# -- the first round's workloads, and the rules' parts ------------------------------------------
+def test_first_round_rules_still_count_taints_and_labels() -> None:
+    basic = wl.WORKLOADS["basic"]
+    labels = wl.WORKLOADS["labels"]
+    nodes = {wl.node_name(i): wl.node(i) for i in range(20)}
+    pod = wl.pod_base("p", SCHED)
+    assert v.check(basic, [bound(pod, 19)], nodes).violations == 1  # tainted
+    assert v.check(basic, [bound(pod, 2)], nodes).violations == 0
+    assert v.check(labels, [bound(pod, 2)], nodes).violations == 1  # bronze
+    assert v.check(labels, [bound(pod, 0)], nodes).violations == 0  # gold
+    # unbound pods and pods of the other namespace are not measured
+    other = wl.pod_base("o", SCHED)
+    other["metadata"]["namespace"] = wl.OTHER_NAMESPACE
+    assert v.check(basic, [v.PodView.of(wl.pod_base("u", SCHED)), bound(other, 19)],
+                   nodes).violations == 0
+
+
+@pytest.mark.parametrize("toleration, tolerated", [
+    ({"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}, True),
+    ({"key": "k", "operator": "Equal", "value": "w", "effect": "NoSchedule"}, False),
+    ({"key": "k", "operator": "Exists"}, True),
+    ({"operator": "Exists"}, True),
+    ({"key": "k", "value": "v", "effect": "NoExecute"}, False),
+    ({"key": "other", "operator": "Exists"}, False),
+])
+def test_toleration_matching(toleration: dict[str, str], tolerated: bool) -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    assert v.tolerated(taint, [toleration]) is tolerated
+
+
+@pytest.mark.parametrize("quantity, milli", [("100m", 100), ("2", 2000), ("0.5", 500)])
+def test_cpu_quantities(quantity: str, milli: int) -> None:
+    assert v._milli(quantity) == milli
+
+
+@pytest.mark.parametrize("quantity, size", [("128Mi", 128 * 2**20), ("1Gi", 2**30),
+                                            ("1000", 1000), ("2k", 2000)])
+def test_memory_quantities(quantity: str, size: int) -> None:
+    assert v._bytes(quantity) == size
