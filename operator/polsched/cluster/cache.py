@@ -35,7 +35,7 @@ import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
-from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+from polsched.framework.types import NODE_CHANGES, Json, NodeInfo, PodInfo, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +331,9 @@ class ClusterCache:
     def _snapshot_add(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.append(info)
+        snap.version += 1
         snap.by_name[info.name] = info
+        NODE_CHANGES.note(info.name)
         _count_images(snap.image_nodes, info.images, +1)
         snap.pods_with_affinity += info.pods_with_affinity
         snap.pods_with_required_anti_affinity += info.pods_with_required_anti_affinity
@@ -339,7 +341,9 @@ class ClusterCache:
     def _snapshot_remove(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.remove(info)  # O(nodes), and node deletions are rare
+        snap.version += 1
         del snap.by_name[info.name]
+        NODE_CHANGES.note(info.name)
         _count_images(snap.image_nodes, info.images, -1)
         snap.pods_with_affinity -= info.pods_with_affinity
         snap.pods_with_required_anti_affinity -= info.pods_with_required_anti_affinity

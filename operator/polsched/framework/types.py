@@ -20,6 +20,48 @@ Json = dict[str, Any]
 # A host port in use: (hostIP, protocol, hostPort), hostIP "0.0.0.0" when unset.
 HostPort = tuple[str, str, int]
 
+# Bumped whenever some NodeInfo's labels, taints or unschedulable flag change (set_node):
+# a Snapshot's NodeIndex built at another epoch is rebuilt before use.
+_node_epoch = [0]
+
+
+class NodeChanges:
+    """The names of nodes as they change, in order: every NodeInfo change (its generation
+    moves) and every node the cache adds to or removes from its snapshot. A consumer holding
+    results per node (plugins/node_memo.Aggregate) remembers its `position` and later
+    revisits only the nodes named since, instead of walking every node. Bounded: the oldest
+    names go, and a consumer whose position is older than what is kept starts over."""
+
+    __slots__ = ("names", "base")
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.base = 0  # the position of names[0]
+
+    def note(self, name: str) -> None:
+        names = self.names
+        names.append(name)
+        if len(names) > self.LIMIT:
+            drop = len(names) // 2
+            del names[:drop]
+            self.base += drop
+
+    @property
+    def position(self) -> int:
+        return self.base + len(self.names)
+
+    def since(self, position: int) -> list[str] | None:
+        """The names noted from `position` on; None when some of them are gone."""
+        if position < self.base:
+            return None
+        return self.names[position - self.base:]
+
+
+# One log for the process: NodeInfos do not know their cache, and a consumer only looks up
+# the names in the snapshot it works on (other snapshots' nodes cost it a lookup).
+NODE_CHANGES = NodeChanges()
+
 
 @dataclass(slots=True, eq=False)
 class PodInfo:
@@ -135,10 +177,17 @@ class NodeInfo:
         spec = node.get("spec") or {}
         status = node.get("status") or {}
         self.raw = node
+        old_name = self.name
         self.name = meta.get("name") or ""
-        self.labels = meta.get("labels") or {}
-        self.taints = tuple(spec.get("taints") or ())
-        self.unschedulable = bool(spec.get("unschedulable"))
+        labels = meta.get("labels") or {}
+        taints = tuple(spec.get("taints") or ())
+        unschedulable = bool(spec.get("unschedulable"))
+        if (old_name != self.name or labels != self.labels or taints != self.taints
+                or unschedulable != self.unschedulable):
+            _node_epoch[0] += 1
+        self.labels = labels
+        self.taints = taints
+        self.unschedulable = unschedulable
         self.allocatable = res.resource_list(status.get("allocatable") or status.get("capacity"))
         images: dict[str, int] = {}
         for image in status.get("images") or ():
@@ -146,6 +195,9 @@ class NodeInfo:
                 images[n] = image.get("sizeBytes") or 0
         self.images = images
         self.generation += 1
+        if old_name and old_name != self.name:
+            NODE_CHANGES.note(old_name)
+        NODE_CHANGES.note(self.name)
 
     def add_pod(self, pod: PodInfo) -> None:
         if pod.key in self.pods:
@@ -159,6 +211,7 @@ class NodeInfo:
         self.pods_with_affinity += pod.has_affinity
         self.pods_with_required_anti_affinity += pod.has_required_anti_affinity
         self.generation += 1
+        NODE_CHANGES.note(self.name)
 
     def remove_pod(self, pod: PodInfo) -> bool:
         old = self.pods.pop(pod.key, None)
@@ -173,6 +226,7 @@ class NodeInfo:
         self.pods_with_affinity -= old.has_affinity
         self.pods_with_required_anti_affinity -= old.has_required_anti_affinity
         self.generation += 1
+        NODE_CHANGES.note(self.name)
         return True
 
 
@@ -184,7 +238,7 @@ class Snapshot:
     """
 
     __slots__ = ("nodes", "by_name", "image_nodes", "pods_with_affinity",
-                 "pods_with_required_anti_affinity")
+                 "pods_with_required_anti_affinity", "version", "_index", "_index_key")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self.nodes = nodes
@@ -202,6 +256,22 @@ class Snapshot:
         self.pods_with_affinity = sum(n.pods_with_affinity for n in nodes)
         self.pods_with_required_anti_affinity = sum(
             n.pods_with_required_anti_affinity for n in nodes)
+        # Bumped by whoever adds or removes nodes of a live snapshot (ClusterCache does):
+        # with the node epoch and the node count it says whether the NodeIndex is current.
+        self.version = 0
+        self._index: NodeIndex | None = None
+        self._index_key: tuple[int, int, int] = (-1, -1, -1)
+
+    def node_index(self) -> NodeIndex:
+        """The nodes indexed by label, taints and cordon, built when first asked for after
+        a node was added, removed or changed its labels, taints or unschedulable flag (rare
+        events: a node's status updates keep it)."""
+        key = (_node_epoch[0], self.version, len(self.nodes))
+        index = self._index
+        if index is None or key != self._index_key:
+            index = self._index = NodeIndex(self.nodes)
+            self._index_key = key
+        return index
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -211,3 +281,43 @@ class Snapshot:
 
     def get(self, name: str) -> NodeInfo | None:
         return self.by_name.get(name)
+
+
+class NodeIndex:
+    """Node names by label key and value, by their NoSchedule/NoExecute taints, and the
+    cordoned ones: filters that depend only on these evaluate a pod against the whole
+    cluster with a few set operations (framework.selectors.NodeSet) instead of per node.
+    Read-only once built; the sets are shared with the NodeSets built from them."""
+
+    __slots__ = ("labels", "taints", "unschedulable")
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        labels: dict[str, dict[str, set[str]]] = {}
+        taints: dict[tuple[tuple[str, str, str], ...], set[str]] = {}
+        unschedulable: set[str] = set()
+        for n in nodes:
+            name = n.name
+            for k, v in n.labels.items():
+                by_value = labels.get(k)
+                if by_value is None:
+                    by_value = labels[k] = {}
+                names = by_value.get(v)
+                if names is None:
+                    by_value[v] = {name}
+                else:
+                    names.add(name)
+            if n.taints:
+                sig = tuple(
+                    (t.get("key") or "", str(t.get("value") or ""), t.get("effect") or "")
+                    for t in n.taints)
+                group = taints.get(sig)
+                if group is None:
+                    taints[sig] = {name}
+                else:
+                    group.add(name)
+            if n.unschedulable:
+                unschedulable.add(name)
+        self.labels = labels
+        # (key, value, effect) of every taint, in the node's order -> the nodes with them.
+        self.taints = taints
+        self.unschedulable = unschedulable

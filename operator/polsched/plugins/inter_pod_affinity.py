@@ -6,8 +6,8 @@ optimisation with the same outcome and is not copied.
 
 PreFilter / PreScore walk the snapshot once per pod and reduce it to counts per topology
 pair (topologyKey, value); Filter and Score per node are dict lookups on the node's labels.
-Each node's share of those counts is kept across cycles (node_memo.NodeMemo) while the node
-is unchanged, so the next pod of the same workload only rescans nodes that changed.
+The counts are kept across cycles per what they depend on (node_memo.Aggregate): the next
+pod of the same workload only rescans the nodes that changed since, not every node.
 
 namespaceSelector: kube-scheduler resolves it with the namespace lister of its Handle; here
 the namespace labels come from ``Handle.listers.namespace_labels`` (namespace name ->
@@ -23,9 +23,9 @@ mutated and makes pods built elsewhere (tests, older servers) behave the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
@@ -43,7 +43,7 @@ from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
-from polsched.plugins.node_memo import NodeMemo
+from polsched.plugins.node_memo import Aggregate, AggregateMemo, Share
 
 NAME = "InterPodAffinity"
 
@@ -65,7 +65,10 @@ _MAX_HARD_POD_AFFINITY_WEIGHT = 100
 
 NamespaceLabels = Mapping[str, Mapping[str, str]]
 TopologyPair = tuple[str, str]
+# topologyKey -> topology value -> count
+Counts = dict[str, dict[str, int]]
 _NO_LABELS: Mapping[str, str] = {}
+_NO_COUNTS: Mapping[str, int] = {}
 
 
 # -- affinity terms -----------------------------------------------------------------------
@@ -255,20 +258,36 @@ def parse_args(args: Mapping[str, Any] | None) -> InterPodAffinityArgs:
 class _FilterState:
     affinity_terms: tuple[AffinityTerm, ...]
     anti_affinity_terms: tuple[AffinityTerm, ...]
-    # existing pods matching ALL the incoming pod's affinity terms, per topology pair
-    affinity_counts: dict[TopologyPair, int]
-    # existing pods matching each incoming anti-affinity term, per topology pair
-    anti_affinity_counts: dict[TopologyPair, int]
+    # Counts per topology pair, as topologyKey -> value -> count (a key only while it has
+    # values; an entry only while non-zero):
+    # existing pods matching ALL the incoming pod's affinity terms
+    affinity_counts: Counts
+    # existing pods matching each incoming anti-affinity term
+    anti_affinity_counts: Counts
     # existing pods whose required anti-affinity terms match the incoming pod
-    existing_anti_affinity_counts: dict[TopologyPair, int]
-    # the topology keys appearing in existing_anti_affinity_counts
-    existing_anti_affinity_keys: frozenset[str]
+    existing_anti_affinity_counts: Counts
     # satisfyPodAffinity's escape hatch: no pod matches anywhere and the pod matches its
     # own affinity terms, so the first pod of a group with self-affinity can land.
     self_affinity_ok: bool
+    # What Filter checks after the affinity terms, in order: a node whose value of
+    # topologyKey has a count > 0 fails with the status (anti-affinity terms first,
+    # then existing pods' anti-affinity).
+    checks: tuple[tuple[str, Mapping[str, int], Status], ...] = ()
 
 
-_Share = tuple[tuple[tuple[TopologyPair, int], ...], tuple[tuple[TopologyPair, int], ...]]
+def _filter_state(affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
+                  affinity_counts: Counts, anti_counts: Counts, existing: Counts,
+                  self_ok: bool) -> _FilterState:
+    checks: list[tuple[str, Mapping[str, int], Status]] = []
+    for t in anti:
+        by_value = anti_counts.get(t.topology_key)
+        if by_value:
+            checks.append((t.topology_key, by_value, _ANTI_AFFINITY_NOT_MATCH))
+    for key, by_value in existing.items():
+        if by_value:
+            checks.append((key, by_value, _EXISTING_ANTI_AFFINITY_NOT_MATCH))
+    return _FilterState(affinity, anti, affinity_counts, anti_counts, existing, self_ok,
+                        tuple(checks))
 
 
 def _required_signature(pod: PodInfo) -> str:
@@ -283,24 +302,37 @@ def _required_signature(pod: PodInfo) -> str:
                       default=str)
 
 
-def _add(counts: dict[TopologyPair, int], node: NodeInfo, key: str) -> None:
+def _add(found: dict[tuple[Hashable, str], int], group: Hashable, node: NodeInfo,
+         key: str) -> None:
     value = node.labels.get(key)
     if value is not None:
-        pair = (key, value)
-        counts[pair] = counts.get(pair, 0) + 1
+        slot = (group, value)
+        found[slot] = found.get(slot, 0) + 1
 
 
-def _update_count(counts: dict[TopologyPair, int], node: NodeInfo, key: str,
-                  delta: int) -> None:
-    """topologyToMatchedTermCount.update: an entry down to zero is deleted."""
+def _entries(found: dict[tuple[Hashable, str], int]) -> Share:
+    return tuple((group, value, n) for (group, value), n in found.items())
+
+
+def _update_count(counts: Counts, node: NodeInfo, key: str, delta: int) -> None:
+    """topologyToMatchedTermCount.update: an entry down to zero is deleted. `counts` is the
+    what-if's own copy, but its inner dicts are copied before they change."""
     value = node.labels.get(key)
     if value is not None:
-        pair = (key, value)
-        n = counts.get(pair, 0) + delta
+        by_value = dict(counts.get(key) or ())
+        n = by_value.get(value, 0) + delta
         if n:
-            counts[pair] = n
+            by_value[value] = n
         else:
-            counts.pop(pair, None)
+            by_value.pop(value, None)
+        if by_value:
+            counts[key] = by_value
+        else:
+            counts.pop(key, None)
+
+
+_AFFINITY = "affinity"
+_ANTI = "anti"
 
 
 class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
@@ -311,8 +343,8 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         self.args = args
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
-        # A node's share of the counts: pairs found by the first and second scan.
-        self._memo: NodeMemo[_Share] = NodeMemo()
+        # The counts per signature, kept up to date with the nodes that change.
+        self._counts = AggregateMemo()
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         try:
@@ -330,89 +362,77 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot)
         if not existing and not affinity and not anti:
             return SKIP
-        affinity_counts: dict[TopologyPair, int] = {}
-        anti_counts: dict[TopologyPair, int] = {}
+        affinity_counts: Counts = {}
+        anti_counts: Counts = {}
         if affinity or anti:
             affinity_counts, anti_counts = self._incoming_counts(pod, terms, snapshot)
 
         own_ns = None if lookup is None else lookup.get(pod.namespace)
         self_ok = (not affinity_counts and bool(affinity)
                    and all(t.matches(pod, own_ns) for t in affinity))
-        state.write(_PRE_FILTER_KEY, _FilterState(
-            affinity, anti, affinity_counts, anti_counts, existing,
-            frozenset(k for k, _ in existing), self_ok))
+        state.write(_PRE_FILTER_KEY, _filter_state(
+            affinity, anti, affinity_counts, anti_counts, existing, self_ok))
         return SUCCESS
 
     def _existing_anti_affinity_counts(self, pod: PodInfo,
                                        own_ns_labels: Mapping[str, str] | None,
-                                       snapshot: Snapshot) -> dict[TopologyPair, int]:
+                                       snapshot: Snapshot) -> Counts:
         """getExistingAntiAffinityCounts: per topology pair, the existing pods whose
         required anti-affinity terms match the incoming pod; only nodes holding such pods
         are looked at. The result depends on the incoming pod's namespace, labels and
-        namespace labels only, so per-node shares are memoized on those."""
+        namespace labels only, so the counts are kept per those (node_memo.Aggregate)."""
         signature = ("existing", pod.namespace, tuple(sorted(pod.labels.items())),
                      None if own_ns_labels is None else tuple(sorted(own_ns_labels.items())))
-        table = self._memo.table(signature)
         cached = self._terms.get
-        counts: dict[TopologyPair, int] = {}
-        live = 0
-        for node in snapshot.nodes:
+
+        def share(node: NodeInfo) -> Share:
             if not node.pods_with_required_anti_affinity:
-                continue
-            live += node.pods_with_required_anti_affinity
-            hit = table.get(node.name)
-            if hit is not None and hit[0] is node and hit[1] == node.generation:
-                share = hit[2]
-            else:
-                found: dict[TopologyPair, int] = {}
-                for other in node.pods.values():
-                    if other.has_required_anti_affinity:
-                        for t in cached(other).required_anti_affinity:
-                            if t.matches(pod, own_ns_labels):
-                                _add(found, node, t.topology_key)
-                share = (tuple(found.items()), ())
-                table[node.name] = (node, node.generation, share)
-            for pair, n in share[0]:
-                counts[pair] = counts.get(pair, 0) + n
-        self._terms.grow_to(live)
-        return counts
+                return ()
+            found: dict[tuple[Hashable, str], int] = {}
+            for other in node.pods.values():
+                if other.has_required_anti_affinity:
+                    for t in cached(other).required_anti_affinity:
+                        if t.matches(pod, own_ns_labels):
+                            _add(found, t.topology_key, node, t.topology_key)
+            return _entries(found)
+
+        self._terms.grow_to(snapshot.pods_with_required_anti_affinity)
+        return cast(Counts, self._counts.get(signature).sync(snapshot, share))
 
     def _incoming_counts(self, pod: PodInfo, terms: PodTerms, snapshot: Snapshot,
-                         ) -> tuple[dict[TopologyPair, int], dict[TopologyPair, int]]:
+                         ) -> tuple[Counts, Counts]:
         """getIncomingAffinityAntiAffinityCounts: per topology pair, the existing pods that
         match ALL the incoming pod's affinity terms, and those matching each of its
-        anti-affinity terms. Memoized per node on the terms unless a term has a
-        non-empty namespaceSelector (its result then depends on namespace labels)."""
+        anti-affinity terms. Kept per the terms across cycles unless a term has a
+        non-empty namespaceSelector (its result then depends on namespace labels, which
+        change without the nodes: counted afresh)."""
         affinity = terms.required_affinity
         anti = terms.required_anti_affinity
         lookup = self._namespaces
-        table = None
         if all(t.namespace_selector is None for t in (*affinity, *anti)):
-            table = self._memo.table(("incoming", pod.namespace, _required_signature(pod)))
-        affinity_counts: dict[TopologyPair, int] = {}
-        anti_counts: dict[TopologyPair, int] = {}
-        for node in snapshot.nodes:
-            hit = None if table is None else table.get(node.name)
-            if hit is not None and hit[0] is node and hit[1] == node.generation:
-                share = hit[2]
-            else:
-                found_affinity: dict[TopologyPair, int] = {}
-                found_anti: dict[TopologyPair, int] = {}
-                for other in node.pods.values():
-                    ns_labels = None if lookup is None else lookup.get(other.namespace)
-                    if affinity and all(t.matches(other, ns_labels) for t in affinity):
-                        for t in affinity:
-                            _add(found_affinity, node, t.topology_key)
-                    for t in anti:
-                        if t.matches(other, ns_labels):
-                            _add(found_anti, node, t.topology_key)
-                share = (tuple(found_affinity.items()), tuple(found_anti.items()))
-                if table is not None:
-                    table[node.name] = (node, node.generation, share)
-            for pair, n in share[0]:
-                affinity_counts[pair] = affinity_counts.get(pair, 0) + n
-            for pair, n in share[1]:
-                anti_counts[pair] = anti_counts.get(pair, 0) + n
+            agg = self._counts.get(("incoming", pod.namespace, _required_signature(pod)))
+        else:
+            agg = Aggregate()
+
+        def share(node: NodeInfo) -> Share:
+            found: dict[tuple[Hashable, str], int] = {}
+            for other in node.pods.values():
+                ns_labels = None if lookup is None else lookup.get(other.namespace)
+                if affinity and all(t.matches(other, ns_labels) for t in affinity):
+                    for t in affinity:
+                        _add(found, (_AFFINITY, t.topology_key), node, t.topology_key)
+                for t in anti:
+                    if t.matches(other, ns_labels):
+                        _add(found, (_ANTI, t.topology_key), node, t.topology_key)
+            return _entries(found)
+
+        totals = agg.sync(snapshot, share)
+        affinity_counts: Counts = {}
+        anti_counts: Counts = {}
+        for group, by_value in totals.items():
+            kind, key = cast(tuple[str, str], group)
+            (affinity_counts if kind == _AFFINITY else anti_counts)[key] = \
+                cast(dict[str, int], by_value)
         return affinity_counts, anti_counts
 
     # PreFilterExtensions (filtering.go AddPod / RemovePod, preFilterState.updateWithPod): a
@@ -436,7 +456,7 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         own_ns = lookup.get(pod.namespace, _NO_LABELS)
         other_ns = lookup.get(other.namespace)
         # New dicts, not the cycle's changed in place: a what-if works on a copy of the
-        # state, which may share them.
+        # state, which may share them (and the cycle's are the plugin's running counts).
         existing = dict(s.existing_anti_affinity_counts)
         if other.has_required_anti_affinity:
             for t in self._terms.get(other).required_anti_affinity:
@@ -453,9 +473,53 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         own = lookup.get(pod.namespace)
         self_ok = (not affinity and bool(s.affinity_terms)
                    and all(t.matches(pod, own) for t in s.affinity_terms))
-        state.write(_PRE_FILTER_KEY, _FilterState(
-            s.affinity_terms, s.anti_affinity_terms, affinity, anti, existing,
-            frozenset(k for k, _ in existing), self_ok))
+        state.write(_PRE_FILTER_KEY, _filter_state(
+            s.affinity_terms, s.anti_affinity_terms, affinity, anti, existing, self_ok))
+
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """This cycle's Filter as a function of the node alone, for the pipeline's per-node
+        loop: without affinity terms, only the checks' lookups are left (one label lookup
+        when they share a topologyKey, as hostname anti-affinity does)."""
+        s: _FilterState = state.read(_PRE_FILTER_KEY)
+        if s.affinity_terms:
+            return None
+        checks = s.checks
+        if not checks:
+            return _pass
+        if len(checks) == 1:
+            key, by_value, status = checks[0]
+            get = by_value.get
+
+            def one(node: NodeInfo) -> Status:
+                value = node.labels.get(key)
+                if value is not None and get(value, 0) > 0:
+                    return status
+                return SUCCESS
+            return one
+        if len(checks) == 2 and checks[0][0] == checks[1][0]:
+            key = checks[0][0]
+            get1, status1 = checks[0][1].get, checks[0][2]
+            get2, status2 = checks[1][1].get, checks[1][2]
+
+            def two(node: NodeInfo) -> Status:
+                value = node.labels.get(key)
+                if value is not None:
+                    if get1(value, 0) > 0:
+                        return status1
+                    if get2(value, 0) > 0:
+                        return status2
+                return SUCCESS
+            return two
+
+        def many(node: NodeInfo) -> Status:
+            labels = node.labels
+            for key, by_value, status in checks:
+                value = labels.get(key)
+                if value is not None and by_value.get(value, 0) > 0:
+                    return status
+            return SUCCESS
+        return many
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s: _FilterState = state.read(_PRE_FILTER_KEY)
@@ -468,22 +532,14 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
                 if value is None:
                     # All topology labels must exist on the node.
                     return _AFFINITY_NOT_MATCH
-                if counts.get((t.topology_key, value), 0) <= 0:
+                if (counts.get(t.topology_key) or _NO_COUNTS).get(value, 0) <= 0:
                     pods_exist = False
             if not pods_exist and not s.self_affinity_ok:
                 return _AFFINITY_NOT_MATCH
-        if s.anti_affinity_counts:
-            counts = s.anti_affinity_counts
-            for t in s.anti_affinity_terms:
-                value = labels.get(t.topology_key)
-                if value is not None and counts.get((t.topology_key, value), 0) > 0:
-                    return _ANTI_AFFINITY_NOT_MATCH
-        if s.existing_anti_affinity_counts:
-            counts = s.existing_anti_affinity_counts
-            for key in s.existing_anti_affinity_keys:
-                value = labels.get(key)
-                if value is not None and counts.get((key, value), 0) > 0:
-                    return _EXISTING_ANTI_AFFINITY_NOT_MATCH
+        for key, by_value, status in s.checks:
+            value = labels.get(key)
+            if value is not None and by_value.get(value, 0) > 0:
+                return status
         return SUCCESS
 
     # -- queueing hints ------------------------------------------------------------------
@@ -550,6 +606,10 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         return ev.QUEUE_SKIP
 
 
+def _pass(node: NodeInfo) -> Status:
+    return SUCCESS
+
+
 _AFFINITY_NOT_MATCH = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
 _ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
 _EXISTING_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(
@@ -562,13 +622,13 @@ _EXISTING_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(
 ScoreMap = dict[str, dict[str, int]]
 
 
-def _process_term(found: list[tuple[TopologyPair, int]], term: AffinityTerm, weight: int,
+def _process_term(found: list[tuple[str, str, int]], term: AffinityTerm, weight: int,
                   pod: PodInfo, ns_labels: Mapping[str, str] | None, node: NodeInfo) -> None:
-    """scoreMap.processTerm, collecting (topology pair, weight) for the node's share."""
+    """scoreMap.processTerm, collecting (topologyKey, value, weight) for the node's share."""
     if term.matches(pod, ns_labels):
         value = node.labels.get(term.topology_key)
         if value is not None:
-            found.append(((term.topology_key, value), weight))
+            found.append((term.topology_key, value, weight))
 
 
 def _preferred_signature(pod: PodInfo) -> str:
@@ -590,7 +650,7 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         self.args = args
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
-        self._memo: NodeMemo[_Share] = NodeMemo()
+        self._scores = AggregateMemo()
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
@@ -616,51 +676,45 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         preferred_anti = terms.preferred_anti_affinity
         cached = self._terms.get
         # A node's share depends on the node, the incoming pod's preferred terms, and its
-        # namespace, labels and namespace labels (which existing pods' terms match).
-        table = None
+        # namespace, labels and namespace labels (which existing pods' terms match): the
+        # scores are kept per those across cycles (node_memo.Aggregate), unless a term has
+        # a namespaceSelector (namespace labels change without the nodes: counted afresh).
         if all(t.namespace_selector is None for t in (*preferred, *preferred_anti)):
-            table = self._memo.table((
+            agg = self._scores.get((
                 "score", pod.namespace, tuple(sorted(pod.labels.items())),
                 None if own_ns_labels is None else tuple(sorted(own_ns_labels.items())),
                 _preferred_signature(pod)))
-        scores: ScoreMap = {}
-        live = 0
-        for node in snapshot.nodes:
+        else:
+            agg = Aggregate()
+
+        def share(node: NodeInfo) -> Share:
             # Unless the incoming pod has preferred terms, only pods with affinity matter.
             if not has_constraints and not node.pods_with_affinity:
-                continue
+                return ()
             if not node.labels:
-                continue
-            live += node.pods_with_affinity
-            hit = None if table is None else table.get(node.name)
-            if hit is not None and hit[0] is node and hit[1] == node.generation:
-                share = hit[2][0]
-            else:
-                found: list[tuple[TopologyPair, int]] = []
-                for other in node.pods.values():
-                    if has_constraints:
-                        ns_labels = None if lookup is None else lookup.get(other.namespace)
-                        for t in preferred:
-                            _process_term(found, t, t.weight, other, ns_labels, node)
-                        for t in preferred_anti:
-                            _process_term(found, t, -t.weight, other, ns_labels, node)
-                    if not other.has_affinity:
-                        continue
-                    existing = cached(other)
-                    if hard_weight > 0:
-                        for t in existing.required_affinity:
-                            _process_term(found, t, hard_weight, pod, own_ns_labels, node)
-                    for t in existing.preferred_affinity:
-                        _process_term(found, t, t.weight, pod, own_ns_labels, node)
-                    for t in existing.preferred_anti_affinity:
-                        _process_term(found, t, -t.weight, pod, own_ns_labels, node)
-                share = tuple(found)
-                if table is not None:
-                    table[node.name] = (node, node.generation, (share, ()))
-            for (key, value), weight in share:
-                by_value = scores.setdefault(key, {})
-                by_value[value] = by_value.get(value, 0) + weight
-        self._terms.grow_to(live)
+                return ()
+            found: list[tuple[str, str, int]] = []
+            for other in node.pods.values():
+                if has_constraints:
+                    ns_labels = None if lookup is None else lookup.get(other.namespace)
+                    for t in preferred:
+                        _process_term(found, t, t.weight, other, ns_labels, node)
+                    for t in preferred_anti:
+                        _process_term(found, t, -t.weight, other, ns_labels, node)
+                if not other.has_affinity:
+                    continue
+                existing = cached(other)
+                if hard_weight > 0:
+                    for t in existing.required_affinity:
+                        _process_term(found, t, hard_weight, pod, own_ns_labels, node)
+                for t in existing.preferred_affinity:
+                    _process_term(found, t, t.weight, pod, own_ns_labels, node)
+                for t in existing.preferred_anti_affinity:
+                    _process_term(found, t, -t.weight, pod, own_ns_labels, node)
+            return tuple(found)
+
+        self._terms.grow_to(snapshot.pods_with_affinity)
+        scores = agg.sync(snapshot, share)
         # Upstream skips when no node produced a score entry; entries that sum to zero
         # still count as produced.
         if not scores:

@@ -15,10 +15,10 @@ Not thread-safe: a plugin instance is used by one scheduling loop.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from polsched.framework.types import NodeInfo
+from polsched.framework.types import NODE_CHANGES, NodeInfo, Snapshot
 
 V = TypeVar("V")
 
@@ -27,11 +27,29 @@ class NodeMemo(Generic[V]):
     """signature -> node name -> (node, generation, value), keeping the `size` most
     recently used signatures."""
 
-    __slots__ = ("_tables", "_size")
+    __slots__ = ("_tables", "_size", "_seen")
 
     def __init__(self, size: int = 8) -> None:
         self._tables: dict[Hashable, dict[str, tuple[NodeInfo, int, V]]] = {}
         self._size = size
+        # Signatures seen once and not yet given a table (table_if_repeated), oldest first.
+        self._seen: dict[Hashable, None] = {}
+
+    def table_if_repeated(self, signature: Hashable
+                          ) -> dict[str, tuple[NodeInfo, int, V]] | None:
+        """The table of a signature seen before; None the first time it is seen. Pods that
+        are all different (requests drawn from a range) then pay no memo writes that no
+        later pod would read; alike pods get their table from the second one on."""
+        if signature in self._tables:
+            return self.table(signature)
+        seen = self._seen
+        if signature in seen:
+            del seen[signature]
+            return self.table(signature)
+        if len(seen) >= 8 * self._size:
+            del seen[next(iter(seen))]
+        seen[signature] = None
+        return None
 
     def table(self, signature: Hashable) -> dict[str, tuple[NodeInfo, int, V]]:
         """The table of a signature, created when new; least recently used ones go."""
@@ -46,3 +64,115 @@ class NodeMemo(Generic[V]):
 
     def clear(self) -> None:
         self._tables.clear()
+        self._seen.clear()
+
+
+# (group, key, n): n counted for `key` of `group`, e.g. (topologyKey, value, pods).
+Entry = tuple[Hashable, Hashable, int]
+Share = tuple[Entry, ...]
+
+
+class Aggregate:
+    """The sum of every snapshot node's share, kept up to date across cycles.
+
+    `sync` returns group -> key -> summed n over the nodes' shares, a key present when at
+    least one node's share has an entry for it (even if they sum to zero) and a group
+    present when it has keys: what walking every node and summing their shares gives, in
+    that walk's place. The first sync on a snapshot computes every node's share; later
+    ones recompute only the nodes that framework.types.NODE_CHANGES named since (added,
+    removed, or changed: their pods or the node object), subtracting their old share and
+    adding the new. A share must depend on nothing but the node and its pods, and on what
+    the caller keys the Aggregate by (its signature).
+
+    The dicts returned are the Aggregate's own and change at the next sync: a cycle may
+    read them (and copy them to change them) but must not keep them past its end.
+    """
+
+    __slots__ = ("shares", "totals", "refs", "_snapshot", "_position", "_n_nodes")
+
+    def __init__(self) -> None:
+        # node name -> (node, its generation, its share)
+        self.shares: dict[str, tuple[NodeInfo, int, Share]] = {}
+        self.totals: dict[Hashable, dict[Hashable, int]] = {}
+        # group -> key -> how many shares have an entry for it
+        self.refs: dict[Hashable, dict[Hashable, int]] = {}
+        self._snapshot: Snapshot | None = None
+        self._position = -1
+        self._n_nodes = -1
+
+    def sync(self, snapshot: Snapshot, compute: Callable[[NodeInfo], Share],
+             ) -> dict[Hashable, dict[Hashable, int]]:
+        changed = None
+        if self._snapshot is snapshot and self._n_nodes == len(snapshot.nodes):
+            changed = NODE_CHANGES.since(self._position)
+        position = NODE_CHANGES.position
+        shares = self.shares
+        if changed is None:
+            shares.clear()
+            self.totals.clear()
+            self.refs.clear()
+            changed = [n.name for n in snapshot.nodes]
+        elif len(changed) > 1:
+            changed = list(dict.fromkeys(changed))
+        by_name = snapshot.by_name
+        apply = self._apply
+        for name in changed:
+            node = by_name.get(name)
+            old = shares.get(name)
+            if old is not None:
+                if node is old[0] and node.generation == old[1]:
+                    continue
+                apply(old[2], -1)
+                del shares[name]
+            if node is not None:
+                share = compute(node)
+                shares[name] = (node, node.generation, share)
+                if share:
+                    apply(share, 1)
+        self._snapshot = snapshot
+        self._position = position
+        self._n_nodes = len(snapshot.nodes)
+        return self.totals
+
+    def _apply(self, share: Share, sign: int) -> None:
+        totals, refs = self.totals, self.refs
+        for group, key, n in share:
+            by_key = totals.get(group)
+            if by_key is None:
+                by_key = totals[group] = {}
+                ref = refs[group] = {}
+            else:
+                ref = refs[group]
+            r = ref.get(key, 0) + sign
+            if r:
+                ref[key] = r
+                by_key[key] = by_key.get(key, 0) + sign * n
+            else:
+                del ref[key]
+                del by_key[key]
+                if not ref:
+                    del refs[group]
+                    del totals[group]
+
+
+class AggregateMemo:
+    """signature -> Aggregate, keeping the `size` most recently used signatures."""
+
+    __slots__ = ("_aggregates", "_size")
+
+    def __init__(self, size: int = 8) -> None:
+        self._aggregates: dict[Hashable, Aggregate] = {}
+        self._size = size
+
+    def get(self, signature: Hashable) -> Aggregate:
+        aggregates = self._aggregates
+        agg = aggregates.pop(signature, None)
+        if agg is None:
+            agg = Aggregate()
+            if len(aggregates) >= self._size:
+                del aggregates[next(iter(aggregates))]
+        aggregates[signature] = agg
+        return agg
+
+    def clear(self) -> None:
+        self._aggregates.clear()

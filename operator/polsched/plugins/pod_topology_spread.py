@@ -5,7 +5,8 @@ Reimplements kube-scheduler's podtopologyspread plugin (pkg/scheduler/framework/
 podtopologyspread/{common,filtering,scoring,plugin}.go, v1.36). PreFilter / PreScore count
 matching pods per topology domain once per pod; Filter and Score per node are dict lookups
 (Score also counts the node's own pods for kubernetes.io/hostname constraints, as upstream).
-Each node's counts are kept across cycles while the node is unchanged (node_memo.NodeMemo).
+The counts are kept across cycles (node_memo.Aggregate): the next pod of the same workload
+only recounts the nodes that changed since, not every node.
 
 Counted pods: same namespace as the incoming pod, labels matching the constraint's selector
 (labelSelector plus matchLabelKeys), not terminating (no metadata.deletionTimestamp). A
@@ -28,8 +29,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
@@ -54,7 +55,7 @@ from polsched.framework.selectors import (
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins import taint_toleration
-from polsched.plugins.node_memo import NodeMemo
+from polsched.plugins.node_memo import Aggregate, AggregateMemo, Entry, Share
 
 NAME = "PodTopologySpread"
 
@@ -242,9 +243,6 @@ def _has_keys(labels: Mapping[str, str], constraints: Sequence[SpreadConstraint]
     return True
 
 
-_Row = tuple[int | None, ...]
-
-
 def _spread_signature(pod: PodInfo, action: str) -> str:
     """What a node's row depends on besides the node: the pod's constraints of `action`,
     its values of their matchLabelKeys, and what the inclusion policies read."""
@@ -386,6 +384,9 @@ class _ScoreState:
     namespace: str
     # per scored node, in the order score_nodes saw them: was it ignored
     ignored_mask: list[bool]
+    # the aggregate's nodes and, per hostname constraint i, node name -> matching pods
+    shares: Mapping[str, tuple[NodeInfo, int, Share]] = field(default_factory=dict)
+    hosts: list[Mapping[str, int]] = field(default_factory=list)
 
 
 class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin,
@@ -395,7 +396,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         self.args = args
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
-        self._memo: NodeMemo[_Row] = NodeMemo()
+        self._counts = AggregateMemo()
         self._listers = handle.listers
         # The default constraints by (action, default selector): compiled once per
         # workload, so the memo of node rows is shared by its pods.
@@ -476,33 +477,44 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
         return [{"key": k, "operator": "In", "values": [v]}
                 for k, v in sorted(merged.items())] + extra
 
-    def _rows(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
-              action: str, default_sig: str = "") -> Callable[[NodeInfo], _Row]:
-        """A node's row: per constraint, its matching pods, or None when the constraint's
-        node inclusion policies leave the node out (and for hostname constraints when
-        scoring: Score counts those itself). Rows are memoized per node across cycles on
-        everything they depend on (NodeMemo), the default constraints' selector included."""
-        table = self._memo.table((action, pod.namespace, _spread_signature(pod, action),
-                                  default_sig))
-        skip_host = action == SCHEDULE_ANYWAY
+    def _aggregate(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
+                   action: str, default_sig: str, snapshot: Snapshot,
+                   require_all: bool = True) -> Aggregate:
+        """Every node's matching pods per constraint and domain, summed (group i: domain
+        value -> pods of constraint i), kept across cycles (node_memo.Aggregate) on
+        everything a node's share depends on, the default constraints' selector included.
+        A node takes part when it has every topologyKey (when `require_all`); a constraint
+        counts it when its node inclusion policies let it in. When scoring, hostname
+        constraints are not summed per domain: group -1-i holds node name -> pods of
+        constraint i, for every node with the hostname label (Score counts those per node,
+        without the inclusion policies, as upstream)."""
+        agg = self._counts.get((action, pod.namespace, _spread_signature(pod, action),
+                                default_sig, require_all))
+        scoring = action == SCHEDULE_ANYWAY
         namespace = pod.namespace
         inclusion: list[_NodeInclusion] = []
 
-        def row_of(node: NodeInfo) -> _Row:
-            hit = table.get(node.name)
-            if hit is not None and hit[0] is node and hit[1] == node.generation:
-                return hit[2]
+        def share(node: NodeInfo) -> Share:
+            labels = node.labels
+            if require_all and not _has_keys(labels, constraints):
+                return ()
             if not inclusion:
                 inclusion.append(_NodeInclusion(pod))
             includes = inclusion[0].includes
-            row = tuple(
-                None if (skip_host and c.topology_key == LABEL_HOSTNAME)
-                or not includes(c, node)
-                else 0 if c.selector_empty else count_matching(node, c.selector, namespace)
-                for c in constraints)
-            table[node.name] = (node, node.generation, row)
-            return row
-        return row_of
+            entries: list[Entry] = []
+            for i, c in enumerate(constraints):
+                key = c.topology_key
+                if scoring and key == LABEL_HOSTNAME:
+                    if key in labels:
+                        entries.append((-1 - i, node.name, 0 if c.selector_empty
+                                        else count_matching(node, c.selector, namespace)))
+                elif includes(c, node):
+                    entries.append((i, labels.get(key, ""), 0 if c.selector_empty
+                                    else count_matching(node, c.selector, namespace)))
+            return tuple(entries)
+
+        agg.sync(snapshot, share)
+        return agg
 
     # -- filter --
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
@@ -512,20 +524,13 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             return Status.error(f"obtaining pod's hard topology spread constraints: {err}")
         if not constraints:
             return SKIP
-        row_of = self._rows(pod, constraints, DO_NOT_SCHEDULE, default_sig)
-        counts: list[dict[str, int]] = [{} for _ in constraints]
-        for node in snapshot.nodes:
-            labels = node.labels
-            if not _has_keys(labels, constraints):
-                continue
-            for i, n in enumerate(row_of(node)):
-                if n is not None:
-                    value = labels[constraints[i].topology_key]
-                    by_value = counts[i]
-                    by_value[value] = by_value.get(value, 0) + n
+        totals = self._aggregate(pod, constraints, DO_NOT_SCHEDULE, default_sig,
+                                 snapshot).totals
         compiled: list[_FilterConstraint] = []
         pod_labels = pod.labels
-        for c, by_value in zip(constraints, counts, strict=True):
+        for i, c in enumerate(constraints):
+            # The aggregate's own dict: read only (AddPod / RemovePod copy it).
+            by_value = cast(dict[str, int], totals.get(i) or {})
             self_match = 1 if c.selector(pod_labels) else 0
             compiled.append(_FilterConstraint(c.topology_key, by_value,
                                               _limit(c, by_value, self_match), c, self_match))
@@ -567,6 +572,34 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             updated.append(c)
         state.write(_PRE_FILTER_KEY, tuple(updated))
 
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """This cycle's Filter as a function of the node alone, for the pipeline's per-node
+        loop (one constraint: a label lookup, a count lookup and a comparison)."""
+        constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
+        if len(constraints) != 1:
+            def many(node: NodeInfo) -> Status:
+                labels = node.labels
+                for c in constraints:
+                    value = labels.get(c.topology_key)
+                    if value is None:
+                        return _NODE_LABEL_NOT_MATCH
+                    if c.counts.get(value, 0) > c.limit:
+                        return _CONSTRAINTS_NOT_MATCH
+                return SUCCESS
+            return many
+        key, get, limit = constraints[0].topology_key, constraints[0].counts.get, \
+            constraints[0].limit
+
+        def one(node: NodeInfo) -> Status:
+            value = node.labels.get(key)
+            if value is None:
+                return _NODE_LABEL_NOT_MATCH
+            if get(value, 0) > limit:
+                return _CONSTRAINTS_NOT_MATCH
+            return SUCCESS
+        return one
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
         labels = node.labels
@@ -594,42 +627,45 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
         require_all = bool(pod.spec.get("topologySpreadConstraints")) \
             or not self.system_defaulted
         # initPreScoreState: the domains of the feasible nodes, and the nodes to ignore.
-        counts: list[dict[str, int]] = [{} for _ in constraints]
-        sizes = [0] * len(constraints)
         ignored: set[str] = set()
-        for node in nodes:
-            labels = node.labels
-            if require_all and not _has_keys(labels, constraints):
-                ignored.add(node.name)
-                continue
-            for i, c in enumerate(constraints):
-                if c.topology_key == LABEL_HOSTNAME:
-                    continue   # counted per node in Score
-                value = labels.get(c.topology_key, "")
-                if value not in counts[i]:
-                    counts[i][value] = 0
-                    sizes[i] += 1
+        kept: Sequence[NodeInfo] = nodes
+        if require_all:
+            kept = [n for n in nodes if _has_keys(n.labels, constraints)]
+            if len(kept) != len(nodes):
+                ignored = {n.name for n in nodes} - {n.name for n in kept}
+        agg = self._aggregate(pod, constraints, SCHEDULE_ANYWAY, default_sig, snapshot,
+                              require_all)
+        totals = agg.totals
+        counts: list[dict[str, int]] = []
         weights: list[float] = []
+        hosts: list[Mapping[str, int]] = []
         for i, c in enumerate(constraints):
-            size = len(nodes) - len(ignored) if c.topology_key == LABEL_HOSTNAME else sizes[i]
-            weights.append(math.log(size + 2))
-
-        row_of = self._rows(pod, constraints, SCHEDULE_ANYWAY, default_sig)
-        for node in snapshot.nodes:
-            labels = node.labels
-            if require_all and not _has_keys(labels, constraints):
+            key = c.topology_key
+            if key == LABEL_HOSTNAME:
+                # counted per node in Score
+                counts.append({})
+                weights.append(math.log(len(nodes) - len(ignored) + 2))
+                hosts.append(cast(Mapping[str, int], totals.get(-1 - i) or {}))
                 continue
-            for i, n in enumerate(row_of(node)):
-                if n is None:
-                    continue
-                by_value = counts[i]
-                value = labels.get(constraints[i].topology_key, "")
-                # Only domains of feasible nodes are counted.
-                if value in by_value:
-                    by_value[value] += n
+            # Only domains of feasible nodes are counted.
+            domains = {n.labels.get(key, "") for n in kept}
+            total = cast(Mapping[str, int], totals.get(i) or {})
+            counts.append({v: total.get(v, 0) for v in domains})
+            weights.append(math.log(len(domains) + 2))
+            hosts.append({})
         state.write(_PRE_SCORE_KEY, _ScoreState(constraints, counts, weights, ignored,
-                                                 require_all, pod.namespace, []))
+                                                 require_all, pod.namespace, [],
+                                                 agg.shares, hosts))
         return SUCCESS
+
+    def _host_count(self, s: _ScoreState, i: int, c: SpreadConstraint,
+                    node: NodeInfo) -> int:
+        """The node's pods matching hostname constraint i: the aggregate's count while it
+        has the node as it is, else counted."""
+        known = s.shares.get(node.name)
+        if known is not None and known[0] is node and known[1] == node.generation:
+            return s.hosts[i].get(node.name, 0)
+        return 0 if c.selector_empty else count_matching(node, c.selector, s.namespace)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         s: _ScoreState = state.read(_PRE_SCORE_KEY)
@@ -642,7 +678,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             if value is None:
                 continue
             if c.topology_key == LABEL_HOSTNAME:
-                cnt = 0 if c.selector_empty else count_matching(node, c.selector, s.namespace)
+                cnt = self._host_count(s, i, c, node)
             else:
                 cnt = s.counts[i].get(value, 0)
             # scoreForCount: maxSkew-1 waters down differences between domains.
@@ -652,10 +688,47 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
                     nodes: Sequence[NodeInfo]) -> list[int] | Status:
+        """score per node, with each domain's term (count * weight + maxSkew - 1) worked
+        out once per domain instead of per node: the same float operations in the same
+        order, so the same scores."""
         s: _ScoreState = state.read(_PRE_SCORE_KEY)
-        s.ignored_mask = [n.name in s.ignored for n in nodes]
-        score = self.score
-        return [score(state, pod, n) for n in nodes]
+        ignored = s.ignored
+        s.ignored_mask = [n.name in ignored for n in nodes] if ignored else [False] * len(nodes)
+        plan: list[tuple[str, int, SpreadConstraint, dict[str, float] | None]] = []
+        for i, c in enumerate(s.constraints):
+            if c.topology_key == LABEL_HOSTNAME:
+                plan.append((c.topology_key, i, c, None))
+            else:
+                w, skew = s.weights[i], c.max_skew - 1
+                plan.append((c.topology_key, i, c,
+                             {v: cnt * w + skew for v, cnt in s.counts[i].items()}))
+        shares, floor = s.shares, math.floor
+        out: list[int] = []
+        append = out.append
+        for node in nodes:
+            if ignored and node.name in ignored:
+                append(0)
+                continue
+            labels = node.labels
+            total = 0.0
+            for key, i, c, terms in plan:
+                value = labels.get(key)
+                if value is None:
+                    continue
+                if terms is None:
+                    known = shares.get(node.name)
+                    if known is not None and known[0] is node \
+                            and known[1] == node.generation:
+                        cnt = s.hosts[i].get(node.name, 0)
+                    else:
+                        cnt = 0 if c.selector_empty else count_matching(node, c.selector,
+                                                                        s.namespace)
+                    total += cnt * s.weights[i] + (c.max_skew - 1)
+                else:
+                    term = terms.get(value)
+                    total += (0 * s.weights[i] + (c.max_skew - 1)) if term is None else term
+            append(floor(total + 0.5))
+        return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         """Fewer matching pods score higher: MAX * (max + min - s) / max over the nodes not

@@ -92,7 +92,12 @@ def run_filter(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None
     pre = plugin.pre_filter(state, incoming, snap)
     if pre.code is not Code.SUCCESS:
         return pre, {}
-    return pre, {n.name: plugin.filter(state, incoming, n) for n in snap}
+    statuses = {n.name: plugin.filter(state, incoming, n) for n in snap}
+    # The form the pipeline's per-node loop calls gives the same statuses.
+    bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
+    if bound is not None:
+        assert {n.name: bound(n) for n in snap} == statuses
+    return pre, statuses
 
 
 def run_score(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None = None,
@@ -488,3 +493,19 @@ def test_add_and_remove_pod_update_the_prefilter_state() -> None:
     # Removed, it neither rejects q nor satisfies q's affinity any more.
     plugin.remove_pod(state, plain, guard, a)
     assert outcome(plugin.filter(state, plain, a)) == AFFINITY_FAIL
+
+
+def test_hostname_anti_affinity_both_ways_in_the_per_node_form() -> None:
+    """scheduler_perf's anti-affinity shape: the incoming pod's term and existing pods'
+    terms share the topologyKey kubernetes.io/hostname (the per-node form then reads the
+    label once); the incoming pod's own term is checked first."""
+    host = "kubernetes.io/hostname"
+    green = {"color": "green"}
+    nodes = {f"n{i}": {host: f"n{i}"} for i in range(1, 5)}
+    away = [term("color", "In", ["green"], topology=host)]
+    snap = cluster(nodes, [pod("g1", green, "n1", anti=away),
+                           pod("guard", {"color": "red"}, "n2", anti=away),
+                           pod("red", {"color": "red"}, "n3")])
+    _, statuses = run_filter(pod("p", green, anti=away), snap)
+    assert {n: outcome(s) for n, s in statuses.items()} == {
+        "n1": ANTI_FAIL, "n2": EXISTING_FAIL, "n3": OK, "n4": OK}

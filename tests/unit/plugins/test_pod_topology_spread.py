@@ -92,7 +92,12 @@ def run_filter(incoming: PodInfo, snap: Snapshot,
     pre = plugin.pre_filter(state, incoming, snap)
     if pre.code is not Code.SUCCESS:
         return pre, {}
-    return pre, {n.name: plugin.filter(state, incoming, n) for n in snap}
+    statuses = {n.name: plugin.filter(state, incoming, n) for n in snap}
+    # The form the pipeline's per-node loop calls gives the same statuses.
+    bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
+    if bound is not None:
+        assert {n.name: bound(n) for n in snap} == statuses
+    return pre, statuses
 
 
 def feasible(statuses: Mapping[str, Status]) -> list[str]:
