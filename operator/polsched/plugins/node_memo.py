@@ -72,7 +72,7 @@ class Aggregate:
     __slots__ = ("shares", "totals", "refs", "_snapshot", "_position", "_n_nodes")
 
     def __init__(self) -> None:
-        # node name -> (node, its generation, its share)
+        # node name -> (node, its generation, its share), for nodes with a non-empty share
         self.shares: dict[str, tuple[NodeInfo, int, Share]] = {}
         self.totals: dict[Hashable, dict[Hashable, int]] = {}
         # group -> key -> how many shares have an entry for it
@@ -107,8 +107,8 @@ class Aggregate:
                 del shares[name]
             if node is not None:
                 share = compute(node)
-                shares[name] = (node, node.generation, share)
-                if share:
+                if share:  # a node with nothing to add is not kept
+                    shares[name] = (node, node.generation, share)
                     apply(share, 1)
         self._snapshot = snapshot
         self._position = position
