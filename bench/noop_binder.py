@@ -72,9 +72,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if not names:
             raise SystemExit(f"no nodes match --node-selector {args.node_selector!r}")
         ring = itertools.cycle(names)
-        selector = f"spec.schedulerName={args.scheduler_name},spec.nodeName="
+        # Several names (comma-separated, the many-policies workload): a field selector
+        # cannot say "one of", so they are picked out here.
+        wanted = set(args.scheduler_name.split(","))
+        selector = (f"spec.schedulerName={args.scheduler_name},spec.nodeName="
+                    if len(wanted) == 1 else "spec.nodeName=")
 
         def offer(pod: dict[str, Any]) -> None:
+            if (pod.get("spec") or {}).get("schedulerName") not in wanted:
+                return
             meta = pod["metadata"]
             key = (meta["namespace"], meta["name"])
             if key not in seen and not meta.get("deletionTimestamp"):
@@ -144,7 +150,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--kubeconfig", required=True)
-    p.add_argument("--scheduler-name", default="bench-noop")
+    p.add_argument("--scheduler-name", default="bench-noop",
+                   help="the schedulerName of the pods to bind; several, comma-separated")
     p.add_argument("--node-selector", default="polsched.io/bench=true")
     p.add_argument("--concurrency", type=int, default=polsched_defaults()["binds_in_flight"],
                    help="binds in flight (default polsched's)")

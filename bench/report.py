@@ -41,6 +41,10 @@ METRICS: list[tuple[str, Metric]] = [
 ]
 
 
+# How results.json files written before bench/reload.py measured a reload.
+OLD_RELOAD_MEASURE = "patch sent .. status.observedGeneration seen"
+
+
 def _by_kind(r: dict[str, Any]) -> str | None:
     """The violation kinds that occurred ("" when none did, None when not checked)."""
     kinds = r.get("violations_by_kind")
@@ -176,11 +180,11 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             lat = reload.get("latency_ms") or {}
             if lat:
                 lines += ["", f"Hot reload (polsched): {reload['observed']}/{reload['patches']} "
-                          f"patches observed within 10 s ({reload.get('under_load')} sent "
+                          f"patches observed within 10 s ({reload.get('under_load')} decided "
                           f"while pods were still binding); "
                           f"reload latency p50 {_num(lat.get('p50'))} ms, "
                           f"p99 {_num(lat.get('p99'))} ms, max {_num(lat.get('max'))} ms "
-                          "(patch sent .. status.observedGeneration seen)."]
+                          f"({reload.get('measure') or OLD_RELOAD_MEASURE})."]
             else:
                 lines += ["", f"Hot reload (polsched): not measured ({reload.get('note', '')})."]
         problems = [f"{NAMES.get(k, k)}: {r['status']}: {r.get('error')}" for k, r in res.items()
@@ -188,6 +192,9 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         if problems:
             lines += [""] + [f"- {x}" for x in problems]
         lines.append("")
+    from bench import many  # its own table: many policies against one
+
+    lines += many.render(doc.get("many_policies"))
     if notes:
         lines += [notes.rstrip(), ""]
     return "\n".join(lines)

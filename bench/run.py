@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import measure, report, violations  # noqa: E402
+from bench import many, measure, reload, report, violations  # noqa: E402
 from bench import workloads as wl  # noqa: E402
 from bench.schedulers import RUNNERS, KubeScheduler, Polsched, Runner  # noqa: E402
 
@@ -286,9 +286,9 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             assert isinstance(w, wl.HotReload)
             from bench.schedulers import POLICY_COLLECTION, POLICY_NAME
 
-            reloader = measure.ReloadDriver(ctx.kubeconfig,
-                                            f"{POLICY_COLLECTION}/{POLICY_NAME}",
-                                            w.patches(), ctx.args.reload_interval)
+            reloader = reload.FirstDecisionDriver(
+                ctx.kubeconfig, f"{POLICY_COLLECTION}/{POLICY_NAME}", POLICY_NAME,
+                runner.metrics_url(), w.patches(), ctx.args.reload_interval)
 
         async def sample() -> None:
             while True:
@@ -304,7 +304,13 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             cpu0 = time.process_time()
             if reloader is not None:
                 reloader.start()
-            times = await measure.create_objects(api, PODS, bodies, ctx.args.concurrency)
+            if isinstance(w, wl.HotReload):  # a steady stream while the reloads go on
+                times = await reload.create_paced(api, PODS, bodies, w.pod_rate,
+                                                  ctx.args.concurrency, reloader)
+                if reloader is not None:  # no patch after the stream
+                    reloader.stop()
+            else:
+                times = await measure.create_objects(api, PODS, bodies, ctx.args.concurrency)
             harness_cpu = time.process_time() - cpu0
         timeout = ctx.args.bind_timeout or 60 + w.pods / 20
         seen = await asyncio.to_thread(watcher.result, timeout)
@@ -377,16 +383,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         res["preemption"]["measured_pods_preempted"] = sum(1 for n in bound
                                                            if n not in on_server)
     if reloads is not None:
-        lat = [r["latency_s"] for r in reloads if r["latency_s"] is not None]
-        last_bind_t = max((v[0] for v in bound.values()), default=0.0)
-        res["reload"] = {
-            "patches": len(reloads), "observed": len(lat),
-            "under_load": sum(1 for r in reloads if r["sent"] < last_bind_t),
-            "latency_ms": measure.summarize_ms(lat),
-            "unobserved_generations": [r["generation"] for r in reloads
-                                       if r["latency_s"] is None],
-            "per_patch_ms": [None if r["latency_s"] is None else round(r["latency_s"] * 1000, 2)
-                             for r in reloads]}
+        res["reload"] = reload.summary(reloads, max((v[0] for v in bound.values()),
+                                                    default=0.0))
     elif w.reload_patches:
         res["reload"] = {"patches": 0, "observed": 0, "latency_ms": None,
                          "note": "no hot reload: " + (
@@ -680,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
         },
         "workloads": results,
     }
+    many_policies = many.summary(results)
+    if many_policies is not None:
+        doc["many_policies"] = many_policies
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "out").mkdir(exist_ok=True)
     raw = json.dumps(doc, indent=2) + "\n"

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from bench import many
 from bench import workloads as wl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +131,8 @@ class KubeScheduler(Runner):
             "clientConnection": {"kubeconfig": self.kubeconfig, "qps": KUBE_QPS,
                                  "burst": KUBE_BURST},
             "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": self.scheduler_name}],
+            "profiles": [{"schedulerName": n}
+                         for n in many.scheduler_names(workload, self.scheduler_name)],
         }
         if workload.extender and extender_url:
             cfg["extenders"] = [{"urlPrefix": extender_url, "enableHTTPS": False,
@@ -156,19 +158,21 @@ class NoopBinder(Runner):
 
     def command(self, workload: wl.Workload, extender_url: str | None) -> list[str]:
         return [sys.executable, str(ROOT / "bench" / "noop_binder.py"),
-                "--kubeconfig", self.kubeconfig, "--scheduler-name", self.scheduler_name,
+                "--kubeconfig", self.kubeconfig, "--scheduler-name",
+                ",".join(many.scheduler_names(workload, self.scheduler_name)),
                 "--node-selector", f"{wl.NODE_LABEL}=true"]
 
     def wait_started(self, timeout: float = 60) -> None:
         self._wait_line("ready", timeout)
 
 
-def polsched_policy(workload: wl.Workload, extender_url: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": POLICY_NAME, **workload.policy_spec()}
+def polsched_policy(workload: wl.Workload, extender_url: str | None,
+                    name: str = POLICY_NAME) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": name, **workload.policy_spec()}
     if workload.extender and extender_url:
         spec["extenders"] = [{"urlPrefix": extender_url, **wl.EXTENDER_CONFIG}]
     return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-            "metadata": {"name": POLICY_NAME}, "spec": spec}
+            "metadata": {"name": name}, "spec": spec}
 
 
 SHADOW_NAME = "bench-polsched-shadow"
@@ -226,9 +230,12 @@ class Polsched(Runner):
         return self.mode == "operator"
 
     def start(self, workload: wl.Workload, extender_url: str | None) -> None:
-        policy = polsched_policy(workload, extender_url)
+        # One policy per scheduler name (many: bench-polsched-00 .. -49).
+        self._names = many.scheduler_names(workload, POLICY_NAME)
         self._policy_file = self.workdir / f"{workload.name}-policy.yaml"
-        self._policy_file.write_text(yaml.safe_dump(policy, sort_keys=False))
+        self._policy_file.write_text(yaml.safe_dump_all(
+            [polsched_policy(workload, extender_url, n) for n in self._names],
+            sort_keys=False))
         if self.mode == "operator":
             self._kubectl("apply", "--server-side", "--force-conflicts", "-f",
                           str(ROOT / "crds"))
@@ -251,8 +258,10 @@ class Polsched(Runner):
             python += ["-m", "cProfile", "-o", str(Path(prof_dir) / f"{workload.name}.prof")]
         if self.mode == "operator":
             # The Lease lives in the bench namespace: the run needs no polsched-system.
+            # /metrics on a free port (metrics_url): the reload signal's source.
             return [*python, "-m", "polsched.cli", "run", "--kubeconfig",
-                    self.kubeconfig, "--namespace", wl.NAMESPACE, "--identity", "bench"]
+                    self.kubeconfig, "--namespace", wl.NAMESPACE, "--identity", "bench",
+                    "--metrics-listen", "127.0.0.1:0"]
         return [*python, str(ROOT / "bench" / "polsched_engine.py"),
                 "--kubeconfig", self.kubeconfig, "--policy", str(self._policy_file)]
 
@@ -266,17 +275,31 @@ class Polsched(Runner):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"polsched run exited with {self.proc.returncode}: "
                                    f"{self.tail()}")
-            p = self._kubectl("get", "spol", POLICY_NAME, "-o", "json", check=False)
+            p = self._kubectl("get", "spol", *self._names, "-o", "json", check=False)
             if p.returncode == 0:
-                obj = json.loads(p.stdout)
-                st = obj.get("status") or {}
-                ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                            for c in st.get("conditions") or ())
-                if ready and st.get("observedGeneration") == obj["metadata"]["generation"] \
+                objs = json.loads(p.stdout)
+                objs = objs.get("items", [objs])
+
+                def ready(obj: dict[str, Any]) -> bool:
+                    st = obj.get("status") or {}
+                    return any(c.get("type") == "Ready" and c.get("status") == "True"
+                               for c in st.get("conditions") or ()) \
+                        and st.get("observedGeneration") == obj["metadata"]["generation"]
+                if len(objs) == len(self._names) and all(ready(o) for o in objs) \
                         and (not getattr(self, "_shadow", False) or self._shadow_ready()):
                     return
             time.sleep(0.2)
         raise RuntimeError(f"policy {POLICY_NAME} not Ready in {timeout}s: {self.tail()}")
+
+    def metrics_url(self) -> str:
+        """The operator's /metrics, from the line it logs when it serves it."""
+        import re
+
+        found = re.search(r"serving /metrics\S* .*? on (http://\S+)",
+                          self.log_path.read_text(errors="replace") if self.log_path else "")
+        if found is None:
+            raise RuntimeError(f"polsched did not log its metrics address: {self.tail()}")
+        return found.group(1) + "/metrics"
 
     def _shadow_ready(self) -> bool:
         p = self._kubectl("get", "spol", SHADOW_NAME, "-o", "json", check=False)
@@ -300,8 +323,8 @@ class Polsched(Runner):
         if self.mode == "operator":
             self._kubectl("delete", "spol", SHADOW_NAME, "--ignore-not-found", "--wait=true",
                           check=False)
-            self._kubectl("delete", "spol", POLICY_NAME, "--ignore-not-found", "--wait=true",
-                          check=False)
+            self._kubectl("delete", "spol", *getattr(self, "_names", [POLICY_NAME]),
+                          "--ignore-not-found", "--wait=true", check=False)
 
     def _kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         p = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=120,

@@ -171,9 +171,13 @@ class Extender(Workload):
         return {**super().policy_spec(), "extenders": []}  # the runner fills in urlPrefix
 
 
+@dataclass(frozen=True)
 class HotReload(Workload):
-    """Plain pods stream in while the policy's NodeLabelValue weight flips between 1 and 2
-    (each flip is a new generation); polsched only measures reload latency."""
+    """Plain pods stream in at a steady rate (`pod_rate` per second, for every scheduler)
+    while the policy's NodeLabelValue weight flips between 1 and 2 (each flip is a new
+    generation); polsched only measures reload latency (bench/reload.py)."""
+
+    pod_rate: float = 150.0
 
     def policy_spec(self) -> dict[str, Any]:
         return {**super().policy_spec(), "scorers": [self.scorer(1)]}
@@ -413,8 +417,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              "shadowing costs the live policy", shadow=True,
              equivalence="same pods for every scheduler; only polsched has a shadow (the "
                          "operator's default --shadow-budget)"),
-    HotReload("hotreload", 500, 2000, "the policy patched 20 times while the pods stream in",
-              equivalence=HotReload.__doc__ or "", reload_patches=20),
+    HotReload("hotreload", 500, 7500, "the policy patched 120 times while the pods stream "
+              "in at 150 pods/s", equivalence=HotReload.__doc__ or "", reload_patches=120),
     Preemption("preemption", 500, 500,
                "PreemptionAsync: nodes full of low-priority pods, a high-priority pod every "
                "200 ms while the measured pods stream in (scheduler_perf "

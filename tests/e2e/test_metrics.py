@@ -126,3 +126,52 @@ def test_metrics_listen_empty_disables_the_endpoints(harness: Harness) -> None:
     assert p.alive()
     assert "serving /metrics" not in p.log()
     assert "not serving metrics" not in p.log()  # disabled, not given up
+
+
+def test_first_decision_names_the_generation_that_made_it(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    """The reload signal (polsched_policy_first_decision_*, and its log line) moves to a
+    new generation only when that generation decides a pod, not when it is loaded."""
+    h = harness
+    rid = unique("firstdec")
+    nodes(f"{rid}-a0", labels={"zone": "a"})
+    nodes(f"{rid}-b0", labels={"zone": "b"})
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    op = h.operator(f"{rid}-op", "--metrics-listen", f"127.0.0.1:{port}")
+    name = h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name, 30)
+    h.create_pod(namespace, "p0", rid)
+    wait_for(lambda: h.bound(namespace).get("p0"), 30, "p0 bound")
+
+    def signal() -> tuple[float | None, float | None]:
+        text = get(f"{base}/metrics")[1]
+        return (sample(text, "polsched_policy_first_decision_generation", policy=name),
+                sample(text, "polsched_policy_first_decision_timestamp_seconds", policy=name))
+
+    gen1 = int(h.policy(name)["metadata"]["generation"])
+    first, t1 = wait_for(lambda: signal() if signal()[0] == gen1 else None, 10,
+                         f"generation {gen1} named by the first-decision gauge")
+    assert t1 is not None and t1 > 0
+    assert f"SchedulingPolicy {name} generation {gen1} decided its first pod " \
+           f"{namespace}/p0 (node {rid}-a0)" in op.log()
+
+    # The edit loads and runs (observedGeneration), but no pod is decided yet: the
+    # signal still names the old generation.
+    h.cluster.apply(zone_policy(rid, "b"))
+    gen2 = int(h.policy(name)["metadata"]["generation"])
+    assert gen2 > gen1
+    wait_for(lambda: h.status(name).get("observedGeneration") == gen2, 30,
+             f"observedGeneration {gen2}")
+    assert signal() == (first, t1)
+
+    # The next pod is decided by the new generation (zone b), and the signal says so.
+    h.create_pod(namespace, "p1", rid)
+    wait_for(lambda: h.bound(namespace).get("p1") == f"{rid}-b0", 30, "p1 bound in zone b")
+    gen, t2 = wait_for(lambda: signal() if signal()[0] == gen2 else None, 10,
+                       f"generation {gen2} named by the first-decision gauge")
+    assert t2 is not None and t2 >= t1
+    assert f"SchedulingPolicy {name} generation {gen2} decided its first pod " \
+           f"{namespace}/p1 (node {rid}-b0)" in op.log()
+    # One line per generation: p0's generation named only p0.
+    assert op.log().count(f"SchedulingPolicy {name} generation {gen1} decided") == 1

@@ -331,6 +331,7 @@ class ClusterCache:
     def _snapshot_add(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.append(info)
+        snap.version += 1
         snap.by_name[info.name] = info
         NODE_CHANGES.note(info.name)
         _count_images(snap.image_nodes, info.images, +1)
@@ -340,6 +341,7 @@ class ClusterCache:
     def _snapshot_remove(self, info: NodeInfo) -> None:
         snap = self.snapshot
         snap.nodes.remove(info)  # O(nodes), and node deletions are rare
+        snap.version += 1
         del snap.by_name[info.name]
         NODE_CHANGES.note(info.name)
         _count_images(snap.image_nodes, info.images, -1)

@@ -3,7 +3,8 @@
 The engine calls back on every bind; a PATCH per bind would cost the API server more
 than the bind itself. So each policy has a slot: callbacks only mark it dirty, and one
 task per policy writes the whole current status at most every `interval` seconds (sooner
-when the pipeline changed, so status.observedGeneration follows an edit at once). Counts
+when the pipeline changed, so status.observedGeneration follows an edit at once), or
+every policies/STATUS_WRITES_PER_SECOND seconds when that is longer. Counts
 are read from the engine when the write happens, not accumulated from callbacks, so a
 burst of binds costs one PATCH and no increment can be lost. bindsTotal and
 unschedulableAttempts never go backwards: each write takes the maximum of what the
@@ -38,6 +39,11 @@ Json = dict[str, Any]
 RETRY_DELAY = 1.0
 # Upper bound of one status write.
 WRITE_TIMEOUT = 30.0
+# Count writes (not pipeline changes) of all policies together, per second at most: each
+# policy writes at most every max(interval, policies / this) seconds. One policy keeps
+# the interval; 50 busy policies write every 5 s each instead of 166 PATCHes a second,
+# each one a watch event that the operator handles too (issue 15, many-policies).
+STATUS_WRITES_PER_SECOND = 10.0
 
 
 def status_path(name: str) -> str:
@@ -234,6 +240,11 @@ class StatusWriter:
         for name in list(self._slots):
             self.drop(name)
 
+    def period(self) -> float:
+        """Seconds between two count writes of one policy: the interval, longer when many
+        policies share STATUS_WRITES_PER_SECOND."""
+        return max(self.interval, len(self._slots) / STATUS_WRITES_PER_SECOND)
+
     # -- the batching loop ----------------------------------------------------------------
     async def _loop(self, slot: _Slot) -> None:
         while True:
@@ -262,9 +273,9 @@ class StatusWriter:
                 slot.dirty.set()
                 await asyncio.sleep(RETRY_DELAY)
                 continue
-            # Rate limit: at most one write per interval, unless the pipeline changed.
+            # Rate limit: at most one write per period, unless the pipeline changed.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(slot.urgent.wait(), self.interval)
+                await asyncio.wait_for(slot.urgent.wait(), self.period())
 
     async def _flush(self, slot: _Slot) -> None:
         view = slot.view

@@ -27,11 +27,29 @@ class NodeMemo(Generic[V]):
     """signature -> node name -> (node, generation, value), keeping the `size` most
     recently used signatures."""
 
-    __slots__ = ("_tables", "_size")
+    __slots__ = ("_tables", "_size", "_seen")
 
     def __init__(self, size: int = 8) -> None:
         self._tables: dict[Hashable, dict[str, tuple[NodeInfo, int, V]]] = {}
         self._size = size
+        # Signatures seen once and not yet given a table (table_if_repeated), oldest first.
+        self._seen: dict[Hashable, None] = {}
+
+    def table_if_repeated(self, signature: Hashable
+                          ) -> dict[str, tuple[NodeInfo, int, V]] | None:
+        """The table of a signature seen before; None the first time it is seen. Pods that
+        are all different (requests drawn from a range) then pay no memo writes that no
+        later pod would read; alike pods get their table from the second one on."""
+        if signature in self._tables:
+            return self.table(signature)
+        seen = self._seen
+        if signature in seen:
+            del seen[signature]
+            return self.table(signature)
+        if len(seen) >= 8 * self._size:
+            del seen[next(iter(seen))]
+        seen[signature] = None
+        return None
 
     def table(self, signature: Hashable) -> dict[str, tuple[NodeInfo, int, V]]:
         """The table of a signature, created when new; least recently used ones go."""
@@ -46,6 +64,7 @@ class NodeMemo(Generic[V]):
 
     def clear(self) -> None:
         self._tables.clear()
+        self._seen.clear()
 
 
 # (group, key, n): n counted for `key` of `group`, e.g. (topologyKey, value, pods).

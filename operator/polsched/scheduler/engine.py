@@ -70,6 +70,8 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# Event writes in flight at once, all policies together (EventRecorder's own default).
+EVENT_WRITES = 16
 # stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
 SHADOW_PREFIX = "shadow:"
 
@@ -126,6 +128,9 @@ class _Scheduler:
         self.warned: set[str] = set()
         # Shadow policies deciding beside this one (scheduler.shadow).
         self.shadows = ShadowSet()
+        # The pipeline applied last until it decides its first pod (Engine._first_decision:
+        # the end of a hot reload as users feel it); None once it has.
+        self.undecided: Pipeline | None = pipeline
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -149,6 +154,8 @@ class Engine(CacheListener):
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
+        # Event and condition writes in flight, all policies' recorders together.
+        self._event_writes = asyncio.Semaphore(EVENT_WRITES)
         # What every policy's plugins are built with (framework.Handle).
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, bc.WaitingPod] = {}
@@ -205,7 +212,8 @@ class Engine(CacheListener):
         name = policy.scheduler_name
         s = self._schedulers.get(name)
         if s is None:
-            recorder = EventRecorder(self.client, name)
+            recorder = EventRecorder(self.client, name, concurrency=EVENT_WRITES,
+                                     shared=self._event_writes)
             s = _Scheduler(policy, pipeline, recorder,
                            Counters(**vars(counters)) if counters else Counters())
             self._schedulers[name] = s
@@ -215,6 +223,7 @@ class Engine(CacheListener):
         else:
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
+            s.undecided = pipeline
             s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
             if counters is not None:  # never let a stale status move a counter back
                 s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
@@ -241,6 +250,7 @@ class Engine(CacheListener):
         self._stop_scheduler(s)
         self._spawn(s.recorder.close())
         metrics.forget_profile(scheduler_name)
+        metrics.forget_policy(s.policy.name)
 
     def apply_shadow(self, policy: Policy, live_policy: str, live_scheduler: str, *,
                      extenders: Sequence[Extender] = ()) -> None:
@@ -525,6 +535,8 @@ class Engine(CacheListener):
             except PipelineError as err:
                 self._on_error(s, qp, str(err), started)
                 return
+            if s.undecided is pipeline:
+                self._first_decision(s, pod, result.node)
             if result.node is None:
                 if verdicts:
                     s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
@@ -587,6 +599,19 @@ class Engine(CacheListener):
             lambda outcome, message: self._bind_done(s, qp, assumed, node_name, outcome,
                                                      message, started, state, bp),
             pipeline.extenders, annotations=annotations, lane=s.name)
+
+    def _first_decision(self, s: _Scheduler, pod: PodInfo, node: str | None) -> None:
+        """The pipeline of s.policy's generation made its first decision (a node chosen or
+        none fits): the hot reload is in effect for users. Logged and exported as
+        polsched_policy_first_decision_{generation,timestamp_seconds} (wall clock: the
+        bench compares it with the time its PATCH was answered)."""
+        s.undecided = None
+        generation = s.policy.generation
+        now = time.time()
+        metrics.first_decision(s.policy.name, generation, now)
+        log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
+                 s.policy.name, generation, pod.key,
+                 f"node {node}" if node is not None else "unschedulable")
 
     async def _binding_cycle(self, s: _Scheduler, qp: q.QueuedPod, assumed: PodInfo,
                              node_name: str, state: CycleState, bp: bc.BindingPlugins,

@@ -70,7 +70,8 @@ class _Series:
 class EventRecorder:
     def __init__(self, client: ApiClient, reporting_controller: str, *,
                  concurrency: int = 16, series_flush: float = 30.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 shared: asyncio.Semaphore | None = None) -> None:
         self._client = client
         self.reporting_controller = reporting_controller
         self.reporting_instance = f"{reporting_controller}-{socket.gethostname()}"[:128]
@@ -81,6 +82,9 @@ class EventRecorder:
         # the first write): a task per event was a visible share of the CPU per pod.
         self._queue: asyncio.Queue[Coroutine[Any, Any, None]] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
+        # Writes in flight across the recorders that share it (the engine's policies), so
+        # that many policies write no more at once than one does.
+        self._shared = shared
         # (type, action, reason, pod uid, note) -> the event written for it
         self._series: dict[tuple[str, str, str, str, str], _Series] = {}
         self._flusher: asyncio.Task[None] | None = None
@@ -177,7 +181,11 @@ class EventRecorder:
         while True:
             coro = await queue.get()
             try:
-                await coro
+                if self._shared is None:
+                    await coro
+                else:
+                    async with self._shared:
+                        await coro
             except Exception:
                 log.exception("event write failed")
             finally:

@@ -153,6 +153,15 @@ RELOAD_DURATION = Histogram(
     "polsched_policy_reload_duration_seconds",
     "Time to load a SchedulingPolicy generation and build its pipeline, in seconds",
     RELOAD_BUCKETS)
+# The end of a hot reload as users feel it: the first pod decided by a generation.
+FIRST_DECISION_GENERATION = Gauge(
+    "polsched_policy_first_decision_generation",
+    "The latest SchedulingPolicy generation that has decided a pod (chosen a node or found "
+    "none): its pipeline is in effect")
+FIRST_DECISION_TIME = Gauge(
+    "polsched_policy_first_decision_timestamp_seconds",
+    "When polsched_policy_first_decision_generation decided its first pod, in seconds since "
+    "the Unix epoch")
 
 PREEMPTION_ATTEMPTS = Counter(
     "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now")
@@ -163,7 +172,7 @@ PREEMPTION_VICTIMS = Histogram(
 
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
-    PREEMPTION_ATTEMPTS, PREEMPTION_VICTIMS)
+    FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, PREEMPTION_ATTEMPTS, PREEMPTION_VICTIMS)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -186,6 +195,20 @@ def forget_profile(profile: str) -> None:
     """The policy is gone: its pods no longer count as pending here."""
     for labels in [k for k in PENDING_PODS.values if ("profile", profile) in k]:
         del PENDING_PODS.values[labels]
+
+
+def first_decision(policy: str, generation: int, timestamp: float) -> None:
+    """`policy`'s generation decided its first pod at `timestamp` (time.time())."""
+    labels = (("policy", policy),)
+    FIRST_DECISION_GENERATION.set(labels, generation)
+    FIRST_DECISION_TIME.set(labels, timestamp)
+
+
+def forget_policy(policy: str) -> None:
+    """The policy no longer runs here: drop its per-policy gauges."""
+    labels = (("policy", policy),)
+    FIRST_DECISION_GENERATION.values.pop(labels, None)
+    FIRST_DECISION_TIME.values.pop(labels, None)
 
 
 def preemption_attempt() -> None:

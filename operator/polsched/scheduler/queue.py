@@ -430,6 +430,12 @@ class SchedulingQueue:
         interested = self._interested(event)
         if interested is not None and not interested:
             return 0  # no plugin cares (isEventOfInterest): not even kept for in-flight pods
+        if not self._unschedulable:
+            # Nothing to move: only keep the event for the pods in flight. The engine calls
+            # this for every cluster event on every policy's queue, so with many policies
+            # this is the common case (issue 15, many-policies).
+            self._record(event, old, new)
+            return 0
         now = self._clock()
         moved = 0
         if interested is None:

@@ -55,3 +55,28 @@ def test_the_ledgers_pair_replaces_the_engines_count() -> None:
     # Never below what the object says.
     out = compose(VIEW, stats(binds=9), {"bindsTotal": 8}, "T", binds=(7, ""))
     assert out["bindsTotal"] == 8
+
+
+def test_many_policies_share_a_budget_of_count_writes() -> None:
+    """One policy writes its counts every interval; fifty write at most
+    STATUS_WRITES_PER_SECOND together, so each waits policies / budget seconds."""
+    import asyncio
+
+    from polsched.controller.status import STATUS_WRITES_PER_SECOND, StatusWriter
+
+    async def main() -> tuple[float, float]:
+        # Disabled: the slots' tasks wait and never call the client.
+        writer = StatusWriter(None, lambda _: None, interval=0.3,  # type: ignore[arg-type]
+                              enabled=False)
+        view = StatusView("s", "s", 1, None, ())
+        writer.update("p0", view, {})
+        one = writer.period()
+        for i in range(1, 50):
+            writer.update(f"p{i}", view, {})
+        fifty = writer.period()
+        await writer.close()
+        return one, fifty
+
+    one, fifty = asyncio.run(main())
+    assert one == 0.3
+    assert fifty == 50 / STATUS_WRITES_PER_SECOND
