@@ -39,6 +39,7 @@ from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
@@ -47,7 +48,9 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import (
+    ALL_NODES,
     Matcher,
+    NodeSet,
     SelectorError,
     compile_label_selector,
     compile_requirements,
@@ -440,8 +443,8 @@ class _ScoreState:
     hosts: list[Mapping[str, int]] = field(default_factory=list)
 
 
-class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin,
-                        ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
+class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, NodeSetFilter,
+                        PreScorePlugin, ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
@@ -729,6 +732,35 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             return SUCCESS
         return one
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        """The nodes Filter passes, from the snapshot's label index: every node but those
+        of the domains over their limit. Only when every node has every topologyKey (then
+        each node outside fails the same way) and the keys have few domains (zones, not
+        hostnames); None otherwise, and Filter runs per node."""
+        constraints: tuple[_FilterConstraint, ...] | None = state.get(_PRE_FILTER_KEY)
+        if not constraints:
+            return None
+        index = snapshot.node_index().labels
+        n_nodes = len(snapshot.nodes)
+        out = ALL_NODES
+        for c in constraints:
+            by_value = index.get(c.topology_key)
+            if by_value is None or len(by_value) > _MAX_DOMAINS_FOR_SETS \
+                    or sum(len(names) for names in by_value.values()) != n_nodes:
+                return None
+            counts, limit = c.counts, c.limit
+            blocked = [names for value, names in by_value.items()
+                       if counts.get(value, 0) > limit]
+            if blocked:
+                out = out.and_(NodeSet(blocked[0] if len(blocked) == 1
+                                       else set().union(*blocked), True))
+        return out
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
+        # filter_nodes names a set only when every node has every topologyKey.
+        return _CONSTRAINTS_NOT_MATCH
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
         labels = node.labels
@@ -954,6 +986,8 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
 
 
 _MAX_INT64 = 2**63 - 1
+# filter_nodes: a topologyKey with more domains is left to Filter per node
+_MAX_DOMAINS_FOR_SETS = 64
 _CONSTRAINTS_NOT_MATCH = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
 _NODE_LABEL_NOT_MATCH = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 

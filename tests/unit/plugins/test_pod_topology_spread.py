@@ -97,6 +97,16 @@ def run_filter(incoming: PodInfo, snap: Snapshot,
     bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
     if bound is not None:
         assert {n.name: bound(n) for n in snap} == statuses
+    # The nodes it names for the pipeline (NodeSetFilter) pass, and when it names one
+    # status for the others, they fail with it.
+    passing = plugin.filter_nodes(state, incoming, snap)
+    if passing is not None:
+        rejection = plugin.filter_rejection(state, incoming)
+        for n in snap:
+            if n.name in passing:
+                assert statuses[n.name].ok
+            elif rejection is not None:
+                assert statuses[n.name] == rejection
     return pre, statuses
 
 
