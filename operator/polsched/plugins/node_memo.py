@@ -88,7 +88,7 @@ class Aggregate:
     read them (and copy them to change them) but must not keep them past its end.
     """
 
-    __slots__ = ("shares", "totals", "refs", "_snapshot", "_position", "_n_nodes")
+    __slots__ = ("shares", "totals", "refs", "_snapshot", "_position", "_n_nodes", "_version")
 
     def __init__(self) -> None:
         # node name -> (node, its generation, its share), for nodes with a non-empty share
@@ -99,11 +99,15 @@ class Aggregate:
         self._snapshot: Snapshot | None = None
         self._position = -1
         self._n_nodes = -1
+        self._version = -1
 
     def sync(self, snapshot: Snapshot, compute: Callable[[NodeInfo], Share],
              ) -> dict[Hashable, dict[Hashable, int]]:
         changed = None
-        if self._snapshot is snapshot and self._n_nodes == len(snapshot.nodes):
+        # The cache names the nodes it adds or removes (and bumps the snapshot's version):
+        # a node count that moved without a version bump was changed some other way.
+        if self._snapshot is snapshot and (self._n_nodes == len(snapshot.nodes)
+                                           or self._version != snapshot.version):
             changed = NODE_CHANGES.since(self._position)
         position = NODE_CHANGES.position
         shares = self.shares
@@ -132,6 +136,7 @@ class Aggregate:
         self._snapshot = snapshot
         self._position = position
         self._n_nodes = len(snapshot.nodes)
+        self._version = snapshot.version
         return self.totals
 
     def _apply(self, share: Share, sign: int) -> None:
