@@ -429,15 +429,26 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
     def bind_filter(self, state: CycleState, pod: PodInfo
                     ) -> Callable[[NodeInfo], Status] | None:
-        """Filter's fast path (the pod fits, no memo) with the request unpacked once; any
-        other case is Filter itself."""
+        """Filter's fast path with the request unpacked once: for a request seen before, a
+        hit in the fit memo; otherwise the fits test. Any other case is Filter itself."""
         pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
             state.get(_PRE_FILTER_KEY)
-        if pre is None or pre[1] is not None or pre[0].scalars:
+        if pre is None:
+            return None
+        full = self.filter
+        if pre[1] is not None:
+            memo_get = pre[1].get
+
+            def remembered(node: NodeInfo) -> Status:
+                hit = memo_get(node.name)
+                if hit is not None and hit[1] == node.generation and hit[0] is node:
+                    return SUCCESS
+                return full(state, pod, node)  # computes, and remembers a fit
+            return remembered
+        if pre[0].scalars:
             return None
         req = pre[0]
         cpu, memory, ephemeral = req.cpu, req.memory, req.ephemeral
-        full = self.filter
         PODS, CPU, MEMORY, EPHEMERAL = (  # noqa: N806
             res.PODS, res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE)
 
