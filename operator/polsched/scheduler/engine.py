@@ -131,6 +131,7 @@ class _Scheduler:
         # The pipeline applied last until it decides its first pod (Engine._first_decision:
         # the end of a hot reload as users feel it); None once it has.
         self.undecided: Pipeline | None = pipeline
+        self.applied_at = time.monotonic()  # when `undecided` was swapped in
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
@@ -224,6 +225,7 @@ class Engine(CacheListener):
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
             s.undecided = pipeline
+            s.applied_at = time.monotonic()
             s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
             if counters is not None:  # never let a stale status move a counter back
                 s.counters.binds_total = max(s.counters.binds_total, counters.binds_total)
@@ -604,11 +606,14 @@ class Engine(CacheListener):
         """The pipeline of s.policy's generation made its first decision (a node chosen or
         none fits): the hot reload is in effect for users. Logged and exported as
         polsched_policy_first_decision_{generation,timestamp_seconds} (wall clock: the
-        bench compares it with the time its PATCH was answered)."""
+        bench compares it with the time its PATCH was answered), and how long after the
+        swap (polsched_policy_first_decision_wait_seconds: the rest of a reload's time was
+        spent before the engine had the pipeline)."""
         s.undecided = None
         generation = s.policy.generation
         now = time.time()
-        metrics.first_decision(s.policy.name, generation, now)
+        metrics.first_decision(s.policy.name, generation, now,
+                               time.monotonic() - s.applied_at)
         log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
                  s.policy.name, generation, pod.key,
                  f"node {node}" if node is not None else "unschedulable")
