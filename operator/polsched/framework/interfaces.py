@@ -18,13 +18,14 @@ tests share (polsched.scheduler.pipelines).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
 from polsched.framework.nominator import Nominator
+from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
@@ -85,6 +86,31 @@ class FilterPlugin(Plugin):
         """Success when the pod fits the node; otherwise Unschedulable (or
         UnschedulableAndUnresolvable) with kube-scheduler's reason strings."""
         raise NotImplementedError
+
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """Optionally, this cycle's Filter as a function of the node alone, with what it
+        reads of the state and the pod resolved once (the pipeline's per-node loop calls
+        it); it must return what filter(state, pod, node) returns. None: filter is
+        called."""
+        return None
+
+
+class NodeSetFilter:
+    """A FilterPlugin that can also tell, once per cycle after its PreFilter, exactly which
+    nodes of the snapshot its Filter passes (see framework.selectors.NodeSet). The pipeline
+    then calls Filter only on the nodes outside the set, for their statuses. Never more
+    nodes than Filter passes; None when it cannot tell."""
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        return None
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
+        """The one status Filter gives every node outside the set filter_nodes returned,
+        when the set is exact and that status is the same for all: the pipeline then
+        records it without calling Filter. None: Filter is called for each."""
+        return None
 
 
 class PreScorePlugin(Plugin):

@@ -11,9 +11,10 @@ The only per-cycle mutable state is the round-robin start index.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
@@ -22,6 +23,7 @@ from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
+    NodeSetFilter,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -36,7 +38,7 @@ from polsched.framework.interfaces import (
     ScorePlugin,
 )
 from polsched.framework.nominator import Nominator, status_nominated_node
-from polsched.framework.selectors import Matcher
+from polsched.framework.selectors import Matcher, NodeSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
@@ -506,27 +508,91 @@ class Pipeline:
         # run_filters inlined: this loop runs per pod x node, so the skips and the entries'
         # names are resolved once per pod, not per node.
         skip = state.skip_filter
-        active = [(f.name, f.plugin.filter) for f in filters if f.name not in skip]
+        # The filters that can name the nodes they pass (NodeSetFilter) do it once for the
+        # whole cluster: a node in every such set runs only the other filters; a node
+        # outside runs them all in order, so its status is the one Filter gives.
+        passing: NodeSet | None = None
+        # The filters each node in `passing` runs, as functions of the node.
+        rest: list[tuple[str, Callable[[NodeInfo], Status]]] = []
+        # For the nodes outside `passing`: every filter in order, those with a NodeSet
+        # as a membership test (a node in a filter's set passes it without the call).
+        outside_chain: list[tuple[str, Callable[[CycleState, PodInfo, NodeInfo], Status],
+                                  NodeSet | None, Status | None]] = []
+        for f in filters:
+            if f.name in skip:
+                continue
+            plugin = f.plugin
+            ns = rejection = None
+            if n_nodes > 1 and isinstance(plugin, NodeSetFilter):
+                ns = plugin.filter_nodes(state, pod, snapshot)
+                if ns is not None:
+                    rejection = plugin.filter_rejection(state, pod)
+            outside_chain.append((f.name, plugin.filter, ns, rejection))
+            if ns is None:
+                bound = plugin.bind_filter(state, pod)
+                rest.append((f.name, bound if bound is not None
+                             else functools.partial(plugin.filter, state, pod)))
+            else:
+                passing = ns if passing is None else passing.and_(ns)
+        pass_names: frozenset[str] | set[str] = frozenset()
+        outside = True  # no NodeSet: every node runs `rest`, which is every filter
+        if passing is not None:
+            pass_names, outside = passing.names, passing.complement
         success = Code.SUCCESS
+        error = Code.ERROR
+        # Filters return a few shared Status constants; each gets its plugin once per pod.
+        labelled: dict[tuple[int, str], Status] = {}
+        keep: list[Status] = []  # the keys' statuses, alive so their ids stay unique
+
+        def reject(node_name: str, name: str, st: Status) -> None:
+            if st.code is error:
+                raise _filter_error(name, st)
+            if st.plugin:
+                statuses[node_name] = st
+                return
+            key = (id(st), name)
+            wp = labelled.get(key)
+            if wp is None:
+                wp = labelled[key] = st.with_plugin(name)
+                keep.append(st)
+            statuses[node_name] = wp
+
         nominated = self.nominated_pods(pod)
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
             processed += 1
-            if nominated and node.name in nominated:
+            node_name = node.name
+            if nominated and node_name in nominated:
                 st = self.run_filters_with_nominated(state, pod, node, filters,
-                                                     nominated[node.name])
+                                                     nominated[node_name])
                 if st.ok:
                     feasible.append(node)
                     if len(feasible) >= to_find:
                         break
                 else:
-                    statuses[node.name] = st
+                    statuses[node_name] = st
                 continue
-            for name, fn in active:
-                st = fn(state, pod, node)
+            if (node_name in pass_names) is outside:
+                # Rejected by some NodeSetFilter: the first rejection in filter order.
+                for name, fn, ns, rejection in outside_chain:
+                    if ns is not None:
+                        if (node_name in ns.names) is not ns.complement:
+                            continue
+                        if rejection is not None:
+                            reject(node_name, name, rejection)
+                            break
+                    st = fn(state, pod, node)
+                    if st.code is not success:
+                        reject(node_name, name, st)
+                        break
+                else:  # a NodeSet may leave out a node its Filter passes
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                continue
+            for name, bound_fn in rest:
+                st = bound_fn(node)
                 if st.code is not success:
-                    if st.code is Code.ERROR:
-                        raise _filter_error(name, st)
-                    statuses[node.name] = st.with_plugin(name)
+                    reject(node_name, name, st)
                     break
             else:
                 feasible.append(node)

@@ -114,3 +114,109 @@ def compile_label_selector(sel: Any, path: str = "") -> Matcher:
             return lambda labels: True
         return lambda labels: all(labels.get(k) == v for k, v in items)
     return lambda labels: all(labels.get(k) == v for k, v in items) and expr(labels)
+
+
+# -- node sets: a selector evaluated over the whole cluster at once ------------------------
+
+# A parsed requirement: (key, operator, values); values are a frozenset of strings for In
+# and NotIn, empty for Exists and DoesNotExist, and the bound for Gt and Lt.
+Requirement = tuple[str, str, "frozenset[str] | int"]
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+class NodeSet:
+    """A set of node names, or its complement (every node but `names`): what a filter
+    passes, computed from the snapshot's NodeIndex once per pod instead of matched per
+    node. Closed under and_/or_ without listing every node."""
+
+    __slots__ = ("names", "complement")
+
+    def __init__(self, names: frozenset[str] | set[str], complement: bool = False) -> None:
+        self.names = names
+        self.complement = complement
+
+    def __contains__(self, name: str) -> bool:
+        return (name in self.names) is not self.complement
+
+    def and_(self, other: NodeSet) -> NodeSet:
+        a, b = self, other
+        if not a.complement and not b.complement:
+            return NodeSet(a.names & b.names)
+        if a.complement and b.complement:
+            return NodeSet(a.names | b.names, True)
+        if a.complement:
+            a, b = b, a
+        return NodeSet(a.names - b.names)
+
+    def or_(self, other: NodeSet) -> NodeSet:
+        a, b = self, other
+        if not a.complement and not b.complement:
+            return NodeSet(a.names | b.names)
+        if a.complement and b.complement:
+            return NodeSet(a.names & b.names, True)
+        if a.complement:
+            a, b = b, a
+        return NodeSet(b.names - a.names, True)
+
+
+ALL_NODES = NodeSet(_EMPTY, True)
+NO_NODES = NodeSet(_EMPTY)
+
+
+def parse_requirements(reqs: Any) -> tuple[Requirement, ...]:
+    """The structured form of a requirement list compile_requirements accepted (call it
+    after compile_requirements, which validates)."""
+    out: list[Requirement] = []
+    for r in reqs or ():
+        op = r["operator"]
+        values = r.get("values") or []
+        if op in ("In", "NotIn"):
+            out.append((r["key"], op, frozenset(values)))
+        elif op in ("Gt", "Lt"):
+            out.append((r["key"], op, int(values[0])))
+        else:
+            out.append((r["key"], op, _EMPTY))
+    return tuple(out)
+
+
+LabelIndex = Mapping[str, Mapping[str, "set[str]"]]
+
+
+def _union(sets: list[set[str]]) -> frozenset[str] | set[str]:
+    if not sets:
+        return _EMPTY
+    if len(sets) == 1:
+        return sets[0]
+    return set().union(*sets)
+
+
+def requirement_nodes(req: Requirement, index: LabelIndex) -> NodeSet:
+    """The nodes whose labels satisfy one requirement, exactly as compile_requirement's
+    matcher decides per node (a missing key fails In, Exists, Gt, Lt and passes NotIn and
+    DoesNotExist)."""
+    key, op, values = req
+    by_value = index.get(key)
+    if by_value is None:
+        return ALL_NODES if op in ("NotIn", "DoesNotExist") else NO_NODES
+    if op == "In" or op == "NotIn":
+        assert isinstance(values, frozenset)
+        hit = _union([s for v in values if (s := by_value.get(v)) is not None])
+        return NodeSet(hit, op == "NotIn")
+    if op == "Exists" or op == "DoesNotExist":
+        return NodeSet(_union(list(by_value.values())), op == "DoesNotExist")
+    assert isinstance(values, int)
+    sets = []
+    for v, s in by_value.items():
+        n = _int_or_none(v)
+        if n is not None and (n > values if op == "Gt" else n < values):
+            sets.append(s)
+    return NodeSet(_union(sets))
+
+
+def requirements_nodes(reqs: Sequence[Requirement], index: LabelIndex) -> NodeSet:
+    """The requirements ANDed (an empty list: every node)."""
+    out = ALL_NODES
+    for r in reqs:
+        out = out.and_(requirement_nodes(r, index))
+    return out

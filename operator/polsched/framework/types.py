@@ -20,6 +20,10 @@ Json = dict[str, Any]
 # A host port in use: (hostIP, protocol, hostPort), hostIP "0.0.0.0" when unset.
 HostPort = tuple[str, str, int]
 
+# Bumped whenever some NodeInfo's labels, taints or unschedulable flag change (set_node):
+# a Snapshot's NodeIndex built at another epoch is rebuilt before use.
+_node_epoch = [0]
+
 
 class NodeChanges:
     """The names of nodes as they change, in order: every NodeInfo change (its generation
@@ -175,9 +179,15 @@ class NodeInfo:
         self.raw = node
         old_name = self.name
         self.name = meta.get("name") or ""
-        self.labels = meta.get("labels") or {}
-        self.taints = tuple(spec.get("taints") or ())
-        self.unschedulable = bool(spec.get("unschedulable"))
+        labels = meta.get("labels") or {}
+        taints = tuple(spec.get("taints") or ())
+        unschedulable = bool(spec.get("unschedulable"))
+        if (old_name != self.name or labels != self.labels or taints != self.taints
+                or unschedulable != self.unschedulable):
+            _node_epoch[0] += 1
+        self.labels = labels
+        self.taints = taints
+        self.unschedulable = unschedulable
         self.allocatable = res.resource_list(status.get("allocatable") or status.get("capacity"))
         images: dict[str, int] = {}
         for image in status.get("images") or ():
@@ -228,7 +238,7 @@ class Snapshot:
     """
 
     __slots__ = ("nodes", "by_name", "image_nodes", "pods_with_affinity",
-                 "pods_with_required_anti_affinity")
+                 "pods_with_required_anti_affinity", "version", "_index", "_index_key")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self.nodes = nodes
@@ -246,6 +256,22 @@ class Snapshot:
         self.pods_with_affinity = sum(n.pods_with_affinity for n in nodes)
         self.pods_with_required_anti_affinity = sum(
             n.pods_with_required_anti_affinity for n in nodes)
+        # Bumped by whoever adds or removes nodes of a live snapshot (ClusterCache does):
+        # with the node epoch and the node count it says whether the NodeIndex is current.
+        self.version = 0
+        self._index: NodeIndex | None = None
+        self._index_key: tuple[int, int, int] = (-1, -1, -1)
+
+    def node_index(self) -> NodeIndex:
+        """The nodes indexed by label, taints and cordon, built when first asked for after
+        a node was added, removed or changed its labels, taints or unschedulable flag (rare
+        events: a node's status updates keep it)."""
+        key = (_node_epoch[0], self.version, len(self.nodes))
+        index = self._index
+        if index is None or key != self._index_key:
+            index = self._index = NodeIndex(self.nodes)
+            self._index_key = key
+        return index
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -255,3 +281,43 @@ class Snapshot:
 
     def get(self, name: str) -> NodeInfo | None:
         return self.by_name.get(name)
+
+
+class NodeIndex:
+    """Node names by label key and value, by their NoSchedule/NoExecute taints, and the
+    cordoned ones: filters that depend only on these evaluate a pod against the whole
+    cluster with a few set operations (framework.selectors.NodeSet) instead of per node.
+    Read-only once built; the sets are shared with the NodeSets built from them."""
+
+    __slots__ = ("labels", "taints", "unschedulable")
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        labels: dict[str, dict[str, set[str]]] = {}
+        taints: dict[tuple[tuple[str, str, str], ...], set[str]] = {}
+        unschedulable: set[str] = set()
+        for n in nodes:
+            name = n.name
+            for k, v in n.labels.items():
+                by_value = labels.get(k)
+                if by_value is None:
+                    by_value = labels[k] = {}
+                names = by_value.get(v)
+                if names is None:
+                    by_value[v] = {name}
+                else:
+                    names.add(name)
+            if n.taints:
+                sig = tuple(
+                    (t.get("key") or "", str(t.get("value") or ""), t.get("effect") or "")
+                    for t in n.taints)
+                group = taints.get(sig)
+                if group is None:
+                    taints[sig] = {name}
+                else:
+                    group.add(name)
+            if n.unschedulable:
+                unschedulable.add(name)
+        self.labels = labels
+        # (key, value, effect) of every taint, in the node's order -> the nodes with them.
+        self.taints = taints
+        self.unschedulable = unschedulable

@@ -22,6 +22,7 @@ from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -30,9 +31,18 @@ from polsched.framework.interfaces import (
     default_normalize,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
-from polsched.framework.selectors import SelectorError, compile_requirements
+from polsched.framework.selectors import (
+    ALL_NODES,
+    NO_NODES,
+    NodeSet,
+    Requirement,
+    SelectorError,
+    compile_requirements,
+    parse_requirements,
+    requirements_nodes,
+)
 from polsched.framework.status import SKIP, SUCCESS, Status
-from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.framework.types import NodeIndex, NodeInfo, PodInfo, Snapshot
 
 NAME = "NodeAffinity"
 
@@ -47,6 +57,7 @@ OBJECT_NAME_FIELD = "metadata.name"
 
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
+_PRE_SCORE_NODES_KEY = "PreScoreNodes" + NAME
 
 _POD_MISMATCH = Status.unresolvable(ERR_REASON_POD)
 _ENFORCED_MISMATCH = Status.unresolvable(ERR_REASON_ENFORCED)
@@ -63,6 +74,21 @@ class Term:
 
     labels: Callable[[Mapping[str, str]], bool] | None
     fields: FieldMatcher | None
+    # The same requirements, structured, for nodes(): label requirements, and
+    # (key, is In, value) field requirements.
+    label_reqs: tuple[Requirement, ...] = ()
+    field_reqs: tuple[tuple[str, bool, str], ...] = ()
+
+    def nodes(self, index: NodeIndex) -> NodeSet:
+        """The nodes this term matches, as matches() decides node by node (node names
+        are never empty in a snapshot: the cache keys nodes by name)."""
+        out = requirements_nodes(self.label_reqs, index.labels)
+        for key, equal, value in self.field_reqs:
+            if key != OBJECT_NAME_FIELD:  # no other field exists: In fails, NotIn passes
+                out = out.and_(NO_NODES if equal else ALL_NODES)
+            else:
+                out = out.and_(NodeSet(frozenset((value,)), not equal))
+        return out
 
     def matches(self, node: NodeInfo) -> bool:
         if self.labels is not None and not self.labels(node.labels):
@@ -78,8 +104,10 @@ def _path(base: str, child: str) -> str:
     return f"{base}.{child}" if base else child
 
 
-def _compile_field_requirements(reqs: Any, path: str) -> FieldMatcher:
-    """nodeSelectorRequirementsAsFieldSelector: In / NotIn with exactly one value each."""
+def _compile_field_requirements(reqs: Any, path: str
+                                ) -> tuple[FieldMatcher, tuple[tuple[str, bool, str], ...]]:
+    """nodeSelectorRequirementsAsFieldSelector: In / NotIn with exactly one value each.
+    Also returns them as (key, is In, value)."""
     if not isinstance(reqs, list):
         raise SelectorError(path, "must be a list")
     checks: list[tuple[str, bool, str]] = []
@@ -105,7 +133,7 @@ def _compile_field_requirements(reqs: Any, path: str) -> FieldMatcher:
             if (fields.get(key, "") == value) is not equal:
                 return False
         return True
-    return match
+    return match, frozen
 
 
 def _check_label_syntax(reqs: Any, path: str) -> None:
@@ -142,13 +170,18 @@ def compile_term(term: Any, path: str) -> Term | None:
     if not exprs and not fields:
         return None
     label_matcher = None
+    label_reqs: tuple[Requirement, ...] = ()
     if exprs:
         epath = _path(path, "matchExpressions")
         label_matcher = compile_requirements(exprs, epath)
         _check_label_syntax(exprs, epath)
-    field_matcher = _compile_field_requirements(fields, _path(path, "matchFields")) if fields \
-        else None
-    return Term(label_matcher, field_matcher)
+        label_reqs = parse_requirements(exprs)
+    field_matcher = None
+    field_reqs: tuple[tuple[str, bool, str], ...] = ()
+    if fields:
+        field_matcher, field_reqs = _compile_field_requirements(fields,
+                                                                _path(path, "matchFields"))
+    return Term(label_matcher, field_matcher, label_reqs, field_reqs)
 
 
 def compile_node_selector(selector: Any, path: str, lazy: bool) -> tuple[Term, ...]:
@@ -203,6 +236,14 @@ def _matches_all(terms: Sequence[Term], node: NodeInfo) -> bool:
     return False
 
 
+def _terms_nodes(terms: Sequence[Term], index: NodeIndex) -> NodeSet:
+    """The nodes _matches_all passes."""
+    out = NO_NODES
+    for term in terms:
+        out = out.or_(term.nodes(index))
+    return out
+
+
 def _preferred_score(terms: Sequence[tuple[int, Term]], node: NodeInfo) -> int:
     return sum(weight for weight, term in terms if term.matches(node))
 
@@ -233,6 +274,16 @@ class RequiredNodeAffinity:
                 return False
         return self.terms is None or _matches_all(self.terms, node)
 
+    def nodes(self, index: NodeIndex) -> NodeSet:
+        """The nodes matches() passes."""
+        out = ALL_NODES
+        for key, value in self.node_selector:
+            names = index.labels.get(key, {}).get(value)
+            out = out.and_(NodeSet(names) if names is not None else NO_NODES)
+        if self.terms is not None:
+            out = out.and_(_terms_nodes(self.terms, index))
+        return out
+
 
 def _named_nodes(required: Any) -> frozenset[str] | None:
     """PreFilter's node-name shortcut (NodeAffinity.PreFilter): when every required term
@@ -257,7 +308,7 @@ def _named_nodes(required: Any) -> frozenset[str] | None:
     return frozenset(union)
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
+class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin, ScorePlugin,
                    ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
@@ -289,6 +340,21 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
             required = RequiredNodeAffinity.of(pod)
         return SUCCESS if required.matches(node) else _POD_MISMATCH
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        required: RequiredNodeAffinity | None = state.get(_PRE_FILTER_KEY)
+        if required is None:
+            return None
+        index = snapshot.node_index()
+        out = required.nodes(index)
+        if self.added_required is not None:
+            out = out.and_(_terms_nodes(self.added_required, index))
+        return out
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
+        # With added affinity, a node may fail either, with different reasons.
+        return _POD_MISMATCH if self.added_required is None else None
+
     # -- score -------------------------------------------------------------------------
     @staticmethod
     def _pod_preferred(pod: PodInfo) -> tuple[tuple[int, Term], ...]:
@@ -307,7 +373,12 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
             return Status.error(str(err))
         if not preferred and not self.added_preferred:
             return SKIP
-        state.write(_PRE_SCORE_KEY, self.added_preferred + preferred)
+        terms = self.added_preferred + preferred
+        state.write(_PRE_SCORE_KEY, terms)
+        # Each term's nodes, from the snapshot's label index: score_nodes then sums set
+        # memberships instead of matching every term against every node.
+        index = snapshot.node_index()
+        state.write(_PRE_SCORE_NODES_KEY, [(w, term.nodes(index)) for w, term in terms])
         return SUCCESS
 
     def _terms(self, state: CycleState, pod: PodInfo) -> tuple[tuple[int, Term], ...]:
@@ -321,6 +392,18 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
                     nodes: Sequence[NodeInfo]) -> list[int] | Status:
+        node_sets: list[tuple[int, NodeSet]] | None = state.get(_PRE_SCORE_NODES_KEY)
+        if node_sets is not None:
+            # The pipeline scores nodes of the snapshot PreScore indexed.
+            names = [n.name for n in nodes]
+            out = [0] * len(names)
+            for w, ns in node_sets:
+                hit = ns.names
+                if ns.complement:
+                    out = [o if x in hit else o + w for o, x in zip(out, names, strict=True)]
+                else:
+                    out = [o + w if x in hit else o for o, x in zip(out, names, strict=True)]
+            return out
         try:
             terms = self._terms(state, pod)
         except SelectorError as err:

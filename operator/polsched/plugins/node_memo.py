@@ -27,11 +27,29 @@ class NodeMemo(Generic[V]):
     """signature -> node name -> (node, generation, value), keeping the `size` most
     recently used signatures."""
 
-    __slots__ = ("_tables", "_size")
+    __slots__ = ("_tables", "_size", "_seen")
 
     def __init__(self, size: int = 8) -> None:
         self._tables: dict[Hashable, dict[str, tuple[NodeInfo, int, V]]] = {}
         self._size = size
+        # Signatures seen once and not yet given a table (table_if_repeated), oldest first.
+        self._seen: dict[Hashable, None] = {}
+
+    def table_if_repeated(self, signature: Hashable
+                          ) -> dict[str, tuple[NodeInfo, int, V]] | None:
+        """The table of a signature seen before; None the first time it is seen. Pods that
+        are all different (requests drawn from a range) then pay no memo writes that no
+        later pod would read; alike pods get their table from the second one on."""
+        if signature in self._tables:
+            return self.table(signature)
+        seen = self._seen
+        if signature in seen:
+            del seen[signature]
+            return self.table(signature)
+        if len(seen) >= 8 * self._size:
+            del seen[next(iter(seen))]
+        seen[signature] = None
+        return None
 
     def table(self, signature: Hashable) -> dict[str, tuple[NodeInfo, int, V]]:
         """The table of a signature, created when new; least recently used ones go."""
@@ -46,6 +64,7 @@ class NodeMemo(Generic[V]):
 
     def clear(self) -> None:
         self._tables.clear()
+        self._seen.clear()
 
 
 # (group, key, n): n counted for `key` of `group`, e.g. (topologyKey, value, pods).
@@ -69,10 +88,10 @@ class Aggregate:
     read them (and copy them to change them) but must not keep them past its end.
     """
 
-    __slots__ = ("shares", "totals", "refs", "_snapshot", "_position", "_n_nodes")
+    __slots__ = ("shares", "totals", "refs", "_snapshot", "_position", "_n_nodes", "_version")
 
     def __init__(self) -> None:
-        # node name -> (node, its generation, its share)
+        # node name -> (node, its generation, its share), for nodes with a non-empty share
         self.shares: dict[str, tuple[NodeInfo, int, Share]] = {}
         self.totals: dict[Hashable, dict[Hashable, int]] = {}
         # group -> key -> how many shares have an entry for it
@@ -80,11 +99,15 @@ class Aggregate:
         self._snapshot: Snapshot | None = None
         self._position = -1
         self._n_nodes = -1
+        self._version = -1
 
     def sync(self, snapshot: Snapshot, compute: Callable[[NodeInfo], Share],
              ) -> dict[Hashable, dict[Hashable, int]]:
         changed = None
-        if self._snapshot is snapshot and self._n_nodes == len(snapshot.nodes):
+        # The cache names the nodes it adds or removes (and bumps the snapshot's version):
+        # a node count that moved without a version bump was changed some other way.
+        if self._snapshot is snapshot and (self._n_nodes == len(snapshot.nodes)
+                                           or self._version != snapshot.version):
             changed = NODE_CHANGES.since(self._position)
         position = NODE_CHANGES.position
         shares = self.shares
@@ -107,12 +130,13 @@ class Aggregate:
                 del shares[name]
             if node is not None:
                 share = compute(node)
-                shares[name] = (node, node.generation, share)
-                if share:
+                if share:  # a node with nothing to add is not kept
+                    shares[name] = (node, node.generation, share)
                     apply(share, 1)
         self._snapshot = snapshot
         self._position = position
         self._n_nodes = len(snapshot.nodes)
+        self._version = snapshot.version
         return self.totals
 
     def _apply(self, share: Share, sign: int) -> None:

@@ -122,11 +122,14 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         pod_cpu, pod_mem = requests
         cpu, memory = res.CPU, res.MEMORY
         vectors = self.vectors.node
-        memo = self._memo.table(tuple(requests))
+        memo = self._memo.table_if_repeated(tuple(requests))
+        record = memo is not None
+        if memo is None:
+            memo = {}  # a signature seen once: nothing to read, nothing worth writing
         out = []
         for node in nodes:
             gen = node.generation
-            hit = memo.get(node.name)
+            hit = memo.get(node.name) if record else None
             if hit is not None and hit[1] == gen and hit[0] is node:
                 out.append(hit[2])
                 continue
@@ -135,7 +138,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             cap_mem = alloc.get(memory, 0)
             if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
                 score = balanced_score(*vectors(node, requests))
-                memo[node.name] = (node, gen, score)
+                if record:
+                    memo[node.name] = (node, gen, score)
                 out.append(score)
                 continue
             used = node.requested
@@ -153,7 +157,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
             d = _HALF + with_pod - without_pod
             score = _HALF + (d // 2 if d >= 0 else -(-d // 2))
-            memo[node.name] = (node, gen, score)
+            if record:
+                memo[node.name] = (node, gen, score)
             out.append(score)
         return out
 

@@ -424,20 +424,47 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         req = self._pod_request(pod)
-        state.write(_PRE_FILTER_KEY, (req, self._fits.table(req)))
+        state.write(_PRE_FILTER_KEY, (req, self._fits.table_if_repeated(req)))
         return SUCCESS
 
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]]] | None = \
+    def bind_filter(self, state: CycleState, pod: PodInfo
+                    ) -> Callable[[NodeInfo], Status] | None:
+        """Filter's fast path (the pod fits, no memo) with the request unpacked once; any
+        other case is Filter itself."""
+        pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
             state.get(_PRE_FILTER_KEY)
-        fits: dict[str, tuple[NodeInfo, int, bool]]
+        if pre is None or pre[1] is not None or pre[0].scalars:
+            return None
+        req = pre[0]
+        cpu, memory, ephemeral = req.cpu, req.memory, req.ephemeral
+        full = self.filter
+        PODS, CPU, MEMORY, EPHEMERAL = (  # noqa: N806
+            res.PODS, res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE)
+
+        def fits(node: NodeInfo) -> Status:
+            alloc = node.allocatable
+            used = node.requested
+            if (len(node.pods) < alloc.get(PODS, 0)
+                    and cpu <= alloc.get(CPU, 0) - used.get(CPU, 0)
+                    and memory <= alloc.get(MEMORY, 0) - used.get(MEMORY, 0)
+                    and (not ephemeral
+                         or ephemeral <= alloc.get(EPHEMERAL, 0) - used.get(EPHEMERAL, 0))):
+                return SUCCESS
+            return full(state, pod, node)
+        return fits
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
+            state.get(_PRE_FILTER_KEY)
+        fits: dict[str, tuple[NodeInfo, int, bool]] | None
         if pre is None:
-            req, fits = self._pod_request(pod), {}
+            req, fits = self._pod_request(pod), None
         else:
             req, fits = pre
-            hit = fits.get(node.name)
-            if hit is not None and hit[1] == node.generation and hit[0] is node:
-                return SUCCESS
+            if fits is not None:
+                hit = fits.get(node.name)
+                if hit is not None and hit[1] == node.generation and hit[0] is node:
+                    return SUCCESS
         alloc = node.allocatable
         used = node.requested
         # The common case, a pod that fits, without building a reasons list. A zero request
@@ -447,7 +474,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 and req.memory <= alloc.get(res.MEMORY, 0) - used.get(res.MEMORY, 0)
                 and req.ephemeral <= (alloc.get(res.EPHEMERAL_STORAGE, 0)
                                       - used.get(res.EPHEMERAL_STORAGE, 0))):
-            fits[node.name] = (node, node.generation, True)
+            if fits is not None:
+                fits[node.name] = (node, node.generation, True)
             return SUCCESS
         reasons: list[str] = []
         if len(node.pods) + 1 > alloc.get(res.PODS, 0):
@@ -517,11 +545,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         w_cpu, w_mem = self._cpu_memory_weights
         pod_cpu, pod_mem = pod_requests
         cpu, memory = res.CPU, res.MEMORY
-        memo = self._scores.table(tuple(pod_requests))
+        memo = self._scores.table_if_repeated(tuple(pod_requests))
+        record = memo is not None
+        if memo is None:
+            memo = {}  # a signature seen once: nothing to read, nothing worth writing
         out = []
         for node in nodes:
             gen = node.generation
-            hit = memo.get(node.name)
+            hit = memo.get(node.name) if record else None
             if hit is not None and hit[1] == gen and hit[0] is node:
                 out.append(hit[2])
                 continue
@@ -540,7 +571,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                     score += (cap - r) * MAX_NODE_SCORE // cap * w_mem
                 weight_sum += w_mem
             score = score // weight_sum if weight_sum else 0
-            memo[node.name] = (node, gen, score)
+            if record:
+                memo[node.name] = (node, gen, score)
             out.append(score)
         return out
 

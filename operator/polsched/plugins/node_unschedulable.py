@@ -13,8 +13,9 @@ from typing import Any
 
 from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import FilterPlugin, Handle, NodeSetFilter, PreFilterPlugin
 from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.taint_toleration import NO_SCHEDULE, compile_tolerations, tolerates
@@ -34,7 +35,7 @@ def _tolerates_unschedulable(pod: PodInfo) -> bool:
                      NO_SCHEDULE)
 
 
-class NodeUnschedulable(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin, NodeSetFilter, ev.EnqueueExtensions):
     NAME = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
@@ -52,6 +53,15 @@ class NodeUnschedulable(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
             tolerated = _tolerates_unschedulable(pod)
         if tolerated:
             return SUCCESS
+        return _UNSCHEDULABLE
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        if state.get(_PRE_FILTER_KEY) is not False:  # PreFilter did not run
+            return None
+        return NodeSet(snapshot.node_index().unschedulable, True)
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
         return _UNSCHEDULABLE
 
     # -- queueing hints ------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -39,6 +39,7 @@ from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
@@ -47,7 +48,9 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import (
+    ALL_NODES,
     Matcher,
+    NodeSet,
     SelectorError,
     compile_label_selector,
     compile_requirements,
@@ -103,6 +106,9 @@ class SpreadConstraint:
     min_domains: int = 1
     honor_node_affinity: bool = True
     honor_node_taints: bool = False
+    # the selector as compiled (matchLabelKeys merged), as JSON: what the pods it counts
+    # on a node depend on besides the namespace
+    selector_sig: str = ""
 
 
 def _compile_constraint(c: Mapping[str, Any], pod_labels: Mapping[str, str],
@@ -124,6 +130,7 @@ def _compile_constraint(c: Mapping[str, Any], pod_labels: Mapping[str, str],
         topology_key=str(c.get("topologyKey") or ""),
         selector=matcher,
         selector_empty=empty,
+        selector_sig=json.dumps(sel, sort_keys=True, default=str),
         min_domains=1 if min_domains is None else int(min_domains),
         honor_node_affinity=(c.get("nodeAffinityPolicy") or HONOR) == HONOR,
         honor_node_taints=(c.get("nodeTaintsPolicy") or IGNORE) == HONOR,
@@ -193,6 +200,53 @@ def required_node_affinity(pod: PodInfo) -> NodePredicate:
                 return True
         return False
     return match
+
+
+LabelPredicate = Callable[[Mapping[str, str]], bool]
+
+
+def label_only_node_affinity(pod: PodInfo) -> tuple[tuple[str, ...], LabelPredicate] | None:
+    """required_node_affinity(pod) as a predicate on a node's labels alone, with the label
+    keys it reads (it gives the same answer on any labels that agree on those keys); None
+    when a term has matchFields (it reads the node's name)."""
+    selector = tuple(pod.node_selector.items())
+    keys = {k for k, _ in selector}
+    node_affinity = pod.affinity.get("nodeAffinity") or {}
+    required = node_affinity.get(_REQUIRED)
+    terms: list[Matcher] | None = None
+    if required is not None:
+        terms = []
+        for term in (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) \
+                else ():
+            if not isinstance(term, Mapping):
+                continue
+            exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+            if not exprs and not fields:
+                continue
+            if fields:
+                return None
+            try:
+                expr_match = compile_requirements(exprs)
+            except SelectorError:
+                continue
+            for r in exprs:
+                key = r.get("key") if isinstance(r, Mapping) else None
+                if not isinstance(key, str):
+                    return None
+                keys.add(key)
+            terms.append(expr_match)
+
+    def match(labels: Mapping[str, str]) -> bool:
+        for k, v in selector:
+            if labels.get(k) != v:
+                return False
+        if terms is None:
+            return True
+        for expr_match in terms:
+            if expr_match(labels):
+                return True
+        return False
+    return tuple(sorted(keys)), match
 
 
 class _NodeInclusion:
@@ -389,14 +443,17 @@ class _ScoreState:
     hosts: list[Mapping[str, int]] = field(default_factory=list)
 
 
-class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin,
-                        ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
+class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, NodeSetFilter,
+                        PreScorePlugin, ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         self.args = args
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self._counts = AggregateMemo()
+        # _domain_counts' running counts: nodes per class, and matching pods per class for
+        # each selector (pods with different constraints share them: room for many)
+        self._classes = AggregateMemo(64)
         self._listers = handle.listers
         # The default constraints by (action, default selector): compiled once per
         # workload, so the memo of node rows is shared by its pods.
@@ -516,6 +573,78 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
         agg.sync(snapshot, share)
         return agg
 
+    def _domain_counts(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
+                       snapshot: Snapshot, require_all: bool = True,
+                       ) -> list[dict[str, int]] | None:
+        """Per constraint, domain value -> matching pods over the nodes that take part (every
+        topologyKey when `require_all`, else a missing key is the value "") and that the
+        constraint's inclusion policies let in: what summing every node's row gives,
+        from two kinds of running counts that pods with different node affinity share.
+        Nodes are told apart only by their constraint keys' values and the label keys the
+        pod's required node affinity reads (its class): one count of nodes per class, and
+        per constraint selector one count of matching pods per class; the pod's node
+        affinity is then evaluated once per class, not per node. None when this does not
+        apply (matchFields, a hostname or honored-taints constraint): rows are counted."""
+        if any(c.topology_key == LABEL_HOSTNAME or c.honor_node_taints for c in constraints):
+            return None
+        projected = label_only_node_affinity(pod)
+        if projected is None:
+            return None
+        affinity_keys, matches = projected
+        keys = tuple(c.topology_key for c in constraints)
+
+        def node_class(node: NodeInfo) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
+            labels = node.labels
+            return (tuple([labels.get(k) for k in keys]),
+                    tuple([labels.get(k) for k in affinity_keys]))
+
+        def one_node(node: NodeInfo) -> Share:
+            return ((0, node_class(node), 1),)
+
+        classes = self._classes.get(("classes", keys, affinity_keys)).sync(snapshot, one_node)
+        included: dict[tuple[str | None, ...], bool] = {}
+
+        def admits(c: SpreadConstraint, proj: tuple[str | None, ...]) -> bool:
+            if not c.honor_node_affinity:
+                return True
+            ok = included.get(proj)
+            if ok is None:
+                ok = included[proj] = matches(
+                    {k: v for k, v in zip(affinity_keys, proj, strict=True) if v is not None})
+            return ok
+
+        namespace = pod.namespace
+        out: list[dict[str, int]] = []
+        for i, c in enumerate(constraints):
+            by_value: dict[str, int] = {}
+            for cls in classes.get(0) or ():
+                values, proj = cast(tuple[tuple[str | None, ...], tuple[str | None, ...]], cls)
+                if require_all and None in values:
+                    continue
+                if admits(c, proj):
+                    value = values[i]
+                    by_value[value if value is not None else ""] = 0
+            if not c.selector_empty and by_value:
+                selector = c.selector
+
+                def matching(node: NodeInfo, selector: Matcher = selector) -> Share:
+                    n = count_matching(node, selector, namespace)
+                    return ((0, node_class(node), n),) if n else ()
+
+                pods = self._classes.get(("pods", namespace, c.selector_sig, keys,
+                                         affinity_keys)).sync(snapshot, matching)
+                for cls, n in (pods.get(0) or {}).items():
+                    values, proj = cast(tuple[tuple[str | None, ...], tuple[str | None, ...]],
+                                        cls)
+                    if require_all and None in values:
+                        continue
+                    if admits(c, proj):
+                        value = values[i]
+                        key = value if value is not None else ""
+                        by_value[key] += n
+            out.append(by_value)
+        return out
+
     # -- filter --
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         try:
@@ -524,13 +653,16 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             return Status.error(f"obtaining pod's hard topology spread constraints: {err}")
         if not constraints:
             return SKIP
-        totals = self._aggregate(pod, constraints, DO_NOT_SCHEDULE, default_sig,
-                                 snapshot).totals
+        counts = self._domain_counts(pod, constraints, snapshot)
+        if counts is None:
+            totals = self._aggregate(pod, constraints, DO_NOT_SCHEDULE, default_sig,
+                                     snapshot).totals
+            # The aggregate's own dicts: read only (AddPod / RemovePod copy them).
+            counts = [cast(dict[str, int], totals.get(i) or {})
+                      for i in range(len(constraints))]
         compiled: list[_FilterConstraint] = []
         pod_labels = pod.labels
-        for i, c in enumerate(constraints):
-            # The aggregate's own dict: read only (AddPod / RemovePod copy it).
-            by_value = cast(dict[str, int], totals.get(i) or {})
+        for c, by_value in zip(constraints, counts, strict=True):
             self_match = 1 if c.selector(pod_labels) else 0
             compiled.append(_FilterConstraint(c.topology_key, by_value,
                                               _limit(c, by_value, self_match), c, self_match))
@@ -600,6 +732,35 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             return SUCCESS
         return one
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        """The nodes Filter passes, from the snapshot's label index: every node but those
+        of the domains over their limit. Only when every node has every topologyKey (then
+        each node outside fails the same way) and the keys have few domains (zones, not
+        hostnames); None otherwise, and Filter runs per node."""
+        constraints: tuple[_FilterConstraint, ...] | None = state.get(_PRE_FILTER_KEY)
+        if not constraints:
+            return None
+        index = snapshot.node_index().labels
+        n_nodes = len(snapshot.nodes)
+        out = ALL_NODES
+        for c in constraints:
+            by_value = index.get(c.topology_key)
+            if by_value is None or len(by_value) > _MAX_DOMAINS_FOR_SETS \
+                    or sum(len(names) for names in by_value.values()) != n_nodes:
+                return None
+            counts, limit = c.counts, c.limit
+            blocked = [names for value, names in by_value.items()
+                       if counts.get(value, 0) > limit]
+            if blocked:
+                out = out.and_(NodeSet(blocked[0] if len(blocked) == 1
+                                       else set().union(*blocked), True))
+        return out
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
+        # filter_nodes names a set only when every node has every topologyKey.
+        return _CONSTRAINTS_NOT_MATCH
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         constraints: tuple[_FilterConstraint, ...] = state.read(_PRE_FILTER_KEY)
         labels = node.labels
@@ -633,9 +794,15 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             kept = [n for n in nodes if _has_keys(n.labels, constraints)]
             if len(kept) != len(nodes):
                 ignored = {n.name for n in nodes} - {n.name for n in kept}
-        agg = self._aggregate(pod, constraints, SCHEDULE_ANYWAY, default_sig, snapshot,
-                              require_all)
-        totals = agg.totals
+        fast = self._domain_counts(pod, constraints, snapshot, require_all)
+        shares: Mapping[str, tuple[NodeInfo, int, Share]] = {}
+        totals: Mapping[Hashable, Mapping[Hashable, int]] = {}
+        if fast is not None:
+            totals = cast(Mapping[Hashable, Mapping[Hashable, int]], dict(enumerate(fast)))
+        else:
+            agg = self._aggregate(pod, constraints, SCHEDULE_ANYWAY, default_sig, snapshot,
+                                  require_all)
+            totals, shares = agg.totals, agg.shares
         counts: list[dict[str, int]] = []
         weights: list[float] = []
         hosts: list[Mapping[str, int]] = []
@@ -655,7 +822,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             hosts.append({})
         state.write(_PRE_SCORE_KEY, _ScoreState(constraints, counts, weights, ignored,
                                                  require_all, pod.namespace, [],
-                                                 agg.shares, hosts))
+                                                 shares, hosts))
         return SUCCESS
 
     def _host_count(self, s: _ScoreState, i: int, c: SpreadConstraint,
@@ -819,6 +986,8 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
 
 
 _MAX_INT64 = 2**63 - 1
+# filter_nodes: a topologyKey with more domains is left to Filter per node
+_MAX_DOMAINS_FOR_SETS = 64
 _CONSTRAINTS_NOT_MATCH = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
 _NODE_LABEL_NOT_MATCH = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 

@@ -18,6 +18,7 @@ from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
@@ -25,6 +26,7 @@ from polsched.framework.interfaces import (
     default_normalize,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
@@ -93,8 +95,8 @@ def _no_args(args: Mapping[str, Any] | None, name: str) -> None:
         raise ArgsError("", f"{name} takes no args; remove them")
 
 
-class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                      ScoreExtensions, ev.EnqueueExtensions):
+class TaintToleration(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
+                      ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
 
     # -- filter ------------------------------------------------------------------------
@@ -112,6 +114,27 @@ class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
             tolerations = compile_tolerations(pod.tolerations)
         if find_untolerated_taint(taints, tolerations) is None:
             return SUCCESS
+        return _UNTOLERATED
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        """Every node but those whose taints (grouped in the NodeIndex: nodes share a few
+        taint sets) hold an untolerated NoSchedule/NoExecute taint."""
+        tolerations = state.get(_PRE_FILTER_KEY)
+        if tolerations is None:
+            return None
+        rejected = []
+        for taints, names in snapshot.node_index().taints.items():
+            for key, value, effect in taints:
+                if (effect == NO_SCHEDULE or effect == NO_EXECUTE) \
+                        and not tolerates(tolerations, key, value, effect):
+                    rejected.append(names)
+                    break
+        if not rejected:
+            return NodeSet(frozenset(), True)
+        return NodeSet(rejected[0] if len(rejected) == 1 else set().union(*rejected), True)
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
         return _UNTOLERATED
 
     # -- score -------------------------------------------------------------------------

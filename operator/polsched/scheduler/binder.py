@@ -75,10 +75,22 @@ def binding(pod: PodInfo, node_name: str,
     }
 
 
+_quote = json.encoder.encode_basestring_ascii
+
+
 def encode_binding(pod: PodInfo, node_name: str,
                    annotations: Mapping[str, str] | None = None) -> bytes:
-    """`binding` as the bytes posted (compact JSON)."""
-    return json.dumps(binding(pod, node_name, annotations), separators=(",", ":")).encode()
+    """`binding` as the bytes posted: what json.dumps(..., separators=(",", ":")) makes
+    of it, joined from quoted strings (one per bound pod)."""
+    if annotations:
+        return json.dumps(binding(pod, node_name, annotations),
+                          separators=(",", ":")).encode()
+    q = _quote
+    return "".join((
+        '{"apiVersion":"v1","kind":"Binding","metadata":{"name":', q(pod.name),
+        ',"namespace":', q(pod.namespace), ',"uid":', q(pod.uid),
+        '},"target":{"apiVersion":"v1","kind":"Node","name":', q(node_name), "}}",
+    )).encode("ascii")
 
 
 def binding_extenders(extenders: Sequence[object], pod: PodInfo) -> list[BindingExtender]:

@@ -97,6 +97,16 @@ def run_filter(incoming: PodInfo, snap: Snapshot,
     bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
     if bound is not None:
         assert {n.name: bound(n) for n in snap} == statuses
+    # The nodes it names for the pipeline (NodeSetFilter) pass, and when it names one
+    # status for the others, they fail with it.
+    passing = plugin.filter_nodes(state, incoming, snap)
+    if passing is not None:
+        rejection = plugin.filter_rejection(state, incoming)
+        for n in snap:
+            if n.name in passing:
+                assert statuses[n.name].ok
+            elif rejection is not None:
+                assert statuses[n.name] == rejection
     return pre, statuses
 
 
@@ -473,3 +483,79 @@ def test_default_constraints_never_filter() -> None:
     nodes = [node("node-a", "zone1"), node("node-x", "zone2")]
     snap = cluster(nodes, {"node-a": 5}, labels=WEB)
     assert plugin.pre_filter(CycleState(), pod("web-9", WEB), snap).code is Code.SKIP
+
+
+def test_domain_counts_equal_a_count_over_every_node_as_pods_and_nodes_change() -> None:
+    """The running counts (per node class, shared by pods whose node affinity differs)
+    give, cycle after cycle while pods and nodes come and go, what counting every node
+    gives: nodes with every topologyKey that the constraint's node inclusion policy lets
+    in, their matching pods of the pod's namespace, per domain."""
+    import random
+
+    rng = random.Random(7)
+    plugin = build_plugin(pts.NAME)
+    zones, regions = ["z1", "z2", "z3", "z4"], ["r1", "r2"]
+
+    def random_node(i: int) -> NodeInfo:
+        labels = {}
+        if rng.random() < 0.9:
+            labels["region"] = rng.choice(regions)
+        return node(f"n{i}", rng.choice(zones) if rng.random() < 0.9 else None, **labels)
+
+    nodes = [random_node(i) for i in range(30)]
+    snap = Snapshot(list(nodes))
+    placed = 0
+
+    def expr() -> dict[str, Any]:
+        key = rng.choice([ZONE, "region"])
+        op = rng.choice(["In", "NotIn", "Exists", "DoesNotExist"])
+        out: dict[str, Any] = {"key": key, "operator": op}
+        if op in ("In", "NotIn"):
+            out["values"] = rng.sample(zones if key == ZONE else regions, 2)
+        return out
+
+    for cycle in range(60):
+        # the cluster changes between cycles: pods come and go, a node is replaced
+        for _ in range(rng.randrange(4)):
+            n = rng.choice(snap.nodes)
+            placed += 1
+            n.add_pod(pod(f"e{placed}", {"foo": "", "g": rng.choice("ab")}, n.name,
+                          ns=rng.choice(["default", "other"]), deleting=rng.random() < 0.1))
+        if cycle % 10 == 9:
+            old = snap.nodes[rng.randrange(len(snap.nodes))]
+            fresh = random_node(int(old.name[1:]))
+            for p in old.pods.values():
+                fresh.add_pod(p)
+            snap = Snapshot([fresh if n is old else n for n in snap.nodes])
+        spread = [constraint(ZONE, 2, selector={"matchLabels": {"g": rng.choice("ab")}},
+                             nodeAffinityPolicy=rng.choice(["Honor", "Ignore"]))]
+        if rng.random() < 0.5:
+            spread.append(constraint("region", 1))
+        incoming = pod("p", {"foo": "", "g": "a"}, constraints=spread,
+                       node_selector={"region": "r1"} if rng.random() < 0.2 else None)
+        terms = [{"matchExpressions": [expr() for _ in range(rng.randrange(1, 3))]}
+                 for _ in range(rng.randrange(0, 3))]
+        if terms:
+            if rng.random() < 0.1:
+                terms[0]["matchFields"] = [{"key": "metadata.name", "operator": "In",
+                                            "values": ["n1"]}]
+            incoming.raw["spec"]["affinity"] = {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+            incoming = PodInfo.from_json(incoming.raw)
+
+        state = CycleState()
+        assert plugin.pre_filter(state, incoming, snap).ok
+        got = [c.counts for c in state.read(pts._PRE_FILTER_KEY)]
+        compiled = pts.pod_constraints(incoming, "DoNotSchedule")
+        affinity = pts.required_node_affinity(incoming)
+        want: list[dict[str, int]] = [{} for _ in compiled]
+        for n in snap.nodes:
+            if not all(c.topology_key in n.labels for c in compiled):
+                continue
+            for i, c in enumerate(compiled):
+                if c.honor_node_affinity and not affinity(n):
+                    continue
+                value = n.labels[c.topology_key]
+                want[i][value] = want[i].get(value, 0) + pts.count_matching(
+                    n, c.selector, incoming.namespace)
+        assert got == want, cycle

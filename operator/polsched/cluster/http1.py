@@ -1,0 +1,242 @@
+"""A lean HTTP/1.1 client for the scheduler's per-pod writes (the Binding and the event).
+
+Every bound pod costs two small POSTs whose answers nobody reads. Through aiohttp each
+costs ~80-90 us of CPU (URL parsing, header multidicts, the request and response objects,
+the parser, the connector's bookkeeping): on this 2-core bench it was the largest part of
+polsched's CPU per pod after the decision (bench/NOTES.md). Here a request is one bytes
+join written to a kept-alive connection, and the answer is parsed only as far as needed
+to know where it ends (Content-Length or chunked) and its status; only a non-2xx body is
+decoded (by the caller). Everything else (GET, LIST, WATCH, PATCH, ...) stays on aiohttp.
+
+Failures look like aiohttp's to the callers (binder, events), which already tell them
+apart: a connection that cannot be opened raises aiohttp.ClientConnectorError (the
+request was never sent); one lost before the whole answer arrived raises
+aiohttp.ServerDisconnectedError (it may have been applied). A cancelled request (a
+timeout) closes its connection: its answer must not be read as the next request's.
+No request is retried here: a POST is not idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+import time
+from typing import cast
+
+import aiohttp
+from aiohttp.client_reqrep import ConnectionKey
+
+# A kept-alive connection idle for longer is closed rather than reused (aiohttp's
+# keepalive_timeout here; the API server closes idle connections after 90 s).
+IDLE_SECONDS = 50.0
+_HEAD_LIMIT = 64 * 1024
+# How often the requests in flight are checked against their timeouts.
+SWEEP_SECONDS = 1.0
+
+
+class _Answer(asyncio.Protocol):
+    """One connection: writes a request, collects its answer."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.lost = False
+        self.close_after = False
+        self.idle_since = 0.0
+        self.deadline = 0.0  # loop time by which the answer must have come
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # Any event loop's transport (uvloop's are not asyncio.Transport subclasses).
+        self.transport = cast(asyncio.Transport, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_exception(aiohttp.ServerDisconnectedError(
+                f"Server disconnected: {exc}" if exc else None))
+
+    def data_received(self, data: bytes) -> None:
+        w = self.waiter
+        if w is None or w.done():  # nothing asked: a stray byte makes the connection unusable
+            self.lost = True
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self.buf += data
+        try:
+            answer = self._parse()
+        except ValueError as err:
+            self.lost = True
+            w.set_exception(aiohttp.ServerDisconnectedError(f"bad answer: {err}"))
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if answer is not None:
+            del self.buf[:]
+            w.set_result(answer)
+
+    def _parse(self) -> tuple[int, bytes] | None:
+        buf = self.buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > _HEAD_LIMIT:
+                raise ValueError("header too long")
+            return None
+        if len(buf) < 13 or buf[:7] != b"HTTP/1." or buf[12] not in b" \r":
+            raise ValueError(f"status line {bytes(buf[:80])!r}")
+        status = int(buf[9:12])
+        # Header names are case-insensitive: search a lower-cased copy of the head.
+        head = bytes(buf[:end + 2]).lower()
+        close = buf[7:8] == b"0"  # HTTP/1.0
+        length = -1
+        chunked = False
+        at = head.find(b"\r\ncontent-length:")
+        if at >= 0:
+            length = int(head[at + 17:head.index(b"\r\n", at + 2)])
+        at = head.find(b"\r\ntransfer-encoding:")
+        if at >= 0:
+            chunked = b"chunked" in head[at + 20:head.index(b"\r\n", at + 2)]
+        at = head.find(b"\r\nconnection:")
+        if at >= 0:
+            value = head[at + 13:head.index(b"\r\n", at + 2)].strip()
+            close = value == b"close" or (close and value != b"keep-alive")
+        start = end + 4
+        if chunked:
+            body = _dechunk(buf, start)
+            if body is None:
+                return None
+        elif length >= 0:
+            if len(buf) - start < length:
+                return None
+            body = bytes(buf[start:start + length])
+        else:
+            # No length: the body ends when the server closes (never seen from the API
+            # server on a POST); this connection cannot carry another request.
+            raise ValueError("answer without Content-Length or chunked encoding")
+        self.close_after = close
+        return status, body
+
+
+def _dechunk(buf: bytearray, pos: int) -> bytes | None:
+    """The body of a complete chunked message from `pos`, or None when incomplete."""
+    out = bytearray()
+    while True:
+        nl = buf.find(b"\r\n", pos)
+        if nl < 0:
+            return None
+        size = int(bytes(buf[pos:nl]).split(b";", 1)[0], 16)
+        pos = nl + 2
+        if size == 0:
+            # Trailers (none expected) end with an empty line.
+            end = buf.find(b"\r\n", pos)
+            while end > pos:
+                pos = end + 2
+                end = buf.find(b"\r\n", pos)
+            if end < 0:
+                return None
+            return bytes(out)
+        if len(buf) < pos + size + 2:
+            return None
+        out += buf[pos:pos + size]
+        pos += size + 2
+
+
+class Http1Writer:
+    """Kept-alive HTTP/1.1 connections to one API server, for small writes.
+
+    `send(head, body)` writes `head` (the request line and headers up to, not including,
+    Content-Length) and the body, and returns (status, answer body). Connections are
+    opened as needed (one per concurrent request) and reused most recent first."""
+
+    def __init__(self, host: str, port: int, ssl_context: ssl.SSLContext | None,
+                 server_hostname: str | None = None) -> None:
+        self.host = host
+        self.port = port
+        self._ssl = ssl_context
+        self._server_hostname = server_hostname if ssl_context is not None else None
+        self._idle: collections.deque[_Answer] = collections.deque()
+        self._busy: set[_Answer] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._key = ConnectionKey(host, port, ssl_context is not None,
+                                  ssl_context if ssl_context is not None else True,
+                                  None, None, None, server_hostname)
+        self.opened = 0  # connections opened, for tests and curiosity
+
+    async def _connect(self) -> _Answer:
+        loop = asyncio.get_running_loop()
+        try:
+            if self._ssl is not None:
+                _, proto = await loop.create_connection(
+                    _Answer, self.host, self.port, ssl=self._ssl,
+                    server_hostname=self._server_hostname or self.host)
+            else:
+                _, proto = await loop.create_connection(_Answer, self.host, self.port)
+        except OSError as err:
+            raise aiohttp.ClientConnectorError(self._key, err) from err
+        except ssl.SSLError as err:  # an OSError subclass, kept for clarity
+            raise aiohttp.ClientConnectorError(self._key, err) from err
+        self.opened += 1
+        return proto
+
+    def _take(self) -> _Answer | None:
+        idle = self._idle
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            if not conn.lost and now - conn.idle_since < IDLE_SECONDS:
+                return conn
+            if conn.transport is not None:
+                conn.transport.close()
+        return None
+
+    async def send(self, head: bytes, body: bytes, timeout: float = 60.0) -> tuple[int, bytes]:
+        """Raises TimeoutError when no whole answer came within `timeout` (to about a
+        second: one sweeper checks every request in flight, instead of a timer each)."""
+        conn = self._take() or await self._connect()
+        assert conn.transport is not None
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[tuple[int, bytes]] = loop.create_future()
+        conn.waiter = waiter
+        conn.deadline = loop.time() + timeout
+        self._busy.add(conn)
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep(), name="polsched-http1-timeouts")
+        conn.transport.write(b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body))
+        try:
+            answer = await waiter
+        except BaseException:
+            # Cancelled, timed out or lost: the connection's state is unknown.
+            conn.lost = True
+            conn.transport.close()
+            raise
+        finally:
+            self._busy.discard(conn)
+        conn.waiter = None
+        if conn.close_after or conn.lost:
+            conn.transport.close()
+        else:
+            conn.idle_since = time.monotonic()
+            self._idle.append(conn)
+        return answer
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            now = loop.time()
+            for conn in [c for c in self._busy if c.deadline <= now]:
+                w = conn.waiter
+                if w is not None and not w.done():
+                    w.set_exception(TimeoutError())
+
+    def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.transport is not None:
+                conn.transport.close()

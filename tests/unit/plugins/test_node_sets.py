@@ -1,0 +1,175 @@
+"""NodeSetFilter: the filters that name the nodes they pass once per pod (NodeAffinity,
+TaintToleration, NodeUnschedulable) must name exactly the nodes their Filter passes, give
+the status Filter gives the others, and follow node changes; NodeAffinity's preferred
+terms, scored from the same index, must score as term matching does."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from polsched.cluster.cache import ClusterCache
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework.interfaces import NodeSetFilter, PreFilterResult
+from polsched.framework.status import Code
+from polsched.plugins import node_affinity, node_unschedulable, taint_toleration
+from tests.unit.pipelines import build, build_plugin
+
+pytestmark = pytest.mark.unit
+
+KEYS = ("zone", "tier", "gpu", "rank")
+VALUES = {"zone": ("a", "b", "c"), "tier": ("x", "y"), "gpu": ("", "yes"),
+          "rank": ("1", "5", "10", "x")}
+OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule", "")
+
+
+def random_node(r: random.Random, i: int) -> dict[str, Any]:
+    labels = {k: r.choice(VALUES[k]) for k in KEYS if r.random() < 0.7}
+    taints = [{"key": r.choice(("dedicated", "maint")), "value": r.choice(("", "true")),
+               "effect": r.choice(EFFECTS[:3])} for _ in range(r.choice((0, 0, 1, 2)))]
+    spec: dict[str, Any] = {"taints": taints}
+    if r.random() < 0.15:
+        spec["unschedulable"] = True
+    return {"metadata": {"name": f"n{i}", "labels": labels}, "spec": spec,
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+def random_requirement(r: random.Random) -> dict[str, Any]:
+    key = r.choice(KEYS + ("absent",))
+    op = r.choice(OPS)
+    req: dict[str, Any] = {"key": key, "operator": op}
+    if op in ("In", "NotIn"):
+        req["values"] = r.sample(list(VALUES.get(key, ("q",))) + ["zz"], r.randint(1, 2))
+    elif op in ("Gt", "Lt"):
+        req["values"] = [str(r.choice((0, 3, 7, 12)))]
+    return req
+
+
+def random_term(r: random.Random, n_nodes: int) -> dict[str, Any]:
+    term: dict[str, Any] = {}
+    if r.random() < 0.85:
+        term["matchExpressions"] = [random_requirement(r) for _ in range(r.randint(1, 3))]
+    if r.random() < 0.25:
+        term["matchFields"] = [{"key": "metadata.name", "operator": r.choice(("In", "NotIn")),
+                                "values": [f"n{r.randrange(n_nodes)}"]}]
+    return term
+
+
+def random_pod(r: random.Random, n_nodes: int) -> PodInfo:
+    spec: dict[str, Any] = {}
+    if r.random() < 0.3:
+        spec["nodeSelector"] = {"zone": r.choice(VALUES["zone"])}
+    affinity: dict[str, Any] = {}
+    if r.random() < 0.8:
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [random_term(r, n_nodes) for _ in range(r.randint(1, 3))]}
+    if r.random() < 0.8:
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": r.randint(1, 100), "preference": random_term(r, n_nodes)}
+            for _ in range(r.randint(1, 3))]
+    if affinity:
+        spec["affinity"] = {"nodeAffinity": affinity}
+    spec["tolerations"] = [
+        {"key": r.choice(("dedicated", "maint", "node.kubernetes.io/unschedulable", "")),
+         "operator": r.choice(("Equal", "Exists")), "value": r.choice(("", "true")),
+         "effect": r.choice(EFFECTS)} for _ in range(r.choice((0, 1, 2)))]
+    for t in spec["tolerations"]:
+        if t["operator"] == "Exists":
+            t.pop("value")
+    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+
+
+ADDED = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "tier", "operator": "NotIn", "values": ["y"]}]}]}}}
+
+
+@pytest.mark.parametrize(("plugin_name", "args"), [
+    (node_affinity.NAME, None), (node_affinity.NAME, ADDED),
+    (taint_toleration.NAME, None), (node_unschedulable.NAME, None),
+])
+def test_filter_nodes_names_exactly_the_nodes_filter_passes(plugin_name: str,
+                                                            args: Any) -> None:
+    r = random.Random(7)
+    checked = 0
+    for _ in range(60):
+        nodes = [NodeInfo.from_json(random_node(r, i)) for i in range(30)]
+        snapshot = Snapshot(nodes)
+        pod = random_pod(r, len(nodes))
+        plugin = build_plugin(plugin_name, args)
+        assert isinstance(plugin, NodeSetFilter)
+        state = CycleState()
+        pre = plugin.pre_filter(state, pod, snapshot)
+        if isinstance(pre, PreFilterResult) or pre.code is not Code.SUCCESS:
+            continue
+        passing = plugin.filter_nodes(state, pod, snapshot)
+        assert passing is not None
+        rejection = plugin.filter_rejection(state, pod)
+        for n in nodes:
+            st = plugin.filter(state, pod, n)
+            assert st.ok == (n.name in passing), (pod.raw, n.raw)
+            if not st.ok and rejection is not None:
+                assert st == rejection
+            checked += 1
+    assert checked > 400
+
+
+@pytest.mark.parametrize("args", [None, {"addedAffinity": {
+    "preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 3, "preference": {"matchExpressions": [
+            {"key": "zone", "operator": "NotIn", "values": ["a"]}]}}]}}])
+def test_preferred_scores_from_the_index_equal_term_matching(args: Any) -> None:
+    r = random.Random(11)
+    for _ in range(60):
+        nodes = [NodeInfo.from_json(random_node(r, i)) for i in range(30)]
+        pod = random_pod(r, len(nodes))
+        plugin = build_plugin(node_affinity.NAME, args)
+        state = CycleState()
+        if plugin.pre_score(state, pod, nodes, Snapshot(nodes)).code is not Code.SUCCESS:
+            continue
+        scores = plugin.score_nodes(state, pod, nodes)
+        assert scores == [plugin.score(CycleState(), pod, n) for n in nodes], pod.raw
+
+
+def node_json(name: str, zone: str, taint: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if taint:
+        spec["taints"] = [{"key": "maint", "value": "true", "effect": "NoSchedule"}]
+    return {"metadata": {"name": name, "labels": {"zone": zone}}, "spec": spec,
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+def test_the_cache_snapshot_index_follows_node_changes() -> None:
+    """A node that changes zone, gets tainted, cordoned, added or removed is seen by the
+    next cycle, though the index was built before."""
+    cache = ClusterCache(None)
+    for i in range(4):
+        cache.on_node_event("ADDED", node_json(f"n{i}", "a" if i < 2 else "b"))
+    pl = build(defaults=True)
+    pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+        "nodeSelector": {"zone": "a"}}})
+
+    def feasible() -> set[str]:
+        state = CycleState()
+        filters, _ = pl._entries_for(pod)
+        found, _ = pl.find_feasible(state, pod, cache.snapshot, filters, explain=True)
+        return {n.name for n in found}
+
+    assert feasible() == {"n0", "n1"}
+    cache.on_node_event("MODIFIED", node_json("n2", "a"))
+    assert feasible() == {"n0", "n1", "n2"}
+    cache.on_node_event("MODIFIED", node_json("n0", "a", taint=True))
+    assert feasible() == {"n1", "n2"}
+    cordoned = node_json("n1", "a")
+    cordoned["spec"]["unschedulable"] = True
+    cache.on_node_event("MODIFIED", cordoned)
+    assert feasible() == {"n2"}
+    cache.on_node_event("ADDED", node_json("n4", "a"))
+    cache.on_node_event("DELETED", node_json("n2", "a"))
+    assert feasible() == {"n4"}
+    result = asyncio.run(pl.schedule(pod, cache.snapshot))
+    assert result.node == "n4"
