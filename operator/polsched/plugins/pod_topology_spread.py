@@ -918,6 +918,14 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Node
         if s is None:
             return SUCCESS
         mask = s.ignored_mask if len(s.ignored_mask) == len(scores) else [False] * len(scores)
+        if scores and not any(mask):
+            # The same arithmetic without the per-node mask checks (scores are >= 0).
+            lo, hi = min(scores), max(max(scores), 0)
+            if hi == 0:
+                scores[:] = [MAX_NODE_SCORE] * len(scores)
+            else:
+                scores[:] = [MAX_NODE_SCORE * (hi + lo - v) // hi for v in scores]
+            return SUCCESS
         lo, hi = _MAX_INT64, 0
         for i, v in enumerate(scores):
             if mask[i]:
