@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -94,28 +95,35 @@ async def wait_empty(api: Any, path: str, label_selector: str | None = None,
 
 
 async def delete_all(api: Any, path: str, label_selector: str | None = None) -> None:
-    """DELETE the collection (at once: gracePeriodSeconds 0, no kubelet will confirm) and
-    wait until it is empty. The answer lists every deleted object, 100 MB for 30 000 pods:
-    `send` reads and drops it undecoded. A request that times out is sent again (the API
-    server goes on deleting meanwhile)."""
-    from urllib.parse import quote
+    """DELETE the collection (at once: gracePeriodSeconds 0, no kubelet will confirm) until
+    it is empty. The answer lists every deleted object, 100 MB for 30 000 pods: `send`
+    reads and drops it undecoded. The API server gives one request a minute
+    (--request-timeout) and then drops the connection, which stops the deletion there:
+    30 000 pods take a few requests, sent again as long as each one deleted something."""
+    import aiohttp
 
     from polsched.cluster.client import ApiError
 
     url = path + (f"?labelSelector={quote(label_selector)}" if label_selector else "")
     body = b'{"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0}'
-    for attempt in range(5):
-        if not await remaining(api, path, label_selector):
-            return
+    last, stalled = await remaining(api, path, label_selector), 0
+    while last:
         try:
             await api.send("DELETE", url, body, timeout=600)
-            break
         except ApiError as err:
-            if err.status not in (429, 500, 503, 504) or attempt == 4:
+            if err.status not in (429, 500, 503, 504):
                 raise
-        except (TimeoutError, OSError) as err:
-            log(f"DELETE {url}: {err!r}, again")
-        await asyncio.sleep(1)
+        except (TimeoutError, OSError, aiohttp.ClientError) as err:
+            log(f"DELETE {url} ({last} left): {err!r}; again")
+        left = await remaining(api, path, label_selector)
+        if left and left >= last:
+            stalled += 1
+            if stalled >= 3:  # deletes nothing: let wait_empty say what is left
+                break
+            await asyncio.sleep(1)
+        else:
+            stalled = 0
+        last = left
     await wait_empty(api, path, label_selector)
 
 
@@ -399,7 +407,11 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             res["shadow"] = shadow
     runner.cleanup_cluster(None)
     t = time.monotonic()
-    await clean(api)
+    try:
+        await clean(api)
+    except Exception as err:  # keep the measurement; the next run cleans first anyway
+        log(f"{w.name}/{runner.key}: cleanup after the run failed: {err!r}")
+        res["cleanup_error"] = repr(err)
     res["clean_after_s"] = round(time.monotonic() - t, 3)
     # The bench process's own peak (its whole life so far: the largest workload's).
     res["harness_peak_rss_mb"] = round((measure.peak_rss_bytes(os.getpid()) or 0) / 2**20, 1)

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -147,7 +148,9 @@ class ClusterCache:
     # -- assume / forget ----------------------------------------------------------------
     def assume(self, pod: PodInfo, node_name: str) -> PodInfo:
         """Count `pod` on `node_name` now, before the bind completes (cache.AssumePod)."""
-        assumed = dataclasses.replace(pod, node_name=node_name)
+        values = list(_POD_VALUES(pod))  # dataclasses.replace, without its generic work
+        values[_NODE_NAME_AT] = node_name
+        assumed = PodInfo(*values)
         self._assumed[pod.key] = assumed
         self._place(assumed, node_name)
         return assumed
@@ -460,6 +463,9 @@ class ClusterCache:
 
 
 _NAMESPACED_PATHS = frozenset(k.path for k in ls.KINDS if k.namespaced)
+_POD_FIELDS = [f.name for f in dataclasses.fields(PodInfo)]
+_POD_VALUES = operator.attrgetter(*_POD_FIELDS)
+_NODE_NAME_AT = _POD_FIELDS.index("node_name")
 
 
 def _drop_managed_fields(obj: Json) -> None:

@@ -127,14 +127,29 @@ def run_post_bind(bp: BindingPlugins, state: CycleState, pod: PodInfo, node: str
                                                   p.name, pod.key)
 
 
+# plugin ids -> (the plugins, kept so their ids stay theirs; their BindingPlugins)
+_SORTED: dict[tuple[int, ...], tuple[Sequence[object], BindingPlugins]] = {}
+_SORTED_MAX = 256
+
+
 def binding_plugins(plugins: Sequence[object]) -> BindingPlugins:
-    """The binding-cycle plugins among `plugins` (in order, each once)."""
-    return BindingPlugins(
+    """The binding-cycle plugins among `plugins` (in order, each once). Called per bound
+    pod with the same few plugin sets: the answer is remembered (isinstance against the
+    runtime-checkable point protocols is slow)."""
+    key = tuple(map(id, plugins))
+    got = _SORTED.get(key)
+    if got is not None:
+        return got[1]
+    bp = BindingPlugins(
         reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
         permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
         pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
         post_bind=tuple(p for p in plugins if isinstance(p, PostBindPlugin)),
     )
+    if len(_SORTED) >= _SORTED_MAX:
+        _SORTED.clear()
+    _SORTED[key] = (tuple(plugins), bp)
+    return bp
 
 
 __all__ = ["MAX_PERMIT_TIMEOUT", "NONE", "BindingPlugins", "WaitingPod", "binding_plugins",

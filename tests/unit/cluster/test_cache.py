@@ -4,6 +4,7 @@ remove on delete) and the scheduler's event handlers (eventhandlers.go)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -80,6 +81,16 @@ def test_assume_counts_at_once_and_the_bound_pod_confirms_without_double_countin
     cache.forget(assumed)  # a late forget after confirmation changes nothing
     assert cpu(cache, "n1") == 500
     assert cache.bound_pods("s") == 1 and cache.pending_pods("s") == 0
+
+
+def test_the_assumed_pod_is_the_pod_on_its_node(cache: ClusterCache) -> None:
+    cache.on_pod_event("ADDED", pod("p"))
+    original = cache.pods["ns/p"]
+    assumed = cache.assume(original, "n1")
+    assert assumed is not original and original.node_name == ""
+    for f in dataclasses.fields(PodInfo):
+        want = "n1" if f.name == "node_name" else getattr(original, f.name)
+        assert getattr(assumed, f.name) == want, f.name
 
 
 def test_forget_frees_the_assumed_pod(cache: ClusterCache) -> None:
