@@ -208,10 +208,10 @@ def default_normalize(scores: list[int], reverse: bool = False) -> Status:
     max_count = max(scores, default=0)
     if max_count == 0:
         if reverse:
-            for i in range(len(scores)):
-                scores[i] = MAX_NODE_SCORE
+            scores[:] = [MAX_NODE_SCORE] * len(scores)
         return SUCCESS
-    for i, s in enumerate(scores):
-        s = MAX_NODE_SCORE * s // max_count
-        scores[i] = MAX_NODE_SCORE - s if reverse else s
+    if reverse:
+        scores[:] = [MAX_NODE_SCORE - MAX_NODE_SCORE * s // max_count for s in scores]
+    else:
+        scores[:] = [MAX_NODE_SCORE * s // max_count for s in scores]
     return SUCCESS

@@ -16,7 +16,7 @@ import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 from polsched.framework import events
 from polsched.framework.cycle_state import CycleState
@@ -604,10 +604,10 @@ class Pipeline:
 
     def score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
               snapshot: Snapshot, scorers: Sequence[ScoreEntry], explain: bool = False,
-              ) -> tuple[list[int], dict[str, list[int]]]:
+              ) -> tuple[list[int], dict[str, Sequence[int]]]:
         """Weighted totals per node (same order) and, per scorer, its weighted scores."""
         totals = [0] * len(nodes)
-        per_plugin: dict[str, list[int]] = {}
+        per_plugin: dict[str, Sequence[int]] = {}
         for s in scorers:
             if isinstance(s.plugin, PreScorePlugin):
                 st = s.plugin.pre_score(state, pod, nodes, snapshot)
@@ -633,12 +633,20 @@ class Pipeline:
                         f'running Normalize on Score plugins: plugin "{s.name}" failed with: '
                         f"{st.message}").with_plugin(s.name))
             w = s.weight
-            weighted = [v * w for v in normalized]
-            totals = [t + v for t, v in zip(totals, weighted, strict=True)]
             if explain:
+                weighted = [v * w for v in normalized]
+                totals = [t + v for t, v in zip(totals, weighted, strict=True)]
                 per_plugin[s.name + "\x00raw"] = raw_copy
                 per_plugin[s.name + "\x00norm"] = normalized
-            per_plugin[s.name] = weighted
+                per_plugin[s.name] = weighted
+                continue
+            # One pass per scorer; its weighted scores are read at two nodes at most
+            # (_deciding_scorer), so they are not listed.
+            if w == 1:
+                totals = [t + v for t, v in zip(totals, normalized, strict=True)]
+            else:
+                totals = [t + v * w for t, v in zip(totals, normalized, strict=True)]
+            per_plugin[s.name] = _Weighted(normalized, w)
         return totals, per_plugin
 
     async def schedule(self, pod: PodInfo, snapshot: Snapshot,
@@ -769,7 +777,8 @@ class Pipeline:
         return feasible
 
     async def _extender_prioritize(self, pod: PodInfo, nodes: list[NodeInfo],
-                                   totals: list[int], per_plugin: dict[str, list[int]]) -> None:
+                                   totals: list[int],
+                                   per_plugin: dict[str, Sequence[int]]) -> None:
         """Prioritize extenders run concurrently; their errors are ignored (upstream)."""
         import asyncio
 
@@ -848,7 +857,30 @@ class PipelineError(Exception):
         self.status = status
 
 
-def _deciding_scorer(best: int, totals: list[int], per_plugin: Mapping[str, list[int]]) -> str:
+class _Weighted(Sequence[int]):
+    """A scorer's normalized scores times its weight, computed when read."""
+
+    __slots__ = ("values", "weight")
+
+    def __init__(self, values: list[int], weight: int) -> None:
+        self.values = values
+        self.weight = weight
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [v * self.weight for v in self.values[i]]
+        return self.values[i] * self.weight
+
+
+def _deciding_scorer(best: int, totals: list[int],
+                     per_plugin: Mapping[str, Sequence[int]]) -> str:
     """The scorer whose weighted score put the winner furthest ahead of the runner-up."""
     if len(totals) < 2:
         return ""

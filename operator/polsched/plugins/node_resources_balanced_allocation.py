@@ -85,6 +85,9 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         # requested, which change only with its generation: alike pods reuse the scores of
         # every node but the ones that changed since (typically the last pod's node).
         self._memo: NodeMemo[int] = NodeMemo()
+        # node name -> (node, generation, cpu and memory allocatable and requested, the
+        # balance score without the pod): see _score_cpu_memory_once.
+        self._rows: dict[str, tuple[NodeInfo, int, int, int, int, int, int]] = {}
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
@@ -123,13 +126,12 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         cpu, memory = res.CPU, res.MEMORY
         vectors = self.vectors.node
         memo = self._memo.table_if_repeated(tuple(requests))
-        record = memo is not None
-        if memo is None:
-            memo = {}  # a signature seen once: nothing to read, nothing worth writing
+        if memo is None:  # a signature seen once: nothing to read, nothing worth writing
+            return self._score_cpu_memory_once(requests, nodes)
         out = []
         for node in nodes:
             gen = node.generation
-            hit = memo.get(node.name) if record else None
+            hit = memo.get(node.name)
             if hit is not None and hit[1] == gen and hit[0] is node:
                 out.append(hit[2])
                 continue
@@ -138,8 +140,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             cap_mem = alloc.get(memory, 0)
             if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
                 score = balanced_score(*vectors(node, requests))
-                if record:
-                    memo[node.name] = (node, gen, score)
+                memo[node.name] = (node, gen, score)
                 out.append(score)
                 continue
             used = node.requested
@@ -157,9 +158,47 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
             d = _HALF + with_pod - without_pod
             score = _HALF + (d // 2 if d >= 0 else -(-d // 2))
-            if record:
-                memo[node.name] = (node, gen, score)
+            memo[node.name] = (node, gen, score)
             out.append(score)
+        return out
+
+    def _score_cpu_memory_once(self, requests: Sequence[int],
+                               nodes: Sequence[NodeInfo]) -> list[int]:
+        """_score_cpu_memory for a pod unlike the recent ones: no score to reuse, but each
+        node's allocatable, requested and balance without the pod are kept per node
+        generation (self._rows), so a node unchanged since the last pod costs the with-pod
+        half of the math only."""
+        pod_cpu, pod_mem = requests
+        cpu, memory = res.CPU, res.MEMORY
+        rows = self._rows
+        out = []
+        for node in nodes:
+            row = rows.get(node.name)
+            if row is None or row[1] != node.generation or row[0] is not node:
+                alloc = node.allocatable
+                cap_cpu = alloc.get(cpu, 0)
+                cap_mem = alloc.get(memory, 0)
+                if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
+                    out.append(balanced_score(*self.vectors.node(node, requests)))
+                    continue
+                used = node.requested
+                used_cpu = used.get(cpu, 0)
+                used_mem = used.get(memory, 0)
+                f_cpu = used_cpu / cap_cpu
+                f_mem = used_mem / cap_mem
+                f_cpu = f_cpu if f_cpu < 1.0 else 1.0
+                f_mem = f_mem if f_mem < 1.0 else 1.0
+                without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
+                rows[node.name] = (node, node.generation, cap_cpu, cap_mem, used_cpu,
+                                   used_mem, without_pod)
+            else:
+                _, _, cap_cpu, cap_mem, used_cpu, used_mem, without_pod = row
+            f_cpu = (used_cpu + pod_cpu) / cap_cpu
+            f_mem = (used_mem + pod_mem) / cap_mem
+            f_cpu = f_cpu if f_cpu < 1.0 else 1.0
+            f_mem = f_mem if f_mem < 1.0 else 1.0
+            d = _HALF + int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE) - without_pod
+            out.append(_HALF + (d // 2 if d >= 0 else -(-d // 2)))
         return out
 
 

@@ -175,7 +175,10 @@ def test_default_resources_batch_score_equals_the_general_form() -> None:
         nodes.append(make_node(f"n{i}", rng.randrange(1, 8000) if i % 7 else 0,
                                rng.randrange(1, 10**6) if i % 11 else 0, None, *existing))
     plugin = build_plugin(balanced.NAME)
-    for p in (pod(cpu_mem("250m", "4096")), pod(cpu_only("1")), pod(cpu_mem("9", "10000000"))):
+    pods = (pod(cpu_mem("250m", "4096")), pod(cpu_only("1")), pod(cpu_mem("9", "10000000")))
+    # Each pod twice: first as a new request signature (per-node rows), then repeated
+    # (per-signature scores).
+    for p in pods + pods:
         state = CycleState()
         assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
         reqs = plugin.vectors.pod_requests(p)
@@ -202,3 +205,19 @@ def test_scores_of_a_node_that_changed_are_recomputed() -> None:
     again = run(plugin)
     assert again == run(build_plugin(balanced.NAME))
     assert again[0] == first[0] and again[1] != first[1]
+
+
+def test_pods_all_different_follow_node_changes() -> None:
+    """Pods that never repeat reuse each node's allocatable, requested and balance without
+    the pod while the node is unchanged: a pod placed on a node between two such cycles
+    changes its score as if nothing were kept."""
+    nodes = [make_node(f"n{i}", 4000, 8000) for i in range(3)]
+    plugin = build_plugin(balanced.NAME)
+    for k in range(6):
+        p = pod(cpu_mem(f"{100 + 150 * k}m", str(500 + 700 * k)))
+        state = CycleState()
+        assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
+        reqs = plugin.vectors.pod_requests(p)
+        general = [balanced.balanced_score(*plugin.vectors.node(n, reqs)) for n in nodes]
+        assert plugin.score_nodes(state, p, nodes) == general
+        nodes[k % 3].add_pod(pod(cpu_mem(f"{300 * (k + 1)}m", "100"), node=f"n{k % 3}"))
