@@ -33,18 +33,19 @@ SCRAPE_INTERVAL = 0.02
 # A generation not decided within this is recorded as unobserved.
 GIVE_UP_S = 10.0
 
-_GAUGE = re.compile(r'^(polsched_policy_first_decision_(?:generation|timestamp_seconds))'
+_GAUGE = re.compile(r'^polsched_policy_first_decision_(generation|timestamp_seconds|wait_seconds)'
                     r'\{policy="([^"]*)"\} (\S+)$', re.M)
 
 
-def parse_first_decision(text: str, policy: str) -> tuple[int, float] | None:
-    """(generation, timestamp) of `policy` from a /metrics exposition, or None."""
+def parse_first_decision(text: str, policy: str) -> tuple[int, float, float] | None:
+    """(generation, timestamp, wait after the swap) of `policy` from a /metrics
+    exposition, or None."""
     values = {name: float(v) for name, p, v in _GAUGE.findall(text) if p == policy}
-    gen = values.get("polsched_policy_first_decision_generation")
-    ts = values.get("polsched_policy_first_decision_timestamp_seconds")
+    gen = values.get("generation")
+    ts = values.get("timestamp_seconds")
     if gen is None or ts is None:
         return None
-    return int(gen), ts
+    return int(gen), ts, values.get("wait_seconds", 0.0)
 
 
 async def create_paced(client: Any, path: str, bodies: Sequence[bytes], rate: float,
@@ -90,7 +91,7 @@ async def _drive(kubeconfig: str, policy_path: str, policy: str, metrics_url: st
     records: list[dict[str, Any]] = []
     async with ApiClient.from_kubeconfig(kubeconfig) as client, \
             aiohttp.ClientSession() as http:
-        async def scrape() -> tuple[int, float] | None:
+        async def scrape() -> tuple[int, float, float] | None:
             async with http.get(metrics_url) as resp:
                 return parse_first_decision(await resp.text(), policy)
 
@@ -103,11 +104,12 @@ async def _drive(kubeconfig: str, policy_path: str, policy: str, metrics_url: st
             answered = time.monotonic()
             generation = int(answer["metadata"]["generation"])
             decided: float | None = None
+            wait: float | None = None
             while time.monotonic() - answered < GIVE_UP_S:
                 seen = await scrape()
                 if seen is not None and seen[0] >= generation:
                     if seen[0] == generation:
-                        decided = seen[1] - answered_wall
+                        decided, wait = seen[1] - answered_wall, seen[2]
                     break
                 await asyncio.sleep(SCRAPE_INTERVAL)
             records.append({
@@ -116,7 +118,9 @@ async def _drive(kubeconfig: str, policy_path: str, policy: str, metrics_url: st
                 "patch_s": answered - sent,
                 # the first decision on the monotonic clock, for run.py's "under load"
                 "decided": None if decided is None else answered + decided,
-                "latency_s": None if decided is None else max(0.0, decided)})
+                "latency_s": None if decided is None else max(0.0, decided),
+                # of which after the engine swapped the pipeline in
+                "wait_s": wait})
             await asyncio.sleep(interval)
     finished.set()
     out.put(records)
@@ -180,6 +184,13 @@ def summary(records: list[dict[str, Any]], last_bind: float) -> dict[str, Any]:
                           if r["decided"] is not None and r["decided"] < last_bind),
         "latency_ms": measure.summarize_ms(lat),
         "patch_answer_ms": measure.summarize_ms([r["patch_s"] for r in records]),
+        # The latency's two parts: until the engine had the new pipeline (the watch event
+        # reaching the operator, load and build), and from then to the first decision.
+        "until_swapped_ms": measure.summarize_ms(
+            [max(0.0, r["latency_s"] - r["wait_s"]) for r in records
+             if r["latency_s"] is not None and r.get("wait_s") is not None]),
+        "swap_to_decision_ms": measure.summarize_ms(
+            [r["wait_s"] for r in records if r.get("wait_s") is not None]),
         "unobserved_generations": [r["generation"] for r in records
                                    if r["latency_s"] is None],
         "per_patch_ms": [None if r["latency_s"] is None else round(r["latency_s"] * 1000, 2)

@@ -215,6 +215,39 @@ class _TermsCache:
         self._limit = max(self._limit, 2 * live)
 
 
+class _IncomingTerms:
+    """PodTerms.parse(pod, strict=True) for incoming pods, reused by pods of the same shape:
+    the terms depend only on the pod's namespace, its podAffinity and podAntiAffinity as
+    written, and its labels (matchLabelKeys). A parse error is raised, never kept."""
+
+    __slots__ = ("_entries", "_last")
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str, tuple[tuple[str, str], ...]], PodTerms] = {}
+        self._last: tuple[PodInfo | None, PodTerms] = (None, _EMPTY_TERMS)
+
+    def get(self, pod: PodInfo) -> PodTerms:
+        last = self._last
+        if last[0] is pod:
+            return last[1]
+        affinity = pod.affinity
+        sections = (affinity.get("podAffinity"), affinity.get("podAntiAffinity"))
+        if sections == (None, None):
+            terms = _EMPTY_TERMS
+        else:
+            key = (pod.namespace, json.dumps(sections, sort_keys=True, default=str),
+                   tuple(sorted(pod.labels.items())))
+            hit = self._entries.get(key)
+            if hit is None:
+                hit = PodTerms.parse(pod, strict=True)
+                if len(self._entries) >= 256:
+                    self._entries.clear()
+                self._entries[key] = hit
+            terms = hit
+        self._last = (pod, terms)
+        return terms
+
+
 def _namespace_lookup(handle: Handle) -> NamespaceLabels:
     # The listers' live view (the cache updates it in place as namespaces change).
     return handle.listers.namespace_labels
@@ -343,12 +376,13 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         self.args = args
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
+        self._incoming = _IncomingTerms()
         # The counts per signature, kept up to date with the nodes that change.
         self._counts = AggregateMemo()
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         try:
-            terms = PodTerms.parse(pod, strict=True)
+            terms = self._incoming.get(pod)
         except (SelectorError, TypeError, ValueError) as err:
             return Status.unresolvable(f"parsing pod: {err}")
         affinity = terms.required_affinity
@@ -650,6 +684,7 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         self.args = args
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
+        self._incoming = _IncomingTerms()
         self._scores = AggregateMemo()
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
@@ -661,7 +696,7 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return SKIP
         try:
-            terms = PodTerms.parse(pod, strict=True)
+            terms = self._incoming.get(pod)
         except (SelectorError, TypeError, ValueError) as err:
             return Status.error(f"failed to parse pod: {err}")
 

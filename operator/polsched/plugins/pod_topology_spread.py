@@ -458,6 +458,9 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Node
         # The default constraints by (action, default selector): compiled once per
         # workload, so the memo of node rows is shared by its pods.
         self._defaults: dict[tuple[str, str], tuple[SpreadConstraint, ...]] = {}
+        # The pods' own constraints by (action, constraints as JSON, labels).
+        self._own: dict[tuple[str, str, tuple[tuple[str, str], ...]],
+                        tuple[SpreadConstraint, ...]] = {}
         # namespace -> the selectors of its Services, for the Services' generation
         self._services: tuple[int, dict[str, list[Mapping[str, str]]]] = (-1, {})
 
@@ -468,8 +471,19 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Node
                             ) -> tuple[tuple[SpreadConstraint, ...], str]:
         """getConstraints: the pod's own constraints of `action`, or else the default ones
         (buildDefaultConstraints); with what the defaults' selector is, for the memo."""
-        if pod.spec.get("topologySpreadConstraints"):
-            return pod_constraints(pod, action), ""
+        raw = pod.spec.get("topologySpreadConstraints")
+        if raw:
+            # Compiled once per shape: they depend on the constraints as written and the
+            # pod's labels (matchLabelKeys) only. A malformed one raises, never kept.
+            shape = (action, json.dumps(raw, sort_keys=True, default=str),
+                     tuple(sorted(pod.labels.items())))
+            own = self._own.get(shape)
+            if own is None:
+                own = pod_constraints(pod, action)
+                if len(self._own) >= 256:
+                    self._own.clear()
+                self._own[shape] = own
+            return own, ""
         defaults = [c for c in self.args.default_constraints
                     if c.get("whenUnsatisfiable") == action]
         if not defaults:
@@ -904,6 +918,14 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Node
         if s is None:
             return SUCCESS
         mask = s.ignored_mask if len(s.ignored_mask) == len(scores) else [False] * len(scores)
+        if scores and not any(mask):
+            # The same arithmetic without the per-node mask checks (scores are >= 0).
+            lo, hi = min(scores), max(max(scores), 0)
+            if hi == 0:
+                scores[:] = [MAX_NODE_SCORE] * len(scores)
+            else:
+                scores[:] = [MAX_NODE_SCORE * (hi + lo - v) // hi for v in scores]
+            return SUCCESS
         lo, hi = _MAX_INT64, 0
         for i, v in enumerate(scores):
             if mask[i]:

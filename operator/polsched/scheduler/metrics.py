@@ -162,6 +162,10 @@ FIRST_DECISION_TIME = Gauge(
     "polsched_policy_first_decision_timestamp_seconds",
     "When polsched_policy_first_decision_generation decided its first pod, in seconds since "
     "the Unix epoch")
+FIRST_DECISION_WAIT = Gauge(
+    "polsched_policy_first_decision_wait_seconds",
+    "Seconds from polsched_policy_first_decision_generation's pipeline being swapped in to "
+    "its first decision (the wait for a pod to decide, and for the cycle under way)")
 
 PREEMPTION_ATTEMPTS = Counter(
     "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now")
@@ -172,7 +176,8 @@ PREEMPTION_VICTIMS = Histogram(
 
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
-    FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, PREEMPTION_ATTEMPTS, PREEMPTION_VICTIMS)
+    FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, PREEMPTION_ATTEMPTS,
+    PREEMPTION_VICTIMS)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -197,18 +202,21 @@ def forget_profile(profile: str) -> None:
         del PENDING_PODS.values[labels]
 
 
-def first_decision(policy: str, generation: int, timestamp: float) -> None:
-    """`policy`'s generation decided its first pod at `timestamp` (time.time())."""
+def first_decision(policy: str, generation: int, timestamp: float, wait: float = 0.0
+                   ) -> None:
+    """`policy`'s generation decided its first pod at `timestamp` (time.time()), `wait`
+    seconds after its pipeline was swapped in."""
     labels = (("policy", policy),)
     FIRST_DECISION_GENERATION.set(labels, generation)
     FIRST_DECISION_TIME.set(labels, timestamp)
+    FIRST_DECISION_WAIT.set(labels, wait)
 
 
 def forget_policy(policy: str) -> None:
     """The policy no longer runs here: drop its per-policy gauges."""
     labels = (("policy", policy),)
-    FIRST_DECISION_GENERATION.values.pop(labels, None)
-    FIRST_DECISION_TIME.values.pop(labels, None)
+    for gauge in (FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT):
+        gauge.values.pop(labels, None)
 
 
 def preemption_attempt() -> None:

@@ -427,15 +427,18 @@ class SchedulingQueue:
              pre_check: Callable[[PodInfo], bool] | None = None) -> int:
         """MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may help go back
         (to backoffQ while backing off). Returns how many moved."""
+        if not self._unschedulable:
+            # Nothing to move: only keep the event for the pods in flight, if a plugin cares.
+            # The engine calls this for every cluster event on every policy's queue, so
+            # with many policies this is the common case (issue 15, many-policies).
+            if self._in_flight:
+                interested = self._interested(event)
+                if interested is None or interested:
+                    self._record(event, old, new)
+            return 0
         interested = self._interested(event)
         if interested is not None and not interested:
             return 0  # no plugin cares (isEventOfInterest): not even kept for in-flight pods
-        if not self._unschedulable:
-            # Nothing to move: only keep the event for the pods in flight. The engine calls
-            # this for every cluster event on every policy's queue, so with many policies
-            # this is the common case (issue 15, many-policies).
-            self._record(event, old, new)
-            return 0
         now = self._clock()
         moved = 0
         if interested is None:
