@@ -14,8 +14,8 @@
 - Scheduler cost: CPU seconds (utime + stime from /proc/<pid>/stat) over the measured
   phase, and peak RSS (VmHWM from /proc/<pid>/status), summed over the scheduler's process
   tree. No psutil: /proc holds both numbers.
-- Reload latency (`drive_reloads`, its own process too): from sending a spec patch to the
-  watch event whose status.observedGeneration reaches the generation the patch produced.
+- Reload latency: bench/reload.py (PATCH answered .. first pod decided by the new
+  generation).
 """
 
 from __future__ import annotations
@@ -276,87 +276,6 @@ class BindWatcher:
                 res = {"bound": {}, "rebinds": 0, "events": 0,
                        "error": "the bind watcher did not answer"}
             res["timed_out"] = True
-        self._proc.join(10)
-        if self._proc.is_alive():
-            self._proc.kill()
-        return res
-
-
-# -- hot reload (a child process) ----------------------------------------------------------
-def drive_reloads(kubeconfig: str, policy_path: str, patches: list[dict[str, Any]],
-                  interval: float, stop: Any, out: Any) -> None:
-    """Child process: apply each merge patch in turn, waiting for observedGeneration to
-    reach the patched generation before the next; put the list of per-patch records."""
-    asyncio.run(_drive_reloads(kubeconfig, policy_path, patches, interval, stop, out))
-
-
-async def _drive_reloads(kubeconfig: str, policy_path: str, patches: list[dict[str, Any]],
-                         interval: float, stop: Any, out: Any) -> None:
-    from polsched.cluster.client import ApiClient
-
-    records: list[dict[str, Any]] = []
-    async with ApiClient.from_kubeconfig(kubeconfig) as client:
-        observed = 0
-        changed = asyncio.Event()
-        collection, _, name = policy_path.rpartition("/")
-
-        async def watch() -> None:
-            nonlocal observed
-            while True:
-                async for _kind, obj in client.watch(
-                        collection, field_selector=f"metadata.name={name}",
-                        timeout_seconds=3600):
-                    observed = int((obj.get("status") or {}).get("observedGeneration") or 0)
-                    changed.set()
-
-        watcher = asyncio.ensure_future(watch())
-        try:
-            for patch in patches:
-                if stop.is_set():
-                    break
-                sent = time.monotonic()
-                answer = await client.patch(policy_path, patch, "merge")
-                generation = int(answer["metadata"]["generation"])
-                deadline = sent + 10.0
-                while observed < generation and time.monotonic() < deadline:
-                    changed.clear()
-                    try:
-                        await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
-                    except TimeoutError:
-                        break
-                seen = time.monotonic() if observed >= generation else None
-                records.append({"generation": generation, "sent": sent,
-                                "latency_s": None if seen is None else seen - sent})
-                await asyncio.sleep(interval)
-        finally:
-            watcher.cancel()
-    out.put(records)
-
-
-class ReloadDriver:
-    def __init__(self, kubeconfig: str, policy_path: str, patches: list[dict[str, Any]],
-                 interval: float) -> None:
-        ctx = mp.get_context("spawn")
-        self._stop = ctx.Event()
-        self._out: Any = ctx.Queue()
-        self._proc = ctx.Process(target=drive_reloads, daemon=True,
-                                 args=(kubeconfig, policy_path, patches, interval,
-                                       self._stop, self._out))
-
-    def start(self) -> None:
-        self._proc.start()
-
-    def result(self, timeout: float) -> list[dict[str, Any]]:
-        import queue
-
-        try:
-            res: list[dict[str, Any]] = self._out.get(timeout=timeout)
-        except queue.Empty:
-            self._stop.set()
-            try:
-                res = self._out.get(timeout=30)
-            except queue.Empty:
-                res = []
         self._proc.join(10)
         if self._proc.is_alive():
             self._proc.kill()
