@@ -88,6 +88,7 @@ _PATHS = {
     "Pod": ("/api/v1/namespaces/{ns}/pods", True),
     "ReplicaSet": ("/apis/apps/v1/namespaces/{ns}/replicasets", True),
     "StorageClass": ("/apis/storage.k8s.io/v1/storageclasses", False),
+    "CSINode": ("/apis/storage.k8s.io/v1/csinodes", False),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1/priorityclasses", False),
     "RuntimeClass": ("/apis/node.k8s.io/v1/runtimeclasses", False),
     "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
