@@ -742,6 +742,32 @@ def fam_csi_limits(b: Builder) -> None:
                 "claimName": c}} for j, c in enumerate(vols)]
 
 
+EXTENDER_RESOURCE = "conformance.polsched.io/extender"  # conformance/extender.py's
+
+
+def fam_extender(b: Builder) -> None:
+    """The suite's HTTP extender (filter, unresolvable filter, prioritize with weight 2),
+    called for the pods that request its managed resource; the others never meet it. Some
+    pods carry node affinity or tolerations too, so the extender sees a filtered list."""
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 6))
+    _label_nodes(b, nodes)
+    for n in nodes:
+        if b.maybe(0.2):
+            n["spec"]["taints"] = [_taint(b)]
+    ns = b.namespace("a")
+    for _ in range(r.randint(3, 7)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.8):
+            res = p["spec"]["containers"][0]["resources"]
+            res["requests"][EXTENDER_RESOURCE] = "1"
+            res["limits"] = {EXTENDER_RESOURCE: "1"}
+        if b.maybe(0.3):
+            p["spec"]["affinity"] = {"nodeAffinity": _node_affinity(b, nodes)}
+        if b.maybe(0.3):
+            p["spec"]["tolerations"] = [_toleration(b)]
+
+
 # Mixtures: each adds one feature to a scenario built by fam_resources.
 def _mix_taints(b: Builder) -> None:
     for n in b.sc.nodes:
@@ -824,6 +850,7 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "preemption": fam_preemption,
     "mixed": fam_mixed,
     "csi-limits": fam_csi_limits,
+    "extender": fam_extender,
 }
 FAMILY_NAMES = list(FAMILIES)
 
