@@ -173,22 +173,36 @@ class StatusWriter:
             if slot.view != view:
                 slot.view = view
                 urgent = True
-            # Counters in the object may be ahead of ours (another replica led before).
-            seen = _int(observed_status.get("bindsTotal"))
-            if seen > _int(slot.written.get("bindsTotal")) or (
-                    seen == _int(slot.written.get("bindsTotal"))
-                    and not self._enabled.is_set()):
-                # The pair goes together: the ledger counts on from it.
-                slot.written["bindsTotal"] = seen
-                if observed_status.get("lastBindTime"):
-                    slot.written["lastBindTime"] = observed_status["lastBindTime"]
-            for key in ("unschedulableAttempts", "preemptionsTotal", "preemptionVictimsTotal"):
-                seen = _int(observed_status.get(key))
-                if seen > _int(slot.written.get(key)):
-                    slot.written[key] = seen
+            self._adopt(slot, observed_status)
         slot.dirty.set()
         if urgent:
             slot.urgent.set()
+
+    def observed(self, name: str, observed_status: Mapping[str, Any]) -> None:
+        """The object's status as a watch event showed it, nothing else changed (most
+        often the echo of our own write): counters ahead of ours are adopted, as in
+        update(), and the slot is written only if that changed something."""
+        slot = self._slots.get(name)
+        if slot is not None and self._adopt(slot, observed_status):
+            slot.dirty.set()
+
+    def _adopt(self, slot: _Slot, observed_status: Mapping[str, Any]) -> bool:
+        """Counters in the object may be ahead of ours (another replica led before):
+        take them. Whether anything was taken."""
+        before = dict(slot.written)
+        seen = _int(observed_status.get("bindsTotal"))
+        if seen > _int(slot.written.get("bindsTotal")) or (
+                seen == _int(slot.written.get("bindsTotal"))
+                and not self._enabled.is_set()):
+            # The pair goes together: the ledger counts on from it.
+            slot.written["bindsTotal"] = seen
+            if observed_status.get("lastBindTime"):
+                slot.written["lastBindTime"] = observed_status["lastBindTime"]
+        for key in ("unschedulableAttempts", "preemptionsTotal", "preemptionVictimsTotal"):
+            seen = _int(observed_status.get(key))
+            if seen > _int(slot.written.get(key)):
+                slot.written[key] = seen
+        return slot.written != before
 
     def touch_scheduler(self, scheduler_name: str) -> None:
         """As touch, for the policy whose scheduler is `scheduler_name`."""
