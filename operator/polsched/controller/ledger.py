@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from polsched.cluster.cache import CacheListener, ClusterCache
@@ -90,16 +90,24 @@ class BindLedger(CacheListener):
     def open(self, scheduler_name: str, base: int, watermark: str | None) -> None:
         """Count on from the persisted pair: every bound pod of this scheduler scheduled
         after `watermark` is a bind not yet in `base`."""
-        acct = _Account(max(base, 0), watermark or "")
-        self._accounts[scheduler_name] = acct
-        recovered = 0
+        self.open_many({scheduler_name: (base, watermark)})
+
+    def open_many(self, pairs: Mapping[str, tuple[int, str | None]]) -> None:
+        """open() for several schedulers (name -> (base, watermark)) in one pass over the
+        cache's pods, not one pass each."""
+        accounts = {name: _Account(max(base, 0), watermark or "")
+                    for name, (base, watermark) in pairs.items()}
+        self._accounts.update(accounts)
+        recovered = dict.fromkeys(accounts, 0)
         for pod in list(self._cache.pods.values()):
-            if pod.scheduler_name == scheduler_name and pod.node_name:
-                recovered += self._see(scheduler_name, acct, pod)
-        if recovered:
-            log.info("scheduler %s: %d binds after lastBindTime %s recovered from the API "
-                     "server (bindsTotal was %d)", scheduler_name, recovered,
-                     watermark or "(none)", base)
+            acct = accounts.get(pod.scheduler_name)
+            if acct is not None and pod.node_name:
+                recovered[pod.scheduler_name] += self._see(pod.scheduler_name, acct, pod)
+        for name, n in recovered.items():
+            if n:
+                log.info("scheduler %s: %d binds after lastBindTime %s recovered from the "
+                         "API server (bindsTotal was %d)", name, n,
+                         pairs[name][1] or "(none)", pairs[name][0])
 
     def close(self, scheduler_name: str | None = None) -> None:
         if scheduler_name is None:

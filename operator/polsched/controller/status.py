@@ -291,6 +291,25 @@ class StatusWriter:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(slot.urgent.wait(), self.period())
 
+    def _open_accounts(self) -> None:
+        """Open the ledger's account of every policy that binds and has none yet, from
+        what its slot wrote: one pass over the cache for all (they all open on their
+        first write after the lead is taken, 50 passes with 50 policies)."""
+        assert self.ledger is not None
+        pairs: dict[str, tuple[int, str | None]] = {}
+        for slot in self._slots.values():
+            running = slot.view.running
+            if running is None or running in pairs or self.ledger.is_open(running):
+                continue
+            try:
+                stats = self._stats(running)
+            except KeyError:
+                continue
+            if stats is not None and stats.shadow is None:
+                pairs[running] = (_int(slot.written.get("bindsTotal")),
+                                  str(slot.written.get("lastBindTime") or ""))
+        self.ledger.open_many(pairs)
+
     async def _flush(self, slot: _Slot) -> None:
         view = slot.view
         stats = None
@@ -303,8 +322,7 @@ class StatusWriter:
         if stats is not None and stats.shadow is None and view.running is not None \
                 and self.ledger is not None:
             if not self.ledger.is_open(view.running):
-                self.ledger.open(view.running, _int(slot.written.get("bindsTotal")),
-                                 str(slot.written.get("lastBindTime") or ""))
+                self._open_accounts()
             binds = self.ledger.persistable(view.running)
         desired = compose(view, stats, slot.written, conditions.now_rfc3339(), binds)
         patch = changed_fields(desired, slot.written)
