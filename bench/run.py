@@ -359,6 +359,10 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     if bound:
         last_bind = max(v[0] for v in bound.values())
         res["duration_s"] = round(last_bind - first, 3)
+        # From the process's start (backlog) or the first pod answered (stream) to the
+        # first bind seen: the same clock for every scheduler, unlike startup_s, which ends
+        # at a scheduler's own ready signal (kube-scheduler and the no-op binder have none).
+        res["first_bind_s"] = round(min(v[0] for v in bound.values()) - first, 3)
         res["throughput_pods_per_s"] = round(len(bound) / max(last_bind - first, 1e-9), 1)
         if backlog:  # the same, from the scheduler's "ready" (cache synced)
             res["throughput_from_ready_pods_per_s"] = round(
