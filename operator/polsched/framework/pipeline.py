@@ -812,17 +812,26 @@ class Pipeline:
         exts = [e for e in self.extenders if e.is_prioritizer() and e.is_interested(pod)]
         if not exts:
             return
-        results = await asyncio.gather(*(e.prioritize(pod, nodes) for e in exts),
-                                       return_exceptions=True)
+        results: list[dict[str, int] | BaseException]
+        if len(exts) == 1:  # the usual case: no task and gather for one call
+            try:
+                results = [await exts[0].prioritize(pod, nodes)]
+            except Exception as err:  # noqa: BLE001 - ignored, as gather's below
+                results = [err]
+        else:
+            results = await asyncio.gather(*(e.prioritize(pod, nodes) for e in exts),
+                                           return_exceptions=True)
         index = {n.name: i for i, n in enumerate(nodes)}
         for ext, scores in zip(exts, results, strict=True):
             if isinstance(scores, BaseException):
                 continue
             weighted = [0] * len(nodes)
+            factor = ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+            get = index.get
             for host, score in scores.items():
-                i = index.get(host)
+                i = get(host)
                 if i is not None:
-                    v = score * ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+                    v = score * factor
                     weighted[i] = v
                     totals[i] += v
             per_plugin[ext.name] = weighted
