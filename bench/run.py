@@ -261,6 +261,12 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         harness_cpu = time.process_time() - cpu0
     t_start = time.monotonic()
     runner.start(w, extender_url)
+    assert runner.proc is not None
+    # The scheduler's CPU over the window its throughput counts: in backlog mode from the
+    # process's start (base 0: its start-up, list and every bind, which may all happen
+    # before wait_started sees every policy Ready), otherwise from ready (meter.start below).
+    meter = measure.ProcessMeter(runner.proc.pid)
+    meter.sample()
     try:
         await asyncio.to_thread(runner.wait_started, startup_timeout)
         t_ready = time.monotonic()
@@ -275,9 +281,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         if not backlog:
             await api.delete(f"{PODS}/bench-warmup", {"gracePeriodSeconds": 0})
             await wait_empty(api, PODS)
-        assert runner.proc is not None
-        meter = measure.ProcessMeter(runner.proc.pid)
-        meter.start()
+        if not backlog:
+            meter.start()
         cp = {k: measure.ProcessMeter(pid) for k, pid in ctx.control_plane_pids().items()}
         if extender:
             cp["extender"] = measure.ProcessMeter(extender[1])
