@@ -147,14 +147,30 @@ class PolicyReconciler:
 
     async def _refresh_status(self) -> None:
         """Read each policy's status as the previous leader last wrote it: the counters to
-        go on from must be the persisted ones, not whatever our watch saw last."""
-        for rec in self.book.records():
+        go on from must be the persisted ones, not whatever our watch saw last. The
+        operator reads them in one list (not a GET per policy, in a row, before the first
+        bind); a Dedicated scheduler, which may only read its own policy, with a GET."""
+        records = self.book.records()
+        current: dict[str, Any] = {}
+        if self.only is None and len(records) > 1:
             try:
-                obj = await self.client.get(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{rec.name}")
+                listing = await self.client.list(f"/apis/{GROUP}/{VERSION}/{PLURAL}")
             except ApiError as e:
-                log.warning("SchedulingPolicy %s: reading its status failed: %s", rec.name, e)
-                continue
-            if (obj.get("metadata") or {}).get("uid") == rec.uid:
+                log.warning("SchedulingPolicy: listing their status failed: %s", e)
+                return
+            current = {str((o.get("metadata") or {}).get("name")): o
+                       for o in listing.get("items") or ()}
+        else:
+            for rec in records:
+                try:
+                    current[rec.name] = await self.client.get(
+                        f"/apis/{GROUP}/{VERSION}/{PLURAL}/{rec.name}")
+                except ApiError as e:
+                    log.warning("SchedulingPolicy %s: reading its status failed: %s",
+                                rec.name, e)
+        for rec in records:
+            obj = current.get(rec.name)
+            if obj is not None and (obj.get("metadata") or {}).get("uid") == rec.uid:
                 rec.status = obj.get("status") or {}
 
     async def resync(self) -> None:
