@@ -102,7 +102,10 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         "(run.py --backlog): every pod existed before the scheduler started; throughput and "
         "latency count from the scheduler process's start (its startup included), and "
         "`pods/s from ready` from its ready signal (kube-scheduler and the no-op binder "
-        "signal at once, so there it equals throughput). bench/measure.py has the details.",
+        "signal at once, so there it equals throughput). `start to ready` ends at that "
+        "signal (backlog) or at the warm-up pod's bind (stream); `start to first bind` "
+        "ends at the first measured pod's bind, on the same clock for every scheduler. "
+        "bench/measure.py has the details.",
         "",
     ]
     for wname, entry in doc["workloads"].items():
@@ -149,7 +152,9 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
                 "hostname_skew")),
             ("Scheduled events (warm-up pod's included)", lambda r: r.get("scheduled_events")),
             ("pod creation rate (pods/s)", lambda r: r.get("create_rate_pods_per_s")),
-            ("startup to first bind (s)", lambda r: r.get("startup_s")),
+            ("start to ready (s)", lambda r: r.get("startup_s")),
+            ("start to first bind (s)", lambda r: r.get("first_bind_s")
+             if r.get("mode") == "backlog" else None),
             ("mode", lambda r: r.get("mode", "stream")),
             ("backlog: pods/s from ready", lambda r: r.get("throughput_from_ready_pods_per_s")),
             ("apiserver CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("kube-apiserver")),

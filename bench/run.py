@@ -261,6 +261,12 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         harness_cpu = time.process_time() - cpu0
     t_start = time.monotonic()
     runner.start(w, extender_url)
+    assert runner.proc is not None
+    # The scheduler's CPU over the window its throughput counts: in backlog mode from the
+    # process's start (base 0: its start-up, list and every bind, which may all happen
+    # before wait_started sees every policy Ready), otherwise from ready (meter.start below).
+    meter = measure.ProcessMeter(runner.proc.pid)
+    meter.sample()
     try:
         await asyncio.to_thread(runner.wait_started, startup_timeout)
         t_ready = time.monotonic()
@@ -275,9 +281,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         if not backlog:
             await api.delete(f"{PODS}/bench-warmup", {"gracePeriodSeconds": 0})
             await wait_empty(api, PODS)
-        assert runner.proc is not None
-        meter = measure.ProcessMeter(runner.proc.pid)
-        meter.start()
+        if not backlog:
+            meter.start()
         cp = {k: measure.ProcessMeter(pid) for k, pid in ctx.control_plane_pids().items()}
         if extender:
             cp["extender"] = measure.ProcessMeter(extender[1])
@@ -354,6 +359,10 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     if bound:
         last_bind = max(v[0] for v in bound.values())
         res["duration_s"] = round(last_bind - first, 3)
+        # From the process's start (backlog) or the first pod answered (stream) to the
+        # first bind seen: the same clock for every scheduler, unlike startup_s, which ends
+        # at a scheduler's own ready signal (kube-scheduler and the no-op binder have none).
+        res["first_bind_s"] = round(min(v[0] for v in bound.values()) - first, 3)
         res["throughput_pods_per_s"] = round(len(bound) / max(last_bind - first, 1e-9), 1)
         if backlog:  # the same, from the scheduler's "ready" (cache synced)
             res["throughput_from_ready_pods_per_s"] = round(

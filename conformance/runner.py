@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from conformance import extender as ext
 from conformance import scenarios as scn
 from polsched.cluster.client import ApiClient, ApiError
 
@@ -88,6 +89,7 @@ _PATHS = {
     "Pod": ("/api/v1/namespaces/{ns}/pods", True),
     "ReplicaSet": ("/apis/apps/v1/namespaces/{ns}/replicasets", True),
     "StorageClass": ("/apis/storage.k8s.io/v1/storageclasses", False),
+    "CSINode": ("/apis/storage.k8s.io/v1/csinodes", False),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1/priorityclasses", False),
     "RuntimeClass": ("/apis/node.k8s.io/v1/runtimeclasses", False),
     "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
@@ -136,9 +138,11 @@ class ScenarioResult:
 class Side:
     """One control plane and its scheduler; `play` runs a scenario on it."""
 
-    def __init__(self, key: str, workdir: Path) -> None:
+    def __init__(self, key: str, workdir: Path, extender_url: str = "") -> None:
         assert key in ("kube", "polsched")
         self.key = key
+        # The suite's extender (conformance/extender.py), for pods of its resource only.
+        self.extender_url = extender_url
         self.dir = workdir / key
         self.dir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = str(self.dir / "kubeconfig")
@@ -192,6 +196,8 @@ class Side:
                "clientConnection": {"kubeconfig": self.kubeconfig, "qps": 500, "burst": 500},
                "leaderElection": {"leaderElect": False},
                "profiles": [{"schedulerName": SCHEDULER_NAME}]}
+        if self.extender_url:
+            cfg["extenders"] = [ext.config(self.extender_url)]
         path = self.dir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(cfg))
         self.proc = subprocess.Popen(
@@ -208,9 +214,11 @@ class Side:
         subprocess.run(["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
                         "crd/schedulingpolicies.polsched.io"], env=env, check=True,
                        capture_output=True)
+        spec: Json = {"schedulerName": SCHEDULER_NAME}
+        if self.extender_url:
+            spec["extenders"] = [ext.config(self.extender_url)]
         policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-                  "metadata": {"name": POLICY_NAME},
-                  "spec": {"schedulerName": SCHEDULER_NAME}}
+                  "metadata": {"name": POLICY_NAME}, "spec": spec}
         await self.create(policy, "/apis/polsched.io/v1alpha1/schedulingpolicies")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "polsched.cli", "run", "--kubeconfig", self.kubeconfig,
@@ -648,8 +656,10 @@ async def run_sides(scenarios: list[scn.Scenario], workdir: Path, *,
     bin_dir = build_bin_dir()
     if shutil.which("kubectl") is None:
         raise RuntimeError("kubectl is not on PATH")
-    sides = [Side("kube", workdir), Side("polsched", workdir)]
+    extender = ext.Extender()
+    sides = [Side("kube", workdir, extender.url), Side("polsched", workdir, extender.url)]
     out: dict[str, list[ScenarioResult]] = {}
+    extender.__enter__()
     try:
         await asyncio.gather(*(s.start(bin_dir) for s in sides))
         progress("both schedulers up")
@@ -676,6 +686,7 @@ async def run_sides(scenarios: list[scn.Scenario], workdir: Path, *,
         if not keep:
             for s in sides:
                 s.stop_control_plane()
+        extender.__exit__(None, None, None)
     return out
 
 

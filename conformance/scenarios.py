@@ -692,6 +692,82 @@ def fam_preemption(b: Builder) -> None:
                      "topologyKey": HOSTNAME}]}}
 
 
+CSI_DRIVERS = ("csi-a.conformance.example.com", "csi-b.conformance.example.com")
+
+
+def fam_csi_limits(b: Builder) -> None:
+    """NodeVolumeLimits: nodes whose CSINode caps a driver at 1-3 volumes; claims bound to
+    CSI PVs of two drivers, some shared between pods (one volume, counted once on a node),
+    some missing. Pods land one after the other, so the later ones meet the volumes of the
+    earlier ones on their nodes."""
+    r = b.rng
+    nodes = b.nodes(r.randint(1, 3))
+    for n in nodes:
+        if not b.maybe(0.85):
+            continue  # no CSINode: no limit on this node
+        drivers = [{"name": d, "nodeID": n["metadata"]["name"],
+                    **({"allocatable": {"count": r.randint(1, 3)}} if b.maybe(0.85) else {})}
+                   for d in CSI_DRIVERS if d == CSI_DRIVERS[0] or b.maybe(0.5)]
+        b.obj({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+               "metadata": {"name": n["metadata"]["name"]}, "spec": {"drivers": drivers}})
+    ns = b.namespace("a")
+    claims: list[str] = []
+    for i in range(r.randint(3, 6)):
+        driver = CSI_DRIVERS[0] if b.maybe(0.7) else CSI_DRIVERS[1]
+        sc = f"{b.p}-{driver.split('.')[0]}"
+        if not any(o["kind"] == "StorageClass" and o["metadata"]["name"] == sc
+                   for o in b.sc.objects):
+            b.obj({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                   "metadata": {"name": sc}, "provisioner": driver,
+                   "volumeBindingMode": "WaitForFirstConsumer"})
+        # The PV, then a claim naming it: kcm's PV controller binds the pair.
+        b.obj({"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": f"{b.p}-pv{i}"},
+               "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": sc, "persistentVolumeReclaimPolicy": "Retain",
+                        "csi": {"driver": driver, "volumeHandle": f"{b.p}-handle{i}"}}})
+        b.obj({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": f"c{i}", "namespace": ns},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                        "volumeName": f"{b.p}-pv{i}",
+                        "resources": {"requests": {"storage": "1Gi"}}}})
+        claims.append(f"c{i}")
+    if b.maybe(0.3):
+        claims.append("c-missing")
+    for _ in range(r.randint(3, 7)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.85):
+            vols = r.sample(claims, k=r.randint(1, min(3, len(claims))))
+            p["spec"]["volumes"] = [{"name": f"v{j}", "persistentVolumeClaim": {
+                "claimName": c}} for j, c in enumerate(vols)]
+
+
+EXTENDER_RESOURCE = "conformance.polsched.io/extender"  # conformance/extender.py's
+
+
+def fam_extender(b: Builder) -> None:
+    """The suite's HTTP extender (filter, unresolvable filter, prioritize with weight 2),
+    called for the pods that request its managed resource; the others never meet it. Some
+    pods carry node affinity or tolerations too, so the extender sees a filtered list."""
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 6))
+    _label_nodes(b, nodes)
+    for n in nodes:
+        if b.maybe(0.2):
+            n["spec"]["taints"] = [_taint(b)]
+    ns = b.namespace("a")
+    for _ in range(r.randint(3, 7)):
+        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        if b.maybe(0.8):
+            res = p["spec"]["containers"][0]["resources"]
+            res["requests"][EXTENDER_RESOURCE] = "1"
+            res["limits"] = {EXTENDER_RESOURCE: "1"}
+        if b.maybe(0.3):
+            p["spec"]["affinity"] = {"nodeAffinity": _node_affinity(b, nodes)}
+        if b.maybe(0.3):
+            p["spec"]["tolerations"] = [_toleration(b)]
+
+
 # Mixtures: each adds one feature to a scenario built by fam_resources.
 def _mix_taints(b: Builder) -> None:
     for n in b.sc.nodes:
@@ -773,6 +849,8 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "dra": fam_dra,
     "preemption": fam_preemption,
     "mixed": fam_mixed,
+    "csi-limits": fam_csi_limits,
+    "extender": fam_extender,
 }
 FAMILY_NAMES = list(FAMILIES)
 

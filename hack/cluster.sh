@@ -25,22 +25,13 @@ cmd=${1:-up}
 dir=${2:-$root/.dev}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# shellcheck source=procs.sh
+source "$here/procs.sh"
 
 log() { printf '[hack/cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
-
-stop_one() {
-  local name=$1 pid
-  [[ -f "$dir/$name.pid" ]] || return 0
-  pid=$(cat "$dir/$name.pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/$name.pid"
-}
+alive() { pid_alive "$dir" "$1"; }
+stop_one() { pid_stop "$dir" "$1" 5; }
 
 down() {
   if [[ -d "$dir/node" ]]; then "$here/node.sh" down "$dir" || true; fi

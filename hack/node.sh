@@ -25,6 +25,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=procs.sh
+source "$here/procs.sh"
 cmd=${1:-}
 NODE_NAME=real-node
 BRIDGE=polsched0
@@ -109,19 +111,8 @@ node_images() {
   load "$node/busybox.tar" local/busybox:1
 }
 
-alive() { [[ -f "$node/$1.pid" ]] && kill -0 "$(cat "$node/$1.pid")" 2>/dev/null; }
-
-stop_one() {
-  local name=$1 pid
-  [[ -f "$node/$name.pid" ]] || return 0
-  pid=$(cat "$node/$name.pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$node/$name.pid"
-}
+alive() { pid_alive "$node" "$1"; }
+stop_one() { pid_stop "$node" "$1" 10; }
 
 write_configs() {
   local kubelet_port=$1

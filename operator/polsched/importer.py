@@ -10,8 +10,11 @@ Two inputs:
   v1.23): predicates and priorities map to the plugins that replaced them (upstream
   pkg/scheduler/framework/plugins/legacy_registry.go, v1.22), extenders as they are.
 
-What polsched has no equivalent for (volume plugins, queue sort, preemption, binding
-plugins, predicates without a plugin) is listed on stderr; the output validates with
+DefaultPreemption and SchedulingGates, which polsched runs outside its filters and
+scorers, follow their extension points (postFilter, preEnqueue, multiPoint): disabled there,
+they go to spec.disabledPlugins; DefaultPreemption's args become spec.preemption.
+What polsched has no equivalent for (volume plugins, queue sort, binding plugins,
+predicates without a plugin) is listed on stderr; the output validates with
 `polsched validate`. Pure data conversion but for reading the file.
 """
 
@@ -34,18 +37,16 @@ Json = dict[str, Any]
 KSC_API_VERSION = "kubescheduler.config.k8s.io/v1"
 EXTENSION_POINTS = ("queueSort", "preEnqueue", "preFilter", "filter", "postFilter",
                     "preScore", "score", "reserve", "permit", "preBind", "bind", "postBind")
-# Upstream defaults that polsched does not implement: disabling them is a no-op, and a
-# profile that keeps them loses nothing polsched could have done.
-UPSTREAM_ONLY_DEFAULTS = frozenset({
-    "PrioritySort", "SchedulingGates", "DefaultPreemption", "DefaultBinder",
-    "DynamicResources", "GangScheduling", "NodeDeclaredFeatures",
-})
 _WHY = {
     "PrioritySort": "polsched's queue always orders by priority, then arrival (PrioritySort)",
-    "DefaultPreemption": "polsched always preempts as DefaultPreemption does, with its "
-                         "default args; it cannot be disabled or configured yet",
     "DefaultBinder": "polsched binds with a v1 Binding (DefaultBinder's behaviour)",
 }
+# Default plugins polsched runs outside the filters and scorers, and the extension points
+# (besides multiPoint) where a KubeSchedulerConfiguration enables or disables them.
+DEFAULT_PREEMPTION = "DefaultPreemption"
+SCHEDULING_GATES = "SchedulingGates"
+_OWN_POINT = {DEFAULT_PREEMPTION: "postFilter", SCHEDULING_GATES: "preEnqueue"}
+PREEMPTION_ARGS = {"minCandidateNodesPercentage", "minCandidateNodesAbsolute"}
 
 # legacy_registry.go (v1.22): predicate -> plugins.
 LEGACY_PREDICATES: dict[str, tuple[str, ...]] = {
@@ -97,6 +98,10 @@ class Profile:
     filters: dict[str, Json | None] = field(default_factory=dict)
     scorers: dict[str, int] = field(default_factory=dict)
     args: dict[str, Json] = field(default_factory=dict)
+    # DefaultPreemption and SchedulingGates: on, as in the default profile.
+    others: dict[str, bool] = field(default_factory=lambda: {
+        DEFAULT_PREEMPTION: True, SCHEDULING_GATES: True})
+    preemption_args: Json = field(default_factory=dict)
 
     @classmethod
     def defaults(cls) -> Profile:
@@ -130,7 +135,10 @@ class Importer:
                                    f"{where}.plugins.{point}")
             for j, pc in enumerate(p.get("pluginConfig") or ()):
                 name = str(pc.get("name") or "")
-                if name in REGISTRY:
+                if name == DEFAULT_PREEMPTION:
+                    self.preemption_args(prof, pc.get("args") or {},
+                                         f"{where}.pluginConfig[{j}].args")
+                elif name in REGISTRY:
                     prof.args[name] = dict(pc.get("args") or {})
                     # apiVersion/kind of typed args are kube-scheduler's, not ours.
                     prof.args[name].pop("apiVersion", None)
@@ -155,6 +163,9 @@ class Importer:
         scores = point in ("multiPoint", "score")
         for d in pset.get("disabled") or ():
             name = str(d.get("name") or "")
+            for other, own in _OWN_POINT.items():
+                if name in ("*", other) and point in ("multiPoint", own):
+                    prof.others[other] = False
             if name == "*":
                 if filters:
                     prof.filters.clear()
@@ -167,6 +178,13 @@ class Importer:
                 prof.scorers.pop(name, None)
         for j, e in enumerate(pset.get("enabled") or ()):
             name = str(e.get("name") or "")
+            if name in _OWN_POINT:
+                if point in ("multiPoint", _OWN_POINT[name]):
+                    prof.others[name] = True
+                else:
+                    self.note(f"{where}.enabled[{j}]", f"{name} at {point}: polsched runs "
+                              f"it at {_OWN_POINT[name]} only")
+                continue
             spec = REGISTRY.get(name)
             if spec is None:
                 why = _WHY.get(name, f"polsched has no plugin {name}")
@@ -184,6 +202,15 @@ class Importer:
             if (point == "filter" and spec.filter is None) or \
                     (point == "score" and spec.score is None):
                 self.note(f"{where}.enabled[{j}]", f"{name} has no {point} in polsched")
+
+    def preemption_args(self, prof: Profile, args: Mapping[str, Any], where: str) -> None:
+        """DefaultPreemptionArgs -> spec.preemption (polsched validates the values)."""
+        for key, value in args.items():
+            if key in PREEMPTION_ARGS:
+                prof.preemption_args[key] = value
+            elif key not in ("apiVersion", "kind"):
+                self.note(f"{where}.{key}", "not imported: DefaultPreemptionArgs has no "
+                          "such field in polsched's spec.preemption")
 
     # -- legacy Policy -----------------------------------------------------------------
     def from_legacy(self, pol: Mapping[str, Any], name: str) -> list[Json]:
@@ -310,7 +337,17 @@ class Importer:
         expressible = all(
             (n not in DEFAULT_FILTERS or n in missing_f)
             and (n not in default_scorers or n in missing_s) for n in disabled)
-        use_defaults = expressible and len(disabled) < len(all_defaults)
+        gates = prof.others[SCHEDULING_GATES]
+        # defaultPlugins: false drops SchedulingGates too: keep the defaults (every filter
+        # and scorer disabled) when the profile keeps the gates.
+        use_defaults = expressible and (len(disabled) < len(all_defaults) or gates)
+        if not use_defaults and gates:
+            self.note(f"profile {scheduler_name}", "SchedulingGates not imported: the profile's "
+                      "plugins need defaultPlugins: false, which switches it off too")
+        if use_defaults and not gates:
+            disabled.append(SCHEDULING_GATES)
+        if not prof.others[DEFAULT_PREEMPTION]:
+            disabled.append(DEFAULT_PREEMPTION)
         filters: list[Json] = []
         scorers: list[Json] = []
         for n, fargs in prof.filters.items():
@@ -323,11 +360,13 @@ class Importer:
             if use_defaults and default_scorers.get(n) == w and not args:
                 continue
             scorers.append({"name": n, "weight": w, **({"args": args} if args else {})})
-        if use_defaults:
-            if disabled:
-                spec["disabledPlugins"] = disabled
-        else:
+        if not use_defaults:
             spec["defaultPlugins"] = False
+            disabled = [n for n in disabled if n == DEFAULT_PREEMPTION]
+        if disabled:
+            spec["disabledPlugins"] = disabled
+        if prof.preemption_args and prof.others[DEFAULT_PREEMPTION]:
+            spec["preemption"] = dict(prof.preemption_args)
         if filters:
             spec["filters"] = filters
         if scorers:

@@ -23,11 +23,11 @@ from conformance import scenarios as scn
 pytestmark = pytest.mark.e2e
 
 SEED = 7
-FAST_COUNT = 54  # three scenarios of each family
+FAST_COUNT = 60  # three scenarios of each family
 FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "pod-resources", "taints",
                  "node-affinity", "node-selector", "pod-affinity", "spread", "host-ports",
                  "gates", "no-nodes", "unschedulable", "preemption", "default-spread",
-                 "dra", "volumes", "mixed"]
+                 "dra", "volumes", "mixed", "csi-limits", "extender"]
 
 
 def test_polsched_decides_as_kube_scheduler_on_the_fast_subset(tmp_path: Path) -> None:

@@ -98,3 +98,43 @@ def test_readme_tour_example_imports_into_a_valid_policy() -> None:
     assert scorers(policy)["NodeResourcesFit"] == 5
     assert "NodeResourcesBalancedAllocation" not in scorers(policy)
     assert loaded.extenders[0].url_prefix == "http://127.0.0.1:8888/"
+
+
+def test_default_preemption_and_scheduling_gates_follow_their_extension_points() -> None:
+    cfg = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            # "*" at multiPoint switches off every default, preemption and gates included.
+            {"schedulerName": "minimal",
+             "plugins": {"multiPoint": {"disabled": [{"name": "*"}],
+                                        "enabled": [{"name": "TaintToleration"}]}}},
+            {"schedulerName": "no-preemption",
+             "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}},
+            # Only filters and scorers off: preemption (with its args) and gates stay.
+            {"schedulerName": "tuned",
+             "plugins": {"filter": {"disabled": [{"name": "*"}]},
+                         "score": {"disabled": [{"name": "*"}]}},
+             "pluginConfig": [{"name": "DefaultPreemption", "args": {
+                 "kind": "DefaultPreemptionArgs", "minCandidateNodesPercentage": 20,
+                 "minCandidateNodesAbsolute": 5, "extra": 1}}]},
+            {"schedulerName": "preempt-only",
+             "plugins": {"multiPoint": {"disabled": [{"name": "*"}]},
+                         "postFilter": {"enabled": [{"name": "DefaultPreemption"}]}}},
+        ],
+    }
+    policies, notes = convert(cfg, "cfg.yaml", "x")
+    loaded = {p["metadata"]["name"]: load_policy(p) for p in policies}
+    gates = {n: [e.name for e in p.pre_enqueue] for n, p in loaded.items()}
+    assert loaded["minimal"].preemption is None and gates["minimal"] == []
+    assert filters(policies[0]) == ["TaintToleration"]
+    assert loaded["no-preemption"].preemption is None
+    assert gates["no-preemption"] == ["SchedulingGates"]
+    assert len(loaded["no-preemption"].filters) > 1  # the other defaults stay
+    tuned = loaded["tuned"]
+    assert (tuned.filters, tuned.scorers) == ((), ())
+    assert gates["tuned"] == ["SchedulingGates"]
+    assert tuned.preemption is not None
+    assert (tuned.preemption.min_candidate_nodes_percentage,
+            tuned.preemption.min_candidate_nodes_absolute) == (20, 5)
+    assert any("pluginConfig[0].args.extra: not imported" in n for n in notes)
+    assert loaded["preempt-only"].preemption is not None and gates["preempt-only"] == []

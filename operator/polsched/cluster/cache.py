@@ -141,6 +141,16 @@ class ClusterCache:
         """Pods of this scheduler assumed now: bind in flight or not yet confirmed."""
         return [k for k, p in self._assumed.items() if p.scheduler_name == scheduler_name]
 
+    def assumed_keys_by_scheduler(self) -> dict[str, list[str]]:
+        """assumed_keys of every scheduler, in one pass over the assumed pods."""
+        out: dict[str, list[str]] = {}
+        for k, p in self._assumed.items():
+            keys = out.get(p.scheduler_name)
+            if keys is None:
+                out[p.scheduler_name] = keys = []
+            keys.append(k)
+        return out
+
     def node_info(self, name: str) -> NodeInfo | None:
         """Any NodeInfo, including a placeholder for a node without a node object."""
         return self._infos.get(name)

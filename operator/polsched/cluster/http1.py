@@ -46,6 +46,8 @@ class _Answer(asyncio.Protocol):
         self.close_after = False
         self.idle_since = 0.0
         self.deadline = 0.0  # loop time by which the answer must have come
+        # (status, body start) of an answer whose body ends when the server closes.
+        self.until_close: tuple[int, int] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Any event loop's transport (uvloop's are not asyncio.Transport subclasses).
@@ -54,6 +56,11 @@ class _Answer(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         w = self.waiter
+        if w is not None and not w.done() and self.until_close is not None and exc is None:
+            status, start = self.until_close
+            w.set_result((status, bytes(self.buf[start:])))
+            del self.buf[:]
+            return
         if w is not None and not w.done():
             w.set_exception(aiohttp.ServerDisconnectedError(
                 f"Server disconnected: {exc}" if exc else None))
@@ -104,7 +111,15 @@ class _Answer(asyncio.Protocol):
             value = head[at + 13:head.index(b"\r\n", at + 2)].strip()
             close = value == b"close" or (close and value != b"keep-alive")
         start = end + 4
+        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+            del buf[:start]
+            return self._parse()
         if chunked:
+            # A chunked message ends with an empty line (after the last chunk and any
+            # trailers): until the buffer does, it is not complete and not walked again
+            # (a large answer comes in many reads).
+            if not buf.endswith(b"\r\n\r\n"):
+                return None
             body = _dechunk(buf, start)
             if body is None:
                 return None
@@ -112,10 +127,13 @@ class _Answer(asyncio.Protocol):
             if len(buf) - start < length:
                 return None
             body = bytes(buf[start:start + length])
+        elif status in (204, 304):
+            body = b""
         else:
-            # No length: the body ends when the server closes (never seen from the API
-            # server on a POST); this connection cannot carry another request.
-            raise ValueError("answer without Content-Length or chunked encoding")
+            # No length: the body ends when the server closes (an HTTP/1.0 server, never
+            # the API server); connection_lost completes the answer.
+            self.until_close = (status, start)
+            return None
         self.close_after = close
         return status, body
 
@@ -192,18 +210,25 @@ class Http1Writer:
                 conn.transport.close()
         return None
 
-    async def send(self, head: bytes, body: bytes, timeout: float = 60.0) -> tuple[int, bytes]:
+    async def send(self, head: bytes, body: bytes,
+                   timeout: float | None = 60.0) -> tuple[int, bytes]:
         """Raises TimeoutError when no whole answer came within `timeout` (to about a
-        second: one sweeper checks every request in flight, instead of a timer each)."""
+        second: one sweeper checks every request in flight, instead of a timer each).
+        None: no timeout here, the caller bounds the call itself (cancelling it closes
+        the connection)."""
         conn = self._take() or await self._connect()
         assert conn.transport is not None
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[tuple[int, bytes]] = loop.create_future()
         conn.waiter = waiter
-        conn.deadline = loop.time() + timeout
+        if timeout is None:
+            conn.deadline = float("inf")
+        else:
+            conn.deadline = loop.time() + timeout
+            if self._sweeper is None:
+                self._sweeper = loop.create_task(self._sweep(),
+                                                 name="polsched-http1-timeouts")
         self._busy.add(conn)
-        if self._sweeper is None:
-            self._sweeper = loop.create_task(self._sweep(), name="polsched-http1-timeouts")
         conn.transport.write(b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body))
         try:
             answer = await waiter

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from polsched.cluster.cache import CacheListener, ClusterCache
@@ -77,6 +77,10 @@ class BindLedger(CacheListener):
         self._binder = binder
         self._on_change = on_change
         self._accounts: dict[str, _Account] = {}
+        # second -> the accounts that saw it first and wait for its snapshot: one timer
+        # and one pass over the assumed pods per second for every policy together (50
+        # policies each timing and scanning their own cost 4% of the operator's samples).
+        self._due: dict[str, list[tuple[str, _Account]]] = {}
         cache.add_listener(self)
 
     # -- accounts ---------------------------------------------------------------------------
@@ -86,16 +90,24 @@ class BindLedger(CacheListener):
     def open(self, scheduler_name: str, base: int, watermark: str | None) -> None:
         """Count on from the persisted pair: every bound pod of this scheduler scheduled
         after `watermark` is a bind not yet in `base`."""
-        acct = _Account(max(base, 0), watermark or "")
-        self._accounts[scheduler_name] = acct
-        recovered = 0
+        self.open_many({scheduler_name: (base, watermark)})
+
+    def open_many(self, pairs: Mapping[str, tuple[int, str | None]]) -> None:
+        """open() for several schedulers (name -> (base, watermark)) in one pass over the
+        cache's pods, not one pass each."""
+        accounts = {name: _Account(max(base, 0), watermark or "")
+                    for name, (base, watermark) in pairs.items()}
+        self._accounts.update(accounts)
+        recovered = dict.fromkeys(accounts, 0)
         for pod in list(self._cache.pods.values()):
-            if pod.scheduler_name == scheduler_name and pod.node_name:
-                recovered += self._see(scheduler_name, acct, pod)
-        if recovered:
-            log.info("scheduler %s: %d binds after lastBindTime %s recovered from the API "
-                     "server (bindsTotal was %d)", scheduler_name, recovered,
-                     watermark or "(none)", base)
+            acct = accounts.get(pod.scheduler_name)
+            if acct is not None and pod.node_name:
+                recovered[pod.scheduler_name] += self._see(pod.scheduler_name, acct, pod)
+        for name, n in recovered.items():
+            if n:
+                log.info("scheduler %s: %d binds after lastBindTime %s recovered from the "
+                         "API server (bindsTotal was %d)", name, n,
+                         pairs[name][1] or "(none)", pairs[name][0])
 
     def close(self, scheduler_name: str | None = None) -> None:
         if scheduler_name is None:
@@ -132,35 +144,65 @@ class BindLedger(CacheListener):
         if t not in acct.first_seen:
             acct.first_seen[t] = time.monotonic()
             acct.blockers[t] = None
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return 1
-            loop.call_later(SETTLE_SECONDS, self._snapshot, name, acct, t)
+            waiting = self._due.get(t)
+            if waiting is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    return 1
+                self._due[t] = waiting = []
+                loop.call_later(SETTLE_SECONDS, self._snapshot, t)
+            waiting.append((name, acct))
         return 1
 
-    def _snapshot(self, name: str, acct: _Account, second: str) -> None:
-        if second not in acct.blockers or self._accounts.get(name) is not acct:
-            return
-        acct.blockers[second] = set(self._cache.assumed_keys(name)) | self._uncertain()
-        self._poll(name, acct, second)
+    def _current(self, name: str, acct: _Account, second: str) -> bool:
+        return second in acct.blockers and self._accounts.get(name) is acct
 
-    def _poll(self, name: str, acct: _Account, second: str) -> None:
+    def _snapshot(self, second: str) -> None:
+        """SETTLE_SECONDS after `second` was first seen: each account that saw it then
+        records its scheduler's assumed pods (and the uncertain binds) as its blockers.
+        An account that saw it later waits for its own SETTLE_SECONDS."""
+        waiting = self._due.pop(second, [])
+        now = time.monotonic()
+        ready: list[tuple[str, _Account]] = []
+        later: list[tuple[str, _Account]] = []
+        for name, acct in waiting:
+            if self._current(name, acct, second):
+                due = acct.first_seen.get(second, now) + SETTLE_SECONDS
+                (ready if due <= now + 0.001 else later).append((name, acct))
+        if later:
+            self._due[second] = later
+            first = min(acct.first_seen.get(second, now) for _, acct in later)
+            asyncio.get_running_loop().call_later(
+                max(0.0, first + SETTLE_SECONDS - now), self._snapshot, second)
+        if not ready:
+            return
+        assumed = self._cache.assumed_keys_by_scheduler()
+        uncertain = self._uncertain()
+        for name, acct in ready:
+            acct.blockers[second] = set(assumed.get(name, ())) | uncertain
+        self._poll(second, ready)
+
+    def _poll(self, second: str, accounts: list[tuple[str, _Account]]) -> None:
         """Have the status written again until `second` is folded into the pair (a
         blocker can leave the assumed state by a failed bind, which no event reports)."""
-        if second not in acct.blockers or self._accounts.get(name) is not acct:
+        accounts = [(n, a) for n, a in accounts if self._current(n, a, second)]
+        if not accounts:
             return
-        self._changed(name)
-        asyncio.get_running_loop().call_later(SETTLE_SECONDS / 2, self._poll, name, acct,
-                                              second)
+        for name, _ in accounts:
+            self._changed(name)
+        asyncio.get_running_loop().call_later(SETTLE_SECONDS / 2, self._poll, second,
+                                              accounts)
 
     def _settle(self, acct: _Account) -> None:
         """Advance the persisted pair over every settled second, in order."""
+        uncertain: set[str] | None = None
         for second in sorted(acct.blockers):
             blockers = acct.blockers[second]
             if blockers is None:
                 return
-            uncertain = self._uncertain()
+            if uncertain is None:
+                uncertain = self._uncertain()
             if any(self._cache.is_assumed(key) or key in uncertain for key in blockers):
                 return
             folded = [uid for uid, t in acct.seen.items() if t <= second]

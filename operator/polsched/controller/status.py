@@ -173,22 +173,36 @@ class StatusWriter:
             if slot.view != view:
                 slot.view = view
                 urgent = True
-            # Counters in the object may be ahead of ours (another replica led before).
-            seen = _int(observed_status.get("bindsTotal"))
-            if seen > _int(slot.written.get("bindsTotal")) or (
-                    seen == _int(slot.written.get("bindsTotal"))
-                    and not self._enabled.is_set()):
-                # The pair goes together: the ledger counts on from it.
-                slot.written["bindsTotal"] = seen
-                if observed_status.get("lastBindTime"):
-                    slot.written["lastBindTime"] = observed_status["lastBindTime"]
-            for key in ("unschedulableAttempts", "preemptionsTotal", "preemptionVictimsTotal"):
-                seen = _int(observed_status.get(key))
-                if seen > _int(slot.written.get(key)):
-                    slot.written[key] = seen
+            self._adopt(slot, observed_status)
         slot.dirty.set()
         if urgent:
             slot.urgent.set()
+
+    def observed(self, name: str, observed_status: Mapping[str, Any]) -> None:
+        """The object's status as a watch event showed it, nothing else changed (most
+        often the echo of our own write): counters ahead of ours are adopted, as in
+        update(), and the slot is written only if that changed something."""
+        slot = self._slots.get(name)
+        if slot is not None and self._adopt(slot, observed_status):
+            slot.dirty.set()
+
+    def _adopt(self, slot: _Slot, observed_status: Mapping[str, Any]) -> bool:
+        """Counters in the object may be ahead of ours (another replica led before):
+        take them. Whether anything was taken."""
+        before = dict(slot.written)
+        seen = _int(observed_status.get("bindsTotal"))
+        if seen > _int(slot.written.get("bindsTotal")) or (
+                seen == _int(slot.written.get("bindsTotal"))
+                and not self._enabled.is_set()):
+            # The pair goes together: the ledger counts on from it.
+            slot.written["bindsTotal"] = seen
+            if observed_status.get("lastBindTime"):
+                slot.written["lastBindTime"] = observed_status["lastBindTime"]
+        for key in ("unschedulableAttempts", "preemptionsTotal", "preemptionVictimsTotal"):
+            seen = _int(observed_status.get(key))
+            if seen > _int(slot.written.get(key)):
+                slot.written[key] = seen
+        return slot.written != before
 
     def touch_scheduler(self, scheduler_name: str) -> None:
         """As touch, for the policy whose scheduler is `scheduler_name`."""
@@ -277,6 +291,25 @@ class StatusWriter:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(slot.urgent.wait(), self.period())
 
+    def _open_accounts(self) -> None:
+        """Open the ledger's account of every policy that binds and has none yet, from
+        what its slot wrote: one pass over the cache for all (they all open on their
+        first write after the lead is taken, 50 passes with 50 policies)."""
+        assert self.ledger is not None
+        pairs: dict[str, tuple[int, str | None]] = {}
+        for slot in self._slots.values():
+            running = slot.view.running
+            if running is None or running in pairs or self.ledger.is_open(running):
+                continue
+            try:
+                stats = self._stats(running)
+            except KeyError:
+                continue
+            if stats is not None and stats.shadow is None:
+                pairs[running] = (_int(slot.written.get("bindsTotal")),
+                                  str(slot.written.get("lastBindTime") or ""))
+        self.ledger.open_many(pairs)
+
     async def _flush(self, slot: _Slot) -> None:
         view = slot.view
         stats = None
@@ -289,8 +322,7 @@ class StatusWriter:
         if stats is not None and stats.shadow is None and view.running is not None \
                 and self.ledger is not None:
             if not self.ledger.is_open(view.running):
-                self.ledger.open(view.running, _int(slot.written.get("bindsTotal")),
-                                 str(slot.written.get("lastBindTime") or ""))
+                self._open_accounts()
             binds = self.ledger.persistable(view.running)
         desired = compose(view, stats, slot.written, conditions.now_rfc3339(), binds)
         patch = changed_fields(desired, slot.written)

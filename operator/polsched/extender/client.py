@@ -6,11 +6,14 @@ node names, any other gets and returns whole v1.Node objects; anything but 200 i
 "failed <verb> with extender at URL <url>, code <status>"; managedResources limits the
 pods the extender sees; httpTimeout (default 5s) bounds each whole exchange.
 
-Each extender keeps one aiohttp session (a keep-alive connection pool) for the event loop
-it is used on, so a pod costs a request, not a TCP (and TLS) handshake; used from a new
-loop it opens a new pool (the old one cannot be closed from there and is dropped). A
-pooled connection the extender dropped while idle is retried once for the read-only verbs.
-Everything is awaited: a slow extender delays only the pods that wait for it.
+Each extender keeps kept-alive HTTP/1.1 connections (cluster/http1.py's lean client, the
+one the Bindings go through) for the event loop it is used on, so a pod costs a request,
+not a TCP (and TLS) handshake, nor aiohttp's per-request objects: the request line and
+headers of each verb are encoded once, and a call writes them with the body in one
+write. Used from a new loop it opens new connections (the old ones cannot be closed from
+there and are dropped). A pooled connection the extender dropped while idle is retried
+once for the read-only verbs. Everything is awaited: a slow extender delays only the pods
+that wait for it.
 
 Deliberate differences from upstream, each to stay safe where Go would not:
 - an Error in an answer reads "failed <verb> with extender at URL <url>: <Error>" (upstream
@@ -27,20 +30,20 @@ import json
 import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from polsched import __version__
 from polsched.api.model import ExtenderConfig
+from polsched.cluster.http1 import Http1Writer
 from polsched.extender import wire
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
 
 # pkg/scheduler/extender.go: DefaultExtenderTimeout.
 DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
-# Go's http.Transport keeps idle connections for 90s (utilnet.SetTransportDefaults).
-IDLE_CONNECTION_SECONDS = 90.0
-_HEADERS = {"Content-Type": "application/json", "User-Agent": f"polsched/{__version__}"}
+_USER_AGENT = f"polsched/{__version__}"
 # The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
 # entries than the request that found it too big: nodes deleted from the cluster go then.
 _NODE_CACHE_SLACK = 1024
@@ -92,12 +95,36 @@ class HTTPExtender:
         self._base = config.url_prefix.rstrip("/")
         timeout = config.http_timeout_seconds
         self._timeout = timeout if timeout > 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
-        # Like Go's http.Client.Timeout: connecting, sending and reading the whole answer.
-        self._client_timeout = aiohttp.ClientTimeout(total=self._timeout)
         self._managed = frozenset(r.name for r in config.managed_resources)
-        self._ssl = build_ssl(config, ca_pem)
-        self._session: aiohttp.ClientSession | None = None
-        self._session_loop: asyncio.AbstractEventLoop | None = None
+        ssl_setting = build_ssl(config, ca_pem)
+        target = urlsplit(self._base)
+        # As Go's transport: the URL's scheme decides TLS (enableHTTPS sets what is
+        # verified, for an https:// urlPrefix).
+        self._tls: ssl.SSLContext | None = None
+        # What is wrong with urlPrefix (the loader checks the scheme and host): each call
+        # fails with it, as each of upstream's does when Go cannot parse the URL.
+        self._url_error = ""
+        port: int | None = None
+        if target.scheme == "https":
+            self._tls = (ssl_setting if isinstance(ssl_setting, ssl.SSLContext)
+                         else ssl.create_default_context())
+        elif target.scheme != "http":
+            self._url_error = f"unsupported protocol scheme {target.scheme!r}"
+        try:
+            port = target.port
+        except ValueError as exc:
+            self._url_error = str(exc)
+        if not target.hostname:
+            self._url_error = "no Host in request URL"
+        self._host = target.hostname or ""
+        self._port = port or (443 if self._tls is not None else 80)
+        self._host_header = target.netloc.rpartition("@")[2]
+        # verb -> the request line and headers, up to Content-Length (Http1Writer.send).
+        self._heads: dict[str, bytes] = {}
+        self._writer: Http1Writer | None = None
+        self._writer_loop: asyncio.AbstractEventLoop | None = None
+        # The last pod encoded, and its JSON: filter and prioritize of one cycle send it.
+        self._pod_json: tuple[wire.Json, bytes] | None = None
         # nodeCacheCapable false: node name -> (the node JSON it was encoded from, bytes).
         # NodeInfo.set_node replaces `raw`, so an identity check says the bytes are current.
         self._node_json: dict[str, tuple[wire.Json, bytes]] = {}
@@ -159,7 +186,8 @@ class HTTPExtender:
         verb = self.config.filter_verb
         if not verb:
             return list(nodes), {}, {}
-        answer = await self._send(verb, self._args(pod, nodes))
+        sent = [n.name for n in nodes]
+        answer = await self._send(verb, self._args(pod, nodes, sent))
         result = wire.ExtenderFilterResult.from_json(answer)
         if result.error:
             raise ExtenderError(
@@ -170,18 +198,17 @@ class HTTPExtender:
             names = [wire.node_name(n) for n in result.nodes]
         else:
             names = []  # upstream: neither list means no node passed
-        by_name = {n.name: n for n in nodes}
-        feasible: list[NodeInfo] = []
-        seen: set[str] = set()
-        for name in names:
-            node = by_name.get(name)
-            if node is None:
-                raise ExtenderError(
-                    f"extender {_go_quote(self.name)} claims a filtered node "
-                    f"{_go_quote(name)} which is not found in the input node list")
-            if name not in seen:
-                seen.add(name)
-                feasible.append(node)
+        by_name = dict(zip(sent, nodes, strict=True))
+        try:
+            feasible = [by_name[name] for name in names]
+        except KeyError as missing:
+            raise ExtenderError(
+                f"extender {_go_quote(self.name)} claims a filtered node "
+                f"{_go_quote(missing.args[0])} which is not found in the input node "
+                "list") from None
+        if len(feasible) > 1 and len(set(names)) != len(names):
+            # A name listed twice: the node once, in its first place.
+            feasible = [by_name[name] for name in dict.fromkeys(names)]
         return feasible, result.failed_nodes, result.failed_and_unresolvable_nodes
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, int]:
@@ -192,11 +219,8 @@ class HTTPExtender:
         verb = self.config.prioritize_verb
         if not verb:
             return {n.name: 0 for n in nodes}
-        answer = await self._send(verb, self._args(pod, nodes))
-        scores: dict[str, int] = {}
-        for hp in wire.decode_host_priority_list(answer):
-            scores[hp.host] = scores.get(hp.host, 0) + hp.score
-        return scores
+        answer = await self._send(verb, self._args(pod, nodes, [n.name for n in nodes]))
+        return wire.host_scores(answer)
 
     # -- binding and preemption -------------------------------------------------------
 
@@ -263,70 +287,87 @@ class HTTPExtender:
     # -- transport ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close the connection pool; the next call opens a new one."""
-        session, self._session, self._session_loop = self._session, None, None
-        if session is not None and not session.closed:
-            await session.close()
+        """Close the kept-alive connections; the next call opens new ones. Connections
+        of another loop than the running one are dropped, not closed (they belong to it)."""
+        writer, loop = self._writer, self._writer_loop
+        self._writer, self._writer_loop = None, None
+        if writer is not None and loop is asyncio.get_running_loop():
+            writer.close()
 
-    def _session_for_loop(self) -> aiohttp.ClientSession:
-        """The pool for the running loop, created on first use: an aiohttp session belongs
-        to the loop it was made on."""
+    def _writer_for_loop(self) -> Http1Writer:
+        """The connections of the running loop, created on first use: a connection
+        belongs to the loop it was made on."""
         loop = asyncio.get_running_loop()
-        session = self._session
-        if session is None or session.closed or self._session_loop is not loop:
-            connector = aiohttp.TCPConnector(ssl=self._ssl,
-                                             keepalive_timeout=IDLE_CONNECTION_SECONDS)
-            session = aiohttp.ClientSession(
-                connector=connector,
-                headers=_HEADERS,
-                trust_env=False,
-            )
-            self._session, self._session_loop = session, loop
-        return session
+        writer = self._writer
+        if writer is None or self._writer_loop is not loop:
+            writer = Http1Writer(self._host, self._port, self._tls,
+                                 self._host if self._tls is not None else None)
+            self._writer, self._writer_loop = writer, loop
+        return writer
+
+    def _head(self, verb: str) -> bytes:
+        """The request line and headers of a POST to the verb's URL (Content-Length and
+        the body follow)."""
+        head = self._heads.get(verb)
+        if head is None:
+            # As Go parses the URL: a query in urlPrefix gets the "/" + verb appended.
+            url = urlsplit(self.url(verb))
+            path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+            head = self._heads[verb] = (
+                f"POST {path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+                f"User-Agent: {_USER_AGENT}\r\nContent-Type: application/json\r\n"
+                "Accept: application/json\r\n").encode("latin-1")
+        return head
 
     async def _send(self, verb: str, body: bytes, read_only: bool = True) -> Any:
         """POST `body` to the verb's URL; the decoded JSON answer. Every failure is an
         ExtenderError naming the URL."""
-        url = self.url(verb)
-        session = self._session_for_loop()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        timeout = self._client_timeout
+        if self._url_error:
+            raise ExtenderError(f'Post "{self.url(verb)}": {self._url_error}')
+        writer = self._writer_for_loop()
+        head = self._head(verb)
+        # Like Go's http.Client.Timeout: connecting, sending and reading the whole answer.
+        deadline = asyncio.get_running_loop().time() + self._timeout
         retry = read_only
         while True:
             try:
-                async with session.post(url, data=body, timeout=timeout) as resp:
-                    # Read even an error answer to the end, so the connection stays pooled.
-                    payload = await resp.read()
-                    status = resp.status
+                async with asyncio.timeout_at(deadline):
+                    status, payload = await writer.send(head, body, timeout=None)
                 break
             except aiohttp.ServerDisconnectedError as exc:
                 # A pooled connection the extender closed while idle (many servers drop
-                # idle connections after a few seconds; we keep them 90s, as Go does) fails
-                # like this. Filter, prioritize and preempt change nothing, so they are
-                # tried once more on a fresh connection within what is left of httpTimeout.
-                remaining = deadline - loop.time()
-                if not retry or remaining <= 0:
-                    raise ExtenderError(f'Post "{url}": {exc}') from exc
+                # idle connections after a few seconds) fails like this. Filter,
+                # prioritize and preempt change nothing, so they are tried once more on a
+                # fresh connection within what is left of httpTimeout.
+                if not retry:
+                    raise ExtenderError(f'Post "{self.url(verb)}": {exc}') from exc
                 retry = False
-                timeout = aiohttp.ClientTimeout(total=remaining)
             except TimeoutError:
-                raise ExtenderError(f'Post "{url}": no answer within httpTimeout '
+                raise ExtenderError(f'Post "{self.url(verb)}": no answer within httpTimeout '
                                     f"({self._timeout:g}s)") from None
             except (aiohttp.ClientError, OSError, ValueError) as exc:
-                raise ExtenderError(f'Post "{url}": {exc or type(exc).__name__}') from exc
+                raise ExtenderError(
+                    f'Post "{self.url(verb)}": {exc or type(exc).__name__}') from exc
         if status != 200:
-            raise ExtenderError(f"failed {verb} with extender at URL {url}, code {status}")
-        return wire.loads(payload, f"decoding the {verb} answer of the extender at URL {url}")
+            raise ExtenderError(
+                f"failed {verb} with extender at URL {self.url(verb)}, code {status}")
+        return wire.loads(payload,
+                          f"decoding the {verb} answer of the extender at URL {self.url(verb)}")
 
-    def _args(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> bytes:
+    def _args(self, pod: PodInfo, nodes: Sequence[NodeInfo], names: list[str]) -> bytes:
         """ExtenderArgs for filter and prioritize; whole nodes come from the per-node
-        cache, which matters at thousands of nodes per pod."""
-        pod_json = wire.dumps(pod.raw)
+        cache, which matters at thousands of nodes per pod. The pod is encoded once for
+        the filter and prioritize calls of its cycle."""
+        raw = pod.raw
+        cached = self._pod_json
+        if cached is not None and cached[0] is raw:
+            pod_json = cached[1]
+        else:
+            pod_json = wire.dumps(raw)
+            self._pod_json = (raw, pod_json)
         if self.config.node_cache_capable:
-            return wire.encode_args(pod_json, None, [n.name for n in nodes])
+            return wire.encode_args(pod_json, None, names)
         return wire.encode_args(pod_json, self._nodes_json(nodes), None)
-
     def _nodes_json(self, nodes: Sequence[NodeInfo]) -> list[bytes]:
         cache = self._node_json
         if len(cache) > len(nodes) + _NODE_CACHE_SLACK:

@@ -33,7 +33,7 @@ __all__ = [
     "ExtenderBindingResult", "ExtenderFilterResult", "ExtenderPreemptionArgs",
     "ExtenderPreemptionResult", "HostPriority", "MetaPod", "MetaVictims", "Victims",
     "decode_host_priority_list", "dumps", "encode_args", "encode_host_priority_list",
-    "loads", "node_list", "node_name",
+    "host_scores", "loads", "node_list", "node_name",
 ]
 
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -67,6 +67,10 @@ def loads(payload: bytes, where: str) -> Any:
 # -- decoding helpers: Go encoding/json semantics ---------------------------------------
 
 
+# names -> {lower-cased name: name}, for _fields.
+_FOLDED: dict[tuple[str, ...], dict[str, str]] = {}
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
@@ -90,7 +94,9 @@ def _fields(value: Any, where: str, names: tuple[str, ...]) -> dict[str, Any]:
     and keyed by the canonical name; a later duplicate wins, as in encoding/json."""
     if not isinstance(value, dict):
         raise _wrong(value, where, "an object")
-    folded = {n.lower(): n for n in names}
+    folded = _FOLDED.get(names)
+    if folded is None:
+        folded = _FOLDED[names] = {n.lower(): n for n in names}
     out: dict[str, Any] = {}
     for key, v in value.items():
         name = folded.get(key.lower())
@@ -123,6 +129,10 @@ def _str_list(value: Any, where: str) -> list[str] | None:
         return None
     if not isinstance(value, list):
         raise _wrong(value, where, "an array of strings")
+    # Fast path, the answer of every extender that works: all strings, no null. The list
+    # json.loads made is ours, so it is returned as it is.
+    if all(type(v) is str for v in value):
+        return value
     return [_str(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
@@ -132,6 +142,8 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
         return {}
     if not isinstance(value, dict):
         raise _wrong(value, where, "an object of strings")
+    if all(type(v) is str for v in value.values()):
+        return value
     return {k: _str(v, f"{where}[{k!r}]") for k, v in value.items()}
 
 
@@ -271,6 +283,31 @@ class HostPriority:
 
 def encode_host_priority_list(items: Sequence[HostPriority]) -> list[Json]:
     return [hp.to_json() for hp in items]
+
+
+def host_scores(value: Any) -> dict[str, int]:
+    """A prioritize answer as host -> score, a host listed twice getting the sum (upstream
+    adds every entry). The same checks and errors as decode_host_priority_list, without
+    an object per entry: an entry that is exactly {"Host": string, "Score": int64} (what
+    extenders send) is read in place, anything else goes through the general decoder."""
+    if type(value) is list:
+        scores: dict[str, int] = {}
+        get = scores.get
+        for item in value:
+            if type(item) is dict and len(item) == 2:
+                host = item.get("Host")
+                score = item.get("Score")
+                if (type(host) is str and type(score) is int
+                        and _INT64_MIN <= score <= _INT64_MAX):
+                    scores[host] = get(host, 0) + score
+                    continue
+            break
+        else:
+            return scores
+    scores = {}
+    for hp in decode_host_priority_list(value):
+        scores[hp.host] = scores.get(hp.host, 0) + hp.score
+    return scores
 
 
 def decode_host_priority_list(value: Any) -> list[HostPriority]:

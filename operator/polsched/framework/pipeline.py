@@ -306,6 +306,10 @@ class Pipeline:
         self.nominator = nominator
         self._rng = rng or random.Random()
         self._next_start = 0
+        # node name -> (the node, its generation, the nominated pods, the node with them):
+        # see _with_nominated.
+        self._nominated_trials: dict[
+            str, tuple[NodeInfo, int, tuple[PodInfo, ...], NodeInfo]] = {}
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
@@ -441,10 +445,9 @@ class Pipeline:
         pod's affinity to a nominated pod must not count, as it may never run there)."""
         if not nominated:
             return self.run_filters(state, pod, node, filters)
-        trial = node_copy(node)
+        trial = self._with_nominated(node, nominated)
         trial_state = state.clone()
         for p in nominated:
-            trial.add_pod(p)
             st = self.run_pre_filter_extension(trial_state, pod, p, trial, filters, add=True)
             if not st.ok:
                 raise PipelineError(st)
@@ -452,6 +455,30 @@ class Pipeline:
         if not st.ok:
             return st
         return self.run_filters(state, pod, node, filters)
+
+    def _with_nominated(self, node: NodeInfo, nominated: Sequence[PodInfo]) -> NodeInfo:
+        """A copy of `node` with the nominated pods added, shared by the pods that see the
+        same node (object and generation) and the same nominated pods: every pod decided
+        while a preemptor waits for its victims checks its nominated node, and a copy per
+        pod (with a generation of its own, so no filter memo ever hit) was most of what
+        a nomination cost a decision. Filters and PreFilterExtensions never change the
+        NodeInfo they are given (upstream's contract, kept by every plugin here); the
+        AddPod extensions read the node's labels and taints only, so they see the copy
+        with every nominated pod instead of one at a time to the same effect."""
+        pods = tuple(nominated)
+        got = self._nominated_trials.get(node.name)
+        if got is not None and got[0] is node and got[1] == node.generation \
+                and len(got[2]) == len(pods) \
+                and all(a is b for a, b in zip(got[2], pods, strict=True)):
+            return got[3]
+        trial = node_copy(node)
+        for p in pods:
+            trial.add_pod(p)
+        trials = self._nominated_trials
+        if len(trials) > 64 and node.name not in trials:
+            trials.clear()  # nodes no longer nominated: drop their copies
+        trials[node.name] = (node, node.generation, pods, trial)
+        return trial
 
     def run_pre_filter_extension(self, state: CycleState, pod: PodInfo, other: PodInfo,
                                  node: NodeInfo, filters: Sequence[FilterEntry],
@@ -785,17 +812,26 @@ class Pipeline:
         exts = [e for e in self.extenders if e.is_prioritizer() and e.is_interested(pod)]
         if not exts:
             return
-        results = await asyncio.gather(*(e.prioritize(pod, nodes) for e in exts),
-                                       return_exceptions=True)
+        results: list[dict[str, int] | BaseException]
+        if len(exts) == 1:  # the usual case: no task and gather for one call
+            try:
+                results = [await exts[0].prioritize(pod, nodes)]
+            except Exception as err:  # noqa: BLE001 - ignored, as gather's below
+                results = [err]
+        else:
+            results = await asyncio.gather(*(e.prioritize(pod, nodes) for e in exts),
+                                           return_exceptions=True)
         index = {n.name: i for i, n in enumerate(nodes)}
         for ext, scores in zip(exts, results, strict=True):
             if isinstance(scores, BaseException):
                 continue
             weighted = [0] * len(nodes)
+            factor = ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+            get = index.get
             for host, score in scores.items():
-                i = index.get(host)
+                i = get(host)
                 if i is not None:
-                    v = score * ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+                    v = score * factor
                     weighted[i] = v
                     totals[i] += v
             per_plugin[ext.name] = weighted

@@ -30,7 +30,7 @@ import json
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
@@ -161,29 +161,43 @@ def _compile_match_fields(reqs: Any) -> Matcher:
     return compile_requirements(reqs)
 
 
+class _Term(NamedTuple):
+    exprs: Sequence[Any]
+    expr_match: Matcher
+    field_match: Matcher | None
+
+
+def _required_terms(pod: PodInfo) -> list[_Term] | None:
+    """The pod's required nodeSelectorTerms that can match a node, compiled; None when it
+    has no required node affinity. A malformed or empty term matches no node, so it is left
+    out (PodTopologySpread ignores the parse errors)."""
+    node_affinity = pod.affinity.get("nodeAffinity") or {}
+    required = node_affinity.get(_REQUIRED)
+    if required is None:
+        return None
+    terms: list[_Term] = []
+    for term in (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) \
+            else ():
+        if not isinstance(term, Mapping):
+            continue
+        exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+        if not exprs and not fields:
+            continue
+        try:
+            expr_match = compile_requirements(exprs)
+            field_match = _compile_match_fields(fields) if fields else None
+        except SelectorError:
+            continue
+        terms.append(_Term(exprs, expr_match, field_match))
+    return terms
+
+
 def required_node_affinity(pod: PodInfo) -> NodePredicate:
     """component-helpers nodeaffinity.GetRequiredNodeAffinity(pod).Match, ignoring parse
     errors as PodTopologySpread does: nodeSelector AND any of the required
     nodeSelectorTerms (a malformed or empty term matches no node)."""
     selector = tuple(pod.node_selector.items())
-    node_affinity = pod.affinity.get("nodeAffinity") or {}
-    required = node_affinity.get(_REQUIRED)
-    terms: list[tuple[Matcher, Matcher | None]] | None = None
-    if required is not None:
-        terms = []
-        for term in (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) \
-                else ():
-            if not isinstance(term, Mapping):
-                continue
-            exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
-            if not exprs and not fields:
-                continue
-            try:
-                expr_match = compile_requirements(exprs)
-                field_match = _compile_match_fields(fields) if fields else None
-            except SelectorError:
-                continue
-            terms.append((expr_match, field_match))
+    terms = _required_terms(pod)
     if not selector and terms is None:
         return lambda node: True
 
@@ -194,9 +208,9 @@ def required_node_affinity(pod: PodInfo) -> NodePredicate:
                 return False
         if terms is None:
             return True
-        for expr_match, field_match in terms:
-            if expr_match(labels) and (field_match is None
-                                       or field_match({"metadata.name": node.name})):
+        for term in terms:
+            if term.expr_match(labels) and (term.field_match is None or term.field_match(
+                    {"metadata.name": node.name})):
                 return True
         return False
     return match
@@ -211,30 +225,19 @@ def label_only_node_affinity(pod: PodInfo) -> tuple[tuple[str, ...], LabelPredic
     when a term has matchFields (it reads the node's name)."""
     selector = tuple(pod.node_selector.items())
     keys = {k for k, _ in selector}
-    node_affinity = pod.affinity.get("nodeAffinity") or {}
-    required = node_affinity.get(_REQUIRED)
+    required = _required_terms(pod)
     terms: list[Matcher] | None = None
     if required is not None:
         terms = []
-        for term in (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) \
-                else ():
-            if not isinstance(term, Mapping):
-                continue
-            exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
-            if not exprs and not fields:
-                continue
-            if fields:
+        for term in required:
+            if term.field_match is not None:
                 return None
-            try:
-                expr_match = compile_requirements(exprs)
-            except SelectorError:
-                continue
-            for r in exprs:
+            for r in term.exprs:
                 key = r.get("key") if isinstance(r, Mapping) else None
                 if not isinstance(key, str):
                     return None
                 keys.add(key)
-            terms.append(expr_match)
+            terms.append(term.expr_match)
 
     def match(labels: Mapping[str, str]) -> bool:
         for k, v in selector:

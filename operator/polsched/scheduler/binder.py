@@ -114,11 +114,20 @@ UNCERTAIN_SECONDS = 60.0
 
 class _Lane:
     """One scheduler's binds: its own queue and writers, so that one policy's slow
-    extender or failing writes never hold another policy's binds (issue 11)."""
+    extender or failing writes never hold another policy's binds (issue 11).
+
+    The queue hands out the highest pod priority first, in arrival order within a
+    priority. kube-scheduler starts each binding cycle at once (a goroutine per pod);
+    here binds queue behind `concurrency` writers, and a preemptor, whose victims are
+    already gone, waited behind every measured pod decided before it (the preemption
+    workload's preemptor latency). Which node each pod gets is decided before the queue:
+    the order only changes which Binding is posted first."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.queue: asyncio.Queue[_BindJob] = asyncio.Queue()
+        # (-priority, arrival, job)
+        self.queue: asyncio.PriorityQueue[tuple[int, int, _BindJob]] = asyncio.PriorityQueue()
+        self.seq = 0
         self.workers: list[asyncio.Task[None]] = []
         self.pending = 0  # queued or being written
         # Binds taken from the queue that wait for a slot (Binder._posts): not sent yet, so
@@ -190,8 +199,9 @@ class Binder:
                                             name=f"polsched-binder-{lane}-{i}")
                            for i in range(self._concurrency)]
         got.pending += 1
-        got.queue.put_nowait(
-            (pod, node_name, done, binding_extenders(extenders, pod), annotations))
+        got.seq += 1
+        got.queue.put_nowait((-pod.priority, got.seq, (
+            pod, node_name, done, binding_extenders(extenders, pod), annotations)))
 
     def drop_queued(self, lane: str | None = None) -> int:
         """Leadership was lost: take every bind not yet sent out of the queue (of `lane`,
@@ -203,7 +213,7 @@ class Binder:
         for got in lanes:
             while True:
                 try:
-                    job = got.queue.get_nowait()
+                    _prio, _seq, job = got.queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
                 got.queue.task_done()
@@ -250,7 +260,7 @@ class Binder:
     async def _work(self, lane: _Lane) -> None:
         queue = lane.queue
         while True:
-            job = await queue.get()
+            _prio, _seq, job = await queue.get()
             try:
                 await self._bind(lane, job)
             finally:

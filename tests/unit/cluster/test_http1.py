@@ -95,6 +95,72 @@ def test_chunked_answer_cut_inside_chunks() -> None:
     serve([[answer[:60], answer[60:66], answer[66:78], answer[78:]]], body)
 
 
+def test_chunked_answer_whose_reads_end_in_an_empty_line_inside_a_chunk() -> None:
+    # The parser walks the chunks only when the buffer ends with an empty line; a read
+    # that ends so inside a chunk's data must not be taken for the end of the message.
+    answer = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"6\r\nab\r\n\r\n\r\n3\r\ncde\r\n0\r\n\r\n")
+    cut = answer.index(b"ab\r\n\r\n") + 6
+
+    async def body(w: http1.Http1Writer, s: Server) -> None:
+        assert await w.send(HEAD, b"{}") == (200, b"ab\r\n\r\ncde")
+
+    serve([[answer[:cut], answer[cut:]]], body)
+
+
+def test_answer_without_length_ends_when_the_server_closes() -> None:
+    # An HTTP/1.0 server (Python's http.server by default) sends no Content-Length and
+    # closes the connection after the body: the body is what came before the close.
+    answer = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n"
+
+    async def body(w: http1.Http1Writer, s: Server) -> None:
+        assert await w.send(HEAD, b"{}") == (200, b'{"a": 1}')
+        assert await w.send(HEAD, b"{}") == (200, b"[]")
+        assert w.opened == 2
+
+    # The server closes the connection after each answer list entry it ran out of.
+    s = Server([[answer, b'{"a"', b": 1}"]])
+    s2 = Server([[answer, b"[]"]])
+
+    async def main() -> None:
+        servers = [s, s2]
+
+        async def handle(r: asyncio.StreamReader, wr: asyncio.StreamWriter) -> None:
+            await servers.pop(0).handle(r, wr)
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        writer = http1.Http1Writer("127.0.0.1", port, None)
+        try:
+            await asyncio.wait_for(body(writer, s), 10)
+        finally:
+            writer.close()
+            srv.close()
+            await srv.wait_closed()
+
+    asyncio.run(main())
+
+
+def test_an_interim_100_continue_is_skipped() -> None:
+    answer = (b"HTTP/1.1 100 Continue\r\n\r\n"
+              b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+    async def body(w: http1.Http1Writer, s: Server) -> None:
+        assert await w.send(HEAD, b"{}") == (200, b"{}")
+
+    serve([[answer[:20], answer[20:]]], body)
+
+
+def test_no_timeout_starts_no_sweeper() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def body(w: http1.Http1Writer, s: Server) -> None:
+        assert await w.send(HEAD, b"{}", timeout=None) == (200, b"{}")
+        assert w._sweeper is None  # the caller bounds the call (the extender client)
+
+    serve([[ok]], body)
+
+
 def test_connection_close_opens_a_new_connection() -> None:
     closing = b"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 

@@ -80,3 +80,35 @@ def test_many_policies_share_a_budget_of_count_writes() -> None:
     one, fifty = asyncio.run(main())
     assert one == 0.3
     assert fifty == 50 / STATUS_WRITES_PER_SECOND
+
+
+def test_a_status_echo_adopts_only_counters_that_are_ahead() -> None:
+    """StatusWriter.observed (the reconciler's path for an event of a generation already
+    seen, most often our own write coming back): counters ahead of the slot's are taken,
+    the slot is marked for a write only then."""
+    import asyncio
+
+    from polsched.controller.status import StatusWriter
+
+    async def main() -> None:
+        writer = StatusWriter(None, lambda _: None,  # type: ignore[arg-type]
+                              enabled=True)
+        writer.update("p", VIEW, {"bindsTotal": 5, "lastBindTime": "T5"})
+        slot = writer._slots["p"]
+        if slot.task is not None:  # no client: this test never writes
+            slot.task.cancel()
+        slot.dirty.clear()
+        writer.observed("p", {"bindsTotal": 5, "lastBindTime": "T5"})  # our own echo
+        assert not slot.dirty.is_set()
+        writer.observed("p", {"bindsTotal": 4})  # behind: ignored
+        assert not slot.dirty.is_set() and writer.written("p")["bindsTotal"] == 5
+        writer.observed("p", {"bindsTotal": 9, "lastBindTime": "T9",
+                              "unschedulableAttempts": 2})  # another replica wrote more
+        assert slot.dirty.is_set()
+        assert writer.written("p")["bindsTotal"] == 9
+        assert writer.written("p")["lastBindTime"] == "T9"
+        assert writer.written("p")["unschedulableAttempts"] == 2
+        writer.observed("nobody", {"bindsTotal": 1})  # no slot: nothing
+        writer._slots.clear()
+
+    asyncio.run(main())

@@ -3,6 +3,7 @@ managedResources, errors as upstream words them, timeouts, keep-alive and TLS.""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -114,6 +115,94 @@ def test_url_is_prefix_with_trailing_slashes_trimmed_plus_verb(
     assert server.requests[0].headers["Content-Type"] == "application/json"
     assert feasible == [NODES[0]]
     assert ext.name == url  # the configured urlPrefix, as upstream's Name()
+
+
+def test_filter_answer_listing_a_node_twice_keeps_it_once_in_its_first_place(
+        start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"NodeNames": ["n2", "n1", "n2"]}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    feasible, _, _ = run(call_filter(ext))
+    assert feasible == [NODES[1], NODES[0]]
+
+
+def test_filter_and_prioritize_send_the_pod_as_it_is_now(
+        start_extender: StartExtender) -> None:
+    # The pod's JSON is encoded once for the two calls of its cycle; a pod object seen
+    # later (another pod, or the same pod updated) is encoded anew.
+    server = start_extender({
+        "/filter": lambda args: {"NodeNames": args["NodeNames"]},
+        "/prioritize": lambda args: [{"Host": n, "Score": 1} for n in args["NodeNames"]],
+    })
+    ext = HTTPExtender(config(server.url, filter_verb="filter", prioritize_verb="prioritize",
+                              node_cache_capable=True))
+    first = make_pod("web", labels={"v": "1"})
+    updated = make_pod("web", labels={"v": "2"})
+
+    async def calls() -> None:
+        await ext.filter(first, NODES)
+        await ext.prioritize(first, NODES)
+        await ext.filter(updated, NODES)
+        await ext.prioritize(updated, NODES)
+        await ext.close()
+
+    run(calls())
+    labels = [r.json["Pod"]["metadata"]["labels"] for r in server.requests]
+    assert labels == [{"v": "1"}, {"v": "1"}, {"v": "2"}, {"v": "2"}]
+    assert [r.json["Pod"] for r in server.requests[2:]] == [updated.raw, updated.raw]
+
+
+def test_requests_name_the_host_and_polsched(start_extender: StartExtender) -> None:
+    server = start_extender({"/filter": lambda args: {"NodeNames": ["n1"]}})
+    ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
+    run(call_filter(ext))
+    headers = server.requests[0].headers
+    assert headers["Host"] == f"127.0.0.1:{server.port}"
+    assert headers["User-Agent"].startswith("polsched/")
+    assert headers["Content-Length"] == str(len(server.requests[0].body))
+
+
+def test_an_http_1_0_extender_answering_without_content_length() -> None:
+    # Python's http.server speaks HTTP/1.0 by default: no Content-Length, the body ends
+    # when the connection closes. Go's client reads such answers; so does polsched.
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            args = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps({"NodeNames": args["NodeNames"][:2]}).encode())
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        ext = HTTPExtender(config(url, filter_verb="filter", node_cache_capable=True))
+
+        async def twice() -> list[int]:
+            out = [len((await ext.filter(make_pod(), NODES))[0]) for _ in range(2)]
+            await ext.close()
+            return out
+
+        assert run(twice()) == [2, 2]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("ftp://127.0.0.1/", "unsupported protocol scheme 'ftp'"),
+    ("http://127.0.0.1:port/", "Port could not be cast to integer value"),
+])
+def test_a_url_prefix_that_cannot_be_used_fails_each_call_naming_the_url(
+        url: str, why: str) -> None:
+    ext = HTTPExtender(config(url, filter_verb="filter"))  # built: a call says what is wrong
+    with pytest.raises(ExtenderError) as err:
+        run(call_filter(ext))
+    assert str(err.value).startswith(f'Post "{url}filter": ')
+    assert why in str(err.value)
 
 
 def test_filter_answer_with_lowercase_keys(start_extender: StartExtender) -> None:

@@ -183,6 +183,41 @@ def test_host_priority_list_wrong_shapes_name_the_field(value: Any, field: str) 
     with pytest.raises(ExtenderError) as err:
         wire.decode_host_priority_list(value)
     assert field in str(err.value)
+    # host_scores (what the client reads prioritize answers with) fails the same way.
+    with pytest.raises(ExtenderError) as err2:
+        wire.host_scores(value)
+    assert str(err2.value) == str(err.value)
+
+
+def summed(value: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for hp in wire.decode_host_priority_list(value):
+        out[hp.host] = out.get(hp.host, 0) + hp.score
+    return out
+
+
+@pytest.mark.parametrize("value", [
+    None,
+    [],
+    [{"Host": "a", "Score": 3}, {"Host": "b", "Score": -2}],
+    [{"Host": "a", "Score": 3}, {"Host": "a", "Score": 4}],          # listed twice: summed
+    [{"Host": "a", "Score": 3}, {"host": "b", "score": 4}],          # then pre-1.18 tags
+    [{"Host": "a", "Score": 3}, None, {"Host": "b", "Score": 1}],    # null: ("", 0)
+    [{"Host": "a", "Score": 3}, {"Host": "b", "Score": 1, "x": 0}],  # unknown key
+    [{"Host": "a", "Score": 3}, {"Host": "b"}],                      # no Score: 0
+    [{"Host": "a", "Score": 2 ** 63 - 1}, {"Host": "b", "Score": -(2 ** 63)}],
+])
+def test_host_scores_equals_the_general_decoder_summed(value: Any) -> None:
+    assert wire.host_scores(value) == summed(value)
+
+
+def test_filter_result_of_strings_only_reads_the_same() -> None:
+    value = {"NodeNames": ["a", "b"], "FailedNodes": {"c": "busy"},
+             "FailedAndUnresolvableNodes": None, "Error": ""}
+    result = wire.ExtenderFilterResult.from_json(value)
+    assert result.node_names == ["a", "b"]
+    assert result.failed_nodes == {"c": "busy"}
+    assert result.failed_and_unresolvable_nodes == {}
 
 
 def test_preemption_result_wrong_shapes() -> None:
