@@ -372,9 +372,20 @@ class ClusterCache:
         for kind in ls.KINDS:
             resources.append((kind.path, functools.partial(self.on_object_event, kind)))
         resources.append((PODS, self.on_pod_event))
+        # Every list is sent at once (one round trip, not thirteen in a row, before the
+        # first pod can be queued); the answers are applied in the order above, nodes
+        # first, so listed pods land on real nodes.
+        client = self._client
+        lists = {path: asyncio.ensure_future(client.list_all(path, page_size=self._page_size))
+                 for path, _handler in resources}
         versions = []
-        for path, handler in resources:  # nodes first, so listed pods land on real nodes
-            versions.append(await self._relist(path, handler))
+        try:
+            for path, handler in resources:
+                versions.append(self._reconcile(path, handler, await lists.pop(path)))
+        finally:  # a list failed (or start was cancelled): the others are not waited for
+            for listing in lists.values():
+                listing.cancel()
+            await asyncio.gather(*lists.values(), return_exceptions=True)
         for (path, handler), rv in zip(resources, versions, strict=True):
             self._tasks.append(asyncio.create_task(self._watch(path, handler, rv),
                                                    name=f"polsched-watch{path}"))
@@ -400,7 +411,11 @@ class ClusterCache:
         """List `path` and reconcile: what vanished is DELETED, what changed is MODIFIED
         (the reflector's replace). Returns the list's resourceVersion."""
         assert self._client is not None
-        listing = await self._client.list_all(path, page_size=self._page_size)
+        return self._reconcile(path, handler,
+                               await self._client.list_all(path, page_size=self._page_size))
+
+    def _reconcile(self, path: str, handler: Callable[[str, Json], None], listing: Json) -> str:
+        """Apply a list of `path` (see _relist); returns its resourceVersion."""
         known = self._known(path)
         seen: set[str] = set()
         for obj in listing.get("items") or ():

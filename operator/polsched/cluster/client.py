@@ -2,9 +2,9 @@
 
 Objects are plain dicts exactly as the API server sends them: building the kubernetes
 client's model classes costs far more than json.loads (see the engine issue's report) and
-the scheduler reads a handful of fields per pod. The kubernetes package is used only to
-parse a kubeconfig (so KUBECONFIG, contexts, exec/token auth and client certificates
-behave as with kubectl) or the in-cluster service account.
+the scheduler reads a handful of fields per pod. Where the server is and how to log in
+comes from polsched.cluster.kubeconfig (KUBECONFIG, contexts, exec/token auth and client
+certificates as with kubectl, or the in-cluster service account).
 
 One aiohttp session with keep-alive serves every request; watches hold their own
 connection for as long as they stream. There is no client-side rate limit unless `qps`
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from polsched.cluster import http1
+from polsched.cluster import http1, kubeconfig
 
 _log = logging.getLogger(__name__)
 
@@ -174,27 +174,12 @@ class ApiClient:
                         **kwargs: Any) -> ApiClient:
         """As kubectl: `config_file`, else $KUBECONFIG (a ':'-separated list, merged), else
         ~/.kube/config; `context` or the current-context."""
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
-
-        cfg = k8s_client.Configuration()
-        # Read KUBECONFIG now: kubernetes.config captures it at import time.
-        path = config_file or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, context=context,
-                                    client_configuration=cfg, persist_config=False)
-        return cls._from_configuration(cfg, **kwargs)
+        return cls.from_connection(kubeconfig.from_kubeconfig(config_file, context), **kwargs)
 
     @classmethod
     def in_cluster(cls, **kwargs: Any) -> ApiClient:
         """The pod's service account (token re-read as it rotates)."""
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
-
-        cfg = k8s_client.Configuration()
-        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=cfg)
-        return cls._from_configuration(cfg, **kwargs)
+        return cls.from_connection(kubeconfig.in_cluster(), **kwargs)
 
     @classmethod
     def from_environment(cls, **kwargs: Any) -> ApiClient:
@@ -205,26 +190,16 @@ class ApiClient:
         return cls.from_kubeconfig(**kwargs)
 
     @classmethod
-    def _from_configuration(cls, cfg: Any, **kwargs: Any) -> ApiClient:
+    def from_connection(cls, conn: kubeconfig.Connection, **kwargs: Any) -> ApiClient:
         ctx: ssl.SSLContext | Literal[False]
-        if not cfg.verify_ssl:
+        if not conn.verify_ssl:
             ctx = False
         else:
-            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-            if cfg.cert_file:
-                ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
-
-        def token() -> str | None:
-            # Calls the loader's refresh hook: re-reads a rotated service-account token or
-            # re-runs an expired exec credential plugin.
-            value: str | None = cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
-            if value and " " not in value:
-                value = "Bearer " + value
-            return value
-
-        basic = (cfg.username, cfg.password) if cfg.username and cfg.password else None
-        return cls(cfg.host, ssl_context=ctx, token=token, basic_auth=basic,
-                   server_hostname=getattr(cfg, "tls_server_name", None) or None, **kwargs)
+            ctx = ssl.create_default_context(cafile=conn.ssl_ca_cert or None)
+            if conn.cert_file:
+                ctx.load_cert_chain(conn.cert_file, conn.key_file or None)
+        return cls(conn.host, ssl_context=ctx, token=conn.authorization,
+                   server_hostname=conn.tls_server_name, **kwargs)
 
     # -- plumbing -------------------------------------------------------------------------
     def _get_session(self) -> aiohttp.ClientSession:

@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from polsched.cluster import kubeconfig as kubeconfig_
 from polsched.cluster.client import ApiClient
 
 
@@ -22,32 +23,22 @@ def _in_cluster(kubeconfig: str | None) -> bool:
                 and not os.path.exists(os.path.expanduser("~/.kube/config")))
 
 
+def connection(kubeconfig: str | None) -> kubeconfig_.Connection:
+    """The server and credentials of --kubeconfig, $KUBECONFIG, the service account or
+    ~/.kube/config, in kubectl's order."""
+    if _in_cluster(kubeconfig):
+        return kubeconfig_.in_cluster()
+    return kubeconfig_.from_kubeconfig(kubeconfig)
+
+
 def api_client(kubeconfig: str | None, **kwargs: Any) -> ApiClient:
-    if _in_cluster(kubeconfig):
-        return ApiClient.in_cluster(**kwargs)
-    return ApiClient.from_kubeconfig(kubeconfig, **kwargs)
-
-
-def kube_configuration(kubeconfig: str | None) -> Any:
-    """A kubernetes.client.Configuration for the same source as api_client()."""
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
-
-    cfg = k8s_client.Configuration()
-    if _in_cluster(kubeconfig):
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, client_configuration=cfg, persist_config=False)
-    return cfg
+    return ApiClient.from_connection(connection(kubeconfig), **kwargs)
 
 
 def connection_info(kubeconfig: str | None) -> kopf.ConnectionInfo:
     """kopf's credentials, read as kopf.login_via_client does but from our source."""
-    cfg = kube_configuration(kubeconfig)
-    header: str | None = (cfg.get_api_key_with_prefix("BearerToken")
-                          or cfg.get_api_key_with_prefix("authorization"))
+    conn = connection(kubeconfig)
+    header = conn.authorization()
     scheme: str | None = None
     token: str | None = None
     if header:
@@ -57,13 +48,11 @@ def connection_info(kubeconfig: str | None) -> kopf.ConnectionInfo:
         else:
             token = parts[0]
     return kopf.ConnectionInfo(
-        server=cfg.host,
-        ca_path=cfg.ssl_ca_cert,
-        insecure=not cfg.verify_ssl,
-        username=cfg.username or None,
-        password=cfg.password or None,
+        server=conn.host,
+        ca_path=conn.ssl_ca_cert,
+        insecure=not conn.verify_ssl,
         scheme=scheme,
         token=token,
-        certificate_path=cfg.cert_file,
-        private_key_path=cfg.key_file,
+        certificate_path=conn.cert_file,
+        private_key_path=conn.key_file,
     )
