@@ -6,7 +6,8 @@ Where a pod waits (at most one place, or in flight):
 - activeQ: ready to schedule; highest priority first, then the earliest time it last
   entered the queue (PrioritySort on QueuedPodInfo.Timestamp);
 - backoffQ: failed recently; leaves for activeQ when its backoff expires (1 s after the
-  first failure, doubling up to 10 s). When activeQ is empty, a pod that was rejected by
+  first failure, doubling up to 10 s, then rounded up to the next whole-second ordering
+  window, KEP-5142). When activeQ is empty, a pod that was rejected by
   plugins (not one that failed with an error) is popped from backoffQ at once
   (PopFromBackoffQ);
 - unschedulable: rejected by plugins, or gated by a PreEnqueue plugin. It moves back only
