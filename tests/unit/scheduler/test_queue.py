@@ -267,14 +267,15 @@ def test_restore_puts_a_paused_pod_back_uncounted() -> None:
 
 def test_pop_waits_for_a_pod_and_for_backoff() -> None:
     async def main() -> None:
-        queue = q.SchedulingQueue(initial_backoff=0.05)
+        # 50 ms windows too: with 1 s ones the wait would end at the next whole second.
+        queue = q.SchedulingQueue(initial_backoff=0.05, backoff_window=0.05)
         waiter = asyncio.create_task(queue.pop())
         await asyncio.sleep(0.01)
         assert not waiter.done()
         queue.add(pod("p"))
         qp = await asyncio.wait_for(waiter, 1)
         queue.add_backoff(qp)
-        again = await asyncio.wait_for(queue.pop(), 1)  # after its 50 ms backoff
+        again = await asyncio.wait_for(queue.pop(), 5)  # after its 50-100 ms backoff
         assert again is qp
         queue.close()
         with pytest.raises(q.QueueClosed):
