@@ -194,14 +194,24 @@ async def operate(args: argparse.Namespace) -> None:
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
                     shadow_budget=args.shadow_budget)
     engine.set_leader(None, False)  # nobody binds before the lease says so
+    # The cache's lists go out now, while the rest sets up (the namespace check, the
+    # metrics server, kopf): the sync is the longest part of the start-up.
+    sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
+
+    async def abandon() -> None:
+        """Set-up failed before kopf started: stop what runs and close the client."""
+        for t in (namespace_ready, sync):
+            t.cancel()
+            with contextlib.suppress(BaseException):
+                await t
+        await engine.stop()
+        await client.close()
+
     try:
         # Ready once the cache has synced (engine.start() returns then).
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:
-        namespace_ready.cancel()
-        with contextlib.suppress(BaseException):
-            await namespace_ready
-        await client.close()
+        await abandon()
         raise
 
     def stats(scheduler_name: str) -> Any:
@@ -246,7 +256,7 @@ async def operate(args: argparse.Namespace) -> None:
     except BaseException:
         if probes is not None:
             await probes.cleanup()
-        await client.close()
+        await abandon()
         raise
     elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
                            identity=identity, on_change=on_leading,
@@ -267,7 +277,7 @@ async def operate(args: argparse.Namespace) -> None:
         kopf.operator(registry=registry, settings=settings, clusterwide=True,
                       standalone=True), name="polsched-kopf")
     try:
-        await engine.start()
+        await sync
         synced.set()
         log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
                  OPERATOR_LEASE)
