@@ -76,17 +76,21 @@ def test_the_operator_records_each_good_generation_once(cluster: Cluster, name: 
 
     async def body(client: ApiClient, r: PolicyReconciler) -> None:
         await r.observe(await read(client, name))
+        # Written in the background, off the reload's path.
+        await r.last_good_recorded()
         obj = await read(client, name)
         assert lastgood.read(obj) == lastgood.LastGood(1, good(name))
         rv = obj["metadata"]["resourceVersion"]
         # Our own write comes back as a watch event: no new write.
         await r.observe(obj)
         await r.observe(obj)
+        await r.last_good_recorded()
         assert (await read(client, name))["metadata"]["resourceVersion"] == rv
         # A bad edit is not recorded; the next good one is.
         put_spec(cluster, name, bad(name))
         obj = await read(client, name)
         await r.observe(obj)
+        await r.last_good_recorded()
         after_bad = await read(client, name)
         assert after_bad["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
         assert lastgood.read(after_bad) == lastgood.LastGood(1, good(name))
@@ -94,6 +98,7 @@ def test_the_operator_records_each_good_generation_once(cluster: Cluster, name: 
             {"key": "zone", "operator": "In", "values": ["b"]}]}}]}
         put_spec(cluster, name, spec3)
         await r.observe(await read(client, name))
+        await r.last_good_recorded()
         assert lastgood.read(await read(client, name)) == lastgood.LastGood(3, spec3)
 
     run(cluster, True, body)
@@ -105,6 +110,7 @@ def test_a_dedicated_scheduler_does_not_write_the_record(cluster: Cluster, name:
     async def body(client: ApiClient, r: PolicyReconciler) -> None:
         obj = await read(client, name)
         await r.observe(obj)
+        await r.last_good_recorded()
         after = await read(client, name)
         assert after["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
         assert lastgood.read(after) is None
@@ -141,5 +147,46 @@ def test_after_a_restart_on_a_bad_spec_the_recorded_generation_runs(
         assert valid.observed_generation == 2
         after = await read(client, name)  # the record stays as it is
         assert after["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+
+    run(cluster, True, body)
+
+
+def test_a_reload_does_not_wait_for_the_record(cluster: Cluster, name: str) -> None:
+    """The record is written off the reload's path: while its PATCH hangs, each good
+    generation still runs at once; once it is answered the record names the newest good
+    generation, never a bad one."""
+    put_spec(cluster, name, good(name))
+
+    async def body(client: ApiClient, r: PolicyReconciler) -> None:
+        held = asyncio.Event()
+        recorded: list[int] = []  # the generation of each record write sent
+        real_patch = client.patch
+
+        async def gated_patch(path: str, patch: Any, *args: Any, **kwargs: Any) -> Any:
+            if path == f"{PATH}/{name}":
+                rec = lastgood.read(patch)
+                recorded.append(rec.generation if rec is not None else 0)
+                await held.wait()  # a slow API server: the write hangs until released
+            return await real_patch(path, patch, *args, **kwargs)
+
+        client.patch = gated_patch  # type: ignore[method-assign]
+        await r.observe(await read(client, name))
+        assert r.engine.stats(name).observed_generation == 1
+        spec2 = {**good(name), "filters": [{"name": "NodeLabel", "args": {"requirements": [
+            {"key": "zone", "operator": "In", "values": ["b"]}]}}]}
+        put_spec(cluster, name, spec2)
+        await r.observe(await read(client, name))
+        # Generation 2 runs while generation 1's record is still being written.
+        assert r.engine.stats(name).observed_generation == 2
+        put_spec(cluster, name, bad(name))
+        await r.observe(await read(client, name))
+        assert r.engine.stats(name).observed_generation == 2  # the bad one never runs
+        assert recorded == [1]  # one write at a time
+        held.set()
+        await r.last_good_recorded()
+        assert recorded == [1, 2]
+        obj = await read(client, name)
+        assert obj["metadata"]["generation"] == 3
+        assert lastgood.read(obj) == lastgood.LastGood(2, spec2)
 
     run(cluster, True, body)

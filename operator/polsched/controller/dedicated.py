@@ -19,9 +19,7 @@ import os
 import signal
 from typing import Any
 
-from polsched.api import GROUP, PLURAL, VERSION
-from polsched.cluster.client import ApiClient, ApiError, is_unreachable
-from polsched.controller import credentials
+from polsched.controller import credentials, policywatch
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
 from polsched.controller.operator import configure_logging, default_identity, serve_metrics
@@ -31,50 +29,8 @@ from polsched.scheduler.engine import Engine
 
 log = logging.getLogger(__name__)
 
-COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-WATCH_RETRY_SECONDS = 1.0
-
-
 def lease_name(policy: str) -> str:
     return f"polsched-scheduler-{policy}"
-
-
-async def _watch_policy(client: ApiClient, reconciler: PolicyReconciler, name: str,
-                        first: asyncio.Event) -> None:
-    """List-then-watch one policy, as an informer restricted to one name."""
-    selector = f"metadata.name={name}"
-    while True:
-        try:
-            listed = await client.list(COLLECTION, field_selector=selector)
-            items = listed.get("items") or []
-            if items:
-                await reconciler.observe(items[0])
-            else:
-                log.warning("SchedulingPolicy %s does not exist (yet); waiting for it", name)
-                await reconciler.forget(name)
-            first.set()
-            rv = (listed.get("metadata") or {}).get("resourceVersion")
-            while True:
-                async for kind, obj in client.watch(COLLECTION, resource_version=rv,
-                                                    field_selector=selector):
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if kind in ("ADDED", "MODIFIED"):
-                        await reconciler.observe(obj)
-                    elif kind == "DELETED":
-                        await reconciler.forget(name)
-        except asyncio.CancelledError:
-            raise
-        except ApiError as e:
-            if e.status != 410:
-                log.warning("watching SchedulingPolicy %s: %s", name, e)
-                await asyncio.sleep(WATCH_RETRY_SECONDS)
-        except Exception as e:
-            if is_unreachable(e):  # an outage: ApiClient.outage says so once
-                client.outage.failed(e)
-                log.debug("watching SchedulingPolicy %s: %r", name, e)
-            else:
-                log.warning("watching SchedulingPolicy %s: %s", name, e)
-            await asyncio.sleep(WATCH_RETRY_SECONDS)
 
 
 def _wants_election(args: argparse.Namespace) -> bool:
@@ -124,7 +80,8 @@ async def schedule(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     await engine.start()
     first = asyncio.Event()
-    tasks.append(loop.create_task(_watch_policy(client, reconciler, args.policy, first)))
+    tasks.append(loop.create_task(policywatch.watch_policies(client, reconciler,
+                                                             name=args.policy, first=first)))
     election = loop.create_task(elector.run()) if elector is not None else None
     log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
              identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")

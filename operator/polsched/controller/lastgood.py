@@ -9,13 +9,10 @@ uid, with generation N) and runs it, while Valid=False reports the current error
 
 Only the operator (the Lease holder) writes the record, for Shared and Dedicated policies
 alike: it loads every spec anyway, and its ClusterRole already has `patch` on
-schedulingpolicies (kopf keeps its bookkeeping in annotations). A Dedicated scheduler
-only reads it, so its role stays read-only on the object itself.
-
-The key is under kopf's storage prefix (polsched.io, see operator.settings_for): kopf
-leaves annotations under its own marked prefix out of the diff base, so writing the
-record is not a change kopf's handlers see; a metadata patch does not bump
-.metadata.generation, so the reconciler does not reload either.
+schedulingpolicies. A Dedicated scheduler only reads it, so its role stays read-only on
+the object itself. The operator writes it in the background just after the swap
+(PolicyReconciler._record_last_good_soon), off the hot reload's path. A metadata patch
+does not bump .metadata.generation, so the reconciler does not reload on its own write.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""`polsched run`: the operator. kopf watches SchedulingPolicies; every Shared policy
-runs in this process's Engine, every Dedicated one gets its own Deployment.
+"""`polsched run`: the operator. It watches SchedulingPolicies (controller.policywatch);
+every Shared policy runs in this process's Engine, every Dedicated one gets its own
+Deployment.
 
 Only the holder of the operator's Lease binds pods, writes status and applies Dedicated
 manifests; a standby replica keeps its cache and pipelines warm, so a takeover costs no
-more than the lease expiry. kopf's own bookkeeping lives in annotations under polsched.io
-(progress and the diff base), so it never touches the status fields we own (our own
-last-good record, controller.lastgood, shares the prefix, so kopf's diff base leaves it
-out and writing it triggers no handler), and posting
-kopf's handler events is limited to warnings (one Event per hot reload would be noise).
-"""
+more than the lease expiry. kopf serves the admission webhook and logs in; it has no
+handlers on policies, so it neither delays a hot reload behind its per-object
+bookkeeping nor writes annotations on them (objects from older versions may still carry
+its progress and diff-base annotations under polsched.io; nothing reads them). Posting
+kopf's handler events is limited to warnings."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import kopf
 
-from polsched.api import GROUP, PLURAL, VERSION
+from polsched.api import GROUP
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller import credentials, namespaces, webhook
+from polsched.controller import credentials, namespaces, policywatch, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
@@ -146,40 +146,20 @@ def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSe
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING
     settings.peering.standalone = True  # our Lease decides who acts, not kopf's peering
-    # Events on one policy are handled as they come: a hot reload must not wait.
-    settings.watching.client_timeout = 600
     if args.webhook_listen:
         # The configuration is ours (controller.webhook), never kopf's managed one.
         settings.admission.server = webhook_server(args, client)
     return settings
 
 
-def register_handlers(registry: kopf.OperatorRegistry, reconciler: PolicyReconciler,
-                      kubeconfig: str | None) -> None:
+def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -> None:
+    """kopf's part: its API credentials. Policies reach the reconciler through our own
+    watch (controller.policywatch), not kopf's handlers: kopf handles one object's events
+    in turn and PATCHes its bookkeeping after each change, and a hot reload waited behind
+    those round trips."""
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:
         return credentials.connection_info(kubeconfig)
-
-    # Every watch event, including the initial listing: the reconciler is idempotent and
-    # loads a spec only when its generation is new. This path does not depend on kopf's
-    # diff base, which another replica may have advanced already.
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def _event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
-        if type == "DELETED":
-            await reconciler.forget(name)
-        else:
-            await reconciler.observe(webhook.plain(body))
-
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, field="spec")
-    async def _changed(body: kopf.Body, **_: Any) -> None:
-        await reconciler.observe(webhook.plain(body))
-
-    # optional: no finalizer, so deleting a policy never waits for the operator.
-    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, optional=True)
-    async def _deleted(name: str, **_: Any) -> None:
-        await reconciler.forget(name)
 
 
 async def operate(args: argparse.Namespace) -> None:
@@ -265,7 +245,7 @@ async def operate(args: argparse.Namespace) -> None:
     engine.binder.deadline = elector.valid_until
     writer.deadline = elector.valid_until
     registry = kopf.OperatorRegistry()
-    register_handlers(registry, reconciler, args.kubeconfig)
+    register_handlers(registry, args.kubeconfig)
     if args.webhook_listen:
         webhook.register(registry)
     settings = settings_for(args, client)
@@ -276,6 +256,8 @@ async def operate(args: argparse.Namespace) -> None:
     operator_task = loop.create_task(
         kopf.operator(registry=registry, settings=settings, clusterwide=True,
                       standalone=True), name="polsched-kopf")
+    policies = loop.create_task(policywatch.watch_policies(client, reconciler),
+                                name="polsched-policies")
     try:
         await sync
         synced.set()
@@ -283,6 +265,9 @@ async def operate(args: argparse.Namespace) -> None:
                  OPERATOR_LEASE)
         await operator_task
     finally:
+        policies.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await policies
         if not operator_task.done():  # the sync failed
             operator_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -1,24 +1,27 @@
 """From the book of policies to running schedulers: what the engine runs, what gets a
 Dedicated Deployment, and what each policy's status says.
 
-`observe(body)` and `forget(name)` are called from watch events (kopf handlers in the
-operator, a plain watch in a Dedicated scheduler); both end in `sync()`, which compares
-what should run with what runs and changes only the difference. sync() is idempotent,
-so calling it twice for one event (kopf's on.event and on.update both fire) costs a
-dict lookup.
+`observe(body)` and `forget(name)` are called from watch events (controller.policywatch,
+in the operator and in a Dedicated scheduler); both end in `sync()`, which compares what
+should run with what runs and changes only the difference. sync() is idempotent, so an
+event that changes nothing (a status write, a re-list) costs a dict lookup, and it
+awaits no API call for a Shared policy without extenders: the next event's reload never
+waits for a round trip.
 
 Hot reload is the engine's atomic swap: a spec that loads builds a new Policy (its
 plugins constructed off to the side by the loader), and engine.apply() swaps it in;
 decisions under way finish on the old pipeline. A spec that does not load leaves the
 last good Policy in place and only sets Valid=False. The operator (`records_last_good`)
-records each generation that loads on the object (controller.lastgood), so that a process
-starting on a bad spec runs the last good one instead of nothing.
+records each generation that loads on the object (controller.lastgood), in the
+background after the swap, so that a process starting on a bad spec runs the last good
+one instead of nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -85,6 +88,8 @@ class PolicyReconciler:
         # policy name -> (uid, generation) of the last-good record written or tried: one
         # attempt per generation (a refused write is not retried on every status event).
         self._record_tried: dict[str, tuple[str, int]] = {}
+        self._recording: asyncio.Task[None] | None = None  # _record_last_good_soon
+        self._record_again = False
         self._background: set[asyncio.Task[Any]] = set()
         # Set when leadership is gained: the next sync seeds every scheduler's counters.
         self._reseed = False
@@ -177,6 +182,10 @@ class PolicyReconciler:
             if rec is not None and meta.get("uid") == rec.uid:
                 rec.status = obj.get("status") or {}
 
+    def known(self) -> set[str]:
+        """The names of the policies in the book."""
+        return {rec.name for rec in self.book.records()}
+
     async def resync(self) -> None:
         async with self._lock:
             await self._sync()
@@ -238,7 +247,7 @@ class PolicyReconciler:
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         if self.records_last_good and self.leading:
-            await self._record_last_good()
+            self._record_last_good_soon()
 
     def _shadow_target(self, rec: PolicyRecord, owners: Mapping[str, str]
                        ) -> tuple[PolicyRecord | None, str]:
@@ -314,26 +323,58 @@ class PolicyReconciler:
                     log.exception("SchedulingPolicy %s: removing the Dedicated scheduler "
                                   "failed", rec.name)
 
+    def _record_last_good_soon(self) -> None:
+        """Write the last-good records in the background, off the reload's path: _sync
+        runs under the lock that the next watch event's observe() waits for, and the
+        record's PATCH took up to a second under load (bench/NOTES.md "Hot reload under
+        load"). One writer at a time, and each pass reads the book when it runs, so the
+        record only ever moves to the newest generation that loaded (never back to an
+        older one, never to one that did not load)."""
+        if self._recording is not None and not self._recording.done():
+            self._record_again = True
+            return
+
+        async def record() -> None:
+            while True:
+                self._record_again = False
+                if not (self.records_last_good and self.leading):
+                    return
+                try:
+                    await self._record_last_good()
+                except Exception as e:  # unreachable: the next good generation tries again
+                    log.warning("recording the last good generations failed: %r", e)
+                if not self._record_again:
+                    return
+
+        self._recording = asyncio.get_running_loop().create_task(
+            record(), name="polsched-last-good")
+
+    async def last_good_recorded(self) -> None:
+        """Return once the last-good writes asked for so far are done."""
+        while self._recording is not None and not self._recording.done():
+            await asyncio.wait({self._recording})
+
     async def _record_last_good(self) -> None:
-        """Write the last-good record of each policy whose current generation loaded and
-        is not the one recorded yet (only when the good generation changes)."""
+        """Write the last-good record of each policy whose running generation (the last
+        that loaded) is not the one recorded yet (only when the good generation changes).
+        Written in the background, a good generation may be followed by a bad one before
+        its turn comes: it is still the one to record."""
         for rec in self.book.records():
-            policy = rec.loaded
-            if (rec.error is not None or policy is None or rec.loaded_spec is None
-                    or policy.generation != rec.generation or rec.recorded == rec.generation
-                    or self._record_tried.get(rec.name) == (rec.uid, rec.generation)):
+            policy, spec = rec.loaded, rec.loaded_spec
+            if policy is None or spec is None or rec.recorded == policy.generation \
+                    or self._record_tried.get(rec.name) == (rec.uid, policy.generation):
                 continue
-            self._record_tried[rec.name] = (rec.uid, rec.generation)
+            generation = policy.generation
+            self._record_tried[rec.name] = (rec.uid, generation)
             try:
-                await self.client.patch(
-                    f"/apis/{GROUP}/{VERSION}/{PLURAL}/{rec.name}",
-                    lastgood.patch(rec.uid, rec.generation, rec.loaded_spec), "merge")
+                await self.client.patch(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{rec.name}",
+                                        lastgood.patch(rec.uid, generation, spec), "merge")
             except ApiError as e:
                 log.warning("SchedulingPolicy %s: recording generation %d in annotation %s "
                             "failed (a restart on a bad spec would not find it): %s",
-                            rec.name, rec.generation, lastgood.ANNOTATION, e)
+                            rec.name, generation, lastgood.ANNOTATION, e)
                 continue
-            rec.recorded = rec.generation
+            rec.recorded = generation
 
     # -- status ----------------------------------------------------------------------------
     def _view(self, rec: PolicyRecord, owners: Mapping[str, str]) -> StatusView | None:
@@ -479,6 +520,10 @@ class PolicyReconciler:
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
+        if self._recording is not None:
+            self._recording.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._recording
         for exts in self._extenders.values():
             for ext in exts:
                 try:

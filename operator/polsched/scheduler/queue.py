@@ -6,7 +6,8 @@ Where a pod waits (at most one place, or in flight):
 - activeQ: ready to schedule; highest priority first, then the earliest time it last
   entered the queue (PrioritySort on QueuedPodInfo.Timestamp);
 - backoffQ: failed recently; leaves for activeQ when its backoff expires (1 s after the
-  first failure, doubling up to 10 s). When activeQ is empty, a pod that was rejected by
+  first failure, doubling up to 10 s, then rounded up to the next whole-second ordering
+  window, KEP-5142). When activeQ is empty, a pod that was rejected by
   plugins (not one that failed with an error) is popped from backoffQ at once
   (PopFromBackoffQ);
 - unschedulable: rejected by plugins, or gated by a PreEnqueue plugin. It moves back only
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import heapq
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +43,9 @@ from polsched.framework.types import Json, PodInfo
 DEFAULT_POD_INITIAL_BACKOFF = 1.0
 DEFAULT_POD_MAX_BACKOFF = 10.0
 DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION = 300.0
+# backoff_queue.go backoffQOrderingWindowDuration (KEP-5142, with PopFromBackoffQ): backoff
+# ends on whole-second windows.
+BACKOFF_ORDERING_WINDOW = 1.0
 # How often the unschedulable pool is checked for pods that waited too long (Run:
 # flushUnschedulableEntitiesLeftover every 30 s).
 UNSCHEDULABLE_FLUSH_PERIOD = 30.0
@@ -118,8 +123,10 @@ class SchedulingQueue:
         max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
         max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
         pop_from_backoff: bool = True,
+        backoff_window: float = BACKOFF_ORDERING_WINDOW,
     ) -> None:
         self._clock = clock
+        self._backoff_window = backoff_window if pop_from_backoff else 0.0
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._max_in_unschedulable = max_in_unschedulable
@@ -210,7 +217,16 @@ class SchedulingQueue:
         return min(d, self._max_backoff)
 
     def backoff_expiry(self, qp: QueuedPod) -> float:
-        return qp.timestamp + self.backoff_duration(qp)
+        """When the pod stops backing off. With PopFromBackoffQ, upstream truncates the
+        expiry to its ordering window and the pod backs off while that window has not
+        passed (alignToWindow, isEntityBackingoff): it leaves at the start of the window
+        after the one its backoff ends in, 1-2 s after a first failure."""
+        duration = self.backoff_duration(qp)
+        t = qp.timestamp + duration
+        w = self._backoff_window
+        if duration and w > 0:
+            return (math.floor(t / w) + 1) * w
+        return t
 
     def _backing_off(self, qp: QueuedPod, now: float) -> bool:
         return self.backoff_expiry(qp) > now

@@ -116,7 +116,7 @@ def test_error_backoff_counts_consecutive_errors() -> None:
     assert qp is not None
     queue.add_backoff(qp)
     assert queue.where("ns/p") == "backoff" and queue.backoff_duration(qp) == 1.0
-    clock.now += 1.0
+    clock.now += 2.0  # the ordering window after the one the 1 s backoff ends in
     qp = queue.pop_nowait()
     assert qp is not None
     queue.add_backoff(qp)
@@ -267,14 +267,15 @@ def test_restore_puts_a_paused_pod_back_uncounted() -> None:
 
 def test_pop_waits_for_a_pod_and_for_backoff() -> None:
     async def main() -> None:
-        queue = q.SchedulingQueue(initial_backoff=0.05)
+        # 50 ms windows too: with 1 s ones the wait would end at the next whole second.
+        queue = q.SchedulingQueue(initial_backoff=0.05, backoff_window=0.05)
         waiter = asyncio.create_task(queue.pop())
         await asyncio.sleep(0.01)
         assert not waiter.done()
         queue.add(pod("p"))
         qp = await asyncio.wait_for(waiter, 1)
         queue.add_backoff(qp)
-        again = await asyncio.wait_for(queue.pop(), 1)  # after its 50 ms backoff
+        again = await asyncio.wait_for(queue.pop(), 5)  # after its 50-100 ms backoff
         assert again is qp
         queue.close()
         with pytest.raises(q.QueueClosed):
@@ -376,4 +377,26 @@ def test_pop_from_backoff_when_active_is_empty() -> None:
     assert again is a
     assert queue.pop_nowait() is None  # the error one waits its backoff
     clock.now += 1
+    assert queue.pop_nowait() is None  # ... until its ordering window has passed
+    clock.now += 1
     assert queue.pop_nowait() is b
+
+
+def test_backoff_ends_at_the_ordering_window_after_it_expires() -> None:
+    """backoff_queue.go with PopFromBackoffQ: the expiry is truncated to its 1 s window and
+    the pod backs off until that window has passed (isEntityBackingoff), so a 1 s backoff
+    from 1000.3 ends at 1002.0, not 1001.3; without PopFromBackoffQ it ends at 1001.3."""
+    for pop_from_backoff, ends in ((True, 1002.0), (False, 1001.3)):
+        clock = Clock()
+        clock.now = 1000.3
+        queue = q.SchedulingQueue(clock=clock, pop_from_backoff=pop_from_backoff)
+        queue.add(pod("p"))
+        qp = queue.pop_nowait()
+        assert qp is not None
+        queue.add_backoff(qp)  # an error: PopFromBackoffQ does not shortcut it
+        assert queue.backoff_expiry(qp) == pytest.approx(ends)
+        clock.now = ends - 0.01
+        assert queue.pop_nowait() is None and queue.where("ns/p") == "backoff"
+        clock.now = ends
+        again = queue.pop_nowait()
+        assert again is not None and again.pod.name == "p"
