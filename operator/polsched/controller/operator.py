@@ -179,7 +179,7 @@ async def operate(args: argparse.Namespace) -> None:
     sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
 
     async def abandon() -> None:
-        """Set-up failed before kopf started: stop what runs and close the client."""
+        """Set-up failed before the watches started: stop what runs, close the client."""
         for t in (namespace_ready, sync):
             t.cancel()
             with contextlib.suppress(BaseException):
@@ -208,7 +208,7 @@ async def operate(args: argparse.Namespace) -> None:
                                   records_last_good=True)
     reconciler.leading = False
     tasks: set[asyncio.Task[Any]] = set()
-    # The Lease and kopf's policy watch start while the cache syncs (start-up to first bind
+    # The Lease and the policy watch start while the cache syncs (start-up to first bind
     # was their sum); taking the lead waits for the sync, since leading means binding and
     # writing counts from the cache.
     synced = asyncio.Event()
