@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 
 import polsched
@@ -49,6 +48,8 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
+    import jinja2  # only for Dedicated policies: not on `polsched run`'s start-up path
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory or templates_dir())),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True)

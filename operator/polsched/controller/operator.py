@@ -174,14 +174,24 @@ async def operate(args: argparse.Namespace) -> None:
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
                     shadow_budget=args.shadow_budget)
     engine.set_leader(None, False)  # nobody binds before the lease says so
+    # The cache's lists go out now, while the rest sets up (the namespace check, the
+    # metrics server, kopf): the sync is the longest part of the start-up.
+    sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
+
+    async def abandon() -> None:
+        """Set-up failed before the watches started: stop what runs, close the client."""
+        for t in (namespace_ready, sync):
+            t.cancel()
+            with contextlib.suppress(BaseException):
+                await t
+        await engine.stop()
+        await client.close()
+
     try:
         # Ready once the cache has synced (engine.start() returns then).
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:
-        namespace_ready.cancel()
-        with contextlib.suppress(BaseException):
-            await namespace_ready
-        await client.close()
+        await abandon()
         raise
 
     def stats(scheduler_name: str) -> Any:
@@ -198,7 +208,7 @@ async def operate(args: argparse.Namespace) -> None:
                                   records_last_good=True)
     reconciler.leading = False
     tasks: set[asyncio.Task[Any]] = set()
-    # The Lease and kopf's policy watch start while the cache syncs (start-up to first bind
+    # The Lease and the policy watch start while the cache syncs (start-up to first bind
     # was their sum); taking the lead waits for the sync, since leading means binding and
     # writing counts from the cache.
     synced = asyncio.Event()
@@ -226,7 +236,7 @@ async def operate(args: argparse.Namespace) -> None:
     except BaseException:
         if probes is not None:
             await probes.cleanup()
-        await client.close()
+        await abandon()
         raise
     elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
                            identity=identity, on_change=on_leading,
@@ -249,7 +259,7 @@ async def operate(args: argparse.Namespace) -> None:
     policies = loop.create_task(policywatch.watch_policies(client, reconciler),
                                 name="polsched-policies")
     try:
-        await engine.start()
+        await sync
         synced.set()
         log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
                  OPERATOR_LEASE)
