@@ -259,18 +259,9 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             api, PODS, measure.encode([w.pod(i, runner.key, runner.scheduler_name)
                                        for i in range(w.pods)]), ctx.args.concurrency)
         harness_cpu = time.process_time() - cpu0
-    churn: Churn | None = None
-    if preemption is not None:
-        churn = Churn(api, ctx.kubeconfig, preemption, runner.scheduler_name)
-        await churn.prepare()
     t_start = time.monotonic()
     runner.start(w, extender_url)
     assert runner.proc is not None
-    if churn is not None and backlog:
-        # Preemptors from the process's start, as the measured pods' clock: a scheduler
-        # with a ready signal (polsched) would otherwise meet none while it starts and
-        # fewer in all than one without (kube-scheduler, the no-op binder).
-        churn.begin()
     # The scheduler's CPU over the window its throughput counts: in backlog mode from the
     # process's start (base 0: its start-up, list and every bind, which may all happen
     # before wait_started sees every policy Ready), otherwise from ready (meter.start below).
@@ -318,8 +309,10 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
                 await asyncio.sleep(1.0)
 
         sampler = asyncio.ensure_future(sample())
-        if churn is not None and not backlog:
-            churn.begin()
+        churn: Churn | None = None
+        if preemption is not None:
+            churn = Churn(api, ctx.kubeconfig, preemption, runner.scheduler_name)
+            await churn.start()
         if not backlog:
             cpu0 = time.process_time()
             if reloader is not None:
@@ -342,8 +335,6 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             m.sample()
         reloads = await asyncio.to_thread(reloader.result, 120) if reloader else None
     finally:
-        if churn is not None and churn.task is not None:
-            churn.task.cancel()  # done already unless the run failed
         runner.stop()
 
     # -- numbers -------------------------------------------------------------------------
@@ -460,14 +451,7 @@ class Churn:
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.prepare()
-        self.begin()
-
-    async def prepare(self) -> None:
         await asyncio.to_thread(self.watcher.start)
-
-    def begin(self) -> None:
-        """The first preemptor now, then one every high_interval_s."""
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
