@@ -52,11 +52,18 @@ class Server:
 
 
 def serve(answers: Sequence[Sequence[bytes] | None],
-          body: Callable[[http1.Http1Writer, Server], Awaitable[None]]) -> Server:
+          body: Callable[[http1.Http1Writer, Server], Awaitable[None]],
+          per_connection: Sequence[Server] = ()) -> Server:
+    """Run `body` against a server on 127.0.0.1 answering `answers`; with
+    `per_connection`, each new connection is served by the next of those instead."""
     server = Server(answers)
+    servers = list(per_connection)
+
+    async def handle(r: asyncio.StreamReader, wr: asyncio.StreamWriter) -> None:
+        await (servers.pop(0) if servers else server).handle(r, wr)
 
     async def main() -> None:
-        srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
         port = srv.sockets[0].getsockname()[1]
         writer = http1.Http1Writer("127.0.0.1", port, None)
         try:
@@ -119,26 +126,8 @@ def test_answer_without_length_ends_when_the_server_closes() -> None:
         assert w.opened == 2
 
     # The server closes the connection after each answer list entry it ran out of.
-    s = Server([[answer, b'{"a"', b": 1}"]])
-    s2 = Server([[answer, b"[]"]])
-
-    async def main() -> None:
-        servers = [s, s2]
-
-        async def handle(r: asyncio.StreamReader, wr: asyncio.StreamWriter) -> None:
-            await servers.pop(0).handle(r, wr)
-
-        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        writer = http1.Http1Writer("127.0.0.1", port, None)
-        try:
-            await asyncio.wait_for(body(writer, s), 10)
-        finally:
-            writer.close()
-            srv.close()
-            await srv.wait_closed()
-
-    asyncio.run(main())
+    serve([], body, per_connection=[Server([[answer, b'{"a"', b": 1}"]]),
+                                    Server([[answer, b"[]"]])])
 
 
 def test_an_interim_100_continue_is_skipped() -> None:
