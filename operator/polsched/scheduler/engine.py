@@ -146,7 +146,7 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 32, annotate_decisions: bool = False,
+                 bind_concurrency: int = 96, annotate_decisions: bool = False,
                  shadow_budget: float = DEFAULT_BUDGET) -> None:
         self.client = client
         self.shadow_budget = shadow_budget
