@@ -29,7 +29,7 @@ from polsched.api import GROUP
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, namespaces, policywatch, webhook
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
-from polsched.controller.leases import LeaseElector
+from polsched.controller.leases import LeaseThread
 from polsched.controller.ledger import BindLedger
 from polsched.controller.options import DEFAULT_METRICS_LISTEN
 from polsched.controller.reconciler import PolicyReconciler
@@ -248,9 +248,12 @@ async def operate(args: argparse.Namespace) -> None:
             await probes.cleanup()
         await abandon()
         raise
-    elector = LeaseElector(client, namespace=args.namespace, name=OPERATOR_LEASE,
-                           identity=identity, on_change=on_leading,
-                           lease_duration=args.lease_duration, renew_period=args.renew_period)
+    # On its own thread and client: under load, this loop (every policy's watch events,
+    # decisions and binds) renewed too late and lost the lease (controller.leases).
+    elector = LeaseThread(lambda: credentials.api_client(args.kubeconfig),
+                          namespace=args.namespace, name=OPERATOR_LEASE, identity=identity,
+                          on_change=on_leading, lease_duration=args.lease_duration,
+                          renew_period=args.renew_period)
     # Binds and status writes end by the lease's renew deadline (issue 11).
     engine.binder.deadline = elector.valid_until
     writer.deadline = elector.valid_until
