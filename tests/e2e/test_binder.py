@@ -98,3 +98,53 @@ def test_queued_binds_go_out_highest_priority_first(
             await client.close()
 
     asyncio.run(main())
+
+
+def test_a_lane_starts_writers_as_binds_find_them_busy(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """Binds one after the other need one writer; a burst starts more, never more than
+    `concurrency`, and every bind of it is sent."""
+    import asyncio
+
+    from polsched.framework.types import PodInfo
+    from polsched.scheduler.binder import Binder, BindOutcome
+
+    rid = unique("blane")
+    node = nodes(f"{rid}-n")
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        binder = Binder(client, concurrency=4)
+        try:
+            async def pod(name: str) -> PodInfo:
+                return PodInfo.from_json(await client.post(
+                    f"/api/v1/namespaces/{namespace}/pods", {
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"schedulerName": rid,
+                                 "containers": [{"name": "c", "image": "pause"}]}}))
+
+            outcomes: dict[str, BindOutcome] = {}
+
+            async def bind_one(p: PodInfo) -> None:
+                done = asyncio.Event()
+
+                def record(outcome: BindOutcome, _msg: str) -> None:
+                    outcomes[p.name] = outcome
+                    done.set()
+                binder.bind(p, node, record, lane=rid)
+                await done.wait()
+
+            for i in range(3):  # one at a time: the first writer is free for each
+                await bind_one(await pod(f"seq-{i}"))
+            assert len(binder._lanes[rid].workers) == 1
+            burst = [await pod(f"burst-{i}") for i in range(10)]
+            await asyncio.gather(*(bind_one(p) for p in burst))
+            assert len(binder._lanes[rid].workers) == 4
+            assert outcomes == {**{f"seq-{i}": BindOutcome.BOUND for i in range(3)},
+                                **{p.name: BindOutcome.BOUND for p in burst}}
+        finally:
+            await binder.close()
+            await client.close()
+
+    asyncio.run(main())

@@ -12,6 +12,7 @@ ratio (for the record; wall-clock figures are not asserted).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
+from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import RUN, eventually, nodes_ready, pod_manifest, run_engine
 from tests.e2e.test_extenders import StartExtender, admin_binder, policy, start_extender
@@ -29,8 +31,8 @@ __all__ = ["start_extender"]  # the fixture, used by name
 Json = dict[str, Any]
 SLOW_PODS = 40
 PLAIN_PODS = 100
-# The engine's bind concurrency per policy (Engine(bind_concurrency=32)).
-LANE = 32
+# The engine's bind concurrency per policy (Engine's bind_concurrency default).
+LANE = int(inspect.signature(Engine.__init__).parameters["bind_concurrency"].default)
 
 
 async def create_pods(client: ApiClient, ns: str, prefix: str, scheduler: str, rid: str,

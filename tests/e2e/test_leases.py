@@ -20,7 +20,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
-from polsched.controller.leases import LeaseElector, lease_path
+from polsched.controller.leases import LeaseElector, LeaseThread, lease_path
 from polsched.extender.client import HTTPExtender
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
@@ -150,6 +150,41 @@ def test_run_reports_transitions_and_releases_on_stop(cluster: Cluster,
 
 async def _true(seen: list[bool]) -> bool:
     return bool(seen)
+
+def test_a_lease_thread_renews_while_the_callers_loop_is_busy(cluster: Cluster,
+                                                              namespace: str) -> None:
+    """The operator's elector runs on its own thread and loop (LeaseThread, as client-go's
+    goroutine): while the caller's loop runs CPU-bound work without yielding (50 policies'
+    decisions and watch events under load), the lease is still renewed, leadership never
+    flips, and the lease is released on stop."""
+    seen: list[bool] = []
+
+    async def body(client: ApiClient) -> None:
+        t = LeaseThread(lambda: ApiClient.from_kubeconfig(cluster.kubeconfig),
+                        namespace=namespace, name="l", identity="a",
+                        on_change=seen.append, renew_period=0.05)
+        task = asyncio.create_task(t.run())
+        await eventually(lambda: _true(seen), what="leading")
+        renewed = [(await spec(client, namespace))["renewTime"]]
+        # The caller's loop is busy (holds the GIL but for the switch interval) until the
+        # thread has renewed twice more, seen from this thread through the elector's
+        # deadline; the lease object then says so too.
+        last, moved = t.valid_until(), 0
+        give_up = time.monotonic() + 60  # a bound for a broken thread, not a speed check
+        while moved < 2 and time.monotonic() < give_up:
+            sum(range(1000))
+            if t.valid_until() != last:
+                last, moved = t.valid_until(), moved + 1
+        assert moved == 2 and t.leading
+        renewed.append((await spec(client, namespace))["renewTime"])
+        assert renewed[1] > renewed[0]
+        assert seen == [True]  # never lost meanwhile
+        t.stop()
+        await task
+        assert (await spec(client, namespace))["holderIdentity"] == ""
+
+    run(cluster, body)
+    assert seen == [True, False]
 
 
 # -- defect 3: a renew that hangs ---------------------------------------------------------

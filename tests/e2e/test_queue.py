@@ -113,8 +113,14 @@ def test_a_gated_pod_is_left_alone_until_its_gates_are_removed(
         assert await bound_node(client, namespace, "gated-fits") == node
         note = await failed_scheduling(client, namespace, "gated-too-big")
         assert "Insufficient cpu" in note
-        cond = await eventually(lambda: _condition(client, namespace, "gated-too-big"))
-        assert cond["reason"] == "Unschedulable"
+        # The condition patch and the event are separate background writes: wait for the
+        # patch, not for any condition (SchedulingGated is there until it lands).
+        async def unschedulable() -> Any:
+            c = await _condition(client, namespace, "gated-too-big")
+            return c if c is not None and c.get("reason") == "Unschedulable" else None
+
+        cond = await eventually(unschedulable, what="PodScheduled reason Unschedulable")
+        assert cond["status"] == "False"
 
     run(cluster, [p, p2], body)
 

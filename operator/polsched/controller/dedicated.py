@@ -22,7 +22,12 @@ from typing import Any
 from polsched.controller import credentials, policywatch
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
-from polsched.controller.operator import configure_logging, default_identity, serve_metrics
+from polsched.controller.operator import (
+    configure_logging,
+    default_identity,
+    freeze_heap,
+    serve_metrics,
+)
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler.engine import Engine
@@ -79,6 +84,7 @@ async def schedule(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await engine.start()
+    freeze_heap()
     first = asyncio.Event()
     tasks.append(loop.create_task(policywatch.watch_policies(client, reconciler,
                                                              name=args.policy, first=first)))

@@ -14,9 +14,9 @@ writes). The deadline counts from when the last successful renew was *sent*: ano
 candidate can only have seen that renewTime after it was written, so its expiry clock
 starts later than ours.
 
-Used by `polsched run` (one Lease for the operator) and by Dedicated schedulers (one Lease
-per policy). A candidate whose identity is already the holder (a restarted process with a
-stable identity) takes the lease back at once.
+Used by `polsched run` (one Lease for the operator, on a thread of its own: LeaseThread)
+and by Dedicated schedulers (one Lease per policy). A candidate whose identity is already
+the holder (a restarted process with a stable identity) takes the lease back at once.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -217,3 +218,93 @@ class LeaseElector:
                                   "renewTime": micro_time()}}
         with contextlib.suppress(ApiError):
             await self.client.put(lease_path(self.namespace, self.name), body)
+
+
+class LeaseThread:
+    """A LeaseElector on a thread of its own, with its own event loop and API client, as
+    client-go runs leader election in a goroutine of its own: a renewal never waits for
+    the caller's event loop. The operator's loop, with 50 policies under load, let 6-7.5 s
+    pass between two renewals (watch events, decisions and bind answers came first) and
+    lost the lease at the 10 s renew deadline; each loss dropped the queued binds and
+    decided those pods again (bench/NOTES.md "many-policies, third pass"). A thread gets
+    the GIL back within the interpreter's switch interval (5 ms) however busy the loop is.
+
+    Same arguments as LeaseElector, but `make_client` builds the thread's ApiClient (an
+    aiohttp session belongs to one loop). `valid_until()` may be read from any thread
+    (binds and status writes are cut there, as with LeaseElector: leadership lost stops
+    them at once, before `on_change(False)` reaches the caller); `on_change(leading)`
+    runs on the loop that awaits run(), in order."""
+
+    def __init__(self, make_client: Callable[[], ApiClient], *,
+                 on_change: Callable[[bool], None] | None = None, **elector: Any) -> None:
+        self._make_client = make_client
+        self._on_change = on_change
+        self._elector_args = elector
+        self._elector: LeaseElector | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the thread's
+        self._stop = threading.Event()
+
+    @property
+    def leading(self) -> bool:
+        e = self._elector
+        return e is not None and e.leading
+
+    def valid_until(self) -> float:
+        """As LeaseElector.valid_until (monotonic, from any thread)."""
+        e = self._elector
+        return e.valid_until() if e is not None else 0.0
+
+    async def run(self) -> None:
+        """Campaign and renew on the thread until stop(); return once it has released the
+        lease (if held) and ended. Cancelling stops it too."""
+        caller = asyncio.get_running_loop()
+        done: asyncio.Future[None] = caller.create_future()
+
+        def deliver(leading: bool) -> None:
+            if self._on_change is not None:
+                with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                    caller.call_soon_threadsafe(self._on_change, leading)
+
+        def finished(error: BaseException | None) -> None:
+            if done.done():
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        def main() -> None:
+            error: BaseException | None = None
+            try:
+                asyncio.run(self._campaign(deliver))
+            except BaseException as e:  # handed to run()'s caller
+                error = e
+            with contextlib.suppress(RuntimeError):
+                caller.call_soon_threadsafe(finished, error)
+
+        threading.Thread(target=main, name="polsched-lease", daemon=True).start()
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.stop()
+            raise
+
+    async def _campaign(self, deliver: Callable[[bool], None]) -> None:
+        client = self._make_client()
+        try:
+            elector = LeaseElector(client, on_change=deliver, **self._elector_args)
+            self._elector = elector
+            self._loop = asyncio.get_running_loop()
+            if self._stop.is_set():
+                elector.stop()
+            await elector.run()
+        finally:
+            await client.close()
+
+    def stop(self) -> None:
+        """Stop campaigning (from any thread); the lease is released if held."""
+        self._stop.set()
+        loop, elector = self._loop, self._elector
+        if loop is not None and elector is not None:
+            with contextlib.suppress(RuntimeError):  # the thread's loop has ended
+                loop.call_soon_threadsafe(elector.stop)

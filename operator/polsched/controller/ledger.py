@@ -171,10 +171,14 @@ class BindLedger(CacheListener):
                 due = acct.first_seen.get(second, now) + SETTLE_SECONDS
                 (ready if due <= now + 0.001 else later).append((name, acct))
         if later:
+            # One more snapshot for all of them, when the last is due (each still waits at
+            # least its own SETTLE_SECONDS; a later snapshot only blocks more): one pass
+            # over the assumed pods, not one per account that saw the second (with 50
+            # policies that saw it one after the other, up to 50 passes a second).
             self._due[second] = later
-            first = min(acct.first_seen.get(second, now) for _, acct in later)
+            last = max(acct.first_seen.get(second, now) for _, acct in later)
             asyncio.get_running_loop().call_later(
-                max(0.0, first + SETTLE_SECONDS - now), self._snapshot, second)
+                max(0.0, last + SETTLE_SECONDS - now), self._snapshot, second)
         if not ready:
             return
         assumed = self._cache.assumed_keys_by_scheduler()

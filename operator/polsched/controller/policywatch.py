@@ -38,8 +38,7 @@ async def watch_policies(client: ApiClient, reconciler: PolicyReconciler, *,
             listed = await client.list_all(COLLECTION, field_selector=selector)
             items = listed.get("items") or []
             present = {str(obj["metadata"]["name"]) for obj in items}
-            for obj in items:
-                await reconciler.observe(obj)
+            await reconciler.observe_all(items)
             # Deleted while the watch was down: their schedulers stop.
             for gone in reconciler.known() - present:
                 await reconciler.forget(gone)

@@ -130,6 +130,44 @@ class PolicyReconciler:
                 metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
                                       time.perf_counter() - started)
 
+    async def observe_all(self, bodies: Sequence[Mapping[str, Any]]) -> None:
+        """observe() for every object of a listing, with one sync for all of them: the
+        first listing of 50 policies ran 50 syncs, each O(policies), before the first
+        pod could be scheduled. What runs afterwards is what 50 observe() calls leave."""
+        live: list[Mapping[str, Any]] = []
+        for body in bodies:
+            name = str(body["metadata"]["name"])
+            if self.only is not None and name != self.only:
+                continue
+            if (body.get("metadata") or {}).get("deletionTimestamp"):
+                await self.forget(name)
+                continue
+            live.append(body)
+        if not live:
+            return
+        async with self._lock:
+            loads: list[tuple[PolicyRecord, float]] = []
+            for body in live:
+                started = time.perf_counter()
+                rec, reloaded = self.book.observe(body)
+                if not reloaded:
+                    self.writer.observed(rec.name, rec.status)
+                    continue
+                if rec.error is not None:
+                    log.warning("%s", rec.error)
+                else:
+                    log.info("SchedulingPolicy %s: generation %d loaded", rec.name,
+                             rec.generation)
+                loads.append((rec, time.perf_counter() - started))
+            if not loads and not self._retry and not self._reseed:
+                return
+            started = time.perf_counter()
+            await self._sync()
+            synced = time.perf_counter() - started
+            for rec, took in loads:
+                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
+                                      took + synced)
+
     async def forget(self, name: str) -> None:
         async with self._lock:
             rec = self.book.forget(name)

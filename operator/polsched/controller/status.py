@@ -152,6 +152,9 @@ class StatusWriter:
         self._stats = stats
         self.interval = interval
         self._slots: dict[str, _Slot] = {}
+        # scheduler name -> the slots whose view runs it (touch_scheduler, once per bind the
+        # ledger counts: a scan of every slot cost O(policies) per bind); None: stale.
+        self._by_running: dict[str, list[_Slot]] | None = None
         self._enabled = asyncio.Event()
         if enabled:
             self._enabled.set()
@@ -166,11 +169,14 @@ class StatusWriter:
         if slot is None:
             slot = _Slot(name, view, dict(observed_status))
             self._slots[name] = slot
+            self._by_running = None
             slot.task = asyncio.get_running_loop().create_task(
                 self._loop(slot), name=f"polsched-status-{name}")
             urgent = True
         else:
             if slot.view != view:
+                if slot.view.running != view.running:
+                    self._by_running = None
                 slot.view = view
                 urgent = True
             self._adopt(slot, observed_status)
@@ -206,9 +212,14 @@ class StatusWriter:
 
     def touch_scheduler(self, scheduler_name: str) -> None:
         """As touch, for the policy whose scheduler is `scheduler_name`."""
-        for slot in self._slots.values():
-            if slot.view.running == scheduler_name:
-                slot.dirty.set()
+        by_running = self._by_running
+        if by_running is None:
+            by_running = self._by_running = {}
+            for slot in self._slots.values():
+                if slot.view.running is not None:
+                    by_running.setdefault(slot.view.running, []).append(slot)
+        for slot in by_running.get(scheduler_name, ()):
+            slot.dirty.set()
 
     def touch(self, name: str) -> None:
         """The counts of `name` changed: write them within `interval`."""
@@ -223,6 +234,7 @@ class StatusWriter:
     def drop(self, name: str) -> None:
         """The policy is gone: stop writing its status."""
         slot = self._slots.pop(name, None)
+        self._by_running = None
         if slot is not None and slot.task is not None:
             slot.task.cancel()
         if slot is not None and slot.view.running is not None and self.ledger is not None:

@@ -129,6 +129,7 @@ class _Lane:
         self.queue: asyncio.PriorityQueue[tuple[int, int, _BindJob]] = asyncio.PriorityQueue()
         self.seq = 0
         self.workers: list[asyncio.Task[None]] = []
+        self.idle = 0  # workers waiting for a bind
         self.pending = 0  # queued or being written
         # Binds taken from the queue that wait for a slot (Binder._posts): not sent yet, so
         # drop_queued drops them too.
@@ -144,16 +145,21 @@ class _Waiting:
 
 
 class Binder:
-    """Per scheduler (a lane), a fixed set of `concurrency` writer coroutines drains a
-    queue of binds: no task, semaphore and done-callback per pod (that plumbing was a
-    visible share of the scheduler's CPU per pod). A lane starts with its first bind, in
-    its event loop.
+    """Per scheduler (a lane), up to `concurrency` writer coroutines drain a queue of
+    binds: no task, semaphore and done-callback per pod (that plumbing was a visible share
+    of the scheduler's CPU per pod). A lane starts a writer when a bind finds every writer
+    busy, in its event loop, and keeps it.
+
+    kube-scheduler starts every binding cycle at once (a goroutine each). Here a bind
+    waits for a writer only when `concurrency` binds are already in flight: with 32, a
+    150 pods/s stream on a loaded API server (a bind answered in 0.3-0.6 s) held binds
+    in the queue for 120-250 ms at p50 (bench/NOTES.md, issue 15 third pass).
 
     `deadline()`, when set, is the monotonic time by which every bind must have ended
     (the lease's renew deadline): a bind is sent with a timeout that ends there, and a
     bind still queued when it has passed is dropped, never sent."""
 
-    def __init__(self, client: ApiClient, *, concurrency: int = 32,
+    def __init__(self, client: ApiClient, *, concurrency: int = 96,
                  deadline: Deadline | None = None) -> None:
         self._client = client
         self._concurrency = max(concurrency, 1)
@@ -193,15 +199,16 @@ class Binder:
         if self.deadline is not None and self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(
                 self._watch_deadline(), name="polsched-binder-deadline")
-        if not got.workers:
-            loop = asyncio.get_running_loop()
-            got.workers = [loop.create_task(self._work(got),
-                                            name=f"polsched-binder-{lane}-{i}")
-                           for i in range(self._concurrency)]
         got.pending += 1
         got.seq += 1
         got.queue.put_nowait((-pod.priority, got.seq, (
             pod, node_name, done, binding_extenders(extenders, pod), annotations)))
+        # One more writer when every one is busy (the queue holds the binds no idle writer
+        # has taken yet), up to `concurrency`: a lane that never has more than a few binds
+        # at once keeps a few writers.
+        if got.queue.qsize() > got.idle and len(got.workers) < self._concurrency:
+            got.workers.append(asyncio.get_running_loop().create_task(
+                self._work(got), name=f"polsched-binder-{lane}-{len(got.workers)}"))
 
     def drop_queued(self, lane: str | None = None) -> int:
         """Leadership was lost: take every bind not yet sent out of the queue (of `lane`,
@@ -260,7 +267,11 @@ class Binder:
     async def _work(self, lane: _Lane) -> None:
         queue = lane.queue
         while True:
-            _prio, _seq, job = await queue.get()
+            lane.idle += 1
+            try:
+                _prio, _seq, job = await queue.get()
+            finally:
+                lane.idle -= 1
             try:
                 await self._bind(lane, job)
             finally:

@@ -113,13 +113,13 @@ class _Scheduler:
     """One policy's queue, pipeline, recorder and loop."""
 
     def __init__(self, policy: Policy, pipeline: Pipeline, recorder: EventRecorder,
-                 counters: Counters) -> None:
+                 counters: Counters, journal: q.EventJournal | None = None) -> None:
         self.name = policy.scheduler_name
         self.policy = policy
         self.pipeline = pipeline
         self.recorder = recorder
         self.counters = counters
-        self.queue = q.SchedulingQueue()
+        self.queue = q.SchedulingQueue(journal=journal)
         self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
         self.runnable = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -146,7 +146,7 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 32, annotate_decisions: bool = False,
+                 bind_concurrency: int = 96, annotate_decisions: bool = False,
                  shadow_budget: float = DEFAULT_BUDGET) -> None:
         self.client = client
         self.shadow_budget = shadow_budget
@@ -170,6 +170,8 @@ class Engine(CacheListener):
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator)
         self._schedulers: dict[str, _Scheduler] = {}
+        # The cluster events kept for pods in flight, once for every policy's queue.
+        self._journal = q.EventJournal()
         # The scheduling turn: one synchronous cycle at a time across policies (_run).
         self._turn = asyncio.Lock()
         # Leadership: a default for every scheduler and per-name overrides. A single
@@ -185,8 +187,11 @@ class Engine(CacheListener):
         """Start the watches; return once the cache has synced and schedulers run."""
         await self.cache.start()
         self._started = True
+        # One pass over the cache's pods for every scheduler applied before the sync, not
+        # one each (50 policies: 50 passes over every pod at start-up).
+        pending = self._pending_by_scheduler()
         for s in self._schedulers.values():
-            self._start_scheduler(s)
+            self._start_scheduler(s, pending.get(s.name, ()))
 
     async def stop(self) -> None:
         for s in self._schedulers.values():
@@ -218,7 +223,8 @@ class Engine(CacheListener):
             recorder = EventRecorder(self.client, name, concurrency=EVENT_WRITES,
                                      shared=self._event_writes)
             s = _Scheduler(policy, pipeline, recorder,
-                           Counters(**vars(counters)) if counters else Counters())
+                           Counters(**vars(counters)) if counters else Counters(),
+                           self._journal)
             self._schedulers[name] = s
             self._update_runnable(s)
             if self._started:
@@ -355,11 +361,22 @@ class Engine(CacheListener):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _start_scheduler(self, s: _Scheduler) -> None:
+    def _pending_by_scheduler(self, name: str | None = None) -> dict[str, list[PodInfo]]:
+        """The cache's pods that wait for a scheduler (of `name` only, if given), by
+        scheduler name, in the cache's order."""
+        out: dict[str, list[PodInfo]] = {}
+        is_assumed = self.cache.is_assumed
         for pod in list(self.cache.pods.values()):
-            if pod.scheduler_name == s.name and not pod.node_name and not pod.terminal \
-                    and not self.cache.is_assumed(pod.key):
-                self._enqueue(s, pod)
+            if (name is None or pod.scheduler_name == name) and not pod.node_name \
+                    and not pod.terminal and not is_assumed(pod.key):
+                out.setdefault(pod.scheduler_name, []).append(pod)
+        return out
+
+    def _start_scheduler(self, s: _Scheduler, pending: Sequence[PodInfo] | None = None) -> None:
+        if pending is None:
+            pending = self._pending_by_scheduler(s.name).get(s.name, ())
+        for pod in pending:
+            self._enqueue(s, pod)
         self._report_pending(s)
         s.task = asyncio.get_running_loop().create_task(self._run(s),
                                                          name=f"polsched-scheduler-{s.name}")
@@ -382,9 +399,11 @@ class Engine(CacheListener):
 
     def _move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
               pre_check: Callable[[PodInfo], bool] | None = None) -> None:
-        """MoveAllToActiveOrBackoffQueue on every scheduler's queue."""
+        """MoveAllToActiveOrBackoffQueue on every scheduler's queue; the event is kept
+        once for the pods in flight of all (EventJournal), not once per queue."""
+        self._journal.append(event, old, new)
         for s in self._schedulers.values():
-            if s.queue.move(event, old, new, pre_check):
+            if s.queue.move(event, old, new, pre_check, journaled=True):
                 self._report_pending(s)
 
     def _enqueue(self, s: _Scheduler, pod: PodInfo) -> None:

@@ -28,6 +28,7 @@ Single-threaded asyncio: no locks; only `pop` awaits. The clock is injectable fo
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
 import heapq
 import math
@@ -114,6 +115,53 @@ class _InFlightEvent:
     uid: str = ""
 
 
+class EventJournal:
+    """The cluster events kept for pods in flight (inFlightEvents), shared by the queues
+    of one engine. kube-scheduler has one queue for all its profiles, so an event is kept
+    once; with a queue per policy, keeping it in each queue cost O(policies) per event
+    (every bind's watch event, with 50 policies 8% of the operator's CPU: issue 15,
+    many-policies). A queue numbers its own events (policy changes, updates of a pod in
+    flight) from the same counter, and reads the journal's events after its pod's pop
+    through its own plugins' interest, as if it had kept them itself."""
+
+    TRIM_AT = 256
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._events: list[_InFlightEvent] = []
+        self._queues: list[SchedulingQueue] = []
+        self._trim_at = self.TRIM_AT
+
+    def next(self) -> int:
+        self.n += 1
+        return self.n
+
+    def append(self, event: ev.ClusterEvent, old: Any, new: Any) -> None:
+        self.n += 1
+        self._events.append(_InFlightEvent(self.n, event, old, new))
+        if len(self._events) >= self._trim_at:
+            self._trim()
+
+    def since(self, n: int) -> list[_InFlightEvent]:
+        """The events after number `n`, oldest first."""
+        events = self._events
+        return events[bisect.bisect_right(events, n, key=lambda e: e.n):]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def _trim(self) -> None:
+        """Forget the events that no pod in flight in any queue can still need; then
+        trim again when the journal has doubled (amortised O(1) per event)."""
+        froms = [n for n in (q.oldest_in_flight() for q in self._queues) if n is not None]
+        if not froms:
+            self._events.clear()
+        else:
+            del self._events[:bisect.bisect_right(self._events, min(froms),
+                                                  key=lambda e: e.n)]
+        self._trim_at = max(self.TRIM_AT, 2 * len(self._events))
+
+
 class SchedulingQueue:
     def __init__(
         self,
@@ -124,8 +172,14 @@ class SchedulingQueue:
         max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
         pop_from_backoff: bool = True,
         backoff_window: float = BACKOFF_ORDERING_WINDOW,
+        journal: EventJournal | None = None,
     ) -> None:
         self._clock = clock
+        # Shared with the engine's other queues (EventJournal): move(journaled=True) then
+        # keeps nothing itself.
+        self._journal = journal
+        if journal is not None:
+            journal._queues.append(self)
         self._backoff_window = backoff_window if pop_from_backoff else 0.0
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
@@ -206,6 +260,12 @@ class SchedulingQueue:
 
     def in_flight_events(self) -> int:
         return len(self._events)
+
+    def oldest_in_flight(self) -> int | None:
+        """The event number at the earliest pop of the pods in flight (None: none)."""
+        if not self._in_flight:
+            return None
+        return min(p._events_from for p in self._in_flight.values())
 
     # -- backoff --------------------------------------------------------------------------
     def backoff_duration(self, qp: QueuedPod) -> float:
@@ -440,10 +500,14 @@ class SchedulingQueue:
             self._in_flight[flying_uid]._gone = True
 
     def move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
-             pre_check: Callable[[PodInfo], bool] | None = None) -> int:
+             pre_check: Callable[[PodInfo], bool] | None = None,
+             journaled: bool = False) -> int:
         """MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may help go back
-        (to backoffQ while backing off). Returns how many moved."""
+        (to backoffQ while backing off). Returns how many moved. `journaled`: the event is
+        in the shared EventJournal already, so it is not kept here for the pods in flight."""
         if not self._unschedulable:
+            if journaled:
+                return 0
             # Nothing to move: only keep the event for the pods in flight, if a plugin cares.
             # The engine calls this for every cluster event on every policy's queue, so
             # with many policies this is the common case (issue 15, many-policies).
@@ -477,14 +541,16 @@ class SchedulingQueue:
             self._unpark(qp.key)
             if self._requeue(qp, strategy, now) != "unschedulable":
                 moved += 1
-        self._record(event, old, new)
+        if not journaled:
+            self._record(event, old, new)
         return moved
 
     def _record(self, event: ev.ClusterEvent, old: Any, new: Any, uid: str = "") -> None:
         """Keep the event for the pods in flight (addEventIfAnyInFlight)."""
         if not self._in_flight:
             return
-        self._event_n += 1
+        self._event_n = self._journal.next() if self._journal is not None \
+            else self._event_n + 1
         self._events.append(_InFlightEvent(self._event_n, event, old, new, uid))
 
     # -- what the scheduling loop does ----------------------------------------------------
@@ -549,7 +615,7 @@ class SchedulingQueue:
         qp.attempts += 1
         self.scheduling_cycle += 1
         qp._gone = False
-        qp._events_from = self._event_n
+        qp._events_from = self._journal.n if self._journal is not None else self._event_n
         self._in_flight[qp.uid] = qp
         self._in_flight_keys[qp.key] = qp.uid
         return qp
@@ -620,6 +686,13 @@ class SchedulingQueue:
                 continue
             if self.worth_requeuing(qp, e.event, e.old, e.new) is not Strategy.SKIP:
                 return Strategy.AFTER_BACKOFF
+        if self._journal is not None:
+            for e in self._journal.since(qp._events_from):
+                interested = self._interested(e.event)
+                if interested is not None and not interested:
+                    continue  # not kept by move() when no plugin of ours cares
+                if self.worth_requeuing(qp, e.event, e.old, e.new) is not Strategy.SKIP:
+                    return Strategy.AFTER_BACKOFF
         return Strategy.SKIP
 
     def add_unschedulable(self, qp: QueuedPod, rejected_by: Iterable[str] = ()) -> None:
@@ -653,6 +726,8 @@ class SchedulingQueue:
 
     def close(self) -> None:
         self._closed = True
+        if self._journal is not None and self in self._journal._queues:
+            self._journal._queues.remove(self)
         self._wake()
 
 

@@ -198,3 +198,58 @@ def test_a_gated_pod_moves_only_when_its_gates_go() -> None:
     assert queue.where(p.key) == "gated"
     queue.add(pod(labels={"x": "y"}))
     assert queue.where(p.key) == "active"
+
+
+def default_queue(clock: Clock, journal: q.EventJournal | None = None) -> q.SchedulingQueue:
+    pipeline = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": {}}))
+    queue = q.SchedulingQueue(clock=clock, pop_from_backoff=False, journal=journal)
+    queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
+    return queue
+
+
+def test_queues_sharing_a_journal_see_the_events_of_their_pods_flight_as_their_own() -> None:
+    """The engine keeps each cluster event once (EventJournal) for every policy's queue:
+    a pod that fails goes where it went when each queue kept the events itself, for
+    events during its flight, before it, and events no plugin of its queue cares about."""
+    big, pvc = node("big", cpu="8"), ev.ClusterEvent(R.PERSISTENT_VOLUME_CLAIM, A.ADD)
+
+    def run(journal: q.EventJournal | None) -> dict[str, str | None]:
+        clock = Clock()
+        a, b = default_queue(clock, journal), default_queue(clock, journal)
+        # Its only plugin cares about nodes added, not about PVCs.
+        c = q.SchedulingQueue(clock=clock, pop_from_backoff=False, journal=journal)
+        c.configure(hints={"NodeLabel": (ev.ClusterEventWithHint(ev.NODE_ADD, None),)})
+        a.add(pod("early", cpu="3"))
+        a.add(pod("other", cpu="3"))
+        b.add(pod("late", cpu="3"))
+        c.add(pod("quiet"))
+        early, other, quiet = a.pop_nowait(), a.pop_nowait(), c.pop_nowait()
+        assert early is not None and other is not None and quiet is not None
+
+        def event(e: ev.ClusterEvent, old: Any, new: Any) -> None:
+            if journal is not None:
+                journal.append(e, old, new)
+            for queue in (a, b, c):
+                queue.move(e, old, new, journaled=journal is not None)
+
+        event(pvc, None, {})
+        c.add_unschedulable(quiet, ["NoSuchPlugin"])  # moves on any event c keeps: none
+        where_quiet = c.where("ns/quiet")
+        event(ev.NODE_ADD, None, big)
+        late = b.pop_nowait()  # popped after the events: they are not its own
+        assert late is not None
+        a.add_unschedulable(early, ["NodeResourcesFit"])  # a node with room came
+        a.add_unschedulable(other, ["NoSuchPlugin"])
+        b.add_unschedulable(late, ["NodeResourcesFit"])
+        return {"early": a.where("ns/early"), "other": a.where("ns/other"),
+                "late": b.where("ns/late"), "quiet": where_quiet}
+
+    journal = q.EventJournal()
+    assert run(journal) == run(None) == {"early": "backoff", "other": "backoff",
+                                         "late": "unschedulable", "quiet": "unschedulable"}
+    # Nothing in flight: the journal forgets its events as it grows.
+    for _ in range(3 * q.EventJournal.TRIM_AT):
+        journal.append(ev.NODE_ADD, None, node())
+    assert len(journal) < q.EventJournal.TRIM_AT
