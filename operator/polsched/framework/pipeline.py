@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,8 @@ from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.selectors import Matcher, NodeSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+
+_node_name = operator.attrgetter("name")
 
 _E = TypeVar("_E", "FilterEntry", "ScoreEntry")
 
@@ -585,6 +588,47 @@ class Pipeline:
             statuses[node_name] = wp
 
         nominated = self.nominated_pods(pod)
+        if not nominated and not rest and n_nodes:
+            # Every filter left is a NodeSetFilter (alike plain pods): the nodes inside
+            # `passing` are feasible without a call, so only the nodes outside it are
+            # visited, in the same order and with the same stop as the loop below.
+            order = (nodes[start:] + nodes[:start]) if start else nodes
+            flags = map(pass_names.__contains__, map(_node_name, order))
+            if not outside:
+                flags = map(operator.not_, flags)
+            prev = 0
+            for p in itertools.compress(range(n_nodes), flags):
+                need = to_find - len(feasible)
+                if p - prev >= need:
+                    break
+                feasible.extend(order[prev:p])
+                node = order[p]
+                node_name = node.name
+                prev = p + 1
+                for name, fn, ns, rejection in outside_chain:
+                    if ns is not None:
+                        if (node_name in ns.names) is not ns.complement:
+                            continue
+                        if rejection is not None:
+                            reject(node_name, name, rejection)
+                            break
+                    st = fn(state, pod, node)
+                    if st.code is not success:
+                        reject(node_name, name, st)
+                        break
+                else:  # a NodeSet may leave out a node its Filter passes
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+            else:
+                p = -1
+            if p < 0 or len(feasible) < to_find:  # the stop is among the passing nodes
+                end = min(prev + to_find - len(feasible), n_nodes)
+                feasible.extend(order[prev:end])
+                prev = end
+            if n_all:
+                self._next_start = (self._next_start + prev) % n_all
+            return feasible, diagnosis
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
             processed += 1
             node_name = node.name
@@ -669,10 +713,15 @@ class Pipeline:
                 continue
             # One pass per scorer; its weighted scores are read at two nodes at most
             # (_deciding_scorer), so they are not listed.
+            # C-level maps (the scores are ints): zip(strict=True)'s length check kept.
+            if len(normalized) != len(totals):
+                raise ValueError(f"plugin {s.name!r} scored {len(normalized)} nodes "
+                                 f"of {len(totals)}")
             if w == 1:
-                totals = [t + v for t, v in zip(totals, normalized, strict=True)]
+                totals = list(map(operator.add, totals, normalized))
             else:
-                totals = [t + v * w for t, v in zip(totals, normalized, strict=True)]
+                totals = list(map(operator.add, totals,
+                                  map(operator.mul, normalized, itertools.repeat(w))))
             per_plugin[s.name] = _Weighted(normalized, w)
         return totals, per_plugin
 

@@ -181,3 +181,86 @@ class AggregateMemo:
 
     def clear(self) -> None:
         self._aggregates.clear()
+
+
+class SnapshotSync:
+    """Where a consumer of one snapshot's nodes last read framework.types.NODE_CHANGES.
+
+    `changed(snapshot)` gives the names of the nodes added, removed or changed (their pods
+    or the node object) since the previous call on the same snapshot, repeats possible, or
+    None when every node must be revisited: the first call, another snapshot, a node count
+    that moved without a version bump (nodes changed some other way than the cache's), or
+    a log that has dropped names since. Aggregate's rule, for a consumer that keeps its own
+    per-node results.
+    """
+
+    __slots__ = ("_snapshot", "_position", "_n_nodes", "_version")
+
+    def __init__(self) -> None:
+        self._snapshot: Snapshot | None = None
+        self._position = -1
+        self._n_nodes = -1
+        self._version = -1
+
+    def changed(self, snapshot: Snapshot) -> list[str] | None:
+        changed = None
+        if self._snapshot is snapshot and (self._n_nodes == len(snapshot.nodes)
+                                           or self._version != snapshot.version):
+            changed = NODE_CHANGES.since(self._position)
+        self._snapshot = snapshot
+        self._position = NODE_CHANGES.position
+        self._n_nodes = len(snapshot.nodes)
+        self._version = snapshot.version
+        return changed
+
+
+class SyncedValues(Generic[V]):
+    """signature -> {node name: value} for the nodes of one snapshot, keeping the `size`
+    most recently used signatures.
+
+    Unlike NodeMemo, whose entries are checked per node (NodeInfo identity and generation)
+    at every read, a table is brought up to date once per cycle: `table_if_repeated` drops
+    the entries of the nodes NODE_CHANGES named since the signature's last use (all of them
+    on another snapshot), so every entry left is current for that snapshot's nodes and a
+    cycle reads them with C-level lookups (`map(table.get, names)`). The value must depend
+    on nothing but the node, its pods and the signature; the table must be read only for
+    nodes of the snapshot it was synced with, before that snapshot changes."""
+
+    __slots__ = ("_tables", "_size", "_seen")
+
+    def __init__(self, size: int = 8) -> None:
+        self._tables: dict[Hashable, tuple[SnapshotSync, dict[str, V]]] = {}
+        self._size = size
+        self._seen: dict[Hashable, None] = {}  # as NodeMemo._seen
+
+    def table_if_repeated(self, signature: Hashable, snapshot: Snapshot,
+                          ) -> dict[str, V] | None:
+        """The signature's table, current for `snapshot`; None the first time the
+        signature is seen (as NodeMemo.table_if_repeated)."""
+        tables = self._tables
+        entry = tables.pop(signature, None)
+        if entry is None:
+            seen = self._seen
+            if signature not in seen:
+                if len(seen) >= 8 * self._size:
+                    del seen[next(iter(seen))]
+                seen[signature] = None
+                return None
+            del seen[signature]
+            entry = (SnapshotSync(), {})
+            if len(tables) >= self._size:
+                del tables[next(iter(tables))]
+        tables[signature] = entry
+        sync, values = entry
+        changed = sync.changed(snapshot)
+        if changed is None:
+            values.clear()
+        else:
+            pop = values.pop
+            for name in changed:
+                pop(name, None)
+        return values
+
+    def clear(self) -> None:
+        self._tables.clear()
+        self._seen.clear()

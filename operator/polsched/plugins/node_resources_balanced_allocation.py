@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from polsched.framework import resources as res
@@ -26,7 +27,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
-from polsched.plugins.node_memo import NodeMemo
+from polsched.plugins.node_memo import SyncedValues
 from polsched.plugins.node_resources_fit import (
     DEFAULT_RESOURCES,
     ResourceVectors,
@@ -41,6 +42,8 @@ DEFAULT_ARGS: Mapping[str, Any] = {
 }
 
 _PRE_SCORE_KEY = "PreScore" + NAME
+_SCORES_KEY = "PreScoreTable" + NAME
+_node_name = attrgetter("name")
 _HALF = MAX_NODE_SCORE // 2
 
 
@@ -84,7 +87,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         # A node's score depends only on the pod's requests and the node's allocatable and
         # requested, which change only with its generation: alike pods reuse the scores of
         # every node but the ones that changed since (typically the last pod's node).
-        self._memo: NodeMemo[int] = NodeMemo()
+        # The tables are brought up to date once per cycle, in PreScore (SyncedValues).
+        self._memo: SyncedValues[int] = SyncedValues()
         # node name -> (node, generation, cpu and memory allocatable and requested, the
         # balance score without the pod): see _score_cpu_memory_once.
         self._rows: dict[str, tuple[NodeInfo, int, int, int, int, int, int]] = {}
@@ -95,6 +99,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         if not any(requests):  # a best-effort pod changes no node's balance
             return SKIP
         state.write(_PRE_SCORE_KEY, requests)
+        if self._cpu_memory:
+            state.write(_SCORES_KEY, self._memo.table_if_repeated(requests, snapshot))
         return SUCCESS
 
     def _requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
@@ -113,54 +119,49 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         if not any(requests):
             return [0] * len(nodes)
         if self._cpu_memory:
-            return self._score_cpu_memory(requests, nodes)
+            return self._score_cpu_memory(requests, nodes, state.get(_SCORES_KEY))
         vectors = self.vectors.node
         return [balanced_score(*vectors(n, requests)) for n in nodes]
 
-    def _score_cpu_memory(self, requests: Sequence[int],
-                          nodes: Sequence[NodeInfo]) -> list[int]:
+    def _score_cpu_memory(self, requests: Sequence[int], nodes: Sequence[NodeInfo],
+                          memo: dict[str, int] | None) -> list[int]:
         """score_nodes over cpu and memory (the default), unrolled: the float math of
         balanced_resource_score with two fractions, and balanced_score's Go division,
-        without three lists and four calls per node (this runs pod x node)."""
-        pod_cpu, pod_mem = requests
-        cpu, memory = res.CPU, res.MEMORY
-        vectors = self.vectors.node
-        memo = self._memo.table_if_repeated(tuple(requests))
+        without three lists and four calls per node (this runs pod x node). `memo`: a
+        repeated request's scores, current for the cycle's snapshot (pre_score): read for
+        every node at once, computed only for the nodes missing from it."""
         if memo is None:  # a signature seen once: nothing to read, nothing worth writing
             return self._score_cpu_memory_once(requests, nodes)
-        out = []
-        for node in nodes:
-            gen = node.generation
-            hit = memo.get(node.name)
-            if hit is not None and hit[1] == gen and hit[0] is node:
-                out.append(hit[2])
-                continue
-            alloc = node.allocatable
-            cap_cpu = alloc.get(cpu, 0)
-            cap_mem = alloc.get(memory, 0)
-            if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
-                score = balanced_score(*vectors(node, requests))
-                memo[node.name] = (node, gen, score)
-                out.append(score)
-                continue
-            used = node.requested
-            used_cpu = used.get(cpu, 0)
-            used_mem = used.get(memory, 0)
-            f_cpu = (used_cpu + pod_cpu) / cap_cpu
-            f_mem = (used_mem + pod_mem) / cap_mem
-            f_cpu = f_cpu if f_cpu < 1.0 else 1.0
-            f_mem = f_mem if f_mem < 1.0 else 1.0
-            with_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
-            f_cpu = used_cpu / cap_cpu
-            f_mem = used_mem / cap_mem
-            f_cpu = f_cpu if f_cpu < 1.0 else 1.0
-            f_mem = f_mem if f_mem < 1.0 else 1.0
-            without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
-            d = _HALF + with_pod - without_pod
-            score = _HALF + (d // 2 if d >= 0 else -(-d // 2))
-            memo[node.name] = (node, gen, score)
-            out.append(score)
-        return out
+        out: list[int | None] = list(map(memo.get, map(_node_name, nodes)))
+        if None in out:
+            for i, hit in enumerate(out):
+                if hit is None:
+                    node = nodes[i]
+                    out[i] = memo[node.name] = self._score_cpu_memory_node(requests, node)
+        return out  # type: ignore[return-value]  # no None left
+
+    def _score_cpu_memory_node(self, requests: Sequence[int], node: NodeInfo) -> int:
+        pod_cpu, pod_mem = requests
+        alloc = node.allocatable
+        cap_cpu = alloc.get(res.CPU, 0)
+        cap_mem = alloc.get(res.MEMORY, 0)
+        if not (cap_cpu and cap_mem):  # fewer than two fractions: the general form
+            return balanced_score(*self.vectors.node(node, requests))
+        used = node.requested
+        used_cpu = used.get(res.CPU, 0)
+        used_mem = used.get(res.MEMORY, 0)
+        f_cpu = (used_cpu + pod_cpu) / cap_cpu
+        f_mem = (used_mem + pod_mem) / cap_mem
+        f_cpu = f_cpu if f_cpu < 1.0 else 1.0
+        f_mem = f_mem if f_mem < 1.0 else 1.0
+        with_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
+        f_cpu = used_cpu / cap_cpu
+        f_mem = used_mem / cap_mem
+        f_cpu = f_cpu if f_cpu < 1.0 else 1.0
+        f_mem = f_mem if f_mem < 1.0 else 1.0
+        without_pod = int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE)
+        d = _HALF + with_pod - without_pod
+        return _HALF + (d // 2 if d >= 0 else -(-d // 2))
 
     def _score_cpu_memory_once(self, requests: Sequence[int],
                                nodes: Sequence[NodeInfo]) -> list[int]:

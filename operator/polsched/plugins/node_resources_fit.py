@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from polsched.framework import events as ev
@@ -25,14 +26,16 @@ from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
-from polsched.plugins.node_memo import NodeMemo
+from polsched.plugins.node_memo import NodeMemo, SnapshotSync, SyncedValues
 
 NAME = "NodeResourcesFit"
 
@@ -57,6 +60,8 @@ DEFAULT_ARGS: Mapping[str, Any] = {
 
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
+_SCORES_KEY = "PreScoreTable" + NAME
+_node_name = attrgetter("name")
 
 _NATIVE_NAMESPACE = "kubernetes.io/"
 _HUGEPAGES_PREFIX = "hugepages-"
@@ -385,8 +390,8 @@ class _PodRequest:
         return not (self.cpu or self.memory or self.ephemeral or self.scalars)
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
-                       ev.EnqueueExtensions):
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
+                       ScorePlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
@@ -404,7 +409,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         # allocatable, requested and pod count, which change only with its generation:
         # alike pods reuse them for every node but the ones that changed since.
         self._fits: NodeMemo[bool] = NodeMemo()
-        self._scores: NodeMemo[int] = NodeMemo()
+        self._scores: SyncedValues[int] = SyncedValues()
+        # (cpu, memory, ephemeral) of a repeated request -> the names of the snapshot's
+        # nodes it is not known to fit, kept current across cycles (filter_nodes).
+        self._misfits: dict[tuple[int, int, int], tuple[SnapshotSync, set[str]]] = {}
 
     # -- filter ------------------------------------------------------------------------
     def _pod_request(self, pod: PodInfo) -> _PodRequest:
@@ -463,6 +471,54 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 return SUCCESS
             return full(state, pod, node)
         return fits
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        """For a request seen before (its fit memo exists) and without scalar resources:
+        every node but those it is not known to fit. That set is kept per request across
+        cycles and revisits only the nodes changed since (NODE_CHANGES), so alike pods pay
+        per cycle for the last pod's node, not a memo lookup per node. A node left out
+        whose Filter passes (a zero request on an overcommitted node) still gets Filter
+        from the pipeline, so the set never holds more nodes than Filter passes."""
+        pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
+            state.get(_PRE_FILTER_KEY)
+        if pre is None or pre[1] is None or pre[0].scalars:
+            return None
+        req = pre[0]
+        cpu, memory, ephemeral = req.cpu, req.memory, req.ephemeral
+        key = (cpu, memory, ephemeral)
+        memo = self._misfits
+        entry = memo.pop(key, None)
+        if entry is None:
+            entry = (SnapshotSync(), set())
+            if len(memo) >= 8:
+                del memo[next(iter(memo))]
+        memo[key] = entry
+        sync, misfits = entry
+        PODS, CPU, MEMORY, EPHEMERAL = (  # noqa: N806
+            res.PODS, res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE)
+
+        def fits(node: NodeInfo) -> bool:  # bind_filter's fast test
+            alloc = node.allocatable
+            used = node.requested
+            return (len(node.pods) < alloc.get(PODS, 0)
+                    and cpu <= alloc.get(CPU, 0) - used.get(CPU, 0)
+                    and memory <= alloc.get(MEMORY, 0) - used.get(MEMORY, 0)
+                    and (not ephemeral
+                         or ephemeral <= alloc.get(EPHEMERAL, 0) - used.get(EPHEMERAL, 0)))
+        changed = sync.changed(snapshot)
+        if changed is None:
+            misfits.clear()
+            misfits.update(n.name for n in snapshot.nodes if not fits(n))
+        else:
+            get = snapshot.by_name.get
+            for name in changed:
+                node = get(name)
+                if node is None or fits(node):
+                    misfits.discard(name)
+                else:
+                    misfits.add(name)
+        return NodeSet(set(misfits), complement=True)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         pre: tuple[_PodRequest, dict[str, tuple[NodeInfo, int, bool]] | None] | None = \
@@ -523,7 +579,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # -- score -------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:
-        state.write(_PRE_SCORE_KEY, self.vectors.pod_requests(pod))
+        requests = self.vectors.pod_requests(pod)
+        state.write(_PRE_SCORE_KEY, requests)
+        if self._cpu_memory_weights is not None:
+            # The scores of a request seen before, current for this snapshot's nodes.
+            state.write(_SCORES_KEY, self._scores.table_if_repeated(requests, snapshot))
         return SUCCESS
 
     def _requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
@@ -538,7 +598,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                     nodes: Sequence[NodeInfo]) -> list[int]:
         pod_requests = self._requests(state, pod)
         if self._cpu_memory_weights is not None:
-            return self._least_allocated_cpu_memory(pod_requests, nodes)
+            return self._least_allocated_cpu_memory(pod_requests, nodes,
+                                                    state.get(_SCORES_KEY))
         vectors, scorer = self.vectors.node, self._scorer
         out = []
         for node in nodes:
@@ -548,44 +609,63 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
 
     def _least_allocated_cpu_memory(self, pod_requests: Sequence[int],
-                                    nodes: Sequence[NodeInfo]) -> list[int]:
+                                    nodes: Sequence[NodeInfo],
+                                    memo: dict[str, int] | None) -> list[int]:
         """score_nodes for LeastAllocated over cpu then memory (the default), with the
         per-node vectors unrolled: the integer math of _least_requested_score and
-        _weighted_mean, without two lists and two calls per node (this runs pod x node)."""
+        _weighted_mean, without two lists and two calls per node (this runs pod x node).
+        `memo`: a repeated request's scores, current for the cycle's snapshot (pre_score):
+        read for every node at once, computed only for the nodes missing from it."""
+        assert self._cpu_memory_weights is not None
+        if memo is None:  # a signature seen once: nothing to read, nothing worth writing
+            w_cpu, w_mem = self._cpu_memory_weights
+            pod_cpu, pod_mem = pod_requests
+            cpu, memory = res.CPU, res.MEMORY
+            scores = []
+            for node in nodes:
+                alloc = node.allocatable
+                score = weight_sum = 0
+                cap = alloc.get(cpu, 0)
+                if cap:
+                    r = node.non_zero_cpu + pod_cpu
+                    if r <= cap:
+                        score = (cap - r) * MAX_NODE_SCORE // cap * w_cpu
+                    weight_sum = w_cpu
+                cap = alloc.get(memory, 0)
+                if cap:
+                    r = node.non_zero_memory + pod_mem
+                    if r <= cap:
+                        score += (cap - r) * MAX_NODE_SCORE // cap * w_mem
+                    weight_sum += w_mem
+                scores.append(score // weight_sum if weight_sum else 0)
+            return scores
+        out: list[int | None] = list(map(memo.get, map(_node_name, nodes)))
+        if None in out:
+            for i, hit in enumerate(out):
+                if hit is None:
+                    node = nodes[i]
+                    out[i] = memo[node.name] = self._least_allocated_node(pod_requests, node)
+        return out  # type: ignore[return-value]  # no None left
+
+    def _least_allocated_node(self, pod_requests: Sequence[int], node: NodeInfo) -> int:
         assert self._cpu_memory_weights is not None
         w_cpu, w_mem = self._cpu_memory_weights
         pod_cpu, pod_mem = pod_requests
-        cpu, memory = res.CPU, res.MEMORY
-        memo = self._scores.table_if_repeated(tuple(pod_requests))
-        record = memo is not None
-        if memo is None:
-            memo = {}  # a signature seen once: nothing to read, nothing worth writing
-        out = []
-        for node in nodes:
-            gen = node.generation
-            hit = memo.get(node.name) if record else None
-            if hit is not None and hit[1] == gen and hit[0] is node:
-                out.append(hit[2])
-                continue
-            alloc = node.allocatable
-            score = weight_sum = 0
-            cap = alloc.get(cpu, 0)
-            if cap:
-                r = node.non_zero_cpu + pod_cpu
-                if r <= cap:
-                    score = (cap - r) * MAX_NODE_SCORE // cap * w_cpu
-                weight_sum = w_cpu
-            cap = alloc.get(memory, 0)
-            if cap:
-                r = node.non_zero_memory + pod_mem
-                if r <= cap:
-                    score += (cap - r) * MAX_NODE_SCORE // cap * w_mem
-                weight_sum += w_mem
-            score = score // weight_sum if weight_sum else 0
-            if record:
-                memo[node.name] = (node, gen, score)
-            out.append(score)
-        return out
+        alloc = node.allocatable
+        score = weight_sum = 0
+        cap = alloc.get(res.CPU, 0)
+        if cap:
+            r = node.non_zero_cpu + pod_cpu
+            if r <= cap:
+                score = (cap - r) * MAX_NODE_SCORE // cap * w_cpu
+            weight_sum = w_cpu
+        cap = alloc.get(res.MEMORY, 0)
+        if cap:
+            r = node.non_zero_memory + pod_mem
+            if r <= cap:
+                score += (cap - r) * MAX_NODE_SCORE // cap * w_mem
+            weight_sum += w_mem
+        return score // weight_sum if weight_sum else 0
 
     # -- queueing hints ------------------------------------------------------------------
     def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
