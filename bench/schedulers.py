@@ -29,6 +29,7 @@ import yaml
 
 from bench import many
 from bench import workloads as wl
+from polsched.cluster.crdwait import wait_established
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBE_QPS = 5000
@@ -240,8 +241,8 @@ class Polsched(Runner):
         if self.mode == "operator":
             self._kubectl("apply", "--server-side", "--force-conflicts", "-f",
                           str(ROOT / "crds"))
-            self._kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                          "crd/schedulingpolicies.polsched.io")
+            wait_established(["schedulingpolicies.polsched.io"],
+                             env={**os.environ, "KUBECONFIG": self.kubeconfig})
             self._kubectl("apply", "-f", str(self._policy_file))
             self._shadow = workload.shadow
             if workload.shadow:

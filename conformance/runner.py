@@ -56,6 +56,7 @@ import yaml
 from conformance import extender as ext
 from conformance import scenarios as scn
 from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.crdwait import wait_established
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -211,9 +212,8 @@ class Side:
         env = {**os.environ, "KUBECONFIG": self.kubeconfig}
         subprocess.run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f",
                         str(ROOT / "crds")], env=env, check=True, capture_output=True)
-        subprocess.run(["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/schedulingpolicies.polsched.io"], env=env, check=True,
-                       capture_output=True)
+        await asyncio.to_thread(wait_established, ["schedulingpolicies.polsched.io"],
+                                env=env)
         spec: Json = {"schedulerName": SCHEDULER_NAME}
         if self.extender_url:
             spec["extenders"] = [ext.config(self.extender_url)]

@@ -124,13 +124,24 @@ wait_pods() {
   done
 }
 
+# `kubectl wait --for=condition=Established` fails at once (".status.conditions accessor
+# error: <nil>") on a CRD the API server still stores with status.conditions null, right
+# after it is created; poll the condition instead.
+wait_established() {
+  local deadline=$((SECONDS + 60))
+  until [[ $(k get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null) == True ]]; do
+    ((SECONDS < deadline)) || die "CustomResourceDefinition $1 not Established after 60s"
+    sleep 0.2
+  done
+}
+
 up() {
   [[ -f "$KUBECONFIG" ]] || die "no cluster at $dev (run: make cluster, or make demo)"
   [[ -x "$polsched" ]] || die "no $polsched (run: make venv, or make demo)"
 
   say "CRD"
   k apply --server-side --force-conflicts -f "$root/crds/schedulingpolicy.yaml" >/dev/null
-  k wait --for=condition=Established crd/schedulingpolicies.polsched.io --timeout=60s >/dev/null
+  wait_established schedulingpolicies.polsched.io
   echo "schedulingpolicies.polsched.io established"
 
   say "fake nodes (kwok keeps them Ready)"

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from polsched.cluster.crdwait import wait_established
+
 ROOT = Path(__file__).resolve().parent.parent
 HACK = ROOT / "hack"
 
@@ -80,7 +82,8 @@ def install_crds(cluster: Cluster) -> None:
         return
     for f in crds:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    # Not `kubectl wait`: it fails on a CRD whose status.conditions is still null.
+    wait_established(None, env=cluster.env)
 
 
 @pytest.fixture(scope="session")
