@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import ssl
+import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -84,29 +85,38 @@ def is_unreachable(err: BaseException) -> bool:
 class Outage:
     """An expected API server outage says one line when it starts and one when it ends,
     for the whole process, however many watches and writes retry meanwhile (issue 11:
-    each ~20 s outage printed 18-24 tracebacks)."""
+    each ~20 s outage printed 18-24 tracebacks). Clients of one process share it (the
+    operator's lease renews on a thread and client of its own), hence the lock."""
 
     def __init__(self, host: str) -> None:
         self.host = host
         self.since: float | None = None  # monotonic start of the outage under way
         self.outages = 0
+        self._lock = threading.Lock()
 
     @property
     def down(self) -> bool:
         return self.since is not None
 
     def failed(self, err: BaseException) -> None:
-        if self.since is None:
+        if self.since is not None:
+            return
+        with self._lock:
+            if self.since is not None:
+                return
             self.since = time.monotonic()
             self.outages += 1
-            _log.warning("API server %s unreachable (%s); retrying until it answers",
-                         self.host, str(err) or type(err).__name__)
+        _log.warning("API server %s unreachable (%s); retrying until it answers",
+                     self.host, str(err) or type(err).__name__)
 
     def answered(self) -> None:
-        if self.since is not None:
+        if self.since is None:
+            return
+        with self._lock:
+            since, self.since = self.since, None
+        if since is not None:
             _log.warning("API server %s answers again after %.1fs", self.host,
-                         time.monotonic() - self.since)
-            self.since = None
+                         time.monotonic() - since)
 
 
 class _RateLimiter:

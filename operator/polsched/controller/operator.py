@@ -250,7 +250,12 @@ async def operate(args: argparse.Namespace) -> None:
         raise
     # On its own thread and client: under load, this loop (every policy's watch events,
     # decisions and binds) renewed too late and lost the lease (controller.leases).
-    elector = LeaseThread(lambda: credentials.api_client(args.kubeconfig),
+    def lease_client() -> ApiClient:
+        own = credentials.api_client(args.kubeconfig)
+        own.outage = client.outage  # an outage is reported once for the process
+        return own
+
+    elector = LeaseThread(lease_client,
                           namespace=args.namespace, name=OPERATOR_LEASE, identity=identity,
                           on_change=on_leading, lease_duration=args.lease_duration,
                           renew_period=args.renew_period)
