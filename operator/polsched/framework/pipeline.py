@@ -587,6 +587,22 @@ class Pipeline:
                 keep.append(st)
             statuses[node_name] = wp
 
+        def passes_outside(node: NodeInfo, node_name: str) -> bool:
+            """A node some NodeSetFilter left out: the first rejection in filter order,
+            or True (a NodeSet may leave out a node its Filter passes)."""
+            for name, fn, ns, rejection in outside_chain:
+                if ns is not None:
+                    if (node_name in ns.names) is not ns.complement:
+                        continue
+                    if rejection is not None:
+                        reject(node_name, name, rejection)
+                        return False
+                st = fn(state, pod, node)
+                if st.code is not success:
+                    reject(node_name, name, st)
+                    return False
+            return True
+
         nominated = self.nominated_pods(pod)
         if not nominated and not rest and n_nodes:
             # Every filter left is a NodeSetFilter (alike plain pods): the nodes inside
@@ -605,18 +621,7 @@ class Pipeline:
                 node = order[p]
                 node_name = node.name
                 prev = p + 1
-                for name, fn, ns, rejection in outside_chain:
-                    if ns is not None:
-                        if (node_name in ns.names) is not ns.complement:
-                            continue
-                        if rejection is not None:
-                            reject(node_name, name, rejection)
-                            break
-                    st = fn(state, pod, node)
-                    if st.code is not success:
-                        reject(node_name, name, st)
-                        break
-                else:  # a NodeSet may leave out a node its Filter passes
+                if passes_outside(node, node_name):
                     feasible.append(node)
                     if len(feasible) >= to_find:
                         break
@@ -644,18 +649,7 @@ class Pipeline:
                 continue
             if (node_name in pass_names) is outside:
                 # Rejected by some NodeSetFilter: the first rejection in filter order.
-                for name, fn, ns, rejection in outside_chain:
-                    if ns is not None:
-                        if (node_name in ns.names) is not ns.complement:
-                            continue
-                        if rejection is not None:
-                            reject(node_name, name, rejection)
-                            break
-                    st = fn(state, pod, node)
-                    if st.code is not success:
-                        reject(node_name, name, st)
-                        break
-                else:  # a NodeSet may leave out a node its Filter passes
+                if passes_outside(node, node_name):
                     feasible.append(node)
                     if len(feasible) >= to_find:
                         break
