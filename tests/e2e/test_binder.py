@@ -148,3 +148,57 @@ def test_a_lane_starts_writers_as_binds_find_them_busy(
             await client.close()
 
     asyncio.run(main())
+
+
+def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """While every slot of the binder is taken, a lane that has a writer starts no more
+    (50 policies started up to `concurrency` writers each behind the same slots); its
+    binds all go out, and its writers grow once they get slots."""
+    import asyncio
+
+    from polsched.framework.types import PodInfo
+    from polsched.scheduler.binder import Binder, BindOutcome
+
+    rid = unique("bslot")
+    node = nodes(f"{rid}-n")
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        binder = Binder(client, concurrency=4)
+        try:
+            async def pod(name: str) -> PodInfo:
+                return PodInfo.from_json(await client.post(
+                    f"/api/v1/namespaces/{namespace}/pods", {
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"schedulerName": rid,
+                                 "containers": [{"name": "c", "image": "pause"}]}}))
+
+            outcomes: dict[str, BindOutcome] = {}
+            all_done = asyncio.Event()
+            pods = {lane: [await pod(f"{lane}-{i}") for i in range(10)] for lane in "ab"}
+
+            def record(name: str) -> Any:
+                def done(outcome: BindOutcome, _msg: str) -> None:
+                    outcomes[name] = outcome
+                    if len(outcomes) == 20:
+                        all_done.set()
+                return done
+
+            for p in pods["a"]:
+                binder.bind(p, node, record(p.name), lane="a")
+            assert len(binder._lanes["a"].workers) == 4
+            while not binder._posts.locked():  # lane a's writers hold every slot
+                await asyncio.sleep(0)
+            for p in pods["b"]:
+                binder.bind(p, node, record(p.name), lane="b")
+            assert len(binder._lanes["b"].workers) == 1
+            await asyncio.wait_for(all_done.wait(), 60)
+            assert outcomes == {p.name: BindOutcome.BOUND for ps in pods.values() for p in ps}
+            assert 1 <= len(binder._lanes["b"].workers) <= 4
+        finally:
+            await binder.close()
+            await client.close()
+
+    asyncio.run(main())
