@@ -202,3 +202,36 @@ def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
             await client.close()
 
     asyncio.run(main())
+
+
+def test_write_connections_read_large_answers_with_their_small_tls_buffer(
+        cluster: Cluster, namespace: str) -> None:
+    """The binds' and events' TLS connections (cluster.http1) read into SSL_READ_BUFFER,
+    not asyncio's 256 KiB: an answer many times larger still arrives whole, and the
+    connection is reused for the next write."""
+    import asyncio
+    import json
+
+    from polsched.cluster import http1
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        try:
+            path = f"/api/v1/namespaces/{namespace}/configmaps"
+            for i in range(3):  # the API server echoes the ~200 KiB object back
+                body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": f"big-{i}"},
+                                   "data": {"x": "y" * 200_000}}).encode()
+                assert await client.send("POST", path, body) == 201
+            writer = client._writer
+            assert writer is not None and writer.opened == 1
+            conn = writer._idle[-1]
+            assert conn.transport is not None
+            proto = getattr(conn.transport, "_ssl_protocol", None)
+            assert proto is not None and proto.max_size == http1.SSL_READ_BUFFER
+            got = await client.get(f"{path}/big-2")
+            assert len(got["data"]["x"]) == 200_000
+        finally:
+            await client.close()
+
+    asyncio.run(main())
