@@ -25,9 +25,16 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import aiohttp
-import orjson
 
 from polsched.cluster import http1, kubeconfig
+
+_fast_loads: Callable[[bytes | str], Any]
+_FastError: type[ValueError]
+try:
+    import orjson
+    _fast_loads, _FastError = orjson.loads, orjson.JSONDecodeError
+except ImportError:  # a venv made before orjson was a dependency (pyproject pins it)
+    _fast_loads, _FastError = json.loads, json.JSONDecodeError
 
 _log = logging.getLogger(__name__)
 
@@ -50,8 +57,8 @@ def loads(raw: bytes | str) -> Any:
     double's range: never in what Go's encoding/json writes) goes to json.loads, which
     decodes it or raises its own ValueError."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        return _fast_loads(raw)
+    except _FastError:
         return json.loads(raw)
 
 
