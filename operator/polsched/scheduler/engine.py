@@ -215,10 +215,12 @@ class Engine(CacheListener):
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
         # The one construction `polsched explain` shares, so it explains this pipeline; the
-        # plugins read the live cache's listers and PreBind writes through the client.
-        pipeline = build_pipeline(policy, self.handle, extenders)
+        # plugins read the live cache's listers and PreBind writes through the client. A
+        # reload takes over the running pipeline's unchanged plugins, warm.
         name = policy.scheduler_name
         s = self._schedulers.get(name)
+        pipeline = build_pipeline(policy, self.handle, extenders,
+                                  reuse=s.pipeline if s is not None else None)
         if s is None:
             recorder = EventRecorder(self.client, name, concurrency=EVENT_WRITES,
                                      shared=self._event_writes)
