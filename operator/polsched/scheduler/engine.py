@@ -334,6 +334,10 @@ class Engine(CacheListener):
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
             last_preemption=c.last_preemption)
 
+    def pipeline(self, scheduler_name: str) -> Pipeline:
+        """The pipeline a scheduler runs now (KeyError if none)."""
+        return self._schedulers[scheduler_name].pipeline
+
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""
         self._callbacks.append(callback)
