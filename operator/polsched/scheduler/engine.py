@@ -70,8 +70,6 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
-# Event writes in flight at once, all policies together (EventRecorder's own default).
-EVENT_WRITES = 16
 # stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
 SHADOW_PREFIX = "shadow:"
 
@@ -155,8 +153,12 @@ class Engine(CacheListener):
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
-        # Event and condition writes in flight, all policies' recorders together.
-        self._event_writes = asyncio.Semaphore(EVENT_WRITES)
+        # Event and condition writes in flight, all policies' recorders together: as many
+        # as binds. Every bound pod's Scheduled event follows its bind; with 16 against 96
+        # binds they were answered at a sixth of the binds' rate (by the loop or the API
+        # server alike) and fell behind (13 229 of 30 000 at scale, bench/NOTES.md).
+        self._event_concurrency = max(bind_concurrency, 1)
+        self._event_writes = asyncio.Semaphore(self._event_concurrency)
         # What every policy's plugins are built with (framework.Handle).
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, bc.WaitingPod] = {}
@@ -222,7 +224,7 @@ class Engine(CacheListener):
         pipeline = build_pipeline(policy, self.handle, extenders,
                                   reuse=s.pipeline if s is not None else None)
         if s is None:
-            recorder = EventRecorder(self.client, name, concurrency=EVENT_WRITES,
+            recorder = EventRecorder(self.client, name, concurrency=self._event_concurrency,
                                      shared=self._event_writes)
             s = _Scheduler(policy, pipeline, recorder,
                            Counters(**vars(counters)) if counters else Counters(),
