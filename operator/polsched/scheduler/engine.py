@@ -220,10 +220,12 @@ class Engine(CacheListener):
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
         # The one construction `polsched explain` shares, so it explains this pipeline; the
-        # plugins read the live cache's listers and PreBind writes through the client.
-        pipeline = build_pipeline(policy, self.handle, extenders)
+        # plugins read the live cache's listers and PreBind writes through the client. A
+        # reload takes over the running pipeline's unchanged plugins, warm.
         name = policy.scheduler_name
         s = self._schedulers.get(name)
+        pipeline = build_pipeline(policy, self.handle, extenders,
+                                  reuse=s.pipeline if s is not None else None)
         if s is None:
             recorder = EventRecorder(self.client, name, concurrency=self._event_concurrency,
                                      shared=self._event_writes)
@@ -336,6 +338,10 @@ class Engine(CacheListener):
             paused=s.policy.paused, leading=self._is_leading(scheduler_name),
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
             last_preemption=c.last_preemption)
+
+    def pipeline(self, scheduler_name: str) -> Pipeline:
+        """The pipeline a scheduler runs now (KeyError if none)."""
+        return self._schedulers[scheduler_name].pipeline
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""
