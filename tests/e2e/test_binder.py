@@ -148,3 +148,90 @@ def test_a_lane_starts_writers_as_binds_find_them_busy(
             await client.close()
 
     asyncio.run(main())
+
+
+def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """While every slot of the binder is taken, a lane that has a writer starts no more
+    (50 policies started up to `concurrency` writers each behind the same slots); its
+    binds all go out, and its writers grow once they get slots."""
+    import asyncio
+
+    from polsched.framework.types import PodInfo
+    from polsched.scheduler.binder import Binder, BindOutcome
+
+    rid = unique("bslot")
+    node = nodes(f"{rid}-n")
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        binder = Binder(client, concurrency=4)
+        try:
+            async def pod(name: str) -> PodInfo:
+                return PodInfo.from_json(await client.post(
+                    f"/api/v1/namespaces/{namespace}/pods", {
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"schedulerName": rid,
+                                 "containers": [{"name": "c", "image": "pause"}]}}))
+
+            outcomes: dict[str, BindOutcome] = {}
+            all_done = asyncio.Event()
+            pods = {lane: [await pod(f"{lane}-{i}") for i in range(10)] for lane in "ab"}
+
+            def record(name: str) -> Any:
+                def done(outcome: BindOutcome, _msg: str) -> None:
+                    outcomes[name] = outcome
+                    if len(outcomes) == 20:
+                        all_done.set()
+                return done
+
+            for p in pods["a"]:
+                binder.bind(p, node, record(p.name), lane="a")
+            assert len(binder._lanes["a"].workers) == 4
+            while not binder._posts.locked():  # lane a's writers hold every slot
+                await asyncio.sleep(0)
+            for p in pods["b"]:
+                binder.bind(p, node, record(p.name), lane="b")
+            assert len(binder._lanes["b"].workers) == 1
+            await asyncio.wait_for(all_done.wait(), 60)
+            assert outcomes == {p.name: BindOutcome.BOUND for ps in pods.values() for p in ps}
+            assert 1 <= len(binder._lanes["b"].workers) <= 4
+        finally:
+            await binder.close()
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_write_connections_read_large_answers_with_their_small_tls_buffer(
+        cluster: Cluster, namespace: str) -> None:
+    """The binds' and events' TLS connections (cluster.http1) read into SSL_READ_BUFFER,
+    not asyncio's 256 KiB: an answer many times larger still arrives whole, and the
+    connection is reused for the next write."""
+    import asyncio
+    import json
+
+    from polsched.cluster import http1
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        try:
+            path = f"/api/v1/namespaces/{namespace}/configmaps"
+            for i in range(3):  # the API server echoes the ~200 KiB object back
+                body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": f"big-{i}"},
+                                   "data": {"x": "y" * 200_000}}).encode()
+                assert await client.send("POST", path, body) == 201
+            writer = client._writer
+            assert writer is not None and writer.opened == 1
+            conn = writer._idle[-1]
+            assert conn.transport is not None
+            proto = getattr(conn.transport, "_ssl_protocol", None)
+            assert proto is not None and proto.max_size == http1.SSL_READ_BUFFER
+            got = await client.get(f"{path}/big-2")
+            assert len(got["data"]["x"]) == 200_000
+        finally:
+            await client.close()
+
+    asyncio.run(main())

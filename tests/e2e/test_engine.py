@@ -134,6 +134,53 @@ def test_label_rule_waits_for_the_label_then_prefers_the_higher_value(
     run(cluster, [p], body)
 
 
+def test_a_reload_takes_over_the_unchanged_plugins_and_decides_by_the_new_spec(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """Engine.apply() of a new generation (as the operator's reconciler calls it): the
+    plugins whose entry did not change are the running pipeline's, warm; the changed
+    one is built anew, and the next pod is decided by the new spec."""
+    rid = unique("reuse")
+    low = nodes(f"{rid}-low", labels={RUN: rid, PRIORITY: "1"})
+    high = nodes(f"{rid}-high", labels={RUN: rid, PRIORITY: "10"})
+    sched = f"{rid}-sched"
+
+    def spec(reverse: bool) -> Json:
+        return {"scorers": [{"name": "NodeLabelValue", "weight": 5,
+                             "args": {"key": PRIORITY, "reverse": reverse}}]}
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, [low, high])
+        await create_pod(client, namespace, "before", sched, rid)
+        assert await eventually(lambda: node_of(client, namespace, "before")) == high
+        old = engine.pipeline(sched)
+        gen2 = load_policy({"apiVersion": "polsched.io/v1alpha1",
+                            "kind": "SchedulingPolicy",
+                            "metadata": {"name": sched, "generation": 2,
+                                         "uid": unique("uid")},
+                            "spec": spec(reverse=True)})
+        engine.apply(gen2)
+        new = engine.pipeline(sched)
+        assert new is not old
+        kept = {id(e.plugin) for e in old.filters} | {id(e.plugin) for e in old.scorers}
+        assert all(id(e.plugin) in kept for e in new.filters)
+        assert [e.name for e in new.scorers if id(e.plugin) not in kept] == \
+            ["NodeLabelValue"]
+        await create_pod(client, namespace, "after", sched, rid)
+        assert await eventually(lambda: node_of(client, namespace, "after")) == low
+        # Each pod bound once: one Scheduled event each.
+        await eventually(lambda: _n_events(client, namespace, 2),
+                         what="two Scheduled events")
+        assert sorted(e["regarding"]["name"]
+                      for e in await events(client, namespace, "Scheduled")) == \
+            ["after", "before"]
+
+    run(cluster, [policy(sched, spec(reverse=False))], body)
+
+
+async def _n_events(client: ApiClient, ns: str, n: int) -> bool:
+    return len(await events(client, ns, "Scheduled")) == n
+
+
 async def _scheduled_condition(client: ApiClient, ns: str, name: str) -> Json | None:
     pod = await get_pod(client, ns, name)
     for c in pod.get("status", {}).get("conditions") or ():

@@ -379,6 +379,31 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     assert not touched
 
 
+def test_a_recreated_policy_counts_only_its_own_binds(harness: Harness, namespace: str,
+                                                      nodes: NodeFactory) -> None:
+    """bindsTotal is the binds since the policy was created (the spec): a policy deleted
+    and created again under the same name and schedulerName does not inherit the binds
+    of the one before, although their pods still carry its schedulerName."""
+    h = harness
+    rid = unique("again")
+    zone_nodes(h, nodes, rid, {"a": 1})
+    h.operator(f"{rid}-op")
+    name = h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name)
+    h.create_pods(namespace, [f"old-{i}" for i in range(5)], rid)
+    wait_for(lambda: h.status(name).get("bindsTotal") == 5, 30, "the first policy's 5 binds")
+
+    h.cluster.kubectl("delete", "spol", name)
+    wait_for(lambda: h.cluster.kubectl("get", "spol", name, check=False).returncode != 0, 10,
+             f"{name} deleted")
+    h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name)
+    h.create_pods(namespace, [f"new-{i}" for i in range(2)], rid)
+    wait_for(lambda: len(h.bound(namespace)) == 7, 15, "the new policy's 2 pods bound")
+    wait_for(lambda: h.status(name).get("bindsTotal") == 2, 30,
+             "bindsTotal == 2: the new policy's binds only")
+
+
 def test_two_operator_replicas_only_the_lease_holder_binds(harness: Harness, namespace: str,
                                                            nodes: NodeFactory) -> None:
     h = harness

@@ -28,6 +28,14 @@ import aiohttp
 
 from polsched.cluster import http1, kubeconfig, tls
 
+_fast_loads: Callable[[bytes | str], Any]
+_FastError: type[ValueError]
+try:
+    import orjson
+    _fast_loads, _FastError = orjson.loads, orjson.JSONDecodeError
+except ImportError:  # a venv made before orjson was a dependency (pyproject pins it)
+    _fast_loads, _FastError = json.loads, json.JSONDecodeError
+
 _log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
@@ -39,6 +47,20 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+
+
+
+def loads(raw: bytes | str) -> Any:
+    """Decode an API server answer or watch line: orjson, 2-3x faster than json.loads on
+    pod objects (the watch decodes every pod two or three times, the initial list all of
+    them). What orjson refuses and json accepts (a lone surrogate escape, a number beyond a
+    double's range: never in what Go's encoding/json writes) goes to json.loads, which
+    decodes it or raises its own ValueError."""
+    try:
+        return _fast_loads(raw)
+    except _FastError:
+        return json.loads(raw)
+
 
 # How often the bearer token is re-read (in-cluster tokens rotate; exec plugins expire).
 _TOKEN_REFRESH_SECONDS = 10.0
@@ -68,7 +90,7 @@ class ApiError(Exception):
     def from_answer(cls, http_status: int, raw: bytes) -> ApiError:
         """An error answer as the server sent it: a Status object, or any text."""
         try:
-            body: Any = json.loads(raw)
+            body: Any = loads(raw)
         except ValueError:
             body = raw.decode(errors="replace")
         return cls.from_status(http_status, body)
@@ -288,7 +310,7 @@ class ApiClient:
             raise ApiError.from_answer(resp.status, raw)
         if not raw:
             return {}
-        result: Json = json.loads(raw)
+        result: Json = loads(raw)
         return result
 
     async def send(self, method: str, path: str, body: bytes,
@@ -469,7 +491,7 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def _watch_event(line: bytes) -> tuple[str, Json]:
-    event = json.loads(line)
+    event = loads(line)
     kind: str = event.get("type") or ""
     obj: Json = event.get("object") or {}
     if kind == "ERROR":

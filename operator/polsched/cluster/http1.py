@@ -33,6 +33,11 @@ IDLE_SECONDS = 50.0
 _HEAD_LIMIT = 64 * 1024
 # How often the requests in flight are checked against their timeouts.
 SWEEP_SECONDS = 1.0
+# asyncio's TLS transport reads into a buffer of 256 KiB per connection (sslproto
+# SSLProtocol.max_size), zero-filled, so resident: with a Binding or an event in flight on
+# each of up to ~200 connections that was ~20-50 MB of RSS for answers of a few hundred
+# bytes. These connections read into 16 KiB (larger answers just take more reads).
+SSL_READ_BUFFER = 16 * 1024
 
 
 class _Answer(asyncio.Protocol):
@@ -162,6 +167,18 @@ def _dechunk(buf: bytearray, pos: int) -> bytes | None:
         pos += size + 2
 
 
+def _shrink_read_buffer(transport: asyncio.BaseTransport) -> None:
+    """SSL_READ_BUFFER for an asyncio TLS transport (CPython's sslproto; another loop's
+    transport, uvloop's, is left as it is). After the handshake, no read is under way."""
+    proto = getattr(transport, "_ssl_protocol", None)
+    if proto is None or getattr(proto, "max_size", 0) <= SSL_READ_BUFFER \
+            or not isinstance(getattr(proto, "_ssl_buffer", None), bytearray):
+        return
+    proto.max_size = SSL_READ_BUFFER
+    proto._ssl_buffer = bytearray(SSL_READ_BUFFER)
+    proto._ssl_buffer_view = memoryview(proto._ssl_buffer)
+
+
 class Http1Writer:
     """Kept-alive HTTP/1.1 connections to one API server, for small writes.
 
@@ -187,9 +204,10 @@ class Http1Writer:
         loop = asyncio.get_running_loop()
         try:
             if self._ssl is not None:
-                _, proto = await loop.create_connection(
+                transport, proto = await loop.create_connection(
                     _Answer, self.host, self.port, ssl=self._ssl,
                     server_hostname=self._server_hostname or self.host)
+                _shrink_read_buffer(transport)
             else:
                 _, proto = await loop.create_connection(_Answer, self.host, self.port)
         except OSError as err:

@@ -31,6 +31,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.framework.types import PodInfo
@@ -44,6 +45,19 @@ log = logging.getLogger(__name__)
 # no longer assumed, confirmed by the watch seconds later on a loaded machine: the full
 # chaos suite at a load average of 24 lost 46 of 600 with a 1 s margin).
 SETTLE_SECONDS = 5.0
+
+
+def before_creation(created: str) -> str:
+    """The watermark of a policy that has persisted no bind yet: the second before its
+    metadata.creationTimestamp, so its account counts the binds of its creation second
+    on. Without it, a policy deleted and created again under the same schedulerName
+    would count the binds of the one before it, whose pods still exist ("" when the
+    timestamp is missing or unreadable: every bound pod counts, as before)."""
+    try:
+        t = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ")  # UTC, naive on purpose
+    except ValueError:
+        return ""
+    return (t - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def scheduled_time(pod: PodInfo) -> str:

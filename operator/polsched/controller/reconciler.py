@@ -281,7 +281,7 @@ class PolicyReconciler:
         for rec in self.book.records():
             view = self._view(rec, owners)
             if view is not None:
-                self.writer.update(rec.name, view, rec.status)
+                self.writer.update(rec.name, view, rec.status, created=rec.created)
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         if self.records_last_good and self.leading:

@@ -27,7 +27,7 @@ from typing import Any
 from polsched.api.model import GROUP, PLURAL, VERSION
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller import conditions
-from polsched.controller.ledger import BindLedger
+from polsched.controller.ledger import BindLedger, before_creation
 from polsched.controller.options import STATUS_INTERVAL_SECONDS
 from polsched.scheduler.engine import SchedulerStats
 
@@ -129,6 +129,7 @@ class _Slot:
     name: str
     view: StatusView
     written: Json
+    created: str = ""  # metadata.creationTimestamp
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -162,12 +163,13 @@ class StatusWriter:
 
     # -- what the controller calls --------------------------------------------------------
     def update(self, name: str, view: StatusView, observed_status: Mapping[str, Any],
-               *, urgent: bool = False) -> None:
+               *, urgent: bool = False, created: str = "") -> None:
         """Set the decided part of `name`'s status. `observed_status` is the object's status
-        as last read: it seeds the counters and conditions the first time."""
+        as last read: it seeds the counters and conditions the first time. `created` is
+        its metadata.creationTimestamp: binds before it are not this policy's."""
         slot = self._slots.get(name)
         if slot is None:
-            slot = _Slot(name, view, dict(observed_status))
+            slot = _Slot(name, view, dict(observed_status), created)
             self._slots[name] = slot
             self._by_running = None
             slot.task = asyncio.get_running_loop().create_task(
@@ -319,7 +321,8 @@ class StatusWriter:
                 continue
             if stats is not None and stats.shadow is None:
                 pairs[running] = (_int(slot.written.get("bindsTotal")),
-                                  str(slot.written.get("lastBindTime") or ""))
+                                  str(slot.written.get("lastBindTime") or "")
+                                  or before_creation(slot.created))
         self.ledger.open_many(pairs)
 
     async def _flush(self, slot: _Slot) -> None:

@@ -313,6 +313,10 @@ class Pipeline:
         # see _with_nominated.
         self._nominated_trials: dict[
             str, tuple[NodeInfo, int, tuple[PodInfo, ...], NodeInfo]] = {}
+        # (what a plugin was built from, the plugin), set by the one builder
+        # (scheduler.pipelines.build_pipeline): a hot reload's new pipeline takes over the
+        # plugins whose entry did not change, with their warm per-node tables.
+        self.built_from: tuple[tuple[object, Plugin], ...] = ()
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:

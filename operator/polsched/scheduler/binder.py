@@ -203,12 +203,18 @@ class Binder:
         got.seq += 1
         got.queue.put_nowait((-pod.priority, got.seq, (
             pod, node_name, done, binding_extenders(extenders, pod), annotations)))
-        # One more writer when every one is busy (the queue holds the binds no idle writer
-        # has taken yet), up to `concurrency`: a lane that never has more than a few binds
-        # at once keeps a few writers.
-        if got.queue.qsize() > got.idle and len(got.workers) < self._concurrency:
-            got.workers.append(asyncio.get_running_loop().create_task(
-                self._work(got), name=f"polsched-binder-{lane}-{len(got.workers)}"))
+        self._grow(got)
+
+    def _grow(self, lane: _Lane) -> None:
+        """One more writer when every one is busy (the queue holds the binds no idle writer
+        has taken yet), up to `concurrency`: a lane that never has more than a few binds
+        at once keeps a few writers. Not while every slot of `_posts` is taken and the lane
+        has a writer: it would only wait for a slot (50 policies started up to 96 writers
+        each behind the same 96 slots); a writer that gets a slot grows its lane then."""
+        if lane.queue.qsize() > lane.idle and len(lane.workers) < self._concurrency and (
+                not lane.workers or not self._posts.locked()):
+            lane.workers.append(asyncio.get_running_loop().create_task(
+                self._work(lane), name=f"polsched-binder-{lane.name}-{len(lane.workers)}"))
 
     def drop_queued(self, lane: str | None = None) -> int:
         """Leadership was lost: take every bind not yet sent out of the queue (of `lane`,
@@ -289,6 +295,7 @@ class Binder:
                 if waiting.dropped:  # drop_queued reported it
                     return
                 lane.waiting.discard(waiting)
+                self._grow(lane)
                 await self._send(*job)
         finally:
             lane.waiting.discard(waiting)

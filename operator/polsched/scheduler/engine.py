@@ -70,8 +70,6 @@ _RECHECK_RETRIES = 3
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
-# Event writes in flight at once, all policies together (EventRecorder's own default).
-EVENT_WRITES = 16
 # stats("shadow:NAME"): the shadow policy NAME's agreement (":" is in no schedulerName).
 SHADOW_PREFIX = "shadow:"
 
@@ -155,8 +153,12 @@ class Engine(CacheListener):
         self.cache = ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
-        # Event and condition writes in flight, all policies' recorders together.
-        self._event_writes = asyncio.Semaphore(EVENT_WRITES)
+        # Event and condition writes in flight, all policies' recorders together: as many
+        # as binds. Every bound pod's Scheduled event follows its bind; with 16 against 96
+        # binds they were answered at a sixth of the binds' rate (by the loop or the API
+        # server alike) and fell behind (13 229 of 30 000 at scale, bench/NOTES.md).
+        self._event_concurrency = max(bind_concurrency, 1)
+        self._event_writes = asyncio.Semaphore(self._event_concurrency)
         # What every policy's plugins are built with (framework.Handle).
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, bc.WaitingPod] = {}
@@ -215,12 +217,14 @@ class Engine(CacheListener):
               counters: Counters | None = None) -> None:
         """Start a scheduler for policy.scheduler_name, or swap its pipeline atomically."""
         # The one construction `polsched explain` shares, so it explains this pipeline; the
-        # plugins read the live cache's listers and PreBind writes through the client.
-        pipeline = build_pipeline(policy, self.handle, extenders)
+        # plugins read the live cache's listers and PreBind writes through the client. A
+        # reload takes over the running pipeline's unchanged plugins, warm.
         name = policy.scheduler_name
         s = self._schedulers.get(name)
+        pipeline = build_pipeline(policy, self.handle, extenders,
+                                  reuse=s.pipeline if s is not None else None)
         if s is None:
-            recorder = EventRecorder(self.client, name, concurrency=EVENT_WRITES,
+            recorder = EventRecorder(self.client, name, concurrency=self._event_concurrency,
                                      shared=self._event_writes)
             s = _Scheduler(policy, pipeline, recorder,
                            Counters(**vars(counters)) if counters else Counters(),
@@ -331,6 +335,10 @@ class Engine(CacheListener):
             paused=s.policy.paused, leading=self._is_leading(scheduler_name),
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
             last_preemption=c.last_preemption)
+
+    def pipeline(self, scheduler_name: str) -> Pipeline:
+        """The pipeline a scheduler runs now (KeyError if none)."""
+        return self._schedulers[scheduler_name].pipeline
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""

@@ -148,7 +148,7 @@ class _Series:
 
 class EventRecorder:
     def __init__(self, client: ApiClient, reporting_controller: str, *,
-                 concurrency: int = 16, series_flush: float = 30.0,
+                 concurrency: int = 96, series_flush: float = 30.0,
                  clock: Callable[[], float] = time.time,
                  shared: asyncio.Semaphore | None = None) -> None:
         self._client = client
@@ -157,10 +157,13 @@ class EventRecorder:
         self._concurrency = max(concurrency, 1)
         self._series_flush = series_flush
         self._clock = clock
-        # Writes wait in a queue drained by `concurrency` writer coroutines (started with
-        # the first write): a task per event was a visible share of the CPU per pod.
+        # Writes wait in a queue drained by up to `concurrency` writer coroutines (started
+        # as writes find them busy): a task per event was a visible share of the CPU per
+        # pod. As many as the engine's binds in flight by default: a backlog's events keep
+        # pace with its binds only with as many in flight.
         self._queue: asyncio.Queue[Coroutine[Any, Any, None]] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
+        self._idle = 0  # writers waiting for a write
         # Writes in flight across the recorders that share it (the engine's policies), so
         # that many policies write no more at once than one does.
         self._shared = shared
@@ -229,21 +232,33 @@ class EventRecorder:
 
     # -- plumbing -------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        if not self._workers:
-            loop = asyncio.get_running_loop()
-            self._workers = [loop.create_task(self._work(), name=f"polsched-events-{i}")
-                             for i in range(self._concurrency)]
         self._queue.put_nowait(coro)
+        self._grow()
+
+    def _grow(self) -> None:
+        """One more writer when every one is busy, up to `concurrency` (as the binder's
+        lanes): a quiet recorder keeps one or a few, a backlog gets them all; not while the
+        shared slots are all taken and this recorder has a writer (one that gets a slot
+        grows it then)."""
+        if self._queue.qsize() > self._idle and len(self._workers) < self._concurrency and (
+                not self._workers or self._shared is None or not self._shared.locked()):
+            self._workers.append(asyncio.get_running_loop().create_task(
+                self._work(), name=f"polsched-events-{len(self._workers)}"))
 
     async def _work(self) -> None:
         queue = self._queue
         while True:
-            coro = await queue.get()
+            self._idle += 1
+            try:
+                coro = await queue.get()
+            finally:
+                self._idle -= 1
             try:
                 if self._shared is None:
                     await coro
                 else:
                     async with self._shared:
+                        self._grow()
                         await coro
             except Exception:
                 log.exception("event write failed")

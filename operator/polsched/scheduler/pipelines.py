@@ -22,7 +22,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    Plugin,
+    PreEnqueuePlugin,
+    ScorePlugin,
+)
 from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, ScoreEntry
 from polsched.plugins.default_preemption import DefaultPreemption, DefaultPreemptionArgs
 
@@ -40,24 +46,81 @@ class BuildError(RuntimeError):
 
 def build_pipeline(policy: Policy, handle: Handle | None = None,
                    extenders: Sequence[Extender] = (), *,
-                   rng: random.Random | None = None) -> Pipeline:
+                   rng: random.Random | None = None,
+                   reuse: Pipeline | None = None) -> Pipeline:
     """The Pipeline that schedules pods for `policy` (a loaded, validated Policy), its
     plugins built with `handle` (an empty Handle when None). DefaultPreemption, the
     PostFilter, reads PodDisruptionBudgets from handle.listers; the filters count the pods
-    of handle.nominator (shared by every pipeline of one engine; None offline)."""
-    handle = replace(handle or Handle(), ignored_resources=policy.ignored_resources)
-    filters = [FilterEntry(_build(e, handle, FilterPlugin), e.when) for e in policy.filters]
-    scorers = [ScoreEntry(_build(e, handle, ScorePlugin), e.weight, e.when)
-               for e in policy.scorers]
-    pre_enqueue = [_build(e, handle, PreEnqueuePlugin) for e in policy.pre_enqueue]
+    of handle.nominator (shared by every pipeline of one engine; None offline).
+
+    `reuse`: the pipeline this one replaces (a hot reload), built here with the same
+    `handle`. A plugin whose entry is unchanged (point, name, factory, args, and the
+    policy's ignored resources, which go into the handle) is taken over instead of built
+    again: a plugin is a function of what it was built from and of the cluster, and its
+    per-node and per-signature tables follow the cluster (framework.types.NODE_CHANGES),
+    so the new pipeline decides as a fresh one would, without rebuilding them on its
+    first decisions (bench/NOTES.md "Issue 15, fourth pass"). Weights and `when` are the
+    entries', not the plugins': changing them reuses the plugin. Each old plugin goes to
+    one new entry at most."""
+    handle = ph = replace(handle or Handle(), ignored_resources=policy.ignored_resources)
+    pool = _Reusable(reuse)
+    built: list[tuple[object, Plugin]] = []
+
+    def make(e: PluginEntry, kind: type[_P]) -> _P:
+        key = _Source(e, policy.ignored_resources)
+        plugin = pool.take(key, kind)
+        if plugin is None:
+            plugin = _build(e, ph, kind)
+        built.append((key, plugin))
+        return plugin
+
+    filters = [FilterEntry(make(e, FilterPlugin), e.when) for e in policy.filters]
+    scorers = [ScoreEntry(make(e, ScorePlugin), e.weight, e.when) for e in policy.scorers]
+    pre_enqueue = [make(e, PreEnqueuePlugin) for e in policy.pre_enqueue]
     post_filter = None
     if policy.preemption is not None:  # spec.preemption; disabledPlugins may switch it off
         args = DefaultPreemptionArgs(policy.preemption.min_candidate_nodes_percentage,
                                      policy.preemption.min_candidate_nodes_absolute)
         post_filter = DefaultPreemption(handle.listers, args, rng=rng)
-    return Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
-                    post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue,
-                    nominator=handle.nominator)
+    pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
+                        post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue,
+                        nominator=handle.nominator)
+    pipeline.built_from = tuple(built)
+    return pipeline
+
+
+class _Reusable:
+    """The plugins of the pipeline being replaced, by what they were built from."""
+
+    def __init__(self, old: Pipeline | None) -> None:
+        self._left: list[tuple[object, Plugin]] = list(old.built_from) if old else []
+
+    def take(self, key: _Source, kind: type[_P]) -> _P | None:
+        for i, (k, plugin) in enumerate(self._left):
+            if isinstance(k, _Source) and k.same(key) and isinstance(plugin, kind):
+                del self._left[i]
+                return plugin
+        return None
+
+
+class _Source:
+    """What a plugin was built from: its entry's point, name, factory and args, and the
+    policy's ignored resources (the only part of the handle that is the policy's)."""
+
+    __slots__ = ("args", "factory", "ignored", "name", "point")
+
+    def __init__(self, entry: PluginEntry, ignored: frozenset[str]) -> None:
+        self.point = entry.point
+        self.name = entry.name
+        self.factory = entry.factory
+        self.args = entry.args
+        self.ignored = ignored
+
+    def same(self, other: _Source) -> bool:
+        # The factory by identity (the registry's), the rest by value.
+        return (self.point == other.point and self.name == other.name
+                and self.factory is other.factory and self.args == other.args
+                and self.ignored == other.ignored)
 
 
 def _build(entry: PluginEntry, handle: Handle, kind: type[_P]) -> _P:

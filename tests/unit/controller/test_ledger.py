@@ -93,3 +93,22 @@ def test_open_many_recovers_each_schedulers_binds_after_its_watermark() -> None:
         assert ledger.total("x") is None  # no account opened
 
     asyncio.run(main())
+
+
+def test_a_new_policys_watermark_is_the_second_before_its_creation() -> None:
+    assert ledger_mod.before_creation("2026-11-23T03:00:00Z") == "2026-11-23T02:59:59Z"
+    assert ledger_mod.before_creation("2026-01-01T00:00:00Z") == "2025-12-31T23:59:59Z"
+    # Unreadable or missing: no watermark, every bound pod counts (the old behaviour).
+    assert ledger_mod.before_creation("") == ""
+    assert ledger_mod.before_creation("yesterday") == ""
+    # Binds of the creation second count, the second before it does not.
+    async def main() -> None:
+        cache = ClusterCache(None)
+        cache.on_node_event("ADDED", node("n1"))
+        cache.on_pod_event("ADDED", pod("before", "s", "n1", "2026-11-23T02:59:59Z"))
+        cache.on_pod_event("ADDED", pod("same", "s", "n1", "2026-11-23T03:00:00Z"))
+        ledger = BindLedger(cache)
+        ledger.open("s", 0, ledger_mod.before_creation("2026-11-23T03:00:00Z"))
+        assert ledger.total("s") == 1
+
+    asyncio.run(main())
