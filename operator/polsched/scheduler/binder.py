@@ -153,13 +153,16 @@ class Binder:
     kube-scheduler starts every binding cycle at once (a goroutine each). Here a bind
     waits for a writer only when `concurrency` binds are already in flight: with 32, a
     150 pods/s stream on a loaded API server (a bind answered in 0.3-0.6 s) held binds
-    in the queue for 120-250 ms at p50 (bench/NOTES.md, issue 15 third pass).
+    in the queue for 120-250 ms at p50 (bench/NOTES.md, issue 15 third pass). 96 cut that
+    wait, but each write in flight is a TLS connection whose handshake costs ~2-3.5 ms of
+    CPU, and with the events keeping pace (as many in flight) 96 + 96 cost the backlog
+    more CPU than it saved (issue 15, fourth pass): the engine binds 32 at a time.
 
     `deadline()`, when set, is the monotonic time by which every bind must have ended
     (the lease's renew deadline): a bind is sent with a timeout that ends there, and a
     bind still queued when it has passed is dropped, never sent."""
 
-    def __init__(self, client: ApiClient, *, concurrency: int = 96,
+    def __init__(self, client: ApiClient, *, concurrency: int = 32,
                  deadline: Deadline | None = None) -> None:
         self._client = client
         self._concurrency = max(concurrency, 1)

@@ -144,7 +144,7 @@ class _Scheduler:
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 96, annotate_decisions: bool = False,
+                 bind_concurrency: int = 32, annotate_decisions: bool = False,
                  shadow_budget: float = DEFAULT_BUDGET) -> None:
         self.client = client
         self.shadow_budget = shadow_budget
@@ -157,6 +157,9 @@ class Engine(CacheListener):
         # as binds. Every bound pod's Scheduled event follows its bind; with 16 against 96
         # binds they were answered at a sixth of the binds' rate (by the loop or the API
         # server alike) and fell behind (13 229 of 30 000 at scale, bench/NOTES.md).
+        # 32 of each: every write in flight is a TLS connection of its own, and each
+        # connection's handshake costs ~2-3.5 ms of CPU (bench/NOTES.md, issue 15's fourth
+        # pass: 96 + 96 spent more CPU on handshakes than the watch does on its pods).
         self._event_concurrency = max(bind_concurrency, 1)
         self._event_writes = asyncio.Semaphore(self._event_concurrency)
         # What every policy's plugins are built with (framework.Handle).

@@ -148,7 +148,7 @@ class _Series:
 
 class EventRecorder:
     def __init__(self, client: ApiClient, reporting_controller: str, *,
-                 concurrency: int = 96, series_flush: float = 30.0,
+                 concurrency: int = 32, series_flush: float = 30.0,
                  clock: Callable[[], float] = time.time,
                  shared: asyncio.Semaphore | None = None) -> None:
         self._client = client
@@ -159,8 +159,8 @@ class EventRecorder:
         self._clock = clock
         # Writes wait in a queue drained by up to `concurrency` writer coroutines (started
         # as writes find them busy): a task per event was a visible share of the CPU per
-        # pod. As many as the engine's binds in flight by default: a backlog's events keep
-        # pace with its binds only with as many in flight.
+        # pod. As many as the engine's binds in flight (32) by default: a backlog's events
+        # keep pace with its binds only with as many in flight.
         self._queue: asyncio.Queue[Coroutine[Any, Any, None]] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._idle = 0  # writers waiting for a write
