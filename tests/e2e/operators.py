@@ -38,16 +38,17 @@ def wait_for(fn: Callable[[], T | None], timeout: float, what: str,
 class PolschedProcess:
     """`polsched ARGS` as a subprocess with its own kubeconfig; output in a log file."""
 
-    def __init__(self, kubeconfig: Path, *args: str) -> None:
+    def __init__(self, kubeconfig: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.args = [POLSCHED, *args]
         self.kubeconfig = kubeconfig
+        self.env = env or {}  # added to the process's environment
         fd, name = tempfile.mkstemp(prefix="polsched-proc-", suffix=".log")
         os.close(fd)
         self.log_path = Path(name)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> PolschedProcess:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), **self.env}
         env.pop("POD_NAMESPACE", None)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(self.args, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -97,9 +98,10 @@ class Harness:
             cluster, OPERATOR_NAMESPACE, OPERATOR_SA, workdir / "operator.kubeconfig")
 
     # -- processes --------------------------------------------------------------------------
-    def operator(self, identity: str, *args: str) -> PolschedProcess:
+    def operator(self, identity: str, *args: str,
+                 env: dict[str, str] | None = None) -> PolschedProcess:
         p = PolschedProcess(self.operator_kubeconfig, "run", "--identity", identity,
-                            "--namespace", OPERATOR_NAMESPACE, *args).start()
+                            "--namespace", OPERATOR_NAMESPACE, *args, env=env).start()
         self.procs.append(p)
         return p
 

@@ -5,6 +5,7 @@ invalid edits, SIGKILL in the middle of 500 pods, two policies and a deletion.""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import threading
@@ -16,6 +17,7 @@ import pytest
 
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
+from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +79,48 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     print("kubectl get spol:", " ".join(row))
     assert row[:5] == [name, rid, "True", "20", "0"]
     assert all(n == 1 for n in h.scheduled_events(namespace).values())
+
+
+# Python's import log (PYTHONPROFILEIMPORTTIME=1: a line per module imported, on stderr).
+IMPORT_LOG = {"PYTHONPROFILEIMPORTTIME": "1"}
+
+
+def imported(log: str, module: str) -> bool:
+    """Whether the process's import log names `module` or one of its submodules."""
+    return re.search(rf"^import time:.*\|\s+{re.escape(module)}(\.\S+)?$", log,
+                     re.MULTILINE) is not None
+
+
+def test_run_without_a_webhook_never_imports_kopf(harness: Harness, namespace: str,
+                                                  nodes: NodeFactory) -> None:
+    """Without --webhook-listen, `polsched run` neither imports nor starts kopf (its
+    start-up); it still takes the Lease, binds, and on SIGTERM exits cleanly and releases
+    the Lease, as it did under kopf's signal handling."""
+    h = harness
+    rid = unique("nokopf")
+    zones = zone_nodes(h, nodes, rid, {"a": 2, "b": 1})
+    op = h.operator(f"{rid}-op", env=IMPORT_LOG)
+    name = h.apply_policy(zone_policy(rid, "a"))
+    h.wait_ready(name, 60)
+    h.create_pods(namespace, ["p0", "p1", "p2"], rid)
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 3 and b, 30,
+                     "3 pods bound")
+    assert {zones[n] for n in bound.values()} == {"a"}
+
+    def holder() -> str:
+        p = h.cluster.kubectl("get", "lease", "polsched-operator", "-n", OPERATOR_NAMESPACE,
+                              "-o", "jsonpath={.spec.holderIdentity}", check=False)
+        return p.stdout.strip()
+
+    assert holder() == f"{rid}-op"
+    op.stop()
+    assert op.proc is not None and op.proc.returncode == 0, op.log()[-3000:]
+    assert holder() == "", "the Lease was not released on SIGTERM"
+    log = op.log()
+    assert imported(log, "polsched.controller.operator")  # the log is there
+    assert imported(log, "aiohttp")
+    assert not imported(log, "kopf"), [ln for ln in log.splitlines() if "kopf" in ln][:5]
+    assert "SIGTERM received: stopping" in log
 
 
 def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
@@ -233,7 +277,7 @@ def test_restart_on_an_invalid_spec_runs_the_last_good_generation(
 def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> None:
     h = harness
     rid = unique("webhook")
-    h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}")
+    op = h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}", env=IMPORT_LOG)
     try:
         def configured() -> bool:
             p = h.cluster.kubectl("get", "validatingwebhookconfiguration", "polsched.io",
@@ -251,6 +295,7 @@ def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> No
         assert "denied the request" in p.stderr
         assert "spec.filters[1].args.expression" in p.stderr
         assert h.policy(name)["metadata"]["generation"] == 1
+        assert imported(op.log(), "kopf")  # kopf serves the webhook
     finally:
         h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
                           "--ignore-not-found", check=False)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from polsched.cluster import http1, kubeconfig
+from polsched.cluster import http1, kubeconfig, tls
 
 _fast_loads: Callable[[bytes | str], Any]
 _FastError: type[ValueError]
@@ -227,7 +227,8 @@ class ApiClient:
         if not conn.verify_ssl:
             ctx = False
         else:
-            ctx = ssl.create_default_context(cafile=conn.ssl_ca_cert or None)
+            # Its connections resume the first one's TLS session (cluster.tls).
+            ctx = tls.client_context(conn.ssl_ca_cert or None)
             if conn.cert_file:
                 ctx.load_cert_chain(conn.cert_file, conn.key_file or None)
         return cls(conn.host, ssl_context=ctx, token=conn.authorization,
@@ -264,6 +265,12 @@ class ApiClient:
             self._token_value = self._token()
             self._token_read = now
         return self._token_value or None
+
+    def tls_handshakes(self) -> tuple[int, int]:
+        """(resumed, full) TLS handshakes of the connections made so far (cluster.tls);
+        (0, 0) without TLS or with another context than from_connection's."""
+        ctx = self._conn_kwargs.get("ssl")
+        return ctx.counts() if isinstance(ctx, tls.ResumingContext) else (0, 0)
 
     async def close(self) -> None:
         if self._session is not None and not self._session.closed:

@@ -1,20 +1,21 @@
 """Cluster credentials for the controller's two clients, from one source as kubectl:
 --kubeconfig, else $KUBECONFIG, else the pod's service account, else ~/.kube/config.
 
-The engine and the status writer use polsched.cluster.client.ApiClient; kopf gets the
-same server, CA and token or client certificate through its login handler, so both talk
-to the same cluster as the same user.
+The engine and the status writer use polsched.cluster.client.ApiClient; kopf (which runs
+only to serve the admission webhook) gets the same server, CA and token or client
+certificate through its login handler, so both talk to the same cluster as the same user.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from polsched.cluster import kubeconfig as kubeconfig_
 from polsched.cluster.client import ApiClient
+
+if TYPE_CHECKING:
+    import kopf
 
 
 def _in_cluster(kubeconfig: str | None) -> bool:
@@ -37,6 +38,8 @@ def api_client(kubeconfig: str | None, **kwargs: Any) -> ApiClient:
 
 def connection_info(kubeconfig: str | None) -> kopf.ConnectionInfo:
     """kopf's credentials, read as kopf.login_via_client does but from our source."""
+    from polsched.controller.kopf_import import kopf
+
     conn = connection(kubeconfig)
     header = conn.authorization()
     scheme: str | None = None

@@ -4,11 +4,14 @@ Deployment.
 
 Only the holder of the operator's Lease binds pods, writes status and applies Dedicated
 manifests; a standby replica keeps its cache and pipelines warm, so a takeover costs no
-more than the lease expiry. kopf serves the admission webhook and logs in; it has no
-handlers on policies, so it neither delays a hot reload behind its per-object
-bookkeeping nor writes annotations on them (objects from older versions may still carry
-its progress and diff-base annotations under polsched.io; nothing reads them). Posting
-kopf's handler events is limited to warnings."""
+more than the lease expiry. kopf runs only to serve the admission webhook
+(--webhook-listen): without it, kopf is neither imported nor started (its import and
+start were ~0.2 s of CPU before the first bind; bench/NOTES.md "Issue 15, fourth pass:
+start-up"), and the process runs until SIGTERM or SIGINT. kopf has no handlers on
+policies, so it neither delays a hot reload behind its per-object bookkeeping nor writes
+annotations on them (objects from older versions may still carry its progress and
+diff-base annotations under polsched.io; nothing reads them). Posting kopf's handler
+events is limited to warnings."""
 
 from __future__ import annotations
 
@@ -18,16 +21,15 @@ import contextlib
 import gc
 import logging
 import os
+import signal
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
-
-import kopf
 
 from polsched.api import GROUP
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller import credentials, namespaces, policywatch, webhook
+from polsched.controller import credentials, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseThread
 from polsched.controller.ledger import BindLedger
@@ -38,6 +40,7 @@ from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 
 if TYPE_CHECKING:
+    import kopf
     from aiohttp import web
 
 log = logging.getLogger(__name__)
@@ -114,6 +117,8 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool]
 
 def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
     """The webhook server `polsched run`'s flags ask for (controller.webhook)."""
+    from polsched.controller import webhook
+
     service = webhook.parse_service(args.webhook_service) if args.webhook_service else None
     names = (webhook.service_names(service[0], service[1]) if service is not None
              else [webhook.split_listen(args.webhook_listen)[0]])
@@ -151,6 +156,8 @@ async def own_image(client: ApiClient) -> str | None:
 
 
 def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSettings:
+    from polsched.controller.kopf_import import kopf
+
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
@@ -167,9 +174,46 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
     watch (controller.policywatch), not kopf's handlers: kopf handles one object's events
     in turn and PATCHes its bookkeeping after each change, and a hot reload waited behind
     those round trips."""
+    from polsched.controller.kopf_import import kopf
+
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:
         return credentials.connection_info(kubeconfig)
+
+
+def serve_webhook(args: argparse.Namespace, client: ApiClient) -> Coroutine[Any, Any, None]:
+    """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
+    flag it cannot use ends the process before anything starts), run by awaiting the
+    result, which returns when kopf stops (on SIGTERM or SIGINT)."""
+    from polsched.controller import webhook
+    from polsched.controller.kopf_import import kopf
+
+    registry = kopf.OperatorRegistry()
+    register_handlers(registry, args.kubeconfig)
+    webhook.register(registry)
+    settings = settings_for(args, client)
+    return kopf.operator(registry=registry, settings=settings, clusterwide=True,
+                         standalone=True)
+
+
+async def until_stopped() -> None:
+    """Return on SIGTERM or SIGINT: the process's end when kopf does not run (kopf's
+    operator() stops on the same signals)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def stopping(sig: signal.Signals) -> None:
+        log.info("%s received: stopping", sig.name)
+        stop.set()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, stopping, sig)
+    try:
+        await stop.wait()
+    finally:
+        for sig in signals:  # a second signal during the shutdown ends the process
+            loop.remove_signal_handler(sig)
 
 
 async def operate(args: argparse.Namespace) -> None:
@@ -262,18 +306,14 @@ async def operate(args: argparse.Namespace) -> None:
     # Binds and status writes end by the lease's renew deadline (issue 11).
     engine.binder.deadline = elector.valid_until
     writer.deadline = elector.valid_until
-    registry = kopf.OperatorRegistry()
-    register_handlers(registry, args.kubeconfig)
-    if args.webhook_listen:
-        webhook.register(registry)
-    settings = settings_for(args, client)
+    # The process runs until this ends: kopf (serving the webhook) or a signal.
+    main = serve_webhook(args, client) if args.webhook_listen else until_stopped()
     loop = asyncio.get_running_loop()
     election = loop.create_task(elector.run(), name="polsched-lease")
-    # Policies kopf sees before the sync are applied to the engine, which starts their
-    # schedulers once it has started.
     operator_task = loop.create_task(
-        kopf.operator(registry=registry, settings=settings, clusterwide=True,
-                      standalone=True), name="polsched-kopf")
+        main, name="polsched-kopf" if args.webhook_listen else "polsched-signals")
+    # Policies listed before the sync are applied to the engine, which starts their
+    # schedulers once it has started.
     policies = loop.create_task(policywatch.watch_policies(client, reconciler),
                                 name="polsched-policies")
     try:

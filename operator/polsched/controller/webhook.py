@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp.web
-import kopf
 
 from polsched.api import GROUP, PLURAL, VERSION, PolicyError, load_policy
 from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller.kopf_import import kopf
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""`polsched ARGS` with a start-up timeline on stderr, one line per stage reached:
+
+  TL <stage> <seconds since the process was exec'd> cpu <process CPU seconds>
+
+  .venv/bin/python bench/startup_timeline.py run --kubeconfig K --namespace bench \\
+      --identity bench --metrics-listen 127.0.0.1:0        # as bench/schedulers.py runs it
+
+Stages: imports done, cache lists sent, each list answered, cache synced, policies listed
+and applied (the first pipeline build), the Lease acquired (on its thread), leadership
+taken (set_leading), the first bind queued, sent and answered, exit. Used for bench/NOTES.md
+"Issue 15, fourth pass: start-up"; the wrappers are installed after the imports, so the
+imports are timed as `polsched run` does them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import sys
+import time
+from typing import Any
+
+
+def _age() -> float:
+    """Seconds since this process started (/proc, clock-tick resolution)."""
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    return up - start / os.sysconf("SC_CLK_TCK")
+
+
+T0 = time.monotonic() - _age()
+_seen: set[str] = set()
+
+
+def mark(stage: str, once: bool = True) -> None:
+    if once and stage in _seen:
+        return
+    _seen.add(stage)
+    t = os.times()
+    print(f"TL {stage:30s} {time.monotonic() - T0:7.3f} cpu {t.user + t.system:6.3f}",
+          file=sys.stderr, flush=True)
+
+
+def _wrap(cls: Any, name: str, before: str | None, after: str | None) -> None:
+    orig = getattr(cls, name)
+    if hasattr(orig, "__code__") and orig.__code__.co_flags & 0x80:  # a coroutine function
+        @functools.wraps(orig)
+        async def wrapped_async(*a: Any, **k: Any) -> Any:
+            if before:
+                mark(before)
+            r = await orig(*a, **k)
+            if after:
+                mark(after)
+            return r
+        setattr(cls, name, wrapped_async)
+        return
+
+    @functools.wraps(orig)
+    def wrapped(*a: Any, **k: Any) -> Any:
+        if before:
+            mark(before)
+        r = orig(*a, **k)
+        if after:
+            mark(after)
+        return r
+    setattr(cls, name, wrapped)
+
+
+def main() -> int:
+    mark("python started")
+    import polsched.cli
+    from polsched.controller import operator  # noqa: F401
+    mark("imports done")
+    from polsched.cluster.cache import ClusterCache
+    from polsched.cluster.client import ApiClient
+    from polsched.controller import leases
+    from polsched.controller.reconciler import PolicyReconciler
+    from polsched.scheduler.binder import Binder
+    from polsched.scheduler.engine import Engine
+
+    _wrap(ClusterCache, "start", "cache lists sent", "cache synced")
+    list_all = ApiClient.list_all
+
+    async def listed(self: ApiClient, path: str, **k: Any) -> Any:
+        r = await list_all(self, path, **k)
+        mark(f"listed {path.rsplit('/', 1)[-1]}")
+        return r
+    ApiClient.list_all = listed  # type: ignore[method-assign]
+    _wrap(Engine, "apply", "first pipeline build", "first pipeline built")
+    _wrap(PolicyReconciler, "observe_all", "policies listed", "policies applied")
+    _wrap(PolicyReconciler, "set_leading", "set_leading start", "set_leading done")
+    _wrap(leases.LeaseElector, "_set_leading", None, "lease acquired (its thread)")
+    _wrap(Binder, "bind", "first bind queued", None)
+    _wrap(Binder, "_send", "first Binding sent", "first Binding answered")
+    atexit.register(lambda: mark("exit", once=False))
+    return polsched.cli.main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
