@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
+from polsched.framework.types import PodInfo
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import RUN, bound_node, nodes_ready, run_engine
 from tests.e2e.test_extenders import (
@@ -60,7 +61,6 @@ def test_queued_binds_go_out_highest_priority_first(
     (kube-scheduler starts every binding cycle at once; here binds wait for a writer)."""
     import asyncio
 
-    from polsched.framework.types import PodInfo
     from polsched.scheduler.binder import Binder, BindOutcome
 
     rid = unique("bprio")
@@ -100,13 +100,23 @@ def test_queued_binds_go_out_highest_priority_first(
     asyncio.run(main())
 
 
+async def pending_pod(client: ApiClient, namespace: str, name: str,
+                      scheduler: str) -> PodInfo:
+    """A pod created for `scheduler`, not yet bound (the binder tests bind it directly)."""
+    return PodInfo.from_json(await client.post(
+        f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedulerName": scheduler,
+                     "containers": [{"name": "c", "image": "pause"}]}}))
+
+
 def test_a_lane_starts_writers_as_binds_find_them_busy(
         cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
     """Binds one after the other need one writer; a burst starts more, never more than
     `concurrency`, and every bind of it is sent."""
     import asyncio
 
-    from polsched.framework.types import PodInfo
     from polsched.scheduler.binder import Binder, BindOutcome
 
     rid = unique("blane")
@@ -117,12 +127,7 @@ def test_a_lane_starts_writers_as_binds_find_them_busy(
         binder = Binder(client, concurrency=4)
         try:
             async def pod(name: str) -> PodInfo:
-                return PodInfo.from_json(await client.post(
-                    f"/api/v1/namespaces/{namespace}/pods", {
-                        "apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": name, "namespace": namespace},
-                        "spec": {"schedulerName": rid,
-                                 "containers": [{"name": "c", "image": "pause"}]}}))
+                return await pending_pod(client, namespace, name, rid)
 
             outcomes: dict[str, BindOutcome] = {}
 
@@ -157,7 +162,6 @@ def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
     binds all go out, and its writers grow once they get slots."""
     import asyncio
 
-    from polsched.framework.types import PodInfo
     from polsched.scheduler.binder import Binder, BindOutcome
 
     rid = unique("bslot")
@@ -168,12 +172,7 @@ def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
         binder = Binder(client, concurrency=4)
         try:
             async def pod(name: str) -> PodInfo:
-                return PodInfo.from_json(await client.post(
-                    f"/api/v1/namespaces/{namespace}/pods", {
-                        "apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": name, "namespace": namespace},
-                        "spec": {"schedulerName": rid,
-                                 "containers": [{"name": "c", "image": "pause"}]}}))
+                return await pending_pod(client, namespace, name, rid)
 
             outcomes: dict[str, BindOutcome] = {}
             all_done = asyncio.Event()

@@ -25,16 +25,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import aiohttp
+import orjson
 
 from polsched.cluster import http1, kubeconfig, tls
-
-_fast_loads: Callable[[bytes | str], Any]
-_FastError: type[ValueError]
-try:
-    import orjson
-    _fast_loads, _FastError = orjson.loads, orjson.JSONDecodeError
-except ImportError:  # a venv made before orjson was a dependency (pyproject pins it)
-    _fast_loads, _FastError = json.loads, json.JSONDecodeError
 
 _log = logging.getLogger(__name__)
 
@@ -49,7 +42,6 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 }
 
 
-
 def loads(raw: bytes | str) -> Any:
     """Decode an API server answer or watch line: orjson, 2-3x faster than json.loads on
     pod objects (the watch decodes every pod two or three times, the initial list all of
@@ -57,8 +49,8 @@ def loads(raw: bytes | str) -> Any:
     double's range: never in what Go's encoding/json writes) goes to json.loads, which
     decodes it or raises its own ValueError."""
     try:
-        return _fast_loads(raw)
-    except _FastError:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return json.loads(raw)
 
 
