@@ -221,8 +221,11 @@ class Engine(CacheListener):
         # reload takes over the running pipeline's unchanged plugins, warm.
         name = policy.scheduler_name
         s = self._schedulers.get(name)
+        # Plugins equal to another policy's are shared with it (build_pipeline's `share`).
         pipeline = build_pipeline(policy, self.handle, extenders,
-                                  reuse=s.pipeline if s is not None else None)
+                                  reuse=s.pipeline if s is not None else None,
+                                  share=[o.pipeline for n, o in self._schedulers.items()
+                                         if n != name])
         if s is None:
             recorder = EventRecorder(self.client, name, concurrency=self._event_concurrency,
                                      shared=self._event_writes)
