@@ -8,7 +8,8 @@
 
 Stages: imports done, cache lists sent, each list answered, cache synced, policies listed
 and applied (the first pipeline build), the Lease acquired (on its thread), leadership
-taken (set_leading), the first bind queued, sent and answered, exit. Used for bench/NOTES.md
+taken (set_leading), the first scheduling cycle started and done, the first bind
+queued, sent and answered (with the number of cycles run by then), exit. Used for bench/NOTES.md
 "Issue 15, fourth pass: start-up"; the wrappers are installed after the imports, so the
 imports are timed as `polsched run` does them.
 """
@@ -94,8 +95,25 @@ def main() -> int:
     _wrap(PolicyReconciler, "observe_all", "policies listed", "policies applied")
     _wrap(PolicyReconciler, "set_leading", "set_leading start", "set_leading done")
     _wrap(leases.LeaseElector, "_set_leading", None, "lease acquired (its thread)")
+    _wrap(Engine, "_schedule_one", "first cycle started", "first cycle done")
     _wrap(Binder, "bind", "first bind queued", None)
-    _wrap(Binder, "_send", "first Binding sent", "first Binding answered")
+    decided = [0]
+    schedule_one = Engine._schedule_one
+
+    async def counted(self: Engine, *a: Any, **k: Any) -> Any:
+        decided[0] += 1
+        return await schedule_one(self, *a, **k)
+    Engine._schedule_one = counted  # type: ignore[method-assign]
+    send = Binder._send
+
+    async def sent(self: Binder, *a: Any, **k: Any) -> Any:
+        mark("first Binding sent")
+        mark(f"  (cycles so far {decided[0]:5d})")
+        r = await send(self, *a, **k)
+        mark("first Binding answered")
+        mark(f"  (cycles by then {decided[0]:5d})")
+        return r
+    Binder._send = sent  # type: ignore[method-assign]
     atexit.register(lambda: mark("exit", once=False))
     return polsched.cli.main(sys.argv[1:])
 
