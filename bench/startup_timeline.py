@@ -37,12 +37,12 @@ T0 = time.monotonic() - _age()
 _seen: set[str] = set()
 
 
-def mark(stage: str, once: bool = True) -> None:
+def mark(stage: str, once: bool = True, note: str = "") -> None:
     if once and stage in _seen:
         return
     _seen.add(stage)
     t = os.times()
-    print(f"TL {stage:30s} {time.monotonic() - T0:7.3f} cpu {t.user + t.system:6.3f}",
+    print(f"TL {stage:30s} {time.monotonic() - T0:7.3f} cpu {t.user + t.system:6.3f}{note}",
           file=sys.stderr, flush=True)
 
 
@@ -107,11 +107,9 @@ def main() -> int:
     send = Binder._send
 
     async def sent(self: Binder, *a: Any, **k: Any) -> Any:
-        mark("first Binding sent")
-        mark(f"  (cycles so far {decided[0]:5d})")
+        mark("first Binding sent", note=f"  ({decided[0]} cycles started)")
         r = await send(self, *a, **k)
-        mark("first Binding answered")
-        mark(f"  (cycles by then {decided[0]:5d})")
+        mark("first Binding answered", note=f"  ({decided[0]} cycles started)")
         return r
     Binder._send = sent  # type: ignore[method-assign]
     atexit.register(lambda: mark("exit", once=False))
