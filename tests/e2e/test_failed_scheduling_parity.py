@@ -34,7 +34,8 @@ def free_port() -> int:
 class KubeScheduler:
     """kube-scheduler from hack/, one profile named `scheduler_name`, no leader election."""
 
-    def __init__(self, cluster: Cluster, scheduler_name: str, workdir: Path) -> None:
+    def __init__(self, cluster: Cluster, scheduler_name: str, workdir: Path,
+                 args: tuple[str, ...] = ()) -> None:
         cfg = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
@@ -47,10 +48,17 @@ class KubeScheduler:
         self.log = workdir / "kube-scheduler.log"
         self.proc = subprocess.Popen(
             [str(cluster.bin_dir / "kube-scheduler"), "--config", str(path),
-             "--bind-address", "127.0.0.1", "--secure-port", str(free_port()), "--v", "1"],
+             "--bind-address", "127.0.0.1", "--secure-port", str(free_port()), "--v", "2", *args],
             stdout=self.log.open("w"), stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
+        # Printed at teardown, shown by pytest only when the test failed: whether the
+        # oracle was still running and what it last logged (--v 2 logs informer syncs,
+        # failed attempts and binds), so that a failure of the oracle can be diagnosed.
+        rc = self.proc.poll()
+        state = "still running" if rc is None else f"exited with {rc}"
+        tail = self.log.read_text(errors="replace").splitlines()[-60:]
+        print(f"kube-scheduler {state}; last lines of {self.log}:", *tail, sep="\n")
         self.proc.terminate()
         try:
             self.proc.wait(10)
@@ -63,8 +71,8 @@ class KubeScheduler:
 def kube_scheduler(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
     started: list[KubeScheduler] = []
 
-    def start(name: str) -> KubeScheduler:
-        ks = KubeScheduler(cluster, name, tmp_path)
+    def start(name: str, *args: str) -> KubeScheduler:
+        ks = KubeScheduler(cluster, name, tmp_path, args)
         started.append(ks)
         return ks
 

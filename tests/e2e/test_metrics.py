@@ -175,3 +175,22 @@ def test_first_decision_names_the_generation_that_made_it(
            f"{namespace}/p1 (node {rid}-b0)" in op.log()
     # One line per generation: p0's generation named only p0.
     assert op.log().count(f"SchedulingPolicy {name} generation {gen1} decided") == 1
+
+
+def test_run_applies_the_gc_policy(harness: Harness) -> None:
+    """`polsched run` sets the collector's thresholds at start, freezes the heap once the
+    cache has synced, and exports each collection's pause (controller/gcpolicy.py)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    harness.operator(unique("gc-op"), "--metrics-listen", f"127.0.0.1:{port}")
+    wait_for(lambda: get(f"{base}/readyz") == (200, "ok"), 15, "/readyz ok")
+
+    def frozen() -> str | None:
+        text = get(f"{base}/metrics")[1]
+        return text if (sample(text, "polsched_gc_frozen_objects") or 0) > 0 else None
+
+    text = wait_for(frozen, 10, "the heap frozen after the sync")
+    assert [sample(text, "polsched_gc_threshold", generation=str(g)) for g in range(3)] \
+        == [700, 10, 100]
+    # The imports alone make thousands of objects, so young passes ran after the start.
+    assert (sample(text, "polsched_gc_pause_seconds_count", generation="0") or 0) > 0

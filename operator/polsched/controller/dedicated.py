@@ -19,13 +19,12 @@ import os
 import signal
 from typing import Any
 
-from polsched.controller import credentials, policywatch
+from polsched.controller import credentials, gcpolicy, policywatch
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
 from polsched.controller.operator import (
     configure_logging,
     default_identity,
-    freeze_heap,
     serve_metrics,
 )
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
@@ -84,7 +83,7 @@ async def schedule(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await engine.start()
-    freeze_heap()
+    gcpolicy.freeze()
     first = asyncio.Event()
     tasks.append(loop.create_task(policywatch.watch_policies(client, reconciler,
                                                              name=args.policy, first=first)))
@@ -114,5 +113,6 @@ async def schedule(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.verbose)
+    gcpolicy.apply()
     asyncio.run(schedule(args))
     return 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.api import GROUP
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller import credentials, namespaces, policywatch
+from polsched.controller import credentials, gcpolicy, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.leases import LeaseThread
 from polsched.controller.ledger import BindLedger
@@ -79,15 +78,6 @@ def configure_logging(verbose: bool) -> None:
     if not verbose:
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
-
-
-def freeze_heap() -> None:
-    """Once the cache has synced: what exists now (the imported modules, the listed
-    cluster) lives as long as the process, so it leaves the collector's full passes
-    (gc.freeze). A full pass stops the event loop for as long as it walks the heap; the
-    imports alone are ~50 000 objects, 35-40 ms of CPU per pass on the bench machine,
-    taken again each time the heap grows by a quarter (pods streaming into the cache)."""
-    gc.freeze()
 
 
 async def serve_metrics(listen: str | None, ready: Callable[[], bool]
@@ -318,7 +308,7 @@ async def operate(args: argparse.Namespace) -> None:
                                 name="polsched-policies")
     try:
         await sync
-        freeze_heap()
+        gcpolicy.freeze()
         synced.set()
         log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
                  OPERATOR_LEASE)
@@ -347,5 +337,6 @@ async def operate(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.verbose)
+    gcpolicy.apply()
     asyncio.run(operate(args))
     return 0

@@ -33,17 +33,19 @@ def min_max_normalize(raw: Sequence[float], scores: list[int], reverse: bool = F
         for i in range(len(scores)):
             scores[i] = MIN_NODE_SCORE
         return
-    for i, v in enumerate(raw):
-        frac = (hi - v if reverse else v - lo) / diff
-        # Truncates toward zero like InterPodAffinity's int64(fScore).
-        scores[i] = int(MAX_NODE_SCORE * frac)
+    # frac = (v - lo) / diff (hi - v with reverse); int() truncates toward zero like
+    # InterPodAffinity's int64(fScore).
+    if reverse:
+        scores[:] = [int(MAX_NODE_SCORE * ((hi - v) / diff)) for v in raw]
+    else:
+        scores[:] = [int(MAX_NODE_SCORE * ((v - lo) / diff)) for v in raw]
 
 
 def stash_raw(state: CycleState, key: str, raw: list[float]) -> list[int]:
     """Keep the exact raw scores for normalize_raw and return them rounded for the
     pipeline."""
     state.write(key, raw)
-    return [round(v) for v in raw]
+    return list(map(round, raw))
 
 
 def normalize_raw(state: CycleState, key: str, scores: list[int], reverse: bool = False) -> None:

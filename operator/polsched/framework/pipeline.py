@@ -616,6 +616,16 @@ class Pipeline:
             flags = map(pass_names.__contains__, map(_node_name, order))
             if not outside:
                 flags = map(operator.not_, flags)
+            # A node outside is rejected by the first filter whose set leaves it out: when
+            # that filter's rejection is shared (filter_rejection) it is looked up here;
+            # otherwise passes_outside calls the filters in order.
+            chain: list[tuple[frozenset[str] | set[str], bool, Status | None]] = []
+            for name, _fn, ns, rejection in outside_chain:
+                if ns is None or (rejection is not None and rejection.code is error):
+                    break
+                chain.append((ns.names, ns.complement,
+                              None if rejection is None else rejection.with_plugin(name)))
+            shared = chain if len(chain) == len(outside_chain) else None
             prev = 0
             for p in itertools.compress(range(n_nodes), flags):
                 need = to_find - len(feasible)
@@ -625,6 +635,15 @@ class Pipeline:
                 node = order[p]
                 node_name = node.name
                 prev = p + 1
+                if shared is not None:
+                    first: Status | None = None
+                    for names, complement, shared_rejection in shared:
+                        if (node_name in names) is complement:
+                            first = shared_rejection
+                            break
+                    if first is not None:
+                        statuses[node_name] = first
+                        continue
                 if passes_outside(node, node_name):
                     feasible.append(node)
                     if len(feasible) >= to_find:

@@ -13,6 +13,9 @@ NodeAffinity's preferredDuringScheduling terms), normalized by the maximum with
 framework.default_normalize.
 
 Requirements are compiled once when the policy loads; Filter and Score are label lookups.
+The filter's verdict does not depend on the pod, so it also names the nodes it passes
+(NodeSetFilter), computed once per NodeIndex (rebuilt only when a node is added, removed,
+or changes its labels, taints or cordon) instead of per pod and node.
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     ScoreExtensions,
     ScorePlugin,
     default_normalize,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
-from polsched.framework.selectors import Matcher, SelectorError, compile_requirement
+from polsched.framework.selectors import Matcher, NodeSet, SelectorError, compile_requirement
 from polsched.framework.status import SUCCESS, Status
-from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework.types import NodeIndex, NodeInfo, PodInfo, Snapshot
 
 NAME = "NodeLabel"
 
@@ -66,7 +70,7 @@ def _check_keys(args: Mapping[str, Any], allowed: tuple[str, ...], point: str) -
                                     f"{' and '.join(allowed)}")
 
 
-class NodeLabelFilter(FilterPlugin):
+class NodeLabelFilter(FilterPlugin, NodeSetFilter):
     NAME = NAME
 
     def __init__(self, args: Mapping[str, Any]) -> None:
@@ -82,6 +86,9 @@ class NodeLabelFilter(FilterPlugin):
             reason = f"node(s) didn't match NodeLabel requirement {describe_requirement(req)}"
             checks.append((matcher, Status.unschedulable(reason)))
         self._checks = tuple(checks)
+        # The nodes Filter passes, for the NodeIndex (so the snapshot and its nodes'
+        # labels) they were computed on.
+        self._passing: tuple[NodeIndex, NodeSet] | None = None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         labels = node.labels
@@ -89,6 +96,26 @@ class NodeLabelFilter(FilterPlugin):
             if not matches(labels):
                 return rejection
         return SUCCESS
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo,
+                     snapshot: Snapshot) -> NodeSet | None:
+        """Filter's verdict depends on the node's labels alone: the nodes it passes are
+        found once per NodeIndex (by Filter itself, so exactly) and shared by every pod."""
+        index = snapshot.node_index()
+        got = self._passing
+        if got is not None and got[0] is index:
+            return got[1]
+        checks = self._checks
+        passing = NodeSet(frozenset(
+            n.name for n in snapshot.nodes
+            if all(matches(n.labels) for matches, _ in checks)))
+        self._passing = (index, passing)
+        return passing
+
+    def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
+        """With one requirement every node outside the set fails it; with more, the first
+        one a node fails is its reason, so Filter is called for it."""
+        return self._checks[0][1] if len(self._checks) == 1 else None
 
 
 class NodeLabelScorer(ScorePlugin, ScoreExtensions):

@@ -14,7 +14,9 @@ for normalization; the integer raw score shown by `polsched explain` is the valu
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,6 +36,8 @@ _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?
 # Label values repeat across nodes (a handful of priorities on thousands of nodes), so
 # parsed values are cached by the string; bounded because values come from the cluster.
 _CACHE_LIMIT = 4096
+
+_labels = operator.attrgetter("labels")
 
 
 def parse_number(value: str | None) -> float | None:
@@ -69,6 +73,9 @@ class NodeLabelValue(ScorePlugin, ScoreExtensions):
         self.default = float(default)
         self.reverse = reverse
         self._values: dict[str, float | None] = {}
+        # A label value (None: no label) -> the node's raw score, `default` applied: read
+        # for every feasible node with C-level lookups (score_nodes).
+        self._scores: dict[str | None, float] = {None: self.default}
         # CycleState key for the exact raw scores; per instance, as a policy may list
         # NodeLabelValue more than once.
         self._state_key = f"{NAME}/{id(self)}"
@@ -92,8 +99,18 @@ class NodeLabelValue(ScorePlugin, ScoreExtensions):
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
                     nodes: Sequence[NodeInfo]) -> list[int] | Status:
-        value = self.value
-        return stash_raw(state, self._state_key, [value(n) for n in nodes])
+        # value() for each node, as lookups of its label's value in `_scores`.
+        raws = list(map(dict.get, map(_labels, nodes), itertools.repeat(self.key)))
+        scores = self._scores
+        if not scores.keys() >= set(raws):
+            if len(scores) >= _CACHE_LIMIT:
+                scores.clear()
+                scores[None] = self.default
+            for raw in raws:
+                if raw not in scores:
+                    number = parse_number(raw)
+                    scores[raw] = self.default if number is None else number
+        return stash_raw(state, self._state_key, list(map(scores.__getitem__, raws)))
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         normalize_raw(state, self._state_key, scores, self.reverse)

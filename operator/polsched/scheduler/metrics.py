@@ -174,10 +174,22 @@ PREEMPTION_VICTIMS = Histogram(
     "Number of selected preemption victims for preemption initiated by a single pod",
     tuple(float(2 ** i) for i in range(7)))
 
+# The process's garbage collector (controller/gcpolicy.py): each pass stops the event loop.
+GC_PAUSE = Histogram(
+    "polsched_gc_pause_seconds",
+    "Cyclic garbage collector passes and how long each stopped the process, in seconds, by "
+    "generation (2: a full pass)", tuple(0.0005 * 2 ** i for i in range(12)))
+GC_THRESHOLD = Gauge(
+    "polsched_gc_threshold",
+    "The collector's thresholds (gc.get_threshold()) set at start, by generation")
+GC_FROZEN = Gauge(
+    "polsched_gc_frozen_objects",
+    "Objects moved out of the collector's passes once the cache had synced (gc.freeze)")
+
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS)
+    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -233,6 +245,20 @@ def policy_reload(policy: str, result: str, seconds: float) -> None:
     """A policy generation was loaded ("success") or refused ("error")."""
     POLICY_RELOADS.inc((("policy", policy), ("result", result)))
     RELOAD_DURATION.observe((("policy", policy),), seconds)
+
+
+def gc_pause(generation: int, seconds: float) -> None:
+    """A collection of `generation` stopped the process for `seconds`."""
+    GC_PAUSE.observe((("generation", str(generation)),), seconds)
+
+
+def gc_thresholds(thresholds: Sequence[int]) -> None:
+    for generation, value in enumerate(thresholds):
+        GC_THRESHOLD.set((("generation", str(generation)),), value)
+
+
+def gc_frozen(count: int) -> None:
+    GC_FROZEN.set((), count)
 
 
 def exposition() -> str:

@@ -99,3 +99,19 @@ def test_args_errors_name_the_field(args: dict[str, Any], path: str) -> None:
     with pytest.raises(ArgsError) as err:
         new(args)
     assert err.value.path == path
+
+
+def test_batch_scores_equal_per_node_values_across_cache_limits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_nodes reads a table of label value -> score: it must give value() for every
+    node (absent, non-numeric, decimals, the default applied), also when the table
+    overflows its limit and is refilled."""
+    monkeypatch.setattr(node_label_value, "_CACHE_LIMIT", 5)
+    plugin = new({"key": KEY, "default": -2.5})
+    values = [None, "x", "1", "0.5", "1e3", "nan", "-7", "3", "1", None, "12", "0.25"]
+    for start in range(len(values)):
+        nodes = [node(f"n{i}", v) for i, v in enumerate(values[start:] + values[:start])]
+        state = CycleState()
+        raw = plugin.score_nodes(state, POD, nodes)
+        assert raw == [round(plugin.value(n)) for n in nodes]
+        assert state.get(plugin._state_key) == [plugin.value(n) for n in nodes]

@@ -1,5 +1,5 @@
 """NodeSetFilter: the filters that name the nodes they pass once per pod (NodeAffinity,
-TaintToleration, NodeUnschedulable) must name exactly the nodes their Filter passes, give
+TaintToleration, NodeUnschedulable, NodeLabel) must name exactly the nodes their Filter passes, give
 the status Filter gives the others, and follow node changes; NodeAffinity's preferred
 terms, scored from the same index, must score as term matching does."""
 
@@ -15,7 +15,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.interfaces import NodeSetFilter, PreFilterResult
 from polsched.framework.status import Code
-from polsched.plugins import node_affinity, node_unschedulable, taint_toleration
+from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
 from tests.unit.pipelines import build, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -116,6 +116,71 @@ def test_filter_nodes_names_exactly_the_nodes_filter_passes(plugin_name: str,
                 assert st == rejection
             checked += 1
     assert checked > 400
+
+
+def test_node_label_names_exactly_the_nodes_its_filter_passes() -> None:
+    """NodeLabel's verdict depends on the labels alone: its set is exact, and with one
+    requirement every node outside it gets that requirement's status."""
+    r = random.Random(5)
+    checked = 0
+    for _ in range(60):
+        nodes = [NodeInfo.from_json(random_node(r, i)) for i in range(30)]
+        snapshot = Snapshot(nodes)
+        reqs = [random_requirement(r) for _ in range(r.choice((1, 1, 2, 3)))]
+        plugin = build_plugin(node_label.NAME, {"requirements": reqs})
+        assert isinstance(plugin, NodeSetFilter)
+        pod = random_pod(r, len(nodes))
+        state = CycleState()
+        passing = plugin.filter_nodes(state, pod, snapshot)
+        assert passing is not None
+        rejection = plugin.filter_rejection(state, pod)
+        assert (rejection is not None) == (len(reqs) == 1)
+        for n in nodes:
+            st = plugin.filter(state, pod, n)
+            assert st.ok == (n.name in passing), (reqs, n.raw)
+            if not st.ok and rejection is not None:
+                assert st == rejection
+            checked += 1
+    assert checked == 60 * 30
+
+
+def test_node_label_set_follows_label_changes_and_gives_filters_statuses() -> None:
+    """The set is kept between pods while no node changes its labels; a relabelled,
+    added or removed node is seen by the next cycle, and the nodes left out carry the
+    status Filter gives them, named by the first filter that rejects them."""
+    cache = ClusterCache(None)
+    for i in range(6):
+        cache.on_node_event("ADDED", node_json(f"n{i}", "a" if i < 3 else "b",
+                                               taint=i == 0))
+    pl = build(filters=[{"name": "NodeLabel", "args": {"requirements": [
+        {"key": "zone", "operator": "In", "values": ["a"]}]}}])
+    pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {}})
+    plugin = next(f.plugin for f in pl._entries_for(pod)[0] if f.name == node_label.NAME)
+
+    def feasible() -> set[str]:
+        state = CycleState()
+        filters, _ = pl._entries_for(pod)
+        found, diagnosis = pl.find_feasible(state, pod, cache.snapshot, filters)
+        for name, st in diagnosis.node_statuses.items():
+            node = cache.snapshot.get(name)
+            assert node is not None
+            want = node_label.NAME if node.labels.get("zone") != "a" else "TaintToleration"
+            assert st.plugin == want, (name, st)
+            if want == node_label.NAME:
+                assert st.reasons == plugin.filter(state, pod, node).reasons
+        assert len(found) + len(diagnosis.node_statuses) == len(cache.snapshot.nodes)
+        return {n.name for n in found}
+
+    assert feasible() == {"n1", "n2"}
+    first = plugin.filter_nodes(CycleState(), pod, cache.snapshot)
+    assert plugin.filter_nodes(CycleState(), pod, cache.snapshot) is first
+    cache.on_node_event("MODIFIED", node_json("n3", "a"))
+    assert feasible() == {"n1", "n2", "n3"}
+    cache.on_node_event("MODIFIED", node_json("n1", "b"))
+    assert feasible() == {"n2", "n3"}
+    cache.on_node_event("ADDED", node_json("n6", "a"))
+    cache.on_node_event("DELETED", node_json("n2", "a"))
+    assert feasible() == {"n3", "n6"}
 
 
 @pytest.mark.parametrize("args", [None, {"addedAffinity": {
