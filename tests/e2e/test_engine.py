@@ -346,7 +346,8 @@ def test_policies_that_start_together_run_one_cycle_per_io_poll(
             return sum(engine.stats(s).pending_pods for s in scheds) == 32
 
         await eventually(all_pending, what="32 pods pending in the cache")
-        selector: Any = getattr(asyncio.get_running_loop(), "_selector")
+        loop: Any = asyncio.get_running_loop()
+        selector: Any = loop._selector
         polls = [0]
         select = selector.select
 
