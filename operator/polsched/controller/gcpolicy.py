@@ -11,16 +11,12 @@ found nothing to free (bench/NOTES.md, "Issue 15, fifth pass"). Two settings:
   quarter) goes from 10 to 100, so full passes come ten times less often; the young
   generations keep CPython's defaults, and so their short pauses. Garbage in cycles is
   still collected: by the young passes, and by the full ones that still come.
-- Until the cache has synced (nothing is scheduled yet), STARTUP_THRESHOLDS: the initial
-  lists fill the heap with objects that all survive, which CPython's defaults walk again
-  and again (on the scale bench, 15 000 nodes and 30 000 pods: ~1 s of CPU, two full
-  passes of 200 and 370 ms). Larger young generations walk each of them about twice.
 - `freeze()`, once the cache has synced: what exists then (the imported modules, the
   listed cluster) lives as long as the process, so it leaves the collector's passes
-  (gc.freeze), and THRESHOLDS apply from then on. Objects made later are collected as
-  before; frozen ones that are dropped are still freed by their reference count.
+  (gc.freeze). Objects made later are collected as before; frozen ones that are dropped
+  are still freed by their reference count.
 
-$POLSCHED_GC_THRESHOLDS ("700,10,100") overrides both, for measuring.
+$POLSCHED_GC_THRESHOLDS ("700,10,100") overrides the thresholds, for measuring.
 """
 
 from __future__ import annotations
@@ -34,17 +30,14 @@ from typing import Any
 from polsched.scheduler import metrics
 
 THRESHOLDS = (700, 10, 100)
-STARTUP_THRESHOLDS = (50_000, 20, 100)
 ENV = "POLSCHED_GC_THRESHOLDS"
 
 
-def thresholds(environ: Mapping[str, str] = os.environ, startup: bool = False
-               ) -> tuple[int, int, int]:
-    """The thresholds to apply (`startup`: until the sync): $POLSCHED_GC_THRESHOLDS, or
-    THRESHOLDS / STARTUP_THRESHOLDS."""
+def thresholds(environ: Mapping[str, str] = os.environ) -> tuple[int, int, int]:
+    """The thresholds to apply: $POLSCHED_GC_THRESHOLDS or THRESHOLDS."""
     raw = environ.get(ENV, "").strip()
     if not raw:
-        return STARTUP_THRESHOLDS if startup else THRESHOLDS
+        return THRESHOLDS
     try:
         values = tuple(int(v) for v in raw.split(","))
     except ValueError:
@@ -66,18 +59,16 @@ def _on_gc(phase: str, info: dict[str, Any]) -> None:
 
 
 def apply(environ: Mapping[str, str] = os.environ) -> None:
-    """At the start of a long-running command: the start-up thresholds, and each
-    collection's pause observed on /metrics (polsched_gc_pause_seconds)."""
-    gc.set_threshold(*thresholds(environ, startup=True))
+    """At the start of a long-running command: the thresholds, and each collection's
+    pause observed on /metrics (polsched_gc_pause_seconds)."""
+    t = thresholds(environ)
+    gc.set_threshold(*t)
+    metrics.gc_thresholds(t)
     if _on_gc not in gc.callbacks:
         gc.callbacks.append(_on_gc)
 
 
-def freeze(environ: Mapping[str, str] = os.environ) -> None:
-    """Once the cache has synced: everything alive now leaves the collector's passes,
-    and the running thresholds apply."""
+def freeze() -> None:
+    """Once the cache has synced: everything alive now leaves the collector's passes."""
     gc.freeze()
-    t = thresholds(environ)
-    gc.set_threshold(*t)
-    metrics.gc_thresholds(t)
     metrics.gc_frozen(gc.get_freeze_count())

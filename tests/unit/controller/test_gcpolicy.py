@@ -30,9 +30,7 @@ def test_thresholds_default_and_override() -> None:
     assert gcpolicy.thresholds({}) == gcpolicy.THRESHOLDS
     # Full passes ten times less often than CPython's default; the young ones unchanged.
     assert gcpolicy.THRESHOLDS == (700, 10, 100)
-    assert gcpolicy.thresholds({}, startup=True) == gcpolicy.STARTUP_THRESHOLDS
-    assert gcpolicy.thresholds({gcpolicy.ENV: " 900,20,30 "}) == (900, 20, 30)
-    assert gcpolicy.thresholds({gcpolicy.ENV: "900,20,30"}, startup=True) == (900, 20, 30)
+    assert gcpolicy.thresholds({gcpolicy.ENV: " 50000,20,100 "}) == (50000, 20, 100)
 
 
 @pytest.mark.parametrize("raw", ["700,10", "a,b,c", "700,10,-1", "1,2,3,4"])
@@ -41,13 +39,11 @@ def test_a_bad_override_names_the_variable(raw: str) -> None:
         gcpolicy.thresholds({gcpolicy.ENV: raw})
 
 
-def test_startup_then_running_thresholds_and_each_pause_exported() -> None:
+def test_apply_sets_the_thresholds_and_exports_each_pause() -> None:
     gcpolicy.apply({})
-    assert gc.get_threshold() == gcpolicy.STARTUP_THRESHOLDS
+    assert gc.get_threshold() == gcpolicy.THRESHOLDS
     gcpolicy.apply({})  # once more: one callback, not two
     assert gc.callbacks.count(gcpolicy._on_gc) == 1
-    gcpolicy.freeze({})
-    assert gc.get_threshold() == gcpolicy.THRESHOLDS
     gc.collect(2)
     gc.collect(0)
     text = metrics.exposition()
