@@ -8,7 +8,8 @@
 
 Stages: imports done, cache lists sent, each list answered, cache synced, policies listed
 and applied (the first pipeline build), the Lease acquired (on its thread), leadership
-taken (set_leading), the first bind queued, sent and answered, exit. Used for bench/NOTES.md
+taken (set_leading), the first scheduling cycle started and done, the first bind
+queued, sent and answered (with the number of cycles run by then), exit. Used for bench/NOTES.md
 "Issue 15, fourth pass: start-up"; the wrappers are installed after the imports, so the
 imports are timed as `polsched run` does them.
 """
@@ -36,12 +37,12 @@ T0 = time.monotonic() - _age()
 _seen: set[str] = set()
 
 
-def mark(stage: str, once: bool = True) -> None:
+def mark(stage: str, once: bool = True, note: str = "") -> None:
     if once and stage in _seen:
         return
     _seen.add(stage)
     t = os.times()
-    print(f"TL {stage:30s} {time.monotonic() - T0:7.3f} cpu {t.user + t.system:6.3f}",
+    print(f"TL {stage:30s} {time.monotonic() - T0:7.3f} cpu {t.user + t.system:6.3f}{note}",
           file=sys.stderr, flush=True)
 
 
@@ -94,8 +95,23 @@ def main() -> int:
     _wrap(PolicyReconciler, "observe_all", "policies listed", "policies applied")
     _wrap(PolicyReconciler, "set_leading", "set_leading start", "set_leading done")
     _wrap(leases.LeaseElector, "_set_leading", None, "lease acquired (its thread)")
+    _wrap(Engine, "_schedule_one", "first cycle started", "first cycle done")
     _wrap(Binder, "bind", "first bind queued", None)
-    _wrap(Binder, "_send", "first Binding sent", "first Binding answered")
+    decided = [0]
+    schedule_one = Engine._schedule_one
+
+    async def counted(self: Engine, *a: Any, **k: Any) -> Any:
+        decided[0] += 1
+        return await schedule_one(self, *a, **k)
+    Engine._schedule_one = counted  # type: ignore[method-assign]
+    send = Binder._send
+
+    async def sent(self: Binder, *a: Any, **k: Any) -> Any:
+        mark("first Binding sent", note=f"  ({decided[0]} cycles started)")
+        r = await send(self, *a, **k)
+        mark("first Binding answered", note=f"  ({decided[0]} cycles started)")
+        return r
+    Binder._send = sent  # type: ignore[method-assign]
     atexit.register(lambda: mark("exit", once=False))
     return polsched.cli.main(sys.argv[1:])
 

@@ -321,3 +321,59 @@ def test_cel_filter_on_pod_name_and_cel_score_on_node_name(
         assert long_ != short
 
     run(cluster, [p], body)
+
+
+def test_policies_that_start_together_run_one_cycle_per_io_poll(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """Many policies with pending pods, all made runnable at once (leadership taken at the
+    start): the event loop polls I/O (bind answers, watch events) between every two
+    scheduling cycles, across policies, as with one policy. Counted by the loop's
+    selector: every cycle starts after a poll that no other cycle started after."""
+    rid = unique("turns")
+    names = [nodes(f"{rid}-{i}", cpu="32", labels={RUN: rid}) for i in range(3)]
+    scheds = [f"{rid}-s{k}" for k in range(4)]
+
+    async def body(client: ApiClient, engine: Engine) -> None:
+        await nodes_ready(client, names)
+        engine.set_leader(None, False)  # nothing runs until all have their pods
+        for sched in scheds:
+            engine.apply(policy(sched, {}))
+        await asyncio.gather(*(create_pod(client, namespace, f"p{k}-{i}", sched, rid,
+                                          cpu="10m")
+                               for k, sched in enumerate(scheds) for i in range(8)))
+
+        async def all_pending() -> bool:
+            return sum(engine.stats(s).pending_pods for s in scheds) == 32
+
+        await eventually(all_pending, what="32 pods pending in the cache")
+        loop: Any = asyncio.get_running_loop()
+        selector: Any = loop._selector
+        polls = [0]
+        select = selector.select
+
+        def counted(timeout: float | None = None) -> Any:
+            polls[0] += 1
+            return select(timeout)
+
+        selector.select = counted
+        cycles_after: list[int] = []  # the poll count at each cycle's start
+        schedule_one = engine._schedule_one
+
+        async def observed(*a: Any) -> None:
+            cycles_after.append(polls[0])
+            await schedule_one(*a)
+
+        engine._schedule_one = observed  # type: ignore[method-assign]
+        try:
+            engine.set_leader(None, True)  # all four at once
+
+            async def bound() -> bool:
+                return sum(engine.stats(s).bound_pods for s in scheds) == 32
+
+            await eventually(bound, timeout=60, what="32 pods bound")
+        finally:
+            selector.select = select
+        assert len(cycles_after) >= 32
+        assert len(set(cycles_after)) == len(cycles_after), cycles_after
+
+    run(cluster, [], body)

@@ -6,7 +6,11 @@ the cache's Snapshot and writes only bindings, events and pod conditions through
 client.
 """
 
-from polsched.cluster.cache import CacheListener, ClusterCache
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster import lazyssl
+
+lazyssl.import_aiohttp()  # before anything here imports aiohttp (cluster.lazyssl)
+
+from polsched.cluster.cache import CacheListener, ClusterCache  # noqa: E402
+from polsched.cluster.client import ApiClient, ApiError  # noqa: E402
 
 __all__ = ["ApiClient", "ApiError", "CacheListener", "ClusterCache"]

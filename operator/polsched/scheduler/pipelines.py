@@ -25,8 +25,12 @@ from typing import TYPE_CHECKING, TypeVar
 from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
+    PermitPlugin,
     Plugin,
+    PostBindPlugin,
+    PreBindPlugin,
     PreEnqueuePlugin,
+    ReservePlugin,
     ScorePlugin,
 )
 from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, ScoreEntry
@@ -47,7 +51,8 @@ class BuildError(RuntimeError):
 def build_pipeline(policy: Policy, handle: Handle | None = None,
                    extenders: Sequence[Extender] = (), *,
                    rng: random.Random | None = None,
-                   reuse: Pipeline | None = None) -> Pipeline:
+                   reuse: Pipeline | None = None,
+                   share: Sequence[Pipeline] = ()) -> Pipeline:
     """The Pipeline that schedules pods for `policy` (a loaded, validated Policy), its
     plugins built with `handle` (an empty Handle when None). DefaultPreemption, the
     PostFilter, reads PodDisruptionBudgets from handle.listers; the filters count the pods
@@ -61,14 +66,29 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     so the new pipeline decides as a fresh one would, without rebuilding them on its
     first decisions (bench/NOTES.md "Issue 15, fourth pass"). Weights and `when` are the
     entries', not the plugins': changing them reuses the plugin. Each old plugin goes to
-    one new entry at most."""
+    one new entry at most.
+
+    `share`: the pipelines of the other policies that run in the same engine (built with
+    the same `handle`). A plugin whose source equals one of theirs is the same object in
+    both, with one set of warm tables: 50 policies built and warmed 50 copies of every
+    plugin, and each pod bound invalidated a node's entries in all of them (bench/NOTES.md
+    "Issue 15, fifth pass: start-up"). Only where that cannot change a decision: neither
+    this pipeline nor the other has extenders (a cycle without extenders never awaits, so
+    no other policy's cycle runs in the middle of it), and the plugin keeps no state of
+    its own per pod (no Reserve, Permit, PreBind or PostBind)."""
     handle = ph = replace(handle or Handle(), ignored_resources=policy.ignored_resources)
-    pool = _Reusable(reuse)
+    # A pipeline with extenders takes over none of the plugins it shares with others.
+    pool = _Reusable(reuse, exclude=_Shared(share).ids() if extenders else frozenset())
+    shared = _Shared(share) if share and not extenders else None
     built: list[tuple[object, Plugin]] = []
 
     def make(e: PluginEntry, kind: type[_P]) -> _P:
         key = _Source(e, policy.ignored_resources)
-        plugin = pool.take(key, kind)
+        plugin = None
+        if shared is not None:  # before its own old one: one copy for all where possible
+            plugin = shared.take(key, kind, {id(p) for _, p in built})
+        if plugin is None:
+            plugin = pool.take(key, kind)
         if plugin is None:
             plugin = _build(e, ph, kind)
         built.append((key, plugin))
@@ -92,13 +112,39 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
 class _Reusable:
     """The plugins of the pipeline being replaced, by what they were built from."""
 
-    def __init__(self, old: Pipeline | None) -> None:
-        self._left: list[tuple[object, Plugin]] = list(old.built_from) if old else []
+    def __init__(self, old: Pipeline | None, exclude: frozenset[int] = frozenset()) -> None:
+        self._left: list[tuple[object, Plugin]] = [
+            (k, p) for k, p in (old.built_from if old else ()) if id(p) not in exclude]
 
     def take(self, key: _Source, kind: type[_P]) -> _P | None:
         for i, (k, plugin) in enumerate(self._left):
             if isinstance(k, _Source) and k.same(key) and isinstance(plugin, kind):
                 del self._left[i]
+                return plugin
+        return None
+
+
+_PER_POD = (ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin)
+
+
+class _Shared:
+    """The plugins other policies' pipelines run, that a new pipeline may run too."""
+
+    def __init__(self, pipelines: Sequence[Pipeline]) -> None:
+        self._by_name: dict[str, list[tuple[_Source, Plugin]]] = {}
+        for pl in pipelines:
+            if pl.extenders:
+                continue
+            for k, plugin in pl.built_from:
+                if isinstance(k, _Source) and not isinstance(plugin, _PER_POD):
+                    self._by_name.setdefault(k.name, []).append((k, plugin))
+
+    def ids(self) -> frozenset[int]:
+        return frozenset(id(p) for entries in self._by_name.values() for _, p in entries)
+
+    def take(self, key: _Source, kind: type[_P], taken: set[int]) -> _P | None:
+        for k, plugin in self._by_name.get(key.name, ()):
+            if k.same(key) and isinstance(plugin, kind) and id(plugin) not in taken:
                 return plugin
         return None
 
