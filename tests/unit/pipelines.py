@@ -124,3 +124,40 @@ def args_errors(name: str, args: Any, *, point: str = "") -> list[str]:
         prefix = f"spec.{key}[0]."
         return [e.path.removeprefix(prefix) for e in err.errors]
     return []
+
+
+# A small cluster for tests that decide many pods in turn through a ClusterCache: nodes
+# labelled `label_key` (0-6) and zone, pods of three CPU sizes.
+def labelled_node(i: int, label_key: str) -> Json:
+    return {"metadata": {"name": f"n{i:02d}", "resourceVersion": str(i + 1),
+                         "labels": {label_key: str(i % 7), "zone": f"z{i % 3}"}},
+            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "20"},
+                       "capacity": {"cpu": "2", "memory": "8Gi", "pods": "20"}}}
+
+
+def sized_pod(i: int, scheduler: str, node_name: str | None = None) -> Json:
+    cpu = ("100m", "250m", "500m")[i % 3]
+    return {"metadata": {"name": f"p{i:04d}", "namespace": "ns", "uid": f"uid-{i}",
+                         "resourceVersion": str(1000 + i) if node_name is None
+                         else str(100000 + i),
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"schedulerName": scheduler, "nodeName": node_name,
+                     "containers": [{"name": "c", "resources": {"requests": {
+                         "cpu": cpu, "memory": "64Mi"}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def decide_at_once(pl: Pipeline, cache: Any, i: int) -> str | None:
+    """Pod i (sized_pod, already in `cache`) decided by `pl`, which has no extenders and
+    so must not await; the pod is then recorded on its node in the cache."""
+    info = cache.pods[f"ns/p{i:04d}"]
+    coro = pl.schedule(info, cache.snapshot)
+    try:
+        coro.send(None)
+        raise AssertionError("a pipeline without extenders awaited")
+    except StopIteration as stop:
+        result = stop.value
+    if result.node is not None:
+        cache.on_pod_event("MODIFIED", sized_pod(i, info.scheduler_name, result.node))
+    node: str | None = result.node
+    return node

@@ -15,7 +15,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline
 from polsched.scheduler.pipelines import build_pipeline
-from tests.unit.pipelines import policy_object
+from tests.unit.pipelines import decide_at_once, labelled_node, policy_object, sized_pod
 
 pytestmark = pytest.mark.unit
 
@@ -71,31 +71,12 @@ def test_a_plugin_listed_twice_is_taken_over_once_per_entry() -> None:
     assert len({id(e.plugin) for e in more.scorers} & set(ids)) == 2
 
 
-def node(i: int) -> dict[str, Any]:
-    return {"metadata": {"name": f"n{i:02d}", "resourceVersion": str(i + 1),
-                         "labels": {PRIORITY: str(i % 7), "zone": f"z{i % 3}"}},
-            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "20"},
-                       "capacity": {"cpu": "2", "memory": "8Gi", "pods": "20"}}}
-
-
-def pod(i: int, node_name: str | None = None) -> dict[str, Any]:
-    cpu = ("100m", "250m", "500m")[i % 3]
-    return {"metadata": {"name": f"p{i:04d}", "namespace": "ns", "uid": f"uid-{i}",
-                         "resourceVersion": str(1000 + i) if node_name is None
-                         else str(100000 + i),
-                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"schedulerName": "test", "nodeName": node_name,
-                     "containers": [{"name": "c", "resources": {"requests": {
-                         "cpu": cpu, "memory": "64Mi"}}}]},
-            "status": {"phase": "Pending"}}
-
-
 def decide_with_reloads(reuse: bool) -> list[str | None]:
     """300 pods on 30 nodes; every 20 pods the policy is reloaded with another weight (and
     every 60 with another label key), built with or without taking over plugins."""
     cache = ClusterCache(None)
     for i in range(30):
-        cache.on_node_event("ADDED", node(i))
+        cache.on_node_event("ADDED", labelled_node(i, PRIORITY))
     handle = Handle(listers=cache.listers)
     pl: Pipeline | None = None
     placed: list[str | None] = []
@@ -106,17 +87,8 @@ def decide_with_reloads(reuse: bool) -> list[str | None]:
             pl = build_pipeline(policy(1 + i // 20, scorers), handle,
                                 reuse=pl if reuse else None, rng=random.Random(i))
         assert pl is not None
-        cache.on_pod_event("ADDED", pod(i))
-        info = cache.pods[f"ns/p{i:04d}"]
-        coro = pl.schedule(info, cache.snapshot)
-        try:
-            coro.send(None)
-            raise AssertionError("a pipeline without extenders awaited")
-        except StopIteration as stop:
-            result = stop.value
-        placed.append(result.node)
-        if result.node is not None:
-            cache.on_pod_event("MODIFIED", pod(i, result.node))
+        cache.on_pod_event("ADDED", sized_pod(i, "test"))
+        placed.append(decide_at_once(pl, cache, i))
     return placed
 
 

@@ -26,7 +26,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.pipeline import Pipeline
 from polsched.scheduler.engine import Engine
 from polsched.scheduler.pipelines import build_pipeline
-from tests.unit.pipelines import policy_object
+from tests.unit.pipelines import decide_at_once, labelled_node, policy_object, sized_pod
 
 pytestmark = pytest.mark.unit
 
@@ -90,31 +90,12 @@ async def _applied_through_the_engine() -> None:
         await engine.client.close()
 
 
-def node(i: int) -> dict[str, Any]:
-    return {"metadata": {"name": f"n{i:02d}", "resourceVersion": str(i + 1),
-                         "labels": {PRIORITY: str(i % 7), "zone": f"z{i % 3}"}},
-            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "20"},
-                       "capacity": {"cpu": "2", "memory": "8Gi", "pods": "20"}}}
-
-
-def pod(i: int, node_name: str | None = None) -> dict[str, Any]:
-    cpu = ("100m", "250m", "500m")[i % 3]
-    return {"metadata": {"name": f"p{i:04d}", "namespace": "ns", "uid": f"uid-{i}",
-                         "resourceVersion": str(1000 + i) if node_name is None
-                         else str(100000 + i),
-                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"schedulerName": f"s{i % 3}", "nodeName": node_name,
-                     "containers": [{"name": "c", "resources": {"requests": {
-                         "cpu": cpu, "memory": "64Mi"}}}]},
-            "status": {"phase": "Pending"}}
-
-
 def decide_three_policies(share: bool) -> tuple[list[str | None], int]:
     """300 pods on 30 nodes, pod i decided by policy i % 3 (two with equal plugins, one
     with another label key), its pipeline built sharing or not."""
     cache = ClusterCache(None)
     for i in range(30):
-        cache.on_node_event("ADDED", node(i))
+        cache.on_node_event("ADDED", labelled_node(i, PRIORITY))
     handle = Handle(listers=cache.listers)
     pls: list[Pipeline] = []
     for k, key in enumerate((PRIORITY, PRIORITY, "zone-less")):
@@ -122,16 +103,8 @@ def decide_three_policies(share: bool) -> tuple[list[str | None], int]:
                                   share=list(pls) if share else ()))
     placed: list[str | None] = []
     for i in range(300):
-        cache.on_pod_event("ADDED", pod(i))
-        coro = pls[i % 3].schedule(cache.pods[f"ns/p{i:04d}"], cache.snapshot)
-        try:
-            coro.send(None)
-            raise AssertionError("a pipeline without extenders awaited")
-        except StopIteration as stop:
-            result = stop.value
-        placed.append(result.node)
-        if result.node is not None:
-            cache.on_pod_event("MODIFIED", pod(i, result.node))
+        cache.on_pod_event("ADDED", sized_pod(i, f"s{i % 3}"))
+        placed.append(decide_at_once(pls[i % 3], cache, i))
     objects = {id(p) for pl in pls for _, p in pl.built_from}
     return placed, len(objects)
 
