@@ -33,19 +33,21 @@ SCRAPE_INTERVAL = 0.02
 # A generation not decided within this is recorded as unobserved.
 GIVE_UP_S = 10.0
 
-_GAUGE = re.compile(r'^polsched_policy_first_decision_(generation|timestamp_seconds|wait_seconds)'
+_GAUGE = re.compile(r'^polsched_policy_first_decision_'
+                    r'(generation|timestamp_seconds|wait_seconds|idle_seconds)'
                     r'\{policy="([^"]*)"\} (\S+)$', re.M)
 
 
-def parse_first_decision(text: str, policy: str) -> tuple[int, float, float] | None:
-    """(generation, timestamp, wait after the swap) of `policy` from a /metrics
-    exposition, or None."""
+def parse_first_decision(text: str, policy: str
+                         ) -> tuple[int, float, float, float] | None:
+    """(generation, timestamp, wait after the swap, of which idle: no pod queued) of
+    `policy` from a /metrics exposition, or None."""
     values = {name: float(v) for name, p, v in _GAUGE.findall(text) if p == policy}
     gen = values.get("generation")
     ts = values.get("timestamp_seconds")
     if gen is None or ts is None:
         return None
-    return int(gen), ts, values.get("wait_seconds", 0.0)
+    return int(gen), ts, values.get("wait_seconds", 0.0), values.get("idle_seconds", 0.0)
 
 
 async def create_paced(client: Any, path: str, bodies: Sequence[bytes], rate: float,
@@ -91,7 +93,7 @@ async def _drive(kubeconfig: str, policy_path: str, policy: str, metrics_url: st
     records: list[dict[str, Any]] = []
     async with ApiClient.from_kubeconfig(kubeconfig) as client, \
             aiohttp.ClientSession() as http:
-        async def scrape() -> tuple[int, float, float] | None:
+        async def scrape() -> tuple[int, float, float, float] | None:
             async with http.get(metrics_url) as resp:
                 return parse_first_decision(await resp.text(), policy)
 
@@ -105,11 +107,12 @@ async def _drive(kubeconfig: str, policy_path: str, policy: str, metrics_url: st
             generation = int(answer["metadata"]["generation"])
             decided: float | None = None
             wait: float | None = None
+            idle: float | None = None
             while time.monotonic() - answered < GIVE_UP_S:
                 seen = await scrape()
                 if seen is not None and seen[0] >= generation:
                     if seen[0] == generation:
-                        decided, wait = seen[1] - answered_wall, seen[2]
+                        decided, wait, idle = seen[1] - answered_wall, seen[2], seen[3]
                     break
                 await asyncio.sleep(SCRAPE_INTERVAL)
             records.append({
@@ -120,7 +123,9 @@ async def _drive(kubeconfig: str, policy_path: str, policy: str, metrics_url: st
                 "decided": None if decided is None else answered + decided,
                 "latency_s": None if decided is None else max(0.0, decided),
                 # of which after the engine swapped the pipeline in
-                "wait_s": wait})
+                "wait_s": wait,
+                # and of that, before the pod it decided was queued (nothing to decide)
+                "idle_s": idle})
             await asyncio.sleep(interval)
     finished.set()
     out.put(records)
@@ -191,6 +196,15 @@ def summary(records: list[dict[str, Any]], last_bind: float) -> dict[str, Any]:
              if r["latency_s"] is not None and r.get("wait_s") is not None]),
         "swap_to_decision_ms": measure.summarize_ms(
             [r["wait_s"] for r in records if r.get("wait_s") is not None]),
+        # The swap -> decision part is partly no pod to decide: the stream's next pod had
+        # not reached the queue yet (the API server's watch under load). The latency less
+        # that idle time is how long a pod already waiting would have waited.
+        "idle_after_swap_ms": measure.summarize_ms(
+            [r["idle_s"] for r in records if r.get("idle_s") is not None]),
+        "latency_less_idle_ms": measure.summarize_ms(
+            [max(0.0, r["latency_s"] - r["idle_s"]) for r in records
+             if r["latency_s"] is not None and r.get("idle_s") is not None]),
+        "reloads_idle_after_swap": sum(1 for r in records if (r.get("idle_s") or 0) > 0),
         "unobserved_generations": [r["generation"] for r in records
                                    if r["latency_s"] is None],
         "per_patch_ms": [None if r["latency_s"] is None else round(r["latency_s"] * 1000, 2)

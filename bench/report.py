@@ -190,6 +190,21 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
                           f"reload latency p50 {_num(lat.get('p50'))} ms, "
                           f"p99 {_num(lat.get('p99'))} ms, max {_num(lat.get('max'))} ms "
                           f"({reload.get('measure') or OLD_RELOAD_MEASURE})."]
+                until = reload.get("until_swapped_ms") or {}
+                swap = reload.get("swap_to_decision_ms") or {}
+                less = reload.get("latency_less_idle_ms") or {}
+                if until and swap:
+                    lines[-1] += (f" Its parts: PATCH answered .. pipeline swapped in p50 "
+                                  f"{_num(until.get('p50'))}, p99 {_num(until.get('p99'))} ms; "
+                                  f"swapped in .. first decision p50 {_num(swap.get('p50'))}, "
+                                  f"p99 {_num(swap.get('p99'))} ms.")
+                if less:
+                    lines[-1] += (f" In {reload.get('reloads_idle_after_swap')} reloads the "
+                                  "policy had no pod queued for a while after the swap (the "
+                                  "stream's next pod not yet delivered by the API server's "
+                                  "watch); less that idle time, the latency was p50 "
+                                  f"{_num(less.get('p50'))}, p99 {_num(less.get('p99'))}, max "
+                                  f"{_num(less.get('max'))} ms.")
             else:
                 lines += ["", f"Hot reload (polsched): not measured ({reload.get('note', '')})."]
         problems = [f"{NAMES.get(k, k)}: {r['status']}: {r.get('error')}" for k, r in res.items()

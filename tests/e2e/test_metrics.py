@@ -171,6 +171,13 @@ def test_first_decision_names_the_generation_that_made_it(
     gen, t2 = wait_for(lambda: signal() if signal()[0] == gen2 else None, 10,
                        f"generation {gen2} named by the first-decision gauge")
     assert t2 is not None and t2 >= t1
+    # p1 was created after the swap (observedGeneration is written after it): the wait
+    # from the swap to that decision began with no pod to decide, and says so.
+    text = get(f"{base}/metrics")[1]
+    wait = sample(text, "polsched_policy_first_decision_wait_seconds", policy=name)
+    idle = sample(text, "polsched_policy_first_decision_idle_seconds", policy=name)
+    assert wait is not None and idle is not None
+    assert 0 < idle <= wait
     assert f"SchedulingPolicy {name} generation {gen2} decided its first pod " \
            f"{namespace}/p1 (node {rid}-b0)" in op.log()
     # One line per generation: p0's generation named only p0.

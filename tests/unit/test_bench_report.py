@@ -68,3 +68,26 @@ def test_start_to_ready_and_to_first_bind_are_separate_rows() -> None:
     for r in results.values():
         r["mode"] = "stream"
     assert "| start to first bind" not in report.render(d)
+
+
+def test_reload_figures_split_the_latency_and_take_out_the_idle_wait() -> None:
+    """bench/reload.py's summary of three reloads, rendered: the parts of the latency, and
+    the latency less the time after the swap when no pod was queued to decide."""
+    from bench import reload
+
+    def rec(latency: float, wait: float, idle: float) -> dict[str, Any]:
+        return {"generation": 2, "sent": 0.0, "answered": 0.0, "patch_s": 0.01,
+                "decided": 1.0, "latency_s": latency, "wait_s": wait, "idle_s": idle}
+
+    summary = reload.summary([rec(0.020, 0.005, 0.0), rec(0.150, 0.120, 0.100),
+                              rec(0.030, 0.010, 0.004)], last_bind=2.0)
+    assert summary["reloads_idle_after_swap"] == 2
+    assert summary["latency_less_idle_ms"]["max"] == pytest.approx(50.0)
+    assert summary["until_swapped_ms"]["max"] == pytest.approx(30.0)
+    d = doc()
+    d["workloads"]["pod-anti-affinity"]["results"]["polsched"]["reload"] = summary
+    line = next(x for x in report.render(d).splitlines() if x.startswith("Hot reload"))
+    assert "3/3 patches observed" in line
+    assert "swapped in .. first decision" in line
+    assert "In 2 reloads the policy had no pod queued" in line
+    assert f"max {report._num(50.0)} ms." in line

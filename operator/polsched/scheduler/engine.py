@@ -602,7 +602,7 @@ class Engine(CacheListener):
                 self._on_error(s, qp, str(err), started)
                 return
             if s.undecided is pipeline:
-                self._first_decision(s, pod, result.node)
+                self._first_decision(s, pod, result.node, qp.timestamp)
             if result.node is None:
                 if verdicts:
                     s.shadows.unschedulable(pod, verdicts, rfc3339(time.time()))
@@ -666,18 +666,23 @@ class Engine(CacheListener):
                                                      message, started, state, bp),
             pipeline.extenders, annotations=annotations, lane=s.name)
 
-    def _first_decision(self, s: _Scheduler, pod: PodInfo, node: str | None) -> None:
+    def _first_decision(self, s: _Scheduler, pod: PodInfo, node: str | None,
+                        queued_at: float) -> None:
         """The pipeline of s.policy's generation made its first decision (a node chosen or
         none fits): the hot reload is in effect for users. Logged and exported as
         polsched_policy_first_decision_{generation,timestamp_seconds} (wall clock: the
         bench compares it with the time its PATCH was answered), and how long after the
         swap (polsched_policy_first_decision_wait_seconds: the rest of a reload's time was
-        spent before the engine had the pipeline)."""
+        spent before the engine had the pipeline). Of that wait, the part before the pod
+        it decided entered the queue (`queued_at`, the queue's monotonic clock) had no pod
+        to decide: polsched_policy_first_decision_idle_seconds."""
         s.undecided = None
         generation = s.policy.generation
         now = time.time()
-        metrics.first_decision(s.policy.name, generation, now,
-                               time.monotonic() - s.applied_at)
+        mono = time.monotonic()
+        metrics.first_decision(s.policy.name, generation, now, mono - s.applied_at,
+                               idle=min(max(0.0, queued_at - s.applied_at),
+                                        mono - s.applied_at))
         log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
                  s.policy.name, generation, pod.key,
                  f"node {node}" if node is not None else "unschedulable")

@@ -166,6 +166,10 @@ FIRST_DECISION_WAIT = Gauge(
     "polsched_policy_first_decision_wait_seconds",
     "Seconds from polsched_policy_first_decision_generation's pipeline being swapped in to "
     "its first decision (the wait for a pod to decide, and for the cycle under way)")
+FIRST_DECISION_IDLE = Gauge(
+    "polsched_policy_first_decision_idle_seconds",
+    "Of polsched_policy_first_decision_wait_seconds, the seconds before the pod it decided "
+    "entered the queue: the policy had no pod to decide (0 when one was already queued)")
 
 PREEMPTION_ATTEMPTS = Counter(
     "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now")
@@ -188,7 +192,8 @@ GC_FROZEN = Gauge(
 
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
-    FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, PREEMPTION_ATTEMPTS,
+    FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
+    PREEMPTION_ATTEMPTS,
     PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN)
 
 
@@ -214,20 +219,22 @@ def forget_profile(profile: str) -> None:
         del PENDING_PODS.values[labels]
 
 
-def first_decision(policy: str, generation: int, timestamp: float, wait: float = 0.0
-                   ) -> None:
+def first_decision(policy: str, generation: int, timestamp: float, wait: float = 0.0,
+                   idle: float = 0.0) -> None:
     """`policy`'s generation decided its first pod at `timestamp` (time.time()), `wait`
-    seconds after its pipeline was swapped in."""
+    seconds after its pipeline was swapped in, `idle` of them with no pod queued."""
     labels = (("policy", policy),)
     FIRST_DECISION_GENERATION.set(labels, generation)
     FIRST_DECISION_TIME.set(labels, timestamp)
     FIRST_DECISION_WAIT.set(labels, wait)
+    FIRST_DECISION_IDLE.set(labels, idle)
 
 
 def forget_policy(policy: str) -> None:
     """The policy no longer runs here: drop its per-policy gauges."""
     labels = (("policy", policy),)
-    for gauge in (FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT):
+    for gauge in (FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT,
+                  FIRST_DECISION_IDLE):
         gauge.values.pop(labels, None)
 
 

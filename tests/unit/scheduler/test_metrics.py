@@ -88,11 +88,13 @@ def test_listen_must_be_host_port() -> None:
 
 def test_first_decision_gauges_name_the_latest_generation_and_go_with_the_policy() -> None:
     metrics.first_decision("p", 3, 1763856000.25)
-    metrics.first_decision("p", 4, 1763856001.5)
+    metrics.first_decision("p", 4, 1763856001.5, wait=0.25, idle=0.125)
     metrics.first_decision("q", 1, 1763856002.0)
     text = metrics.exposition()
     assert 'polsched_policy_first_decision_generation{policy="p"} 4\n' in text
     assert 'polsched_policy_first_decision_timestamp_seconds{policy="p"} 1763856001.5\n' in text
+    assert 'polsched_policy_first_decision_wait_seconds{policy="p"} 0.25\n' in text
+    assert 'polsched_policy_first_decision_idle_seconds{policy="p"} 0.125\n' in text
     metrics.forget_policy("p")
     text = metrics.exposition()
     assert 'policy="p"' not in text
