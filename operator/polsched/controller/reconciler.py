@@ -112,7 +112,7 @@ class PolicyReconciler:
             rec, reloaded = self.book.observe(body)
             if not reloaded and not self._retry and not self._reseed:
                 # The same generation again, most often the echo of a status write (ours:
-                # with 50 policies, 10 a second): what runs, the views and the owners
+                # with 50 policies, 5 a second): what runs, the views and the owners
                 # depend on nothing that changed, so the O(policies) diff is skipped and
                 # only the counters seen in the status are offered to the writer.
                 self.writer.observed(rec.name, rec.status)
