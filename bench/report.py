@@ -38,7 +38,23 @@ METRICS: list[tuple[str, Metric]] = [
     ("latency p99 (ms)", lambda r: _lat(r, "p99")),
     ("CPU (s)", lambda r: r.get("cpu_s")),
     ("peak RSS (MB)", lambda r: r.get("peak_rss_mb")),
+    ("machine CPU: all processes (s)", lambda r: _machine_cpu(r)),
 ]
+
+
+def _machine_cpu(r: dict[str, Any]) -> float | None:
+    """The scheduler's, kube-apiserver's, etcd's and the bench process's CPU seconds over
+    the measured phase (None when the control plane was not metered)."""
+    others = r.get("others_cpu_s") or {}
+    if "kube-apiserver" not in others or r.get("cpu_s") is None:
+        return None
+    return round(r["cpu_s"] + others["kube-apiserver"] + others.get("etcd", 0.0)
+                 + (r.get("harness_cpu_s") or 0.0), 2)
+
+
+def _cores_busy(r: dict[str, Any]) -> float | None:
+    total, duration = _machine_cpu(r), r.get("duration_s")
+    return None if total is None or not duration else round(total / duration, 2)
 
 
 # How results.json files written before bench/reload.py measured a reload.
@@ -105,6 +121,8 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
         "signal at once, so there it equals throughput). `start to ready` ends at that "
         "signal (backlog) or at the warm-up pod's bind (stream); `start to first bind` "
         "ends at the first measured pod's bind, on the same clock for every scheduler. "
+        "`machine CPU` adds the CPU seconds of the scheduler, kube-apiserver, etcd and the "
+        "bench process over the measured phase: all of them share this machine's cores. "
         "bench/measure.py has the details.",
         "",
     ]
@@ -158,6 +176,9 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("mode", lambda r: r.get("mode", "stream")),
             ("backlog: pods/s from ready", lambda r: r.get("throughput_from_ready_pods_per_s")),
             ("apiserver CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("kube-apiserver")),
+            ("etcd CPU (s)", lambda r: (r.get("others_cpu_s") or {}).get("etcd")),
+            ("bench process CPU (s)", lambda r: r.get("harness_cpu_s")),
+            ("cores busy (machine CPU / duration)", _cores_busy),
             ("setup: nodes created (s)", lambda r: r.get("node_create_s")),
             ("setup: initial pods created (s)", lambda r: r.get("init_create_s")
              if r.get("init_pods") else None),

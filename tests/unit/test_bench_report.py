@@ -91,3 +91,21 @@ def test_reload_figures_split_the_latency_and_take_out_the_idle_wait() -> None:
     assert "swapped in .. first decision" in line
     assert "In 2 reloads the policy had no pod queued" in line
     assert f"max {report._num(50.0)} ms." in line
+
+
+def test_machine_cpu_adds_every_process_on_the_machine() -> None:
+    """The scheduler's, the API server's, etcd's and the bench process's CPU, with the
+    ratios of the throughput rows; how many cores they kept busy over the run."""
+    d = doc()
+    res = d["workloads"]["pod-anti-affinity"]["results"]
+    for key, own, apiserver in (("noop", 1.0, 4.0), ("kube", 3.0, 5.0), ("polsched", 2.0, 5.0)):
+        res[key].update(cpu_s=own, harness_cpu_s=0.5, duration_s=3.0,
+                        others_cpu_s={"kube-apiserver": apiserver, "etcd": 0.5})
+    md = report.render(d)
+    assert "| machine CPU: all processes (s) | 6.0 | 9.0 | 8.0 | 0.89x | 1.33x |" in md
+    assert "| etcd CPU (s) | 0.5 | 0.5 | 0.5 | | |" in md
+    assert "| cores busy (machine CPU / duration) | 2.0 | 3.0 | 2.7 | | |" in md
+    # Not metered (a control plane of someone else's): no figure rather than a wrong one.
+    for r in res.values():
+        del r["others_cpu_s"]
+    assert "| machine CPU: all processes (s) | n/a | n/a | n/a |" in report.render(d)
