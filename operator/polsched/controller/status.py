@@ -4,7 +4,7 @@ The engine calls back on every bind; a PATCH per bind would cost the API server 
 than the bind itself. So each policy has a slot: callbacks only mark it dirty, and one
 task per policy writes the whole current status at most every `interval` seconds (sooner
 when the pipeline changed, so status.observedGeneration follows an edit at once), or
-every policies/STATUS_WRITES_PER_SECOND seconds when that is longer. Counts
+every (writing policies)/STATUS_WRITES_PER_SECOND seconds when that is longer. Counts
 are read from the engine when the write happens, not accumulated from callbacks, so a
 burst of binds costs one PATCH and no increment can be lost. bindsTotal and
 unschedulableAttempts never go backwards: each write takes the maximum of what the
@@ -40,7 +40,8 @@ RETRY_DELAY = 1.0
 # Upper bound of one status write.
 WRITE_TIMEOUT = 30.0
 # Count writes (not pipeline changes) of all policies together, per second at most: each
-# policy writes at most every max(interval, policies / this) seconds. One policy keeps
+# policy writes at most every max(interval, writing policies / this) seconds (those that
+# wrote within the last policies / this seconds: StatusWriter.period). One policy keeps
 # the interval (0.3 s, ~3 writes a second); 50 busy policies write every 10 s each
 # instead of 166 PATCHes a second. A status PATCH of a SchedulingPolicy costs the API
 # server 4.5-9 ms of CPU and etcd ~1.2 ms (measured: 300 merge patches of bindsTotal on
@@ -137,6 +138,8 @@ class _Slot:
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    # When its last count write ended (monotonic); -inf before the first.
+    last_write: float = float("-inf")
 
 
 class StatusWriter:
@@ -272,10 +275,17 @@ class StatusWriter:
         for name in list(self._slots):
             self.drop(name)
 
-    def period(self) -> float:
+    def period(self, now: float | None = None) -> float:
         """Seconds between two count writes of one policy: the interval, longer when many
-        policies share STATUS_WRITES_PER_SECOND."""
-        return max(self.interval, len(self._slots) / STATUS_WRITES_PER_SECOND)
+        policies write and share STATUS_WRITES_PER_SECOND. Only the policies that wrote
+        within the longest period (all of them writing) count: one busy policy among 50
+        idle ones keeps writing every interval, 50 busy ones every 50 / budget seconds."""
+        longest = len(self._slots) / STATUS_WRITES_PER_SECOND
+        if longest <= self.interval:
+            return self.interval
+        now = time.monotonic() if now is None else now
+        writing = sum(1 for slot in self._slots.values() if now - slot.last_write <= longest)
+        return max(self.interval, writing / STATUS_WRITES_PER_SECOND)
 
     # -- the batching loop ----------------------------------------------------------------
     async def _loop(self, slot: _Slot) -> None:
@@ -286,6 +296,7 @@ class StatusWriter:
             slot.urgent.clear()
             try:
                 await self._flush(slot)
+                slot.last_write = time.monotonic()
             except asyncio.CancelledError:
                 raise
             except ApiError as e:

@@ -58,28 +58,43 @@ def test_the_ledgers_pair_replaces_the_engines_count() -> None:
 
 
 def test_many_policies_share_a_budget_of_count_writes() -> None:
-    """One policy writes its counts every interval; fifty write at most
-    STATUS_WRITES_PER_SECOND together, so each waits policies / budget seconds."""
+    """One policy writes its counts every interval; fifty that all write share
+    STATUS_WRITES_PER_SECOND, so each waits policies / budget seconds; one that writes
+    among idle ones keeps the interval, and a policy that stopped writing stops counting
+    once the longest period has passed."""
     import asyncio
 
     from polsched.controller.status import STATUS_WRITES_PER_SECOND, StatusWriter
 
-    async def main() -> tuple[float, float]:
-        # Disabled: the slots' tasks wait and never call the client.
+    async def main() -> tuple[float, float, float, float, float]:
+        # Disabled: the slots' tasks wait and never call the client; a write's end is
+        # set on the slot as _loop sets it after a flush.
         writer = StatusWriter(None, lambda _: None, interval=0.3,  # type: ignore[arg-type]
                               enabled=False)
         view = StatusView("s", "s", 1, None, ())
         writer.update("p0", view, {})
-        one = writer.period()
+        one = writer.period(now=100.0)
         for i in range(1, 50):
             writer.update(f"p{i}", view, {})
-        fifty = writer.period()
+        slots = writer._slots
+        slots["p0"].last_write = 99.0
+        one_of_fifty = writer.period(now=100.0)
+        for slot in slots.values():
+            slot.last_write = 95.0
+        fifty = writer.period(now=100.0)
+        for i in range(25):
+            slots[f"p{i}"].last_write = 80.0  # half of them last wrote 20 s ago
+        half = writer.period(now=100.0)
+        idle = writer.period(now=200.0)
         await writer.close()
-        return one, fifty
+        return one, one_of_fifty, fifty, half, idle
 
-    one, fifty = asyncio.run(main())
+    one, one_of_fifty, fifty, half, idle = asyncio.run(main())
     assert one == 0.3
+    assert one_of_fifty == 0.3
     assert fifty == 50 / STATUS_WRITES_PER_SECOND
+    assert half == 25 / STATUS_WRITES_PER_SECOND
+    assert idle == 0.3
 
 
 def test_a_status_echo_adopts_only_counters_that_are_ahead() -> None:
