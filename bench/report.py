@@ -32,14 +32,6 @@ def _lat(r: dict[str, Any], key: str) -> Any:
 
 
 Metric = Callable[[dict[str, Any]], Any]
-METRICS: list[tuple[str, Metric]] = [
-    ("throughput (pods/s)", lambda r: r.get("throughput_pods_per_s")),
-    ("latency p50 (ms)", lambda r: _lat(r, "p50")),
-    ("latency p99 (ms)", lambda r: _lat(r, "p99")),
-    ("CPU (s)", lambda r: r.get("cpu_s")),
-    ("peak RSS (MB)", lambda r: r.get("peak_rss_mb")),
-    ("machine CPU: all processes (s)", lambda r: _machine_cpu(r)),
-]
 
 
 def _machine_cpu(r: dict[str, Any]) -> float | None:
@@ -55,6 +47,16 @@ def _machine_cpu(r: dict[str, Any]) -> float | None:
 def _cores_busy(r: dict[str, Any]) -> float | None:
     total, duration = _machine_cpu(r), r.get("duration_s")
     return None if total is None or not duration else round(total / duration, 2)
+
+
+METRICS: list[tuple[str, Metric]] = [
+    ("throughput (pods/s)", lambda r: r.get("throughput_pods_per_s")),
+    ("latency p50 (ms)", lambda r: _lat(r, "p50")),
+    ("latency p99 (ms)", lambda r: _lat(r, "p99")),
+    ("CPU (s)", lambda r: r.get("cpu_s")),
+    ("peak RSS (MB)", lambda r: r.get("peak_rss_mb")),
+    ("machine CPU: all processes (s)", _machine_cpu),
+]
 
 
 # How results.json files written before bench/reload.py measured a reload.

@@ -138,7 +138,8 @@ class _Slot:
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
-    # When its last count write ended (monotonic); -inf before the first.
+    # When its last successful status write ended (monotonic; counts and pipeline changes
+    # alike); -inf before the first. StatusWriter.period counts the slots that wrote lately.
     last_write: float = float("-inf")
 
 

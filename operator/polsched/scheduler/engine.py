@@ -679,10 +679,9 @@ class Engine(CacheListener):
         s.undecided = None
         generation = s.policy.generation
         now = time.time()
-        mono = time.monotonic()
-        metrics.first_decision(s.policy.name, generation, now, mono - s.applied_at,
-                               idle=min(max(0.0, queued_at - s.applied_at),
-                                        mono - s.applied_at))
+        wait = time.monotonic() - s.applied_at
+        metrics.first_decision(s.policy.name, generation, now, wait,
+                               idle=min(max(0.0, queued_at - s.applied_at), wait))
         log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
                  s.policy.name, generation, pod.key,
                  f"node {node}" if node is not None else "unschedulable")
