@@ -37,9 +37,14 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_operator(args: argparse.Namespace) -> int:
-    from polsched.controller import operator
+    from polsched.controller import boot
 
-    return operator.run(args)
+    def load() -> boot.Main:  # imported while the cache's lists are answered
+        from polsched.controller import operator
+
+        return operator.operate
+
+    return boot.run(args, load)
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,9 +60,14 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run_scheduler(args: argparse.Namespace) -> int:
-    from polsched.controller import dedicated
+    from polsched.controller import boot
 
-    return dedicated.run(args)
+    def load() -> boot.Main:  # imported while the cache's lists are answered
+        from polsched.controller import dedicated
+
+        return dedicated.schedule
+
+    return boot.run(args, load)
 
 
 def _add_scheduler(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

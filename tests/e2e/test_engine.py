@@ -16,6 +16,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.api.model import Policy
+from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
@@ -81,6 +82,51 @@ async def node_of(client: ApiClient, ns: str, name: str) -> str:
 
 async def label_node(client: ApiClient, node: str, labels: dict[str, str]) -> None:
     await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}}, "merge")
+
+
+def test_a_prefetched_cache_applies_its_lists_at_start_and_watches_on_from_them(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """`polsched run` sends the cache's lists before its engine exists (controller.boot,
+    ClusterCache.prefetch). Nothing is applied before start(); a pod created after the
+    lists were answered reaches the engine through the watch from their resourceVersion;
+    a prefetched cache stopped without start() leaves no list running."""
+    rid = unique("pre")
+    a = nodes(f"{rid}-a", labels={RUN: rid})
+    sched = f"{rid}-sched"
+
+    async def main() -> None:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        try:
+            await nodes_ready(client, [a])
+            await create_pod(client, namespace, "listed", sched, rid)
+            cache = ClusterCache(client)
+            cache.prefetch()
+            assert cache._lists is not None
+            await asyncio.gather(*cache._lists.values())  # every list answered
+            assert not cache.synced and not cache.pods and not cache.snapshot.nodes
+            await create_pod(client, namespace, "watched", sched, rid)
+            engine = Engine(client, cache=cache)
+            assert engine.cache is cache
+            try:
+                await engine.start()
+                assert f"{namespace}/listed" in cache.pods
+                engine.apply(policy(sched, {}))
+                for name in ("listed", "watched"):
+                    assert await eventually(lambda n=name: node_of(client, namespace, n)) == a
+            finally:
+                await engine.stop()
+
+            dropped = ClusterCache(client)
+            dropped.prefetch()
+            assert dropped._lists is not None
+            lists = list(dropped._lists.values())
+            await dropped.stop()
+            assert lists and all(f.done() for f in lists)
+            assert dropped._lists is None and not dropped.synced
+        finally:
+            await client.close()
+
+    asyncio.run(main())
 
 
 def test_label_rule_waits_for_the_label_then_prefers_the_higher_value(

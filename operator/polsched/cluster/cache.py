@@ -112,6 +112,8 @@ class ClusterCache:
         self._pending: dict[str, int] = {}
         self._listeners: list[CacheListener] = []
         self._tasks: list[asyncio.Task[None]] = []
+        # The initial lists in flight (prefetch), by path, until start() applies them.
+        self._lists: dict[str, asyncio.Future[Json]] | None = None
         self.synced = False
 
     # -- listeners ----------------------------------------------------------------------
@@ -362,36 +364,61 @@ class ClusterCache:
         snap.pods_with_required_anti_affinity -= info.pods_with_required_anti_affinity
 
     # -- list + watch ---------------------------------------------------------------------
-    async def start(self) -> None:
-        """List nodes, namespaces and pods, start watching them; return once synced."""
-        if self._client is None:
-            raise RuntimeError("ClusterCache.start needs an ApiClient")
+    def _resources(self) -> list[tuple[str, Callable[[str, Json], None]]]:
+        """What the cache lists and watches, in the order the lists are applied."""
         resources: list[tuple[str, Callable[[str, Json], None]]] = [(NODES, self.on_node_event)]
         # Namespaces and the other lister kinds before pods: a pod is queued (and may be
         # decided) as soon as it is listed, and plugins read these for it.
         for kind in ls.KINDS:
             resources.append((kind.path, functools.partial(self.on_object_event, kind)))
         resources.append((PODS, self.on_pod_event))
-        # Every list is sent at once (one round trip, not thirteen in a row, before the
-        # first pod can be queued); the answers are applied in the order above, nodes
-        # first, so listed pods land on real nodes.
+        return resources
+
+    def prefetch(self) -> None:
+        """Send the initial lists now; start() applies their answers. For a process that
+        has more to do before start() (`polsched run` imports most of polsched meanwhile,
+        controller.boot): the API server answers the lists on the other core. Nothing is
+        applied, and no listener called, before start(). Needs a running event loop."""
+        if self._client is None:
+            raise RuntimeError("ClusterCache.prefetch needs an ApiClient")
+        if self._lists is not None or self._tasks:
+            return
         client = self._client
-        lists = {path: asyncio.ensure_future(client.list_all(path, page_size=self._page_size))
-                 for path, _handler in resources}
+        self._lists = {path: asyncio.ensure_future(client.list_all(path,
+                                                                   page_size=self._page_size))
+                       for path, _handler in self._resources()}
+
+    async def start(self) -> None:
+        """List nodes, namespaces and pods, start watching them; return once synced."""
+        if self._client is None:
+            raise RuntimeError("ClusterCache.start needs an ApiClient")
+        resources = self._resources()
+        # Every list is sent at once (one round trip, not thirteen in a row, before the
+        # first pod can be queued), unless prefetch() sent them already; the answers are
+        # applied in the order above, nodes first, so listed pods land on real nodes.
+        self.prefetch()
+        assert self._lists is not None
+        lists = self._lists
         versions = []
         try:
             for path, handler in resources:
                 versions.append(self._reconcile(path, handler, await lists.pop(path)))
         finally:  # a list failed (or start was cancelled): the others are not waited for
-            for listing in lists.values():
-                listing.cancel()
-            await asyncio.gather(*lists.values(), return_exceptions=True)
+            await self._drop_lists()
         for (path, handler), rv in zip(resources, versions, strict=True):
             self._tasks.append(asyncio.create_task(self._watch(path, handler, rv),
                                                    name=f"polsched-watch{path}"))
         self.synced = True
 
+    async def _drop_lists(self) -> None:
+        """Cancel the initial lists not applied (yet) and wait for them to end."""
+        lists, self._lists = self._lists or {}, None
+        for listing in lists.values():
+            listing.cancel()
+        await asyncio.gather(*lists.values(), return_exceptions=True)
+
     async def stop(self) -> None:
+        await self._drop_lists()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

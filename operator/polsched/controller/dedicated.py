@@ -19,14 +19,12 @@ import os
 import signal
 from typing import Any
 
+from polsched.cluster.cache import ClusterCache
+from polsched.cluster.client import ApiClient
 from polsched.controller import credentials, gcpolicy, policywatch
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
-from polsched.controller.operator import (
-    configure_logging,
-    default_identity,
-    serve_metrics,
-)
+from polsched.controller.operator import default_identity, serve_metrics
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler.engine import Engine
@@ -43,13 +41,18 @@ def _wants_election(args: argparse.Namespace) -> bool:
     return bool(args.leader_elect != "false")
 
 
-async def schedule(args: argparse.Namespace) -> None:
+async def schedule(args: argparse.Namespace, *, client: ApiClient | None = None,
+                   cache: ClusterCache | None = None) -> None:
+    """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
+    controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
-    client = credentials.api_client(args.kubeconfig)
-    engine = Engine(client, identity=identity)
+    if client is None:
+        client = credentials.api_client(args.kubeconfig)
+    engine = Engine(client, identity=identity, cache=cache)
     try:
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:
+        await engine.cache.stop()
         await client.close()
         raise
     elect = _wants_election(args)
@@ -109,10 +112,3 @@ async def schedule(args: argparse.Namespace) -> None:
         await client.close()
         if probes is not None:
             await probes.cleanup()
-
-
-def run(args: argparse.Namespace) -> int:
-    configure_logging(args.verbose)
-    gcpolicy.apply()
-    asyncio.run(schedule(args))
-    return 0

@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from polsched.api import GROUP
+from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, gcpolicy, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
@@ -52,32 +53,6 @@ def default_identity() -> str:
     # kube-scheduler's id: hostname plus a random suffix, so that two processes on one
     # host (or a restarted pod) never take each other for the holder.
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-class _QuietOutage(logging.Filter):
-    """kopf logs every failed attempt of its API requests (ERROR "Request attempt #N/9
-    failed; will retry"): during an API server outage, a line per watch per second. The
-    outage is reported once by polsched.cluster.client (ApiClient.outage), so kopf's
-    attempts that failed to reach the server are left out; its other errors are not."""
-
-    _UNREACHABLE = ("ClientConnectorError", "ServerDisconnectedError", "ClientOSError",
-                    "ClientPayloadError", "ConnectionRefusedError", "ConnectionResetError")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith("kopf"):
-            return True
-        msg = record.getMessage()
-        return not ("Request attempt" in msg and any(u in msg for u in self._UNREACHABLE))
-
-
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_QuietOutage())
-    if not verbose:
-        logging.getLogger("kopf").setLevel(logging.WARNING)
-        logging.getLogger("aiohttp").setLevel(logging.WARNING)
 
 
 async def serve_metrics(listen: str | None, ready: Callable[[], bool]
@@ -206,20 +181,27 @@ async def until_stopped() -> None:
             loop.remove_signal_handler(sig)
 
 
-async def operate(args: argparse.Namespace) -> None:
+async def operate(args: argparse.Namespace, *, client: ApiClient | None = None,
+                  cache: ClusterCache | None = None) -> None:
+    """The operator, until SIGTERM or SIGINT. client and cache: made by controller.boot,
+    the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or default_identity()
-    client = credentials.api_client(args.kubeconfig)
+    if client is None:
+        client = credentials.api_client(args.kubeconfig)
     if args.webhook_service and not args.webhook_listen:
+        if cache is not None:
+            await cache.stop()
         await client.close()
         raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
     # The namespace check runs while the process sets up; the Lease waits for it.
     namespace_ready = asyncio.get_running_loop().create_task(
         namespaces.ensure(client, args.namespace), name="polsched-namespace")
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
-                    shadow_budget=args.shadow_budget)
+                    shadow_budget=args.shadow_budget, cache=cache)
     engine.set_leader(None, False)  # nobody binds before the lease says so
-    # The cache's lists go out now, while the rest sets up (the namespace check, the
-    # metrics server, kopf): the sync is the longest part of the start-up.
+    # The cache's lists go out now (unless controller.boot sent them already), while the
+    # rest sets up (the namespace check, the metrics server, kopf): the sync is the
+    # longest part of the start-up.
     sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
 
     async def abandon() -> None:
@@ -333,10 +315,3 @@ async def operate(args: argparse.Namespace) -> None:
         await client.close()
         if probes is not None:
             await probes.cleanup()
-
-
-def run(args: argparse.Namespace) -> int:
-    configure_logging(args.verbose)
-    gcpolicy.apply()
-    asyncio.run(operate(args))
-    return 0

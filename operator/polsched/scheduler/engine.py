@@ -145,12 +145,15 @@ class _Scheduler:
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
                  bind_concurrency: int = 96, annotate_decisions: bool = False,
-                 shadow_budget: float = DEFAULT_BUDGET) -> None:
+                 shadow_budget: float = DEFAULT_BUDGET,
+                 cache: ClusterCache | None = None) -> None:
         self.client = client
         self.shadow_budget = shadow_budget
         self.identity = identity
         self.annotate_decisions = annotate_decisions
-        self.cache = ClusterCache(client)
+        # A cache of the same client whose lists are already out (controller.boot), or
+        # a new one; either way start() syncs it.
+        self.cache = cache if cache is not None else ClusterCache(client)
         self.cache.add_listener(self)
         self.binder = Binder(client, concurrency=bind_concurrency)
         # Event and condition writes in flight, all policies' recorders together: as many

@@ -290,6 +290,13 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def import_server() -> None:
+    """Import what serve() needs (aiohttp.web, ~30 ms of CPU) now: controller.boot calls
+    this on its worker thread, so that serve() does not import it on the event loop
+    while the cache's lists are answered."""
+    import aiohttp.web  # noqa: F401
+
+
 async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
                 healthy: Callable[[], bool] = lambda: True) -> web.AppRunner:
     """Serve /metrics, /healthz and /readyz on `listen` (HOST:PORT; port 0 picks a free

@@ -14,7 +14,10 @@ import pytest
 _PROBE = r"""
 import asyncio, json, socket
 import polsched.cli
-from polsched.controller import operator  # what `polsched run` imports
+from polsched.controller import boot  # what `polsched run` imports, in boot's order
+from polsched.controller import operator
+from polsched.scheduler import metrics
+metrics.import_server()
 import aiohttp, aiohttp.connector as c
 
 def cas():
