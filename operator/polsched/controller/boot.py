@@ -66,6 +66,8 @@ def run(args: argparse.Namespace, load: Callable[[], Main]) -> int:
 
 
 async def start(args: argparse.Namespace, load: Callable[[], Main]) -> None:
+    # No collection during the start-up (gcpolicy), for at most this long.
+    asyncio.get_running_loop().call_later(gcpolicy.STARTUP_PAUSE_SECONDS, gcpolicy.resume)
     client = credentials.api_client(args.kubeconfig)
     cache = ClusterCache(client)
     try:

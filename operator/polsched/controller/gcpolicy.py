@@ -4,17 +4,26 @@
 A collection stops the event loop for as long as it walks its generation. The young ones
 are short (a few ms); a full (generation 2) pass walks every tracked object of the heap:
 on the hotreload bench (7500 pods streaming in) 37-110 ms of CPU each, four a run, and they
-found nothing to free (bench/NOTES.md, "Issue 15, fifth pass"). Two settings:
+found nothing to free (bench/NOTES.md, "Issue 15, fifth pass"). Three settings:
 
 - `apply()`, at start: the thresholds. The third (how many generation-1 passes before a
   full one is considered; CPython also waits for the long-lived objects to grow by a
   quarter) goes from 10 to 100, so full passes come ten times less often; the young
   generations keep CPython's defaults, and so their short pauses. Garbage in cycles is
   still collected: by the young passes, and by the full ones that still come.
+- No collection between `apply()` and `freeze()`, the start-up: it allocates the
+  imported modules and the listed cluster, which all live as long as the process, so
+  the young passes over them (one every 700 allocations, a few hundred over 2500 listed
+  pods) freed nothing and took ~40 ms of the ~0.5 s to the first bind on the preemption
+  bench (bench/NOTES.md, "Issue 15, seventh pass: start-up"). What the start-up leaves in
+  cycles is frozen with the rest, never freed: 489 objects on that bench, measured by a
+  full collection at the freeze (38 ms there, ten times that at 30 000 pods, so it is not
+  made). A start-up that takes longer than STARTUP_PAUSE_SECONDS (an API server that does
+  not answer, and the retries' garbage) gets the collector back then (`resume()`).
 - `freeze()`, once the cache has synced: what exists then (the imported modules, the
   listed cluster) lives as long as the process, so it leaves the collector's passes
-  (gc.freeze). Objects made later are collected as before; frozen ones that are dropped
-  are still freed by their reference count.
+  (gc.freeze), and the collector starts. Objects made later are collected as before;
+  frozen ones that are dropped are still freed by their reference count.
 
 $POLSCHED_GC_THRESHOLDS ("700,10,100") overrides the thresholds, for measuring.
 """
@@ -30,6 +39,7 @@ from typing import Any
 from polsched.scheduler import metrics
 
 THRESHOLDS = (700, 10, 100)
+STARTUP_PAUSE_SECONDS = 10.0  # the longest start-up without collections (resume)
 ENV = "POLSCHED_GC_THRESHOLDS"
 
 
@@ -59,16 +69,24 @@ def _on_gc(phase: str, info: dict[str, Any]) -> None:
 
 
 def apply(environ: Mapping[str, str] = os.environ) -> None:
-    """At the start of a long-running command: the thresholds, and each collection's
-    pause observed on /metrics (polsched_gc_pause_seconds)."""
+    """At the start of a long-running command: the thresholds, each collection's pause
+    observed on /metrics (polsched_gc_pause_seconds), and no collection until freeze()."""
     t = thresholds(environ)
     gc.set_threshold(*t)
     metrics.gc_thresholds(t)
     if _on_gc not in gc.callbacks:
         gc.callbacks.append(_on_gc)
+    gc.disable()
+
+
+def resume() -> None:
+    """STARTUP_PAUSE_SECONDS after apply() (controller.boot): collect again, synced or not."""
+    gc.enable()
 
 
 def freeze() -> None:
-    """Once the cache has synced: everything alive now leaves the collector's passes."""
+    """Once the cache has synced: everything alive now leaves the collector's passes,
+    which start now."""
     gc.freeze()
     metrics.gc_frozen(gc.get_freeze_count())
+    gc.enable()

@@ -1,5 +1,6 @@
 """The garbage collector's policy of the long-running commands (controller/gcpolicy.py):
-the thresholds, $POLSCHED_GC_THRESHOLDS, the pauses on /metrics, and the freeze."""
+the thresholds, $POLSCHED_GC_THRESHOLDS, the pauses on /metrics, no collection during
+the start-up, and the freeze."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def restore() -> Iterator[None]:
     metrics.reset()
     yield
     gc.set_threshold(*before)
+    gc.enable()
     if gcpolicy._on_gc in gc.callbacks:
         gc.callbacks.remove(gcpolicy._on_gc)
     gc.unfreeze()
@@ -42,6 +44,7 @@ def test_a_bad_override_names_the_variable(raw: str) -> None:
 def test_apply_sets_the_thresholds_and_exports_each_pause() -> None:
     gcpolicy.apply({})
     assert gc.get_threshold() == gcpolicy.THRESHOLDS
+    assert not gc.isenabled()  # no pass over the start-up's allocations
     gcpolicy.apply({})  # once more: one callback, not two
     assert gc.callbacks.count(gcpolicy._on_gc) == 1
     gc.collect(2)
@@ -59,7 +62,9 @@ def test_freeze_takes_what_exists_and_collects_what_is_made_later() -> None:
 
     gcpolicy.apply({})
     before = Node()
+    assert not gc.isenabled()
     gcpolicy.freeze()
+    assert gc.isenabled()  # collections start once the start-up's objects are frozen
     frozen = gc.get_freeze_count()
     assert frozen > 0
     assert f"polsched_gc_frozen_objects {frozen}" in metrics.exposition()
@@ -70,3 +75,11 @@ def test_freeze_takes_what_exists_and_collects_what_is_made_later() -> None:
     # A cycle made after the freeze is garbage to the next pass.
     del after
     assert gc.collect() >= 1
+
+
+def test_resume_collects_again_when_the_start_up_is_slow() -> None:
+    gcpolicy.apply({})
+    assert not gc.isenabled()
+    gcpolicy.resume()  # controller.boot: STARTUP_PAUSE_SECONDS later, synced or not
+    assert gc.isenabled()
+    assert gcpolicy.STARTUP_PAUSE_SECONDS <= 10
