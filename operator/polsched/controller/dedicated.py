@@ -21,7 +21,7 @@ from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import credentials, gcpolicy, policywatch
+from polsched.controller import gcpolicy, policywatch
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
 from polsched.controller.operator import default_identity, serve_metrics
@@ -41,13 +41,11 @@ def _wants_election(args: argparse.Namespace) -> bool:
     return bool(args.leader_elect != "false")
 
 
-async def schedule(args: argparse.Namespace, *, client: ApiClient | None = None,
-                   cache: ClusterCache | None = None) -> None:
+async def schedule(args: argparse.Namespace, *, client: ApiClient,
+                   cache: ClusterCache) -> None:
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
     controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
-    if client is None:
-        client = credentials.api_client(args.kubeconfig)
     engine = Engine(client, identity=identity, cache=cache)
     try:
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)

@@ -14,8 +14,9 @@ found nothing to free (bench/NOTES.md, "Issue 15, fifth pass"). Three settings:
 - No collection between `apply()` and `freeze()`, the start-up: it allocates the
   imported modules and the listed cluster, which all live as long as the process, so
   the young passes over them (one every 700 allocations, a few hundred over 2500 listed
-  pods) freed nothing and took ~40 ms of the ~0.5 s to the first bind on the preemption
-  bench (bench/NOTES.md, "Issue 15, seventh pass: start-up"). What the start-up leaves in
+  pods) free nothing: 10-20 ms less CPU before the sync on the preemption bench (four
+  start-ups with and without; bench/NOTES.md, "Issue 15, seventh pass: start-up"),
+  within that bench's noise, more where more is allocated. What the start-up leaves in
   cycles is frozen with the rest, never freed: 489 objects on that bench, measured by a
   full collection at the freeze (38 ms there, ten times that at 30 000 pods, so it is not
   made). A start-up that takes longer than STARTUP_PAUSE_SECONDS (an API server that does

@@ -181,16 +181,13 @@ async def until_stopped() -> None:
             loop.remove_signal_handler(sig)
 
 
-async def operate(args: argparse.Namespace, *, client: ApiClient | None = None,
-                  cache: ClusterCache | None = None) -> None:
+async def operate(args: argparse.Namespace, *, client: ApiClient,
+                  cache: ClusterCache) -> None:
     """The operator, until SIGTERM or SIGINT. client and cache: made by controller.boot,
     the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or default_identity()
-    if client is None:
-        client = credentials.api_client(args.kubeconfig)
     if args.webhook_service and not args.webhook_listen:
-        if cache is not None:
-            await cache.stop()
+        await cache.stop()
         await client.close()
         raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
     # The namespace check runs while the process sets up; the Lease waits for it.
@@ -199,9 +196,9 @@ async def operate(args: argparse.Namespace, *, client: ApiClient | None = None,
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
                     shadow_budget=args.shadow_budget, cache=cache)
     engine.set_leader(None, False)  # nobody binds before the lease says so
-    # The cache's lists go out now (unless controller.boot sent them already), while the
-    # rest sets up (the namespace check, the metrics server, kopf): the sync is the
-    # longest part of the start-up.
+    # The cache's lists (sent by controller.boot) are applied while the rest sets up (the
+    # namespace check, the metrics server, kopf): the sync is the longest part of the
+    # start-up.
     sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
 
     async def abandon() -> None:
