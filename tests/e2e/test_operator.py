@@ -123,6 +123,18 @@ def test_run_without_a_webhook_never_imports_kopf(harness: Harness, namespace: s
     assert "SIGTERM received: stopping" in log
 
 
+def test_webhook_service_without_listen_exits_naming_the_flags(harness: Harness) -> None:
+    """A flag combination `polsched run` cannot serve ends the process with an error that
+    names both flags, after the cache's lists were sent (controller.boot): nothing hangs
+    on them, no traceback, exit status 1."""
+    op = harness.operator(unique("badflags"), "--webhook-service", "polsched-system/x")
+    assert op.proc is not None
+    assert op.proc.wait(30) == 1, op.log()[-3000:]
+    log = op.log()
+    assert "polsched: --webhook-service needs --webhook-listen (where to serve)" in log
+    assert "Traceback" not in log and "was destroyed but it is pending" not in log, log
+
+
 def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
                                       nodes: NodeFactory) -> None:
     h = harness
