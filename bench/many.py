@@ -51,10 +51,10 @@ WORKLOADS: dict[str, ManyPolicies] = {
     MANY: ManyPolicies(
         MANY, NODES, PODS, f"{POLICIES} policies at once, {PODS // POLICIES} pods each "
         "(polsched: one operator, Shared; kube-scheduler: one process, 50 profiles)",
-        equivalence=ManyPolicies.__doc__ or "", policies=POLICIES),
+        equivalence=ManyPolicies.__doc__ or "", policies=POLICIES, rounds=3),
     SINGLE: ManyPolicies(
         SINGLE, NODES, PODS, f"the baseline of {MANY}: the same pods, one policy",
-        equivalence=ManyPolicies.__doc__ or "", policies=1),
+        equivalence=ManyPolicies.__doc__ or "", policies=1, rounds=3),
 }
 wl.WORKLOADS.update(WORKLOADS)
 
@@ -88,6 +88,12 @@ def summary(results: dict[str, Any]) -> dict[str, Any] | None:
             "peak_rss_mb_many": m["peak_rss_mb"], "peak_rss_mb_single": s["peak_rss_mb"],
             "rss_mb_per_extra_policy": round((m["peak_rss_mb"] - s["peak_rss_mb"])
                                              / (policies - 1), 2)}
+        rounds = zip((many.get("rounds") or {}).get(key) or (),
+                     (single.get("rounds") or {}).get(key) or (), strict=False)
+        by_round = [round(a["throughput_pods_per_s"] / max(b["throughput_pods_per_s"], 1e-9), 3)
+                    for a, b in rounds if a.get("status") == b.get("status") == "ok"]
+        if by_round:  # round i of the 50 policies against round i of one
+            row["many_over_single_rounds"] = by_round
         out[key] = row
     kube = out.get("kube")
     pol = out.get("polsched")
@@ -114,6 +120,12 @@ def render(summary_: dict[str, Any] | None) -> list[str]:
                      f"| {r['many_over_single']}x | {r['cpu_s_many']} / {r['cpu_s_single']} "
                      f"| {r['peak_rss_mb_many']} / {r['peak_rss_mb_single']} "
                      f"| {r['rss_mb_per_extra_policy']} MB |")
+    rounds = [f"{key} " + " / ".join(f"{v}x" for v in r["many_over_single_rounds"])
+              for key, r in summary_.items()
+              if isinstance(r, dict) and r.get("many_over_single_rounds")]
+    if rounds:
+        lines += ["", "many/one by round (each workload's round i against the other's; the "
+                      "table compares the median runs): " + "; ".join(rounds) + "."]
     pol = summary_.get("polsched")
     if isinstance(pol, dict) and "over_kube_many" in pol:
         lines += ["", f"polsched / kube-scheduler with {n} policies (profiles): "

@@ -71,6 +71,31 @@ def _by_kind(r: dict[str, Any]) -> str | None:
     return "; ".join(f"{k}: {v}" for k, v in kinds.items() if v)
 
 
+def _rounds(rounds: dict[str, list[dict[str, Any]]] | None) -> list[str]:
+    """The throughput of every round (workloads run more than once), and polsched's ratios
+    round by round: the spread behind the table's median figures."""
+    if not rounds:
+        return []
+    n = max(len(v) for v in rounds.values())
+
+    def tp(key: str, i: int) -> Any:
+        runs = rounds.get(key) or []
+        if i >= len(runs) or runs[i].get("status") != "ok":
+            return None
+        return runs[i].get("throughput_pods_per_s")
+
+    parts = [f"{NAMES.get(k, k)} " + " / ".join(_num(tp(k, i)) for i in range(n))
+             for k in rounds]
+    text = (f"Rounds: {n}, every scheduler in turn each round; the table gives each "
+            f"scheduler's run of median throughput. Pods/s by round: {'; '.join(parts)}.")
+    for other, name in (("kube", "kube-scheduler"), ("noop", "ceiling")):
+        if "polsched" in rounds and other in rounds:
+            text += (f" polsched / {name} by round: "
+                     + " / ".join(_ratio(tp("polsched", i), tp(other, i)) for i in range(n))
+                     + ".")
+    return ["", text]
+
+
 def render(doc: dict[str, Any], notes: str | None = None) -> str:
     m = doc["machine"]
     s = doc["settings"]
@@ -203,6 +228,7 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             row = [_num(get(res[k])) if res[k].get("status") in ("ok", "incomplete")
                    else "" for k in keys]
             lines.append(f"| {label} | " + " | ".join(row) + " | | |")
+        lines += _rounds(entry.get("rounds"))
         reload = p.get("reload")
         if reload is not None:
             lat = reload.get("latency_ms") or {}

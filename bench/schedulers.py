@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import contextlib
 import json
 import os
 import signal
@@ -119,6 +120,11 @@ class Runner:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
+        # Its session's other processes too (a wrapper's child: bench/startup_probe.py runs
+        # polsched under py-spy, which did not pass the SIGTERM on, and the scheduler left
+        # behind bound the next run's pods).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc = None
 
     def cleanup_cluster(self, kubectl: Any) -> None:

@@ -109,3 +109,55 @@ def test_machine_cpu_adds_every_process_on_the_machine() -> None:
     for r in res.values():
         del r["others_cpu_s"]
     assert "| machine CPU: all processes (s) | n/a | n/a | n/a |" in report.render(d)
+
+
+def test_rounds_the_headline_is_the_median_run_and_a_failed_round_is_kept() -> None:
+    """A workload run in several rounds: each scheduler's figures come from one real run,
+    the one of median throughput; a round that did not end "ok" is the headline instead,
+    so the others cannot hide it."""
+    from bench import run
+
+    runs = [result("polsched", tp, 0, cpu_s=cpu) for tp, cpu in ((30.0, 3.0), (50.0, 1.0),
+                                                                  (40.0, 2.0))]
+    assert run.headline(runs) is runs[2]  # 40 pods/s, with its own CPU figure
+    assert run.headline(runs[:2]) is runs[0]  # an even count: the lower middle
+    failed = {"scheduler": "polsched", "status": "incomplete", "throughput_pods_per_s": 90.0}
+    assert run.headline([*runs, failed]) is failed
+
+
+def test_rounds_line_gives_every_round_and_the_ratios_round_by_round() -> None:
+    from bench import run
+
+    d = doc()
+    entry = d["workloads"]["pod-anti-affinity"]
+    entry["rounds"] = {
+        key: [run.round_summary(result(key, tp, 0)) for tp in tps]
+        for key, tps in (("noop", (100.0, 80.0, 90.0)), ("kube", (40.0, 50.0, 45.0)),
+                         ("polsched", (50.0, 45.0, 45.0)))}
+    entry["rounds"]["kube"][2]["status"] = "error"
+    line = next(x for x in report.render(d).splitlines() if x.startswith("Rounds: 3"))
+    assert "polsched 50.0 / 45.0 / 45.0" in line
+    assert "kube-scheduler 40.0 / 50.0 / n/a" in line
+    assert "polsched / kube-scheduler by round: 1.25x / 0.90x / n/a." in line
+    assert "polsched / ceiling by round: 0.50x / 0.56x / 0.50x." in line
+    # One round only (every workload but the short ones): no such line.
+    del entry["rounds"]
+    assert "Rounds:" not in report.render(d)
+
+
+def test_many_policies_ratio_round_by_round() -> None:
+    from bench import many, run
+
+    def entry(tps: tuple[float, ...]) -> dict[str, Any]:
+        runs = [result("polsched", tp, 0) for tp in tps]
+        return {"results": {"polsched": run.headline(runs)},
+                "rounds": {"polsched": [run.round_summary(r) for r in runs]}}
+
+    summary = many.summary({many.MANY: entry((80.0, 95.0, 90.0)),
+                            many.SINGLE: entry((100.0, 100.0, 120.0))})
+    assert summary is not None
+    pol = summary["polsched"]
+    assert pol["many_over_single"] == 0.9  # the median runs: 90 against 100
+    assert pol["many_over_single_rounds"] == [0.8, 0.95, 0.75]
+    assert "many/one by round" in "\n".join(many.render(summary))
+    assert "polsched 0.8x / 0.95x / 0.75x" in "\n".join(many.render(summary))
