@@ -73,8 +73,9 @@ class Workload:
     # polsched: a shadow policy (spec.shadowOf, shadow_spec) decides beside the live one.
     shadow: bool = False
     # Rounds of every scheduler in turn (run.py --rounds overrides): a short run's ratio
-    # moves with the machine from one run to the next, so it is measured more than once
-    # and the report gives every round and each scheduler's median run.
+    # moves with the machine from one run to the next (labels' polsched/ceiling read 1.11x
+    # in one full run and 0.68x in the next), so the runs of a few seconds are measured
+    # three times and the report gives every round and each scheduler's median run.
     rounds: int = 1
 
     def scaled(self, scale: float) -> Workload:
@@ -404,13 +405,14 @@ class Mixed(Workload):
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)"),
+    Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)",
+             rounds=3),
     Workload("large", 5000, 10000,
              "plain pods, ten times the nodes (scheduler_perf SchedulingBasic at 5000 nodes)"),
     LabelRules("labels", 500, 2000, "label rules: NodeLabel filter + NodeLabelValue scorer",
-               equivalence=LabelRules.__doc__ or ""),
+               equivalence=LabelRules.__doc__ or "", rounds=3),
     NodeAffinity("affinity", 500, 2000, "required + preferred node affinity in every pod",
-                 equivalence=NodeAffinity.__doc__ or ""),
+                 equivalence=NodeAffinity.__doc__ or "", rounds=3),
     Extender("extender", 500, 2000,
              "an HTTP extender (bench/extender.py: filter + prioritize, nodeCacheCapable)",
              equivalence="kube-scheduler: KubeSchedulerConfiguration.extenders; polsched: "

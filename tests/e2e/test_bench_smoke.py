@@ -1,5 +1,5 @@
 """`make bench` keeps working: a small run of bench/run.py (basic workload, 50 nodes,
-100 pods) against the session's control plane, with the no-op binder, kube-scheduler and
+100 pods, two rounds) against the session's control plane, with the no-op binder, kube-scheduler and
 polsched. It checks that every scheduler bound every pod exactly once, honoured the
 taints, and that the results carry every field RESULTS.md reads. No timing assertions:
 the numbers belong to `make bench`, not to a test."""
@@ -33,7 +33,7 @@ def test_bench_smoke_binds_every_pod_once_per_scheduler(cluster: Cluster, tmp_pa
         [sys.executable, str(ROOT / "bench" / "run.py"), "--kubeconfig", cluster.kubeconfig,
          "--workloads", "basic", "--nodes", str(NODES), "--pods", str(PODS),
          "--schedulers", "noop,kube,polsched", "--kube-scheduler-name", "bench-kube",
-         "--out", str(tmp_path)],
+         "--rounds", "2", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
 
@@ -56,8 +56,17 @@ def test_bench_smoke_binds_every_pod_once_per_scheduler(cluster: Cluster, tmp_pa
     assert results["kube"]["violations"] == 0
     assert results["polsched"]["violations"] == 0
 
+    # Two rounds: every scheduler ran twice, its figures are one of its two runs.
+    rounds = doc["workloads"]["basic"]["rounds"]
+    assert {k: len(v) for k, v in rounds.items()} == {"noop": 2, "kube": 2, "polsched": 2}
+    for key, runs in rounds.items():
+        assert all(run["status"] == "ok" for run in runs), key
+        assert results[key]["throughput_pods_per_s"] in {
+            run["throughput_pods_per_s"] for run in runs}, key
+
     md = (tmp_path / "RESULTS.md").read_text()
     assert "polsched / kube-scheduler" in md and "## basic: 50 nodes, 100 pods" in md
+    assert "Rounds: 2, every scheduler in turn" in md
     assert len(list((tmp_path / "out").glob("*.json"))) == 1
     # Everything the run created is gone: the next test sees the cluster as it was.
     left = cluster.kubectl("get", "nodes", "-l", "polsched.io/bench=true", "-o", "name").stdout
