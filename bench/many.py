@@ -51,10 +51,10 @@ WORKLOADS: dict[str, ManyPolicies] = {
     MANY: ManyPolicies(
         MANY, NODES, PODS, f"{POLICIES} policies at once, {PODS // POLICIES} pods each "
         "(polsched: one operator, Shared; kube-scheduler: one process, 50 profiles)",
-        equivalence=ManyPolicies.__doc__ or "", policies=POLICIES, rounds=3),
+        equivalence=ManyPolicies.__doc__ or "", policies=POLICIES, rounds=5),
     SINGLE: ManyPolicies(
         SINGLE, NODES, PODS, f"the baseline of {MANY}: the same pods, one policy",
-        equivalence=ManyPolicies.__doc__ or "", policies=1, rounds=3),
+        equivalence=ManyPolicies.__doc__ or "", policies=1, rounds=5),
 }
 wl.WORKLOADS.update(WORKLOADS)
 

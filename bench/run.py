@@ -655,8 +655,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "rate (not for hotreload, which needs pods streaming in)")
     p.add_argument("--rounds", type=int, default=0,
                    help="runs of every scheduler per workload, in turn (default: the "
-                        "workload's own: 3 for the runs of a few seconds, basic, labels, affinity, "
-                        "preemption and many-policies)")
+                        "workload's own: 3 for the runs of a few seconds, basic, labels, affinity "
+                        "and preemption; 5 for many-policies and its baseline)")
     p.add_argument("--startup-timeout", type=float, default=120)
     p.add_argument("--bind-timeout", type=float, default=0,
                    help="seconds to wait for all binds (default 60 + pods/20)")
