@@ -75,7 +75,8 @@ class Workload:
     # Rounds of every scheduler in turn (run.py --rounds overrides): a short run's ratio
     # moves with the machine from one run to the next (labels' polsched/ceiling read 1.11x
     # in one full run and 0.68x in the next), so the runs of a few seconds are measured
-    # three times and the report gives every round and each scheduler's median run.
+    # three times (many-policies and its baseline five) and the report gives every round
+    # and each scheduler's median run.
     rounds: int = 1
 
     def scaled(self, scale: float) -> Workload:

@@ -37,6 +37,8 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_operator(args: argparse.Namespace) -> int:
+    if args.webhook_service and not args.webhook_listen:  # before anything is sent
+        raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
     from polsched.controller import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered

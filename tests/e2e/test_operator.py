@@ -125,8 +125,8 @@ def test_run_without_a_webhook_never_imports_kopf(harness: Harness, namespace: s
 
 def test_webhook_service_without_listen_exits_naming_the_flags(harness: Harness) -> None:
     """A flag combination `polsched run` cannot serve ends the process with an error that
-    names both flags, after the cache's lists were sent (controller.boot): nothing hangs
-    on them, no traceback, exit status 1."""
+    names both flags, before it connects (no list sent, nothing to close): no traceback,
+    exit status 1."""
     op = harness.operator(unique("badflags"), "--webhook-service", "polsched-system/x")
     assert op.proc is not None
     assert op.proc.wait(30) == 1, op.log()[-3000:]

@@ -186,10 +186,6 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     """The operator, until SIGTERM or SIGINT. client and cache: made by controller.boot,
     the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or default_identity()
-    if args.webhook_service and not args.webhook_listen:
-        await cache.stop()
-        await client.close()
-        raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
     # The namespace check runs while the process sets up; the Lease waits for it.
     namespace_ready = asyncio.get_running_loop().create_task(
         namespaces.ensure(client, args.namespace), name="polsched-namespace")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kopf
 import pytest
 
@@ -24,3 +26,20 @@ def test_an_invalid_policy_is_refused_with_its_field_path() -> None:
 def test_a_valid_policy_is_admitted() -> None:
     validate_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                      "metadata": {"name": "p"}, "spec": {}})
+
+
+def test_webhook_service_without_listen_is_refused_before_connecting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`polsched run --webhook-service` without --webhook-listen stops at the flags: no
+    kubeconfig is read (this one does not exist), nothing is imported or sent by boot."""
+    from polsched import cli
+    from polsched.controller import boot
+
+    def never(*_a: object, **_k: object) -> int:
+        raise AssertionError("boot.run reached")
+
+    monkeypatch.setattr(boot, "run", never)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "--kubeconfig", str(tmp_path / "missing"),
+                  "--webhook-service", "polsched-system/polsched"])
+    assert str(exc.value) == "polsched: --webhook-service needs --webhook-listen (where to serve)"
