@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tests.chaos.invariants import Findings
 from tests.chaos.scenarios import SCENARIOS
-from tests.chaos.world import ControlPlane, World
+from tests.chaos.world import ControlPlane, Scenario, World
 from tests.conftest import HACK, Cluster, install_crds
 from tests.e2e.operators import Harness
 
@@ -44,6 +44,27 @@ def start_cluster(directory: Path) -> Cluster:
     c = Cluster(str(directory / "kubeconfig"), bin_dir)
     install_crds(c)
     return c
+
+
+# How much of each process's log a failed scenario prints (CI keeps only stdout).
+LOG_TAIL_LINES = 40
+
+
+def show_logs(made: list[Scenario]) -> None:
+    """The logs of a failed scenario's processes: the last LOG_TAIL_LINES lines of each
+    on stdout, and each whole in $CHAOS_LOG_DIR/<run>-<process>.log when that is set
+    (the work directory is removed at the end)."""
+    keep = os.environ.get("CHAOS_LOG_DIR")
+    for s in made:
+        for who, text in s.logs.items():
+            if keep:
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                (Path(keep) / f"{s.run}-{who}.log").write_text(text)
+            lines = text.splitlines()
+            print(f"  --- {s.run} {who}: last {min(len(lines), LOG_TAIL_LINES)} of "
+                  f"{len(lines)} log lines", flush=True)
+            for line in lines[-LOG_TAIL_LINES:]:
+                print(f"  | {line}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             if only and name not in only:
                 continue
             t0 = time.monotonic()
+            first = len(world.made)
             try:
                 findings, figures = scenario(world)
             except Exception as e:
@@ -106,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
             if not findings.ok:
                 failed.append(name)
+                show_logs(world.made[first:])
         takeover = f"{max(takeovers):.1f}s" if takeovers else "-"
         ratio = f"{min(ratios):.2f}" if ratios else "-"
         print(f"chaos: pods={total.pods} lost={len(total.lost)} "

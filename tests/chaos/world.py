@@ -303,9 +303,13 @@ class World:
     plane: ControlPlane
     short: bool
     workdir: Path
+    # The scenarios made so far, in order: a failed one's logs are shown from here.
+    made: list[Scenario] = field(default_factory=list)
 
     def scenario(self, name: str) -> Scenario:
-        return Scenario(self, name)
+        s = Scenario(self, name)
+        self.made.append(s)
+        return s
 
     def policy_object(self, name: str) -> Json:
         return self.harness.policy(name)
