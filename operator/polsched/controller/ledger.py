@@ -20,8 +20,13 @@ s: any bind not yet stamped gets a later second; the rest is margin for late wat
 events), and (2) every pod that this scheduler had assumed at that moment has left the
 assumed state (its bind was confirmed by the watch, or failed) and every bind that ended
 without an answer then (Binder.uncertain: it may have landed all the same) has been seen
-or is a minute old. Until then the persisted
-pair lags by about SETTLE_SECONDS; the live count (binds seen) does not.
+or is a minute old (a pod the cache already shows bound is not uncertain: that
+bind was seen). Until then the persisted pair lags by about SETTLE_SECONDS; the live
+count (binds seen) does not. A second held back for LONG_WAIT_SECONDS is logged with the
+binds that hold it. A bind of a settled second seen all the same (after an outage the
+cache is relisted; a bind answered with a server error may have landed) is added to the
+base with a warning: the pair still means "N binds up to W", and dropping it would
+leave bindsTotal short for good.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ log = logging.getLogger(__name__)
 # no longer assumed, confirmed by the watch seconds later on a loaded machine: the full
 # chaos suite at a load average of 24 lost 46 of 600 with a 1 s margin).
 SETTLE_SECONDS = 5.0
+# A second still unsettled this long after it was first seen is logged with what holds it.
+LONG_WAIT_SECONDS = 3 * SETTLE_SECONDS
 
 
 def before_creation(created: str) -> str:
@@ -73,10 +80,12 @@ def scheduled_time(pod: PodInfo) -> str:
 class _Account:
     base: int  # binds up to and including `watermark`
     watermark: str  # "" : none yet
+    opened: str = ""  # the watermark it was opened with: binds up to it are in `base`
     seen: dict[str, str] = field(default_factory=dict)  # uid -> second, after watermark
     first_seen: dict[str, float] = field(default_factory=dict)  # second -> monotonic
     # second -> pod keys assumed SETTLE_SECONDS after it was first seen (None: not yet)
     blockers: dict[str, set[str] | None] = field(default_factory=dict)
+    said: set[str] = field(default_factory=set)  # seconds _say_waiting logged
 
 
 class BindLedger(CacheListener):
@@ -109,7 +118,7 @@ class BindLedger(CacheListener):
     def open_many(self, pairs: Mapping[str, tuple[int, str | None]]) -> None:
         """open() for several schedulers (name -> (base, watermark)) in one pass over the
         cache's pods, not one pass each."""
-        accounts = {name: _Account(max(base, 0), watermark or "")
+        accounts = {name: _Account(max(base, 0), watermark or "", watermark or "")
                     for name, (base, watermark) in pairs.items()}
         self._accounts.update(accounts)
         recovered = dict.fromkeys(accounts, 0)
@@ -152,8 +161,19 @@ class BindLedger(CacheListener):
 
     def _see(self, name: str, acct: _Account, pod: PodInfo) -> int:
         t = scheduled_time(pod)
-        if not t or t <= acct.watermark or pod.uid in acct.seen:
+        if not t or pod.uid in acct.seen:
             return 0
+        if t <= acct.watermark:
+            if t <= acct.opened:
+                return 0  # in the base it was opened with
+            # A bind of a second this account had already settled: its watch event came
+            # later than every blocker said it could (it is counted all the same, in the
+            # base: the pair still means "binds up to and including the watermark").
+            acct.base += 1
+            log.warning("scheduler %s: the bind of %s at %s was seen after that second "
+                        "was settled (lastBindTime %s); counted late", name, pod.key, t,
+                        acct.watermark)
+            return 1
         acct.seen[pod.uid] = t
         if t not in acct.first_seen:
             acct.first_seen[t] = time.monotonic()
@@ -207,10 +227,32 @@ class BindLedger(CacheListener):
         accounts = [(n, a) for n, a in accounts if self._current(n, a, second)]
         if not accounts:
             return
-        for name, _ in accounts:
+        for name, acct in accounts:
             self._changed(name)
+            self._say_waiting(name, acct, second)
         asyncio.get_running_loop().call_later(SETTLE_SECONDS / 2, self._poll, second,
                                               accounts)
+
+    def _say_waiting(self, name: str, acct: _Account, second: str) -> None:
+        """Once per second that stays unsettled for LONG_WAIT_SECONDS: which binds hold
+        status.bindsTotal back (it lags the binds until they are settled)."""
+        blockers = acct.blockers.get(second)
+        first = acct.first_seen.get(second)
+        if not blockers or first is None or second in acct.said \
+                or time.monotonic() - first < LONG_WAIT_SECONDS:
+            return
+        uncertain = self._uncertain()
+        assumed = sorted(k for k in blockers if self._cache.is_assumed(k))
+        unsure = sorted(k for k in blockers if k in uncertain and k not in assumed)
+        if not assumed and not unsure:
+            return  # settled at the next write
+        acct.said.add(second)
+        log.info("scheduler %s: the binds of %s are not settled after %.0fs: waiting for %s",
+                 name, second, time.monotonic() - first, "; ".join(
+                     f"{what} {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
+                     for what, keys in (("binds in flight:", assumed),
+                                        ("binds that ended without an answer:", unsure))
+                     if keys))
 
     def _settle(self, acct: _Account) -> None:
         """Advance the persisted pair over every settled second, in order."""
@@ -230,9 +272,20 @@ class BindLedger(CacheListener):
             acct.watermark = second
             del acct.blockers[second]
             acct.first_seen.pop(second, None)
+            acct.said.discard(second)
 
     def _uncertain(self) -> set[str]:
-        return self._binder.uncertain_keys() if self._binder is not None else set()
+        """The binds that may have landed unseen. A pod the cache already shows bound is
+        not one of them: its bind was seen, whenever the failed attempt's error came (a
+        bind cut after its watch event arrived would otherwise block for
+        UNCERTAIN_SECONDS)."""
+        if self._binder is None:
+            return set()
+        keys = self._binder.uncertain_keys()
+        if keys:
+            pods = self._cache.pods
+            keys = {k for k in keys if not ((p := pods.get(k)) is not None and p.node_name)}
+        return keys
 
     def _changed(self, name: str) -> None:
         if self._on_change is not None:

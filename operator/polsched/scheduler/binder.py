@@ -343,6 +343,8 @@ class Binder:
                 outcome = BindOutcome.GONE
             else:
                 outcome = BindOutcome.FAILED
+                if err.status >= 500:  # a server error (504: timed out) may come after the write
+                    self.uncertain[pod.key] = time.monotonic()
         except (ExtenderError, aiohttp.ClientError, TimeoutError) as err:
             outcome, message = BindOutcome.FAILED, str(err) or type(err).__name__
             if isinstance(err, TimeoutError) or (

@@ -5,13 +5,16 @@ events). The whole operator path (SIGKILL, failover) is tested in tests/e2e."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import time
+from typing import Any, cast
 
 import pytest
 
 from polsched.cluster.cache import ClusterCache
+from polsched.cluster.client import ApiClient
 from polsched.controller import ledger as ledger_mod
 from polsched.controller.ledger import BindLedger
+from polsched.scheduler.binder import Binder
 
 pytestmark = pytest.mark.unit
 
@@ -110,5 +113,85 @@ def test_a_new_policys_watermark_is_the_second_before_its_creation() -> None:
         ledger = BindLedger(cache)
         ledger.open("s", 0, ledger_mod.before_creation("2026-11-23T03:00:00Z"))
         assert ledger.total("s") == 1
+
+    asyncio.run(main())
+
+
+def test_a_bind_seen_after_its_second_settled_is_counted_late(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A bind whose watch event comes after its second was folded into the pair (its
+    pod was neither assumed nor uncertain then: e.g. a bind answered 5xx that landed,
+    seen by a relist after an outage) is counted in the base, not dropped; binds up to
+    the watermark the account was opened with stay out (they are in that base)."""
+    monkeypatch.setattr(ledger_mod, "SETTLE_SECONDS", 0.05)
+    opened = "2026-11-23T02:59:59Z"
+
+    async def main() -> None:
+        cache = ClusterCache(None)
+        cache.on_node_event("ADDED", node("n1"))
+        ledger = BindLedger(cache)
+        ledger.open("s", 5, opened)
+        cache.on_pod_event("ADDED", pod("a", "s", "n1", SECOND))
+        await until(lambda: ledger.persistable("s") == (6, SECOND))
+        with caplog.at_level("WARNING", logger="polsched.controller.ledger"):
+            cache.on_pod_event("ADDED", pod("late", "s", "n1", SECOND))
+            cache.on_pod_event("ADDED", pod("old", "s", "n1", opened))
+        assert ledger.total("s") == 7
+        assert ledger.persistable("s") == (7, SECOND)
+        assert "ns/late" in caplog.text and "ns/old" not in caplog.text
+        # The same pod again (a relist's MODIFIED of a bound pod) is not a new bind.
+        cache.on_pod_event("MODIFIED", pod("late", "s", "n1", SECOND) | {
+            "metadata": {"name": "late", "namespace": "ns", "uid": "uid-late",
+                         "resourceVersion": "3"}})
+        assert ledger.total("s") == 7
+
+    asyncio.run(main())
+
+
+def test_an_uncertain_bind_whose_pod_is_seen_bound_does_not_block(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bind that ended without an answer after its pod's watch event had arrived (the
+    answer lost, the bind landed) is no longer uncertain: the ledger saw the bind. It
+    must not hold the second back for UNCERTAIN_SECONDS."""
+    monkeypatch.setattr(ledger_mod, "SETTLE_SECONDS", 0.05)
+
+    async def main() -> None:
+        cache = ClusterCache(None)
+        cache.on_node_event("ADDED", node("n1"))
+        binder = Binder(cast(ApiClient, None))
+        ledger = BindLedger(cache, binder=binder)
+        ledger.open("s", 0, None)
+        cache.on_pod_event("ADDED", pod("p", "s"))
+        cache.assume(cache.pods["ns/p"], "n1")
+        cache.on_pod_event("MODIFIED", pod("p", "s", "n1", SECOND))  # the watch: bound
+        binder.uncertain["ns/p"] = time.monotonic()  # then the attempt's error came
+        # Another pod whose bind ended unanswered and is not seen bound still blocks.
+        cache.on_pod_event("ADDED", pod("q", "s"))
+        binder.uncertain["ns/q"] = time.monotonic()
+        await asyncio.sleep(0.2)
+        assert ledger.persistable("s") == (0, "")  # q: it may still show up
+        cache.on_pod_event("MODIFIED", pod("q", "s", "n1", SECOND))
+        assert ledger.persistable("s") == (2, SECOND)
+
+    asyncio.run(main())
+
+
+def test_a_second_held_back_long_is_logged_with_what_holds_it(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(ledger_mod, "SETTLE_SECONDS", 0.05)
+    monkeypatch.setattr(ledger_mod, "LONG_WAIT_SECONDS", 0.1)
+
+    async def main() -> None:
+        cache = ClusterCache(None)
+        cache.on_node_event("ADDED", node("n1"))
+        ledger = BindLedger(cache)
+        ledger.open("s", 0, None)
+        cache.on_pod_event("ADDED", pod("slow", "s"))
+        cache.assume(cache.pods["ns/slow"], "n1")
+        cache.on_pod_event("ADDED", pod("a", "s", "n1", SECOND))
+        with caplog.at_level("INFO", logger="polsched.controller.ledger"):
+            await until(lambda: "not settled" in caplog.text)
+        assert "ns/slow" in caplog.text and SECOND in caplog.text
+        assert caplog.text.count("not settled") == 1
 
     asyncio.run(main())
