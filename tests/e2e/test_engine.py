@@ -374,7 +374,8 @@ def test_policies_that_start_together_run_one_cycle_per_io_poll(
     """Many policies with pending pods, all made runnable at once (leadership taken at the
     start): the event loop polls I/O (bind answers, watch events) between every two
     scheduling cycles, across policies, as with one policy. Counted by the loop's
-    selector: every cycle starts after a poll that no other cycle started after."""
+    selector: every cycle starts after a poll that no other cycle started after. And the
+    policies take their cycles in turn."""
     rid = unique("turns")
     names = [nodes(f"{rid}-{i}", cpu="32", labels={RUN: rid}) for i in range(3)]
     scheds = [f"{rid}-s{k}" for k in range(4)]
@@ -403,10 +404,12 @@ def test_policies_that_start_together_run_one_cycle_per_io_poll(
 
         selector.select = counted
         cycles_after: list[int] = []  # the poll count at each cycle's start
+        order: list[str] = []  # the policy of each cycle
         schedule_one = engine._schedule_one
 
         async def observed(*a: Any) -> None:
             cycles_after.append(polls[0])
+            order.append(a[0].name)
             await schedule_one(*a)
 
         engine._schedule_one = observed  # type: ignore[method-assign]
@@ -421,5 +424,9 @@ def test_policies_that_start_together_run_one_cycle_per_io_poll(
             selector.select = select
         assert len(cycles_after) >= 32
         assert len(set(cycles_after)) == len(cycles_after), cycles_after
+        # In turn: while every policy has pods, none runs a second cycle before the
+        # others have run one (kube-scheduler's one loop pops one pod at a time).
+        for start in range(0, 32, 4):
+            assert sorted(order[start:start + 4]) == sorted(scheds), order
 
     run(cluster, [], body)
