@@ -417,7 +417,6 @@ class Engine(CacheListener):
     def _stop_scheduler(self, s: _Scheduler) -> None:
         s.queue.close()
         s.stopped = True
-        s.queue.on_wake = None
         if s.due is not None:
             s.due.cancel()
             s.due = None

@@ -27,7 +27,6 @@ Single-threaded asyncio: no locks; only `pop` awaits. The clock is injectable fo
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import enum
 import heapq
@@ -53,10 +52,6 @@ UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
 # Plugin label -> the events it registered, with hints (framework.events.hint_map).
 HintMap = Mapping[str, Sequence[ev.ClusterEventWithHint]]
-
-
-class QueueClosed(Exception):
-    pass
 
 
 class Strategy(enum.IntEnum):
@@ -213,10 +208,9 @@ class SchedulingQueue:
         self._interest: dict[ev.ClusterEvent, frozenset[str]] = {}
         # rejecting plugin (or "*") -> keys of the parked pods it rejected
         self._index: dict[str, set[str]] = {}
-        self._wakeup: asyncio.Event | None = None
-        # Called whenever a pod may have become poppable (the engine's scheduling loop).
+        # Called whenever a pod may have become poppable: the engine's scheduling loop
+        # gives the policy a turn (a queue found empty is polled again at next_due()).
         self.on_wake: Callable[[], None] | None = None
-        self._closed = False
 
     # -- the policy's plugins -------------------------------------------------------------
     def configure(self, pre_enqueue: Sequence[PreEnqueuePlugin] = (),
@@ -397,8 +391,6 @@ class SchedulingQueue:
         return "active" if self._move_to_active(qp) else "unschedulable"
 
     def _wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
         if self.on_wake is not None:
             self.on_wake()
 
@@ -628,23 +620,6 @@ class SchedulingQueue:
         self._in_flight_keys[qp.key] = qp.uid
         return qp
 
-    async def pop(self) -> QueuedPod:
-        """Wait for the next pod to schedule. Raises QueueClosed after close()."""
-        if self._wakeup is None:
-            self._wakeup = asyncio.Event()
-        while True:
-            if self._closed:
-                raise QueueClosed()
-            qp = self.pop_nowait()
-            if qp is not None:
-                return qp
-            self._wakeup.clear()
-            delay = self.next_due()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), delay)
-            except TimeoutError:
-                pass
-
     def next_due(self) -> float | None:
         """Seconds until a backoff expires or an unschedulable pod is flushed."""
         due: float | None = None
@@ -733,10 +708,10 @@ class SchedulingQueue:
         self._move_to_active(qp, from_backoff=True)
 
     def close(self) -> None:
-        self._closed = True
+        """The policy is gone: its queue no longer takes the journal's events."""
+        self.on_wake = None
         if self._journal is not None and self in self._journal._queues:
             self._journal._queues.remove(self)
-        self._wake()
 
 
 _IGNORED_META = ("resourceVersion", "generation", "managedFields", "finalizers")

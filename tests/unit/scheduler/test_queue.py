@@ -5,7 +5,6 @@ PreEnqueue gating, PopFromBackoffQ, pods recreated under the same name)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -265,23 +264,30 @@ def test_restore_puts_a_paused_pod_back_uncounted() -> None:
     assert queue.where("ns/p") == "active" and qp.attempts == 0
 
 
-def test_pop_waits_for_a_pod_and_for_backoff() -> None:
-    async def main() -> None:
-        # 50 ms windows too: with 1 s ones the wait would end at the next whole second.
-        queue = q.SchedulingQueue(initial_backoff=0.05, backoff_window=0.05)
-        waiter = asyncio.create_task(queue.pop())
-        await asyncio.sleep(0.01)
-        assert not waiter.done()
-        queue.add(pod("p"))
-        qp = await asyncio.wait_for(waiter, 1)
-        queue.add_backoff(qp)
-        again = await asyncio.wait_for(queue.pop(), 5)  # after its 50-100 ms backoff
-        assert again is qp
-        queue.close()
-        with pytest.raises(q.QueueClosed):
-            await queue.pop()
-
-    asyncio.run(main())
+def test_a_pod_that_may_be_popped_wakes_the_loop_and_backoff_says_when() -> None:
+    """on_wake (the engine's scheduling loop gives the policy a turn) on a pod added and
+    on one moved to backoff; next_due says when a queue found empty has a pod again;
+    a closed queue wakes nobody."""
+    clock = Clock()
+    queue = q.SchedulingQueue(clock=clock, initial_backoff=1.0, backoff_window=1.0)
+    woken: list[int] = []
+    queue.on_wake = lambda: woken.append(1)
+    assert queue.pop_nowait() is None and queue.next_due() is None
+    queue.add(pod("p"))
+    assert len(woken) == 1
+    qp = queue.pop_nowait()
+    assert qp is not None
+    queue.add_backoff(qp)
+    assert len(woken) == 2 and queue.where("ns/p") == "backoff"
+    assert queue.pop_nowait() is None  # backing off
+    due = queue.next_due()
+    assert due is not None and 0 < due <= 2.0
+    clock.now += due
+    assert queue.pop_nowait() is qp  # out of backoff into activeQ (a wake too), popped
+    before = len(woken)
+    queue.close()
+    queue.add(pod("r"))
+    assert len(woken) == before
 
 
 class Gate:
