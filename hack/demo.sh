@@ -233,6 +233,7 @@ up() {
   say "where each pod went, and which scorer decided"
   table
   say "kubectl get spol"
+  wait_status
   k get spol
   cat <<EOF
 
@@ -250,6 +251,31 @@ EOF
     echo "  curl -s $(grep -o 'on http://[^ ]*' "$dev/operator.log" | tail -1 | cut -c4-)/metrics | grep ^scheduler_"
   fi
   echo "Stop it all (operator, extender, control plane): make demo-down"
+}
+
+# Until each policy's status counts the demo's pods as they are: the operator writes
+# status in batches (with six policies, up to about a second after the last bind), and
+# the table of policies must agree with the table of pods above it. Not fatal: after
+# 15 s the policies are shown as they are, with a note.
+wait_status() {
+  local deadline=$((SECONDS + 15)) pods spols
+  while :; do
+    pods=$(k get pods -n "$ns" -l demo.polsched.io/policy -o json)
+    spols=$(k get spol -o json)
+    PODS=$pods SPOLS=$spols "$python" -c '
+import json, os, sys
+want = {}
+for p in json.loads(os.environ["PODS"])["items"]:
+    counts = want.setdefault(p["spec"].get("schedulerName"), [0, 0])
+    counts[0 if p["spec"].get("nodeName") else 1] += 1
+for s in json.loads(os.environ["SPOLS"])["items"]:
+    st = s.get("status") or {}
+    if [st.get("boundPods", 0), st.get("pendingPods", 0)] != want.get(st.get("schedulerName"), [0, 0]):
+        sys.exit(1)
+' && return 0
+    ((SECONDS < deadline)) || { echo "(the policies' status is not current after 15 s: shown as it is)"; return 0; }
+    sleep 0.3
+  done
 }
 
 table() {

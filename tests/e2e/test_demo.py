@@ -119,6 +119,14 @@ def test_make_demo_end_to_end(dev_dir: Path) -> None:
     assert spol[0].split()[:3] == ["NAME", "SCHEDULER", "READY"]
     assert {line.split()[0]: line.split()[2] for line in spol[1:]} == \
         {p: "True" for p in POLICIES}
+    # BOUND and PENDING agree with the pods' table above (the status is written in
+    # batches; the demo waits for it rather than show a count a second old).
+    counts = {line.split()[0]: [int(line.split()[3]), int(line.split()[4])]
+              for line in spol[1:]}
+    want = {policy: [0, 0] for policy in POLICIES}
+    for p in pods.values():
+        want[p["policy"]][1 if p["node"] == "<pending>" else 0] += 1
+    assert counts == want, spol
 
     operator_pid = (dev_dir / "operator.pid").read_text().strip()
     again = run_demo(dev_dir, port)
