@@ -161,3 +161,41 @@ def test_many_policies_ratio_round_by_round() -> None:
     assert pol["many_over_single_rounds"] == [0.8, 0.95, 0.75]
     assert "many/one by round" in "\n".join(many.render(summary))
     assert "polsched 0.8x / 0.95x / 0.75x" in "\n".join(many.render(summary))
+
+
+def test_targets_say_met_or_by_how_much_missed() -> None:
+    """The targets table: polsched / kube-scheduler on every workload, / ceiling only on the
+    plain ones; many-policies, scale and reload as bullets, each met or missed."""
+    d = doc()
+    d["workloads"]["basic"] = {
+        "nodes": 50, "pods": 20, "description": "plain", "results": {
+            "noop": result("noop", 100.0, 0), "kube": result("kube", 60.0, 0),
+            "polsched": result("polsched", 80.0, 0)}}
+    d["workloads"]["scale"] = {
+        "nodes": 50, "pods": 20, "description": "scale", "results": {
+            "kube": result("kube", 10.0, 0, peak_rss_mb=700.0),
+            "polsched": result("polsched", 20.0, 0, peak_rss_mb=450.0)}}
+    d["workloads"]["hotreload"] = {
+        "nodes": 50, "pods": 20, "description": "reload", "results": {
+            "noop": result("noop", 10.0, 0, creation_bound=True),
+            "kube": result("kube", 10.0, 0, creation_bound=True),
+            "polsched": result("polsched", 10.0, 0, creation_bound=True, reload={
+                "patches": 120, "observed": 120, "under_load": 118,
+                "latency_ms": {"p50": 9.0, "p99": 130.0}})}}
+    d["many_policies"] = {"policies": 50, "polsched": {
+        "throughput_many": 95.0, "throughput_single": 100.0, "many_over_single": 0.95,
+        "cpu_s_many": 2.0, "cpu_s_single": 1.9, "peak_rss_mb_many": 120.0,
+        "peak_rss_mb_single": 100.0, "rss_mb_per_extra_policy": 0.4}}
+    md = report.render(d)
+    assert "| basic | 1.33x | met | 0.80x | **missed by 0.10** |" in md
+    # Not a plain workload: no ceiling target.
+    assert "| pod-anti-affinity | 1.25x | met | 0.50x |  |" in md
+    assert "| hotreload | 1.00x * | paced | 1.00x * |  |" in md
+    assert "| scale | 2.00x | met | n/a | not measured |" in md
+    assert "50 policies against one 0.95x (>= 0.9x: met)" in md
+    assert "RSS per extra policy 0.4 MB (< 2 MB: met)" in md
+    assert "peak RSS polsched 450.0 MB, kube-scheduler 700.0 MB" in md
+    assert "20 of 20 pods bound exactly once (met)" in md
+    assert "p99 130.0 ms (< 100 ms: **missed**)" in md
+    # The targets come before the workloads' own tables.
+    assert md.index("## The targets in this run") < md.index("## pod-anti-affinity")
