@@ -29,6 +29,7 @@ import aiohttp
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import Json, PodInfo
+from polsched.scheduler.writers import wants_writer
 
 log = logging.getLogger(__name__)
 
@@ -207,12 +208,10 @@ class Binder:
 
     def _grow(self, lane: _Lane) -> None:
         """One more writer when every one is busy (the queue holds the binds no idle writer
-        has taken yet), up to `concurrency`: a lane that never has more than a few binds
-        at once keeps a few writers. Not while every slot of `_posts` is taken and the lane
-        has a writer: it would only wait for a slot (50 policies started up to 96 writers
-        each behind the same 96 slots); a writer that gets a slot grows its lane then."""
-        if lane.queue.qsize() > lane.idle and len(lane.workers) < self._concurrency and (
-                not lane.workers or not self._posts.locked()):
+        has taken yet), up to `concurrency`, as polsched.scheduler.writers says: the slots
+        are `_posts`, and a writer that gets one grows its lane then."""
+        if wants_writer(lane.queue.qsize(), lane.idle, len(lane.workers), self._concurrency,
+                        self._posts):
             lane.workers.append(asyncio.get_running_loop().create_task(
                 self._work(lane), name=f"polsched-binder-{lane.name}-{len(lane.workers)}"))
 

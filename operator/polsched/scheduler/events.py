@@ -34,6 +34,7 @@ import aiohttp
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework.pipeline import truncate_message
 from polsched.framework.types import Json, PodInfo
+from polsched.scheduler.writers import wants_writer
 
 log = logging.getLogger(__name__)
 
@@ -236,12 +237,10 @@ class EventRecorder:
         self._grow()
 
     def _grow(self) -> None:
-        """One more writer when every one is busy, up to `concurrency` (as the binder's
-        lanes): a quiet recorder keeps one or a few, a backlog gets them all; not while the
-        shared slots are all taken and this recorder has a writer (one that gets a slot
-        grows it then)."""
-        if self._queue.qsize() > self._idle and len(self._workers) < self._concurrency and (
-                not self._workers or self._shared is None or not self._shared.locked()):
+        """One more writer when every one is busy, up to `concurrency`, by the binder's
+        rule (polsched.scheduler.writers): the slots are `shared`, when given."""
+        if wants_writer(self._queue.qsize(), self._idle, len(self._workers),
+                        self._concurrency, self._shared):
             self._workers.append(asyncio.get_running_loop().create_task(
                 self._work(), name=f"polsched-events-{len(self._workers)}"))
 
