@@ -20,10 +20,15 @@ def _num(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
-def _ratio(a: Any, b: Any) -> str:
+def _quotient(a: Any, b: Any) -> float | None:
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b:
-        return "n/a"
-    return f"{a / b:.2f}x"
+        return None
+    return a / b
+
+
+def _ratio(a: Any, b: Any) -> str:
+    q = _quotient(a, b)
+    return "n/a" if q is None else f"{q:.2f}x"
 
 
 def _lat(r: dict[str, Any], key: str) -> Any:
@@ -283,15 +288,14 @@ def _verdict(value: float | None, target: float, above: bool = True) -> str:
         return "not measured"
     if (value >= target) if above else (value < target):
         return "met"
-    return f"**missed by {abs(value - target):.2f}**" if above else "**missed**"
+    return f"**missed by {abs(value - target):.2f}**"
 
 
 def _throughput_ratio(res: dict[str, dict[str, Any]], other: str) -> float | None:
     p, o = res.get("polsched") or {}, res.get(other) or {}
     if p.get("status") != "ok" or o.get("status") != "ok":
         return None
-    a, b = p.get("throughput_pods_per_s"), o.get("throughput_pods_per_s")
-    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+    return _quotient(p.get("throughput_pods_per_s"), o.get("throughput_pods_per_s"))
 
 
 def targets(doc: dict[str, Any]) -> list[str]:

@@ -196,6 +196,6 @@ def test_targets_say_met_or_by_how_much_missed() -> None:
     assert "RSS per extra policy 0.4 MB (< 2 MB: met)" in md
     assert "peak RSS polsched 450.0 MB, kube-scheduler 700.0 MB" in md
     assert "20 of 20 pods bound exactly once (met)" in md
-    assert "p99 130.0 ms (< 100 ms: **missed**)" in md
+    assert "p99 130.0 ms (< 100 ms: **missed by 30.00**)" in md
     # The targets come before the workloads' own tables.
     assert md.index("## The targets in this run") < md.index("## pod-anti-affinity")

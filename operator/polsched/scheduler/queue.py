@@ -22,7 +22,9 @@ A pod is identified by "namespace/name" in the queues and by uid in flight: a po
 and recreated under the same name while its predecessor is in flight (a StatefulSet pod)
 is a new pod and is queued at once.
 
-Single-threaded asyncio: no locks; only `pop` awaits. The clock is injectable for tests.
+Single-threaded asyncio: no locks, nothing awaits. The engine's scheduling loop pops with
+pop_nowait(), is told by on_wake when a pod may have become poppable, and asks next_due()
+when a queue found empty has one again. The clock is injectable for tests.
 """
 
 from __future__ import annotations
