@@ -36,6 +36,7 @@ from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.extender import HTTPExtender  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
+from polsched.scheduler.schedule_one import schedule_pod  # noqa: E402
 
 
 def process_cpu(pid: int) -> float:
@@ -54,7 +55,7 @@ async def decide_all(pods: list[dict[str, Any]], port: int) -> tuple[str, int]:
     policy = load_policy(obj)
     extenders = [HTTPExtender(c) for c in policy.extenders]
     pipeline = build_pipeline(policy, extenders=extenders)
-    pipeline._rng = random.Random(7)  # micro.py's seed: comparable digests
+    pipeline.rng = random.Random(7)  # micro.py's seed: comparable digests
     snapshot = cache.snapshot
     digest = hashlib.sha256()
     unscheduled = 0
@@ -62,7 +63,7 @@ async def decide_all(pods: list[dict[str, Any]], port: int) -> tuple[str, int]:
         for p in pods:
             cache.on_pod_event("ADDED", p)
             pod = cache.pods[f"{p['metadata']['namespace']}/{p['metadata']['name']}"]
-            node = (await pipeline.schedule(pod, snapshot)).node
+            node = (await schedule_pod(pipeline, pod, snapshot)).node
             if node is None:
                 unscheduled += 1
                 digest.update(b"-\n")

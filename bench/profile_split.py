@@ -15,7 +15,7 @@ import collections
 import sys
 
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("decision: Pipeline.schedule", "(polsched/framework/pipeline.py"),
+    ("decision: schedule_pod", "(polsched/scheduler/schedule_one.py"),
     ("startup: imports", "_find_and_load"),
     ("startup: TLS handshakes", "do_handshake"),
     ("bind: POST pods/binding", "polsched/scheduler/binder.py"),

@@ -35,6 +35,7 @@ from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
+from polsched.scheduler.schedule_one import schedule_pod  # noqa: E402
 
 
 def status_mb(field: str) -> float:
@@ -67,7 +68,7 @@ def main() -> None:
     policy_obj["metadata"]["generation"] = 1
     policy_obj["spec"]["schedulerName"] = SCHEDULER_NAME
     pipeline = build_pipeline(load_policy(policy_obj))
-    pipeline._rng = random.Random(7)
+    pipeline.rng = random.Random(7)
     snapshot = cache.snapshot
     decide = 0.0
     unscheduled = decided = 0
@@ -83,7 +84,7 @@ def main() -> None:
         pod = cache.pods[f"{meta['namespace']}/{meta['name']}"]
         if args.decide is None or i < args.decide:
             t0 = time.process_time()
-            result = run_sync(pipeline.schedule(pod, snapshot))
+            result = run_sync(schedule_pod(pipeline, pod, snapshot))
             decide += time.process_time() - t0
             node = result.node
             decided += 1

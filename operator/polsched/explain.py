@@ -30,13 +30,15 @@ from polsched import snapshot
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
+from polsched.framework.diagnosis import PipelineError, PluginScore
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator, status_nominated_node
-from polsched.framework.pipeline import Pipeline, PipelineError
+from polsched.framework.runtime import Pipeline
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.schedule_one import schedule_pod
 
 Json = dict[str, Any]
 
@@ -51,8 +53,8 @@ class NodeReport:
     name: str
     # The first failing filter's status; None for a feasible node.
     rejected: Status | None = None
-    # scorer (or extender) -> (raw, normalized, weighted)
-    scores: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # scorer (or extender) -> its raw, normalized and weighted score
+    scores: dict[str, PluginScore] = field(default_factory=dict)
     total: int | None = None
 
 
@@ -101,8 +103,9 @@ class Report:
                 entry["filter"] = {"plugin": n.rejected.plugin, "code": n.rejected.code.name,
                                    "reasons": list(n.rejected.reasons)}
             else:
-                entry["scores"] = {k: {"raw": r, "normalized": m, "weighted": w}
-                                   for k, (r, m, w) in n.scores.items()}
+                entry["scores"] = {k: {"raw": ps.raw, "normalized": ps.normalized,
+                                       "weighted": ps.weighted}
+                                   for k, ps in n.scores.items()}
                 entry["total"] = n.total
             nodes.append(entry)
         out: Json = {"pod": self.pod, "policy": self.policy,
@@ -148,7 +151,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     pipeline: Pipeline = build_pipeline(
         policy, Handle(listers=cache.listers, nominator=nominator), extenders)
     info = PodInfo.from_json(target)
-    result = await pipeline.schedule(info, cache.snapshot, explain=True)
+    result = await schedule_pod(pipeline, info, cache.snapshot, explain=True)
     ex = result.explanation
     scores = {s.node: s for s in ex.scores} if ex is not None else {}
     rejected = ex.filters if ex is not None else (
@@ -161,8 +164,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
             nr.scores = dict(ns.plugins)
             nr.total = ns.total
         reports.append(nr)
-    scorers = [(s.name, s.weight) for s in pipeline.scorers
-               if s.when is None or s.when(info.labels)]
+    scorers = [(s.name, s.weight) for s in pipeline.plugins_for(info).scorers]
     scorers += [(e.name, e.weight) for e in pipeline.extenders
                 if e.is_prioritizer() and e.is_interested(info)]
     report = Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
@@ -214,7 +216,7 @@ def format_report(r: Report) -> str:
             cells = [n.name]
             for name, _ in r.scorers:
                 s = n.scores.get(name)
-                cells.append("-" if s is None else f"{s[0]}/{s[1]}/{s[2]}")
+                cells.append("-" if s is None else f"{s.raw}/{s.normalized}/{s.weighted}")
             cells.append(str(n.total))
             rows.append(cells)
         out += [_table(rows), ""]

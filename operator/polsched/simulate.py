@@ -43,11 +43,13 @@ from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
+from polsched.framework.diagnosis import PipelineError
 from polsched.framework.interfaces import Handle
-from polsched.framework.pipeline import Pipeline, PipelineError
+from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.queue import SchedulingQueue
+from polsched.scheduler.schedule_one import schedule_pod
 from polsched.snapshot import KIND_ORDER, SnapshotError, read_snapshot
 
 Json = dict[str, Any]
@@ -324,7 +326,7 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                 d.reasons = ("namespace not selected",)
                 continue
         try:
-            result = await pipeline.schedule(pod, cache.snapshot)
+            result = await schedule_pod(pipeline, pod, cache.snapshot)
         except PipelineError as e:
             d.reason = f"error: {e}"
             d.reasons = (d.reason,)

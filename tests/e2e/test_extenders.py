@@ -30,7 +30,7 @@ from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender import wire
 from polsched.extender.client import HTTPExtender
-from polsched.framework.pipeline import ExtenderError
+from polsched.framework.interfaces import ExtenderError
 from polsched.framework.types import PodInfo
 from tests.conftest import ROOT, Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (

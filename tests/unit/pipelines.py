@@ -21,11 +21,12 @@ from typing import Any
 from polsched import plugins
 from polsched.api import PolicyError, load_policy
 from polsched.api.model import Policy
-from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
+from polsched.framework.interfaces import Extender, FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
-from polsched.framework.pipeline import Extender, Pipeline
 from polsched.framework.registry import ArgsError, Registry
+from polsched.framework.runtime import Pipeline
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.schedule_one import schedule_pod
 
 Json = dict[str, Any]
 
@@ -151,7 +152,7 @@ def decide_at_once(pl: Pipeline, cache: Any, i: int) -> str | None:
     """Pod i (sized_pod, already in `cache`) decided by `pl`, which has no extenders and
     so must not await; the pod is then recorded on its node in the cache."""
     info = cache.pods[f"ns/p{i:04d}"]
-    coro = pl.schedule(info, cache.snapshot)
+    coro = schedule_pod(pl, info, cache.snapshot)
     try:
         coro.send(None)
         raise AssertionError("a pipeline without extenders awaited")

@@ -14,6 +14,7 @@ import yaml
 from polsched import cli
 from polsched.api import load_policy
 from polsched.explain import explain, read_objects
+from polsched.framework.diagnosis import PluginScore
 
 pytestmark = pytest.mark.unit
 
@@ -56,8 +57,8 @@ def test_winner_rejections_and_the_three_scores() -> None:
     assert by["n3"].rejected is not None and by["n3"].rejected.plugin == "NodeLabel"
     assert by["n1"].rejected is None and by["n2"].rejected is None
     # raw label value, min-max normalized, times weight 2
-    assert by["n1"].scores["NodeLabelValue"] == (10, 100, 200)
-    assert by["n2"].scores["NodeLabelValue"] == (5, 0, 0)
+    assert by["n1"].scores["NodeLabelValue"] == PluginScore(10, 100, 200)
+    assert by["n2"].scores["NodeLabelValue"] == PluginScore(5, 0, 0)
     assert by["n1"].total is not None and by["n2"].total is not None
     assert by["n1"].total - by["n2"].total >= 200
 

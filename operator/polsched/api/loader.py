@@ -529,6 +529,10 @@ class _Loader:
             self.errors.add(npath, f"unknown plugin {name!r} at {npath}: known {list_name} "
                                    f"are {', '.join(known)}")
             return None
+        if spec.post_filter is not None and not (spec.filter or spec.score):
+            self.errors.add(npath, f"plugin {name} is the PostFilter: configure it with "
+                                   "spec.preemption (or disable it in spec.disabledPlugins)")
+            return None
         if point not in spec.points:
             other = "scorers" if point == "filter" else "filters"
             self.errors.add(npath, f"plugin {name} has no {point} extension point; use it "

@@ -1,6 +1,6 @@
 """The kube-scheduler extender client: spec.extenders entries spoken to over HTTP.
 
-For: HTTPExtender (client.py), which implements framework.pipeline.Extender plus the bind
+For: HTTPExtender (client.py), which implements framework.interfaces.Extender plus the bind
 and preempt verbs, and the k8s.io/kube-scheduler/extender/v1 wire types (wire.py), so
 that an extender written for kube-scheduler works with polsched unchanged.
 

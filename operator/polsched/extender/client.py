@@ -38,7 +38,7 @@ from polsched import __version__
 from polsched.api.model import ExtenderConfig
 from polsched.cluster.http1 import Http1Writer
 from polsched.extender import wire
-from polsched.framework.pipeline import ExtenderError
+from polsched.framework.interfaces import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
 
 # pkg/scheduler/extender.go: DefaultExtenderTimeout.
@@ -86,7 +86,7 @@ def build_ssl(config: ExtenderConfig, ca_pem: str | None = None) -> ssl.SSLConte
 
 
 class HTTPExtender:
-    """A kube-scheduler extender, implementing framework.pipeline.Extender plus binding
+    """A kube-scheduler extender, implementing framework.interfaces.Extender plus binding
     and preemption. Build one per spec.extenders entry when the policy loads; call
     close() when the policy's pipeline is dropped."""
 
@@ -129,7 +129,7 @@ class HTTPExtender:
         # NodeInfo.set_node replaces `raw`, so an identity check says the bytes are current.
         self._node_json: dict[str, tuple[wire.Json, bytes]] = {}
 
-    # -- framework.pipeline.Extender --------------------------------------------------
+    # -- framework.interfaces.Extender --------------------------------------------------
 
     @property
     def name(self) -> str:

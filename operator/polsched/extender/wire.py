@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polsched.framework.pipeline import MAX_EXTENDER_PRIORITY, ExtenderError
+from polsched.framework.interfaces import MAX_EXTENDER_PRIORITY, ExtenderError
 
 Json = dict[str, Any]
 

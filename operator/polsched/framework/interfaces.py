@@ -10,6 +10,12 @@ PreScore, Score, NormalizeScore, Reserve, Permit) runs synchronously on the snap
 binding cycle (WaitOnPermit, PreBind, Bind, PostBind) runs in the background; PreBind is
 the one point that may write to the API server (VolumeBinding binds PVs/PVCs there),
 through `Handle.api`. On any failure after Reserve, Unreserve runs in reverse order.
+framework.runtime runs every point (its `run_*_plugins`); scheduler.schedule_one runs one
+attempt through them.
+
+Every extension point's protocol lives here, as upstream keeps them in interface.go: the
+plugin points, the HTTP extender's (Extender, PreemptingExtender) and what a PostFilter
+plugin may ask of the framework that runs it (FrameworkHandle).
 
 A plugin reads other cluster objects (namespaces, PVCs, Services...) only through its
 typed `Handle.listers`, filled by the one builder the engine, explain, simulate and the
@@ -18,20 +24,41 @@ tests share (polsched.scheduler.pipelines).
 
 from __future__ import annotations
 
+import enum
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from polsched.framework.cycle_state import CycleState
+from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.listers import Listers
 from polsched.framework.nominator import Nominator
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
-from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
+# k8s.io/kube-scheduler/extender/v1: MaxExtenderPriority
+MAX_EXTENDER_PRIORITY = 10
+
+
+class ExtensionPoint(enum.Enum):
+    """The framework's extension points, by upstream's names (metrics.PreFilter...)."""
+
+    PRE_ENQUEUE = "PreEnqueue"
+    PRE_FILTER = "PreFilter"
+    FILTER = "Filter"
+    POST_FILTER = "PostFilter"
+    PRE_SCORE = "PreScore"
+    SCORE = "Score"
+    RESERVE = "Reserve"
+    PERMIT = "Permit"
+    PRE_BIND = "PreBind"
+    BIND = "Bind"
+    POST_BIND = "PostBind"
 
 
 class Plugin:
@@ -172,6 +199,92 @@ class ScoreExtensions:
         raise NotImplementedError
 
 
+class PostFilterPlugin(Plugin):
+    """Runs when no node fits (framework.PostFilterPlugin), in the profile's order:
+    DynamicResources' before DefaultPreemption's, as upstream's default profile."""
+
+    async def post_filter(self, handle: FrameworkHandle, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError
+                          ) -> tuple[PostFilterResult | None, Status]:
+        """Success (with a result) ends the phase; Unschedulable lets the next plugin try
+        (its reasons join the phase's message; a result with a nomination is kept);
+        UnschedulableAndUnresolvable ends it; an Error ends it with the error's message
+        (RunPostFilterPlugins)."""
+        raise NotImplementedError
+
+
+# -- the HTTP extender (k8s.io/kube-scheduler/extender/v1, pkg/scheduler/framework
+#    extender.go) -------------------------------------------------------------------------
+class ExtenderError(Exception):
+    """An extender call failed (transport, HTTP status, or its answer's Error)."""
+
+
+@dataclass(frozen=True)
+class Victims:
+    """extenderv1.Victims: pods (full v1.Pod JSON) that preemption would evict from one
+    node, and how many PodDisruptionBudgets that breaks."""
+
+    pods: tuple[Json, ...] = ()
+    num_pdb_violations: int = 0
+
+
+class Extender(Protocol):
+    """What the scheduling cycle needs of an HTTP extender (see polsched.extender)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def ignorable(self) -> bool: ...
+    @property
+    def weight(self) -> int: ...
+    def is_interested(self, pod: PodInfo) -> bool: ...
+    def is_filter(self) -> bool: ...
+    def is_prioritizer(self) -> bool: ...
+    async def filter(self, pod: PodInfo, nodes: Sequence[NodeInfo]
+                     ) -> tuple[list[NodeInfo], dict[str, str], dict[str, str]]:
+        """Feasible nodes, then failed and failed-and-unresolvable node name -> reason.
+        Raises ExtenderError on transport or protocol errors."""
+    async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, int]:
+        """Host -> score in 0..MAX_EXTENDER_PRIORITY."""
+
+
+@runtime_checkable
+class PreemptingExtender(Protocol):
+    """The part of an extender that preemption calls (its preemptVerb)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def ignorable(self) -> bool: ...
+    def is_interested(self, pod: PodInfo) -> bool: ...
+    def supports_preemption(self) -> bool: ...
+    async def process_preemption(
+        self, pod: PodInfo, victims_by_node: Mapping[str, Victims],
+        node_infos: Mapping[str, NodeInfo] | None = None) -> dict[str, Victims]: ...
+
+
+class FrameworkHandle(Protocol):
+    """What a PostFilter plugin may ask of the framework that runs it (upstream's
+    framework.Handle, which the frameworkImpl implements): the filters with the nominated
+    pods, the PreFilter extensions, the nominated pods, and the extenders' preempt verb.
+    framework.runtime.Pipeline implements it."""
+
+    @property
+    def nominator(self) -> Nominator | None: ...
+    def nominated_pods_on(self, pod: PodInfo, node_name: str) -> Sequence[PodInfo]:
+        """The pods nominated to `node_name` that count for `pod` (addGENominatedPods)."""
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo,
+                                               node: NodeInfo) -> Status:
+        """RunFilterPluginsWithNominatedPods with the nominated pods that count for
+        `pod`; an Error raises PipelineError."""
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo,
+                                         to_add: PodInfo, node: NodeInfo) -> Status: ...
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: PodInfo,
+                                            to_remove: PodInfo, node: NodeInfo) -> Status: ...
+    def preempting_extenders(self, pod: PodInfo) -> Sequence[PreemptingExtender]:
+        """The extenders with a preemptVerb interested in `pod`, in order."""
+
+
 class ApiWriter(Protocol):
     """The API calls a PreBind plugin may make (polsched.cluster.client.ApiClient has this
     shape); None where nothing may be written (explain, simulate, unit tests)."""
@@ -200,6 +313,10 @@ class Handle:
     # Pods nominated to nodes (upstream's PodNominator): preemption nominates, the filters
     # count them. One per engine, shared by its pipelines; None where nothing is nominated.
     nominator: Nominator | None = None
+    # The source of the random choices a plugin makes (DefaultPreemption's offset); the
+    # pipeline's tie-breaks use the same one. None: each makes its own. Seeded in tests and
+    # benchmarks, so that their outcomes repeat.
+    rng: random.Random | None = None
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

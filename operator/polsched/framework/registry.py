@@ -12,7 +12,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    ScorePlugin,
+)
 
 
 class ArgsError(ValueError):
@@ -27,6 +33,7 @@ class ArgsError(ValueError):
 FilterFactory = Callable[[Mapping[str, Any], Handle], FilterPlugin]
 ScoreFactory = Callable[[Mapping[str, Any], Handle], ScorePlugin]
 PreEnqueueFactory = Callable[[Mapping[str, Any], Handle], PreEnqueuePlugin]
+PostFilterFactory = Callable[[Mapping[str, Any], Handle], PostFilterPlugin]
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,9 @@ class PluginSpec:
     # A plugin that only gates pods before they enter the active queue (SchedulingGates):
     # neither filter nor scorer, it runs in the default profile unless disabled.
     pre_enqueue: PreEnqueueFactory | None = None
+    # A plugin that runs when no node fits (DefaultPreemption); a policy configures it
+    # with spec.preemption, not as a filter or scorer entry.
+    post_filter: PostFilterFactory | None = None
     # Upstream default args (KubeSchedulerConfiguration v1 defaults) used when an entry
     # gives none; also what a default-profile entry runs with.
     default_args: Mapping[str, Any] | None = None
@@ -44,7 +54,8 @@ class PluginSpec:
     @property
     def points(self) -> tuple[str, ...]:
         return tuple(p for p, f in (("filter", self.filter), ("score", self.score),
-                                    ("preEnqueue", self.pre_enqueue)) if f)
+                                    ("preEnqueue", self.pre_enqueue),
+                                    ("postFilter", self.post_filter)) if f)
 
 
 class Registry:

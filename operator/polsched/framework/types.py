@@ -95,6 +95,16 @@ class PodInfo:
         return spec
 
     @property
+    def deleting(self) -> bool:
+        """metadata.deletionTimestamp is set: the pod is terminating."""
+        return bool((self.raw.get("metadata") or {}).get("deletionTimestamp"))
+
+    @property
+    def nominated_node(self) -> str:
+        """status.nominatedNodeName ("" when unset)."""
+        return str((self.raw.get("status") or {}).get("nominatedNodeName") or "")
+
+    @property
     def has_affinity(self) -> bool:
         return bool(self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity"))
 

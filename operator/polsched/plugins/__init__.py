@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from polsched.framework.registry import Registry
 from polsched.plugins import (
+    default_preemption,
     dynamic_resources,
     expression,
     image_locality,
@@ -49,6 +50,7 @@ REGISTRY = Registry([
     expression.SPEC,
     scheduling_gates.SPEC,
     dynamic_resources.SPEC,
+    default_preemption.SPEC,
 ])
 
 # kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go,

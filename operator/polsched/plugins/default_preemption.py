@@ -24,10 +24,13 @@ single pod, step by step:
    victims, latest start time of the highest-priority victims; then the first left.
 
 The result nominates the node and names the victims; the engine evicts them off the
-scheduling loop (async preemption). With no candidate, the sentence is "preemption: " and
-the "0/N nodes are available: ..." text over the non-candidates' statuses, the nodes never
-tried counting as "Preemption is not helpful for scheduling", exactly as upstream writes
-it. A PreemptionReport carries every step for `polsched explain`.
+scheduling loop (async preemption). A PostFilter plugin like the others: registered in
+the registry (SPEC), built with a Handle, and run by framework.runtime
+(RunPostFilterPlugins) with a FrameworkHandle for the filters with the nominated pods,
+the PreFilter extensions and the extenders' preempt verb. With no candidate, the sentence
+is "preemption: " and the "0/N nodes are available: ..." text over the non-candidates'
+statuses, the nodes never tried counting as "Preemption is not helpful for scheduling",
+exactly as upstream writes it. A PreemptionReport carries every step for `polsched explain`.
 """
 
 from __future__ import annotations
@@ -37,22 +40,22 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from polsched.extender import wire
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.pipeline import (
+from polsched.framework.diagnosis import FitError, PipelineError, PostFilterResult
+from polsched.framework.interfaces import (
     ExtenderError,
-    FilterEntry,
-    FitError,
-    Pipeline,
-    PipelineError,
-    PostFilterResult,
-    node_copy,
+    FrameworkHandle,
+    Handle,
+    PostFilterPlugin,
+    Victims,
 )
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.runtime import node_copy
 from polsched.framework.selectors import SelectorError, compile_label_selector
-from polsched.framework.status import Code, Status
+from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
 
 NAME = "DefaultPreemption"
@@ -139,25 +142,10 @@ class PreemptionReport:
     deciding_rule: str = ""
 
 
-@runtime_checkable
-class PreemptingExtender(Protocol):
-    """The part of an extender (polsched.extender.HTTPExtender) preemption calls."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def ignorable(self) -> bool: ...
-    def is_interested(self, pod: PodInfo) -> bool: ...
-    def supports_preemption(self) -> bool: ...
-    async def process_preemption(
-        self, pod: PodInfo, victims_by_node: Mapping[str, wire.Victims],
-        node_infos: Mapping[str, NodeInfo] | None = None) -> dict[str, wire.Victims]: ...
-
-
 # -- victims' facts ----------------------------------------------------------------------
 def pod_terminating_by_preemption(pod: PodInfo) -> bool:
     """util.go PodTerminatingByPreemption."""
-    if not (pod.raw.get("metadata") or {}).get("deletionTimestamp"):
+    if not pod.deleting:
         return False
     for c in (pod.raw.get("status") or {}).get("conditions") or ():
         if c.get("type") == DISRUPTION_TARGET:
@@ -270,8 +258,8 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float | N
 
 
 # -- the plugin ----------------------------------------------------------------------------
-class DefaultPreemption:
-    """The PostFilter (framework.pipeline.PostFilter); see the module docstring."""
+class DefaultPreemption(PostFilterPlugin):
+    """The PostFilter plugin; see the module docstring."""
 
     NAME = NAME
 
@@ -281,10 +269,6 @@ class DefaultPreemption:
         self.listers = listers
         self.args = args or DefaultPreemptionArgs()
         self._rng = rng or random.Random()
-
-    @property
-    def name(self) -> str:
-        return NAME
 
     # GetOffsetAndNumCandidates / calculateNumCandidates
     def num_candidates(self, num_nodes: int) -> int:
@@ -309,29 +293,28 @@ class DefaultPreemption:
         return ""
 
     def select_victims_on_node(
-        self, pipeline: Pipeline, state: CycleState, pod: PodInfo, node: NodeInfo,
-        filters: Sequence[FilterEntry], pdbs: Sequence[Json], now: float,
+        self, fh: FrameworkHandle, state: CycleState, pod: PodInfo, node: NodeInfo,
+        pdbs: Sequence[Json], now: float,
     ) -> tuple[Candidate | None, Status]:
         """SelectVictimsOnNode on a copy of the node and of the cycle state."""
         potential = [p for p in node.pods.values() if p.priority < pod.priority]
         if not potential:
             return None, Status.unresolvable(NO_VICTIMS)
         trial = node_copy(node)
-        nominated = pipeline.nominated_pods(pod).get(node.name, ())
 
         def remove(v: PodInfo) -> Status:
             trial.remove_pod(v)
-            return pipeline.run_pre_filter_extension(state, pod, v, trial, filters, add=False)
+            return fh.run_pre_filter_extension_remove_pod(state, pod, v, trial)
 
         def add(v: PodInfo) -> Status:
             trial.add_pod(v)
-            return pipeline.run_pre_filter_extension(state, pod, v, trial, filters, add=True)
+            return fh.run_pre_filter_extension_add_pod(state, pod, v, trial)
 
         for v in potential:
             st = remove(v)
             if not st.ok:
                 return None, st
-        st = pipeline.run_filters_with_nominated(state, pod, trial, filters, nominated)
+        st = fh.run_filter_plugins_with_nominated_pods(state, pod, trial)
         if not st.ok:
             return None, st
         potential.sort(key=_more_important_key(now))
@@ -342,7 +325,7 @@ class DefaultPreemption:
             st = add(v)
             if not st.ok:
                 raise PipelineError(st)
-            fits = pipeline.run_filters_with_nominated(state, pod, trial, filters, nominated).ok
+            fits = fh.run_filter_plugins_with_nominated_pods(state, pod, trial).ok
             if not fits:
                 st = remove(v)
                 if not st.ok:
@@ -363,26 +346,30 @@ class DefaultPreemption:
             return None, Status.error(f"expected at least one victim pod on node {node.name!r}")
         return candidate, Status()
 
-    async def post_filter(self, pipeline: Pipeline, state: CycleState, pod: PodInfo,
-                          snapshot: Snapshot, diagnosis: FitError,
-                          filters: Sequence[FilterEntry]) -> PostFilterResult:
+    async def post_filter(self, handle: FrameworkHandle, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError
+                          ) -> tuple[PostFilterResult | None, Status]:
+        """Preempt: Success with the nominated node and its victims; otherwise
+        Unschedulable with upstream's "preemption: ..." sentence."""
         report = PreemptionReport(pod.key)
-        result = await self._preempt(pipeline, state, pod, snapshot, diagnosis, filters, report)
+        result = await self._preempt(handle, state, pod, snapshot, diagnosis, report)
         result.details = report
         if result.message:
             result.message = PREEMPTION_PREFIX + result.message
-        return result
+        if result.victims:
+            return result, SUCCESS
+        return result, Status.unschedulable(result.message) if result.message \
+            else Status(Code.UNSCHEDULABLE)
 
-    async def _preempt(self, pipeline: Pipeline, state: CycleState, pod: PodInfo,
-                       snapshot: Snapshot, diagnosis: FitError,
-                       filters: Sequence[FilterEntry], report: PreemptionReport,
+    async def _preempt(self, fh: FrameworkHandle, state: CycleState, pod: PodInfo,
+                       snapshot: Snapshot, diagnosis: FitError, report: PreemptionReport,
                        ) -> PostFilterResult:
         nodes = snapshot.nodes
         if not nodes:
             return PostFilterResult()
-        nominator = pipeline.nominator
+        nominator = fh.nominator
         nominated_node = (nominator.node_of(pod.key) if nominator is not None else "") or \
-            str((pod.raw.get("status") or {}).get("nominatedNodeName") or "")
+            pod.nominated_node
         reason = self.eligible(pod, snapshot, diagnosis, nominated_node)
         if reason:
             report.not_eligible = reason
@@ -411,8 +398,7 @@ class DefaultPreemption:
                 if non_violating and len(non_violating) + len(violating) >= wanted:
                     report.not_tried.append(node.name)
                     continue
-                c, st = self.select_victims_on_node(pipeline, state.clone(), pod, node,
-                                                    filters, pdbs, now)
+                c, st = self.select_victims_on_node(fh, state.clone(), pod, node, pdbs, now)
                 if c is not None:
                     (violating if c.num_pdb_violations else non_violating).append(c)
                     continue
@@ -429,7 +415,7 @@ class DefaultPreemption:
                                         for n in nodes})
             return PostFilterResult(message=fit.message, nominated_node="")
         report.candidates = list(candidates)
-        candidates = await self._call_extenders(pipeline, pod, snapshot, candidates, report)
+        candidates = await self._call_extenders(fh, pod, snapshot, candidates, report)
         best, rule = pick_one_node_for_preemption(candidates, now)
         if best is None:
             return PostFilterResult(message="no candidate node for preemption")
@@ -440,17 +426,16 @@ class DefaultPreemption:
             nominated_node=best.node, victims=tuple(best.victims),
             num_pdb_violations=best.num_pdb_violations)
 
-    async def _call_extenders(self, pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
+    async def _call_extenders(self, fh: FrameworkHandle, pod: PodInfo, snapshot: Snapshot,
                               candidates: list[Candidate], report: PreemptionReport,
                               ) -> list[Candidate]:
         """callExtenders: each interested extender with a preemptVerb, in turn, gets the
         candidates' victims and answers with the nodes and victims it keeps."""
-        extenders = [e for e in pipeline.extenders if isinstance(e, PreemptingExtender)
-                     and e.supports_preemption() and e.is_interested(pod)]
+        extenders = fh.preempting_extenders(pod)
         if not extenders:
             return candidates
         by_node = {c.node: c for c in candidates}
-        victims = {c.node: wire.Victims(tuple(p.raw for p in c.victims), c.num_pdb_violations)
+        victims = {c.node: Victims(tuple(p.raw for p in c.victims), c.num_pdb_violations)
                    for c in candidates}
         for ext in extenders:
             report.extenders.append(ext.name)
@@ -484,3 +469,32 @@ class DefaultPreemption:
         report.dropped_by_extenders = [c.node for c in candidates
                                        if c.node not in victims]
         return out
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> DefaultPreemption:
+    """The registry's factory: args are DefaultPreemptionArgs as kube-scheduler writes
+    them (minCandidateNodesPercentage, minCandidateNodesAbsolute), defaulted when absent;
+    handle.rng, when set, makes the candidates' offset repeat (tests, benchmarks)."""
+    args = dict(args or {})
+    known = ("minCandidateNodesPercentage", "minCandidateNodesAbsolute")
+    for key in args:
+        if key not in known:
+            raise ArgsError(key, f"unknown field; {NAME} takes {', '.join(known)}")
+    values: list[int] = []
+    for key, default in zip(known, (DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE,
+                                    DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE), strict=True):
+        v = args.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ArgsError(key, f"must be an integer, not {type(v).__name__}")
+        values.append(v)
+    parsed = DefaultPreemptionArgs(values[0], values[1])
+    problems = parsed.errors("")
+    if problems:
+        path, message = problems[0]
+        raise ArgsError(path.lstrip("."), message)
+    return DefaultPreemption(handle.listers, parsed, rng=handle.rng)
+
+
+SPEC = PluginSpec(name=NAME, post_filter=new, default_args={
+    "minCandidateNodesPercentage": DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE,
+    "minCandidateNodesAbsolute": DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE})

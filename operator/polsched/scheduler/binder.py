@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.framework.pipeline import ExtenderError
+from polsched.framework.interfaces import ExtenderError
 from polsched.framework.types import Json, PodInfo
 from polsched.scheduler.writers import wants_writer
 

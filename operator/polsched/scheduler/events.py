@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
-from polsched.framework.pipeline import truncate_message
+from polsched.framework.diagnosis import truncate_message
 from polsched.framework.types import Json, PodInfo
 from polsched.scheduler.writers import wants_writer
 

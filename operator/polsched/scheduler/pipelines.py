@@ -7,6 +7,7 @@ run wiring that production lacks (same plugins, order, weights, args, extenders,
 and PostFilter). Who passes which Handle:
 
 - the engine: Handle(listers=cache.listers, api=client), the live cache's listers;
+  DefaultPreemption, the PostFilter, is built from the registry with the same handle;
 - explain and other offline callers: Handle(listers=...) with listers they filled from
   the objects they read (Listers.load), or an empty Handle();
 - tests: tests/unit/pipelines.py, with listers the test fills.
@@ -23,18 +24,21 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from polsched.framework.interfaces import (
+    Extender,
     FilterPlugin,
     Handle,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
+    PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
     ReservePlugin,
     ScorePlugin,
 )
-from polsched.framework.pipeline import Extender, FilterEntry, Pipeline, ScoreEntry
-from polsched.plugins.default_preemption import DefaultPreemption, DefaultPreemptionArgs
+from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
+from polsched.plugins import REGISTRY
+from polsched.plugins import default_preemption as dp
 
 if TYPE_CHECKING:
     from polsched.api.model import PluginEntry, Policy
@@ -76,7 +80,8 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     this pipeline nor the other has extenders (a cycle without extenders never awaits, so
     no other policy's cycle runs in the middle of it), and the plugin keeps no state of
     its own per pod (no Reserve, Permit, PreBind or PostBind)."""
-    handle = ph = replace(handle or Handle(), ignored_resources=policy.ignored_resources)
+    handle = ph = replace(handle or Handle(), ignored_resources=policy.ignored_resources,
+                          rng=rng)
     # A pipeline with extenders takes over none of the plugins it shares with others.
     pool = _Reusable(reuse, exclude=_Shared(share).ids() if extenders else frozenset())
     shared = _Shared(share) if share and not extenders else None
@@ -97,11 +102,15 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     filters = [FilterEntry(make(e, FilterPlugin), e.when) for e in policy.filters]
     scorers = [ScoreEntry(make(e, ScorePlugin), e.weight, e.when) for e in policy.scorers]
     pre_enqueue = [make(e, PreEnqueuePlugin) for e in policy.pre_enqueue]
-    post_filter = None
+    post_filter: list[PostFilterPlugin] = []
     if policy.preemption is not None:  # spec.preemption; disabledPlugins may switch it off
-        args = DefaultPreemptionArgs(policy.preemption.min_candidate_nodes_percentage,
-                                     policy.preemption.min_candidate_nodes_absolute)
-        post_filter = DefaultPreemption(handle.listers, args, rng=rng)
+        spec = REGISTRY.get(dp.NAME)
+        if spec is None or spec.post_filter is None:
+            raise BuildError(f"{dp.NAME} is not registered as a PostFilter plugin")
+        post_filter.append(spec.post_filter({
+            "minCandidateNodesPercentage": policy.preemption.min_candidate_nodes_percentage,
+            "minCandidateNodesAbsolute": policy.preemption.min_candidate_nodes_absolute,
+        }, ph))
     pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
                         post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue,
                         nominator=handle.nominator)

@@ -56,6 +56,18 @@ UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 HintMap = Mapping[str, Sequence[ev.ClusterEventWithHint]]
 
 
+class Location(enum.StrEnum):
+    """Where a pod waits in the queue (SchedulingQueue.where)."""
+
+    ACTIVE = "active"
+    BACKOFF = "backoff"
+    UNSCHEDULABLE = "unschedulable"
+    # Among the unschedulable pods, kept out by a PreEnqueue plugin (SchedulingGates).
+    GATED = "gated"
+    # Popped: its attempt is under way.
+    IN_FLIGHT = "in-flight"
+
+
 class Strategy(enum.IntEnum):
     """queueingStrategy: what an event does for an unschedulable pod."""
 
@@ -230,13 +242,13 @@ class SchedulingQueue:
     def __contains__(self, key: object) -> bool:
         return key in self._active or key in self._backoff or key in self._unschedulable
 
-    def where(self, key: str) -> str | None:
-        """"active", "backoff", "unschedulable", "gated", "in-flight" or None."""
+    def where(self, key: str) -> Location | None:
+        """Where the pod of that key waits; None: not queued."""
         qp = self._unschedulable.get(key)
         if qp is not None:
-            return "gated" if qp.gated else "unschedulable"
-        for name, d in (("active", self._active), ("backoff", self._backoff),
-                        ("in-flight", self._in_flight_keys)):
+            return Location.GATED if qp.gated else Location.UNSCHEDULABLE
+        for name, d in ((Location.ACTIVE, self._active), (Location.BACKOFF, self._backoff),
+                        (Location.IN_FLIGHT, self._in_flight_keys)):
             if key in d:
                 return name
         return None
@@ -383,14 +395,14 @@ class SchedulingQueue:
         self._wake()
         return True
 
-    def _requeue(self, qp: QueuedPod, strategy: Strategy, now: float) -> str:
+    def _requeue(self, qp: QueuedPod, strategy: Strategy, now: float) -> Location:
         """requeueEntityWithQueueingStrategy; returns where the pod went."""
         if strategy is Strategy.SKIP:
             self._park(qp)
-            return "unschedulable"
+            return Location.UNSCHEDULABLE
         if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qp, now):
-            return "backoff" if self._move_to_backoff(qp) else "unschedulable"
-        return "active" if self._move_to_active(qp) else "unschedulable"
+            return Location.BACKOFF if self._move_to_backoff(qp) else Location.UNSCHEDULABLE
+        return Location.ACTIVE if self._move_to_active(qp) else Location.UNSCHEDULABLE
 
     def _wake(self) -> None:
         if self.on_wake is not None:
@@ -482,7 +494,7 @@ class SchedulingQueue:
                     if strategy is Strategy.SKIP:
                         continue
                     self._unpark(key)
-                    if self._requeue(qp, strategy, now) != "unschedulable":
+                    if self._requeue(qp, strategy, now) is not Location.UNSCHEDULABLE:
                         break
                 return
         self._move_to_active(QueuedPod(pod, timestamp=now))
@@ -541,7 +553,7 @@ class SchedulingQueue:
             if strategy is Strategy.SKIP:
                 continue
             self._unpark(qp.key)
-            if self._requeue(qp, strategy, now) != "unschedulable":
+            if self._requeue(qp, strategy, now) is not Location.UNSCHEDULABLE:
                 moved += 1
         if not journaled:
             self._record(event, old, new)

@@ -33,10 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from polsched.framework.interfaces import Handle
-from polsched.framework.pipeline import Extender, Pipeline, PipelineError
+from polsched.framework.diagnosis import PipelineError
+from polsched.framework.interfaces import Extender, Handle
+from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo, Snapshot
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.schedule_one import schedule_pod
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy
@@ -130,7 +132,7 @@ class ShadowSet:
                 shadow.stats.skipped += 1
                 continue
             try:
-                result = await shadow.pipeline.schedule(pod, snapshot)
+                result = await schedule_pod(shadow.pipeline, pod, snapshot)
             except PipelineError:
                 shadow.stats.errors += 1
                 continue

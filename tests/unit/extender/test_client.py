@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from polsched.extender import HTTPExtender, wire
-from polsched.framework.pipeline import ExtenderError
+from polsched.framework.interfaces import ExtenderError
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import (
     DROP,

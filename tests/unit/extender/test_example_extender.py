@@ -16,6 +16,7 @@ import yaml
 
 from polsched.extender import HTTPExtender
 from polsched.framework import Snapshot
+from polsched.scheduler.schedule_one import schedule_pod
 from tests.unit.extender.fake_extender import config, make_node, make_pod, run
 from tests.unit.pipelines import build
 
@@ -79,7 +80,7 @@ def test_prioritize_favours_the_node(example_url: str) -> None:
 
 
 def test_bind_is_not_implemented(example_url: str) -> None:
-    from polsched.framework.pipeline import ExtenderError
+    from polsched.framework.interfaces import ExtenderError
 
     ext = HTTPExtender(config(example_url, bind_verb="bind"))
     with pytest.raises(ExtenderError, match="code 404"):
@@ -118,7 +119,7 @@ def test_pipeline_with_the_example_keeps_one_connection() -> None:
         placed = []
         for i in range(20):
             labels = {"want": "you"} if i % 2 else {}
-            placed.append((await pipeline.schedule(make_pod(f"p{i}", labels), snap)).node)
+            placed.append((await schedule_pod(pipeline, make_pod(f"p{i}", labels), snap)).node)
         await ext.close()
         return placed
 

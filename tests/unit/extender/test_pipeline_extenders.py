@@ -27,6 +27,7 @@ from polsched.framework import (
     Snapshot,
     Status,
 )
+from polsched.scheduler.schedule_one import schedule_pod
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import Answer, config, free_port, make_node, make_pod, run
 from tests.unit.pipelines import build
@@ -71,7 +72,7 @@ def pipeline(*extenders: HTTPExtender) -> Pipeline:
 async def schedule(pl: Pipeline, pod: PodInfo | None = None,
                    explain: bool = False) -> ScheduleResult:
     try:
-        return await pl.schedule(pod or make_pod(), snapshot(), explain=explain)
+        return await schedule_pod(pl, pod or make_pod(), snapshot(), explain=explain)
     finally:
         for ext in pl.extenders:
             assert isinstance(ext, HTTPExtender)

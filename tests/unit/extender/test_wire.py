@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from polsched.extender import wire
-from polsched.framework.pipeline import ExtenderError
+from polsched.framework.interfaces import ExtenderError
 
 pytestmark = pytest.mark.unit
 

@@ -31,7 +31,8 @@ from polsched.framework import (
     Snapshot,
     Status,
 )
-from polsched.framework.pipeline import num_feasible_nodes_to_find, truncate_message
+from polsched.framework.diagnosis import PluginScore, truncate_message
+from polsched.scheduler.schedule_one import num_feasible_nodes_to_find, schedule_pod
 from tests.unit.pipelines import build
 
 
@@ -51,9 +52,11 @@ class LabelIs(FilterPlugin):
     def __init__(self, key: str, value: str, reason: str) -> None:
         self.key, self.value, self.reason = key, value, reason
         self.calls = 0
+        self.seen: list[str] = []  # the nodes filtered, in order
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         self.calls += 1
+        self.seen.append(node.name)
         if node.labels.get(self.key) == self.value:
             return SUCCESS
         return Status.unschedulable(self.reason)
@@ -167,7 +170,7 @@ def pipeline(filters: Sequence[Any] = (), scorers: Sequence[Any] = (),
 
 
 def run(p: Pipeline, pd: PodInfo, nodes: Sequence[NodeInfo], explain: bool = False):  # type: ignore[no-untyped-def]
-    return asyncio.run(p.schedule(pd, Snapshot(list(nodes)), explain=explain))
+    return asyncio.run(schedule_pod(p, pd, Snapshot(list(nodes)), explain=explain))
 
 
 @pytest.mark.parametrize(("pct", "n", "want"), [
@@ -222,8 +225,8 @@ def test_weighted_scores_pick_the_best_and_explain_them() -> None:
     assert res.deciding_scorer == "NameLength"
     assert res.explanation is not None
     by_node = {s.node: s for s in res.explanation.scores}
-    assert by_node["bbb"].plugins["NameLength"] == (3, 100, 200)
-    assert by_node["a"].plugins["NameLength"] == (1, 33, 66)
+    assert by_node["bbb"].plugins["NameLength"] == PluginScore(3, 100, 200)
+    assert by_node["a"].plugins["NameLength"] == PluginScore(1, 33, 66)
     assert by_node["a"].total == 66 + 7
 
 
@@ -242,9 +245,13 @@ def test_search_stops_at_num_feasible_and_resumes_round_robin() -> None:
     assert isinstance(f, LabelIs)
     first = run(p, pod(), nodes)
     assert first.evaluated_nodes == 100 and f.calls == 100
+    assert f.seen == [n.name for n in nodes[:100]]
     run(p, pod(), nodes)
     # The second cycle started where the first stopped: all 200 nodes were visited once.
-    assert p._next_start == 0 and f.calls == 200
+    assert f.calls == 200 and f.seen[100:] == [n.name for n in nodes[100:]]
+    # and the third starts over, at the first node.
+    run(p, pod(), nodes)
+    assert f.seen[200:] == [n.name for n in nodes[:100]]
 
 
 def test_when_selector_limits_an_entry_to_matching_pods() -> None:

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from polsched.framework import NodeInfo, PodInfo, Snapshot
+from polsched.scheduler.schedule_one import schedule_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
@@ -26,7 +27,7 @@ def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:
     snapshot = Snapshot([NodeInfo.from_json({"metadata": {"name": f"n{i}"}}) for i in range(3)])
 
     # A matching pod with a long name is refused on every node, with the entry's message.
-    result = asyncio.run(pipeline.schedule(pod("longname", want="you"), snapshot))
+    result = asyncio.run(schedule_pod(pipeline, pod("longname", want="you"), snapshot))
     assert result.node is None
     assert result.fit_error is not None
     assert result.fit_error.message == (
@@ -34,7 +35,8 @@ def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:
         "available: 3 No preemption victims found for incoming pod.")
 
     # The same name without the label: the filter does not apply.
-    assert asyncio.run(pipeline.schedule(pod("longname"), snapshot)).node is not None
-    assert asyncio.run(pipeline.schedule(pod("longname", want="me"), snapshot)).node is not None
+    assert asyncio.run(schedule_pod(pipeline, pod("longname"), snapshot)).node is not None
+    assert asyncio.run(
+        schedule_pod(pipeline, pod("longname", want="me"), snapshot)).node is not None
     # A matching pod that passes the expression is scheduled.
-    assert asyncio.run(pipeline.schedule(pod("short", want="you"), snapshot)).node is not None
+    assert asyncio.run(schedule_pod(pipeline, pod("short", want="you"), snapshot)).node is not None

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from polsched.framework import NodeInfo, Pipeline, PodInfo, ScheduleResult, Snapshot
+from polsched.framework.diagnosis import PluginScore
+from polsched.scheduler.schedule_one import schedule_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
@@ -52,7 +54,7 @@ def pod(cpu: str, name: str = "web", **spec: Any) -> PodInfo:
 
 
 def schedule(p: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:
-    return asyncio.run(pipeline().schedule(p, Snapshot(nodes), explain=True))
+    return asyncio.run(schedule_pod(pipeline(), p, Snapshot(nodes), explain=True))
 
 
 DEDICATED = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
@@ -115,14 +117,14 @@ def test_scores_pick_the_preferred_lightly_loaded_node() -> None:
     assert result.explanation is not None
     by_node = {s.node: s for s in result.explanation.scores}
     # TaintToleration (weight 3) marks the PreferNoSchedule node down.
-    assert by_node["soft-tainted"].plugins["TaintToleration"] == (1, 0, 0)
-    assert by_node["zone-a"].plugins["TaintToleration"] == (0, 100, 300)
+    assert by_node["soft-tainted"].plugins["TaintToleration"] == PluginScore(1, 0, 0)
+    assert by_node["zone-a"].plugins["TaintToleration"] == PluginScore(0, 100, 300)
     # NodeAffinity (weight 2) prefers zone a.
-    assert by_node["zone-b"].plugins["NodeAffinity"] == (0, 0, 0)
-    assert by_node["zone-a"].plugins["NodeAffinity"] == (10, 100, 200)
+    assert by_node["zone-b"].plugins["NodeAffinity"] == PluginScore(0, 0, 0)
+    assert by_node["zone-a"].plugins["NodeAffinity"] == PluginScore(10, 100, 200)
     # LeastAllocated prefers the empty zone-a node over the loaded one.
-    assert (by_node["zone-a"].plugins["NodeResourcesFit"][2]
-            > by_node["zone-a-loaded"].plugins["NodeResourcesFit"][2])
+    assert (by_node["zone-a"].plugins["NodeResourcesFit"].weighted
+            > by_node["zone-a-loaded"].plugins["NodeResourcesFit"].weighted)
     assert result.explanation.filters["cordoned"].reasons == ("node(s) were unschedulable",)
 
 
@@ -177,7 +179,7 @@ def test_pods_with_resource_claims_are_unresolvable_with_a_pointer_elsewhere() -
     refuses such pods (UnschedulableAndUnresolvable) and says which scheduler to use."""
     pl = build(defaults=True)
     claims = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
-    result = asyncio.run(pl.schedule(pod("1", resourceClaims=claims),
+    result = asyncio.run(schedule_pod(pl, pod("1", resourceClaims=claims),
                                      Snapshot([node("a"), node("b")])))
     assert result.fit_error is not None
     assert result.fit_error.message == (
@@ -186,4 +188,4 @@ def test_pods_with_resource_claims_are_unresolvable_with_a_pointer_elsewhere() -
         "spec.schedulerName to a scheduler that does, such as kube-scheduler "
         "(default-scheduler). preemption: 0/2 nodes are available: 2 Preemption is not "
         "helpful for scheduling.")
-    assert asyncio.run(pl.schedule(pod("1"), Snapshot([node("a")]))).node == "a"
+    assert asyncio.run(schedule_pod(pl, pod("1"), Snapshot([node("a")]))).node == "a"

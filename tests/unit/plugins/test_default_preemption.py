@@ -6,6 +6,7 @@ pipeline here is the engine's (build_pipeline from a loaded policy)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
@@ -13,9 +14,10 @@ import pytest
 from polsched.api import PolicyError, load_policy
 from polsched.framework import FitError, NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
+from polsched.framework.diagnosis import ScheduleResult
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
-from polsched.framework.pipeline import Pipeline, ScheduleResult
+from polsched.framework.runtime import Pipeline
 from polsched.plugins.default_preemption import (
     RULE_LATEST_START,
     RULE_PDB,
@@ -27,6 +29,7 @@ from polsched.plugins.default_preemption import (
     pick_one_node_for_preemption,
 )
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.schedule_one import schedule_pod
 
 pytestmark = pytest.mark.unit
 
@@ -71,7 +74,7 @@ def pipeline(objects: list[dict[str, Any]] = (),  # type: ignore[assignment]
 
 
 def schedule(p: Pipeline, pd: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:
-    return asyncio.run(p.schedule(pd, Snapshot(nodes)))
+    return asyncio.run(schedule_pod(p, pd, Snapshot(nodes)))
 
 
 def report(r: ScheduleResult) -> PreemptionReport:
@@ -190,10 +193,9 @@ def test_violating_victims_are_reprieved_first() -> None:
 
 def test_candidates_stop_once_enough_are_found() -> None:
     nodes = [node(f"n{i}", "1", pod(f"v{i}", cpu="1", node=f"n{i}")) for i in range(5)]
-    p = pipeline()
-    assert isinstance(p.post_filter, DefaultPreemption)
-    p.post_filter.args = DefaultPreemptionArgs(min_candidate_nodes_percentage=0,
-                                               min_candidate_nodes_absolute=2)
+    p = build_pipeline(load_policy(with_spec(preemption={
+        "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2})),
+        Handle(nominator=Nominator()), rng=random.Random(1))
     rep = report(schedule(p, pod("p", cpu="1", priority=10), nodes))
     assert len(rep.candidates) == 2 and len(rep.not_tried) == 3
 
@@ -265,8 +267,9 @@ def with_spec(**spec: Any) -> dict[str, Any]:
 def test_spec_preemption_args_reach_the_plugin_and_are_validated() -> None:
     p = build_pipeline(load_policy(with_spec(preemption={
         "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2})))
-    assert isinstance(p.post_filter, DefaultPreemption)
-    assert p.post_filter.args == DefaultPreemptionArgs(0, 2)
+    plugin = p.plugins.post_filter[-1]
+    assert isinstance(plugin, DefaultPreemption)
+    assert plugin.args == DefaultPreemptionArgs(0, 2)
     with pytest.raises(PolicyError) as err:
         load_policy(with_spec(preemption={"minCandidateNodesPercentage": 0,
                                           "minCandidateNodesAbsolute": 0, "x": 1}))
@@ -282,10 +285,10 @@ def test_disabled_preemption_leaves_no_sentence_and_evicts_nothing() -> None:
     only_fit = {"disabledPlugins": ["*"], "filters": [{"name": "NodeResourcesFit"}]}
     for spec in ({"disabledPlugins": ["DefaultPreemption"]}, only_fit):
         p = build_pipeline(load_policy(with_spec(**spec)), Handle(nominator=Nominator()))
-        assert p.post_filter is None
+        assert not any(isinstance(pl, DefaultPreemption) for pl in p.plugins.post_filter)
         r = schedule(p, pod("p", cpu="1", priority=10), nodes)
         assert message(r) == "0/1 nodes are available: 1 Insufficient cpu."
         assert r.post_filter is None
     # defaultPlugins: false is about filters and scorers: preemption stays
     kept = build_pipeline(load_policy(with_spec(defaultPlugins=False)))
-    assert isinstance(kept.post_filter, DefaultPreemption)
+    assert isinstance(kept.plugins.post_filter[-1], DefaultPreemption)

@@ -16,6 +16,7 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.interfaces import NodeSetFilter, PreFilterResult
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
+from polsched.scheduler.schedule_one import find_nodes_that_fit_pod, schedule_pod
 from tests.unit.pipelines import build, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -155,12 +156,12 @@ def test_node_label_set_follows_label_changes_and_gives_filters_statuses() -> No
     pl = build(filters=[{"name": "NodeLabel", "args": {"requirements": [
         {"key": "zone", "operator": "In", "values": ["a"]}]}}])
     pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {}})
-    plugin = next(f.plugin for f in pl._entries_for(pod)[0] if f.name == node_label.NAME)
+    plugin = next(f.plugin for f in pl.plugins_for(pod).filters if f.name == node_label.NAME)
 
     def feasible() -> set[str]:
         state = CycleState()
-        filters, _ = pl._entries_for(pod)
-        found, diagnosis = pl.find_feasible(state, pod, cache.snapshot, filters)
+        found, diagnosis = find_nodes_that_fit_pod(pl, state, pod, cache.snapshot,
+                                                   pl.plugins_for(pod))
         for name, st in diagnosis.node_statuses.items():
             node = cache.snapshot.get(name)
             assert node is not None
@@ -220,8 +221,8 @@ def test_the_cache_snapshot_index_follows_node_changes() -> None:
 
     def feasible() -> set[str]:
         state = CycleState()
-        filters, _ = pl._entries_for(pod)
-        found, _ = pl.find_feasible(state, pod, cache.snapshot, filters, explain=True)
+        found, _ = find_nodes_that_fit_pod(pl, state, pod, cache.snapshot,
+                                           pl.plugins_for(pod), explain=True)
         return {n.name for n in found}
 
     assert feasible() == {"n0", "n1"}
@@ -236,5 +237,5 @@ def test_the_cache_snapshot_index_follows_node_changes() -> None:
     cache.on_node_event("ADDED", node_json("n4", "a"))
     cache.on_node_event("DELETED", node_json("n2", "a"))
     assert feasible() == {"n4"}
-    result = asyncio.run(pl.schedule(pod, cache.snapshot))
+    result = asyncio.run(schedule_pod(pl, pod, cache.snapshot))
     assert result.node == "n4"

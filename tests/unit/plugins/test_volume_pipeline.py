@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from polsched.framework import NodeInfo, PodInfo, ScheduleResult, Snapshot
+from polsched.scheduler.schedule_one import schedule_pod
 from tests.unit.pipelines import build
 from tests.unit.plugins.volumes import IMMEDIATE, WAIT, node, pod, pv, pvc, storage_class
 
@@ -24,7 +25,7 @@ OBJECTS: list[dict[str, Any]] = [
 
 def schedule(p: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:
     pl = build(objects=OBJECTS)
-    return asyncio.run(pl.schedule(p, Snapshot(nodes)))
+    return asyncio.run(schedule_pod(pl, p, Snapshot(nodes)))
 
 
 @pytest.mark.parametrize(("claim", "prefilter"), [

@@ -13,7 +13,7 @@ from polsched.api import load_policy
 from polsched.api.model import Policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework.interfaces import Handle
-from polsched.framework.pipeline import Pipeline
+from polsched.framework.runtime import Pipeline
 from polsched.scheduler.pipelines import build_pipeline
 from tests.unit.pipelines import decide_at_once, labelled_node, policy_object, sized_pod
 

@@ -23,7 +23,7 @@ from polsched.framework.interfaces import (
     PreBindPlugin,
     ReservePlugin,
 )
-from polsched.framework.pipeline import Pipeline
+from polsched.framework.runtime import Pipeline
 from polsched.scheduler.engine import Engine
 from polsched.scheduler.pipelines import build_pipeline
 from tests.unit.pipelines import decide_at_once, labelled_node, policy_object, sized_pod

@@ -100,20 +100,21 @@ def test_only_the_last_few_disagreements_are_kept() -> None:
     assert s.stats.different_node == sh.LAST_DISAGREEMENTS + 3
 
 
-def test_the_budget_skips_decisions_once_spent_and_refills_with_time() -> None:
+def test_the_budget_skips_decisions_once_spent_and_refills_with_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
     shadows = sh.ShadowSet(budget=0.2, clock=lambda: now[0])
     s = sh.Shadow(load_policy(policy("same", shadow_of="live")), "live")
     shadows.shadows["same"] = s
     c = cache()
-    slow = s.pipeline.schedule
+    slow = sh.schedule_pod
     cost = 0.4 * sh.BUCKET_SECONDS
 
-    async def schedule(p: PodInfo, snap: Any, explain: bool = False) -> Any:
+    async def schedule(pl: Any, p: PodInfo, snap: Any, explain: bool = False) -> Any:
         now[0] += cost  # each decision takes 40% of the bucket on the clock
-        return await slow(p, snap)
+        return await slow(pl, p, snap)
 
-    s.pipeline.schedule = schedule  # type: ignore[method-assign]
+    monkeypatch.setattr(sh, "schedule_pod", schedule)
     decided = [bool(asyncio.run(shadows.decide(pod(f"p{i}"), c.snapshot))) for i in range(4)]
     # A full bucket B; each decision refills 0.2 x 0.4 B = 0.08 B first, then spends 0.4 B:
     # B -> 0.6 B -> 0.28 B -> -0.04 B -> (0.04 B left, so it runs) -0.36 B; the fifth finds

@@ -1,6 +1,7 @@
-"""Reserve, Permit, WaitOnPermit, PreBind and PostBind, as framework/runtime/framework.go
-runs them, on plugins that a policy names and the production builder builds (a test
-Registry holds them)."""
+"""framework.runtime: the plugin lists of each extension point, computed once on the built
+pipeline, and Reserve, Permit, WaitOnPermit, PreBind and PostBind as
+framework/runtime/framework.go runs them, on plugins that a policy names and the
+production builder builds (a test Registry holds them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from polsched.api import load_policy
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
+    ExtensionPoint,
     FilterPlugin,
     Handle,
     PermitPlugin,
@@ -22,9 +24,10 @@ from polsched.framework.interfaces import (
     ScorePlugin,
 )
 from polsched.framework.registry import PluginSpec, Registry
+from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
-from polsched.scheduler import binding_cycle as bc
+from polsched.framework.waiting_pods import WaitingPod, go_duration
 from polsched.scheduler.pipelines import build_pipeline
 
 pytestmark = pytest.mark.unit
@@ -88,7 +91,7 @@ REGISTRY = Registry([_spec("First"), _spec("Second"),
 
 
 def pipeline(first: Mapping[str, Any] | None = None, second: Mapping[str, Any] | None = None,
-             **when: Any) -> Any:
+             **when: Any) -> Pipeline:
     spec = {"filters": [{"name": "First", "args": dict(first or {})},
                         {"name": "Second", "args": dict(second or {}), **when}],
             "scorers": [{"name": "Score"}]}
@@ -109,57 +112,71 @@ def _clear_log() -> None:
     Steps.log.clear()
 
 
-def plugins_for(p: PodInfo, **kw: Any) -> bc.BindingPlugins:
-    return bc.binding_plugins(pipeline(**kw).binding_plugins_for(p))
+def plugins_for(p: PodInfo, **kw: Any) -> tuple[Pipeline, PluginSet]:
+    pl = pipeline(**kw)
+    return pl, pl.plugins_for(p)
 
 
-def test_the_pipeline_exposes_its_binding_cycle_plugins_in_order() -> None:
+def test_the_pipeline_exposes_each_points_plugins_in_order() -> None:
     pl = pipeline()
-    assert [p.name for p in pl.reserve_plugins] == ["First", "Second"]
-    assert [p.name for p in pl.permit_plugins] == ["First", "Second"]
-    assert [p.name for p in pl.pre_bind_plugins] == ["First", "Second"]
-    assert [p.name for p in pl.post_bind_plugins] == ["First", "Second"]
-    assert bc.binding_plugins(pl.binding_plugins_for(pod())).reserve == pl.reserve_plugins
+    for point in (ExtensionPoint.RESERVE, ExtensionPoint.PERMIT, ExtensionPoint.PRE_BIND,
+                  ExtensionPoint.POST_BIND):
+        assert [p.name for p in pl.plugins.at(point)] == ["First", "Second"]
+    assert [e.name for e in pl.plugins.at(ExtensionPoint.FILTER)] == ["First", "Second"]
+    assert [e.name for e in pl.plugins.at(ExtensionPoint.SCORE)] == ["Score"]
+    assert pl.plugins.at(ExtensionPoint.PRE_FILTER) == ()
+    # Without `when`, every pod gets the one set computed when the pipeline was built.
+    assert pl.plugins_for(pod()) is pl.plugins
+    assert pl.plugins_for(pod({"x": "y"})) is pl.plugins
+
+
+def test_a_pod_s_plugin_set_is_computed_once_per_combination_of_entries() -> None:
+    pl = pipeline(when={"podSelector": {"matchLabels": {"team": "a"}}})
+    a1, a2 = pl.plugins_for(pod({"team": "a"})), pl.plugins_for(pod({"team": "a", "x": "1"}))
+    other = pl.plugins_for(pod({"team": "b"}))
+    assert a1 is a2 and a1 is not other
+    assert [p.name for p in a1.reserve] == ["First", "Second"]
+    assert [p.name for p in other.reserve] == ["First"]
 
 
 def test_an_entry_whose_when_excludes_the_pod_takes_no_part() -> None:
     when = {"when": {"podSelector": {"matchLabels": {"team": "a"}}}}
-    assert [p.name for p in plugins_for(pod(), **when).reserve] == ["First"]
-    assert [p.name for p in plugins_for(pod({"team": "a"}), **when).reserve] == \
+    assert [p.name for p in plugins_for(pod(), **when)[1].reserve] == ["First"]
+    assert [p.name for p in plugins_for(pod({"team": "a"}), **when)[1].reserve] == \
         ["First", "Second"]
 
 
 def test_reserve_stops_at_the_first_failure_and_unreserve_runs_all_in_reverse() -> None:
-    bp = plugins_for(pod(), first={"reserve": "reject"})
-    st = bc.run_reserve(bp, CycleState(), pod(), "n1")
+    pl, bp = plugins_for(pod(), first={"reserve": "reject"})
+    st = pl.run_reserve_plugins_reserve(CycleState(), pod(), "n1", bp)
     assert st.code is Code.UNSCHEDULABLE and st.plugin == "First"
     assert st.message == "First says no at reserve"
-    bc.run_unreserve(bp, CycleState(), pod(), "n1")
+    pl.run_reserve_plugins_unreserve(CycleState(), pod(), "n1", bp)
     assert Steps.log == ["reserve:First", "unreserve:Second", "unreserve:First"]
 
 
 def test_a_reserve_error_names_the_plugin_as_upstream() -> None:
-    bp = plugins_for(pod(), second={"reserve": "error"})
-    st = bc.run_reserve(bp, CycleState(), pod(), "n1")
+    pl, bp = plugins_for(pod(), second={"reserve": "error"})
+    st = pl.run_reserve_plugins_reserve(CycleState(), pod(), "n1", bp)
     assert st.code is Code.ERROR
     assert st.message == 'running Reserve plugin "Second": boom'
 
 
 def test_permit_reject_wins_over_wait() -> None:
-    bp = plugins_for(pod(), first={"permit": "wait"}, second={"permit": "reject"})
-    st, waits = bc.run_permit(bp, CycleState(), pod(), "n1")
+    pl, bp = plugins_for(pod(), first={"permit": "wait"}, second={"permit": "reject"})
+    st, waits = pl.run_permit_plugins(CycleState(), pod(), "n1", bp)
     assert st.code is Code.UNSCHEDULABLE and st.plugin == "Second" and waits == {}
 
 
 def test_permit_wait_then_allowed_by_every_waiting_plugin() -> None:
     async def main() -> None:
-        bp = plugins_for(pod(), first={"permit": "wait"}, second={"permit": "wait",
-                                                                  "timeout": 3600})
-        st, waits = bc.run_permit(bp, CycleState(), pod(), "n1")
+        pl, bp = plugins_for(pod(), first={"permit": "wait"},
+                             second={"permit": "wait", "timeout": 3600})
+        st, waits = pl.run_permit_plugins(CycleState(), pod(), "n1", bp)
         assert st.code is Code.WAIT
         assert st.message == "one or more plugins asked to wait and no plugin rejected pod"
         assert waits == {"First": 60.0, "Second": 900.0}  # at most maxTimeout (15 min)
-        waiting = bc.WaitingPod(pod(), waits)
+        waiting = WaitingPod(pod(), waits)
         task = asyncio.create_task(waiting.wait())
         waiting.allow("First")
         await asyncio.sleep(0)
@@ -172,7 +189,7 @@ def test_permit_wait_then_allowed_by_every_waiting_plugin() -> None:
 
 def test_permit_wait_times_out_as_a_rejection() -> None:
     async def main() -> None:
-        waiting = bc.WaitingPod(pod(), {"First": 0.05})
+        waiting = WaitingPod(pod(), {"First": 0.05})
         st = await asyncio.wait_for(waiting.wait(), 5)
         assert st.code is Code.UNSCHEDULABLE and st.plugin == "First"
         assert st.message == "rejected due to timeout after waiting 50ms at plugin First"
@@ -182,17 +199,17 @@ def test_permit_wait_times_out_as_a_rejection() -> None:
 
 
 def test_pre_bind_stops_at_the_first_failure() -> None:
-    bp = plugins_for(pod(), first={"preBind": "error"})
-    st = asyncio.run(bc.run_pre_bind(bp, CycleState(), pod(), "n1"))
+    pl, bp = plugins_for(pod(), first={"preBind": "error"})
+    st = asyncio.run(pl.run_pre_bind_plugins(CycleState(), pod(), "n1", bp))
     assert st.message == 'running PreBind plugin "First": boom'
     assert Steps.log == ["preBind:First"]
-    bp = plugins_for(pod())
-    assert asyncio.run(bc.run_pre_bind(bp, CycleState(), pod(), "n1")).ok
-    bc.run_post_bind(bp, CycleState(), pod(), "n1")
+    pl, bp = plugins_for(pod())
+    assert asyncio.run(pl.run_pre_bind_plugins(CycleState(), pod(), "n1", bp)).ok
+    pl.run_post_bind_plugins(CycleState(), pod(), "n1", bp)
     assert Steps.log[-2:] == ["postBind:First", "postBind:Second"]
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0.05, "50ms"), (1, "1s"), (90, "1m30s"),
                                                (900, "15m0s"), (3600, "1h0m0s")])
 def test_go_duration(seconds: float, text: str) -> None:
-    assert bc.go_duration(seconds) == text
+    assert go_duration(seconds) == text

@@ -1,0 +1,891 @@
+"""One scheduling attempt, as kube-scheduler's pkg/scheduler/schedule_one.go.
+
+The search (schedulePod): the pod's nominated node first (evaluateNominatedNode), then
+PreFilter and Filter over the nodes from where the previous search stopped until enough
+feasible nodes are found (findNodesThatFitPod), the filter extenders
+(findNodesThatPassExtenders), PreScore, Score, NormalizeScore, the weights and the
+prioritize extenders (prioritizeNodes), and a random pick among the best (selectHost).
+Pure: it runs the plugins through framework.runtime on a snapshot, and awaits only
+extenders. The engine, explain, simulate, the shadows and the benchmarks all decide here.
+
+The attempt (scheduleOne): an `Attempt` record carries one pod's attempt through the
+scheduling cycle (the search, assume, Reserve, Permit) and the binding cycle (WaitOnPermit,
+PreBind, Bind, PostBind), and `handle_failure` is the one place a failed attempt is
+recorded and requeued (handleSchedulingFailure); `handle_binding_cycle_error` undoes an
+assumed pod first (handleBindingCycleError). The engine owns the profiles and calls
+`ScheduleOne.schedule_one` for the next popped pod; the cycles call back into the engine
+only through the small `EngineHooks` protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import operator
+import time
+from collections.abc import Callable, Coroutine, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from polsched.framework import events as ev
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.diagnosis import (
+    Explanation,
+    FitError,
+    NodeScore,
+    PipelineError,
+    PluginScore,
+    PostFilterResult,
+    ScheduleResult,
+)
+from polsched.framework.interfaces import (
+    MAX_EXTENDER_PRIORITY,
+    MAX_NODE_SCORE,
+    Extender,
+    ExtenderError,
+    NodeSetFilter,
+)
+from polsched.framework.nominator import status_nominated_node
+from polsched.framework.runtime import Pipeline, PluginSet, Scores, filter_error, go_list
+from polsched.framework.selectors import NodeSet
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.framework.waiting_pods import WaitingPod
+from polsched.scheduler import metrics
+from polsched.scheduler.binder import Binder, BindOutcome
+from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
+
+if TYPE_CHECKING:
+    from polsched.cluster.cache import ClusterCache
+    from polsched.framework.nominator import Nominator
+    from polsched.scheduler import queue as q
+    from polsched.scheduler.preemption import Executor
+    from polsched.scheduler.profile import Profile
+    from polsched.scheduler.shadow import Verdicts
+
+log = logging.getLogger(__name__)
+
+_node_name = operator.attrgetter("name")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """schedule_one.go numFeasibleNodesToFind; percentage 0 means adaptive."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = 50 - num_all_nodes // 125
+        if percentage < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            percentage = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    n = num_all_nodes * percentage // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+# -- the search ----------------------------------------------------------------------------
+async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
+                       explain: bool = False) -> ScheduleResult:
+    """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
+    PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
+    a plugin or a non-ignorable extender fails (the pod is retried with backoff).
+    `explain` evaluates every node and keeps every score (polsched explain)."""
+    n_all = len(snapshot.nodes)
+    if n_all == 0:
+        return ScheduleResult(None, fit_error=FitError(0))
+    plugins = pipeline.plugins_for(pod)
+    if pipeline.nominator is not None and not explain:
+        nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins)
+        if nominated_first is not None:
+            # evaluateNominatedNode: the node preemption made room on is tried before
+            # the others; when it fits it is the only feasible node looked at.
+            node_name, nominated_state = nominated_first
+            return ScheduleResult(node_name, 1, 1, state=nominated_state)
+    state = CycleState()
+    feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
+                                                  explain)
+    evaluated = len(feasible) + len(diagnosis.node_statuses)
+    if feasible and pipeline.extenders:
+        feasible = await find_nodes_that_pass_extenders(pipeline, pod, feasible, diagnosis)
+    explanation = None
+    if explain:
+        explanation = Explanation(filters=dict(diagnosis.node_statuses))
+        if diagnosis.absent_status is not None:  # the nodes a PreFilterResult left out
+            seen = {n.name for n in feasible}
+            for n in snapshot.nodes:
+                if n.name not in seen:
+                    explanation.filters.setdefault(n.name, diagnosis.absent_status)
+    if not feasible:
+        # Upstream runs PostFilter after a PreFilter rejection too.
+        post = await pipeline.run_post_filter_plugins(state, pod, snapshot, diagnosis,
+                                                      plugins)
+        if post is not None:
+            diagnosis.post_filter_msg = post.message
+        return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
+                              post_filter=post)
+    if len(feasible) == 1 and not explain:
+        return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
+    scores = await prioritize_nodes(pipeline, state, pod, feasible, snapshot, plugins,
+                                    explain)
+    best = select_host(pipeline, scores.totals)
+    result = ScheduleResult(feasible[best].name, evaluated, len(feasible), state=state)
+    result.deciding_scorer = deciding_scorer(best, scores.totals, scores.weighted)
+    if explanation is not None:
+        for i, node in enumerate(feasible):
+            ns = NodeScore(node.name, scores.totals[i])
+            for s in plugins.scorers:
+                if s.name in scores.explained:
+                    raw, normalized = scores.explained[s.name]
+                    ns.plugins[s.name] = PluginScore(raw[i], normalized[i],
+                                                     scores.weighted[s.name][i])
+            for e in pipeline.extenders:
+                if e.name in scores.weighted:
+                    ns.plugins[e.name] = PluginScore(0, 0, scores.weighted[e.name][i])
+            explanation.scores.append(ns)
+        result.explanation = explanation
+    return result
+
+
+async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
+                                  plugins: PluginSet) -> tuple[str, CycleState] | None:
+    """evaluateNominatedNode: the pod's nominated node (and the cycle's state) when it
+    passes PreFilter, the filters (with the other nominated pods) and the filter
+    extenders; None otherwise (the full search follows, with a fresh CycleState)."""
+    assert pipeline.nominator is not None
+    node_name = pipeline.nominator.node_of(pod.key) or status_nominated_node(pod)
+    node = snapshot.get(node_name) if node_name else None
+    if node is None:
+        return None
+    state = CycleState()
+    st, narrowed = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
+    if not st.ok or (narrowed.node_names is not None
+                     and node_name not in narrowed.node_names):
+        return None
+    st = pipeline.run_filters_with_nominated(state, pod, node, plugins,
+                                             pipeline.nominated_pods_on(pod, node_name))
+    if not st.ok:
+        return None
+    if pipeline.extenders:
+        feasible = await find_nodes_that_pass_extenders(pipeline, pod, [node],
+                                                        FitError(len(snapshot.nodes)))
+        if not feasible:
+            return None
+    return node_name, state
+
+
+def still_fits(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot, node_name: str) -> bool:
+    """PreFilter, then every filter on one node, against the snapshot as it is now: the
+    check before assume after a cycle awaited extenders and the cluster moved on."""
+    node = snapshot.get(node_name)
+    if node is None:
+        return False
+    state = CycleState()
+    plugins = pipeline.plugins_for(pod)
+    st, result = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
+    if not st.ok or (result.node_names is not None and node_name not in result.node_names):
+        return False
+    return pipeline.run_filter_plugins(state, pod, node, plugins).ok
+
+
+def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
+                            snapshot: Snapshot, plugins: PluginSet, explain: bool = False,
+                            ) -> tuple[list[NodeInfo], FitError]:
+    """schedule_one.go findNodesThatFitPod without the extenders: PreFilter, then Filter
+    over the nodes from where the previous search stopped (pipeline.next_start) until
+    numFeasibleNodesToFind feasible nodes are found (every node with `explain`)."""
+    filters = plugins.filters
+    all_nodes = snapshot.nodes
+    n_all = len(all_nodes)
+    diagnosis = FitError(n_all)
+    st, pre_result = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
+    if not st.ok:
+        diagnosis.pre_filter_msg = st.message
+        diagnosis.node_statuses = {n.name: st for n in all_nodes}
+        diagnosis.unschedulable_plugins = {st.plugin, *pre_result.plugins}
+        return [], diagnosis
+    nodes = all_nodes
+    if pre_result.node_names is not None:
+        # Only the nodes PreFilter allowed (those that exist); the others are absent from
+        # node_statuses and counted under absent_status, as upstream's NodeToStatus.
+        get = snapshot.get
+        nodes = [n for n in (get(name) for name in sorted(pre_result.node_names))
+                 if n is not None]
+        diagnosis.absent_status = Status.unresolvable(
+            f"node(s) didn't satisfy plugin(s) {go_list(pre_result.plugins)}")
+        diagnosis.unschedulable_plugins.update(pre_result.plugins)
+    n_nodes = len(nodes)
+    to_find = n_nodes if explain else num_feasible_nodes_to_find(
+        pipeline.percentage_of_nodes_to_score, n_nodes)
+    feasible: list[NodeInfo] = []
+    statuses = diagnosis.node_statuses
+    start = pipeline.next_start % n_nodes if n_nodes else 0
+    processed = 0
+    # run_filters inlined: this loop runs per pod x node, so the skips and the entries'
+    # names are resolved once per pod, not per node.
+    skip = state.skip_filter
+    # The filters that can name the nodes they pass (NodeSetFilter) do it once for the
+    # whole cluster: a node in every such set runs only the other filters; a node
+    # outside runs them all in order, so its status is the one Filter gives.
+    passing: NodeSet | None = None
+    # The filters each node in `passing` runs, as functions of the node.
+    rest: list[tuple[str, Callable[[NodeInfo], Status]]] = []
+    # For the nodes outside `passing`: every filter in order, those with a NodeSet
+    # as a membership test (a node in a filter's set passes it without the call).
+    outside_chain: list[tuple[str, Callable[[CycleState, PodInfo, NodeInfo], Status],
+                              NodeSet | None, Status | None]] = []
+    for f in filters:
+        if f.name in skip:
+            continue
+        plugin = f.plugin
+        ns = rejection = None
+        if n_nodes > 1 and isinstance(plugin, NodeSetFilter):
+            ns = plugin.filter_nodes(state, pod, snapshot)
+            if ns is not None:
+                rejection = plugin.filter_rejection(state, pod)
+        outside_chain.append((f.name, plugin.filter, ns, rejection))
+        if ns is None:
+            bound = plugin.bind_filter(state, pod)
+            rest.append((f.name, bound if bound is not None
+                         else functools.partial(plugin.filter, state, pod)))
+        else:
+            passing = ns if passing is None else passing.and_(ns)
+    pass_names: frozenset[str] | set[str] = frozenset()
+    outside = True  # no NodeSet: every node runs `rest`, which is every filter
+    if passing is not None:
+        pass_names, outside = passing.names, passing.complement
+    success = Code.SUCCESS
+    error = Code.ERROR
+    # Filters return a few shared Status constants; each gets its plugin once per pod.
+    labelled: dict[tuple[int, str], Status] = {}
+    keep: list[Status] = []  # the keys' statuses, alive so their ids stay unique
+
+    def reject(node_name: str, name: str, st: Status) -> None:
+        if st.code is error:
+            raise filter_error(name, st)
+        if st.plugin:
+            statuses[node_name] = st
+            return
+        key = (id(st), name)
+        wp = labelled.get(key)
+        if wp is None:
+            wp = labelled[key] = st.with_plugin(name)
+            keep.append(st)
+        statuses[node_name] = wp
+
+    def passes_outside(node: NodeInfo, node_name: str) -> bool:
+        """A node some NodeSetFilter left out: the first rejection in filter order,
+        or True (a NodeSet may leave out a node its Filter passes)."""
+        for name, fn, ns, rejection in outside_chain:
+            if ns is not None:
+                if (node_name in ns.names) is not ns.complement:
+                    continue
+                if rejection is not None:
+                    reject(node_name, name, rejection)
+                    return False
+            st = fn(state, pod, node)
+            if st.code is not success:
+                reject(node_name, name, st)
+                return False
+        return True
+
+    nominated = pipeline.nominated_pods(pod)
+    if not nominated and not rest and n_nodes:
+        # Every filter left is a NodeSetFilter (alike plain pods): the nodes inside
+        # `passing` are feasible without a call, so only the nodes outside it are
+        # visited, in the same order and with the same stop as the loop below.
+        order = (nodes[start:] + nodes[:start]) if start else nodes
+        flags = map(pass_names.__contains__, map(_node_name, order))
+        if not outside:
+            flags = map(operator.not_, flags)
+        # A node outside is rejected by the first filter whose set leaves it out: when
+        # that filter's rejection is shared (filter_rejection) it is looked up here;
+        # otherwise passes_outside calls the filters in order.
+        chain: list[tuple[frozenset[str] | set[str], bool, Status | None]] = []
+        for name, _fn, ns, rejection in outside_chain:
+            if ns is None or (rejection is not None and rejection.code is error):
+                break
+            chain.append((ns.names, ns.complement,
+                          None if rejection is None else rejection.with_plugin(name)))
+        shared = chain if len(chain) == len(outside_chain) else None
+        prev = 0
+        for p in itertools.compress(range(n_nodes), flags):
+            need = to_find - len(feasible)
+            if p - prev >= need:
+                break
+            feasible.extend(order[prev:p])
+            node = order[p]
+            node_name = node.name
+            prev = p + 1
+            if shared is not None:
+                first: Status | None = None
+                for names, complement, shared_rejection in shared:
+                    if (node_name in names) is complement:
+                        first = shared_rejection
+                        break
+                if first is not None:
+                    statuses[node_name] = first
+                    continue
+            if passes_outside(node, node_name):
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+        else:
+            p = -1
+        if p < 0 or len(feasible) < to_find:  # the stop is among the passing nodes
+            end = min(prev + to_find - len(feasible), n_nodes)
+            feasible.extend(order[prev:end])
+            prev = end
+        if n_all:
+            pipeline.next_start = (pipeline.next_start + prev) % n_all
+        return feasible, diagnosis
+    for node in (nodes[start:] + nodes[:start]) if start else nodes:
+        processed += 1
+        node_name = node.name
+        if nominated and node_name in nominated:
+            st = pipeline.run_filters_with_nominated(state, pod, node, plugins,
+                                                 nominated[node_name])
+            if st.ok:
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+            else:
+                statuses[node_name] = st
+            continue
+        if (node_name in pass_names) is outside:
+            # Rejected by some NodeSetFilter: the first rejection in filter order.
+            if passes_outside(node, node_name):
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+            continue
+        for name, bound_fn in rest:
+            st = bound_fn(node)
+            if st.code is not success:
+                reject(node_name, name, st)
+                break
+        else:
+            feasible.append(node)
+            if len(feasible) >= to_find:
+                break
+    if n_all:
+        pipeline.next_start = (pipeline.next_start + processed) % n_all
+    return feasible, diagnosis
+
+
+async def prioritize_nodes(pipeline: Pipeline, state: CycleState, pod: PodInfo,
+                           nodes: list[NodeInfo], snapshot: Snapshot, plugins: PluginSet,
+                           explain: bool = False) -> Scores:
+    """prioritizeNodes: PreScore, Score (normalized and weighted), then the prioritize
+    extenders' weighted scores added."""
+    pipeline.run_pre_score_plugins(state, pod, nodes, snapshot, plugins)
+    scores = pipeline.run_score_plugins(state, pod, nodes, plugins, explain)
+    if pipeline.extenders:
+        await _extender_prioritize(pipeline, pod, nodes, scores)
+    return scores
+
+
+def select_host(pipeline: Pipeline, totals: list[int]) -> int:
+    """selectHost: the highest total; ties broken uniformly at random.
+
+    Upstream draws once per tie as it goes (reservoir sampling); one draw among the
+    counted ties is the same uniform choice, with list methods instead of a Python loop
+    and a random call per tie (most nodes tie when pods are alike)."""
+    best = max(totals)
+    ties = totals.count(best)
+    i = totals.index(best)
+    if ties > 1:
+        for _ in range(pipeline.rng.randrange(ties)):
+            i = totals.index(best, i + 1)
+    return i
+
+
+async def find_nodes_that_pass_extenders(pipeline: Pipeline, pod: PodInfo,
+                                         feasible: list[NodeInfo], diagnosis: FitError
+                                         ) -> list[NodeInfo]:
+    """findNodesThatPassExtenders: each interested filter extender in turn."""
+    for ext in pipeline.extenders:
+        if not feasible:
+            break
+        if not ext.is_filter() or not ext.is_interested(pod):
+            continue
+        try:
+            feasible, failed, unresolvable = await ext.filter(pod, feasible)
+        except ExtenderError as err:
+            if ext.ignorable:
+                continue
+            raise PipelineError(Status.error(str(err)).with_plugin(ext.name)) from err
+        statuses = diagnosis.node_statuses
+        for name, reason in unresolvable.items():
+            statuses[name] = Status.unresolvable(reason).with_plugin(ext.name)
+        for name, reason in failed.items():
+            if name not in unresolvable:
+                statuses[name] = Status.unschedulable(reason).with_plugin(ext.name)
+    return feasible
+
+
+async def _extender_prioritize(pipeline: Pipeline, pod: PodInfo, nodes: list[NodeInfo],
+                               scores: Scores) -> None:
+    """Prioritize extenders run concurrently; their errors are ignored (upstream)."""
+    exts: list[Extender] = [e for e in pipeline.extenders
+                            if e.is_prioritizer() and e.is_interested(pod)]
+    if not exts:
+        return
+    results: list[dict[str, int] | BaseException]
+    if len(exts) == 1:  # the usual case: no task and gather for one call
+        try:
+            results = [await exts[0].prioritize(pod, nodes)]
+        except Exception as err:  # noqa: BLE001 - ignored, as gather's below
+            results = [err]
+    else:
+        results = await asyncio.gather(*(e.prioritize(pod, nodes) for e in exts),
+                                       return_exceptions=True)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    totals = scores.totals
+    for ext, got in zip(exts, results, strict=True):
+        if isinstance(got, BaseException):
+            continue
+        weighted = [0] * len(nodes)
+        factor = ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        get = index.get
+        for host, score in got.items():
+            i = get(host)
+            if i is not None:
+                v = score * factor
+                weighted[i] = v
+                totals[i] += v
+        scores.weighted[ext.name] = weighted
+
+
+def deciding_scorer(best: int, totals: list[int],
+                    weighted: Mapping[str, Sequence[int]]) -> str:
+    """The scorer whose weighted score put the winner furthest ahead of the runner-up."""
+    if len(totals) < 2:
+        return ""
+    others = list(totals)
+    others[best] = min(totals) - 1  # the first highest of the others, without a key function
+    runner = others.index(max(others))
+    if totals[runner] == totals[best]:
+        return ""  # a tie: no scorer decided, the draw among the tied nodes did
+    lead = {name: s[best] - s[runner] for name, s in weighted.items()}
+    name, margin = max(lead.items(), key=lambda kv: kv[1], default=("", 0))
+    return name if margin > 0 else ""
+
+
+# -- the attempt ---------------------------------------------------------------------------
+# Annotations the Binding carries when ScheduleOne(annotate_decisions=True); the API server
+# copies a Binding's annotations onto the pod (pkg/registry/core/pod/storage
+# setPodNodeAndMetadata), so the record costs no extra API call. The scorer whose weighted
+# score put the chosen node furthest ahead of the runner-up, "" when the node was the only
+# feasible one or the best totals tied; and "feasible/evaluated" nodes.
+DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
+FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# How many times a decision is retried when its node filled up while extenders answered.
+RECHECK_RETRIES = 3
+
+
+@dataclass
+class Attempt:
+    """One pod's scheduling attempt, from the pop to the end of its binding cycle (what
+    upstream carries as the QueuedPodInfo, the ScheduleResult and the CycleState)."""
+
+    profile: Profile
+    queued: q.QueuedPod
+    # time.perf_counter() at the pop: scheduling_attempt_duration_seconds counts from it.
+    started: float
+    # The pipeline that decided (a hot reload swaps the profile's, not this one).
+    pipeline: Pipeline | None = None
+    result: ScheduleResult | None = None
+    state: CycleState = field(default_factory=CycleState)
+    # The pod's plugins of the binding cycle (its PluginSet), once a node is chosen.
+    plugins: PluginSet | None = None
+    node: str = ""
+    # The pod as assumed on `node` (the cache's copy with spec.nodeName set).
+    assumed: PodInfo | None = None
+    waiting: WaitingPod | None = None
+    # The shadow policies' verdicts on this pod (scheduler.shadow), compared after.
+    verdicts: Verdicts | None = None
+    annotations: Mapping[str, str] | None = None
+
+    @property
+    def pod(self) -> PodInfo:
+        return self.queued.pod
+
+
+class EngineHooks(Protocol):
+    """What an attempt needs of the engine that owns the profiles."""
+
+    def enqueue(self, profile: Profile, pod: PodInfo) -> None:
+        """Queue `pod` in the profile (or park it when its namespace is not selected)."""
+    def move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
+             pre_check: Callable[[PodInfo], bool] | None = None) -> None:
+        """MoveAllToActiveOrBackoffQueue on every profile's queue."""
+    def changed(self, scheduler_name: str) -> None:
+        """The profile's stats changed."""
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` in the background, awaited when the engine stops."""
+    def is_live(self, profile: Profile) -> bool:
+        """The profile still runs (not removed, nor replaced by another)."""
+
+
+class ScheduleOne:
+    """scheduleOne and its cycles, for every profile of one engine. Holds the parts the
+    attempts share: the cache, the binder, the nominator, the preemption executor and the
+    pods that Permit plugins hold; and the preemptors gated until their victims are gone
+    (DefaultPreemption's PreEnqueue)."""
+
+    def __init__(self, hooks: EngineHooks, cache: ClusterCache, binder: Binder,
+                 nominator: Nominator, preemption: Executor,
+                 waiting_pods: MutableMapping[str, WaitingPod],
+                 annotate_decisions: bool = False) -> None:
+        self._hooks = hooks
+        self._cache = cache
+        self._binder = binder
+        self._nominator = nominator
+        self._preemption = preemption
+        self._waiting_pods = waiting_pods
+        self._annotate = annotate_decisions
+        # Preemptors popped while their victims were still going, out of the queue until
+        # the cache shows them gone (DefaultPreemption's PreEnqueue gate): uid -> pod.
+        self._gated: dict[str, tuple[Profile, PodInfo]] = {}
+
+    # -- skipPodSchedule and the preemptors' gate ---------------------------------------
+    def current(self, pod: PodInfo) -> PodInfo | None:
+        """The cache's version of the pod if it still needs scheduling (skipPodSchedule)."""
+        current = self._cache.pods.get(pod.key)
+        if current is None or current.uid != pod.uid or current.node_name or current.terminal:
+            return None
+        if current.deleting:
+            return None
+        if self._cache.is_assumed(current.key):
+            return None
+        return current
+
+    @property
+    def has_gated(self) -> bool:
+        return bool(self._gated)
+
+    def forget(self, uid: str) -> None:
+        """A pending pod left the cluster: drop it from the gate."""
+        self._gated.pop(uid, None)
+
+    def release_gated(self) -> None:
+        """Preemptors whose victims the cache now shows gone (or terminating) go back to
+        the queue."""
+        for uid, (profile, pod) in list(self._gated.items()):
+            if self._preemption.running(uid):
+                continue
+            del self._gated[uid]
+            current = self.current(pod)
+            if current is not None and self._hooks.is_live(profile):
+                self._hooks.enqueue(profile, current)
+                profile.report_pending()
+
+    # -- scheduleOne ---------------------------------------------------------------------
+    async def schedule_one(self, profile: Profile, qp: q.QueuedPod) -> None:
+        """scheduleOne for a popped pod: the scheduling cycle, then the binding cycle in
+        the background when it has anything to wait for. A bug fails the attempt as an
+        error, never the scheduling loop."""
+        a = Attempt(profile, qp, time.perf_counter())
+        if not profile.runnable.is_set():
+            profile.queue.restore(qp)
+            profile.report_pending()
+            return
+        profile.report_pending()  # popped; backoffs that expired moved to activeQ
+        try:
+            await self.scheduling_cycle(a)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a bug must not stop the scheduler
+            log.exception("scheduling %s failed", qp.key)
+            self.handle_failure(a, Status.error(f"internal error: {err}"))
+
+    async def scheduling_cycle(self, a: Attempt) -> None:
+        """schedulingCycle: decide, assume, Reserve, Permit; then hand the pod to the
+        binding cycle."""
+        s, qp = a.profile, a.queued
+        pod = self.current(qp.pod)
+        if pod is None:
+            s.queue.done(qp)
+            return
+        qp.pod = pod
+        if self._preemption.running(pod.uid):
+            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it leaves the
+            # queue, uncounted as an attempt, until the cache shows them gone.
+            s.queue.done(qp)
+            self._gated[pod.uid] = (s, pod)
+            s.report_pending()
+            return
+        if not s.namespace_selected(pod, self._cache.namespaces):
+            s.queue.done(qp)
+            self._hooks.enqueue(s, pod)
+            s.report_pending()
+            return
+        if not await self._decide(a):
+            return
+        if not s.runnable.is_set():  # paused or lost leadership during the cycle
+            s.queue.restore(qp)
+            s.report_pending()
+            return
+        self._assume_reserve_permit(a)
+
+    async def _decide(self, a: Attempt) -> bool:
+        """The search on the cache's snapshot (with the shadows beside it). True when a
+        node was chosen (a.node); otherwise the attempt has ended."""
+        s, qp = a.profile, a.queued
+        snapshot = self._cache.snapshot
+        if not snapshot.nodes:
+            # schedulingAlgorithm: ErrNoNodesAvailable is UnschedulableAndUnresolvable
+            # (PodScheduled reason Unschedulable), not a SchedulerError; any node event
+            # moves the pod back.
+            self.handle_failure(a, Status.unresolvable(), FitError(0))
+            return False
+        # Shadows decide first, on the snapshot the live pipeline decides on next.
+        a.verdicts = await s.shadows.decide(a.pod, snapshot) if s.shadows else None
+        for _ in range(RECHECK_RETRIES):
+            pipeline = a.pipeline = s.pipeline  # a swap takes effect at the next decision
+            try:
+                result = a.result = await schedule_pod(pipeline, a.pod, snapshot)
+            except PipelineError as err:
+                self.handle_failure(a, Status.error(str(err)))
+                return False
+            if s.undecided is pipeline:
+                _first_decision(s, a.pod, result.node, qp.timestamp)
+            if result.node is None:
+                if a.verdicts:
+                    s.shadows.unschedulable(a.pod, a.verdicts, _rfc3339_now())
+                self.handle_failure(a, Status.unschedulable(), result.fit_error)
+                return False
+            if not pipeline.extenders:
+                a.node = result.node
+                return True
+            # Other cycles ran while extenders answered: check again.
+            current = self.current(a.pod)
+            if current is None:
+                s.queue.done(qp)
+                return False
+            if still_fits(pipeline, current, self._cache.snapshot, result.node):
+                qp.pod, a.node = current, result.node
+                return True
+        self.handle_failure(a, Status.error(
+            "the chosen node filled up while extenders answered; retrying"))
+        return False
+
+    def _assume_reserve_permit(self, a: Attempt) -> None:
+        """assumeAndReserve, then Permit (prepareForBindingCycle), then the bind: at once
+        through the binder when nothing waits, or in the binding cycle's task."""
+        s, pipeline, result = a.profile, a.pipeline, a.result
+        assert pipeline is not None and result is not None
+        if self._annotate:
+            a.annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
+                             FEASIBLE_NODES_ANNOTATION:
+                                 f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+        if result.state is not None:
+            a.state = result.state
+        plugins = a.plugins = pipeline.plugins_for(a.pod)
+        assumed = a.assumed = self._cache.assume(a.pod, a.node)
+        self._nominator.remove(a.pod.key)  # DeleteNominatedPodIfExists
+        if a.verdicts:
+            s.shadows.assumed(assumed, a.verdicts)
+        if plugins.binding:
+            st = pipeline.run_reserve_plugins_reserve(a.state, assumed, a.node, plugins)
+            if st.ok:
+                st, waits = pipeline.run_permit_plugins(a.state, assumed, a.node, plugins)
+                if st.code is Code.WAIT:
+                    a.waiting = WaitingPod(assumed, waits)
+                    self._waiting_pods[assumed.uid] = a.waiting
+                    st = SUCCESS
+            if not st.ok:
+                pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, plugins)
+                self._cache.forget(assumed)
+                if s.shadows:  # the attempt bound nothing: its verdicts are not compared
+                    s.shadows.bind_ended(a.pod, None, "")
+                self.handle_failure(a, st)
+                return
+            if a.waiting is not None or plugins.pre_bind or plugins.post_bind:
+                # The binding cycle in the background; other pods go on being scheduled.
+                self._hooks.spawn(self.binding_cycle(a))
+                return
+        self._binder.bind(assumed, a.node,
+                          lambda outcome, message: self.bind_done(a, outcome, message),
+                          pipeline.extenders, annotations=a.annotations, lane=s.name)
+
+    async def binding_cycle(self, a: Attempt) -> None:
+        """schedule_one.go bindingCycle: WaitOnPermit, PreBind, Bind, PostBind."""
+        assert a.assumed is not None and a.pipeline is not None and a.plugins is not None
+        assumed, pipeline = a.assumed, a.pipeline
+        try:
+            if a.waiting is not None:
+                try:
+                    st = await a.waiting.wait()
+                finally:
+                    self._waiting_pods.pop(assumed.uid, None)
+                if not st.ok:
+                    self.handle_binding_cycle_error(a, st)
+                    return
+            st = await pipeline.run_pre_bind_plugins(a.state, assumed, a.node, a.plugins)
+            if not st.ok:
+                self.handle_binding_cycle_error(a, st)
+                return
+            bound: asyncio.Future[tuple[BindOutcome, str]] = \
+                asyncio.get_running_loop().create_future()
+
+            def done(outcome: BindOutcome, message: str) -> None:
+                if not bound.done():
+                    bound.set_result((outcome, message))
+
+            self._binder.bind(assumed, a.node, done, pipeline.extenders,
+                              annotations=a.annotations, lane=a.profile.name)
+            outcome, message = await bound
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a bug must not leave the pod assumed
+            log.exception("binding cycle of %s failed", assumed.key)
+            self.handle_binding_cycle_error(a, Status.error(f"internal error: {err}"))
+            return
+        self.bind_done(a, outcome, message)
+
+    def bind_done(self, a: Attempt, outcome: BindOutcome, message: str) -> None:
+        """The Binder's answer: PostBind and the counts when bound; otherwise the pod
+        is forgotten and requeued (or left alone when it went away)."""
+        s, qp, assumed = a.profile, a.queued, a.assumed
+        assert assumed is not None and a.pipeline is not None and a.plugins is not None
+        if s.shadows:
+            s.shadows.bind_ended(assumed, a.node if outcome is BindOutcome.BOUND else None,
+                                 _rfc3339_now())
+        if outcome is BindOutcome.BOUND:
+            if a.plugins.post_bind:
+                a.pipeline.run_post_bind_plugins(a.state, assumed, a.node, a.plugins)
+            # As upstream's PodScheduled: from the pop to the end of the binding.
+            metrics.schedule_attempt(s.name, metrics.SCHEDULED,
+                                     time.perf_counter() - a.started)
+            s.queue.done(qp)
+            s.counters.binds_total += 1
+            s.counters.last_bind_time = _rfc3339_now()
+            s.recorder.scheduled(assumed, a.node)
+            self._hooks.changed(s.name)
+            return
+        if a.plugins.reserve:
+            a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
+        self._cache.forget(assumed)
+        if outcome is BindOutcome.DROPPED:  # never sent: back to the queue, untouched
+            s.queue.restore(qp)
+            s.report_pending()
+            return
+        if outcome is not BindOutcome.FAILED:
+            # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
+            # recreated under the same name is a new pod and is queued as such. Upstream
+            # counts any failed binding as an error attempt (handleBindingCycleError).
+            metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - a.started)
+            s.queue.done(qp)
+            current = self._cache.pods.get(assumed.key)
+            if current is not None and current.uid != assumed.uid and not current.node_name \
+                    and not current.terminal and self._hooks.is_live(s):
+                self._hooks.enqueue(s, current)
+                s.report_pending()
+            return
+        # The assumed pod's resources are free again (handleBindingCycleError).
+        self._hooks.move(ev.ASSIGNED_POD_DELETE, assumed, None)
+        self.handle_failure(a, Status.error(message))
+
+    # -- failures ------------------------------------------------------------------------
+    def handle_binding_cycle_error(self, a: Attempt, st: Status) -> None:
+        """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
+        resources are free again: an AssignedPodDelete for the other pods), then the
+        failure handler."""
+        assumed = a.assumed
+        assert assumed is not None and a.pipeline is not None and a.plugins is not None
+        a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
+        self._cache.forget(assumed)
+        if a.profile.shadows:  # the attempt bound nothing: its verdicts are not compared
+            a.profile.shadows.bind_ended(a.pod, None, "")
+        if st.rejected:
+            self.handle_failure(a, st)
+            self._hooks.move(ev.ASSIGNED_POD_DELETE, assumed, None,
+                             pre_check=lambda p: p.uid != assumed.uid)
+        else:
+            self._hooks.move(ev.ASSIGNED_POD_DELETE, assumed, None)
+            self.handle_failure(a, st)
+
+    def handle_failure(self, a: Attempt, st: Status, fit_error: FitError | None = None
+                       ) -> None:
+        """handleSchedulingFailure, the one failure handler of an attempt. A rejection
+        (Unschedulable, UnschedulableAndUnresolvable) parks the pod among the
+        unschedulable pods, keyed by the plugins that rejected it (the search's
+        diagnosis, or the rejecting Reserve/Permit/PreBind plugin on the chosen node),
+        with PodScheduled reason Unschedulable, and applies the PostFilter's nomination
+        and preemption; anything else backs off with reason SchedulerError. Both record
+        FailedScheduling and the attempt's metric."""
+        s, qp = a.profile, a.queued
+        elapsed = time.perf_counter() - a.started
+        if not st.rejected:
+            metrics.schedule_attempt(s.name, metrics.ERROR, elapsed)
+            s.queue.add_backoff(qp)
+            s.report_pending()
+            s.recorder.failed_scheduling(qp.pod, st.message)
+            s.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, st.message)
+            return
+        if fit_error is None:  # a Reserve, Permit or PreBind rejection: NumAllNodes 1
+            fit_error = FitError(1, {a.node: st})
+        post = a.result.post_filter if a.result is not None else None
+        metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
+        nominated = None if post is None else post.nominated_node
+        if post is not None:
+            metrics.preemption_attempt()
+            if nominated is not None:  # AddNominatedPod: set, or cleared by ""
+                self._nominator.add(qp.pod, nominated)
+        message = fit_error.message
+        s.counters.unschedulable_attempts += 1
+        s.queue.add_unschedulable(qp, fit_error.rejecting_plugins())
+        s.report_pending()
+        s.recorder.failed_scheduling(qp.pod, message)
+        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
+        if post is not None and nominated and post.victims:
+            self._preempt(a, nominated, post)
+        self._hooks.changed(s.name)
+
+    def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
+        """Evict the victims in the background (async preemption); count it."""
+        s, pod = a.profile, a.pod
+        c = s.counters
+        c.preemptions_total += 1
+        c.preemption_victims += len(post.victims)
+        c.last_preemption = f"{pod.key} on {node_name} evicting " + \
+            ", ".join(v.key for v in post.victims)
+
+        def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
+            gated = self._gated.pop(preemptor.uid, None) is not None
+            if self._hooks.is_live(s) and (gated or preemptor.key in s.queue):
+                s.queue.delete(preemptor.key, preemptor.uid)
+                current = self.current(preemptor)
+                if current is not None:
+                    self._hooks.enqueue(s, current)
+                    s.report_pending()
+
+        self._preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry,
+                                 self.release_gated)
+
+
+def _first_decision(s: Profile, pod: PodInfo, node: str | None, queued_at: float) -> None:
+    """The pipeline of s.policy's generation made its first decision (a node chosen or
+    none fits): the hot reload is in effect for users. Logged and exported as
+    polsched_policy_first_decision_{generation,timestamp_seconds} (wall clock: the
+    bench compares it with the time its PATCH was answered), and how long after the
+    swap (polsched_policy_first_decision_wait_seconds: the rest of a reload's time was
+    spent before the engine had the pipeline). Of that wait, the part before the pod
+    it decided entered the queue (`queued_at`, the queue's monotonic clock) had no pod
+    to decide: polsched_policy_first_decision_idle_seconds."""
+    s.undecided = None
+    generation = s.policy.generation
+    now = time.time()
+    wait = time.monotonic() - s.applied_at
+    metrics.first_decision(s.policy.name, generation, now, wait,
+                           idle=min(max(0.0, queued_at - s.applied_at), wait))
+    log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
+             s.policy.name, generation, pod.key,
+             f"node {node}" if node is not None else "unschedulable")
+
+
+def _rfc3339_now() -> str:
+    return rfc3339(time.time())
