@@ -38,7 +38,7 @@ from polsched import __version__
 from polsched.api.model import ExtenderConfig
 from polsched.cluster.http1 import Http1Writer
 from polsched.extender import wire
-from polsched.framework.interfaces import ExtenderError
+from polsched.framework.interfaces import ExtenderError, Victims
 from polsched.framework.types import NodeInfo, PodInfo
 
 # pkg/scheduler/extender.go: DefaultExtenderTimeout.
@@ -237,13 +237,14 @@ class HTTPExtender:
                 f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
 
     async def process_preemption(
-        self, pod: PodInfo, victims_by_node: Mapping[str, wire.Victims],
+        self, pod: PodInfo, victims_by_node: Mapping[str, Victims],
         node_infos: Mapping[str, NodeInfo] | None = None,
-    ) -> dict[str, wire.Victims]:
+    ) -> dict[str, Victims]:
         """The candidates the extender keeps, with the victims it chose (extender.go
         ProcessPreemption). The extender answers with pod UIDs; they are resolved against
         the pods on each node in `node_infos` (the snapshot), or, without it, against the
         victims offered for that node."""
+        offered = {n: wire.Victims.of(v) for n, v in victims_by_node.items()}
         verb = self.config.preempt_verb
         if not verb:
             raise ExtenderError(f"preempt verb is not defined for extender {self.name} "
@@ -251,12 +252,12 @@ class HTTPExtender:
         if self.config.node_cache_capable:
             args = wire.ExtenderPreemptionArgs(
                 pod.raw, node_name_to_meta_victims={
-                    n: v.to_meta() for n, v in victims_by_node.items()})
+                    n: v.to_meta() for n, v in offered.items()})
         else:
-            args = wire.ExtenderPreemptionArgs(pod.raw, node_name_to_victims=victims_by_node)
+            args = wire.ExtenderPreemptionArgs(pod.raw, node_name_to_victims=offered)
         answer = await self._send(verb, wire.dumps(args.to_json()))
         result = wire.ExtenderPreemptionResult.from_json(answer)
-        out: dict[str, wire.Victims] = {}
+        out: dict[str, Victims] = {}
         for node_name, meta in result.node_name_to_meta_victims.items():
             candidates = self._pods_on(node_name, victims_by_node, node_infos)
             pods: list[wire.Json] = []
@@ -271,7 +272,7 @@ class HTTPExtender:
         return out
 
     @staticmethod
-    def _pods_on(node_name: str, victims_by_node: Mapping[str, wire.Victims],
+    def _pods_on(node_name: str, victims_by_node: Mapping[str, Victims],
                  node_infos: Mapping[str, NodeInfo] | None) -> dict[str, wire.Json]:
         """UID -> pod JSON of the pods an answer may name on `node_name`."""
         if node_infos is not None:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.framework import interfaces
 from polsched.framework.interfaces import MAX_EXTENDER_PRIORITY, ExtenderError
 
 Json = dict[str, Any]
@@ -406,11 +407,14 @@ class MetaVictims:
 
 
 @dataclass(frozen=True)
-class Victims:
-    """Pods (full v1.Pod JSON) that preemption would evict from one node."""
+class Victims(interfaces.Victims):
+    """Pods (full v1.Pod JSON) that preemption would evict from one node, with their wire
+    form (framework.interfaces.Victims is what preemption hands an extender)."""
 
-    pods: tuple[Json, ...] = ()
-    num_pdb_violations: int = 0
+    @classmethod
+    def of(cls, victims: interfaces.Victims) -> Victims:
+        return victims if isinstance(victims, Victims) else cls(
+            victims.pods, victims.num_pdb_violations)
 
     def to_json(self) -> Json:
         return {"Pods": list(self.pods), "NumPDBViolations": self.num_pdb_violations}

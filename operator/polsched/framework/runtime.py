@@ -155,7 +155,7 @@ class PluginSet:
     def at(self, point: ExtensionPoint) -> tuple[Plugin | FilterEntry | ScoreEntry, ...]:
         """The plugins (or entries) of one extension point; () for PreEnqueue and Bind,
         which are the queue's and the binder's."""
-        return {
+        by_point: dict[ExtensionPoint, tuple[Plugin | FilterEntry | ScoreEntry, ...]] = {
             ExtensionPoint.PRE_FILTER: self.pre_filter,
             ExtensionPoint.FILTER: self.filters,
             ExtensionPoint.POST_FILTER: self.post_filter,
@@ -165,7 +165,8 @@ class PluginSet:
             ExtensionPoint.PERMIT: self.permit,
             ExtensionPoint.PRE_BIND: self.pre_bind,
             ExtensionPoint.POST_BIND: self.post_bind,
-        }.get(point, ())
+        }
+        return by_point.get(point, ())
 
     @property
     def binding(self) -> bool:
