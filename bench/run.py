@@ -562,11 +562,11 @@ def round_summary(res: dict[str, Any]) -> dict[str, Any]:
 
 async def bench(ctx: Context, workloads: list[wl.Workload], runners: list[Runner],
                 ) -> dict[str, Any]:
-    from polsched.cluster.client import ApiClient
+    from polsched.cluster.client import ApiClient, ClientLimits
 
     out: dict[str, Any] = {}
-    async with ApiClient.from_kubeconfig(ctx.kubeconfig,
-                                         connection_limit=ctx.args.concurrency + 8) as api:
+    async with ApiClient.from_kubeconfig(
+            ctx.kubeconfig, limits=ClientLimits(connections=ctx.args.concurrency + 8)) as api:
         await ensure_namespace(api)
         for w in workloads:
             entry: dict[str, Any] = {"nodes": w.nodes, "pods": w.pods,

@@ -353,12 +353,22 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     return out, cache
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The policy the candidate is compared with: its label in the report (its name when
+    None) and its extenders."""
+
+    policy: Policy
+    label: str | None = None
+    extenders: Sequence[Any] = ()
+
+
 async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool = False,
-                   baseline: Policy | None = None, baseline_label: str | None = None,
-                   source: str = "", extenders: Sequence[Any] = (),
-                   baseline_extenders: Sequence[Any] = (),
+                   compare: Baseline | None = None, source: str = "",
+                   extenders: Sequence[Any] = (),
                    progress: Progress | None = None) -> Report:
     started = time.perf_counter()
+    baseline = compare.policy if compare is not None else None
     gates = build_pipeline(candidate, Handle()).pre_enqueue_plugins
     the_plan = plan(objects, candidate.scheduler_name, replay, gates)
     n = len(the_plan.pods)
@@ -372,9 +382,10 @@ async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool =
         zone = next((node.labels[k] for k in ZONE_LABELS if k in node.labels), "")
         report.node_zone[node.name] = zone
     if baseline is not None:
-        base, _ = await decide(baseline, objects, the_plan, baseline_extenders, progress, n,
+        assert compare is not None
+        base, _ = await decide(baseline, objects, the_plan, compare.extenders, progress, n,
                                total)
-        report.baseline = baseline_label or baseline.name
+        report.baseline = compare.label or baseline.name
         report.baseline_decisions = base
         for b, c in zip(base, decisions, strict=True):
             if b.node != c.node:
@@ -720,9 +731,9 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
         base_exts = await _extenders(baseline, client) if baseline is not None else []
         bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
         try:
-            return await simulate(candidate, objects, replay=args.replay, baseline=baseline,
-                                  baseline_label=label, source=source, extenders=exts,
-                                  baseline_extenders=base_exts, progress=bar)
+            compare = Baseline(baseline, label, base_exts) if baseline is not None else None
+            return await simulate(candidate, objects, replay=args.replay, compare=compare,
+                                  source=source, extenders=exts, progress=bar)
         finally:
             if bar is not None:
                 bar.close()

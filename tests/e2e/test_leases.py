@@ -20,7 +20,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
-from polsched.controller.leases import LeaseElector, LeaseThread, lease_path
+from polsched.controller.leases import LeaseElector, LeaseThread, LeaseTiming, lease_path
 from polsched.extender.client import HTTPExtender
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
@@ -33,10 +33,9 @@ pytestmark = pytest.mark.e2e
 Json = dict[str, Any]
 
 
-def elector(client: ApiClient, ns: str, identity: str, duration: int = 15,
-            **kw: Any) -> LeaseElector:
+def elector(client: ApiClient, ns: str, identity: str, duration: int = 15) -> LeaseElector:
     return LeaseElector(client, namespace=ns, name="l", identity=identity,
-                        lease_duration=duration, **kw)
+                        timing=LeaseTiming(duration))
 
 
 def run(cluster: Cluster, body: Any) -> Any:
@@ -137,7 +136,7 @@ def test_run_reports_transitions_and_releases_on_stop(cluster: Cluster,
 
     async def body(client: ApiClient) -> None:
         e = LeaseElector(client, namespace=namespace, name="l", identity="a",
-                         on_change=seen.append, renew_period=0.05)
+                         on_change=seen.append, timing=LeaseTiming(renew_period=0.05))
         task = asyncio.create_task(e.run())
         await eventually(lambda: _true(seen), what="leading")
         e.stop()
@@ -252,7 +251,7 @@ def test_a_hanging_renew_steps_down_before_anyone_takes_over_and_drops_queued_bi
                         engine.set_leader(None, True)
 
                 el = LeaseElector(client, namespace=namespace, name="sched", identity=who,
-                                  on_change=on_change, lease_duration=4, renew_period=0.5)
+                                  on_change=on_change, timing=LeaseTiming(4, 0.5))
                 engine.binder.deadline = el.valid_until
                 engines.append(engine)
                 electors.append(el)

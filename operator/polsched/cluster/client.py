@@ -22,6 +22,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
@@ -155,6 +156,16 @@ class _RateLimiter:
                 await asyncio.sleep((1 - self._tokens) / self._qps)
 
 
+@dataclass(frozen=True)
+class ClientLimits:
+    """How much a client may ask of the API server: a client-side rate limit (qps 0: none;
+    burst 0: twice qps) and the most connections its session keeps open."""
+
+    qps: float = 0.0
+    burst: int = 0
+    connections: int = 200
+
+
 class ApiClient:
     """get / list / watch / post / patch / delete on API paths ("/api/v1/nodes")."""
 
@@ -166,9 +177,7 @@ class ApiClient:
         token: Callable[[], str | None] | None = None,
         basic_auth: tuple[str, str] | None = None,
         server_hostname: str | None = None,
-        qps: float = 0.0,
-        burst: int = 0,
-        connection_limit: int = 200,
+        limits: ClientLimits = ClientLimits(),
         user_agent: str = "polsched",
     ) -> None:
         self.host = host.rstrip("/")
@@ -176,8 +185,10 @@ class ApiClient:
         self._token_value: str | None = None
         self._token_read = 0.0
         self._basic = aiohttp.BasicAuth(*basic_auth) if basic_auth else None
-        self._limiter = _RateLimiter(qps, burst or int(qps * 2) or 1) if qps > 0 else None
-        self._connection_limit = connection_limit
+        qps = limits.qps
+        self._limiter = _RateLimiter(qps, limits.burst or int(qps * 2) or 1) \
+            if qps > 0 else None
+        self._connection_limit = limits.connections
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         # TLS settings for every request, built once.

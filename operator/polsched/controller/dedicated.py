@@ -22,7 +22,7 @@ from typing import Any
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller import gcpolicy, policywatch
-from polsched.controller.leases import LeaseElector
+from polsched.controller.leases import LeaseElector, LeaseTiming
 from polsched.controller.ledger import BindLedger
 from polsched.controller.operator import default_identity, serve_metrics
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
@@ -75,8 +75,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
 
         elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
                                identity=identity, on_change=on_leading,
-                               lease_duration=args.lease_duration,
-                               renew_period=args.renew_period)
+                               timing=LeaseTiming(args.lease_duration, args.renew_period))
         # Binds and status writes end by the lease's renew deadline.
         engine.binder.deadline = elector.valid_until
         writer.deadline = elector.valid_until

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,17 @@ log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """How long a lease is held (leaseDurationSeconds), how often the holder renews it,
+    and how long a holder that cannot renew keeps acting (client-go's RenewDeadline;
+    None: 2/3 of the duration, client-go's default ratio)."""
+
+    duration: int = LEASE_DURATION_SECONDS
+    renew_period: float = RENEW_PERIOD_SECONDS
+    renew_deadline: float | None = None
 
 
 def micro_time(now: datetime | None = None) -> str:
@@ -54,17 +66,15 @@ class LeaseElector:
 
     def __init__(self, client: ApiClient, *, namespace: str, name: str, identity: str,
                  on_change: Callable[[bool], None] | None = None,
-                 lease_duration: int = LEASE_DURATION_SECONDS,
-                 renew_period: float = RENEW_PERIOD_SECONDS,
-                 renew_deadline: float | None = None) -> None:
+                 timing: LeaseTiming = LeaseTiming()) -> None:
         self.client = client
         self.namespace = namespace
         self.name = name
         self.identity = identity
-        self.lease_duration = lease_duration
-        self.renew_period = renew_period
+        self.lease_duration = timing.duration
+        self.renew_period = timing.renew_period
         # client-go's defaults keep RenewDeadline at 2/3 of LeaseDuration.
-        self.renew_deadline = renew_deadline or lease_duration * 2 / 3
+        self.renew_deadline = timing.renew_deadline or timing.duration * 2 / 3
         self._on_change = on_change
         self.leading = False
         # The record as last seen and when (monotonic) it last changed.

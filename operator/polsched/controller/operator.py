@@ -31,7 +31,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, gcpolicy, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
-from polsched.controller.leases import LeaseThread
+from polsched.controller.leases import LeaseThread, LeaseTiming
 from polsched.controller.ledger import BindLedger
 from polsched.controller.options import DEFAULT_METRICS_LISTEN
 from polsched.controller.reconciler import PolicyReconciler
@@ -266,8 +266,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
 
     elector = LeaseThread(lease_client,
                           namespace=args.namespace, name=OPERATOR_LEASE, identity=identity,
-                          on_change=on_leading, lease_duration=args.lease_duration,
-                          renew_period=args.renew_period)
+                          on_change=on_leading,
+                          timing=LeaseTiming(args.lease_duration, args.renew_period))
     # Binds and status writes end by the lease's renew deadline (issue 11).
     engine.binder.deadline = elector.valid_until
     writer.deadline = elector.valid_until

@@ -38,6 +38,7 @@ from polsched.framework.interfaces import (
     Extender,
     ExtensionPoint,
     FilterPlugin,
+    Handle,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -272,10 +273,13 @@ class Pipeline:
         extenders: Sequence[Extender] = (),
         percentage_of_nodes_to_score: int = 0,
         post_filter: Sequence[PostFilterPlugin] = (),
-        rng: random.Random | None = None,
         pre_enqueue: Sequence[PreEnqueuePlugin] = (),
-        nominator: Nominator | None = None,
+        handle: Handle | None = None,
     ) -> None:
+        """`handle`: the one the plugins were built with; the pipeline counts the pods of
+        its nominator and breaks ties with its rng (its own when None)."""
+        nominator = handle.nominator if handle is not None else None
+        rng = handle.rng if handle is not None else None
         self.filters = _labelled(filters)
         self.scorers = _labelled(scorers)
         # PreEnqueue: the queue runs these before a pod may enter the active queue.

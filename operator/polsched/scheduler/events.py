@@ -85,25 +85,41 @@ def _seconds(sec: int) -> str:
 _quote = json.encoder.encode_basestring_ascii
 
 
-def event_body(name: str, namespace: str, event_time: str, controller: str, instance: str,
-               action: str, reason: str, pod: PodInfo, note: str, type_: str,
-               related: PodInfo | None = None) -> Json:
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One events.k8s.io/v1 Event about a pod, as the recorder creates it (makeEvent)."""
+
+    name: str
+    namespace: str
+    event_time: str
+    controller: str
+    instance: str
+    action: str
+    reason: str
+    regarding: PodInfo
+    note: str
+    type_: str
+    # The other pod involved (the preemptor of a Preempted event).
+    related: PodInfo | None = None
+
+
+def event_body(e: EventRecord) -> Json:
     """The events.k8s.io/v1 Event the recorder creates (makeEvent)."""
     body: Json = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace},
-        "eventTime": event_time,
-        "reportingController": controller,
-        "reportingInstance": instance,
-        "action": action,
-        "reason": reason,
-        "regarding": _object_reference(pod),
-        "note": note,
-        "type": type_,
+        "metadata": {"name": e.name, "namespace": e.namespace},
+        "eventTime": e.event_time,
+        "reportingController": e.controller,
+        "reportingInstance": e.instance,
+        "action": e.action,
+        "reason": e.reason,
+        "regarding": _object_reference(e.regarding),
+        "note": e.note,
+        "type": e.type_,
     }
-    if related is not None:
-        body["related"] = _object_reference(related)
+    if e.related is not None:
+        body["related"] = _object_reference(e.related)
     return body
 
 
@@ -112,21 +128,19 @@ def _object_reference(pod: PodInfo) -> Json:
             "apiVersion": "v1", "resourceVersion": pod.resource_version}
 
 
-def encode_event(name: str, namespace: str, event_time: str, controller: str, instance: str,
-                 action: str, reason: str, pod: PodInfo, note: str, type_: str,
-                 related: PodInfo | None = None) -> bytes:
+def encode_event(e: EventRecord) -> bytes:
     """`event_body` as the bytes posted: what json.dumps(..., separators=(",", ":"))
     makes of it, joined from quoted strings (one event per bound pod: the dict and the
     generic encoder were a visible share of the CPU per pod)."""
     q = _quote
     parts = [
-        '{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":', q(name),
-        ',"namespace":', q(namespace), '},"eventTime":', q(event_time),
-        ',"reportingController":', q(controller), ',"reportingInstance":', q(instance),
-        ',"action":', q(action), ',"reason":', q(reason), ',"regarding":',
-        _encode_reference(pod), ',"note":', q(note), ',"type":', q(type_)]
-    if related is not None:
-        parts += [',"related":', _encode_reference(related)]
+        '{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":', q(e.name),
+        ',"namespace":', q(e.namespace), '},"eventTime":', q(e.event_time),
+        ',"reportingController":', q(e.controller), ',"reportingInstance":', q(e.instance),
+        ',"action":', q(e.action), ',"reason":', q(e.reason), ',"regarding":',
+        _encode_reference(e.regarding), ',"note":', q(e.note), ',"type":', q(e.type_)]
+    if e.related is not None:
+        parts += [',"related":', _encode_reference(e.related)]
     parts.append("}")
     return "".join(parts).encode("ascii")
 
@@ -196,8 +210,9 @@ class EventRecorder:
             return
         ns = pod.namespace or "default"
         name = f"{pod.name}.{time.time_ns():x}"
-        body = encode_event(name, ns, micro_time(now), self.reporting_controller,
-                            self.reporting_instance, action, reason, pod, note, type_, related)
+        body = encode_event(EventRecord(name, ns, micro_time(now), self.reporting_controller,
+                                        self.reporting_instance, action, reason, pod, note,
+                                        type_, related))
         self._series[key] = _Series(ns, name, 1, now, 1)
         self._spawn(self._create(ns, name, body))
         self._ensure_flusher()

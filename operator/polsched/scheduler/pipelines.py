@@ -112,8 +112,7 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
             "minCandidateNodesAbsolute": policy.preemption.min_candidate_nodes_absolute,
         }, ph))
     pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
-                        post_filter=post_filter, rng=rng, pre_enqueue=pre_enqueue,
-                        nominator=handle.nominator)
+                        post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
     pipeline.built_from = tuple(built)
     return pipeline
 

@@ -32,11 +32,12 @@ def pod(name: str, namespace: str = "ns", uid: str = "u-1", rv: str = "42") -> P
 def test_encoded_event_is_the_compact_json_of_the_event(note: str, related: bool) -> None:
     regarding = pod("p-\u00e9", uid="5f6b", rv="")
     other = pod("preemptor", namespace="other", uid="9", rv="7") if related else None
-    args = ("p.187a", "ns", "2026-11-23T06:00:00.123456Z", "bench-polsched",
-            "bench-polsched-host", "Binding", "Scheduled", regarding, note, "Normal", other)
-    want = json.dumps(events.event_body(*args), separators=(",", ":")).encode()
-    assert events.encode_event(*args) == want
-    assert json.loads(events.encode_event(*args))["note"] == note
+    record = events.EventRecord(
+        "p.187a", "ns", "2026-11-23T06:00:00.123456Z", "bench-polsched",
+        "bench-polsched-host", "Binding", "Scheduled", regarding, note, "Normal", other)
+    want = json.dumps(events.event_body(record), separators=(",", ":")).encode()
+    assert events.encode_event(record) == want
+    assert json.loads(events.encode_event(record))["note"] == note
 
 
 def test_micro_time_and_rfc3339_match_datetime() -> None:
