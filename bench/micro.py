@@ -83,16 +83,16 @@ def run_sync(coro: Coroutine[Any, Any, _R]) -> _R:
 
 
 def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str, Any]]]:
+    from polsched.framework import listers as ls
+
     cache = ClusterCache(None)
     for i in range(workload.nodes):
         n = workload.node(i)
         n["metadata"]["resourceVersion"] = str(i + 1)
         cache.on_node_event("ADDED", n)
     for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
-        cache.on_namespace_event("ADDED", {"metadata": {"name": ns, "labels": {
+        cache.on_object_event(ls.NAMESPACE, "ADDED", {"metadata": {"name": ns, "labels": {
             "kubernetes.io/metadata.name": ns}}})
-    from polsched.framework import listers as ls
-
     kinds = {k.path.rsplit("/", 1)[-1]: k for k in ls.KINDS}
     for k, (path, obj) in enumerate(workload.extra_objects()):
         obj = {**obj, "metadata": {**obj["metadata"], "uid": f"extra-{k}",

@@ -109,20 +109,21 @@ def heavy() -> None:
     from polsched.controller.reconciler import PolicyReconciler
     from polsched.scheduler.binder import Binder
     from polsched.scheduler.engine import Engine
+    from polsched.scheduler.schedule_one import ScheduleOne
 
     _wrap(Engine, "apply", "first pipeline build", "first pipeline built")
     _wrap(PolicyReconciler, "observe_all", "policies listed", "policies applied")
     _wrap(PolicyReconciler, "set_leading", "set_leading start", "set_leading done")
     _wrap(leases.LeaseElector, "_set_leading", None, "lease acquired (its thread)")
-    _wrap(Engine, "_schedule_one", "first cycle started", "first cycle done")
+    _wrap(ScheduleOne, "schedule_one", "first cycle started", "first cycle done")
     _wrap(Binder, "bind", "first bind queued", None)
     decided = [0]
-    schedule_one = Engine._schedule_one
+    schedule_one = ScheduleOne.schedule_one
 
-    async def counted(self: Engine, *a: Any, **k: Any) -> Any:
+    async def counted(self: ScheduleOne, *a: Any, **k: Any) -> Any:
         decided[0] += 1
         return await schedule_one(self, *a, **k)
-    Engine._schedule_one = counted  # type: ignore[method-assign]
+    ScheduleOne.schedule_one = counted  # type: ignore[method-assign]
     send = Binder._send
 
     async def sent(self: Binder, *a: Any, **k: Any) -> Any:

@@ -142,10 +142,10 @@ def test_a_lane_starts_writers_as_binds_find_them_busy(
 
             for i in range(3):  # one at a time: the first writer is free for each
                 await bind_one(await pod(f"seq-{i}"))
-            assert len(binder._lanes[rid].workers) == 1
+            assert binder.writers(rid) == 1
             burst = [await pod(f"burst-{i}") for i in range(10)]
             await asyncio.gather(*(bind_one(p) for p in burst))
-            assert len(binder._lanes[rid].workers) == 4
+            assert binder.writers(rid) == 4
             assert outcomes == {**{f"seq-{i}": BindOutcome.BOUND for i in range(3)},
                                 **{p.name: BindOutcome.BOUND for p in burst}}
         finally:
@@ -187,15 +187,15 @@ def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
 
             for p in pods["a"]:
                 binder.bind(p, node, record(p.name), lane="a")
-            assert len(binder._lanes["a"].workers) == 4
-            while not binder._posts.locked():  # lane a's writers hold every slot
+            assert binder.writers("a") == 4
+            while not binder.saturated:  # lane a's writers hold every slot
                 await asyncio.sleep(0)
             for p in pods["b"]:
                 binder.bind(p, node, record(p.name), lane="b")
-            assert len(binder._lanes["b"].workers) == 1
+            assert binder.writers("b") == 1
             await asyncio.wait_for(all_done.wait(), 60)
             assert outcomes == {p.name: BindOutcome.BOUND for ps in pods.values() for p in ps}
-            assert 1 <= len(binder._lanes["b"].workers) <= 4
+            assert 1 <= binder.writers("b") <= 4
         finally:
             await binder.close()
             await client.close()

@@ -30,7 +30,6 @@ import functools
 import logging
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import aiohttp
 
@@ -87,6 +86,10 @@ class CacheListener:
         """The number of bound or pending pods with this schedulerName changed."""
 
 
+def _counts_changed(listener: CacheListener, name: str) -> None:
+    listener.counts_changed(name)
+
+
 class ClusterCache:
     def __init__(self, client: ApiClient | None, *, watch_timeout: int = 300,
                  page_size: int = 500) -> None:
@@ -120,12 +123,14 @@ class ClusterCache:
     def add_listener(self, listener: CacheListener) -> None:
         self._listeners.append(listener)
 
-    def _notify(self, method: str, *args: Any) -> None:
+    def _notify(self, call: Callable[[CacheListener], None], what: str) -> None:
+        """`call(listener)` for every listener: a typed call of one CacheListener method
+        (`what` names it in the log)."""
         for listener in self._listeners:
             try:
-                getattr(listener, method)(*args)
+                call(listener)
             except Exception:  # a listener bug must not stop the watch
-                log.exception("cache listener %s failed", method)
+                log.exception("cache listener %s failed", what)
 
     # -- queries --------------------------------------------------------------------------
     def bound_pods(self, scheduler_name: str) -> int:
@@ -198,28 +203,28 @@ class ClusterCache:
             if new.terminal:
                 self._unplace(key)
                 if old is not None and old.node_name and not old.terminal:
-                    self._notify("assigned_pod_removed", new)
+                    self._notify(lambda x: x.assigned_pod_removed(new), "assigned_pod_removed")
                 elif old is not None and not old.node_name and not old.terminal:
-                    self._notify("pending_pod_removed", old)
+                    self._notify(lambda x: x.pending_pod_removed(old), "pending_pod_removed")
                 return
             self._place(new, new.node_name)
             if old is None or not old.node_name or old.terminal:
                 if old is not None and not old.node_name and not old.terminal:
-                    self._notify("pending_pod_removed", old)
-                self._notify("assigned_pod_added", new)
+                    self._notify(lambda x: x.pending_pod_removed(old), "pending_pod_removed")
+                self._notify(lambda x: x.assigned_pod_added(new), "assigned_pod_added")
             elif old.labels != new.labels or old.requests != new.requests:
-                self._notify("assigned_pod_updated", new, old)
+                self._notify(lambda x: x.assigned_pod_updated(new, old), "assigned_pod_updated")
             return
         if new.terminal:
             if key in self._assumed:
                 self._assumed.pop(key)
                 self._unplace(key)
             if old is not None and not old.terminal:
-                self._notify("pending_pod_removed", old)
+                self._notify(lambda x: x.pending_pod_removed(old), "pending_pod_removed")
             return
         if key in self._assumed:
             return  # its bind is in flight; the scheduler already decided
-        self._notify("pending_pod_changed", new, old)
+        self._notify(lambda x: x.pending_pod_changed(new, old), "pending_pod_changed")
 
     def _delete_pod(self, key: str, old: PodInfo | None) -> None:
         was_assumed = self._assumed.pop(key, None) is not None
@@ -232,9 +237,9 @@ class ClusterCache:
         self._recount(old, None)
         if old.node_name:
             if not old.terminal:
-                self._notify("assigned_pod_removed", old)
+                self._notify(lambda x: x.assigned_pod_removed(old), "assigned_pod_removed")
         elif not old.terminal:
-            self._notify("pending_pod_removed", old)
+            self._notify(lambda x: x.pending_pod_removed(old), "pending_pod_removed")
 
     def on_node_event(self, kind: str, obj: Json) -> None:
         _drop_managed_fields(obj)
@@ -246,7 +251,8 @@ class ClusterCache:
                 return
             if name in snap.by_name:
                 self._snapshot_remove(info)
-                self._notify("node_removed", info)
+                removed = info
+                self._notify(lambda x: x.node_removed(removed), "node_removed")
             if not info.pods:
                 del self._infos[name]
             return
@@ -257,7 +263,7 @@ class ClusterCache:
             else:
                 info.set_node(obj)
             self._snapshot_add(info)
-            self._notify("node_changed", info, True)
+            self._notify(lambda x: x.node_changed(info, True), "node_changed")
             return
         old_raw = info.raw
         relevant = _changed_for_scheduling(old_raw, obj)
@@ -267,11 +273,8 @@ class ClusterCache:
             _count_images(snap.image_nodes, old_images, -1)
             _count_images(snap.image_nodes, info.images, +1)
         if relevant:
-            self._notify("node_changed", info, False)
-            self._notify("node_updated", info, old_raw)
-
-    def on_namespace_event(self, kind: str, obj: Json) -> None:
-        self.on_object_event(ls.NAMESPACE, kind, obj)
+            self._notify(lambda x: x.node_changed(info, False), "node_changed")
+            self._notify(lambda x: x.node_updated(info, old_raw), "node_updated")
 
     def on_object_event(self, kind: ls.Kind, event: str, obj: Json) -> None:
         """An object of a lister kind: record it, tell the listeners."""
@@ -282,8 +285,9 @@ class ClusterCache:
             old_labels = ((old or {}).get("metadata") or {}).get("labels") or {}
             labels: Mapping[str, str] = (new.get("metadata") or {}).get("labels") or {}
             if old is None or old_labels != labels:
-                self._notify("namespace_changed", ls.object_key(kind, new), labels)
-        self._notify("object_changed", kind, old, new)
+                name = ls.object_key(kind, new)
+                self._notify(lambda x: x.namespace_changed(name, labels), "namespace_changed")
+        self._notify(lambda x: x.object_changed(kind, old, new), "object_changed")
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _place(self, pod: PodInfo, node_name: str) -> None:
@@ -332,7 +336,7 @@ class ClusterCache:
                 and bool(old.node_name) == bool(new.node_name) and old.terminal == new.terminal:
             return  # same buckets: nothing a status shows has changed
         for name in changed:
-            self._notify("counts_changed", name)
+            self._notify(functools.partial(_counts_changed, name=name), "counts_changed")
 
     def _count_affinity(self, info: NodeInfo, affinity: int, anti: int) -> None:
         """Keep the snapshot's cluster-wide affinity counts in step with `info`'s, which

@@ -184,9 +184,16 @@ class Binder:
     def in_flight(self) -> int:
         return sum(lane.pending for lane in self._lanes.values())
 
-    def lane_in_flight(self, lane: str) -> int:
+    def writers(self, lane: str) -> int:
+        """How many writers `lane` runs now (it starts one when a bind finds every writer
+        busy, up to `concurrency`)."""
         got = self._lanes.get(lane)
-        return got.pending if got is not None else 0
+        return len(got.workers) if got is not None else 0
+
+    @property
+    def saturated(self) -> bool:
+        """Every one of the `concurrency` slots for Bindings is taken."""
+        return self._posts.locked()
 
     def bind(self, pod: PodInfo, node_name: str, done: BindCallback,
              extenders: Sequence[object] = (),

@@ -122,6 +122,7 @@ class Engine(CacheListener):
         self._leading_default = True
         self._leading: dict[str, bool] = {}
         self._callbacks: list[Callable[[str], None]] = []
+        self._cycle_callbacks: list[Callable[[str], None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
 
@@ -284,6 +285,11 @@ class Engine(CacheListener):
     def on_change(self, callback: Callable[[str], None]) -> None:
         """`callback(schedulerName)` whenever that scheduler's stats change."""
         self._callbacks.append(callback)
+
+    def on_cycle(self, callback: Callable[[str], None]) -> None:
+        """`callback(schedulerName)` as each scheduling cycle starts, in the order the
+        dispatcher runs them (tracing, and the tests of the dispatch's fairness)."""
+        self._cycle_callbacks.append(callback)
 
     def scheduler_names(self) -> list[str]:
         return sorted(self._schedulers)
@@ -503,6 +509,8 @@ class Engine(CacheListener):
             self._mark_ready(s)
 
     async def _cycle(self, s: Profile, qp: q.QueuedPod) -> None:
+        for cb in self._cycle_callbacks:
+            cb(s.name)
         await self._attempts.schedule_one(s, qp)
 
     def queue_state(self, scheduler_name: str, pod_key: str) -> q.Location | None:

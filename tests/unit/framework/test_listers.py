@@ -55,14 +55,18 @@ def test_cache_records_lister_kinds_and_tells_listeners() -> None:
     cache = ClusterCache(None)
     rec = _Recorder()
     cache.add_listener(rec)
+
+    def team(a: str) -> Json:
+        return {"metadata": {"name": "team", "labels": {"a": a}}}
+
     cache.on_object_event(ls.PERSISTENT_VOLUME, "ADDED",
                           {"metadata": {"name": "pv1", "managedFields": [{}]}})
-    cache.on_namespace_event("ADDED", {"metadata": {"name": "team", "labels": {"a": "1"}}})
-    cache.on_namespace_event("MODIFIED", {"metadata": {"name": "team", "labels": {"a": "1"}}})
-    cache.on_namespace_event("MODIFIED", {"metadata": {"name": "team", "labels": {"a": "2"}}})
+    cache.on_object_event(ls.NAMESPACE, "ADDED", team('1'))
+    cache.on_object_event(ls.NAMESPACE, "MODIFIED", team('1'))
+    cache.on_object_event(ls.NAMESPACE, "MODIFIED", team('2'))
     assert "managedFields" not in cache.listers.pv("pv1")["metadata"]
     assert cache.namespaces == {"team": {"a": "2"}}
     assert rec.namespaces == [("team", {"a": "1"}), ("team", {"a": "2"})]
     assert rec.seen[0] == ("PersistentVolume", False, True)
-    cache.on_namespace_event("DELETED", {"metadata": {"name": "team"}})
+    cache.on_object_event(ls.NAMESPACE, "DELETED", {"metadata": {"name": "team"}})
     assert cache.namespaces == {} and rec.seen[-1] == ("Namespace", True, False)
