@@ -39,6 +39,7 @@ from polsched.api.model import (
     PolicyError,
     PreemptionConfig,
     RuntimeConfig,
+    RuntimeMode,
 )
 from polsched.framework import names, resources
 from polsched.framework.interfaces import Handle
@@ -57,7 +58,7 @@ FILTER_FIELDS = ("name", "args", "when")
 SCORER_FIELDS = ("name", "weight", "args", "when")
 WHEN_FIELDS = ("podSelector",)
 RUNTIME_FIELDS = ("mode", "replicas", "resources")
-RUNTIME_MODES = ("Shared", "Dedicated")
+RUNTIME_MODES = tuple(m.value for m in RuntimeMode)
 RESOURCES_FIELDS = ("limits", "requests")
 EXTENDER_FIELDS = (
     "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb", "weight",
@@ -301,18 +302,19 @@ class _Loader:
         if obj is None:
             return RuntimeConfig()
         self.errors.unknown_fields(obj, path, RUNTIME_FIELDS)
-        mode = self._str(obj, "mode", path, "Shared")
-        if mode not in RUNTIME_MODES:
-            self.errors.add(f"{path}.mode",
-                            f"unsupported mode {mode!r}: must be one of {', '.join(RUNTIME_MODES)}")
-            mode = "Shared"
+        raw_mode = self._str(obj, "mode", path, RuntimeMode.SHARED.value)
+        if raw_mode not in RUNTIME_MODES:
+            self.errors.add(f"{path}.mode", f"unsupported mode {raw_mode!r}: must be one of "
+                                            f"{', '.join(RUNTIME_MODES)}")
+            raw_mode = RuntimeMode.SHARED.value
+        mode = RuntimeMode(raw_mode)
         replicas = self._int(obj, "replicas", path, 1, lo=1)
-        if replicas > 1 and mode != "Dedicated":
+        if replicas > 1 and mode is not RuntimeMode.DEDICATED:
             self.errors.add(f"{path}.replicas",
                             "more than one replica needs mode: Dedicated (a Shared policy "
                             "runs inside the operator process)")
         res = self._mapping(obj.get("resources"), f"{path}.resources") or {}
-        if res and mode != "Dedicated":
+        if res and mode is not RuntimeMode.DEDICATED:
             self.errors.add(f"{path}.resources",
                             "container resources apply only to mode: Dedicated (a Shared "
                             "policy runs inside the operator process)")

@@ -7,6 +7,7 @@ PolicyError listing every problem with its field path. Nothing here performs I/O
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,9 +102,18 @@ class PreemptionConfig:
     min_candidate_nodes_absolute: int = 100
 
 
+class RuntimeMode(enum.StrEnum):
+    """spec.runtime.mode: where a policy's scheduler runs."""
+
+    # Inside the operator process, beside the other Shared policies.
+    SHARED = "Shared"
+    # In a Deployment of its own (`polsched scheduler --policy NAME`).
+    DEDICATED = "Dedicated"
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
-    mode: str = "Shared"  # Shared | Dedicated
+    mode: RuntimeMode = RuntimeMode.SHARED
     replicas: int = 1
     resources: dict[str, Any] = field(default_factory=dict)
 

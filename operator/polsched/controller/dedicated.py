@@ -6,7 +6,9 @@ writes its status with the same batching as the operator. As kube-scheduler
 (--leader-elect defaults to true), it always elects, whatever spec.runtime.replicas says:
 a Lease named after the policy elects the one process that binds and writes status, the
 others keep a warm cache. Deciding from `replicas` at start-up let every rollout of a
-1-replica policy run two schedulers at once, each with its own cache (issue 11).
+1-replica policy run two schedulers at once, each with its own cache (issue 11). Its parts
+are wired by controller.process, as the operator's: the Lease is renewed on a thread of
+its own.
 """
 
 from __future__ import annotations
@@ -22,12 +24,10 @@ from typing import Any
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller import gcpolicy, policywatch
-from polsched.controller.leases import LeaseElector, LeaseTiming
-from polsched.controller.ledger import BindLedger
+from polsched.controller.leases import LeaseTiming
 from polsched.controller.operator import default_identity, serve_metrics
+from polsched.controller.process import Election, Process, ProcessConfig, lease_client
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
-from polsched.controller.status import StatusWriter
-from polsched.scheduler.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -46,48 +46,33 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
     controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
-    engine = Engine(client, identity=identity, cache=cache)
+    elect = _wants_election(args)
+    election = Election(args.namespace, lease_name(args.policy),
+                        LeaseTiming(args.lease_duration, args.renew_period),
+                        lease_client(args.kubeconfig, client)) if elect else None
+    process = Process(client, cache, ProcessConfig(identity, election, args.status_interval),
+                      lambda engine, writer: PolicyReconciler(
+                          client, engine, writer, runs_mode=DEDICATED, only=args.policy))
+    engine, writer, reconciler = process.engine, process.writer, process.reconciler
     try:
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:
         await engine.cache.stop()
         await client.close()
         raise
-    elect = _wants_election(args)
-    writer = StatusWriter(client, engine.stats, interval=args.status_interval,
-                          enabled=not elect)
-    # bindsTotal exact across SIGKILL and failover: counted against the API server.
-    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler,
-                               binder=engine.binder)
-    reconciler = PolicyReconciler(client, engine, writer, runs_mode=DEDICATED,
-                                  only=args.policy)
-    engine.set_leader(None, not elect)
     tasks: list[asyncio.Task[Any]] = []
-    elector: LeaseElector | None = None
     loop = asyncio.get_running_loop()
-    if elect:
-        def on_leading(leading: bool) -> None:
-            if not leading:  # stop binding now, not after the next await
-                engine.set_leader(None, False)
-                writer.set_enabled(False)
-            t = loop.create_task(reconciler.set_leading(leading))
-            tasks.append(t)
-
-        elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
-                               identity=identity, on_change=on_leading,
-                               timing=LeaseTiming(args.lease_duration, args.renew_period))
-        # Binds and status writes end by the lease's renew deadline.
-        engine.binder.deadline = elector.valid_until
-        writer.deadline = elector.valid_until
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await engine.start()
+    process.synced()
     gcpolicy.freeze()
     first = asyncio.Event()
     tasks.append(loop.create_task(policywatch.watch_policies(client, reconciler,
                                                              name=args.policy, first=first)))
-    election = loop.create_task(elector.run()) if elector is not None else None
+    elector = process.elector
+    campaign = loop.create_task(elector.run()) if elector is not None else None
     log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
              identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")
     try:
@@ -95,10 +80,11 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     finally:
         engine.set_leader(None, False)
         await writer.close()
-        if elector is not None and election is not None:
+        if elector is not None and campaign is not None:
             elector.stop()  # releases the lease
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(election, 5)
+                await asyncio.wait_for(campaign, 5)
+        await process.close_leadership()
         for t in tasks:
             t.cancel()
         for t in tasks:

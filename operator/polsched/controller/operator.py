@@ -31,13 +31,11 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, gcpolicy, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
-from polsched.controller.leases import LeaseThread, LeaseTiming
-from polsched.controller.ledger import BindLedger
+from polsched.controller.leases import LeaseTiming
 from polsched.controller.options import DEFAULT_METRICS_LISTEN
+from polsched.controller.process import Election, Process, ProcessConfig, lease_client
 from polsched.controller.reconciler import PolicyReconciler
-from polsched.controller.status import StatusWriter
 from polsched.scheduler import metrics
-from polsched.scheduler.engine import Engine
 
 if TYPE_CHECKING:
     import kopf
@@ -189,9 +187,23 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     # The namespace check runs while the process sets up; the Lease waits for it.
     namespace_ready = asyncio.get_running_loop().create_task(
         namespaces.ensure(client, args.namespace), name="polsched-namespace")
-    engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
-                    shadow_budget=args.shadow_budget, cache=cache)
-    engine.set_leader(None, False)  # nobody binds before the lease says so
+    # The Lease is renewed on its own thread and client: under load, this loop (every
+    # policy's watch events, decisions and binds) renewed too late and lost the lease
+    # (controller.leases).
+    election = Election(args.namespace, OPERATOR_LEASE,
+                        LeaseTiming(args.lease_duration, args.renew_period),
+                        lease_client(args.kubeconfig, client))
+    config = ProcessConfig(identity, election, args.status_interval,
+                           annotate_decisions=args.annotate_decisions,
+                           shadow_budget=args.shadow_budget)
+    image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
+    deployer = DedicatedDeployer(client, namespace=args.namespace, image=image)
+    process = Process(client, cache, config,
+                      lambda engine, writer: PolicyReconciler(
+                          client, engine, writer, deployer=deployer, records_last_good=True))
+    engine, writer, reconciler = process.engine, process.writer, process.reconciler
+    elector = process.elector
+    assert elector is not None
     # The cache's lists (sent by controller.boot) are applied while the rest sets up (the
     # namespace check, the metrics server, kopf): the sync is the longest part of the
     # start-up.
@@ -212,44 +224,6 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     except SystemExit:
         await abandon()
         raise
-
-    def stats(scheduler_name: str) -> Any:
-        return engine.stats(scheduler_name)
-
-    writer = StatusWriter(client, stats, interval=args.status_interval, enabled=False)
-    # bindsTotal exact across SIGKILL and failover: counted against the API server.
-    writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler,
-                               binder=engine.binder)
-    deployer = DedicatedDeployer(client, namespace=args.namespace,
-                                 image=args.dedicated_image or await own_image(client)
-                                 or DEFAULT_IMAGE)
-    reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
-                                  records_last_good=True)
-    reconciler.leading = False
-    tasks: set[asyncio.Task[Any]] = set()
-    # The Lease and the policy watch start while the cache syncs (start-up to first bind
-    # was their sum); taking the lead waits for the sync, since leading means binding and
-    # writing counts from the cache.
-    synced = asyncio.Event()
-    turns = 0  # leadership changes so far: a deferred gain yields to any later change
-
-    async def lead(leading: bool, turn: int) -> None:
-        if leading:
-            await synced.wait()
-            if turn != turns:
-                return
-        await reconciler.set_leading(leading)
-
-    def on_leading(leading: bool) -> None:
-        nonlocal turns
-        turns += 1
-        if not leading:  # stop binding now, not after the next await
-            engine.set_leader(None, False)
-            writer.set_enabled(False)
-        t = asyncio.get_running_loop().create_task(lead(leading, turns))
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-
     try:
         await namespace_ready
     except BaseException:
@@ -257,24 +231,13 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
             await probes.cleanup()
         await abandon()
         raise
-    # On its own thread and client: under load, this loop (every policy's watch events,
-    # decisions and binds) renewed too late and lost the lease (controller.leases).
-    def lease_client() -> ApiClient:
-        own = credentials.api_client(args.kubeconfig)
-        own.outage = client.outage  # an outage is reported once for the process
-        return own
-
-    elector = LeaseThread(lease_client,
-                          namespace=args.namespace, name=OPERATOR_LEASE, identity=identity,
-                          on_change=on_leading,
-                          timing=LeaseTiming(args.lease_duration, args.renew_period))
-    # Binds and status writes end by the lease's renew deadline (issue 11).
-    engine.binder.deadline = elector.valid_until
-    writer.deadline = elector.valid_until
+    # The Lease and the policy watch start while the cache syncs (start-up to first bind
+    # was their sum); taking the lead waits for the sync (Process: leading means binding
+    # and writing counts from the cache).
     # The process runs until this ends: kopf (serving the webhook) or a signal.
     main = serve_webhook(args, client) if args.webhook_listen else until_stopped()
     loop = asyncio.get_running_loop()
-    election = loop.create_task(elector.run(), name="polsched-lease")
+    campaign = loop.create_task(elector.run(), name="polsched-lease")
     operator_task = loop.create_task(
         main, name="polsched-kopf" if args.webhook_listen else "polsched-signals")
     # Policies listed before the sync are applied to the engine, which starts their
@@ -284,7 +247,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     try:
         await sync
         gcpolicy.freeze()
-        synced.set()
+        process.synced()
         log.info("polsched operator %s started (lease %s/%s)", identity, args.namespace,
                  OPERATOR_LEASE)
         await operator_task
@@ -300,9 +263,10 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         await writer.close()
         elector.stop()
         try:
-            await asyncio.wait_for(election, 5)
+            await asyncio.wait_for(campaign, 5)
         except (TimeoutError, asyncio.CancelledError, Exception):
             log.debug("lease release did not finish", exc_info=True)
+        await process.close_leadership()
         await reconciler.close()
         await engine.stop()
         await client.close()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import Policy, PolicyError, load_policy
+from polsched.api.model import RuntimeMode
 from polsched.controller import lastgood
 
 
@@ -40,8 +41,8 @@ class PolicyRecord:
     shadow_of: str = ""
 
     @property
-    def mode(self) -> str:
-        return self.loaded.runtime.mode if self.loaded is not None else "Shared"
+    def mode(self) -> RuntimeMode:
+        return self.loaded.runtime.mode if self.loaded is not None else RuntimeMode.SHARED
 
 
 def _shadow_of(body: Mapping[str, Any]) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
+from polsched.api.model import RuntimeMode
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import conditions as cond
 from polsched.controller import lastgood
@@ -39,8 +40,8 @@ from polsched.scheduler.engine import SHADOW_PREFIX, Counters, Engine
 
 log = logging.getLogger(__name__)
 
-SHARED = "Shared"
-DEDICATED = "Dedicated"
+SHARED = RuntimeMode.SHARED
+DEDICATED = RuntimeMode.DEDICATED
 # Ready reasons of a shadow policy (spec.shadowOf).
 SHADOWING = "Shadowing"
 SHADOW_TARGET_NOT_RUNNING = "ShadowTargetNotRunning"
@@ -66,7 +67,7 @@ class PolicyReconciler:
     """
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
-                 runs_mode: str = SHARED, only: str | None = None,
+                 runs_mode: RuntimeMode = SHARED, only: str | None = None,
                  deployer: Deployer | None = None, records_last_good: bool = False) -> None:
         self.client = client
         self.engine = engine

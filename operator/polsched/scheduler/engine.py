@@ -37,7 +37,7 @@ from polsched.framework.types import Json, NodeInfo, PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
-from polsched.scheduler.binder import Binder
+from polsched.scheduler.binder import Binder, Deadline
 from polsched.scheduler.events import WARNING, EventRecorder
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.preemption import Executor
@@ -81,7 +81,10 @@ class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
                  bind_concurrency: int = 96, annotate_decisions: bool = False,
                  shadow_budget: float = DEFAULT_BUDGET,
-                 cache: ClusterCache | None = None) -> None:
+                 cache: ClusterCache | None = None,
+                 bind_deadline: Deadline | None = None) -> None:
+        """`bind_deadline`: when set, the monotonic time by which every bind must have
+        ended (the lease's renew deadline, controller.process)."""
         self.client = client
         self.shadow_budget = shadow_budget
         self.identity = identity
@@ -90,7 +93,7 @@ class Engine(CacheListener):
         # a new one; either way start() syncs it.
         self.cache = cache if cache is not None else ClusterCache(client)
         self.cache.add_listener(self)
-        self.binder = Binder(client, concurrency=bind_concurrency)
+        self.binder = Binder(client, concurrency=bind_concurrency, deadline=bind_deadline)
         # Event and condition writes in flight, all policies' recorders together: as many
         # as binds. Every bound pod's Scheduled event follows its bind; with 16 against 96
         # binds they were answered at a sixth of the binds' rate (by the loop or the API

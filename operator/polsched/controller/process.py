@@ -1,0 +1,140 @@
+"""The one composition root of a scheduling process: `polsched run` (the operator) and
+`polsched scheduler --policy NAME` (a Dedicated policy's Deployment) are built here, from
+the same parts, each given to its constructor.
+
+The parts: the Lease (renewed on a thread of its own, controller.leases.LeaseThread: on
+the event loop, under load, the operator lost its lease), the Engine (its binds end by
+the lease's renew deadline), the StatusWriter with its BindLedger (writes end there too)
+and the PolicyReconciler. What differs between the two processes is data (ProcessConfig,
+the reconciler's options), not wiring: before this module each wired the parts by setting
+attributes after construction, and the Dedicated one kept renewing its Lease on the event
+loop after the operator had stopped.
+
+Leadership follows one rule in both: losing the lease stops binding and status writes at
+once (before the next await), then tells the reconciler; gaining it waits until the cache
+has synced (`synced()`), since leading means binding and writing counts from the cache,
+and yields to any later change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from polsched.cluster.cache import ClusterCache
+from polsched.cluster.client import ApiClient
+from polsched.controller import credentials
+from polsched.controller.leases import LeaseThread, LeaseTiming
+from polsched.controller.ledger import BindLedger
+from polsched.controller.reconciler import PolicyReconciler
+from polsched.controller.status import StatusWriter
+from polsched.scheduler.engine import Engine
+from polsched.scheduler.shadow import DEFAULT_BUDGET
+
+
+@dataclass(frozen=True)
+class Election:
+    """The Lease that elects the one process that binds and writes status."""
+
+    namespace: str
+    name: str
+    timing: LeaseTiming
+    # Builds the lease thread's own client (an aiohttp session belongs to one loop).
+    make_client: Callable[[], ApiClient]
+
+
+@dataclass(frozen=True)
+class ProcessConfig:
+    identity: str
+    # None: no election, this process leads from the start (a Dedicated scheduler run
+    # with --leader-elect=false).
+    election: Election | None
+    status_interval: float
+    annotate_decisions: bool = False
+    shadow_budget: float = DEFAULT_BUDGET
+
+
+def lease_client(kubeconfig: str | None, client: ApiClient) -> Callable[[], ApiClient]:
+    """What builds the lease thread's client: its own, from the same credentials; an
+    outage is reported once for the process (the main client's Outage)."""
+
+    def make() -> ApiClient:
+        own = credentials.api_client(kubeconfig)
+        own.outage = client.outage
+        return own
+
+    return make
+
+
+# Builds the reconciler of the process from the engine and the writer (the operator's
+# with its Dedicated deployer, a Dedicated scheduler's restricted to its policy).
+ReconcilerFactory = Callable[[Engine, StatusWriter], PolicyReconciler]
+
+
+class Process:
+    """The parts of one scheduling process, wired; the caller runs them (engine.start(),
+    elector.run(), the policy watch) in the order its start-up wants."""
+
+    def __init__(self, client: ApiClient, cache: ClusterCache, config: ProcessConfig,
+                 reconciler: ReconcilerFactory) -> None:
+        self.config = config
+        election = config.election
+        self.elector: LeaseThread | None = None
+        deadline = None
+        if election is not None:
+            self.elector = LeaseThread(
+                election.make_client, namespace=election.namespace, name=election.name,
+                identity=config.identity, on_change=self._on_leading,
+                timing=election.timing)
+            # Binds and status writes end by the lease's renew deadline (issue 11).
+            deadline = self.elector.valid_until
+        self.engine = Engine(client, identity=config.identity,
+                             annotate_decisions=config.annotate_decisions,
+                             shadow_budget=config.shadow_budget, cache=cache,
+                             bind_deadline=deadline)
+        # Nobody binds before the lease says so (when there is one).
+        self.engine.set_leader(None, election is None)
+        # bindsTotal exact across SIGKILL and failover: counted against the API server.
+        ledger = BindLedger(cache, on_change=self._touch, binder=self.engine.binder)
+        self.writer = StatusWriter(client, self.engine.stats,
+                                   interval=config.status_interval,
+                                   enabled=election is None, deadline=deadline, ledger=ledger)
+        self.reconciler = reconciler(self.engine, self.writer)
+        self._synced = asyncio.Event()
+        self._turns = 0  # leadership changes so far: a deferred gain yields to a later one
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def _touch(self, scheduler_name: str) -> None:
+        self.writer.touch_scheduler(scheduler_name)
+
+    def synced(self) -> None:
+        """The engine has started (its cache synced): a lease gained may be acted on."""
+        self._synced.set()
+
+    def _on_leading(self, leading: bool) -> None:
+        self._turns += 1
+        if not leading:  # stop binding now, not after the next await
+            self.engine.set_leader(None, False)
+            self.writer.set_enabled(False)
+        t = asyncio.get_running_loop().create_task(self._lead(leading, self._turns))
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _lead(self, leading: bool, turn: int) -> None:
+        if leading:
+            await self._synced.wait()
+            if turn != self._turns:
+                return
+        await self.reconciler.set_leading(leading)
+
+    async def close_leadership(self) -> None:
+        """Cancel the leadership changes still under way (at shutdown)."""
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: PERF203
+                pass
