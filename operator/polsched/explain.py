@@ -32,7 +32,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
 from polsched.framework.diagnosis import PipelineError, PluginScore
 from polsched.framework.interfaces import Handle
-from polsched.framework.nominator import Nominator, status_nominated_node
+from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
@@ -141,7 +141,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
             continue  # the pod explained never counts against itself
         cache.on_pod_event("ADDED", p)
         other = PodInfo.from_json(p)
-        if not other.node_name and not other.terminal and status_nominated_node(other):
+        if not other.node_name and not other.terminal and other.nominated_node:
             nominator.update(other)
     for o in objects:
         kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")

@@ -320,10 +320,6 @@ def node_of(obj: Any) -> Any:
     return info
 
 
-def nominated_node(pod: PodInfo) -> str:
-    return str((pod.raw.get("status") or {}).get("nominatedNodeName") or "")
-
-
 def event(resource: Resource, action: ActionType,
           hint: QueueingHintFn | None = None) -> ClusterEventWithHint:
     """Shorthand for plugins' events_to_register."""

@@ -14,11 +14,6 @@ from __future__ import annotations
 from polsched.framework.types import PodInfo
 
 
-def status_nominated_node(pod: PodInfo) -> str:
-    """The pod's status.nominatedNodeName ("" when unset)."""
-    return str((pod.raw.get("status") or {}).get("nominatedNodeName") or "")
-
-
 class Nominator:
     __slots__ = ("_by_node", "_node_of")
 
@@ -43,7 +38,7 @@ class Nominator:
         """A pending pod changed: follow its status.nominatedNodeName when it has one;
         otherwise keep the nomination made in memory (its status patch may not have
         landed yet), with the pod's new version."""
-        node = status_nominated_node(pod) or self._node_of.get(pod.key, "")
+        node = pod.nominated_node or self._node_of.get(pod.key, "")
         if node:
             self.add(pod, node)
 

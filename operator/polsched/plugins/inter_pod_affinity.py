@@ -592,7 +592,7 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         terms, or no longer matches (or left) its anti-affinity, or a deleted pod's own
         anti-affinity rejected the pod."""
         for p in (new, old):
-            if p is not None and not p.node_name and not ev.nominated_node(p):
+            if p is not None and not p.node_name and not p.nominated_node:
                 return ev.QUEUE_SKIP
         terms = PodTerms.parse(pod, strict=True)
 

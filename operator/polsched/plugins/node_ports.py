@@ -86,7 +86,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
         """isSchedulableAfterAssignedPodDeleted: the deleted pod held a port the pod
         wants."""
         deleted: PodInfo = old
-        if not deleted.node_name and not ev.nominated_node(deleted):
+        if not deleted.node_name and not deleted.nominated_node:
             return ev.QUEUE_SKIP
         ports = wanted_host_ports(deleted.spec)
         if not ports:

@@ -681,7 +681,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
 
     def _after_assigned_pod_delete(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
         deleted: PodInfo = old
-        if not deleted.node_name and not ev.nominated_node(deleted):
+        if not deleted.node_name and not deleted.nominated_node:
             return ev.QUEUE_SKIP
         return ev.QUEUE
 

@@ -158,8 +158,7 @@ def _after_assigned_pod_deleted(pod: PodInfo, old: Any, new: Any) -> ev.Queueing
     deleted: PodInfo | None = old if isinstance(old, PodInfo) else None
     if deleted is None:
         return ev.QUEUE
-    nominated = ((deleted.raw.get("status") or {}).get("nominatedNodeName") or "")
-    if not deleted.node_name and not nominated:
+    if not deleted.node_name and not deleted.nominated_node:
         return ev.QUEUE_SKIP
     return ev.QUEUE if vc.has_claims(deleted.raw) else ev.QUEUE_SKIP
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.framework.nominator import Nominator, status_nominated_node
+from polsched.framework.nominator import Nominator
 from polsched.framework.types import Json, PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.plugins.default_preemption import (
@@ -103,8 +103,7 @@ class Executor:
             return False
         for v in victims:
             current = self._pods.get(v.key)
-            if current is not None and current.uid == v.uid and not (
-                    current.raw.get("metadata") or {}).get("deletionTimestamp"):
+            if current is not None and current.uid == v.uid and not current.deleting:
                 return True
         del self._settling[uid]
         return False
@@ -121,8 +120,7 @@ class Executor:
         is called with the preemptor when a call failed, to retry it at once, `on_done`
         when the calls succeeded (the cache may already show the victims gone)."""
         metrics.preemption_victims(len(victims))
-        to_delete = [v for v in victims
-                     if not (v.raw.get("metadata") or {}).get("deletionTimestamp")]
+        to_delete = [v for v in victims if not v.deleting]
         if not to_delete:
             return
         self._running[preemptor.uid] = to_delete
@@ -206,7 +204,7 @@ class Executor:
         return False
 
     async def _clear_nomination(self, pod: PodInfo) -> None:
-        if not status_nominated_node(pod):
+        if not pod.nominated_node:
             return
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
         try:

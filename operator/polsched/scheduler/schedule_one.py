@@ -47,7 +47,6 @@ from polsched.framework.interfaces import (
     ExtenderError,
     NodeSetFilter,
 )
-from polsched.framework.nominator import status_nominated_node
 from polsched.framework.runtime import Pipeline, PluginSet, Scores, filter_error, go_list
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Code, Status
@@ -154,7 +153,7 @@ async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Sn
     passes PreFilter, the filters (with the other nominated pods) and the filter
     extenders; None otherwise (the full search follows, with a fresh CycleState)."""
     assert pipeline.nominator is not None
-    node_name = pipeline.nominator.node_of(pod.key) or status_nominated_node(pod)
+    node_name = pipeline.nominator.node_of(pod.key) or pod.nominated_node
     node = snapshot.get(node_name) if node_name else None
     if node is None:
         return None
