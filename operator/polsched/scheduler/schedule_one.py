@@ -491,6 +491,9 @@ class Attempt:
 
     profile: Profile
     queued: q.QueuedPod
+    # The pod this attempt decides for: the cache's version at the start of the cycle,
+    # and the one assumed (after extenders, the version the node was checked again for).
+    pod: PodInfo
     # time.perf_counter() at the pop: scheduling_attempt_duration_seconds counts from it.
     started: float
     # The pipeline that decided (a hot reload swaps the profile's, not this one).
@@ -506,10 +509,6 @@ class Attempt:
     # The shadow policies' verdicts on this pod (scheduler.shadow), compared after.
     verdicts: Verdicts | None = None
     annotations: Mapping[str, str] | None = None
-
-    @property
-    def pod(self) -> PodInfo:
-        return self.queued.pod
 
 
 class EngineHooks(Protocol):
@@ -586,7 +585,7 @@ class ScheduleOne:
         """scheduleOne for a popped pod: the scheduling cycle, then the binding cycle in
         the background when it has anything to wait for. A bug fails the attempt as an
         error, never the scheduling loop."""
-        a = Attempt(profile, qp, time.perf_counter())
+        a = Attempt(profile, qp, qp.pod, time.perf_counter())
         if not profile.runnable.is_set():
             profile.queue.restore(qp)
             profile.report_pending()
@@ -608,7 +607,7 @@ class ScheduleOne:
         if pod is None:
             s.queue.done(qp)
             return
-        qp.pod = pod
+        qp.pod = a.pod = pod
         if self._preemption.running(pod.uid):
             # Its victims are being evicted (DefaultPreemption's PreEnqueue): it leaves the
             # queue, uncounted as an attempt, until the cache shows them gone.
@@ -665,7 +664,7 @@ class ScheduleOne:
                 s.queue.done(qp)
                 return False
             if still_fits(pipeline, current, self._cache.snapshot, result.node):
-                qp.pod, a.node = current, result.node
+                a.pod, a.node = current, result.node
                 return True
         self.handle_failure(a, Status.error(
             "the chosen node filled up while extenders answered; retrying"))
