@@ -13,12 +13,15 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.framework.cycle_state import CycleState
+from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.interfaces import (
     ExtensionPoint,
     FilterPlugin,
+    FrameworkHandle,
     Handle,
     PermitPlugin,
     PostBindPlugin,
+    PostFilterPlugin,
     PreBindPlugin,
     ReservePlugin,
     ScorePlugin,
@@ -26,9 +29,10 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import PluginSpec, Registry
 from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
-from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod, go_duration
 from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.schedule_one import schedule_pod
 
 pytestmark = pytest.mark.unit
 
@@ -213,3 +217,77 @@ def test_pre_bind_stops_at_the_first_failure() -> None:
                                                (900, "15m0s"), (3600, "1h0m0s")])
 def test_go_duration(seconds: float, text: str) -> None:
     assert go_duration(seconds) == text
+
+
+# -- PostFilter (RunPostFilterPlugins) ---------------------------------------------------
+class After(FilterPlugin, PostFilterPlugin):
+    """A filter that rejects every node and whose PostFilter answers as its args say."""
+
+    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
+        self.NAME = name  # type: ignore[misc]
+        self.args = args
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.unschedulable(f"{self.name} rejects")
+
+    async def post_filter(self, handle: FrameworkHandle, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError
+                          ) -> tuple[PostFilterResult | None, Status]:
+        Steps.log.append(f"postFilter:{self.name}")
+        what = self.args.get("postFilter", "unschedulable")
+        nominate = self.args.get("nominate")
+        result = PostFilterResult(nominated_node=nominate) if nominate is not None else None
+        if what == "success":
+            return PostFilterResult(message=f"{self.name} made room",
+                                    nominated_node=nominate), SUCCESS
+        if what == "error":
+            return None, Status.error(f"{self.name} failed")
+        if what == "unresolvable":
+            return result, Status.unresolvable(f"{self.name} gives up")
+        return result, Status.unschedulable(f"{self.name} could not help")
+
+
+def _after_spec(name: str) -> PluginSpec:
+    def new(args: Mapping[str, Any], handle: Handle) -> FilterPlugin:
+        return After(name, args)
+    return PluginSpec(name, filter=new)
+
+
+POST_REGISTRY = Registry([_after_spec("A"), _after_spec("B")])
+
+
+def post_filter(a: Mapping[str, Any], b: Mapping[str, Any]) -> PostFilterResult | None:
+    spec = {"filters": [{"name": "A", "args": dict(a)}, {"name": "B", "args": dict(b)}],
+            "disabledPlugins": ["DefaultPreemption"]}
+    policy = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                          "metadata": {"name": "p"}, "spec": spec},
+                         registry=POST_REGISTRY, default_filters=(), default_scorers=())
+    result = asyncio.run(schedule_pod(build_pipeline(policy), pod(),
+                                      Snapshot([NodeInfo.from_json({"metadata": {
+                                          "name": "n1"}})])))
+    assert result.node is None and result.fit_error is not None
+    assert result.fit_error.post_filter_msg == (result.post_filter.message
+                                                if result.post_filter else "")
+    return result.post_filter
+
+
+def test_post_filter_plugins_run_in_order_until_one_succeeds() -> None:
+    got = post_filter({}, {"postFilter": "success", "nominate": "n1"})
+    assert Steps.log == ["postFilter:A", "postFilter:B"]
+    assert got is not None and got.message == "B made room" and got.nominated_node == "n1"
+
+
+def test_post_filter_rejections_join_their_reasons_and_keep_a_nomination() -> None:
+    got = post_filter({"nominate": ""}, {})
+    assert got is not None
+    assert got.message == "A could not help, B could not help"
+    assert got.nominated_node == ""  # A's result nominates (clears): it is kept
+
+
+def test_post_filter_error_or_unresolvable_ends_the_phase() -> None:
+    got = post_filter({"postFilter": "error"}, {})
+    assert Steps.log == ["postFilter:A"]
+    assert got is not None and got.message == "A failed" and got.nominated_node is None
+    Steps.log.clear()
+    got = post_filter({"postFilter": "unresolvable"}, {})
+    assert Steps.log == ["postFilter:A"] and got is not None and got.message == "A gives up"
