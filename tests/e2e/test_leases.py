@@ -161,7 +161,7 @@ def test_a_lease_thread_renews_while_the_callers_loop_is_busy(cluster: Cluster,
     async def body(client: ApiClient) -> None:
         t = LeaseThread(lambda: ApiClient.from_kubeconfig(cluster.kubeconfig),
                         namespace=namespace, name="l", identity="a",
-                        on_change=seen.append, renew_period=0.05)
+                        on_change=seen.append, timing=LeaseTiming(renew_period=0.05))
         task = asyncio.create_task(t.run())
         await eventually(lambda: _true(seen), what="leading")
         renewed = [(await spec(client, namespace))["renewTime"]]

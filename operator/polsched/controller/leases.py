@@ -239,17 +239,19 @@ class LeaseThread:
     decided those pods again (bench/NOTES.md "many-policies, third pass"). A thread gets
     the GIL back within the interpreter's switch interval (5 ms) however busy the loop is.
 
-    Same arguments as LeaseElector, but `make_client` builds the thread's ApiClient (an
+    The arguments of LeaseElector, but `make_client` builds the thread's ApiClient (an
     aiohttp session belongs to one loop). `valid_until()` may be read from any thread
     (binds and status writes are cut there, as with LeaseElector: leadership lost stops
     them at once, before `on_change(False)` reaches the caller); `on_change(leading)`
     runs on the loop that awaits run(), in order."""
 
-    def __init__(self, make_client: Callable[[], ApiClient], *,
-                 on_change: Callable[[bool], None] | None = None, **elector: Any) -> None:
+    def __init__(self, make_client: Callable[[], ApiClient], *, namespace: str, name: str,
+                 identity: str, on_change: Callable[[bool], None] | None = None,
+                 timing: LeaseTiming = LeaseTiming()) -> None:
         self._make_client = make_client
         self._on_change = on_change
-        self._elector_args = elector
+        self._lease = (namespace, name, identity)
+        self._timing = timing
         self._elector: LeaseElector | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the thread's
         self._stop = threading.Event()
@@ -302,7 +304,9 @@ class LeaseThread:
     async def _campaign(self, deliver: Callable[[bool], None]) -> None:
         client = self._make_client()
         try:
-            elector = LeaseElector(client, on_change=deliver, **self._elector_args)
+            namespace, name, identity = self._lease
+            elector = LeaseElector(client, namespace=namespace, name=name, identity=identity,
+                                   on_change=deliver, timing=self._timing)
             self._elector = elector
             self._loop = asyncio.get_running_loop()
             if self._stop.is_set():
