@@ -313,6 +313,10 @@ class Handle:
     # Pods nominated to nodes (upstream's PodNominator): preemption nominates, the filters
     # count them. One per engine, shared by its pipelines; None where nothing is nominated.
     nominator: Nominator | None = None
+    # Whether a preemptor's victims are still being evicted (the engine's preemption
+    # executor, by pod uid): DefaultPreemption's PreEnqueue keeps such a pod out of the
+    # active queue. None where nothing preempts (explain, simulate, unit tests).
+    preempting: Callable[[str], bool] | None = None
     # The source of the random choices a plugin makes (DefaultPreemption's offset); the
     # pipeline's tie-breaks use the same one. None: each makes its own. Seeded in tests and
     # benchmarks, so that their outcomes repeat.

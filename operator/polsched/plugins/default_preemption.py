@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.framework import events as ev
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, PostFilterResult
@@ -50,6 +51,7 @@ from polsched.framework.interfaces import (
     FrameworkHandle,
     Handle,
     PostFilterPlugin,
+    PreEnqueuePlugin,
     Victims,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
@@ -64,6 +66,8 @@ NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
+# PreEnqueue's reason while the pod's own preemption runs (default_preemption.go).
+WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
 PREEMPTION_PREFIX = "preemption: "
 
 # v1.DisruptionTarget / v1.PodReasonPreemptionByScheduler
@@ -258,17 +262,34 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float | N
 
 
 # -- the plugin ----------------------------------------------------------------------------
-class DefaultPreemption(PostFilterPlugin):
-    """The PostFilter plugin; see the module docstring."""
+class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, ev.EnqueueExtensions):
+    """The PostFilter plugin, and the PreEnqueue gate of async preemption; see the
+    module docstring."""
 
     NAME = NAME
 
     def __init__(self, listers: ls.Listers | None = None,
                  args: DefaultPreemptionArgs | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 preempting: Callable[[str], bool] | None = None) -> None:
         self.listers = listers
         self.args = args or DefaultPreemptionArgs()
         self._rng = rng or random.Random()
+        self._preempting = preempting
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """default_preemption.go PreEnqueue: a pod whose victims are still being evicted
+        waits out of the active queue (async preemption); the scheduler activates it
+        when the evictions are done or the cache shows the victims gone."""
+        if self._preempting is not None and self._preempting(pod.uid):
+            return Status.unresolvable(WAITING_FOR_PREEMPTION)
+        return SUCCESS
+
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        """As upstream: AssignedPod Delete with a hint that always skips; the pod's other
+        rejecting plugins decide whether a deletion helps it (their hints), and its
+        PreEnqueue runs again then."""
+        return (ev.event(ev.Resource.ASSIGNED_POD, ev.ActionType.DELETE, _skip),)
 
     # GetOffsetAndNumCandidates / calculateNumCandidates
     def num_candidates(self, num_nodes: int) -> int:
@@ -492,7 +513,13 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> DefaultPreemption:
     if problems:
         path, message = problems[0]
         raise ArgsError(path.lstrip("."), message)
-    return DefaultPreemption(handle.listers, parsed, rng=handle.rng)
+    return DefaultPreemption(handle.listers, parsed, rng=handle.rng,
+                             preempting=handle.preempting)
+
+
+def _skip(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isPodSchedulableAfterAssignedPodDeletion: always QueueSkip."""
+    return ev.QUEUE_SKIP
 
 
 SPEC = PluginSpec(name=NAME, post_filter=new, default_args={

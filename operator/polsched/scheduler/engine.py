@@ -35,6 +35,7 @@ from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import Json, NodeInfo, PodInfo
 from polsched.framework.waiting_pods import WaitingPod
+from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
@@ -111,7 +112,8 @@ class Engine(CacheListener):
                                      self.preemption, self.waiting_pods, annotate_decisions)
         # What every policy's plugins are built with (framework.Handle).
         self.handle = Handle(listers=self.cache.listers, api=client,
-                             waiting_pods=self.waiting_pods, nominator=self.nominator)
+                             waiting_pods=self.waiting_pods, nominator=self.nominator,
+                             preempting=self.preemption.running)
         self._schedulers: dict[str, Profile] = {}
         # The cluster events kept for pods in flight, once for every policy's queue.
         self._journal = q.EventJournal()
@@ -389,7 +391,6 @@ class Engine(CacheListener):
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.nominator.remove(pod.key)
         self.preemption.forget(pod.uid)
-        self._attempts.forget(pod.uid)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
             s.queue.delete(pod.key, pod.uid)
@@ -408,12 +409,20 @@ class Engine(CacheListener):
     def assigned_pod_updated(self, pod: PodInfo, old: PodInfo) -> None:
         for e in ev.pod_update_events(pod, old, target=False):
             self._move(e, old, pod)
-        if self._attempts.has_gated and pod.deleting:
-            self._attempts.release_gated()  # a victim terminating
+        if pod.deleting:
+            self._activate_preemptors()  # a victim terminating
 
     def assigned_pod_removed(self, pod: PodInfo) -> None:
         self._move(ev.ASSIGNED_POD_DELETE, pod, None)
-        self._attempts.release_gated()
+        self._activate_preemptors()
+
+    def _activate_preemptors(self) -> None:
+        """Preemptors that DefaultPreemption's PreEnqueue keeps out (their victims were
+        being evicted) run it again: those whose victims the cache shows gone or
+        terminating go to activeQ (upstream's Activate after async preemption)."""
+        for s in self._schedulers.values():
+            if s.queue.activate_gated(DEFAULT_PREEMPTION):
+                s.report_pending()
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
         if added:
@@ -547,6 +556,9 @@ class _Hooks:
 
     def is_live(self, profile: Profile) -> bool:
         return self._engine._schedulers.get(profile.name) is profile
+
+    def activate_preemptors(self) -> None:
+        self._engine._activate_preemptors()
 
 
 __all__ = ["DECIDING_SCORER_ANNOTATION", "FEASIBLE_NODES_ANNOTATION", "SHADOW_PREFIX",

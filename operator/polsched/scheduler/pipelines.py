@@ -111,6 +111,9 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
             "minCandidateNodesPercentage": policy.preemption.min_candidate_nodes_percentage,
             "minCandidateNodesAbsolute": policy.preemption.min_candidate_nodes_absolute,
         }, ph))
+    # A PostFilter plugin with a PreEnqueue point gates there too (DefaultPreemption: a
+    # preemptor waits out of the active queue while its victims are evicted).
+    pre_enqueue += [p for p in post_filter if isinstance(p, PreEnqueuePlugin)]
     pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
                         post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
     pipeline.built_from = tuple(built)

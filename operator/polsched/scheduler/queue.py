@@ -710,6 +710,23 @@ class SchedulingQueue:
         qp.flush_timestamp = 0.0
         self._requeue(qp, strategy, now)
 
+    def activate_gated(self, plugin: str) -> int:
+        """Activate: the pods `plugin`'s PreEnqueue keeps out run their PreEnqueue again,
+        and go to activeQ when it lets them in (upstream's Handle.Activate, which async
+        preemption calls once a preemptor's victims are evicted). Returns how many moved."""
+        if not self._gated:
+            return 0
+        keys = self._index.get(plugin, set()) | self._index.get("*", set())
+        moved = 0
+        for key in list(keys):
+            qp = self._unschedulable.get(key)
+            if qp is None or qp.gating_plugin != plugin:
+                continue
+            self._unpark(key)
+            if self._move_to_active(qp):
+                moved += 1
+        return moved
+
     def add_backoff(self, qp: QueuedPod) -> None:
         """The cycle or the binding failed with an error: retry after backoff."""
         self.add_unschedulable(qp, ())

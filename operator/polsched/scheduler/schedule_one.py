@@ -525,13 +525,15 @@ class EngineHooks(Protocol):
         """Run `coro` in the background, awaited when the engine stops."""
     def is_live(self, profile: Profile) -> bool:
         """The profile still runs (not removed, nor replaced by another)."""
+    def activate_preemptors(self) -> None:
+        """Preemptors whose victims may be gone run DefaultPreemption's PreEnqueue again
+        (Activate)."""
 
 
 class ScheduleOne:
     """scheduleOne and its cycles, for every profile of one engine. Holds the parts the
     attempts share: the cache, the binder, the nominator, the preemption executor and the
-    pods that Permit plugins hold; and the preemptors gated until their victims are gone
-    (DefaultPreemption's PreEnqueue)."""
+    pods that Permit plugins hold."""
 
     def __init__(self, hooks: EngineHooks, cache: ClusterCache, binder: Binder,
                  nominator: Nominator, preemption: Executor,
@@ -544,11 +546,8 @@ class ScheduleOne:
         self._preemption = preemption
         self._waiting_pods = waiting_pods
         self._annotate = annotate_decisions
-        # Preemptors popped while their victims were still going, out of the queue until
-        # the cache shows them gone (DefaultPreemption's PreEnqueue gate): uid -> pod.
-        self._gated: dict[str, tuple[Profile, PodInfo]] = {}
 
-    # -- skipPodSchedule and the preemptors' gate ---------------------------------------
+    # -- skipPodSchedule -----------------------------------------------------------------
     def current(self, pod: PodInfo) -> PodInfo | None:
         """The cache's version of the pod if it still needs scheduling (skipPodSchedule)."""
         current = self._cache.pods.get(pod.key)
@@ -559,26 +558,6 @@ class ScheduleOne:
         if self._cache.is_assumed(current.key):
             return None
         return current
-
-    @property
-    def has_gated(self) -> bool:
-        return bool(self._gated)
-
-    def forget(self, uid: str) -> None:
-        """A pending pod left the cluster: drop it from the gate."""
-        self._gated.pop(uid, None)
-
-    def release_gated(self) -> None:
-        """Preemptors whose victims the cache now shows gone (or terminating) go back to
-        the queue."""
-        for uid, (profile, pod) in list(self._gated.items()):
-            if self._preemption.running(uid):
-                continue
-            del self._gated[uid]
-            current = self.current(pod)
-            if current is not None and self._hooks.is_live(profile):
-                self._hooks.enqueue(profile, current)
-                profile.report_pending()
 
     # -- scheduleOne ---------------------------------------------------------------------
     async def schedule_one(self, profile: Profile, qp: q.QueuedPod) -> None:
@@ -608,13 +587,6 @@ class ScheduleOne:
             s.queue.done(qp)
             return
         qp.pod = a.pod = pod
-        if self._preemption.running(pod.uid):
-            # Its victims are being evicted (DefaultPreemption's PreEnqueue): it leaves the
-            # queue, uncounted as an attempt, until the cache shows them gone.
-            s.queue.done(qp)
-            self._gated[pod.uid] = (s, pod)
-            s.report_pending()
-            return
         if not s.namespace_selected(pod, self._cache.namespaces):
             s.queue.done(qp)
             self._hooks.enqueue(s, pod)
@@ -833,14 +805,16 @@ class ScheduleOne:
             metrics.preemption_attempt()
             if nominated is not None:  # AddNominatedPod: set, or cleared by ""
                 self._nominator.add(qp.pod, nominated)
+        if post is not None and nominated and post.victims:
+            # Started before the pod is requeued, as upstream's PostFilter starts it: its
+            # PreEnqueue (DefaultPreemption) then keeps it out of activeQ meanwhile.
+            self._preempt(a, nominated, post)
         message = fit_error.message
         s.counters.unschedulable_attempts += 1
         s.queue.add_unschedulable(qp, fit_error.rejecting_plugins())
         s.report_pending()
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
-        if post is not None and nominated and post.victims:
-            self._preempt(a, nominated, post)
         self._hooks.changed(s.name)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
@@ -853,8 +827,7 @@ class ScheduleOne:
             ", ".join(v.key for v in post.victims)
 
         def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
-            gated = self._gated.pop(preemptor.uid, None) is not None
-            if self._hooks.is_live(s) and (gated or preemptor.key in s.queue):
+            if self._hooks.is_live(s) and preemptor.key in s.queue:
                 s.queue.delete(preemptor.key, preemptor.uid)
                 current = self.current(preemptor)
                 if current is not None:
@@ -862,7 +835,7 @@ class ScheduleOne:
                     s.report_pending()
 
         self._preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry,
-                                 self.release_gated)
+                                 self._hooks.activate_preemptors)
 
 
 def _first_decision(s: Profile, pod: PodInfo, node: str | None, queued_at: float) -> None:

@@ -406,3 +406,27 @@ def test_backoff_ends_at_the_ordering_window_after_it_expires() -> None:
         clock.now = ends
         again = queue.pop_nowait()
         assert again is not None and again.pod.name == "p"
+
+
+def test_a_preemptor_waits_gated_until_activated_once_its_preemption_is_done() -> None:
+    """DefaultPreemption's PreEnqueue (the production plugin) keeps a pod whose victims
+    are being evicted out of activeQ; activate_gated lets it in once they are gone, as
+    upstream's Activate after async preemption."""
+    from polsched.plugins.default_preemption import NAME, DefaultPreemption
+
+    clock = Clock()
+    running = {"uid-p"}
+    plugin = DefaultPreemption(preempting=running.__contains__)
+    queue = q.SchedulingQueue(clock=clock)
+    queue.configure(pre_enqueue=[plugin], hints=ev.hint_map(
+        {NAME: plugin, "NodeResourcesFit": object()}))
+    queue.add(pod("p"))
+    assert queue.where("ns/p") == q.Location.GATED
+    assert queue.activate_gated(NAME) == 0  # still evicting: stays gated
+    assert queue.where("ns/p") == q.Location.GATED
+    queue.add(pod("other"))  # other pods are not held
+    assert queue.where("ns/other") == q.Location.ACTIVE
+    running.clear()
+    assert queue.activate_gated("SchedulingGates") == 0  # another plugin's gate: no
+    assert queue.activate_gated(NAME) == 1
+    assert queue.where("ns/p") == q.Location.ACTIVE
