@@ -263,6 +263,16 @@ class PreemptingExtender(Protocol):
         node_infos: Mapping[str, NodeInfo] | None = None) -> dict[str, Victims]: ...
 
 
+@runtime_checkable
+class BindingExtender(Protocol):
+    """The Bind point an extender may take over (its bindVerb): what the binder needs of
+    an HTTP extender (polsched.extender.HTTPExtender)."""
+
+    def is_binder(self) -> bool: ...
+    def is_interested(self, pod: PodInfo) -> bool: ...
+    async def bind(self, pod: PodInfo, node_name: str) -> None: ...
+
+
 class FrameworkHandle(Protocol):
     """What a PostFilter plugin may ask of the framework that runs it (upstream's
     framework.Handle, which the frameworkImpl implements): the filters with the nominated

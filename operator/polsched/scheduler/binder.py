@@ -22,12 +22,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
 
 import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.framework.interfaces import ExtenderError
+from polsched.framework.interfaces import BindingExtender, ExtenderError
 from polsched.framework.types import Json, PodInfo
 from polsched.scheduler.writers import wants_writer
 
@@ -44,15 +43,6 @@ class BindOutcome(enum.Enum):
     # Never sent: leadership was lost (or the lease's renew deadline passed) while the
     # bind was queued. The pod goes back to its queue untouched; the next leader binds it.
     DROPPED = "Dropped"
-
-
-@runtime_checkable
-class BindingExtender(Protocol):
-    """What binding needs of an HTTP extender (polsched.extender.HTTPExtender)."""
-
-    def is_binder(self) -> bool: ...
-    def is_interested(self, pod: PodInfo) -> bool: ...
-    async def bind(self, pod: PodInfo, node_name: str) -> None: ...
 
 
 BindCallback = Callable[[BindOutcome, str], None]
