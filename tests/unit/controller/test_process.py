@@ -1,0 +1,58 @@
+"""controller.process: the one composition root of the operator and of a Dedicated
+scheduler wires the real parts through their constructors (nothing is started here: no
+API call is made)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from polsched.api import load_policy
+from polsched.cluster.cache import ClusterCache
+from polsched.cluster.client import ApiClient
+from polsched.controller.leases import LeaseThread, LeaseTiming
+from polsched.controller.process import Election, Process, ProcessConfig
+from polsched.controller.reconciler import DEDICATED, PolicyReconciler
+
+pytestmark = pytest.mark.unit
+
+POLICY = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+          "metadata": {"name": "p", "generation": 1}, "spec": {"schedulerName": "s"}}
+
+
+def build(elect: bool) -> Process:
+    client = ApiClient("https://127.0.0.1:9")  # never called: nothing is started
+    election = Election("ns", "lease", LeaseTiming(15, 2.0), lambda: client) \
+        if elect else None
+    return Process(client, ClusterCache(client), ProcessConfig("me", election, 1.0),
+                   lambda engine, writer: PolicyReconciler(client, engine, writer,
+                                                           runs_mode=DEDICATED, only="p"))
+
+
+def test_an_elected_process_binds_and_writes_only_within_its_lease() -> None:
+    async def main() -> None:
+        process = build(elect=True)
+        assert isinstance(process.elector, LeaseThread)  # renewed off the event loop
+        # Binds and status writes end by the lease's renew deadline.
+        assert process.engine.binder.deadline == process.elector.valid_until
+        assert process.writer.deadline == process.elector.valid_until
+        assert process.reconciler.engine is process.engine
+        assert process.reconciler.writer is process.writer
+        process.engine.apply(load_policy(POLICY))
+        assert not process.engine.stats("s").leading  # not before the lease says so
+        await process.engine.stop()
+
+    asyncio.run(main())
+
+
+def test_a_process_without_election_leads_from_the_start() -> None:
+    async def main() -> None:
+        process = build(elect=False)
+        assert process.elector is None
+        assert process.engine.binder.deadline is None and process.writer.deadline is None
+        process.engine.apply(load_policy(POLICY))
+        assert process.engine.stats("s").leading
+        await process.engine.stop()
+
+    asyncio.run(main())
