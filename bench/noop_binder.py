@@ -33,7 +33,7 @@ import signal
 import sys
 from typing import Any
 
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.client import ApiClient, ApiError, ClientLimits
 from polsched.framework.types import PodInfo
 from polsched.scheduler.binder import encode_binding
 from polsched.scheduler.engine import Engine
@@ -43,13 +43,13 @@ from polsched.scheduler.events import EventRecorder
 def polsched_defaults() -> dict[str, int]:
     """The write settings polsched's engine runs with, read from its code so that they
     cannot drift: binds in flight (Engine), event writers (EventRecorder), connections
-    (ApiClient)."""
+    (ApiClient's ClientLimits)."""
     def default(fn: Any, name: str) -> int:
         return int(inspect.signature(fn).parameters[name].default)
 
     return {"binds_in_flight": default(Engine.__init__, "bind_concurrency"),
             "event_writers": default(EventRecorder.__init__, "concurrency"),
-            "connection_limit": default(ApiClient.__init__, "connection_limit")}
+            "connection_limit": ClientLimits().connections}
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
