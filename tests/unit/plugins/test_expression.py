@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -138,14 +139,16 @@ def test_comprehension_variables_and_type_names_are_not_undeclared() -> None:
         True, False]
 
 
-def test_nested_comprehensions_are_bounded() -> None:
-    two = "[1, 2].all(x, [3].exists(y, y > x))"
-    assert new_filter({"expression": two})
-    with pytest.raises(ArgsError) as err:
-        new_filter({"expression": "[1].all(x, [2].all(y, [3].all(z, z > y)))"})
-    assert "3 deep" in err.value.message
-    # parentheses inside string literals do not count
+def test_nested_comprehensions_are_bounded_by_their_cost_not_their_depth() -> None:
+    # three levels over tiny lists are cheap; two over lists of 10 000 are not
+    assert new_filter({"expression": "[1].all(x, [2].all(y, [3].all(z, z > y)))"})
     assert new_filter({"expression": "[1].all(x, ').all(' != '(' && [2].all(y, y > x))"})
+    big = "[" + ",".join(["0"] * 100) + "]"
+    with pytest.raises(ArgsError) as err:
+        new_filter({"expression": f"{big}.all(x, {big}.all(y, {big}.all(z, z > y)))"})
+    assert err.value.path == "expression"
+    assert "estimated cost" in err.value.message
+    assert f"exceeds the budget {expression.STATIC_COST_LIMIT}" in err.value.message
 
 
 def test_runtime_error_rejects_the_node_with_the_message() -> None:
@@ -203,8 +206,7 @@ class CountingProgram:
 def counted(plugin: expression.ExpressionFilter | expression.ExpressionScorer) -> CountingProgram:
     ev = plugin._eval
     program = CountingProgram(ev.c.program)
-    ev.c = expression.Compiled(ev.c.source, program,  # type: ignore[arg-type]
-                               ev.c.reads_pod, ev.c.reads_node, ev.c.pod_paths, ev.c.node_paths)
+    ev.c = dataclasses.replace(ev.c, program=program)  # type: ignore[arg-type]
     return program
 
 
@@ -297,14 +299,20 @@ def test_forgets_nodes_that_left() -> None:
 
 @pytest.mark.parametrize(("source", "paths"), [
     ("node.metadata.labels.zone == 'a'", {("metadata", "labels", "zone")}),
+    # a constant index is a field; a computed one keeps the whole map
     ("node.metadata.labels.zone == 'a' && node.metadata.labels['x'] == ''",
-     {("metadata", "labels")}),
+     {("metadata", "labels", "zone"), ("metadata", "labels", "x")}),
+    ("node.metadata.labels.zone == 'a' && node.metadata.labels[node.metadata.name] == ''",
+     {("metadata", "labels"), ("metadata", "name")}),
     ("size(node.metadata.name) < 3 && has(node.spec.taints)",
      {("metadata", "name"), ("spec", "taints")}),
     ("node.metadata.size() > 0 && node.metadata.name == ''", {("metadata",)}),
     ("node.metadata.labels.exists(k, k == 'a')", {("metadata", "labels")}),
-    ("node['metadata'].name == ''", None),
+    ("node['metadata'].name == ''", {("metadata", "name")}),
     ("type(node) == map", None),
+    # comments, string literals and a comprehension variable named node do not count
+    ("// node.status.images\n node.metadata.name == 'node.spec'", {("metadata", "name")}),
+    ("[1].all(node, node > 0) && node.spec.x == 1", {("spec", "x")}),
     ("pod.metadata.name == ''", set()),
 ])
 def test_read_paths(source: str, paths: set[tuple[str, ...]] | None) -> None:
