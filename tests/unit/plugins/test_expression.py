@@ -9,7 +9,7 @@ import pytest
 
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.registry import ArgsError
-from polsched.framework.status import Code
+from polsched.framework.status import Code, Status
 from polsched.plugins import expression
 from polsched.plugins.expression import project, read_paths
 from tests.unit.pipelines import build_plugin
@@ -341,3 +341,130 @@ def test_trimmed_context_gives_the_same_answers_as_the_whole_object() -> None:
         f = new_filter({"expression": source})
         whole = f._eval.c.program.execute({"node": n.raw})
         assert run_filter(f, pod("p"), [n])[0].ok is whole, source
+
+
+# -- cost budgets -------------------------------------------------------------------------
+
+L10 = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+
+
+def bomb(depth: int, hide: bool = False) -> str:
+    """`depth` nested .all() over 10-element lists; hidden: every level behind // comments
+    holding quotes and brackets, which fooled the depth counted over the text."""
+    e = "true"
+    for i in range(depth):
+        if hide:
+            e = f"{L10}.all(x{i}, // it's x{i}'s turn: ').all(' ((\n{e})"
+        else:
+            e = f"{L10}.all(x{i}, {e})"
+    return e
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_cost_bombs_are_refused_by_the_loader_with_the_field_path(hide: bool) -> None:
+    from polsched.api import PolicyError, load_policy
+
+    source = bomb(12, hide)
+    obj = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+           "metadata": {"name": "bomb"},
+           "spec": {"schedulerName": "bomb", "filters": [
+               {"name": "Expression", "args": {"expression": "true"}},
+               {"name": "Expression", "args": {"expression": source}}]}}
+    with pytest.raises(PolicyError) as err:
+        load_policy(obj)
+    [problem] = err.value.errors
+    assert problem.path == "spec.filters[1].args.expression"
+    assert "estimated cost 6666666666660 exceeds the budget 100000" in problem.message
+
+
+def test_a_bomb_just_under_the_static_limit_loads() -> None:
+    assert expression.compile_expression(bomb(4)).static_cost <= expression.STATIC_COST_LIMIT
+    with pytest.raises(ArgsError):
+        expression.compile_expression(bomb(5))
+
+
+def test_a_pod_over_an_input_bound_is_refused_before_any_evaluation() -> None:
+    f = new_filter({"expression": "pod.spec.containers.all(c, c.image != 'bad')"})
+    program = counted(f)
+    inflated = PodInfo.from_json({
+        "metadata": {"name": "big", "namespace": "ns"},
+        "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(65)]}})
+    state = CycleState()
+    st = f.pre_filter(state, inflated, Snapshot([node("n1")]))
+    assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.message == ("the pod exceeds an input bound of expression "
+                          "pod.spec.containers.all(c, c.image != 'bad'): "
+                          "pod.spec.containers has 65 items; the bound is 64")
+    assert f.filter(state, inflated, node("n1")).message == st.message
+    assert program.calls == 0
+    # the scorer fails the attempt with the same words
+    s = new_scorer({"expression": "pod.spec.containers.filter(c, c.image == 'x').size()"})
+    pre = s.pre_score(CycleState(), inflated, [node("n1")], Snapshot([node("n1")]))
+    assert pre.code is Code.ERROR and "has 65 items; the bound is 64" in pre.message
+
+
+def test_a_node_over_an_input_bound_is_refused_others_evaluated() -> None:
+    f = new_filter({"expression": "node.status.images.exists(i, 'nginx' in i.names)"})
+
+    def with_images(name: str, n: int) -> NodeInfo:
+        return NodeInfo.from_json({"metadata": {"name": name}, "status": {
+            "images": [{"names": ["nginx"] if i == 0 else [f"i{i}"]} for i in range(n)]}})
+
+    ok, big = run_filter(f, pod("p"), [with_images("a", 3), with_images("b", 65)])
+    assert ok.ok
+    assert big.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert big.message.endswith("node.status.images has 65 items; the bound is 64")
+
+
+def test_the_pods_budget_ends_its_evaluations_with_a_clear_message() -> None:
+    # a pod-and-node expression near the static limit: each evaluation is charged what its
+    # inputs can cost, so a few hundred nodes use up the budget of one pod's attempt
+    source = "pod.spec.containers.all(c, node.status.images.all(i, i.sizeBytes != 0))"
+    f = new_filter({"expression": source})
+    compiled = f.compiled
+    assert compiled.static_cost <= expression.STATIC_COST_LIMIT
+    p = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+        "containers": [{"name": f"c{i}", "image": f"img{i}"} for i in range(16)]}})
+    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
+        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
+        for i in range(400)]
+    statuses = run_filter(f, p, nodes)
+    spent = [st for st in statuses if st.message == expression.BUDGET_MESSAGE]
+    passed = [st for st in statuses if st.ok]
+    assert passed and spent, "some nodes evaluated, then the budget ran out"
+    assert statuses.index(spent[0]) == len(passed)  # in order: no evaluation after it
+    assert all(st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for st in spent)
+    # the budget is per attempt: the next pod starts afresh
+    assert run_filter(f, p, nodes[:1])[0].ok
+
+
+def test_the_scorer_ends_the_attempt_when_the_budget_is_spent() -> None:
+    source = ("double(pod.spec.containers.filter(c, node.status.images.exists(i, "
+              "i.sizeBytes == c.size())).size())")
+    s = new_scorer({"expression": source})
+    p = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+        "containers": [{"name": f"c{i}", "image": f"img{i}"} for i in range(16)]}})
+    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
+        "images": [{"names": [f"x{j}"], "sizeBytes": 2} for j in range(40)]}})
+        for i in range(400)]
+    state = CycleState()
+    assert s.pre_score(state, p, nodes, Snapshot(nodes)).ok
+    out = s.score_nodes(state, p, nodes)
+    assert isinstance(out, Status) and out.code is Code.ERROR
+    assert out.message == expression.BUDGET_MESSAGE
+    # a few nodes fit the budget and score
+    assert run_scorer(s, p, nodes[:3])[0] == [16, 16, 16]  # each container has 2 keys
+
+
+def test_cached_outcomes_cost_nothing() -> None:
+    f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
+    nodes = [node(f"n{i}", zone="a") for i in range(50)]
+    state = CycleState()
+    f.pre_filter(state, pod("p1"), Snapshot(nodes))
+    [f.filter(state, pod("p1"), n) for n in nodes]
+    spent_first = expression.POD_COST_BUDGET - expression.Budget.of(state).left
+    assert spent_first > 0
+    state = CycleState()
+    f.pre_filter(state, pod("p2"), Snapshot(nodes))
+    assert all(f.filter(state, pod("p2"), n).ok for n in nodes)
+    assert expression.Budget.of(state).left == expression.POD_COST_BUDGET
