@@ -1,0 +1,133 @@
+"""CEL cost bombs against the operator on a real API server (issue 26, finding 1).
+
+A policy author writes a 12-level nested .all() over 10-element lists, once plainly and
+once hidden behind // comments holding quotes and brackets (which fooled the old depth
+counted over the text). Both are refused from the parsed expression: Valid=False naming
+the field through the loader, "denied the request" through the webhook. A third policy's
+expression is cheap, but a pod inflates the list it walks: that pod stays Pending with a
+FailedScheduling naming the input bound. Meanwhile a plain policy in the same operator
+binds every one of its pods: its pace is asserted as a property (all bound while the
+others are refused or pending), not as a time.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.operators import GROUP, VERSION, Harness, pod_manifest, wait_for, zone_policy
+
+pytestmark = pytest.mark.e2e
+
+L10 = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+
+
+def bomb(depth: int, hide: bool) -> str:
+    e = "true"
+    for i in range(depth):
+        comment = f" // it's x{i}'s turn: ').all(' ((\n" if hide else " "
+        e = f"{L10}.all(x{i},{comment}{e})"
+    return e
+
+
+def expression_policy(name: str, expression: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SchedulingPolicy",
+            "metadata": {"name": name},
+            "spec": {"schedulerName": name, "filters": [
+                {"name": "Expression", "args": {"expression": "true"}},
+                {"name": "Expression", "args": {"expression": expression}}]}}
+
+
+@pytest.fixture(scope="module")
+def harness_module(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-cel")))
+
+
+@pytest.fixture
+def harness(harness_module: Harness) -> Iterator[Harness]:
+    yield harness_module
+    harness_module.reset()
+
+
+def failed_scheduling(h: Harness, namespace: str, pod: str) -> str:
+    resp = h.core.list_namespaced_event(namespace, _preload_content=False)
+    for e in json.loads(resp.data)["items"]:
+        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == pod:
+            return str(e.get("message") or "")
+    return ""
+
+
+def test_cost_bombs_are_refused_and_another_policy_keeps_binding(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    h = harness
+    rid = unique("celbomb")
+    for i in range(2):
+        nodes(f"{rid}-n{i}", labels={"zone": "a"})
+    h.operator(f"{rid}-op")
+    plain = h.apply_policy(zone_policy(f"{rid}-plain", "a"))
+    bombs = [h.apply_policy(expression_policy(f"{rid}-bomb", bomb(12, hide=False))),
+             h.apply_policy(expression_policy(f"{rid}-hidden", bomb(12, hide=True)))]
+    walker = h.apply_policy(expression_policy(
+        f"{rid}-walker", "pod.spec.containers.all(c, c.image != 'forbidden')"))
+    for name in bombs:
+        def refused(n: str = name) -> dict[str, Any] | None:
+            c = h.condition(n, "Valid")
+            return c if c.get("status") == "False" else None
+
+        valid = wait_for(refused, 30, f"{name} Valid=False")
+        print(f"{name}: Valid=False: {valid['message']}")
+        assert valid["reason"] == "InvalidSpec"
+        assert "spec.filters[1].args.expression: estimated cost" in valid["message"]
+        assert "exceeds the budget 100000" in valid["message"]
+    h.wait_ready(walker)
+    h.wait_ready(plain)
+
+    # A pod inflating the list the walker's cheap expression walks: 65 containers > 64.
+    inflated = pod_manifest("inflated", walker)
+    base = inflated["spec"]["containers"][0]
+    inflated["spec"]["containers"] = [{**base, "name": f"c{i}"} for i in range(65)]
+    h.core.create_namespaced_pod(namespace, inflated, _preload_content=False)
+    h.create_pod(namespace, "fits", walker)  # the same policy still binds a normal pod
+    h.create_pods(namespace, [f"p{i}" for i in range(20)], plain)
+
+    message = wait_for(lambda: failed_scheduling(h, namespace, "inflated"), 30,
+                       "FailedScheduling for the inflated pod")
+    print("inflated pod:", message)
+    assert "pod.spec.containers has 65 items; the bound is 64" in message
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) >= 21 and b, 60,
+                     "the plain policy's 20 pods and the walker's normal pod bound")
+    assert set(bound) == {"fits", *(f"p{i}" for i in range(20))}
+    assert "inflated" not in h.bound(namespace)
+    # the plain policy's status counts its binds: the bombs did not stop its loop
+    wait_for(lambda: h.status(plain).get("boundPods", 0) >= 20, 30,
+             "the plain policy's status counting 20 bound pods")
+
+
+def test_the_webhook_refuses_the_hidden_bomb_naming_the_field(harness: Harness) -> None:
+    h = harness
+    rid = unique("celhook")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{port}")
+    try:
+        def configured() -> bool:
+            p = h.cluster.kubectl("get", "validatingwebhookconfiguration", "polsched.io",
+                                  "-o", "jsonpath={.webhooks[*].clientConfig.url}", check=False)
+            return f"127.0.0.1:{port}" in p.stdout
+        wait_for(configured, 30, "the ValidatingWebhookConfiguration", interval=0.2)
+        body = expression_policy(f"{rid}-hidden", bomb(12, hide=True))
+        p = h.cluster.kubectl("apply", "-f", "-", input=json.dumps(body), check=False)
+        print("kubectl apply of the hidden bomb:", p.stderr.strip())
+        assert p.returncode != 0
+        assert "denied the request" in p.stderr
+        assert "spec.filters[1].args.expression: estimated cost" in p.stderr
+    finally:
+        h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
+                          "--ignore-not-found", check=False)
