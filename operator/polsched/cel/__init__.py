@@ -15,6 +15,7 @@ Purely data-manipulative: no I/O, no evaluation, no import of the CEL library.
 from polsched.cel.cost import (
     MAX_VIEW_VALUES,
     Bounds,
+    Checks,
     CostModel,
     InputBoundError,
     Measured,
@@ -27,6 +28,7 @@ from polsched.cel.syntax import Expr, ParseError, parse
 __all__ = [
     "MAX_VIEW_VALUES",
     "Bounds",
+    "Checks",
     "CostModel",
     "Expr",
     "InputBoundError",

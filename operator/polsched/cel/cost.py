@@ -386,19 +386,28 @@ MAX_VIEW_VALUES = 2000
 
 
 def count_values(obj: Any, limit: int = MAX_VIEW_VALUES) -> int:
-    """How many values `obj` holds (itself included), counting stops past `limit`."""
-    count = 0
-    stack = [obj]
-    while stack:
-        v = stack.pop()
-        count += 1
-        if count > limit:
-            return count
-        if isinstance(v, Mapping):
-            stack.extend(v.values())
-        elif isinstance(v, list | tuple):
-            stack.extend(v)
-    return count
+    """How many values `obj` holds (itself included); counting may stop once past
+    `limit`. Plain dicts and lists (what the API's JSON decodes to) take the fast path."""
+    if type(obj) is dict:
+        items: Iterable[Any] = obj.values()
+    elif type(obj) is list:
+        items = obj
+    elif isinstance(obj, Mapping):
+        items = obj.values()
+    elif isinstance(obj, tuple):
+        items = obj
+    else:
+        return 1
+    n = 1
+    for x in items:
+        t = type(x)
+        if t is str or t is int or t is bool or t is float or x is None:
+            n += 1
+        else:
+            n += count_values(x, limit - n)
+            if n > limit:
+                return n
+    return n
 
 
 @dataclass(frozen=True)
@@ -421,14 +430,15 @@ def _reach(root: Any, path: Path) -> list[Any]:
     for seg in path:
         nxt: list[Any] = []
         for v in values:
-            if isinstance(v, Mapping):
+            t = type(v)
+            if t is dict or (t is not list and isinstance(v, Mapping)):
                 if seg == ITER:
                     nxt.extend(v.keys())
                 elif seg == ANY:
                     nxt.extend(v.values())
                 elif seg in v:
                     nxt.append(v[seg])
-            elif isinstance(v, list | tuple) and seg in (ITER, ANY):
+            elif (t is list or t is tuple) and (seg == ITER or seg == ANY):
                 nxt.extend(v)
         values = nxt
         if not values:
@@ -436,29 +446,42 @@ def _reach(root: Any, path: Path) -> list[Any]:
     return values
 
 
-def measure(var: str, view: Any, asked: Iterable[tuple[Path, str]],
-            bounds: Bounds) -> dict[Path, int]:
-    """The sizes of `view` (the variable `var`'s data) at the paths the estimate asked
-    about; InputBoundError naming the first path over its declared bound, or when the
-    view holds more than MAX_VIEW_VALUES values."""
+@dataclass(frozen=True)
+class Checks:
+    """What `measure` checks on one variable's view: each path the estimate read, with
+    its declared bounds (items, characters), resolved once when the expression loads."""
+
+    var: str
+    paths: tuple[tuple[Path, int, int], ...]
+
+    @classmethod
+    def of(cls, var: str, bounds: Bounds) -> Checks:
+        paths = sorted({p for p, _ in bounds.asked if p and p[0] == var})
+        return cls(var, tuple((p, bounds.bound(p, ITEMS), bounds.bound(p, CHARS))
+                              for p in paths))
+
+
+def measure(view: Any, checks: Checks) -> tuple[dict[Path, int], int]:
+    """The sizes of `view` (the data of the variable checks.var) at the paths the
+    estimate read, and how many values the view holds; InputBoundError naming the first
+    path over its declared bound, or when the view holds more than MAX_VIEW_VALUES."""
     n = count_values(view)
     if n > MAX_VIEW_VALUES:
-        raise InputBoundError((var,), n, MAX_VIEW_VALUES, ITEMS)
+        raise InputBoundError((checks.var,), n, MAX_VIEW_VALUES, ITEMS)
     out: dict[Path, int] = {}
-    for path, _kind in sorted(asked):
-        if not path or path[0] != var or path in out:
-            continue
+    for path, max_items, max_chars in checks.paths:
         largest = 0
         for v in _reach(view, path[1:]):
-            if isinstance(v, str | bytes):
-                size, vkind = len(v), CHARS
-            elif isinstance(v, Mapping | list | tuple):
-                size, vkind = len(v), ITEMS
+            t = type(v)
+            if t is str or t is bytes:
+                if len(v) > max_chars:
+                    raise InputBoundError(path, len(v), max_chars, CHARS)
+            elif t is dict or t is list or isinstance(v, Mapping | tuple):
+                if len(v) > max_items:
+                    raise InputBoundError(path, len(v), max_items, ITEMS)
             else:
                 continue
-            bound = bounds.bound(path, vkind)
-            if size > bound:
-                raise InputBoundError(path, size, bound, vkind)
-            largest = max(largest, size)
+            if len(v) > largest:
+                largest = len(v)
         out[path] = largest
-    return out
+    return out, n

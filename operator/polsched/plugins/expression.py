@@ -73,7 +73,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -181,17 +181,28 @@ class Compiled:
     tree: celsyntax.Expr
     # One evaluation's cost with its inputs at their declared bounds.
     static_cost: int
-    # The declared bounds, and the (path, kind) of pod and node data the estimate read:
+    # The paths of pod and node data the estimate read, with their declared bounds:
     # what is measured and checked on the real objects.
-    bounds: celcost.Bounds
-    pod_asked: frozenset[tuple[tuple[str, ...], str]]
-    node_asked: frozenset[tuple[tuple[str, ...], str]]
+    pod_checks: celcost.Checks
+    node_checks: celcost.Checks
+
+    # Refined estimates by the sizes they were computed from (nodes alike share them).
+    _charges: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def charge(self, pod_sizes: Sizes, node_sizes: Sizes) -> int:
         """What one evaluation on inputs of these sizes costs."""
         if self.static_cost <= CHEAP_COST:
             return self.static_cost
-        return celcost.estimate(self.tree, celcost.Measured(pod_sizes, node_sizes))
+        # the sizes' keys are always Checks.paths, in order: their values identify them
+        key = (tuple(pod_sizes.values()), tuple(node_sizes.values()))
+        known = self._charges.get(key)
+        if known is None:
+            if len(self._charges) >= 256:
+                self._charges.clear()
+            known = self._charges[key] = celcost.estimate(
+                self.tree, celcost.Measured(pod_sizes, node_sizes))
+        return known
 
 
 def compile_expression(source: Any, path: str = "expression") -> Compiled:
@@ -223,7 +234,6 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
                               "string read from pod and node counted at its declared bound, "
                               "comprehensions multiplied by the size they walk; see "
                               "docs/api-reference.md, Expression budgets)")
-    asked = frozenset(bounds.asked)
     return Compiled(
         source=source,
         program=program,
@@ -233,9 +243,8 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
         node_paths=celsyntax.field_paths(tree, "node", _VIEW_DEPTH),
         tree=tree,
         static_cost=static,
-        bounds=bounds,
-        pod_asked=frozenset(a for a in asked if a[0][0] == "pod"),
-        node_asked=frozenset(a for a in asked if a[0][0] == "node"),
+        pod_checks=celcost.Checks.of("pod", bounds),
+        node_checks=celcost.Checks.of("node", bounds),
     )
 
 
@@ -333,17 +342,19 @@ class Evaluator:
         view = project(pod.raw, self.c.pod_paths)
         key = json.dumps(view, sort_keys=True, default=str)
         try:
-            sizes = celcost.measure("pod", view, self.c.pod_asked, self.c.bounds)
+            sizes, values = celcost.measure(view, self.c.pod_checks)
         except celcost.InputBoundError as err:
             return PodView(view, key, {}, refused=(
                 f"the pod exceeds an input bound of expression {self.c.source}: {err}"))
-        return PodView(view, key, sizes, celcost.count_values(view))
+        return PodView(view, key, sizes, values)
 
-    def _measure_node(self, view: Json) -> tuple[Sizes, Outcome | None]:
+    def _measure_node(self, view: Json) -> tuple[Sizes, int, Outcome | None]:
+        """The node view's sizes and value count, or the refusal of a node over a bound."""
         try:
-            return celcost.measure("node", view, self.c.node_asked, self.c.bounds), None
+            sizes, values = celcost.measure(view, self.c.node_checks)
+            return sizes, values, None
         except celcost.InputBoundError as err:
-            return {}, (False, Refused(
+            return {}, 0, (False, Refused(
                 f"node(s) exceed an input bound of expression {self.c.source}: {err}"))
 
     def _run(self, context: dict[str, Any] | cel.Context) -> Outcome:
@@ -370,10 +381,9 @@ class Evaluator:
             if hit is not None and hit[0] is node.raw:
                 return hit[1]
             view = project(node.raw, c.node_paths)
-            sizes, refused = self._measure_node(view)
+            sizes, values, refused = self._measure_node(view)
             if refused is None:
-                charge = (c.charge({}, sizes) +
-                          celcost.count_values(view) * VIEW_VALUE_COST)
+                charge = c.charge({}, sizes) + values * VIEW_VALUE_COST
                 if charge > budget.left:
                     return _SPENT  # not cached: another pod may have the budget
                 budget.left -= charge
@@ -383,10 +393,10 @@ class Evaluator:
         entry = self._entries.get(node.name)
         if entry is None or entry.raw is not node.raw:
             view = project(node.raw, c.node_paths)
-            sizes, refused = self._measure_node(view)
+            sizes, values, refused = self._measure_node(view)
             context = None
             if refused is None:
-                charge = celcost.count_values(view) * VIEW_VALUE_COST
+                charge = values * VIEW_VALUE_COST
                 if charge > budget.left:
                     return _SPENT
                 budget.left -= charge

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.cel import Bounds, InputBoundError, Measured, estimate, measure, parse
+from polsched.cel import Bounds, Checks, InputBoundError, Measured, estimate, measure, parse
 from polsched.cel.cost import ITER, MAX_VIEW_VALUES, render
 
 pytestmark = pytest.mark.unit
@@ -67,7 +67,8 @@ def test_measure_reads_only_what_the_estimate_asked() -> None:
     static = estimate(tree, b)
     pod = {"spec": {"containers": [{"image": "xy"}, {"image": "xyz"}],
                     "volumes": [{}] * 500}}  # not read: not measured, not refused
-    sizes = measure("pod", pod, b.asked, b)
+    sizes, values = measure(pod, Checks.of("pod", b))
+    assert values == 1 + 2 + 2 * 2 + 1 + 500
     assert sizes[("pod", "spec", "containers")] == 2
     assert sizes[("pod", "spec", "containers", ITER, "image")] == 3
     actual = estimate(tree, Measured(sizes, {}))
@@ -79,10 +80,10 @@ def test_measure_refuses_inputs_over_their_bound_naming_the_path() -> None:
     estimate(parse("pod.spec.containers.all(c, c.env.all(e, e.name != ''))"), b)
     env = [{"name": "A"}] * 65
     with pytest.raises(InputBoundError) as err:
-        measure("pod", {"spec": {"containers": [{"env": env}]}}, b.asked, b)
+        measure({"spec": {"containers": [{"env": env}]}}, Checks.of("pod", b))
     assert str(err.value) == "pod.spec.containers[*].env has 65 items; the bound is 64"
     with pytest.raises(InputBoundError) as err:
-        measure("pod", {"spec": {"x": list(range(MAX_VIEW_VALUES))}}, b.asked, b)
+        measure({"spec": {"x": list(range(MAX_VIEW_VALUES))}}, Checks.of("pod", b))
     assert f"the bound is {MAX_VIEW_VALUES}" in str(err.value)
 
 
