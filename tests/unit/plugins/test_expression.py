@@ -468,3 +468,21 @@ def test_cached_outcomes_cost_nothing() -> None:
     f.pre_filter(state, pod("p2"), Snapshot(nodes))
     assert all(f.filter(state, pod("p2"), n).ok for n in nodes)
     assert expression.Budget.of(state).left == expression.POD_COST_BUDGET
+
+
+def test_the_api_reference_states_the_budgets_the_code_enforces() -> None:
+    from pathlib import Path
+
+    from polsched.cel import cost
+
+    doc = (Path(__file__).resolve().parents[3] / "docs/api-reference.md").read_text()
+    section = doc[doc.index("### Expression budgets"):doc.index("## status")]
+    for figure in (expression.STATIC_COST_LIMIT, expression.POD_COST_BUDGET,
+                   cost.DEFAULT_ITEMS, cost.DEFAULT_CHARS, cost.MAX_VIEW_VALUES,
+                   expression.VIEW_VALUE_COST, expression.compile_expression(bomb(4)).static_cost):
+        assert f"{figure} " in section, figure
+    assert expression.BUDGET_MESSAGE.split(": ")[1] in section
+    with pytest.raises(ArgsError) as err:
+        expression.compile_expression(bomb(12))
+    assert "estimated cost 6666666666660" in err.value.message
+    assert "6666666666660 units and refused" in section
