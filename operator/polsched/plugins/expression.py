@@ -509,8 +509,11 @@ class ExpressionFilter(PreFilterPlugin, FilterPlugin):
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        fn = self.bind_filter(state, pod)
-        return fn(node)
+        ps = self._pod_state(state, pod)
+        if ps.pod.refused or self._eval.per_pod:
+            result: Status = ps.result
+            return result
+        return self._status(self._eval.evaluate(ps.pod, node, ps.budget))
 
     def bind_filter(self, state: CycleState, pod: PodInfo) -> Callable[[NodeInfo], Status]:
         ps = self._pod_state(state, pod)
