@@ -94,3 +94,17 @@ def test_label_values_have_the_api_bound() -> None:
     assert b.bound(("node", "metadata", "labels", ITER), "chars") == 317
     assert b.bound(("node", "metadata", "labels", "*"), "chars") == 63
     assert render(("node", "metadata", "labels", ITER)) == "node.metadata.labels[*]"
+
+
+def test_the_package_imports_neither_the_cel_library_nor_the_scheduler() -> None:
+    """polsched.cel is pure data manipulation: loading it alone brings no CEL library
+    (its import costs start-up ~80 ms) and nothing of the framework or the API."""
+    import subprocess
+    import sys
+
+    code = ("import sys, polsched.cel; "
+            "print(sorted(m for m in sys.modules if m == 'cel' or m.startswith('cel.') "
+            "or (m.startswith('polsched.') and not m.startswith('polsched.cel'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout
