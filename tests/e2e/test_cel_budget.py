@@ -55,11 +55,14 @@ def harness(harness_module: Harness) -> Iterator[Harness]:
     harness_module.reset()
 
 
-def failed_scheduling(h: Harness, namespace: str, pod: str) -> str:
+def failed_scheduling(h: Harness, namespace: str, pod: str, containing: str = "") -> str:
+    """The message of a FailedScheduling event of `pod` (one containing `containing`)."""
     resp = h.core.list_namespaced_event(namespace, _preload_content=False)
     for e in json.loads(resp.data)["items"]:
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == pod:
-            return str(e.get("message") or "")
+        message = str(e.get("message") or "")
+        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == pod \
+                and containing in message:
+            return message
     return ""
 
 
@@ -107,6 +110,41 @@ def test_cost_bombs_are_refused_and_another_policy_keeps_binding(
     # the plain policy's status counts its binds: the bombs did not stop its loop
     wait_for(lambda: h.status(plain).get("boundPods", 0) >= 20, 30,
              "the plain policy's status counting 20 bound pods")
+
+
+def test_a_pod_that_makes_a_cheap_expression_expensive_is_cut_off_at_run_time(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    """The expression loads (static estimate 65989 of 100000); a pod at the bounds (16
+    containers of 35 env vars, a view of ~1800 values converted for every node) costs
+    ~44000 units a node, so its attempt's budget of 1000000 runs out after ~22 of the 30
+    nodes: the rest are not evaluated and the FailedScheduling says so. A plain policy
+    binds all its pods meanwhile."""
+    h = harness
+    rid = unique("celrun")
+    for i in range(30):
+        nodes(f"{rid}-n{i:02d}", labels={"zone": "a"})
+    h.operator(f"{rid}-op")
+    plain = h.apply_policy(zone_policy(f"{rid}-plain", "a"))
+    heavy = h.apply_policy(expression_policy(
+        f"{rid}-heavy", "pod.spec.containers.all(c, c.env.all(v, v.name == node.metadata.name))"))
+    h.wait_ready(heavy)
+    h.wait_ready(plain)
+    pod = pod_manifest("heavy", heavy)
+    base = pod["spec"]["containers"][0]
+    pod["spec"]["containers"] = [
+        {**base, "name": f"c{i}", "env": [{"name": f"E{j}", "value": "x"} for j in range(35)]}
+        for i in range(16)]
+    h.core.create_namespaced_pod(namespace, pod, _preload_content=False)
+    h.create_pods(namespace, [f"p{i}" for i in range(20)], plain)
+    message = wait_for(lambda: failed_scheduling(h, namespace, "heavy", "budget"), 60,
+                       "FailedScheduling naming the budget for the heavy pod")
+    print("heavy pod:", message)
+    assert "node(s) were not evaluated: the pod's Expression evaluations used their " \
+           "budget of 1000000 cost units for one scheduling attempt" in message
+    assert "node(s) didn't match expression" in message  # the nodes it did evaluate
+    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) >= 20 and b, 60,
+                     "the plain policy's 20 pods bound")
+    assert set(bound) == {f"p{i}" for i in range(20)}
 
 
 def test_the_webhook_refuses_the_hidden_bomb_naming_the_field(harness: Harness) -> None:
