@@ -479,10 +479,38 @@ def test_the_api_reference_states_the_budgets_the_code_enforces() -> None:
     section = doc[doc.index("### Expression budgets"):doc.index("## status")]
     for figure in (expression.STATIC_COST_LIMIT, expression.POD_COST_BUDGET,
                    cost.DEFAULT_ITEMS, cost.DEFAULT_CHARS, cost.MAX_VIEW_VALUES,
-                   expression.VIEW_VALUE_COST, expression.compile_expression(bomb(4)).static_cost):
+                   expression.VIEW_VALUE_COST, expression.RATE_UNITS_PER_SECOND,
+                   expression.compile_expression(bomb(4)).static_cost):
         assert f"{figure} " in section, figure
     assert expression.BUDGET_MESSAGE.split(": ")[1] in section
+    assert expression.RATE_MESSAGE.split(": ")[1] in section
     with pytest.raises(ArgsError) as err:
         expression.compile_expression(bomb(12))
     assert "estimated cost 6666666666660" in err.value.message
     assert "6666666666660 units and refused" in section
+
+
+def test_many_pods_of_one_policy_are_held_to_the_entrys_rate() -> None:
+    """Each pod within its own budget, but one after another they would take the shared
+    loop turn after turn: the entry's token bucket refuses the excess until it refills."""
+    now = [0.0]
+    f = new_filter({"expression": "pod.spec.containers.all(c, node.status.images.all("
+                                  "i, i.sizeBytes != 0))"})
+    f._eval.rate = expression.Rate(clock=lambda: now[0])
+    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
+        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
+        for i in range(60)]
+
+    def pod_with(i: int) -> PodInfo:
+        # distinct pod views (image names), so nothing is served from the cache
+        return PodInfo.from_json({"metadata": {"name": f"p{i}", "namespace": "ns"}, "spec": {
+            "containers": [{"name": f"c{j}", "image": f"img{i}-{j}"} for j in range(8)]}})
+
+    first = run_filter(f, pod_with(0), nodes)
+    assert all(st.ok for st in first)  # within both budgets
+    messages = set()
+    for i in range(1, 12):
+        messages |= {st.message for st in run_filter(f, pod_with(i), nodes) if not st.ok}
+    assert messages == {expression.RATE_MESSAGE}
+    now[0] += 5.0  # the bucket refills with time
+    assert all(st.ok for st in run_filter(f, pod_with(99), nodes))
