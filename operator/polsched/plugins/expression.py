@@ -264,7 +264,8 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
 
 class Refused(str):
     """An outcome's error text when the evaluation did not run: an input over its bound
-    (the node's), or the pod's budget spent. Filters reject with Unresolvable."""
+    (the node's), the pod's budget or the entry's rate spent. Filters reject with
+    Unresolvable."""
 
 
 # An evaluation's outcome: (True, value) or (False, error text or Refused).
@@ -379,13 +380,12 @@ class Evaluator:
         if not self.c.reads_pod:
             return _NO_POD
         view = project(pod.raw, self.c.pod_paths)
-        key = json.dumps(view, sort_keys=True, default=str)
-        try:
+        try:  # before the key: an inflated pod is never serialized whole
             sizes, values = celcost.measure(view, self.c.pod_checks)
         except celcost.InputBoundError as err:
-            return PodView(view, key, {}, refused=(
+            return PodView(view, "", {}, refused=(
                 f"the pod exceeds an input bound of expression {self.c.source}: {err}"))
-        return PodView(view, key, sizes, values)
+        return PodView(view, json.dumps(view, sort_keys=True, default=str), sizes, values)
 
     def _measure_node(self, view: Json) -> tuple[Sizes, int, Outcome | None]:
         """The node view's sizes and value count, or the refusal of a node over a bound."""
