@@ -11,12 +11,13 @@ a CRD schema's maxItems / maxLength); at run time, the sizes measured on the ver
 (`measure`), so one evaluation is charged what its inputs can make it cost.
 
 Units are calibrated on the CEL library polsched runs (common-expression-language, Rust
-core; 2-core machine, Python 3.11): one unit is about 0.07 us. An empty comprehension
-step is 4 units (~0.27 us); a `matches` call compiles its pattern each time (~22 us, 300
-units plus 10 per pattern character); map and filter copy their accumulated list at
-every step (quadratic: 800 elements ~30 ms), so they cost n*(n+1)/2 more; comparing or
-scanning strings is memcmp-fast (STRING_FACTOR 0.01 units per character, ten times what
-was measured). The figures are in bench/NOTES.md ("CEL cost").
+core; 2-core machine, Python 3.11): one unit is about 0.1 us (0.07-0.13 measured). An
+empty comprehension step is 4 units (~0.27 us); a `matches` call compiles its pattern
+each time (~22 us: 300 units plus 10 per pattern character); map and filter copy their
+accumulated list at every step (quadratic: 800 elements ~30 ms), so they cost n*(n+1)/2
+more; comparing or scanning strings is memcmp-fast (CostModel.string_factor, 0.01 unit a
+character, ten times what was measured). The figures are in bench/NOTES.md ("CEL cost
+guard").
 
 No I/O.
 """
