@@ -26,8 +26,9 @@ a string): the cost estimate, the variables an expression reads and the fields o
 The CEL library still compiles and runs the expression; this parser only has to agree
 with it on the structure. Chains of one operator (a && b && c, a + b + c) become one
 n-ary call, so a long chain is a wide tree, not a deep one; nesting (parentheses,
-brackets, calls, unary operators) is limited to MAX_NESTING, below the recursion either
-parser could take.
+brackets, calls, unary operators, the else branch of ?:) is limited to MAX_NESTING, below
+the recursion either parser could take, and the tree's depth (a selection chain adds a
+level per field) to MAX_DEPTH, for the recursive readers of the tree.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_NESTING = 40
+# The deepest syntax tree the readers of this module (and the cost estimate) walk
+# recursively: a selection chain a.b.c... adds a level per field without nesting.
+MAX_DEPTH = 100
 
 RESERVED = frozenset({
     "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
@@ -305,7 +309,7 @@ class _Parser:
         self.nesting += 1
         if self.nesting > MAX_NESTING:
             raise ParseError(f"nests deeper than {MAX_NESTING} levels (parentheses, "
-                             "brackets, calls, unary operators)", self.tok.pos)
+                             "brackets, calls, unary operators, conditionals)", self.tok.pos)
 
     def _leave(self) -> None:
         self.nesting -= 1
@@ -317,14 +321,14 @@ class _Parser:
         return e
 
     def expr(self) -> Expr:
-        self._enter()
         cond = self._chain(self._and, "||", "_||_")
         if self._accept("?"):
             yes = self._chain(self._and, "||", "_||_")
             self._expect(":")
+            self._enter()  # a ? b : c ? d : ... recurses once per branch
             no = self.expr()
+            self._leave()
             cond = Call("_?_:_", None, (cond, yes, no))
-        self._leave()
         return cond
 
     def _chain(self, operand: _Rule, op: str, function: str) -> Expr:
@@ -503,9 +507,31 @@ class _Parser:
         return StructLit(type_name, tuple(fields))
 
 
+def depth(e: Expr) -> int:
+    """The depth of the tree (a leaf is 1), computed without recursion."""
+    deepest = 0
+    stack: list[tuple[Expr, int]] = [(e, 1)]
+    while stack:
+        x, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(x, Comprehension):
+            kids: tuple[Expr, ...] = (x.range, x.body) + (
+                (x.predicate,) if x.predicate is not None else ())
+        else:
+            kids = _children(x)
+        stack.extend((k, d + 1) for k in kids)
+    return deepest
+
+
 def parse(source: str) -> Expr:
-    """The syntax tree of `source`; ParseError when it is not CEL."""
-    return _Parser(source).parse()
+    """The syntax tree of `source`; ParseError when it is not CEL, or nests deeper than
+    MAX_NESTING or MAX_DEPTH."""
+    tree = _Parser(source).parse()
+    d = depth(tree)
+    if d > MAX_DEPTH:
+        raise ParseError(f"is {d} levels deep (selections, calls and operators); the "
+                         f"limit is {MAX_DEPTH}", 0)
+    return tree
 
 
 # -- what an expression reads -------------------------------------------------------------

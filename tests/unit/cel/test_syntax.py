@@ -153,3 +153,10 @@ def test_parser_accepts_what_the_library_compiles_random_expressions() -> None:
         compiled += 1
         parse(source)  # raises ParseError on a disagreement
     assert compiled > 100
+
+
+def test_a_long_selection_chain_is_refused_not_a_recursion_error() -> None:
+    with pytest.raises(syntax.ParseError) as err:
+        parse("pod" + ".a" * 1000 + " == 1")
+    assert f"the limit is {syntax.MAX_DEPTH}" in str(err.value)
+    assert syntax.depth(parse("pod" + ".a" * 90 + " == 1")) == 92
