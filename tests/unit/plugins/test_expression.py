@@ -514,3 +514,17 @@ def test_many_pods_of_one_policy_are_held_to_the_entrys_rate() -> None:
     assert messages == {expression.RATE_MESSAGE}
     now[0] += 5.0  # the bucket refills with time
     assert all(st.ok for st in run_filter(f, pod_with(99), nodes))
+
+
+def test_evaluations_are_charged_for_the_sizes_they_meet_not_the_declared_bounds() -> None:
+    """256 labels are declared; a node with 2 is charged for 2, so a cold cache over a big
+    cluster is not charged as if every node were at the bounds."""
+    f = new_filter({"expression": "'ok' in node.metadata.labels && "
+                                  "node.metadata.labels['ok'] == 'yes'"})
+    assert f.compiled.static_cost > expression.CHEAP_COST
+    state = CycleState()
+    n = node("n1", ok="yes", a="b")
+    assert f.filter(state, pod("p"), n).ok
+    spent = expression.POD_COST_BUDGET - expression.Budget.of(state).left
+    conversion = 5 * expression.VIEW_VALUE_COST  # {metadata: {labels: {ok, a}}}
+    assert 0 < spent - conversion < f.compiled.static_cost / 10
