@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.conftest import ROOT, Cluster
-from tests.e2e.rbac import OPERATOR_NAMESPACE, OPERATOR_SA, install_rbac, service_account_kubeconfig
+from tests.e2e.rbac import (
+    OPERATOR_NAMESPACE,
+    OPERATOR_SA,
+    install_rbac,
+    install_webhook_configuration,
+    service_account_kubeconfig,
+)
 
 POLSCHED = str(ROOT / ".venv" / "bin" / "polsched")
 GROUP, VERSION, PLURAL = "polsched.io", "v1alpha1", "schedulingpolicies"
@@ -94,6 +100,7 @@ class Harness:
         self.procs: list[PolschedProcess] = []
         self.policies: list[str] = []  # deleted by reset()
         install_rbac(cluster)
+        install_webhook_configuration(cluster)
         self.operator_kubeconfig = service_account_kubeconfig(
             cluster, OPERATOR_NAMESPACE, OPERATOR_SA, workdir / "operator.kubeconfig")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
 from pathlib import Path
 
 from tests.conftest import ROOT, Cluster
@@ -13,6 +14,9 @@ from tests.conftest import ROOT, Cluster
 RBAC_DIR = ROOT / "manifests" / "rbac"
 OPERATOR_NAMESPACE = "polsched-system"
 OPERATOR_SA = "polsched-operator"
+# Every Dedicated scheduler's identity, made at install time (manifests/rbac/dedicated.yaml).
+DEDICATED_SA = "polsched-scheduler"
+WEBHOOK_CONFIGURATION = "polsched.io"
 
 
 def install_rbac(cluster: Cluster) -> None:
@@ -20,6 +24,19 @@ def install_rbac(cluster: Cluster) -> None:
     ClusterRoles and bindings), idempotently."""
     for f in sorted(RBAC_DIR.glob("*.yaml")):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+
+
+def install_webhook_configuration(cluster: Cluster) -> None:
+    """The ValidatingWebhookConfiguration polsched.io, as the install ships it
+    (manifests/operator.yaml): the operator's role may patch it but not create it. Made
+    empty if missing; an existing one is left as it is."""
+    p = cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
+                        check=False)
+    if p.returncode != 0:
+        cluster.kubectl("create", "-f", "-", check=False, input=json.dumps({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_CONFIGURATION}, "webhooks": []}))
 
 
 def service_account_kubeconfig(cluster: Cluster, namespace: str, name: str, path: Path,
@@ -43,4 +60,21 @@ def service_account_kubeconfig(cluster: Cluster, namespace: str, name: str, path
         "current-context": "sa",
     }
     path.write_text(json.dumps(config))
+    return path
+
+
+_OPERATOR_KUBECONFIGS: dict[str, Path] = {}
+
+
+def operator_kubeconfig(cluster: Cluster) -> Path:
+    """A kubeconfig of the operator's ServiceAccount under the shipped RBAC (installed
+    on first use), one per cluster: what an engine under test runs as, so that a grant
+    the operator lacks fails the test as it would fail in a cluster (issue 26, finding 3:
+    preemption's pod delete went unnoticed under the admin kubeconfig)."""
+    path = _OPERATOR_KUBECONFIGS.get(cluster.kubeconfig)
+    if path is None:
+        install_rbac(cluster)
+        path = Path(tempfile.mkdtemp(prefix="polsched-sa-")) / "operator.kubeconfig"
+        service_account_kubeconfig(cluster, OPERATOR_NAMESPACE, OPERATOR_SA, path)
+        _OPERATOR_KUBECONFIGS[cluster.kubeconfig] = path
     return path

@@ -50,6 +50,9 @@ SHADOW_TARGET_NOT_RUNNING = "ShadowTargetNotRunning"
 DEDICATED_OBJECT_CONFLICT = "DedicatedObjectConflict"
 # Extenders of a replaced pipeline are closed after decisions under way had time to end.
 EXTENDER_CLOSE_DELAY = 30.0
+# A Dedicated Deployment refused for a foreign object is tried again this often, so that
+# removing the object is enough (no event of ours follows it).
+CONFLICT_RETRY_SECONDS = 5.0
 
 
 class Deployer(Protocol):
@@ -96,6 +99,7 @@ class PolicyReconciler:
         self._deployed: dict[str, int] = {}
         # policy name -> why its Dedicated Deployment was not applied (ForeignObject)
         self._conflicts: dict[str, str] = {}
+        self._conflict_retry: asyncio.Task[None] | None = None
         self.records_last_good = records_last_good
         # policy name -> (uid, generation) of the last-good record written or tried: one
         # attempt per generation (a refused write is not retried on every status event).
@@ -385,6 +389,18 @@ class PolicyReconciler:
                     self._retry = True
                     log.exception("SchedulingPolicy %s: removing the Dedicated scheduler "
                                   "failed", rec.name)
+        if self._conflicts and (self._conflict_retry is None or self._conflict_retry.done()):
+            self._conflict_retry = asyncio.get_running_loop().create_task(
+                self._retry_conflicts(), name="polsched-dedicated-conflicts")
+
+    async def _retry_conflicts(self) -> None:
+        await asyncio.sleep(CONFLICT_RETRY_SECONDS)
+        async with self._lock:
+            self._conflict_retry = None  # the sync below schedules the next, if needed
+            if self._conflicts and self.leading:
+                for name in self._conflicts:
+                    self._deployed.pop(name, None)
+                await self._sync()
 
     def _set_conflict(self, rec: PolicyRecord, owners: Mapping[str, str],
                       message: str | None) -> None:
@@ -403,6 +419,35 @@ class PolicyReconciler:
             self.writer.drop(rec.name)
         else:
             self.writer.update(rec.name, view, rec.status, created=rec.created)
+        if message is None and view is None and self.leading:
+            task = asyncio.get_running_loop().create_task(
+                self._conflict_cleared(rec.name, rec.generation))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _conflict_cleared(self, name: str, generation: int) -> None:
+        """Replace the DedicatedObjectConflict verdict once the Deployment is applied:
+        Ready=Unknown (Reconciling) until the Dedicated scheduler writes its own status.
+        Only while the verdict is still ours (the JSON patch tests it), so a status the
+        new scheduler already wrote is never overwritten."""
+        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
+        try:
+            obj = await self.client.get(path)
+            conds = list((obj.get("status") or {}).get("conditions") or ())
+            i = next((i for i, c in enumerate(conds) if c.get("type") == cond.READY), None)
+            if i is None or conds[i].get("reason") != DEDICATED_OBJECT_CONFLICT:
+                return
+            ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.STARTING,
+                                   "the Dedicated scheduler's Deployment is applied; its "
+                                   "scheduler writes this status once it runs", generation)
+            merged = cond.merge_conditions(conds, list(cond.kstatus(ready, stalled=False)),
+                                           cond.now_rfc3339())
+            await self.client.patch(path, [
+                {"op": "test", "path": f"/status/conditions/{i}/reason",
+                 "value": DEDICATED_OBJECT_CONFLICT},
+                {"op": "replace", "path": "/status/conditions", "value": merged}], "json")
+        except ApiError as e:
+            log.info("SchedulingPolicy %s: clearing DedicatedObjectConflict: %s", name, e)
 
     def _record_last_good_soon(self) -> None:
         """Write the last-good records in the background, off the reload's path: _sync
@@ -619,6 +664,8 @@ class PolicyReconciler:
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
+        if self._conflict_retry is not None:
+            self._conflict_retry.cancel()
         if self._recording is not None:
             self._recording.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
