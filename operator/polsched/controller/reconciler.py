@@ -370,8 +370,8 @@ class PolicyReconciler:
                     self._set_conflict(rec, owners, None)
                 except ForeignObject as e:
                     # Stalled until someone removes the object or renames the policy;
-                    # the next event of any policy looks again.
-                    self._retry = True
+                    # _retry_conflicts looks again every CONFLICT_RETRY_SECONDS (not
+                    # every event of every policy: a GET each time).
                     if self._conflicts.get(rec.name) != str(e):
                         log.warning("SchedulingPolicy %s: %s", rec.name, e)
                     self._set_conflict(rec, owners, str(e))
