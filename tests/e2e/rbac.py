@@ -22,8 +22,12 @@ WEBHOOK_CONFIGURATION = "polsched.io"
 def install_rbac(cluster: Cluster) -> None:
     """manifests/rbac/*.yaml (namespace polsched-system, the operator's ServiceAccount,
     ClusterRoles and bindings), idempotently."""
-    for f in sorted(RBAC_DIR.glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+    from polsched.render import RBAC_FILES
+
+    assert set(RBAC_FILES) == {f.name for f in RBAC_DIR.glob("*.yaml")}
+    for name in RBAC_FILES:  # in order: operator.yaml makes the namespace
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                        str(RBAC_DIR / name))
 
 
 def install_webhook_configuration(cluster: Cluster) -> None:
