@@ -100,13 +100,16 @@ class Harness:
         self.procs: list[PolschedProcess] = []
         self.policies: list[str] = []  # deleted by reset()
         install_rbac(cluster)
-        install_webhook_configuration(cluster)
         self.operator_kubeconfig = service_account_kubeconfig(
             cluster, OPERATOR_NAMESPACE, OPERATOR_SA, workdir / "operator.kubeconfig")
 
     # -- processes --------------------------------------------------------------------------
     def operator(self, identity: str, *args: str,
                  env: dict[str, str] | None = None) -> PolschedProcess:
+        if "--webhook-listen" in args:
+            # As the install ships it: the operator may patch it, not create it. (Tests
+            # delete it afterwards.)
+            install_webhook_configuration(self.cluster)
         p = PolschedProcess(self.operator_kubeconfig, "run", "--identity", identity,
                             "--namespace", OPERATOR_NAMESPACE, *args, env=env).start()
         self.procs.append(p)
