@@ -257,3 +257,109 @@ def test_an_object_polsched_did_not_make_is_reported_and_left_alone(
         h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)
         h.cluster.kubectl("delete", "deployment", name, "-n", NS, "--ignore-not-found",
                           check=False)
+
+
+@pytest.fixture
+def https_extender(tmp_path: Path) -> Iterator[tuple[str, str, list[int]]]:
+    """An HTTPS filter extender that keeps every node: (its URL, its CA's PEM, a list
+    that grows by one per request)."""
+    import ssl
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    calls: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            calls.append(1)
+            data = json.dumps({"NodeNames": body.get("NodeNames") or []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}/", cert.read_text(), calls
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_dedicated_scheduler_reads_its_extenders_ca_from_the_mount_not_the_api(
+        harness: Harness, namespace: str, nodes: NodeFactory,
+        https_extender: tuple[str, str, list[int]]) -> None:
+    """The install's role for Dedicated schedulers has no Secret at all (the webhook's
+    keys live in the same namespace): the Deployment mounts the caSecretRef's ca.crt, and
+    the scheduler reads it there. Through the API it is refused, and the policy says so,
+    naming the field."""
+    import base64
+
+    h = harness
+    url, ca, calls = https_extender
+    rid = unique("dedca")
+    secret = f"{rid}-ca"
+    h.cluster.apply({"apiVersion": "v1", "kind": "Secret",
+                     "metadata": {"name": secret, "namespace": NS},
+                     "data": {"ca.crt": base64.b64encode(ca.encode()).decode()}})
+    nodes(f"{rid}-a0", labels={"zone": "a"})
+    h.operator(f"{rid}-op")
+    h.apply_policy(zone_policy(rid, "a", runtime={"mode": "Dedicated"}, extenders=[
+        {"urlPrefix": url, "filterVerb": "filter", "nodeCacheCapable": True,
+         "tlsConfig": {"caSecretRef": {"name": secret, "namespace": NS}}}]))
+    try:
+        deploy = wait_for(lambda: deployment(h, f"polsched-dedicated-{rid}"), 30,
+                          "the Deployment", interval=0.2)
+        pod = deploy["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
+        ca_dir = "/etc/polsched/extender-ca"
+        assert args[-1] == f"--extender-ca-dir={ca_dir}"
+        assert {"name": "extender-ca-0", "mountPath": f"{ca_dir}/{secret}",
+                "readOnly": True} in pod["containers"][0]["volumeMounts"]
+        kubeconfig = service_account_kubeconfig(h.cluster, NS, DEDICATED_SA,
+                                                h.workdir / f"{DEDICATED_SA}.kubeconfig")
+        common = ("--namespace", NS, "--lease-duration", "4", "--renew-period", "0.5",
+                  "--metrics-listen", "")
+
+        # Without the mount: the API refuses the Secret to this identity.
+        no_mount = h.process(kubeconfig, *args[:-1], *common, "--identity", f"{rid}-api")
+        valid = wait_for(lambda: (c := h.condition(rid, "Valid")).get("status") == "False"
+                         and c, 30, "Valid=False")
+        print("Valid:", valid)
+        assert "spec.extenders[0].tlsConfig.caSecretRef" in valid["message"]
+        assert f"cannot read Secret {NS}/{secret}" in valid["message"]
+        assert "403" in valid["message"] or "Forbidden" in valid["message"]
+        no_mount.stop()
+
+        # With the Secret's ca.crt where the kubelet mounts it: the extender is trusted.
+        mounted = h.workdir / rid
+        (mounted / secret).mkdir(parents=True)
+        (mounted / secret / "ca.crt").write_text(ca)
+        h.process(kubeconfig, *args[:-1], f"--extender-ca-dir={mounted}", *common,
+                  "--identity", f"{rid}-mounted")
+        wait_for(lambda: h.condition(rid, "Valid").get("status") == "True"
+                 and h.condition(rid, "Ready").get("status") == "True", 30,
+                 "Valid=True and Ready=True")
+        h.create_pods(namespace, ["p0"], rid)
+        wait_for(lambda: h.bound(namespace).get("p0") == f"{rid}-a0", 20, "p0 bound")
+        assert calls, "the extender was not asked"
+    finally:
+        h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)
+        h.cluster.kubectl("delete", "secret", secret, "-n", NS, "--ignore-not-found",
+                          check=False)
