@@ -363,3 +363,15 @@ def test_a_dedicated_scheduler_reads_its_extenders_ca_from_the_mount_not_the_api
         h.cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)
         h.cluster.kubectl("delete", "secret", secret, "-n", NS, "--ignore-not-found",
                           check=False)
+
+
+def test_the_api_server_refuses_more_than_five_replicas(cluster: Cluster) -> None:
+    """A Dedicated policy's replicas run in the operator's namespace: the CRD's schema
+    caps them (as the loader does for the webhook and `polsched validate`)."""
+    rid = unique("many")
+    body = zone_policy(rid, "a", runtime={"mode": "Dedicated", "replicas": 6})
+    p = cluster.kubectl("apply", "-f", "-", input=json.dumps(body), check=False)
+    print(p.stderr)
+    assert p.returncode != 0
+    assert "spec.runtime.replicas" in p.stderr and "less than or equal to 5" in p.stderr
+    cluster.kubectl("delete", "spol", rid, "--ignore-not-found", check=False)
