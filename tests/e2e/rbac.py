@@ -4,8 +4,10 @@ them, not as the admin."""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -78,7 +80,9 @@ def operator_kubeconfig(cluster: Cluster) -> Path:
     path = _OPERATOR_KUBECONFIGS.get(cluster.kubeconfig)
     if path is None:
         install_rbac(cluster)
-        path = Path(tempfile.mkdtemp(prefix="polsched-sa-")) / "operator.kubeconfig"
+        directory = tempfile.mkdtemp(prefix="polsched-sa-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)  # a token
+        path = Path(directory) / "operator.kubeconfig"
         service_account_kubeconfig(cluster, OPERATOR_NAMESPACE, OPERATOR_SA, path)
         _OPERATOR_KUBECONFIGS[cluster.kubeconfig] = path
     return path
