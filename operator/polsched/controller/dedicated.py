@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from polsched.cluster.cache import ClusterCache
@@ -27,7 +28,7 @@ from polsched.controller import gcpolicy, policywatch
 from polsched.controller.leases import LeaseTiming
 from polsched.controller.operator import default_identity, serve_metrics
 from polsched.controller.process import Election, Process, ProcessConfig, lease_client
-from polsched.controller.reconciler import DEDICATED, PolicyReconciler
+from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,12 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     election = Election(args.namespace, lease_name(args.policy),
                         LeaseTiming(args.lease_duration, args.renew_period),
                         lease_client(args.kubeconfig, client)) if elect else None
+    # Its extenders' CA Secrets are mounted in its pod (controller.deployments).
+    scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
+                           if args.extender_ca_dir else None)
     process = Process(client, cache, ProcessConfig(identity, election, args.status_interval),
                       lambda engine, writer: PolicyReconciler(
-                          client, engine, writer, runs_mode=DEDICATED, only=args.policy))
+                          client, engine, writer, dedicated=scope))
     engine, writer, reconciler = process.engine, process.writer, process.reconciler
     try:
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)

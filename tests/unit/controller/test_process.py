@@ -13,7 +13,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.leases import LeaseThread, LeaseTiming
 from polsched.controller.process import Election, Process, ProcessConfig
-from polsched.controller.reconciler import DEDICATED, PolicyReconciler
+from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
 
 pytestmark = pytest.mark.unit
 
@@ -26,8 +26,8 @@ def build(elect: bool) -> Process:
     election = Election("ns", "lease", LeaseTiming(15, 2.0), lambda: client) \
         if elect else None
     return Process(client, ClusterCache(client), ProcessConfig("me", election, 1.0),
-                   lambda engine, writer: PolicyReconciler(client, engine, writer,
-                                                           runs_mode=DEDICATED, only="p"))
+                   lambda engine, writer: PolicyReconciler(
+                       client, engine, writer, dedicated=DedicatedScope("p")))
 
 
 def test_an_elected_process_binds_and_writes_only_within_its_lease() -> None:
