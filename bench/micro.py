@@ -9,8 +9,9 @@ The cluster is built exactly as the engine holds it: a real ClusterCache fed the
 node objects (bench/workloads.py: capacity, zone/tier/priority labels, every 20th node
 tainted) as watch events. Each pod then goes the engine's way (scheduler/schedule_one.py
 ScheduleOne.schedule_one, minus the API): its ADDED event into the cache (PodInfo
-construction), schedule_pod on the pipeline that `polsched.scheduler.pipelines.build_pipeline` builds for the workload's
-policy decides, the cache assumes the pod on the chosen node, and the MODIFIED event that
+construction), schedule_pod on the pipeline that
+`polsched.scheduler.pipelines.build_pipeline` builds for the workload's policy decides,
+the cache assumes the pod on the chosen node, and the MODIFIED event that
 the watch would deliver after the bind confirms it. So every decision sees the pods
 placed before it, as in the live engine.
 
