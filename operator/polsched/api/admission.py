@@ -66,7 +66,7 @@ class DestinationPolicy:
     as the operator reaches the API server, and the in-cluster Service's); a host named
     like the `kubernetes` Service is refused as the API server too."""
 
-    deny: tuple[IPNetwork, ...] = LINK_LOCAL + LOOPBACK
+    deny: tuple[IPNetwork, ...] = LINK_LOCAL + LOOPBACK  # the in-cluster default
     allow: tuple[IPNetwork, ...] = ()
     api_servers: frozenset[tuple[str, int]] = frozenset()
 

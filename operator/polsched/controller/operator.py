@@ -36,7 +36,11 @@ from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.health import Liveness
 from polsched.controller.leases import LeaseThread
 from polsched.controller.ledger import BindLedger
-from polsched.controller.options import DEFAULT_METRICS_LISTEN
+from polsched.controller.options import (
+    DEFAULT_EXTENDER_DENY,
+    DEFAULT_EXTENDER_DENY_IN_CLUSTER,
+    DEFAULT_METRICS_LISTEN,
+)
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler import metrics
@@ -63,8 +67,12 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     `api_server`: the URL this process reaches the API server at (refused as an
     extender destination, with the in-cluster Service's address). Raises SystemExit
     naming the flag that does not parse."""
+    deny_flag = args.extender_deny
+    if deny_flag is None:
+        deny_flag = (DEFAULT_EXTENDER_DENY_IN_CLUSTER if os.environ.get("KUBERNETES_SERVICE_HOST")
+                     else DEFAULT_EXTENDER_DENY)
     try:
-        deny = parse_networks(args.extender_deny, "--extender-deny")
+        deny = parse_networks(deny_flag, "--extender-deny")
         allow = parse_networks(args.extender_allow, "--extender-allow")
     except ValueError as e:
         raise SystemExit(f"polsched: {e}") from e

@@ -15,8 +15,10 @@ RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
 # The extender destination policy's default (api.admission): link-local (the cloud
-# metadata service) and loopback (the operator's own pod) are refused.
-DEFAULT_EXTENDER_DENY = "169.254.0.0/16,fe80::/10,127.0.0.0/8,::1/128"
+# metadata service) always; loopback too in a pod (there it is the operator's own pod),
+# not outside a cluster, where `polsched run` reaches extenders run beside it.
+DEFAULT_EXTENDER_DENY = "169.254.0.0/16,fe80::/10"
+DEFAULT_EXTENDER_DENY_IN_CLUSTER = "169.254.0.0/16,fe80::/10,127.0.0.0/8,::1/128"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -44,12 +46,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="schedulerNames no policy may claim, besides default-scheduler "
                         "(always reserved): the profiles of the other schedulers in the "
                         "cluster, which polsched cannot see (default: none)")
-    p.add_argument("--extender-deny", metavar="CIDR,...", default=DEFAULT_EXTENDER_DENY,
+    p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
                    help="extender URLs whose host is or resolves into these networks are "
                         "refused, when the policy is applied (spec.extenders[i].urlPrefix) "
                         "and when connecting; the API server's own address is always "
-                        "refused. '' refuses only the API server "
-                        "(default: %(default)s: link-local and loopback)")
+                        "refused. '' refuses only the API server (default: link-local, "
+                        f"{DEFAULT_EXTENDER_DENY}, and in a pod loopback too, "
+                        f"{DEFAULT_EXTENDER_DENY_IN_CLUSTER})")
     p.add_argument("--extender-allow", metavar="CIDR,...", default="",
                    help="exceptions to --extender-deny, e.g. 127.0.0.0/8 for extenders on "
                         "the same host when running outside a cluster (default: none)")

@@ -101,7 +101,8 @@ def test_healthz_and_readyz_answer_503_when_unhealthy() -> None:
     assert asyncio.run(main()) == [200, 503, 503]
 
 
-def test_admission_rules_from_the_flags() -> None:
+def test_admission_rules_from_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     parser = argparse.ArgumentParser()
     add_run_arguments(parser)
     args = parser.parse_args(["--reserved-scheduler-names", "volcano, yunikorn",
@@ -115,3 +116,21 @@ def test_admission_rules_from_the_flags() -> None:
     bad = parser.parse_args(["--extender-deny", "10.0.0.0/33"])
     with pytest.raises(SystemExit, match="--extender-deny: '10.0.0.0/33' is not a CIDR"):
         operator.admission_rules(bad, "https://10.0.0.1:6443")
+
+
+def test_loopback_is_refused_by_default_in_a_pod_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args([])
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    outside = operator.admission_rules(args, "https://127.0.0.1:6443").destinations
+    assert not outside.refuses_address("127.0.0.1", 8888)  # an extender run beside it
+    assert outside.refuses_address("127.0.0.1", 6443)  # never the API server
+    assert outside.refuses_address("169.254.169.254", 80)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    inside = operator.admission_rules(args, "https://10.96.0.1:443").destinations
+    assert "loopback" in inside.refuses_address("127.0.0.1", 8888)
+    assert inside.refuses_address("10.96.0.1", 443)
+    assert inside.refuses_address("kubernetes.default.svc.cluster.local", 443)
+    assert not inside.refuses_address("extender.example.svc", 8888)
