@@ -71,6 +71,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
                                binder=engine.binder)
     reconciler = PolicyReconciler(client, engine, writer, runs_mode=DEDICATED,
                                   only=args.policy, rules=rules)
+    reconciler.events.enabled = not elect
     engine.set_leader(None, not elect)
     tasks: list[asyncio.Task[Any]] = []
     elector: LeaseElector | None = None

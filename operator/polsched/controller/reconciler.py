@@ -93,6 +93,7 @@ class PolicyReconciler:
         self.only = only
         self.deployer = deployer
         self.leading = deployer is None  # the deployer acts only while leading
+        self.events.enabled = self.leading  # set_leading turns them on and off
         self._lock = asyncio.Lock()
         # scheduler name -> (policy name, the Policy object applied)
         self._applied: dict[str, tuple[str, Policy]] = {}
@@ -700,6 +701,7 @@ class PolicyReconciler:
         task.add_done_callback(self._background.discard)
 
     async def close(self) -> None:
+        await self.events.close()
         for task in list(self._background):
             task.cancel()
         if self._recording is not None:
