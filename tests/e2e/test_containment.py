@@ -44,9 +44,9 @@ from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 from tests.e2e.scheduling import RUN, eventually, pod_manifest
 
-# The operator's peak RSS must stay below this while a 300 MB answer arrives (it is
-# ~100 MB at rest with the test's policies; buffering the answer would pass 300 MB).
-RSS_BOUND_BYTES = 250 * 1024 * 1024
+# The operator's peak RSS may grow by at most this while 300 MB answers arrive (it was
+# ~50 MiB before and after on the dev machine; buffering one answer adds 300 MB or more).
+RSS_GROWTH_BOUND_BYTES = 64 * 1024 * 1024
 
 
 @pytest.fixture(scope="session")
@@ -306,7 +306,8 @@ def test_a_300_mb_extender_answer_is_a_clear_error_with_memory_bounded(
         peak = peak_rss(op.proc.pid)
         print(f"operator VmHWM after {flood.answers} answers of 300 MB: "
               f"{peak / 2**20:.0f} MiB")
-        assert peak < RSS_BOUND_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
+        assert peak < before + RSS_GROWTH_BOUND_BYTES, \
+            f"peak RSS {peak / 2**20:.0f} MiB, {before / 2**20:.0f} MiB before"
         assert op.alive()
     finally:
         flood.shutdown()

@@ -226,6 +226,10 @@ class Engine(CacheListener):
             tasks.append(self._loop_task)
             self._loop_task = None
         for t in tasks:
+            if t.done():  # ended on its own (a fault /healthz reported): stop the rest
+                if not t.cancelled():
+                    t.exception()
+                continue
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.binder.close()
