@@ -10,7 +10,7 @@ after an edit changes only what we own and a kubectl edit of other fields surviv
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,10 @@ def object_name(policy_name: str) -> str:
 
 
 def render(record: PolicyRecord, *, namespace: str, image: str,
-           directory: Path | None = None) -> list[Json]:
+           directory: Path | None = None, args: Sequence[str] = ()) -> list[Json]:
     """The objects of `record`'s Dedicated scheduler, in apply order. Pure but for
-    reading the templates."""
+    reading the templates. `args`: more flags for `polsched scheduler` (the operator's
+    admission flags, so that a Dedicated scheduler enforces the same rules)."""
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
@@ -61,6 +62,7 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
         "namespace": namespace,
         "policy": record.name,
         "image": image,
+        "args": list(args),
         "replicas": policy.runtime.replicas,
         "resources": dict(policy.runtime.resources),
         "selector": selector,
@@ -91,15 +93,16 @@ def api_path(obj: Mapping[str, Any]) -> str:
 
 class DedicatedDeployer:
     def __init__(self, client: ApiClient, *, namespace: str, image: str = DEFAULT_IMAGE,
-                 directory: Path | None = None) -> None:
+                 directory: Path | None = None, args: Sequence[str] = ()) -> None:
         self.client = client
         self.namespace = namespace
         self.image = image
         self.directory = directory
+        self.args = tuple(args)
 
     async def apply(self, record: PolicyRecord) -> None:
         for obj in render(record, namespace=self.namespace, image=self.image,
-                          directory=self.directory):
+                          directory=self.directory, args=self.args):
             await self.client.patch(api_path(obj), obj, "apply", field_manager=FIELD_MANAGER,
                                     force=True)
 

@@ -89,6 +89,19 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     return AdmissionRules.make(reserved, destinations)
 
 
+def admission_flags(args: argparse.Namespace) -> list[str]:
+    """The admission flags given to this process, for the Dedicated schedulers it
+    deploys: they load and call extenders under the same rules."""
+    out: list[str] = []
+    if args.reserved_scheduler_names:
+        out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
+    if args.extender_deny is not None:
+        out.append(f"--extender-deny={args.extender_deny}")
+    if args.extender_allow:
+        out.append(f"--extender-allow={args.extender_allow}")
+    return out
+
+
 async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
     """The API server's addresses as its names resolve now, refused too (the extender
     client checks resolved addresses when it connects). A name that does not resolve
@@ -296,7 +309,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                                binder=engine.binder)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
                                  image=args.dedicated_image or await own_image(client)
-                                 or DEFAULT_IMAGE)
+                                 or DEFAULT_IMAGE, args=admission_flags(args))
     reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
                                   records_last_good=True, rules=rules)
     reconciler.leading = False

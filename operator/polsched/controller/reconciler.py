@@ -145,7 +145,7 @@ class PolicyReconciler:
             if reloaded:
                 # Loading the spec and building its pipeline (and extenders, whose CA
                 # Secret read can still refuse the generation) in _sync.
-                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
+                metrics.policy_reload(rec.name, _reload_result(rec),
                                       time.perf_counter() - started)
 
     async def observe_all(self, bodies: Sequence[Mapping[str, Any]]) -> None:
@@ -183,8 +183,7 @@ class PolicyReconciler:
             await self._sync()
             synced = time.perf_counter() - started
             for rec, took in loads:
-                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
-                                      took + synced)
+                metrics.policy_reload(rec.name, _reload_result(rec), took + synced)
 
     async def forget(self, name: str) -> None:
         async with self._lock:
@@ -218,8 +217,10 @@ class PolicyReconciler:
                 self.engine.set_leader(None, True)
                 self.writer.set_enabled(True)
                 self.events.enabled = True
+                owners = self.book.owners()
                 for rec in self.book.records():  # faults found while standing by
-                    self._report(rec)
+                    if self._view(rec, owners) is not None:
+                        self._report(rec)
 
     async def _refresh_status(self) -> None:
         """Read each policy's status as the previous leader last wrote it: the counters to
@@ -284,9 +285,9 @@ class PolicyReconciler:
         for rec in self.book.records():
             try:
                 view = self._view(rec, owners)
-                if view is not None:
+                if view is not None:  # this process speaks for the policy
                     self.writer.update(rec.name, view, rec.status, created=rec.created)
-                self._report(rec)
+                    self._report(rec)
             except Exception:  # a status bug must not stop the other policies' status
                 log.exception("SchedulingPolicy %s: computing its status failed", rec.name)
         if self.deployer is not None and self.leading:
@@ -715,6 +716,10 @@ class PolicyReconciler:
                 except Exception:
                     log.debug("closing extender %s failed", ext.name, exc_info=True)
         self._extenders.clear()
+
+
+def _reload_result(rec: PolicyRecord) -> str:
+    return "error" if rec.error is not None or rec.build_error is not None else "success"
 
 
 def truncate(text: str, limit: int = 300) -> str:

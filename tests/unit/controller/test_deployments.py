@@ -42,3 +42,33 @@ def test_render_dedicated_objects() -> None:
         "/apis/rbac.authorization.k8s.io/v1/namespaces/polsched-system/rolebindings/polsched-fast",
         "/apis/apps/v1/namespaces/polsched-system/deployments/polsched-fast",
     ]
+
+
+def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
+    import argparse
+
+    from polsched.controller.operator import admission_flags
+    from polsched.controller.options import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    assert admission_flags(parser.parse_args([])) == []
+    flags = admission_flags(parser.parse_args([
+        "--reserved-scheduler-names", "volcano", "--extender-deny", "10.0.0.0/8",
+        "--extender-allow", "10.1.0.0/16"]))
+    assert flags == ["--reserved-scheduler-names=volcano", "--extender-deny=10.0.0.0/8",
+                     "--extender-allow=10.1.0.0/16"]
+    rec, _ = PolicyBook().observe({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "fast", "uid": "u-1", "generation": 1},
+        "spec": {"runtime": {"mode": "Dedicated"}}})
+    deploy = render(rec, namespace="polsched-system", image="img:1", args=flags)[-1]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["scheduler", "--policy", "fast", "--leader-elect=true", *flags]
+    # The scheduler's own parser takes them.
+    from polsched.controller.options import add_scheduler_arguments
+
+    sched = argparse.ArgumentParser()
+    add_scheduler_arguments(sched)
+    parsed = sched.parse_args(args[1:])
+    assert parsed.reserved_scheduler_names == "volcano"
