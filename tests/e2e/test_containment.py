@@ -42,7 +42,7 @@ from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
-from tests.e2e.scheduling import RUN, eventually, pod_manifest
+from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling, pod_manifest
 
 # The operator's peak RSS may grow by at most this while 300 MB answers arrive (it was
 # ~50 MiB before and after on the dev machine; buffering one answer adds 300 MB or more).
@@ -155,7 +155,47 @@ class KillingFilter(FilterPlugin):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if pod.labels.get("kill") == "yes":
             raise LoopKiller("a plugin bug that escapes the scheduling loop")
+        if pod.labels.get("kill") == "cancel":
+            raise asyncio.CancelledError()  # as if an await inside it had been cancelled
         return SUCCESS
+
+
+def killing_policy(name: str) -> Any:
+    registry = Registry([PluginSpec(KillingFilter.NAME, filter=KillingFilter)])
+    return load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                        "metadata": {"name": name, "generation": 1},
+                        "spec": {"filters": [{"name": KillingFilter.NAME}]}},
+                       registry=registry, default_filters=(), default_scorers=())
+
+
+def test_a_plugins_stray_cancellation_fails_its_pod_not_the_loop(
+        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
+    """A CancelledError the loop did not ask for (a plugin's) is that pod's error: the
+    loop goes on with the next pod."""
+    rid = unique("cancel")
+    nodes(f"{rid}-n", labels={RUN: rid})
+    policy = killing_policy(rid)
+
+    async def main() -> tuple[str, bool]:
+        client = ApiClient.from_kubeconfig(cluster.kubeconfig)
+        engine = Engine(client)
+        try:
+            await engine.start()
+            engine.apply(policy)
+            pods = f"/api/v1/namespaces/{namespace}/pods"
+            await client.post(pods, pod_manifest(namespace, "cancelled", rid, rid,
+                                                 labels={"kill": "cancel"}))
+            note = await failed_scheduling(client, namespace, "cancelled")
+            await client.post(pods, pod_manifest(namespace, "after", rid, rid))
+            await bound_node(client, namespace, "after")
+            return note, engine.loop_alive()
+        finally:
+            await engine.stop()
+            await client.close()
+
+    note, alive = asyncio.run(main())
+    assert "internal error: CancelledError" in note
+    assert alive
 
 
 def test_healthz_goes_unhealthy_when_the_scheduling_loop_is_dead(
@@ -164,11 +204,7 @@ def test_healthz_goes_unhealthy_when_the_scheduling_loop_is_dead(
     real API server: 200 while pods are scheduled, 503 once the loop has died."""
     rid = unique("loop")
     nodes(f"{rid}-n", labels={RUN: rid})
-    registry = Registry([PluginSpec(KillingFilter.NAME, filter=KillingFilter)])
-    policy = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-                          "metadata": {"name": rid, "generation": 1},
-                          "spec": {"filters": [{"name": KillingFilter.NAME}]}},
-                         registry=registry, default_filters=(), default_scorers=())
+    policy = killing_policy(rid)
 
     async def main() -> list[int]:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)

@@ -627,8 +627,15 @@ class Engine(CacheListener):
         self._report_pending(s)  # popped; backoffs that expired moved to activeQ
         try:
             await self._schedule_one(s, qp, started)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as err:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the loop (or the cycle's task) is being stopped
+            # Raised by a plugin or an extender call, not a cancellation of this task:
+            # re-raised, it would end the scheduling loop of every policy.
+            log.error("scheduling %s failed: a CancelledError nobody asked for", qp.key,
+                      exc_info=err)
+            self._on_error(s, qp, "internal error: CancelledError", started)
         except Exception as err:  # a bug must not stop the scheduler
             log.exception("scheduling %s failed", qp.key)
             self._on_error(s, qp, f"internal error: {err}", started)
