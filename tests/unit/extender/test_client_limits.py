@@ -183,3 +183,27 @@ def test_the_api_servers_own_port_is_refused_even_when_loopback_is_allowed() -> 
 
     with pytest.raises(ExtenderError, match="the API server's own address"):
         run(call())
+
+
+def test_an_oversized_answer_honours_ignorable(flood: _Flood) -> None:
+    """The cap makes the extender a failed one: skipped when ignorable, the cycle's error
+    (naming it) when not."""
+    import random
+
+    from polsched.framework import PipelineError, Snapshot
+    from tests.unit.pipelines import build
+
+    url = f"http://127.0.0.1:{flood.server_address[1]}/"
+
+    async def schedule(ignorable: bool) -> str | None:
+        ext = HTTPExtender(config(url, filter_verb="filter", node_cache_capable=True,
+                                  ignorable=ignorable))
+        pl = build(extenders=[ext], rng=random.Random(0))
+        try:
+            return (await pl.schedule(make_pod(), Snapshot(NODES))).node
+        finally:
+            await ext.close()
+
+    assert run(schedule(True)) in ("n1", "n2")
+    with pytest.raises(PipelineError, match="its answer is larger than the"):
+        run(schedule(False))
