@@ -157,8 +157,7 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool],
     return runner
 
 
-def webhook_server(args: argparse.Namespace, client: ApiClient
-                   ) -> kopf.WebhookServerProtocol:
+def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
     """The webhook server `polsched run`'s flags ask for (controller.webhook)."""
     from polsched.controller import webhook
 
@@ -265,11 +264,6 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     """The operator, until SIGTERM or SIGINT. client and cache: made by controller.boot,
     the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or default_identity()
-    try:
-        rules = admission_rules(args, client.host)
-    except SystemExit:
-        await client.close()
-        raise
     # The namespace check runs while the process sets up; the Lease waits for it.
     namespace_ready = asyncio.get_running_loop().create_task(
         namespaces.ensure(client, args.namespace), name="polsched-namespace")
@@ -293,9 +287,10 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     liveness = Liveness(grace=max(30.0, 2.0 * args.lease_duration))
     ready, healthy = probes_for(engine, liveness)
     try:
+        # A flag that does not parse ends the process before anything is served.
+        rules = await resolve_api_servers(admission_rules(args, client.host))
         # Ready once the cache has synced (engine.start() returns then), while healthy.
         probes = await serve_metrics(args.metrics_listen, ready, healthy)
-        rules = await resolve_api_servers(rules)
     except SystemExit:
         await abandon()
         raise
