@@ -401,6 +401,16 @@ def test_webhook_refuses_reserved_names_bad_cas_and_unauthorised_shadows(
         assert "denied the request" in err
         assert "spec.extenders[0].tlsConfig.caData" in err
 
+        h.cluster.kubectl("create", "secret", "generic", f"{rid}-ca", "-n",
+                          OPERATOR_NAMESPACE, "--from-literal=ca.crt=garbage")
+        err = apply_refused(h, ext_policy(f"{rid}-secret", "a", {
+            "urlPrefix": "https://ext.example/",
+            "tlsConfig": {"caSecretRef": {"name": f"{rid}-ca",
+                                          "namespace": OPERATOR_NAMESPACE}}}))
+        assert "denied the request" in err
+        assert "spec.extenders[0].tlsConfig.caSecretRef: Secret " \
+               f"{OPERATOR_NAMESPACE}/{rid}-ca key ca.crt must be PEM CA certificates" in err
+
         err = apply_refused(h, ext_policy(f"{rid}-meta", "a", {
             "urlPrefix": "http://169.254.169.254/latest/"}))
         assert "spec.extenders[0].urlPrefix" in err and "link-local" in err
@@ -418,6 +428,8 @@ def test_webhook_refuses_reserved_names_bad_cas_and_unauthorised_shadows(
         assert ready["reason"] == "Shadowing"
     finally:
         h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
+                          "--ignore-not-found", check=False)
+        h.cluster.kubectl("delete", "secret", f"{rid}-ca", "-n", OPERATOR_NAMESPACE,
                           "--ignore-not-found", check=False)
 
 

@@ -20,7 +20,6 @@ one instead of nothing.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -29,10 +28,9 @@ from typing import Any, Protocol
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
-from polsched.api.loader import ca_bundle_problem
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import conditions as cond
-from polsched.controller import lastgood
+from polsched.controller import extender_ca, lastgood
 from polsched.controller.policies import PolicyBook, PolicyRecord
 from polsched.controller.policyevents import PolicyEvents
 from polsched.controller.status import StatusView, StatusWriter
@@ -648,7 +646,8 @@ class PolicyReconciler:
                 ca_pem: str | None = None
                 if cfg.ca_secret_ref is not None:
                     ns, secret = cfg.ca_secret_ref
-                    ca_pem = await self._read_ca(ns, secret, f"{path}.tlsConfig.caSecretRef")
+                    ca_pem = await extender_ca.read_ca(self.client, ns, secret,
+                                                       f"{path}.tlsConfig.caSecretRef")
                 try:
                     out.append(HTTPExtender(cfg, ca_pem,
                                             destinations=self.rules.destinations))
@@ -660,30 +659,6 @@ class PolicyReconciler:
             self._close_later(out)
             raise
         return out
-
-    async def _read_ca(self, namespace: str, name: str, path: str) -> str:
-        where = f"Secret {namespace}/{name} key ca.crt"
-        try:
-            secret = await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-        except ApiError as e:
-            raise PolicyError([FieldError(path, f"cannot read Secret {namespace}/{name}: "
-                                                f"{e.reason or e.status} {e.message}")]) from e
-        except Exception as e:  # noqa: BLE001 - the server unreachable: retried later
-            raise PolicyError([FieldError(path, f"cannot read Secret {namespace}/{name}: "
-                                                f"{truncate(str(e) or type(e).__name__)}")]
-                              ) from e
-        data = (secret.get("data") or {}).get("ca.crt")
-        if not data or not isinstance(data, str):
-            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no key ca.crt")])
-        try:
-            pem = base64.b64decode(data, validate=True).decode("utf-8")
-        except (ValueError, UnicodeDecodeError):
-            pem = ""
-        problem = ca_bundle_problem(pem) if pem else "not UTF-8 text"
-        if problem:
-            raise PolicyError([FieldError(path, f"{where} must be PEM CA certificates: "
-                                                f"{problem}")])
-        return pem
 
     def _close_later(self, extenders: Sequence[HTTPExtender]) -> None:
         if not extenders:

@@ -40,9 +40,10 @@ from typing import Any, Protocol
 
 import aiohttp.web
 
-from polsched.api import GROUP, PLURAL, VERSION, Policy, PolicyError, load_policy
+from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError, load_policy
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.cluster.client import ApiClient, ApiError
+from polsched.controller import extender_ca
 from polsched.controller.kopf_import import kopf
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,29 @@ def validate_policy(body: Any, rules: AdmissionRules = DEFAULT_RULES) -> Policy:
         raise kopf.AdmissionError(f"SchedulingPolicy could not be validated "
                                   f"({type(e).__name__}); see the operator's log",
                                   code=500) from e
+
+
+async def check_ca_secrets(client: ApiClient, policy: Policy) -> None:
+    """Each caSecretRef Secret this process can read must hold PEM certificates in
+    ca.crt; one it cannot read (not there yet, not granted) is left to the operator,
+    which reports it as the policy's Valid=False."""
+    problems: list[FieldError] = []
+    for i, ext in enumerate(policy.extenders):
+        if ext.ca_secret_ref is None:
+            continue
+        namespace, name = ext.ca_secret_ref
+        path = f"spec.extenders[{i}].tlsConfig.caSecretRef"
+        try:
+            secret = await client.get(extender_ca.secret_path(namespace, name))
+        except Exception as e:  # noqa: BLE001 - unreadable here: the operator reports it
+            log.debug("webhook: Secret %s/%s for %s not read: %r", namespace, name, path, e)
+            continue
+        try:
+            extender_ca.ca_from_secret(secret, namespace, name, path)
+        except PolicyError as e:
+            problems.extend(e.errors)
+    if problems:
+        raise kopf.AdmissionError(str(PolicyError(problems, policy.name)), code=422)
 
 
 async def check_shadow(client: ApiClient, policy: Policy) -> None:
@@ -118,14 +142,17 @@ WEBHOOK_NAME = f"{WEBHOOK_ID}.{CONFIGURATION_NAME}"  # kopf's naming, and manife
 
 def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RULES,
              client: ApiClient | None = None) -> None:
-    """The handler (kopf routes /validate-policy to it). With `client`, a shadow is
-    checked against the policy it shadows (check_shadow)."""
+    """The handler (kopf routes /validate-policy to it). With `client`, the CA Secrets
+    it can read are checked (check_ca_secrets) and a shadow against the policy it
+    shadows (check_shadow)."""
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
                       operations=["CREATE", "UPDATE"], ignore_failures=True)
     async def _validate(body: kopf.Body, **_: Any) -> None:
         policy = validate_policy(body, rules)
-        if client is not None and policy.shadow_of:
-            await check_shadow(client, policy)
+        if client is not None:
+            await check_ca_secrets(client, policy)
+            if policy.shadow_of:
+                await check_shadow(client, policy)
 
 
 # -- certificates ---------------------------------------------------------------------------
