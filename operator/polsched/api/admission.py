@@ -81,7 +81,9 @@ class DestinationPolicy:
             return f"{host}:{port} is the API server's own address"
         if name in API_SERVER_NAMES or name.startswith("kubernetes.default."):
             return f"{host} is the API server's Service"
-        ip = _address(name)
+        # "localhost" is loopback by definition (RFC 6761), whatever a resolver says.
+        ip = _address("127.0.0.1" if name == "localhost" or name.endswith(".localhost")
+                      else name)
         if ip is None:
             return ""
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:

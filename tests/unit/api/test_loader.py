@@ -591,6 +591,7 @@ def test_allowed_shadows_are_policy_names() -> None:
     ("http://[fe80::1]:8888/", "link-local"),
     ("http://127.0.0.1:8888/", "loopback"),
     ("http://[::ffff:127.0.0.1]:8888/", "loopback"),
+    ("http://localhost:8888/", "loopback"),
     ("https://kubernetes.default.svc/", "API server's Service"),
     ("https://10.0.0.1:6443/", "API server's own address"),
 ])

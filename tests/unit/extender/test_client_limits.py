@@ -142,7 +142,7 @@ def test_a_refused_destination_is_refused_when_connecting(
         start_extender: StartExtender) -> None:
     server = start_extender({"/filter": lambda args: {"NodeNames": ["n1"]}})
     port = int(server.url.rsplit(":", 1)[1].strip("/"))
-    # By name: the load-time check cannot know what "localhost" resolves to.
+    # By name: the client resolves it and checks the addresses it would connect to.
     url = f"http://localhost:{port}/"
     refused = HTTPExtender(config(url, filter_verb="filter", node_cache_capable=True),
                            destinations=DestinationPolicy())
