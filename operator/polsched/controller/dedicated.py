@@ -26,7 +26,13 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller import gcpolicy, policywatch
 from polsched.controller.leases import LeaseTiming
-from polsched.controller.operator import default_identity, serve_metrics
+from polsched.controller.operator import (
+    admission_rules,
+    default_identity,
+    probes_for,
+    resolve_api_servers,
+    serve_metrics,
+)
 from polsched.controller.process import Election, Process, ProcessConfig, lease_client
 from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
 
@@ -47,6 +53,12 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
     controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
+    try:
+        rules = await resolve_api_servers(admission_rules(args, client.host))
+    except SystemExit:
+        await cache.stop()
+        await client.close()
+        raise
     elect = _wants_election(args)
     election = Election(args.namespace, lease_name(args.policy),
                         LeaseTiming(args.lease_duration, args.renew_period),
@@ -54,12 +66,16 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     # Its extenders' CA Secrets are mounted in its pod (controller.deployments).
     scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
                            if args.extender_ca_dir else None)
-    process = Process(client, cache, ProcessConfig(identity, election, args.status_interval),
+    config = ProcessConfig(identity, election, args.status_interval,
+                           liveness_grace=max(30.0, 2.0 * args.lease_duration))
+    process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
-                          client, engine, writer, dedicated=scope))
+                          client, engine, writer, dedicated=scope, rules=rules))
     engine, writer, reconciler = process.engine, process.writer, process.reconciler
+    liveness = process.liveness
+    ready, healthy = probes_for(engine, liveness)
     try:
-        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+        probes = await serve_metrics(args.metrics_listen, ready, healthy)
     except SystemExit:
         await engine.cache.stop()
         await client.close()
@@ -73,10 +89,14 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     process.synced()
     gcpolicy.freeze()
     first = asyncio.Event()
-    tasks.append(loop.create_task(policywatch.watch_policies(client, reconciler,
-                                                             name=args.policy, first=first)))
+    watch = loop.create_task(policywatch.watch_policies(client, reconciler,
+                                                        name=args.policy, first=first))
+    tasks.append(watch)
+    liveness.task("policy watch", watch)
     elector = process.elector
     campaign = loop.create_task(elector.run()) if elector is not None else None
+    if campaign is not None:
+        liveness.task("lease election", campaign)
     log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
              identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")
     try:

@@ -25,14 +25,21 @@ import socket
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from polsched.api import GROUP
+from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, gcpolicy, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
+from polsched.controller.health import Liveness
 from polsched.controller.leases import LeaseTiming
-from polsched.controller.options import DEFAULT_METRICS_LISTEN
+from polsched.controller.options import (
+    DEFAULT_EXTENDER_DENY,
+    DEFAULT_EXTENDER_DENY_IN_CLUSTER,
+    DEFAULT_METRICS_LISTEN,
+)
 from polsched.controller.process import Election, Process, ProcessConfig, lease_client
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.scheduler import metrics
@@ -40,6 +47,8 @@ from polsched.scheduler import metrics
 if TYPE_CHECKING:
     import kopf
     from aiohttp import web
+
+    from polsched.scheduler.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +62,77 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-async def serve_metrics(listen: str | None, ready: Callable[[], bool]
+def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules:
+    """The reserved scheduler names and the extender destination policy of the flags;
+    `api_server`: the URL this process reaches the API server at (refused as an
+    extender destination, with the in-cluster Service's address). Raises SystemExit
+    naming the flag that does not parse."""
+    deny_flag = args.extender_deny
+    if deny_flag is None:
+        deny_flag = (DEFAULT_EXTENDER_DENY_IN_CLUSTER if os.environ.get("KUBERNETES_SERVICE_HOST")
+                     else DEFAULT_EXTENDER_DENY)
+    try:
+        deny = parse_networks(deny_flag, "--extender-deny")
+        allow = parse_networks(args.extender_allow, "--extender-allow")
+    except ValueError as e:
+        raise SystemExit(f"polsched: {e}") from e
+    destinations = DestinationPolicy(deny=deny, allow=allow)
+    url = urlsplit(api_server)
+    if url.hostname:
+        destinations = destinations.with_api_server(
+            url.hostname, url.port or (443 if url.scheme == "https" else 80))
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), \
+        os.environ.get("KUBERNETES_SERVICE_PORT")
+    if host and port and port.isdigit():
+        destinations = destinations.with_api_server(host, int(port))
+    reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
+    return AdmissionRules.make(reserved, destinations)
+
+
+def admission_flags(args: argparse.Namespace) -> list[str]:
+    """The admission flags given to this process, for the Dedicated schedulers it
+    deploys: they load and call extenders under the same rules."""
+    out: list[str] = []
+    if args.reserved_scheduler_names:
+        out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
+    if args.extender_deny is not None:
+        out.append(f"--extender-deny={args.extender_deny}")
+    if args.extender_allow:
+        out.append(f"--extender-allow={args.extender_allow}")
+    return out
+
+
+async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
+    """The API server's addresses as its names resolve now, refused too (the extender
+    client checks resolved addresses when it connects). A name that does not resolve
+    is kept as a name."""
+    loop = asyncio.get_running_loop()
+    destinations = rules.destinations
+    for host, port in list(destinations.api_servers):
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            continue
+        for *_, sockaddr in infos:
+            destinations = destinations.with_api_server(str(sockaddr[0]), port)
+    return AdmissionRules(rules.reserved_scheduler_names, destinations)
+
+
+def probes_for(engine: Engine, liveness: Liveness) -> tuple[Callable[[], bool],
+                                                            Callable[[], bool]]:
+    """(ready, healthy) of a scheduling process: ready once the cache has synced and
+    while healthy; healthy while its scheduling loop and long-running tasks run and an
+    elected leader leads (controller.health)."""
+    liveness.check("scheduling loop", engine.loop_alive)
+
+    def ready() -> bool:
+        return engine.cache.synced and liveness.healthy()
+
+    return ready, liveness.healthy
+
+
+async def serve_metrics(listen: str | None, ready: Callable[[], bool],
+                        healthy: Callable[[], bool] = lambda: True
                         ) -> web.AppRunner | None:
     """Start /metrics, /healthz and /readyz (`--metrics-listen`). None: the default address,
     given up with a warning when it is taken (a second operator on a laptop must still
@@ -64,7 +143,7 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool]
     if not address:
         return None
     try:
-        runner = await metrics.serve(address, ready=ready)
+        runner = await metrics.serve(address, ready=ready, healthy=healthy)
     except (OSError, ValueError) as e:
         if explicit:
             raise SystemExit(f"polsched: --metrics-listen {address}: {e}") from e
@@ -144,7 +223,8 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
         return credentials.connection_info(kubeconfig)
 
 
-def serve_webhook(args: argparse.Namespace, client: ApiClient) -> Coroutine[Any, Any, None]:
+def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules
+                  ) -> Coroutine[Any, Any, None]:
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
     result, which returns when kopf stops (on SIGTERM or SIGINT)."""
@@ -153,7 +233,7 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient) -> Coroutine[Any,
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    webhook.register(registry)
+    webhook.register(registry, rules, client)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -187,6 +267,24 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     # The namespace check runs while the process sets up; the Lease waits for it.
     namespace_ready = asyncio.get_running_loop().create_task(
         namespaces.ensure(client, args.namespace), name="polsched-namespace")
+
+    async def abandon(*started: asyncio.Task[Any], engine: Any = None) -> None:
+        """Set-up failed before the watches started: stop what runs, close the client."""
+        for t in (namespace_ready, *started):
+            t.cancel()
+            with contextlib.suppress(BaseException):
+                await t
+        if engine is not None:
+            await engine.stop()
+        await client.close()
+
+    try:
+        # A flag that does not parse ends the process before anything is served.
+        rules = await resolve_api_servers(admission_rules(args, client.host))
+    except SystemExit:
+        await cache.stop()
+        await abandon()
+        raise
     # The Lease is renewed on its own thread and client: under load, this loop (every
     # policy's watch events, decisions and binds) renewed too late and lost the lease
     # (controller.leases).
@@ -195,47 +293,42 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                         lease_client(args.kubeconfig, client))
     config = ProcessConfig(identity, election, args.status_interval,
                            annotate_decisions=args.annotate_decisions,
-                           shadow_budget=args.shadow_budget)
+                           shadow_budget=args.shadow_budget,
+                           liveness_grace=max(30.0, 2.0 * args.lease_duration))
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
-    deployer = DedicatedDeployer(client, namespace=args.namespace, image=image)
+    deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
+                                 args=admission_flags(args))
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
-                          client, engine, writer, deployer=deployer, records_last_good=True))
+                          client, engine, writer, deployer=deployer, records_last_good=True,
+                          rules=rules))
     engine, writer, reconciler = process.engine, process.writer, process.reconciler
+    liveness: Liveness = process.liveness
     elector = process.elector
     assert elector is not None
     # The cache's lists (sent by controller.boot) are applied while the rest sets up (the
     # namespace check, the metrics server, kopf): the sync is the longest part of the
     # start-up.
     sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
-
-    async def abandon() -> None:
-        """Set-up failed before the watches started: stop what runs, close the client."""
-        for t in (namespace_ready, sync):
-            t.cancel()
-            with contextlib.suppress(BaseException):
-                await t
-        await engine.stop()
-        await client.close()
-
+    ready, healthy = probes_for(engine, liveness)
     try:
-        # Ready once the cache has synced (engine.start() returns then).
-        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+        # Ready once the cache has synced (engine.start() returns then), while healthy.
+        probes = await serve_metrics(args.metrics_listen, ready, healthy)
     except SystemExit:
-        await abandon()
+        await abandon(sync, engine=engine)
         raise
     try:
         await namespace_ready
     except BaseException:
         if probes is not None:
             await probes.cleanup()
-        await abandon()
+        await abandon(sync, engine=engine)
         raise
     # The Lease and the policy watch start while the cache syncs (start-up to first bind
     # was their sum); taking the lead waits for the sync (Process: leading means binding
     # and writing counts from the cache).
     # The process runs until this ends: kopf (serving the webhook) or a signal.
-    main = serve_webhook(args, client) if args.webhook_listen else until_stopped()
+    main = serve_webhook(args, client, rules) if args.webhook_listen else until_stopped()
     loop = asyncio.get_running_loop()
     campaign = loop.create_task(elector.run(), name="polsched-lease")
     operator_task = loop.create_task(
@@ -244,6 +337,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     # schedulers once it has started.
     policies = loop.create_task(policywatch.watch_policies(client, reconciler),
                                 name="polsched-policies")
+    liveness.task("policy watch", policies)
+    liveness.task("lease election", campaign)
     try:
         await sync
         gcpolicy.freeze()

@@ -13,12 +13,14 @@ loop after the operator had stopped.
 Leadership follows one rule in both: losing the lease stops binding and status writes at
 once (before the next await), then tells the reconciler; gaining it waits until the cache
 has synced (`synced()`), since leading means binding and writing counts from the cache,
-and yields to any later change.
+and yields to any later change. A reconciler that fails to take the lead is retried
+every second, and /healthz reports it once the grace has passed (controller.health).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +28,15 @@ from typing import Any
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller import credentials
+from polsched.controller.health import Liveness
 from polsched.controller.leases import LeaseThread, LeaseTiming
 from polsched.controller.ledger import BindLedger
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler.engine import Engine
 from polsched.scheduler.shadow import DEFAULT_BUDGET
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,9 @@ class ProcessConfig:
     status_interval: float
     annotate_decisions: bool = False
     shadow_budget: float = DEFAULT_BUDGET
+    # How long leadership may go unapplied, or a watched task be down, before /healthz
+    # fails (controller.health.Liveness).
+    liveness_grace: float = 30.0
 
 
 def lease_client(kubeconfig: str | None, client: ApiClient) -> Callable[[], ApiClient]:
@@ -81,6 +89,8 @@ class Process:
                  reconciler: ReconcilerFactory) -> None:
         self.config = config
         election = config.election
+        # What /healthz reports: the engine's loop, the watched tasks, the leadership.
+        self.liveness = Liveness(grace=config.liveness_grace)
         self.elector: LeaseThread | None = None
         deadline = None
         if election is not None:
@@ -102,6 +112,8 @@ class Process:
                                    interval=config.status_interval,
                                    enabled=election is None, deadline=deadline, ledger=ledger)
         self.reconciler = reconciler(self.engine, self.writer)
+        # Policy events come from the process that writes the policies' status.
+        self.reconciler.events.enabled = election is None
         self._synced = asyncio.Event()
         self._turns = 0  # leadership changes so far: a deferred gain yields to a later one
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -118,6 +130,7 @@ class Process:
         if not leading:  # stop binding now, not after the next await
             self.engine.set_leader(None, False)
             self.writer.set_enabled(False)
+            self.liveness.elected(False)
         t = asyncio.get_running_loop().create_task(self._lead(leading, self._turns))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
@@ -127,7 +140,20 @@ class Process:
             await self._synced.wait()
             if turn != self._turns:
                 return
-        await self.reconciler.set_leading(leading)
+            self.liveness.elected(True)  # from now on, leading is due within the grace
+        while True:
+            try:
+                await self.reconciler.set_leading(leading)
+            except Exception:
+                # Not leading while holding the lease binds nothing: try again, and
+                # /healthz reports it once the grace has passed (controller.health).
+                log.exception("applying leadership=%s failed; retrying", leading)
+                await asyncio.sleep(1.0)
+                if turn != self._turns:
+                    return
+                continue
+            self.liveness.applied(leading)
+            return
 
     async def close_leadership(self) -> None:
         """Cancel the leadership changes still under way (at shutdown)."""

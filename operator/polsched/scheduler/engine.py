@@ -144,6 +144,12 @@ class Engine(CacheListener):
         for s in self._schedulers.values():
             self._start_scheduler(s, pending.get(s.name, ()))
 
+    def loop_alive(self) -> bool:
+        """False once the scheduling loop has ended while the engine runs (a fault it
+        did not catch): the process's /healthz says so (controller.health)."""
+        task = self._loop_task
+        return task is None or not task.done()
+
     async def stop(self) -> None:
         for s in self._schedulers.values():
             self._stop_scheduler(s)
@@ -153,6 +159,10 @@ class Engine(CacheListener):
             tasks.append(self._loop_task)
             self._loop_task = None
         for t in tasks:
+            if t.done():  # ended on its own (a fault /healthz reported): stop the rest
+                if not t.cancelled():
+                    t.exception()
+                continue
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.binder.close()

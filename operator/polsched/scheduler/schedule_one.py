@@ -572,8 +572,15 @@ class ScheduleOne:
         profile.report_pending()  # popped; backoffs that expired moved to activeQ
         try:
             await self.scheduling_cycle(a)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as err:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the loop (or the cycle's task) is being stopped
+            # Raised by a plugin or an extender call, not a cancellation of this task:
+            # re-raised, it would end the scheduling loop of every policy.
+            log.error("scheduling %s failed: a CancelledError nobody asked for", qp.key,
+                      exc_info=err)
+            self.handle_failure(a, Status.error("internal error: CancelledError"))
         except Exception as err:  # a bug must not stop the scheduler
             log.exception("scheduling %s failed", qp.key)
             self.handle_failure(a, Status.error(f"internal error: {err}"))
