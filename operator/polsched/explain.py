@@ -35,6 +35,7 @@ from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
+from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.scheduler.pipelines import build_pipeline
 
@@ -288,7 +289,7 @@ def _of_kind(objs: list[Json], kind: str) -> list[Json]:
 
 def _load(obj: Json) -> Policy:
     try:
-        return load_policy(obj)
+        return load_policy(obj, CATALOG)
     except PolicyError as e:
         raise ExplainError(str(e)) from e
 

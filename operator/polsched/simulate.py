@@ -46,6 +46,7 @@ from polsched.framework import resources as res
 from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.queue import SchedulingQueue
 from polsched.snapshot import KIND_ORDER, SnapshotError, read_snapshot
@@ -625,7 +626,7 @@ def _policies(objs: Iterable[Json]) -> list[Json]:
 
 def _load(obj: Json, source: str) -> Policy:
     try:
-        return load_policy(obj)
+        return load_policy(obj, CATALOG)
     except PolicyError as e:
         raise SimulateError(f"{source}: {e}") from e
 

@@ -18,6 +18,7 @@ from polsched.api import load_policy
 from polsched.api.model import Policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import eventually, nodes_ready
@@ -32,7 +33,7 @@ Json = dict[str, Any]
 def policy(name: str, spec: Json) -> Policy:
     return load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                         "metadata": {"name": name, "generation": 1, "uid": unique("uid")},
-                        "spec": spec})
+                        "spec": spec}, CATALOG)
 
 
 def run(cluster: Cluster, policies: list[Policy],
@@ -203,7 +204,7 @@ def test_a_reload_takes_over_the_unchanged_plugins_and_decides_by_the_new_spec(
                             "kind": "SchedulingPolicy",
                             "metadata": {"name": sched, "generation": 2,
                                          "uid": unique("uid")},
-                            "spec": spec(reverse=True)})
+                            "spec": spec(reverse=True)}, CATALOG)
         engine.apply(gen2)
         new = engine.pipeline(sched)
         assert new is not old

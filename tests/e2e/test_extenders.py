@@ -32,6 +32,7 @@ from polsched.extender import wire
 from polsched.extender.client import HTTPExtender
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import PodInfo
+from polsched.plugins import CATALOG
 from tests.conftest import ROOT, Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (
     RUN,
@@ -299,7 +300,7 @@ def test_preempt_call_shape(cluster: Cluster, namespace: str, nodes: NodeFactory
     async def call(prefix: str, cache_capable: bool) -> dict[str, wire.Victims]:
         loaded = load_policy(policy(rid, {"urlPrefix": f"{ext.url}{prefix}",
                                           "preemptVerb": "preempt",
-                                          "nodeCacheCapable": cache_capable}))
+                                          "nodeCacheCapable": cache_capable}), CATALOG)
         h = HTTPExtender(loaded.extenders[0])
         try:
             assert h.supports_preemption()

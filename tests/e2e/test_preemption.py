@@ -24,6 +24,7 @@ import pytest
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
+from polsched.plugins import CATALOG
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, node_manifest, unique
@@ -80,7 +81,7 @@ def run_with_engine(cluster: Cluster, name: str,
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
         engine = Engine(client)
         loaded = load_policy(policy(name) | {"spec": {"schedulerName": name,
-                                                      "extenders": list(extenders)}})
+                                                      "extenders": list(extenders)}}, CATALOG)
         exts = [HTTPExtender(cfg) for cfg in loaded.extenders]
         try:
             await engine.start()

@@ -19,6 +19,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import (
@@ -133,7 +134,7 @@ def test_statefulset_on_wait_for_first_consumer_local_pvs_binds_each_pod_to_its_
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()

@@ -14,6 +14,7 @@ import yaml
 from polsched import cli
 from polsched.api import load_policy
 from polsched.explain import explain, read_objects
+from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +50,7 @@ NODES = [node("n1", {KEY: "10"}), node("n2", {KEY: "5"}), node("n3")]
 
 
 def test_winner_rejections_and_the_three_scores() -> None:
-    report = asyncio.run(explain(load_policy(POLICY), pod("p"), NODES))
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), pod("p"), NODES))
     assert report.winner == "n1"
     assert report.deciding_scorer == "NodeLabelValue"
     by = {n.name: n for n in report.nodes}
@@ -66,7 +67,8 @@ def test_bound_pods_are_counted_and_the_pod_itself_is_not() -> None:
     # n1 is full (4 cpu used): the winner becomes n2. The explained pod, already bound to
     # n2, does not count against n2.
     pods = [pod("big", cpu="4", node_name="n1"), pod("p", node_name="n2")]
-    report = asyncio.run(explain(load_policy(POLICY), pod("p", node_name="n2"), NODES, pods))
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), pod("p", node_name="n2"), NODES,
+                                 pods))
     by = {n.name: n for n in report.nodes}
     assert by["n1"].rejected is not None
     assert by["n1"].rejected.plugin == "NodeResourcesFit"
@@ -75,7 +77,7 @@ def test_bound_pods_are_counted_and_the_pod_itself_is_not() -> None:
 
 
 def test_no_node_fits_gives_kube_schedulers_message() -> None:
-    report = asyncio.run(explain(load_policy(POLICY), pod("p", cpu="64"), NODES))
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), pod("p", cpu="64"), NODES))
     assert report.winner is None
     assert report.message.startswith("0/3 nodes are available:")
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import GROUP, Policy, PolicyError, load_policy
+from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def restore(body: Mapping[str, Any]) -> tuple[Policy, Mapping[str, Any]] | None:
     old = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
            "metadata": {**meta, "generation": rec.generation}, "spec": dict(rec.spec)}
     try:
-        policy = load_policy(old)
+        policy = load_policy(old, CATALOG)
     except PolicyError as e:
         log.warning("SchedulingPolicy %s: the last good generation %d recorded in %s no "
                     "longer loads either: %s", name, rec.generation, ANNOTATION, e)

@@ -18,6 +18,7 @@ from typing import Any
 
 from polsched.api import Policy, PolicyError, load_policy
 from polsched.controller import lastgood
+from polsched.plugins import CATALOG
 
 
 @dataclass
@@ -79,7 +80,7 @@ class PolicyBook:
         loaded_spec = rec.loaded_spec if rec is not None else None
         error: PolicyError | None = None
         try:
-            loaded = load_policy(dict(body))
+            loaded = load_policy(dict(body), CATALOG)
             loaded_spec = body.get("spec") or {}
         except PolicyError as e:
             error = e

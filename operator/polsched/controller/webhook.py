@@ -43,6 +43,7 @@ import aiohttp.web
 from polsched.api import GROUP, PLURAL, VERSION, PolicyError, load_policy
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.kopf_import import kopf
+from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ NAMES_ANNOTATION = f"{GROUP}/webhook-names"
 def validate_policy(body: Any) -> None:
     """Raise kopf.AdmissionError listing every problem (`path: message`)."""
     try:
-        load_policy(plain(body))
+        load_policy(plain(body), CATALOG)
     except PolicyError as e:
         raise kopf.AdmissionError(str(e), code=422) from e
 

@@ -35,14 +35,12 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from polsched import __version__
-from polsched.api.model import ExtenderConfig
 from polsched.cluster.http1 import Http1Writer
 from polsched.extender import wire
+from polsched.extender.config import DEFAULT_EXTENDER_TIMEOUT_SECONDS, ExtenderConfig
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
 
-# pkg/scheduler/extender.go: DefaultExtenderTimeout.
-DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
 _USER_AGENT = f"polsched/{__version__}"
 # The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
 # entries than the request that found it too big: nodes deleted from the cluster go then.

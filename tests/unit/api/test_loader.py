@@ -18,10 +18,11 @@ from polsched.api import FieldError, Policy, PolicyError, load_policy
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
-from polsched.framework.registry import ArgsError, PluginSpec, Registry
+from polsched.framework.registry import ArgsError, Catalog, PluginSpec, Registry
 from polsched.framework.selectors import compile_requirements
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 
 pytestmark = pytest.mark.unit
@@ -90,8 +91,7 @@ def policy(spec: Mapping[str, Any] | None = None, name: str = "p",
 
 
 def load(spec: Mapping[str, Any] | None = None, **top: Any) -> Policy:
-    return load_policy(policy(spec, **top), registry=REGISTRY,
-                       default_filters=DEFAULT_FILTERS, default_scorers=DEFAULT_SCORERS)
+    return load_policy(policy(spec, **top), Catalog(REGISTRY, DEFAULT_FILTERS, DEFAULT_SCORERS))
 
 
 def errors(spec: Mapping[str, Any] | None = None, **top: Any) -> list[FieldError]:
@@ -259,8 +259,7 @@ def test_a_plugin_bug_is_reported_not_raised() -> None:
 
     reg = Registry([PluginSpec("Broken", filter=broken)])
     with pytest.raises(PolicyError) as exc:
-        load_policy(policy({"filters": [{"name": "Broken"}]}), registry=reg,
-                    default_filters=(), default_scorers=())
+        load_policy(policy({"filters": [{"name": "Broken"}]}), Catalog(reg))
     assert exc.value.errors[0].path == "spec.filters[0].args"
     assert "KeyError" in exc.value.errors[0].message
 
@@ -467,7 +466,7 @@ def test_every_problem_is_reported_at_once() -> None:
 # -- the real registry ------------------------------------------------------------------
 
 def real(spec: Mapping[str, Any]) -> Policy:
-    return load_policy(policy(spec))
+    return load_policy(policy(spec), CATALOG)
 
 
 def test_real_default_profile_is_kube_schedulers() -> None:
