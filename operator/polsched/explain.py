@@ -35,11 +35,10 @@ from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.scheduler.pipelines import build_pipeline
-
-Json = dict[str, Any]
 
 
 class ExplainError(Exception):

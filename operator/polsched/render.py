@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 import jinja2
 import yaml
 
-Json = dict[str, Any]
+from polsched.objects import Json
 
 DEFAULT_NAMESPACE = "polsched-system"
 OPERATOR_TEMPLATE = "operator.yaml.j2"

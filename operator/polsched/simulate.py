@@ -46,12 +46,11 @@ from polsched.framework import resources as res
 from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.queue import SchedulingQueue
 from polsched.snapshot import KIND_ORDER, SnapshotError, read_snapshot
-
-Json = dict[str, Any]
 
 SEED = 0
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")

@@ -16,11 +16,11 @@ import yaml
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import ROOT, Cluster, unique
 
-Json = dict[str, Any]
 RUN = "e2e.polsched.io/run"
 
 

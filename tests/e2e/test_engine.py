@@ -18,6 +18,7 @@ from polsched.api import load_policy
 from polsched.api.model import Policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.e2e
 
 RUN = "e2e.polsched.io/run"
 PRIORITY = "e2e.polsched.io/priority"
-Json = dict[str, Any]
 
 
 def policy(name: str, spec: Json) -> Policy:

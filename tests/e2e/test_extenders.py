@@ -32,6 +32,7 @@ from polsched.extender import wire
 from polsched.extender.client import HTTPExtender
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from tests.conftest import ROOT, Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (
@@ -48,7 +49,6 @@ from tests.unit.extender.fake_extender import Answer, FakeExtender, Route, free_
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 StartExtender = Callable[..., FakeExtender]
 # The example extender's rule, as the extender tutorials write it.
 TUTORIAL_NODE = "10-9-101-66"

@@ -15,11 +15,11 @@ import asyncio
 import inspect
 import threading
 import time
-from typing import Any
 
 import pytest
 
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import RUN, eventually, nodes_ready, pod_manifest, run_engine
@@ -28,7 +28,6 @@ from tests.e2e.test_extenders import StartExtender, admin_binder, policy, start_
 pytestmark = pytest.mark.e2e
 __all__ = ["start_extender"]  # the fixture, used by name
 
-Json = dict[str, Any]
 SLOW_PODS = 40
 PLAIN_PODS = 100
 # The engine's bind concurrency per policy (Engine's bind_concurrency default).

@@ -22,6 +22,7 @@ from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.controller.leases import LeaseElector, LeaseThread, lease_path
 from polsched.extender.client import HTTPExtender
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
@@ -31,7 +32,6 @@ from tests.unit.extender.fake_extender import FakeExtender
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 
 
 def elector(client: ApiClient, ns: str, identity: str, duration: int = 15,

@@ -24,6 +24,7 @@ import pytest
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
@@ -36,7 +37,6 @@ from tests.e2e.test_failed_scheduling_parity import (  # noqa: F401 (fixture)
 from tests.unit.extender.fake_extender import FakeExtender
 
 pytestmark = pytest.mark.e2e
-Json = dict[str, Any]
 POLSCHED = Path(sys.executable).parent / "polsched"
 
 

@@ -31,6 +31,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import Catalog, PluginSpec, Registry
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.objects import Json
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (
@@ -49,7 +50,6 @@ __all__ = ["kube_scheduler", "start_extender"]  # fixtures shared with those tes
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 GATE = "example.com/queue-controller"
 
 

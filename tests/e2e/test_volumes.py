@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
@@ -32,7 +32,6 @@ from tests.e2e.scheduling import RUN, eventually, nodes_ready, pod_manifest, run
 from tests.e2e.test_failed_scheduling_parity import KubeScheduler, notes_of_unbound
 
 pytestmark = pytest.mark.e2e
-Json = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
 
 

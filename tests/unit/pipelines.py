@@ -25,10 +25,9 @@ from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
 from polsched.framework.pipeline import Extender, Pipeline
 from polsched.framework.registry import ArgsError, Catalog, Registry
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-
-Json = dict[str, Any]
 
 
 def policy_object(filters: Sequence[Json] | None = None, scorers: Sequence[Json] | None = None,

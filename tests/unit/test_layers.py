@@ -40,6 +40,9 @@ AIOHTTP = "aiohttp"
 # Importing a module under the key (a package, or one module) must not load any module
 # under the listed names. The first key that matches a module is its rule.
 RULES: tuple[tuple[str, frozenset[str]], ...] = (
+    # The one shared type (Json): the lowest layer, nothing of ours.
+    ("polsched.objects", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, FRAMEWORK, PLUGINS,
+                                    SCHEDULER, AIOHTTP})),
     # Plain data below the API layer: the standard library only.
     ("polsched.extender.config", frozenset({
         API, CLUSTER, CONTROLLER, FRAMEWORK, PLUGINS, SCHEDULER, "polsched.extender.client",
@@ -75,7 +78,7 @@ EXPECTED_TO_FAIL: Mapping[str, str] = {
 }
 
 # The order modules are imported in: the light layers first (see the module docstring).
-_ORDER = ("polsched.extender.config", "polsched.extender.wire", FRAMEWORK, PLUGINS, API,
+_ORDER = ("polsched.objects", "polsched.extender.config", "polsched.extender.wire", FRAMEWORK, PLUGINS, API,
           CLUSTER, EXTENDER, SCHEDULER)
 
 

@@ -28,10 +28,10 @@ import aiohttp
 import orjson
 
 from polsched.cluster import http1, kubeconfig, tls
+from polsched.objects import Json
 
 _log = logging.getLogger(__name__)
 
-Json = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {

@@ -18,8 +18,7 @@ import polsched
 from polsched.api import API_VERSION, KIND
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.policies import PolicyRecord
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 FIELD_MANAGER = "polsched"
 TEMPLATES = ("dedicated-serviceaccount.yaml.j2", "dedicated-rbac.yaml.j2",

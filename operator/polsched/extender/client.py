@@ -40,6 +40,7 @@ from polsched.extender import wire
 from polsched.extender.config import DEFAULT_EXTENDER_TIMEOUT_SECONDS, ExtenderConfig
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.objects import Json
 
 _USER_AGENT = f"polsched/{__version__}"
 # The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
@@ -122,10 +123,10 @@ class HTTPExtender:
         self._writer: Http1Writer | None = None
         self._writer_loop: asyncio.AbstractEventLoop | None = None
         # The last pod encoded, and its JSON: filter and prioritize of one cycle send it.
-        self._pod_json: tuple[wire.Json, bytes] | None = None
+        self._pod_json: tuple[Json, bytes] | None = None
         # nodeCacheCapable false: node name -> (the node JSON it was encoded from, bytes).
         # NodeInfo.set_node replaces `raw`, so an identity check says the bytes are current.
-        self._node_json: dict[str, tuple[wire.Json, bytes]] = {}
+        self._node_json: dict[str, tuple[Json, bytes]] = {}
 
     # -- framework.pipeline.Extender --------------------------------------------------
 
@@ -257,7 +258,7 @@ class HTTPExtender:
         out: dict[str, wire.Victims] = {}
         for node_name, meta in result.node_name_to_meta_victims.items():
             candidates = self._pods_on(node_name, victims_by_node, node_infos)
-            pods: list[wire.Json] = []
+            pods: list[Json] = []
             for meta_pod in meta.pods:
                 found = candidates.get(meta_pod.uid)
                 if found is None:
@@ -270,7 +271,7 @@ class HTTPExtender:
 
     @staticmethod
     def _pods_on(node_name: str, victims_by_node: Mapping[str, wire.Victims],
-                 node_infos: Mapping[str, NodeInfo] | None) -> dict[str, wire.Json]:
+                 node_infos: Mapping[str, NodeInfo] | None) -> dict[str, Json]:
         """UID -> pod JSON of the pods an answer may name on `node_name`."""
         if node_infos is not None:
             info = node_infos.get(node_name)

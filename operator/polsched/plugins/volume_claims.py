@@ -19,8 +19,7 @@ from polsched.framework.selectors import (
     compile_label_selector,
     compile_requirements,
 )
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 # component-helpers/storage/volume pv_helpers.go
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"

@@ -11,7 +11,8 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.framework import events as ev
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import build_pipeline
