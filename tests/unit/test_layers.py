@@ -78,8 +78,8 @@ EXPECTED_TO_FAIL: Mapping[str, str] = {
 }
 
 # The order modules are imported in: the light layers first (see the module docstring).
-_ORDER = ("polsched.objects", "polsched.extender.config", "polsched.extender.wire", FRAMEWORK, PLUGINS, API,
-          CLUSTER, EXTENDER, SCHEDULER)
+_ORDER = ("polsched.objects", "polsched.extender.config", "polsched.extender.wire", FRAMEWORK,
+          PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
 
 
 def _under(module: str, name: str) -> bool:
