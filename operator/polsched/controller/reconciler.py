@@ -20,7 +20,6 @@ one instead of nothing.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -33,7 +32,8 @@ from polsched.controller import conditions as cond
 from polsched.controller import lastgood
 from polsched.controller.policies import PolicyBook, PolicyRecord
 from polsched.controller.status import StatusView, StatusWriter
-from polsched.extender.client import HTTPExtender
+from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
+from polsched.objects import Json
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import SHADOW_PREFIX, Counters, Engine
 
@@ -518,26 +518,13 @@ class PolicyReconciler:
 
     # -- extenders -------------------------------------------------------------------------
     async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:
-        out: list[HTTPExtender] = []
-        for i, cfg in enumerate(policy.extenders):
-            ca_pem: str | None = None
-            if cfg.ca_secret_ref is not None:
-                ns, secret = cfg.ca_secret_ref
-                ca_pem = await self._read_ca(ns, secret, f"spec.extenders[{i}].tlsConfig."
-                                                         "caSecretRef")
-            out.append(HTTPExtender(cfg, ca_pem))
-        return out
+        async def read_secret(namespace: str, name: str) -> Json:
+            return await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
 
-    async def _read_ca(self, namespace: str, name: str, path: str) -> str:
         try:
-            secret = await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-        except ApiError as e:
-            raise PolicyError([FieldError(path, f"cannot read Secret {namespace}/{name}: "
-                                                f"{e.reason or e.status} {e.message}")]) from e
-        data = (secret.get("data") or {}).get("ca.crt")
-        if not data:
-            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no key ca.crt")])
-        return base64.b64decode(data).decode()
+            return await build_extenders(policy.extenders, read_secret)
+        except ExtenderSetupError as e:
+            raise PolicyError([FieldError(e.path, e.message)]) from e
 
     def _close_later(self, extenders: Sequence[HTTPExtender]) -> None:
         if not extenders:

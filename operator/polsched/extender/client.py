@@ -28,7 +28,7 @@ import base64
 import binascii
 import json
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -379,3 +379,61 @@ class HTTPExtender:
                 cache[n.name] = entry
             out.append(entry[1])
         return out
+
+
+# (namespace, name) -> the Secret object, as the API server returns it.
+SecretReader = Callable[[str, str], Awaitable[Json]]
+
+
+class ExtenderSetupError(Exception):
+    """An extender of a policy cannot be built: its caSecretRef Secret cannot be read or
+    has no ca.crt. `path` is the field ("spec.extenders[1].tlsConfig.caSecretRef")."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+async def build_extenders(configs: Sequence[ExtenderConfig],
+                          read_secret: SecretReader | None) -> list[HTTPExtender]:
+    """One HTTPExtender per spec.extenders entry, each with the CA its caSecretRef names
+    (the Secret's ca.crt, read with `read_secret`): how the operator builds a policy's
+    extenders, and `polsched explain` and `simulate` with it. `read_secret` is None where
+    there is no cluster to read from (a policy read from a file): a caSecretRef is then an
+    error. Raises ExtenderSetupError; nothing built is left open when it does."""
+    out: list[HTTPExtender] = []
+    try:
+        for i, cfg in enumerate(configs):
+            ca_pem: str | None = None
+            if cfg.ca_secret_ref is not None:
+                ca_pem = await _read_ca(cfg.ca_secret_ref, read_secret,
+                                        f"spec.extenders[{i}].tlsConfig.caSecretRef")
+            out.append(HTTPExtender(cfg, ca_pem))
+    except BaseException:
+        for ext in out:
+            await ext.close()
+        raise
+    return out
+
+
+async def _read_ca(ref: tuple[str, str], read_secret: SecretReader | None, path: str) -> str:
+    namespace, name = ref
+    if read_secret is None:
+        raise ExtenderSetupError(path, f"Secret {namespace}/{name} can only be read from "
+                                       "the cluster, and there is none here")
+    try:
+        secret = await read_secret(namespace, name)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # the reader's own error (cluster.ApiError) says why
+        raise ExtenderSetupError(path, f"cannot read Secret {namespace}/{name}: {err}"
+                                 ) from err
+    data = (secret.get("data") or {}).get("ca.crt")
+    if not data:
+        raise ExtenderSetupError(path, f"Secret {namespace}/{name} has no key ca.crt")
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as err:
+        raise ExtenderSetupError(path, f"Secret {namespace}/{name}: ca.crt is not "
+                                       f"base64-encoded text: {err}") from err
