@@ -30,7 +30,7 @@ import json
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
@@ -46,6 +46,7 @@ from polsched.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
+from polsched.framework.nodeaffinity import REQUIRED, RequiredNodeAffinity
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import (
     ALL_NODES,
@@ -53,7 +54,6 @@ from polsched.framework.selectors import (
     NodeSet,
     SelectorError,
     compile_label_selector,
-    compile_requirements,
 )
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -87,7 +87,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[Mapping[str, Any], ...] = (
 DEFAULT_ARGS: Mapping[str, Any] = {"defaultingType": SYSTEM_DEFAULTING}
 
 _MAX_INT32 = 2**31 - 1
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 # -- constraints ----------------------------------------------------------------------------
@@ -152,104 +151,19 @@ def pod_constraints(pod: PodInfo, action: str) -> tuple[SpreadConstraint, ...]:
 NodePredicate = Callable[[NodeInfo], bool]
 
 
-def _compile_match_fields(reqs: Any) -> Matcher:
-    """nodeSelectorRequirementsAsFieldSelector: only metadata.name, In/NotIn, one value."""
-    for r in reqs:
-        if not isinstance(r, Mapping) or r.get("key") != "metadata.name" \
-                or r.get("operator") not in ("In", "NotIn") or len(r.get("values") or ()) != 1:
-            raise SelectorError("matchFields", "only metadata.name In/NotIn with one value")
-    return compile_requirements(reqs)
-
-
-class _Term(NamedTuple):
-    exprs: Sequence[Any]
-    expr_match: Matcher
-    field_match: Matcher | None
-
-
-def _required_terms(pod: PodInfo) -> list[_Term] | None:
-    """The pod's required nodeSelectorTerms that can match a node, compiled; None when it
-    has no required node affinity. A malformed or empty term matches no node, so it is left
-    out (PodTopologySpread ignores the parse errors)."""
-    node_affinity = pod.affinity.get("nodeAffinity") or {}
-    required = node_affinity.get(_REQUIRED)
-    if required is None:
-        return None
-    terms: list[_Term] = []
-    for term in (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) \
-            else ():
-        if not isinstance(term, Mapping):
-            continue
-        exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
-        if not exprs and not fields:
-            continue
-        try:
-            expr_match = compile_requirements(exprs)
-            field_match = _compile_match_fields(fields) if fields else None
-        except SelectorError:
-            continue
-        terms.append(_Term(exprs, expr_match, field_match))
-    return terms
-
-
 def required_node_affinity(pod: PodInfo) -> NodePredicate:
     """component-helpers nodeaffinity.GetRequiredNodeAffinity(pod).Match, ignoring parse
     errors as PodTopologySpread does: nodeSelector AND any of the required
-    nodeSelectorTerms (a malformed or empty term matches no node)."""
-    selector = tuple(pod.node_selector.items())
-    terms = _required_terms(pod)
-    if not selector and terms is None:
-        return lambda node: True
-
-    def match(node: NodeInfo) -> bool:
-        labels = node.labels
-        for k, v in selector:
-            if labels.get(k) != v:
-                return False
-        if terms is None:
-            return True
-        for term in terms:
-            if term.expr_match(labels) and (term.field_match is None or term.field_match(
-                    {"metadata.name": node.name})):
-                return True
-        return False
-    return match
+    nodeSelectorTerms (a malformed or empty term matches no node). The parser is
+    framework.nodeaffinity, NodeAffinity's."""
+    required = RequiredNodeAffinity.of(pod)
+    if required.empty:
+        return _every_node
+    return required.matches
 
 
-LabelPredicate = Callable[[Mapping[str, str]], bool]
-
-
-def label_only_node_affinity(pod: PodInfo) -> tuple[tuple[str, ...], LabelPredicate] | None:
-    """required_node_affinity(pod) as a predicate on a node's labels alone, with the label
-    keys it reads (it gives the same answer on any labels that agree on those keys); None
-    when a term has matchFields (it reads the node's name)."""
-    selector = tuple(pod.node_selector.items())
-    keys = {k for k, _ in selector}
-    required = _required_terms(pod)
-    terms: list[Matcher] | None = None
-    if required is not None:
-        terms = []
-        for term in required:
-            if term.field_match is not None:
-                return None
-            for r in term.exprs:
-                key = r.get("key") if isinstance(r, Mapping) else None
-                if not isinstance(key, str):
-                    return None
-                keys.add(key)
-            terms.append(term.expr_match)
-
-    def match(labels: Mapping[str, str]) -> bool:
-        for k, v in selector:
-            if labels.get(k) != v:
-                return False
-        if terms is None:
-            return True
-        for expr_match in terms:
-            if expr_match(labels):
-                return True
-        return False
-    return tuple(sorted(keys)), match
+def _every_node(node: NodeInfo) -> bool:
+    return True
 
 
 class _NodeInclusion:
@@ -306,7 +220,7 @@ def _spread_signature(pod: PodInfo, action: str) -> str:
     raw = [c for c in pod.spec.get("topologySpreadConstraints") or ()
            if isinstance(c, Mapping) and c.get("whenUnsatisfiable") == action]
     keys = sorted({k for c in raw for k in c.get("matchLabelKeys") or () if isinstance(k, str)})
-    node_affinity = (pod.affinity.get("nodeAffinity") or {}).get(_REQUIRED)
+    node_affinity = (pod.affinity.get("nodeAffinity") or {}).get(REQUIRED)
     return json.dumps([raw, [(k, pod.labels.get(k)) for k in keys], pod.node_selector,
                        node_affinity, pod.tolerations], sort_keys=True, default=str)
 
@@ -604,7 +518,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Node
         apply (matchFields, a hostname or honored-taints constraint): rows are counted."""
         if any(c.topology_key == LABEL_HOSTNAME or c.honor_node_taints for c in constraints):
             return None
-        projected = label_only_node_affinity(pod)
+        projected = RequiredNodeAffinity.of(pod).label_only()
         if projected is None:
             return None
         affinity_keys, matches = projected
