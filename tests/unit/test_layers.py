@@ -64,6 +64,10 @@ RULES: tuple[tuple[str, frozenset[str]], ...] = (
     (CLUSTER, frozenset({API, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER})),
     # The scheduler runs policies; the controller above it decides which ones.
     (SCHEDULER, frozenset({CONTROLLER})),
+    # The dry-run commands run a pipeline; they never run the operator.
+    ("polsched.dryrun", frozenset({CONTROLLER})),
+    ("polsched.explain", frozenset({CONTROLLER})),
+    ("polsched.simulate", frozenset({CONTROLLER})),
     # `polsched --help` loads nothing but the argument parser.
     ("polsched.cli", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, FRAMEWORK, PLUGINS,
                                 SCHEDULER, AIOHTTP})),
