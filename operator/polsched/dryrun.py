@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from polsched.api import API_VERSION, KIND, Policy, claims
-from polsched.extender.client import HTTPExtender, SecretReader, build_extenders
+from polsched.extender.client import CAReader, HTTPExtender, build_extenders, secret_ca_reader
 from polsched.objects import Json
 
 # The status fields of a decision already taken: a pod decided again carries none of
@@ -59,14 +59,14 @@ async def open_extenders(policy: Policy, client: _Getter | None) -> list[HTTPExt
     """The policy's extenders, built as the operator builds them; a caSecretRef is read
     with `client` (cluster.ApiClient), and is an error without one. Raises
     extender.client.ExtenderSetupError. Close each one when done."""
-    read: SecretReader | None = None
+    read: CAReader | None = None
     if client is not None:
         getter = client
 
         async def read_secret(namespace: str, name: str) -> Json:
             return await getter.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
 
-        read = read_secret
+        read = secret_ca_reader(read_secret)
     return await build_extenders(policy.extenders, read)
 
 

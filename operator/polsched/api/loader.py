@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
+import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.api.admission import DEFAULT_RULES, DEFAULT_SCHEDULER, AdmissionRules
 from polsched.api.durations import DurationError, parse_go_duration
 from polsched.api.model import (
     API_VERSION,
@@ -49,7 +52,8 @@ from polsched.framework.registry import ArgsError, Catalog, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 
 SPEC_FIELDS = (
-    "schedulerName", "paused", "shadowOf", "defaultPlugins", "disabledPlugins",
+    "schedulerName", "paused", "shadowOf", "allowedShadows", "defaultPlugins",
+    "disabledPlugins",
     "percentageOfNodesToScore", "namespaceSelector", "runtime", "filters", "scorers",
     "extenders", "preemption",
 )
@@ -60,6 +64,11 @@ FILTER_FIELDS = ("name", "args", "when")
 SCORER_FIELDS = ("name", "weight", "args", "when")
 WHEN_FIELDS = ("podSelector",)
 RUNTIME_FIELDS = ("mode", "replicas", "resources")
+# A Dedicated policy's Deployment runs in the operator's namespace with the policy
+# author's replica count: bounded, as one Lease elects the only replica that binds and
+# more than a few standbys buy nothing (kube-scheduler runs one per control-plane node).
+# The CRD's schema says the same (spec.runtime.replicas maximum).
+MAX_REPLICAS = 5
 RUNTIME_MODES = ("Shared", "Dedicated")
 RESOURCES_FIELDS = ("limits", "requests")
 EXTENDER_FIELDS = (
@@ -82,6 +91,13 @@ REPEATABLE = frozenset({"Expression", "NodeLabel"})
 MIN_WEIGHT = 1
 MAX_WEIGHT = 100
 DEFAULT_WEIGHT = 1
+
+# Upstream has no upper bound. Ours: a pod's cycle (and with a bindVerb, its bind) waits
+# for the extender this long at most, and a policy decides one pod at a time while its
+# extenders answer; a minute is already far past what a scheduling decision should take.
+MAX_EXTENDER_TIMEOUT_SECONDS = 60.0
+# A policy may name at most this many shadows allowed to receive its pods.
+MAX_ALLOWED_SHADOWS = 16
 
 DISABLE_ALL = "*"
 
@@ -129,8 +145,10 @@ def _is_int(value: Any) -> bool:
 class _Loader:
     def __init__(self, registry: Registry, default_filters: Sequence[str],
                  default_scorers: Sequence[tuple[str, int]],
-                 default_pre_enqueue: Sequence[str] = ()) -> None:
+                 default_pre_enqueue: Sequence[str] = (),
+                 rules: AdmissionRules = DEFAULT_RULES) -> None:
         self.registry = registry
+        self.rules = rules
         self.default_filters = tuple(default_filters)
         self.default_scorers = tuple(default_scorers)
         self.default_pre_enqueue = tuple(default_pre_enqueue)
@@ -237,6 +255,10 @@ class _Loader:
                 errors.add("spec.shadowOf", msg + " (the name of a SchedulingPolicy)")
             if shadow_of == name:
                 errors.add("spec.shadowOf", "a policy cannot shadow itself")
+        elif scheduler_name in self.rules.reserved_scheduler_names:
+            # A shadow claims no name, so only a live policy is refused.
+            self._reserved_name(scheduler_name, bool(spec.get("schedulerName")))
+        allowed_shadows = self._allowed_shadows(spec.get("allowedShadows"), name)
         pct = self._int(spec, "percentageOfNodesToScore", "spec", 0, 0, 100,
                         hint="; 0 or absent means adaptive, as kube-scheduler")
         ns_selector = None
@@ -282,6 +304,7 @@ class _Loader:
             generation=generation if isinstance(generation, int) else 0,
             paused=paused,
             shadow_of=shadow_of,
+            allowed_shadows=allowed_shadows,
             percentage_of_nodes_to_score=pct,
             namespace_selector=ns_selector,
             runtime=runtime,
@@ -293,6 +316,39 @@ class _Loader:
             ignored_resources=ignored,
             uid=uid if isinstance(uid, str) else "",
         )
+
+    def _reserved_name(self, scheduler_name: str, explicit: bool) -> None:
+        path = "spec.schedulerName" if explicit else "metadata.name"
+        whose = ("kube-scheduler's default profile: a policy claiming it would race "
+                 "kube-scheduler for every pod that names no scheduler"
+                 if scheduler_name == DEFAULT_SCHEDULER else
+                 "reserved by the cluster admin for another scheduler (polsched run "
+                 "--reserved-scheduler-names)")
+        hint = ("set spec.schedulerName to a name of your own" if not explicit
+                else "choose another name")
+        self.errors.add(path, f"schedulerName {scheduler_name!r} is {whose}; {hint}")
+
+    def _allowed_shadows(self, value: Any, name: str) -> frozenset[str]:
+        """spec.allowedShadows: the SchedulingPolicies that may shadow this one (receive a
+        copy of its pods' decisions). Whoever may edit this policy decides."""
+        path = "spec.allowedShadows"
+        items = self._list(value, path)
+        if len(items) > MAX_ALLOWED_SHADOWS:
+            self.errors.add(path, f"at most {MAX_ALLOWED_SHADOWS} names, not {len(items)}")
+            return frozenset()
+        out: set[str] = set()
+        for i, raw in enumerate(items):
+            ipath = f"{path}[{i}]"
+            if not isinstance(raw, str) or not raw:
+                self.errors.add(ipath, f"must be the name of a SchedulingPolicy, not "
+                                       f"{_kind(raw)}")
+                continue
+            for msg in names.dns1123_subdomain(raw):
+                self.errors.add(ipath, msg + " (the name of a SchedulingPolicy)")
+            if raw == name:
+                self.errors.add(ipath, "a policy cannot shadow itself")
+            out.add(raw)
+        return frozenset(out)
 
     # -- runtime -----------------------------------------------------------------------
     def _runtime(self, value: Any) -> RuntimeConfig:
@@ -306,7 +362,8 @@ class _Loader:
             self.errors.add(f"{path}.mode",
                             f"unsupported mode {mode!r}: must be one of {', '.join(RUNTIME_MODES)}")
             mode = "Shared"
-        replicas = self._int(obj, "replicas", path, 1, lo=1)
+        replicas = self._int(obj, "replicas", path, 1, lo=1, hi=MAX_REPLICAS,
+                             hint=" (one replica binds; the others are standbys)")
         if replicas > 1 and mode != "Dedicated":
             self.errors.add(f"{path}.replicas",
                             "more than one replica needs mode: Dedicated (a Shared policy "
@@ -354,6 +411,8 @@ class _Loader:
                 if parsed.scheme not in ("http", "https") or not parsed.netloc:
                     self.errors.add(f"{epath}.urlPrefix",
                                     f"{url!r} is not an http:// or https:// URL")
+                else:
+                    self._destination(parsed, f"{epath}.urlPrefix")
             verbs = {k: self._str(obj, k, epath)
                      for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")}
             raw_weight = obj.get("weight")
@@ -382,6 +441,12 @@ class _Loader:
                     else:
                         if seconds < 0:
                             self.errors.add(f"{epath}.httpTimeout", "must not be negative")
+                        elif seconds > MAX_EXTENDER_TIMEOUT_SECONDS:
+                            self.errors.add(
+                                f"{epath}.httpTimeout",
+                                f"{raw_timeout} is longer than the maximum of "
+                                f"{MAX_EXTENDER_TIMEOUT_SECONDS:g}s: a pod waits for the "
+                                "extender that long (0 or absent means 5s)")
                         elif seconds > 0:
                             timeout = seconds
             managed = self._managed_resources(obj.get("managedResources"),
@@ -452,6 +517,12 @@ class _Loader:
                 ca_data = base64.b64decode(raw_ca, validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
                 self.errors.add(f"{path}.caData", "must be base64-encoded PEM CA certificates")
+            else:
+                problem = ca_bundle_problem(ca_data)
+                if problem:
+                    self.errors.add(f"{path}.caData", f"must be base64-encoded PEM CA "
+                                                      f"certificates: {problem}")
+                    ca_data = ""
         ref: tuple[str, str] | None = None
         rpath = f"{path}.caSecretRef"
         ref_obj = self._mapping(obj.get("caSecretRef"), rpath)
@@ -474,6 +545,20 @@ class _Loader:
             if sname and sns:
                 ref = (sns, sname)
         return insecure, ca_data, ref
+
+    def _destination(self, url: urllib.parse.SplitResult, path: str) -> None:
+        """The operator's extender destination policy, on the host as written (the
+        client checks the addresses a name resolves to when it connects)."""
+        try:
+            port = url.port or (443 if url.scheme == "https" else 80)
+        except ValueError as err:
+            self.errors.add(path, f"{url.netloc!r}: {err}")
+            return
+        why = self.rules.destinations.refuses_address(url.hostname or "", port)
+        if why:
+            self.errors.add(path, f"{why}: extenders may not be called there (the "
+                                  "operator's extender destination policy, polsched run "
+                                  "--extender-deny and --extender-allow)")
 
     # -- plugins -----------------------------------------------------------------------
     def _preemption(self, value: Any) -> PreemptionConfig:
@@ -663,16 +748,43 @@ class _Loader:
         return PluginEntry(point, name, args, factory, weight=weight, path=path)
 
 
-def load_policy(obj: Mapping[str, Any], catalog: Catalog) -> Policy:
+def load_policy(obj: Mapping[str, Any], catalog: Catalog, *,
+                rules: AdmissionRules = DEFAULT_RULES) -> Policy:
     """Build the internal Policy from a whole SchedulingPolicy object (a plain dict, as the
     API server or a YAML file gives it). Raises PolicyError listing every problem.
 
     `catalog` holds the registry the plugin entries' args are validated with and the
     default profile; the in-tree one is polsched.plugins.CATALOG, passed in by the caller
     (this layer never imports the plugins: framework.registry.Catalog).
+    `rules`: the operator's reserved scheduler names and extender destination policy
+    (api.admission); by default only default-scheduler is reserved.
     """
     return _Loader(catalog.registry, catalog.filters, catalog.scorers,
-                   catalog.pre_enqueue).load(obj)
+                   catalog.pre_enqueue, rules).load(obj)
+
+
+# A bundle larger than this is not a CA bundle (the system roots are ~200 KiB).
+MAX_CA_BUNDLE_BYTES = 1 << 20
+
+
+def ca_bundle_problem(pem: str) -> str:
+    """What is wrong with `pem` as CA certificates for an extender, or "" when OpenSSL
+    loads at least one X.509 certificate from it (the same parse the client's TLS
+    context does, so a bundle that passes here cannot fail there). No I/O: a bare
+    context, without the system's roots."""
+    if len(pem) > MAX_CA_BUNDLE_BYTES:
+        return f"{len(pem)} bytes, more than the {MAX_CA_BUNDLE_BYTES} a CA bundle may have"
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        return "no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        ctx.load_verify_locations(cadata=pem)
+    except (ssl.SSLError, ValueError) as err:
+        why = re.sub(r"\s*\(_ssl\.c:\d+\)", "", str(err))
+        return f"not valid PEM X.509 certificates ({why})"
+    if not ctx.get_ca_certs() and not ctx.cert_store_stats().get("x509"):
+        return "no X.509 certificate could be read from it"
+    return ""
 
 
 def is_policy_object(obj: Any) -> bool:

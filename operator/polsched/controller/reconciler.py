@@ -24,16 +24,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
+from polsched.api.admission import DEFAULT_RULES, AdmissionRules
+from polsched.api.loader import ca_bundle_problem
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import conditions as cond
-from polsched.controller import lastgood
+from polsched.controller import extender_ca, lastgood
 from polsched.controller.policies import PolicyBook, PolicyRecord
+from polsched.controller.policyevents import PolicyEvents
 from polsched.controller.status import StatusView, StatusWriter
 from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
-from polsched.objects import Json
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import SHADOW_PREFIX, Counters, Engine
 
@@ -44,12 +47,24 @@ DEDICATED = "Dedicated"
 # Ready reasons of a shadow policy (spec.shadowOf).
 SHADOWING = "Shadowing"
 SHADOW_TARGET_NOT_RUNNING = "ShadowTargetNotRunning"
+SHADOW_NOT_ALLOWED = "ShadowNotAllowed"
+# Valid=False reason when a generation loaded but its pipeline or an extender could not
+# be built (a CA Secret unreadable or not PEM, a plugin or client bug): contained in the
+# policy, whose last good pipeline (if any) keeps running.
+BUILD_FAILED = "BuildFailed"
+# Ready reason of a Dedicated policy whose Deployment's name is taken by an object that
+# polsched did not make for it (controller.deployments.ForeignObject).
+DEDICATED_OBJECT_CONFLICT = "DedicatedObjectConflict"
 # Extenders of a replaced pipeline are closed after decisions under way had time to end.
 EXTENDER_CLOSE_DELAY = 30.0
+# A Dedicated Deployment refused for a foreign object is tried again this often, so that
+# removing the object is enough (no event of ours follows it).
+CONFLICT_RETRY_SECONDS = 5.0
 
 
 class Deployer(Protocol):
-    """Renders and applies a Dedicated policy's Deployment, ServiceAccount and RBAC."""
+    """Renders and applies a Dedicated policy's Deployment (controller.deployments).
+    apply() raises ForeignObject when the name is taken by an object it did not make."""
 
     async def apply(self, record: PolicyRecord) -> None: ...
 
@@ -63,19 +78,34 @@ class PolicyReconciler:
     "Dedicated" in a Dedicated scheduler). `only`: restrict to one policy (a Dedicated
     scheduler). `deployer`: set in the operator, deploys Dedicated policies while leading.
     `records_last_good`: set in the operator, writes the last-good record while leading.
+    `mounted_cas`: (namespace, directory) in a Dedicated scheduler whose pod has its
+    extenders' CA Secrets of that namespace mounted, one subdirectory each
+    (controller.deployments.EXTENDER_CA_DIR): read there, not through the API.
+    `rules`: the operator's reserved scheduler names and extender destination policy.
+
+    A fault in one policy never leaves it: any exception while loading, building or
+    applying one policy's pipeline, extenders or shadow is caught here and shown in
+    that policy's status (Valid=False, reason BuildFailed, Ready=False) and in a Warning
+    event regarding it; every other policy is synced as if it were not there.
     """
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  runs_mode: str = SHARED, only: str | None = None,
-                 deployer: Deployer | None = None, records_last_good: bool = False) -> None:
+                 deployer: Deployer | None = None, records_last_good: bool = False,
+                 mounted_cas: tuple[str, Path] | None = None,
+                 rules: AdmissionRules = DEFAULT_RULES) -> None:
         self.client = client
+        self.mounted_cas = mounted_cas
         self.engine = engine
         self.writer = writer
-        self.book = PolicyBook()
+        self.rules = rules
+        self.book = PolicyBook(rules)
+        self.events = PolicyEvents(client)
         self.runs_mode = runs_mode
         self.only = only
         self.deployer = deployer
         self.leading = deployer is None  # the deployer acts only while leading
+        self.events.enabled = self.leading  # set_leading turns them on and off
         self._lock = asyncio.Lock()
         # scheduler name -> (policy name, the Policy object applied)
         self._applied: dict[str, tuple[str, Policy]] = {}
@@ -84,6 +114,9 @@ class PolicyReconciler:
         self._shadows: dict[str, tuple[str, Policy]] = {}
         # policy name -> the generation deployed (Dedicated)
         self._deployed: dict[str, int] = {}
+        # policy name -> why its Dedicated Deployment was not applied (ForeignObject)
+        self._conflicts: dict[str, str] = {}
+        self._conflict_retry: asyncio.Task[None] | None = None
         self.records_last_good = records_last_good
         # policy name -> (uid, generation) of the last-good record written or tried: one
         # attempt per generation (a refused write is not retried on every status event).
@@ -127,7 +160,7 @@ class PolicyReconciler:
             if reloaded:
                 # Loading the spec and building its pipeline (and extenders, whose CA
                 # Secret read can still refuse the generation) in _sync.
-                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
+                metrics.policy_reload(rec.name, _reload_result(rec),
                                       time.perf_counter() - started)
 
     async def observe_all(self, bodies: Sequence[Mapping[str, Any]]) -> None:
@@ -165,15 +198,16 @@ class PolicyReconciler:
             await self._sync()
             synced = time.perf_counter() - started
             for rec, took in loads:
-                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
-                                      took + synced)
+                metrics.policy_reload(rec.name, _reload_result(rec), took + synced)
 
     async def forget(self, name: str) -> None:
         async with self._lock:
             rec = self.book.forget(name)
             self.writer.drop(name)
             self._deployed.pop(name, None)
+            self._conflicts.pop(name, None)
             self._record_tried.pop(name, None)
+            self.events.forget(name)
             if rec is not None:
                 log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
             await self._sync()
@@ -186,6 +220,7 @@ class PolicyReconciler:
         if not leading:
             self.engine.set_leader(None, False)
             self.writer.set_enabled(False)
+            self.events.enabled = False
         async with self._lock:
             self.leading = leading
             if leading:
@@ -197,6 +232,11 @@ class PolicyReconciler:
             if leading and self.leading:
                 self.engine.set_leader(None, True)
                 self.writer.set_enabled(True)
+                self.events.enabled = True
+                owners = self.book.owners()
+                for rec in self.book.records():  # faults found while standing by
+                    if self._view(rec, owners) is not None:
+                        self._report(rec)
 
     async def _refresh_status(self) -> None:
         """Read each policy's status as the previous leader last wrote it: the counters to
@@ -210,7 +250,8 @@ class PolicyReconciler:
                                                        if len(records) == 1 else "")
         try:
             got = await self.client.get(path)
-        except ApiError as e:
+        except Exception as e:  # noqa: BLE001 - an unreachable server must not stop the
+            # lead from being taken (set_leading would end before engine.set_leader).
             log.warning("SchedulingPolicy %s: reading the status failed: %s",
                         ", ".join(r.name for r in records), e)
             return
@@ -245,33 +286,12 @@ class PolicyReconciler:
                 del self._applied[sname]
                 self._close_later(self._extenders.pop(sname, []))
         for sname, rec in want.items():
-            policy = rec.loaded
-            assert policy is not None
-            applied = self._applied.get(sname)
-            if applied is not None and applied[1] is policy:
-                if self._reseed:
-                    # Same pipeline, new leader: only the counters change (the engine
-                    # keeps the larger of its own and these).
-                    seed = self._persisted_counters(rec)
-                    log.info("SchedulingPolicy %s: counting on from bindsTotal=%d "
-                             "unschedulableAttempts=%d", rec.name, seed.binds_total,
-                             seed.unschedulable_attempts)
-                    self.engine.reseed(sname, seed)
-                continue
             try:
-                extenders = await self._build_extenders(policy)
-            except PolicyError as e:  # the old pipeline (if any) keeps running
-                rec.error = e
-                self._retry = True
-                log.warning("%s", e)
-                continue
-            counters: Counters | None = None
-            if applied is None or applied[0] != rec.name or self._reseed:
-                counters = self._persisted_counters(rec)
-            self.engine.apply(policy, extenders=extenders, counters=counters)
-            self._applied[sname] = (rec.name, policy)
-            self._close_later(self._extenders.pop(sname, []))
-            self._extenders[sname] = extenders
+                await self._sync_one(sname, rec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - contained in this policy
+                self._build_failed(rec, e, "spec")
         self._reseed = False
         await self._sync_shadows(owners)
         # The status first: the writer's task sends it (at once for a pipeline change)
@@ -279,13 +299,77 @@ class PolicyReconciler:
         # observedGeneration waited for the last-good PATCH's round trip (+40-120 ms under
         # load, bench/NOTES.md "Reload latency"). The views depend on nothing below.
         for rec in self.book.records():
-            view = self._view(rec, owners)
-            if view is not None:
-                self.writer.update(rec.name, view, rec.status, created=rec.created)
+            try:
+                view = self._view(rec, owners)
+                if view is not None:  # this process speaks for the policy
+                    self.writer.update(rec.name, view, rec.status, created=rec.created)
+                    self._report(rec)
+            except Exception:  # a status bug must not stop the other policies' status
+                log.exception("SchedulingPolicy %s: computing its status failed", rec.name)
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         if self.records_last_good and self.leading:
             self._record_last_good_soon()
+
+    async def _sync_one(self, sname: str, rec: PolicyRecord) -> None:
+        """Run `rec`'s loaded policy under `sname`: swap in its pipeline if it is not
+        the one running. Raises whatever building it raised (the caller contains it)."""
+        policy = rec.loaded
+        assert policy is not None
+        applied = self._applied.get(sname)
+        if applied is not None and applied[1] is policy:
+            if self._reseed:
+                # Same pipeline, new leader: only the counters change (the engine
+                # keeps the larger of its own and these).
+                seed = self._persisted_counters(rec)
+                log.info("SchedulingPolicy %s: counting on from bindsTotal=%d "
+                         "unschedulableAttempts=%d", rec.name, seed.binds_total,
+                         seed.unschedulable_attempts)
+                self.engine.reseed(sname, seed)
+            return
+        try:
+            extenders = await self._build_extenders(policy)
+        except PolicyError as e:  # the old pipeline (if any) keeps running
+            rec.build_error = e
+            self._retry = True
+            log.warning("%s", e)
+            return
+        counters: Counters | None = None
+        if applied is None or applied[0] != rec.name or self._reseed:
+            counters = self._persisted_counters(rec)
+        try:
+            self.engine.apply(policy, extenders=extenders, counters=counters)
+        except BaseException:
+            self._close_later(extenders)
+            raise
+        self._applied[sname] = (rec.name, policy)
+        self._close_later(self._extenders.pop(sname, []))
+        self._extenders[sname] = extenders
+        rec.build_error = None
+
+    def _build_failed(self, rec: PolicyRecord, err: Exception, path: str) -> None:
+        """An unexpected fault while building or applying `rec`'s pipeline: shown in its
+        status and events, retried on the next event (a bug may depend on the cluster's
+        state); the other policies go on."""
+        log.error("SchedulingPolicy %s: building its pipeline failed; its last good "
+                  "pipeline (if any) keeps running, the other policies are not affected",
+                  rec.name, exc_info=err)
+        rec.build_error = PolicyError(
+            [FieldError(path, f"the pipeline could not be built ({type(err).__name__}: "
+                              f"{truncate(str(err))}); a polsched bug or an unusable "
+                              "referenced object")], rec.name)
+        self._retry = True
+
+    def _report(self, rec: PolicyRecord) -> None:
+        """A Warning event for the fault `rec` shows in its status, once per fault."""
+        if rec.error is not None:
+            self.events.warn(rec.name, rec.uid, cond.INVALID_SPEC, str(rec.error))
+        elif rec.build_error is not None:
+            self.events.warn(rec.name, rec.uid, BUILD_FAILED, str(rec.build_error))
+        elif rec.shadow_refusal:
+            self.events.warn(rec.name, rec.uid, SHADOW_NOT_ALLOWED, rec.shadow_refusal)
+        else:
+            self.events.resolved(rec.name)
 
     def _shadow_target(self, rec: PolicyRecord, owners: Mapping[str, str]
                        ) -> tuple[PolicyRecord | None, str]:
@@ -302,12 +386,28 @@ class PolicyReconciler:
                           f"{self.runs_mode} policies can be shadowed here")
         if target.claimed not in self._applied:
             return None, f"SchedulingPolicy {rec.shadow_of!r} does not run (see its status)"
+        if not self.shadow_allowed(rec, target):
+            return None, self.shadow_refused(rec)
         return target, ""
+
+    @staticmethod
+    def shadow_allowed(rec: PolicyRecord, target: PolicyRecord) -> bool:
+        """A shadow sees every pod of the policy it shadows: the shadowed policy's owner
+        opts in by listing the shadow in spec.allowedShadows (of its running spec)."""
+        return target.loaded is not None and rec.name in target.loaded.allowed_shadows
+
+    @staticmethod
+    def shadow_refused(rec: PolicyRecord) -> str:
+        return (f"SchedulingPolicy {rec.shadow_of!r} does not allow {rec.name!r} to shadow "
+                f"it: its spec.allowedShadows must list {rec.name!r} (a shadow sees every "
+                f"pod of the policy it shadows, so whoever may edit {rec.shadow_of!r} "
+                "decides)")
 
     async def _sync_shadows(self, owners: Mapping[str, str]) -> None:
         """Attach each loaded shadow to its live policy's scheduler, detach the rest."""
         want: dict[str, tuple[str, str, Policy]] = {}
         for rec in self.book.records():
+            rec.shadow_refusal = ""
             if rec.loaded is None or not rec.shadow_of or rec.loaded.shadow_of != rec.shadow_of:
                 continue
             if self.only is not None:
@@ -315,6 +415,11 @@ class PolicyReconciler:
             target, _ = self._shadow_target(rec, owners)
             if target is not None:
                 want[rec.name] = (target.name, target.claimed, rec.loaded)
+            else:
+                other = self.book.get(rec.shadow_of)
+                if other is not None and other.loaded is not None and \
+                        not self.shadow_allowed(rec, other):
+                    rec.shadow_refusal = self.shadow_refused(rec)
         for name in list(self._shadows):
             if name not in want:
                 self.engine.remove_shadow(name)
@@ -324,21 +429,35 @@ class PolicyReconciler:
             if self._shadows.get(name) == (sname, policy) and \
                     self.engine.shadow_stats(name) is not None:
                 continue
+            shadow_rec = self.book.get(name)
             try:
                 extenders = await self._build_extenders(policy)
             except PolicyError as e:
-                shadow_rec = self.book.get(name)
                 if shadow_rec is not None:
-                    shadow_rec.error = e
+                    shadow_rec.build_error = e
                 self._retry = True
                 continue
-            self.engine.apply_shadow(policy, live, sname, extenders=extenders)
+            except Exception as e:  # noqa: BLE001 - contained in this shadow
+                if shadow_rec is not None:
+                    self._build_failed(shadow_rec, e, "spec")
+                continue
+            try:
+                self.engine.apply_shadow(policy, live, sname, extenders=extenders)
+            except Exception as e:  # noqa: BLE001 - contained in this shadow
+                self._close_later(extenders)
+                if shadow_rec is not None:
+                    self._build_failed(shadow_rec, e, "spec.shadowOf")
+                continue
             self._shadows[name] = (sname, policy)
             self._close_later(self._extenders.pop(SHADOW_PREFIX + name, []))
             self._extenders[SHADOW_PREFIX + name] = extenders
+            if shadow_rec is not None:
+                shadow_rec.build_error = None
 
     async def _deploy(self, owners: Mapping[str, str]) -> None:
         assert self.deployer is not None
+        from polsched.controller.deployments import ForeignObject
+
         for rec in self.book.records():
             dedicated = (rec.loaded is not None and rec.mode == DEDICATED
                          and owners.get(rec.claimed) == rec.name)
@@ -348,11 +467,21 @@ class PolicyReconciler:
                 try:
                     await self.deployer.apply(rec)
                     self._deployed[rec.name] = rec.generation
+                    self._set_conflict(rec, owners, None)
+                except ForeignObject as e:
+                    # Stalled until someone removes the object or renames the policy;
+                    # _retry_conflicts looks again every CONFLICT_RETRY_SECONDS (not
+                    # every event of every policy: a GET each time).
+                    if self._conflicts.get(rec.name) != str(e):
+                        log.warning("SchedulingPolicy %s: %s", rec.name, e)
+                    self._set_conflict(rec, owners, str(e))
                 except Exception:
                     self._retry = True
                     log.exception("SchedulingPolicy %s: applying the Dedicated scheduler "
                                   "failed", rec.name)
-            elif rec.name in self._deployed:  # switched to Shared, or lost its name
+            elif rec.name in self._deployed or rec.name in self._conflicts:
+                # Switched to Shared, or lost its name.
+                self._set_conflict(rec, owners, None)
                 try:
                     await self.deployer.delete(rec.name)
                     self._deployed.pop(rec.name, None)
@@ -360,6 +489,65 @@ class PolicyReconciler:
                     self._retry = True
                     log.exception("SchedulingPolicy %s: removing the Dedicated scheduler "
                                   "failed", rec.name)
+        if self._conflicts and (self._conflict_retry is None or self._conflict_retry.done()):
+            self._conflict_retry = asyncio.get_running_loop().create_task(
+                self._retry_conflicts(), name="polsched-dedicated-conflicts")
+
+    async def _retry_conflicts(self) -> None:
+        await asyncio.sleep(CONFLICT_RETRY_SECONDS)
+        async with self._lock:
+            self._conflict_retry = None  # the sync below schedules the next, if needed
+            if self._conflicts and self.leading:
+                for name in self._conflicts:
+                    self._deployed.pop(name, None)
+                await self._sync()
+
+    def _set_conflict(self, rec: PolicyRecord, owners: Mapping[str, str],
+                      message: str | None) -> None:
+        """Record (or clear) a Dedicated policy's ForeignObject and write the status it
+        changes: the operator writes a Dedicated policy's status only while its
+        Deployment cannot be applied (no scheduler of its own runs to write it)."""
+        before = self._conflicts.get(rec.name)
+        if message is None:
+            self._conflicts.pop(rec.name, None)
+        else:
+            self._conflicts[rec.name] = message
+        if before == message:
+            return
+        view = self._view(rec, owners)
+        if view is None:
+            self.writer.drop(rec.name)
+        else:
+            self.writer.update(rec.name, view, rec.status, created=rec.created)
+        if message is None and view is None and self.leading:
+            task = asyncio.get_running_loop().create_task(
+                self._conflict_cleared(rec.name, rec.generation))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _conflict_cleared(self, name: str, generation: int) -> None:
+        """Replace the DedicatedObjectConflict verdict once the Deployment is applied:
+        Ready=Unknown (Reconciling) until the Dedicated scheduler writes its own status.
+        Only while the verdict is still ours (the JSON patch tests it), so a status the
+        new scheduler already wrote is never overwritten."""
+        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
+        try:
+            obj = await self.client.get(path)
+            conds = list((obj.get("status") or {}).get("conditions") or ())
+            i = next((i for i, c in enumerate(conds) if c.get("type") == cond.READY), None)
+            if i is None or conds[i].get("reason") != DEDICATED_OBJECT_CONFLICT:
+                return
+            ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.STARTING,
+                                   "the Dedicated scheduler's Deployment is applied; its "
+                                   "scheduler writes this status once it runs", generation)
+            merged = cond.merge_conditions(conds, list(cond.kstatus(ready, stalled=False)),
+                                           cond.now_rfc3339())
+            await self.client.patch(path, [
+                {"op": "test", "path": f"/status/conditions/{i}/reason",
+                 "value": DEDICATED_OBJECT_CONFLICT},
+                {"op": "replace", "path": "/status/conditions", "value": merged}], "json")
+        except ApiError as e:
+            log.info("SchedulingPolicy %s: clearing DedicatedObjectConflict: %s", name, e)
 
     def _record_last_good_soon(self) -> None:
         """Write the last-good records in the background, off the reload's path: _sync
@@ -420,12 +608,20 @@ class PolicyReconciler:
         when that generation runs; Stalled when it cannot run without an edit; Reconciling
         while it is on its way."""
         gen = rec.generation
-        if rec.error is None:
-            valid = cond.Condition(cond.VALID, True, cond.LOADED,
-                                   f"generation {gen} loaded", gen)
-        else:
+        if rec.error is not None:
             valid = cond.Condition(cond.VALID, False, cond.INVALID_SPEC,
                                    _error_message(rec.error, rec.loaded), gen)
+        elif rec.build_error is not None:
+            # It loaded, but what it needs (a CA Secret, an extender client) could not be
+            # built: the running pipeline, if any, is the previous one.
+            applied = self._applied.get(rec.claimed)
+            running = applied[1] if applied is not None and applied[0] == rec.name \
+                and applied[1] is not rec.loaded else None
+            valid = cond.Condition(cond.VALID, False, BUILD_FAILED,
+                                   _error_message(rec.build_error, running), gen)
+        else:
+            valid = cond.Condition(cond.VALID, True, cond.LOADED,
+                                   f"generation {gen} loaded", gen)
         if rec.shadow_of and rec.loaded is not None and rec.loaded.shadow_of == rec.shadow_of:
             return self._shadow_view(rec, owners, valid)
         owner = owners.get(rec.claimed)
@@ -443,13 +639,21 @@ class PolicyReconciler:
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
         if not self._runs_here(rec):
+            conflict = self._conflicts.get(rec.name)
+            if conflict is not None:
+                ready = cond.Condition(cond.READY, False, DEDICATED_OBJECT_CONFLICT,
+                                       conflict, gen)
+                return StatusView(rec.claimed, None, None, None,
+                                  (*cond.kstatus(ready, stalled=True), valid))
             # Another process runs it (the operator leaves a Dedicated policy's status to
             # its scheduler, and a Dedicated scheduler leaves a Shared one to the operator).
             return None
         policy = rec.loaded
         applied = self._applied.get(rec.claimed)
         if applied is None:
-            ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
+            ready = cond.Condition(cond.READY, False,
+                                   BUILD_FAILED if rec.build_error is not None
+                                   else cond.INVALID_SPEC,
                                    "the pipeline could not be built; see Valid", gen)
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
@@ -462,6 +666,12 @@ class PolicyReconciler:
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
                                    f"generation {gen} does not load: {problems}; {msg}", gen)
             stalled = True
+        elif rec.build_error is not None and running is not policy:
+            problems = "; ".join(str(e) for e in rec.build_error.errors)
+            ready = cond.Condition(cond.READY, False, BUILD_FAILED,
+                                   f"generation {gen} could not be built: {problems}; {msg}",
+                                   gen)
+            stalled = False  # retried on the next event (a Secret may appear)
         elif running.generation != gen:
             ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.PROGRESSING,
                                    f"generation {gen} is starting; {msg}", gen)
@@ -480,11 +690,15 @@ class PolicyReconciler:
         target, why = self._shadow_target(rec, owners)
         attached = self._shadows.get(rec.name)
         if target is None or attached is None:
-            ready = cond.Condition(cond.READY, False, SHADOW_TARGET_NOT_RUNNING,
+            refused = bool(rec.shadow_refusal)
+            ready = cond.Condition(cond.READY, False,
+                                   SHADOW_NOT_ALLOWED if refused else SHADOW_TARGET_NOT_RUNNING,
                                    why or "not attached yet", gen)
-            # Waits for its target to run (kstatus Reconciling), unless its spec is bad.
+            # Waits for its target to run (kstatus Reconciling), unless its spec is bad
+            # or the target's owner has to allow it.
             return StatusView("", None, None, None,
-                              (*cond.kstatus(ready, stalled=rec.error is not None), valid))
+                              (*cond.kstatus(ready, stalled=rec.error is not None or refused),
+                               valid))
         running = attached[1]
         ready = cond.Condition(
             cond.READY, True, SHADOWING,
@@ -518,13 +732,36 @@ class PolicyReconciler:
 
     # -- extenders -------------------------------------------------------------------------
     async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:
-        async def read_secret(namespace: str, name: str) -> Json:
-            return await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-
+        """One client per spec.extenders entry (extender.client.build_extenders, as explain
+        and simulate build them). Raises PolicyError naming the entry for anything that
+        goes wrong, expected (a CA Secret unreadable) or not."""
         try:
-            return await build_extenders(policy.extenders, read_secret)
+            return await build_extenders(policy.extenders, self._read_ca,
+                                         destinations=self.rules.destinations)
         except ExtenderSetupError as e:
-            raise PolicyError([FieldError(e.path, e.message)]) from e
+            raise PolicyError([FieldError(e.path, e.message)], policy.name) from e
+
+    async def _read_ca(self, namespace: str, name: str, path: str) -> str:
+        """The CA of a caSecretRef, checked as PEM certificates: from the pod's mount in a
+        Dedicated scheduler (its namespace's Secrets), else through the API."""
+        if self.mounted_cas is not None and namespace == self.mounted_cas[0]:
+            return self._read_mounted_ca(self.mounted_cas[1], namespace, name, path)
+        return await extender_ca.read_ca(self.client, namespace, name, path)
+
+    @staticmethod
+    def _read_mounted_ca(directory: Path, namespace: str, name: str, path: str) -> str:
+        """ca.crt of Secret namespace/name as the kubelet mounted it (optional: a missing
+        Secret or key leaves no file)."""
+        try:
+            pem = (directory / name / "ca.crt").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no readable "
+                                                f"key ca.crt in this pod ({e})")]) from e
+        problem = ca_bundle_problem(pem)
+        if problem:
+            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} key ca.crt must "
+                                                f"be PEM CA certificates: {problem}")])
+        return pem
 
     def _close_later(self, extenders: Sequence[HTTPExtender]) -> None:
         if not extenders:
@@ -543,8 +780,11 @@ class PolicyReconciler:
         task.add_done_callback(self._background.discard)
 
     async def close(self) -> None:
+        await self.events.close()
         for task in list(self._background):
             task.cancel()
+        if self._conflict_retry is not None:
+            self._conflict_retry.cancel()
         if self._recording is not None:
             self._recording.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -556,6 +796,16 @@ class PolicyReconciler:
                 except Exception:
                     log.debug("closing extender %s failed", ext.name, exc_info=True)
         self._extenders.clear()
+
+
+def _reload_result(rec: PolicyRecord) -> str:
+    return "error" if rec.error is not None or rec.build_error is not None else "success"
+
+
+def truncate(text: str, limit: int = 300) -> str:
+    """A message from elsewhere (an exception), bounded for a condition or an event."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
 
 
 def _error_message(error: PolicyError, running: Policy | None) -> str:

@@ -17,7 +17,17 @@ that wait for it.
 
 Deliberate differences from upstream, each to stay safe where Go would not:
 - an Error in an answer reads "failed <verb> with extender at URL <url>: <Error>" (upstream
-  reports the bare Error text, which does not say which extender failed);
+  reports the bare Error text, which does not say which extender failed); that Error, and
+  anything else taken from an answer into a message (node names, pod UIDs), is cut to
+  MAX_REASON_CHARS with control characters replaced: messages end up in pods' events and
+  policies' status, and an answer body is never copied into them;
+- an answer's body is bounded: MAX_ANSWER_BYTES plus the size of the request (a filter
+  answer of whole nodes is at most the nodes sent); a larger one fails the call as soon as
+  its Content-Length or its first bytes past the bound arrive, and the connection is
+  closed, so memory stays bounded whatever the extender sends (upstream reads any size);
+- the operator's destination policy (extender.destinations.DestinationPolicy) is enforced when
+  connecting: the host is resolved and only addresses the policy does not refuse are
+  connected to;
 - HTTP(S)_PROXY from the environment is not used (Go's transport uses it).
 """
 
@@ -35,13 +45,19 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from polsched import __version__
-from polsched.cluster.http1 import Http1Writer
+from polsched.cluster.http1 import AnswerTooLarge, DestinationRefused, Http1Writer
 from polsched.extender import wire
 from polsched.extender.config import DEFAULT_EXTENDER_TIMEOUT_SECONDS, ExtenderConfig
+from polsched.extender.destinations import OPEN, DestinationPolicy
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.objects import Json
 
+# An answer's body may be this much larger than the request it answers (upstream has no
+# bound; a 300 MB answer was buffered whole, in the process every Shared policy runs in).
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# Text from an answer quoted in a message (an Error, a node name) is cut to this.
+MAX_REASON_CHARS = 256
 _USER_AGENT = f"polsched/{__version__}"
 # The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
 # entries than the request that found it too big: nodes deleted from the cluster go then.
@@ -49,8 +65,18 @@ _NODE_CACHE_SLACK = 1024
 
 
 def _go_quote(s: str) -> str:
-    """Go's %q for the strings we quote (a JSON string is close enough)."""
-    return json.dumps(s, ensure_ascii=False)
+    """Go's %q for the strings we quote (a JSON string is close enough), bounded."""
+    return json.dumps(reason(s), ensure_ascii=False)
+
+
+def reason(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """Text taken from an extender's answer, fit for an event or a condition: control
+    characters (newlines included) replaced by spaces, cut to `limit` characters."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    return text
 
 
 def _pem_from_ca_data(data: str) -> str:
@@ -89,8 +115,10 @@ class HTTPExtender:
     and preemption. Build one per spec.extenders entry when the policy loads; call
     close() when the policy's pipeline is dropped."""
 
-    def __init__(self, config: ExtenderConfig, ca_pem: str | None = None) -> None:
+    def __init__(self, config: ExtenderConfig, ca_pem: str | None = None, *,
+                 destinations: DestinationPolicy = OPEN) -> None:
         self.config = config
+        self._destinations = destinations
         self._base = config.url_prefix.rstrip("/")
         timeout = config.http_timeout_seconds
         self._timeout = timeout if timeout > 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
@@ -190,7 +218,7 @@ class HTTPExtender:
         result = wire.ExtenderFilterResult.from_json(answer)
         if result.error:
             raise ExtenderError(
-                f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
+                f"failed {verb} with extender at URL {self.url(verb)}: {reason(result.error)}")
         if self.config.node_cache_capable and result.node_names is not None:
             names = result.node_names
         elif result.nodes is not None:
@@ -233,7 +261,7 @@ class HTTPExtender:
         result = wire.ExtenderBindingResult.from_json(answer)
         if result.error:
             raise ExtenderError(
-                f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
+                f"failed {verb} with extender at URL {self.url(verb)}: {reason(result.error)}")
 
     async def process_preemption(
         self, pod: PodInfo, victims_by_node: Mapping[str, wire.Victims],
@@ -263,8 +291,9 @@ class HTTPExtender:
                 found = candidates.get(meta_pod.uid)
                 if found is None:
                     raise ExtenderError(
-                        f"extender: {self.name} claims to preempt pod (UID: {meta_pod.uid}) "
-                        f"on node: {node_name}, but the pod is not found on that node")
+                        f"extender: {self.name} claims to preempt pod (UID: "
+                        f"{reason(meta_pod.uid)}) on node: {reason(node_name)}, but the pod "
+                        "is not found on that node")
                 pods.append(found)
             out[node_name] = wire.Victims(tuple(pods), meta.num_pdb_violations)
         return out
@@ -299,8 +328,11 @@ class HTTPExtender:
         loop = asyncio.get_running_loop()
         writer = self._writer
         if writer is None or self._writer_loop is not loop:
+            check = (self._destinations.refuses_address
+                     if self._destinations is not OPEN else None)
             writer = Http1Writer(self._host, self._port, self._tls,
-                                 self._host if self._tls is not None else None)
+                                 self._host if self._tls is not None else None,
+                                 address_check=check)
             self._writer, self._writer_loop = writer, loop
         return writer
 
@@ -328,11 +360,23 @@ class HTTPExtender:
         # Like Go's http.Client.Timeout: connecting, sending and reading the whole answer.
         deadline = asyncio.get_running_loop().time() + self._timeout
         retry = read_only
+        limit = MAX_ANSWER_BYTES + len(body)
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    status, payload = await writer.send(head, body, timeout=None)
+                    status, payload = await writer.send(head, body, timeout=None,
+                                                        max_body=limit)
                 break
+            except AnswerTooLarge as exc:
+                raise ExtenderError(
+                    f"failed {verb} with extender at URL {self.url(verb)}: its answer is "
+                    f"larger than the {limit} bytes allowed ({MAX_ANSWER_BYTES // 2**20} MiB "
+                    "more than the request); not read") from exc
+            except aiohttp.ClientConnectorError as exc:
+                if isinstance(exc.os_error, DestinationRefused):
+                    raise ExtenderError(f'Post "{self.url(verb)}": {exc.os_error}') from exc
+                raise ExtenderError(
+                    f'Post "{self.url(verb)}": {exc or type(exc).__name__}') from exc
             except aiohttp.ServerDisconnectedError as exc:
                 # A pooled connection the extender closed while idle (many servers drop
                 # idle connections after a few seconds) fails like this. Filter,
@@ -383,11 +427,14 @@ class HTTPExtender:
 
 # (namespace, name) -> the Secret object, as the API server returns it.
 SecretReader = Callable[[str, str], Awaitable[Json]]
+# (namespace, name, the field's path) -> the PEM CA bundle of a caSecretRef.
+CAReader = Callable[[str, str, str], Awaitable[str]]
 
 
 class ExtenderSetupError(Exception):
     """An extender of a policy cannot be built: its caSecretRef Secret cannot be read or
-    has no ca.crt. `path` is the field ("spec.extenders[1].tlsConfig.caSecretRef")."""
+    has no ca.crt, or the client refuses its config. `path` is the field
+    ("spec.extenders[1].tlsConfig.caSecretRef", "spec.extenders[1]")."""
 
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
@@ -395,21 +442,33 @@ class ExtenderSetupError(Exception):
         self.message = message
 
 
-async def build_extenders(configs: Sequence[ExtenderConfig],
-                          read_secret: SecretReader | None) -> list[HTTPExtender]:
+async def build_extenders(configs: Sequence[ExtenderConfig], read_ca: CAReader | None, *,
+                          destinations: DestinationPolicy = OPEN) -> list[HTTPExtender]:
     """One HTTPExtender per spec.extenders entry, each with the CA its caSecretRef names
-    (the Secret's ca.crt, read with `read_secret`): how the operator builds a policy's
-    extenders, and `polsched explain` and `simulate` with it. `read_secret` is None where
-    there is no cluster to read from (a policy read from a file): a caSecretRef is then an
-    error. Raises ExtenderSetupError; nothing built is left open when it does."""
+    (read with `read_ca`) and the operator's destination policy: how the operator builds
+    a policy's extenders (its reader also knows the CAs mounted in a Dedicated pod), and
+    `polsched explain` and `simulate` with it (secret_ca_reader over the API). `read_ca`
+    is None where there is no cluster to read from (a policy read from a file): a
+    caSecretRef is then an error. Raises ExtenderSetupError, or what `read_ca` raises;
+    nothing built is left open when it does."""
     out: list[HTTPExtender] = []
     try:
         for i, cfg in enumerate(configs):
+            path = f"spec.extenders[{i}]"
             ca_pem: str | None = None
             if cfg.ca_secret_ref is not None:
-                ca_pem = await _read_ca(cfg.ca_secret_ref, read_secret,
-                                        f"spec.extenders[{i}].tlsConfig.caSecretRef")
-            out.append(HTTPExtender(cfg, ca_pem))
+                namespace, name = cfg.ca_secret_ref
+                if read_ca is None:
+                    raise ExtenderSetupError(f"{path}.tlsConfig.caSecretRef",
+                                             f"Secret {namespace}/{name} can only be read "
+                                             "from the cluster, and there is none here")
+                ca_pem = await read_ca(namespace, name, f"{path}.tlsConfig.caSecretRef")
+            try:
+                out.append(HTTPExtender(cfg, ca_pem, destinations=destinations))
+            except Exception as err:  # noqa: BLE001 - named, contained in the policy
+                why = " ".join(str(err).split())[:MAX_REASON_CHARS]
+                raise ExtenderSetupError(path, f"the extender client could not be built: "
+                                               f"{why}") from err
     except BaseException:
         for ext in out:
             await ext.close()
@@ -417,23 +476,23 @@ async def build_extenders(configs: Sequence[ExtenderConfig],
     return out
 
 
-async def _read_ca(ref: tuple[str, str], read_secret: SecretReader | None, path: str) -> str:
-    namespace, name = ref
-    if read_secret is None:
-        raise ExtenderSetupError(path, f"Secret {namespace}/{name} can only be read from "
-                                       "the cluster, and there is none here")
-    try:
-        secret = await read_secret(namespace, name)
-    except asyncio.CancelledError:
-        raise
-    except Exception as err:  # the reader's own error (cluster.ApiError) says why
-        raise ExtenderSetupError(path, f"cannot read Secret {namespace}/{name}: {err}"
-                                 ) from err
-    data = (secret.get("data") or {}).get("ca.crt")
-    if not data:
-        raise ExtenderSetupError(path, f"Secret {namespace}/{name} has no key ca.crt")
-    try:
-        return base64.b64decode(data, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError) as err:
-        raise ExtenderSetupError(path, f"Secret {namespace}/{name}: ca.crt is not "
-                                       f"base64-encoded text: {err}") from err
+def secret_ca_reader(read_secret: SecretReader) -> CAReader:
+    """A CAReader over `read_secret`: the Secret's ca.crt, base64-decoded, each problem an
+    ExtenderSetupError naming the field."""
+    async def read_ca(namespace: str, name: str, path: str) -> str:
+        try:
+            secret = await read_secret(namespace, name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # the reader's own error (cluster.ApiError) says why
+            raise ExtenderSetupError(path, f"cannot read Secret {namespace}/{name}: {err}"
+                                     ) from err
+        data = (secret.get("data") or {}).get("ca.crt")
+        if not data:
+            raise ExtenderSetupError(path, f"Secret {namespace}/{name} has no key ca.crt")
+        try:
+            return base64.b64decode(data, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError) as err:
+            raise ExtenderSetupError(path, f"Secret {namespace}/{name}: ca.crt is not "
+                                           f"base64-encoded text: {err}") from err
+    return read_ca

@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from polsched.extender import HTTPExtender, wire
-from polsched.extender.client import ExtenderSetupError, SecretReader, build_extenders
+from polsched.extender.client import (
+    ExtenderSetupError,
+    SecretReader,
+    build_extenders,
+    secret_ca_reader,
+)
 from polsched.framework.pipeline import ExtenderError
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import (
@@ -674,8 +679,8 @@ def test_build_extenders_reads_the_ca_of_a_ca_secret_ref(https_extender: str,
     cfgs = [config("http://127.0.0.1:1/"),
             config(https_extender, filter_verb="filter", node_cache_capable=True,
                    ca_secret_ref=("polsched-system", "ext-ca"))]
-    built = run(build_extenders(cfgs, secrets({("polsched-system", "ext-ca"):
-                                               {"data": {"ca.crt": ca}}})))
+    built = run(build_extenders(cfgs, secret_ca_reader(secrets({("polsched-system", "ext-ca"):
+                                                                {"data": {"ca.crt": ca}}}))))
     assert [e.config for e in built] == cfgs
     assert https_filter(built[1]) == ["n1"]  # verified against the Secret's CA
 
@@ -693,6 +698,21 @@ def test_build_extenders_names_the_field_of_an_unusable_ca_secret_ref(
     cfgs = [config("http://127.0.0.1:1/"),
             config("https://127.0.0.1:1/", ca_secret_ref=("polsched-system", "ext-ca"))]
     with pytest.raises(ExtenderSetupError) as exc:
-        run(build_extenders(cfgs, reader))
+        run(build_extenders(cfgs, None if reader is None else secret_ca_reader(reader)))
     assert exc.value.path == "spec.extenders[1].tlsConfig.caSecretRef"
     assert message in exc.value.message
+
+
+def test_build_extenders_names_the_entry_the_client_refuses() -> None:
+    """A config the client cannot use (a CA that is not PEM) is an ExtenderSetupError on
+    the entry, and the extenders built before it are closed, not leaked."""
+    cfgs = [config("http://127.0.0.1:1/"),
+            config("https://127.0.0.1:1/", ca_secret_ref=("polsched-system", "ext-ca"))]
+
+    async def not_pem(namespace: str, name: str, path: str) -> str:
+        return "-----BEGIN CERTIFICATE-----\nxx\n"
+
+    with pytest.raises(ExtenderSetupError) as exc:
+        run(build_extenders(cfgs, not_pem))
+    assert exc.value.path == "spec.extenders[1]"
+    assert "the extender client could not be built" in exc.value.message
