@@ -56,6 +56,7 @@ import yaml
 
 from conformance import extender as ext
 from conformance import scenarios as scn
+from polsched.cluster import featuregates
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.cluster.crdwait import wait_established
 from polsched.objects import Json
@@ -206,7 +207,8 @@ class Side:
         path.write_text(yaml.safe_dump(cfg))
         self.proc = subprocess.Popen(
             [str(bin_dir / "kube-scheduler"), "--config", str(path), "--secure-port", "0",
-             "--v", "0", "--vmodule", "schedule_one=10"],
+             "--v", "0", "--vmodule", "schedule_one=10",
+             *featuregates.kube_scheduler_args()],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         self._record_pid()
