@@ -29,14 +29,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
+from polsched.objects import Json
 
 log = logging.getLogger(__name__)
 
-Json = dict[str, Any]
 
 
 

@@ -24,8 +24,7 @@ from typing import Any
 
 from polsched.framework import interfaces
 from polsched.framework.interfaces import MAX_EXTENDER_PRIORITY, ExtenderError
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 # k8s.io/kube-scheduler/extender/v1: MinExtenderPriority, MaxExtenderPriority.
 MIN_EXTENDER_PRIORITY = 0

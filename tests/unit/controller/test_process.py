@@ -14,6 +14,7 @@ from polsched.cluster.client import ApiClient
 from polsched.controller.leases import LeaseThread, LeaseTiming
 from polsched.controller.process import Election, Process, ProcessConfig
 from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
+from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +40,7 @@ def test_an_elected_process_binds_and_writes_only_within_its_lease() -> None:
         assert process.writer.deadline == process.elector.valid_until
         assert process.reconciler.engine is process.engine
         assert process.reconciler.writer is process.writer
-        process.engine.apply(load_policy(POLICY))
+        process.engine.apply(load_policy(POLICY, CATALOG))
         assert not process.engine.stats("s").leading  # not before the lease says so
         await process.engine.stop()
 
@@ -51,7 +52,7 @@ def test_a_process_without_election_leads_from_the_start() -> None:
         process = build(elect=False)
         assert process.elector is None
         assert process.engine.binder.deadline is None and process.writer.deadline is None
-        process.engine.apply(load_policy(POLICY))
+        process.engine.apply(load_policy(POLICY, CATALOG))
         assert process.engine.stats("s").leading
         await process.engine.stop()
 

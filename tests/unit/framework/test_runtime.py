@@ -26,7 +26,7 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
-from polsched.framework.registry import PluginSpec, Registry
+from polsched.framework.registry import Catalog, PluginSpec, Registry
 from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -101,7 +101,7 @@ def pipeline(first: Mapping[str, Any] | None = None, second: Mapping[str, Any] |
             "scorers": [{"name": "Score"}]}
     policy = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                           "metadata": {"name": "p"}, "spec": spec},
-                         registry=REGISTRY, default_filters=(), default_scorers=())
+                         Catalog(REGISTRY))
     return build_pipeline(policy)
 
 
@@ -261,7 +261,7 @@ def post_filter(a: Mapping[str, Any], b: Mapping[str, Any]) -> PostFilterResult 
             "disabledPlugins": ["DefaultPreemption"]}
     policy = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                           "metadata": {"name": "p"}, "spec": spec},
-                         registry=POST_REGISTRY, default_filters=(), default_scorers=())
+                         Catalog(POST_REGISTRY))
     result = asyncio.run(schedule_pod(build_pipeline(policy), pod(),
                                       Snapshot([NodeInfo.from_json({"metadata": {
                                           "name": "n1"}})])))
