@@ -1,0 +1,161 @@
+"""Node load: what the load-aware scorers (TargetLoadPacking, LoadVariationRiskBalancing,
+LowRiskOverCommitment) know about the usage of nodes, and where it comes from.
+
+A `LoadSource` answers, for a node name, the load of its latest fresh sample of the
+Metrics API (`metrics.k8s.io`, served by metrics-server) and the short history behind it
+(mean and standard deviation, for the variance-based algorithms), or None when the node
+has no fresh sample (never seen, or not seen for longer than the source's staleness
+limit): the scorers then give the node Trimaran's neutral score. It also names the pods
+bound to a node since the sample was taken ("pods in flight", whose usage the sample
+cannot show yet; Trimaran's PodAssignEventHandler).
+
+Implementations: `cluster.node_metrics.NodeMetricsWatcher` polls the API server, one per
+process, shared by every policy; `StaticLoad` holds fixed loads (a `polsched snapshot`
+file for `polsched simulate`, unit tests). Plugins get theirs through `Handle.load` and
+never call the API server. Purely data and protocols here: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from polsched.framework.types import NodeInfo, PodInfo
+
+# Trimaran's metricsAgentReportingIntervalSeconds (pkg/trimaran/handler.go): a pod bound
+# up to this long before a sample's window ended may still be missing from it (the agent
+# reports with a lag); its predicted usage is added as if in flight. On kwok + metrics-
+# server a new pod's usage is served 35-40 s after it starts (shared/notes).
+IN_FLIGHT_LAG_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLoad:
+    """One resource's usage on a node, in the scheduler's unit (millicores for cpu,
+    bytes for memory): the latest sample, and the mean and population standard
+    deviation of the samples kept (the latest included)."""
+
+    latest: float
+    avg: float
+    std: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> ResourceLoad:
+        """The load of `values`, oldest first (at least one)."""
+        n = len(values)
+        avg = math.fsum(values) / n
+        var = math.fsum((v - avg) ** 2 for v in values) / n
+        return cls(values[-1], avg, math.sqrt(var))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """A node's usage as the Metrics API served it. `timestamp` is the end of the latest
+    sample's window (Unix seconds, the server's clock), `window` its length in seconds,
+    `samples` how many distinct samples the history holds."""
+
+    cpu: ResourceLoad
+    memory: ResourceLoad
+    timestamp: float
+    window: float = 0.0
+    samples: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetricsState:
+    """What the source knows about one node's metrics, for explain and the policy's
+    status: `load` (None when missing or stale) and when the node was last served, as an
+    age in seconds (None: never)."""
+
+    node: str
+    load: NodeLoad | None
+    age: float | None
+
+
+class LoadSource(Protocol):
+    """Where the load-aware scorers read usage (see the module docstring)."""
+
+    def node_load(self, name: str) -> NodeLoad | None:
+        """The node's fresh load, or None (no sample, or a stale one)."""
+        ...
+
+    def state(self, name: str) -> NodeMetricsState:
+        """The node's load and the age of its last sample, stale or not."""
+        ...
+
+    def in_flight(self, node: NodeInfo, since: float) -> Sequence[PodInfo]:
+        """The pods of `node` that were bound to it (or first seen on it) after `since`
+        (Unix seconds): usage a sample taken at `since` cannot show."""
+        ...
+
+    def want(self, owner: object, interval: float) -> None:
+        """A scorer needs samples at most `interval` seconds apart while `owner` lives."""
+        ...
+
+
+class FirstSeen:
+    """When each pod was first seen on each node, from the NodeInfos the scorers are given
+    (a node's pods change only with its generation, so a node is diffed only when it
+    moved). Pods on a node when it is first looked at count as bound long ago: Trimaran's
+    event handler stamps every pod it lists at start-up with the start time, which would
+    count a whole cluster as in flight for a minute after a restart."""
+
+    __slots__ = ("_clock", "_nodes")
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        # node name -> (generation seen, pod key -> first seen, Unix seconds)
+        self._nodes: dict[str, tuple[int, dict[str, float]]] = {}
+
+    def pods_since(self, node: NodeInfo, since: float) -> list[PodInfo]:
+        entry = self._nodes.get(node.name)
+        if entry is None:
+            seen = dict.fromkeys(node.pods, -math.inf)
+            self._nodes[node.name] = (node.generation, seen)
+            return []
+        generation, seen = entry
+        if generation != node.generation:
+            now = self._clock()
+            pods = node.pods
+            for key in [k for k in seen if k not in pods]:
+                del seen[key]
+            for key in pods:
+                if key not in seen:
+                    seen[key] = now
+            self._nodes[node.name] = (node.generation, seen)
+        return [node.pods[k] for k, t in seen.items() if t > since and k in node.pods]
+
+    def forget(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._nodes.pop(name, None)
+
+
+@dataclass
+class StaticLoad:
+    """Fixed node loads (a snapshot's, for `polsched simulate`; unit tests). Every pod a
+    node gains after the source first looks at it is in flight (a simulated placement);
+    `ages` gives the age of each node's sample for explain (0 when absent)."""
+
+    loads: Mapping[str, NodeLoad]
+    ages: Mapping[str, float] = field(default_factory=dict)
+    _seen: FirstSeen = field(default_factory=lambda: FirstSeen(clock=lambda: math.inf))
+
+    def node_load(self, name: str) -> NodeLoad | None:
+        return self.loads.get(name)
+
+    def state(self, name: str) -> NodeMetricsState:
+        load = self.loads.get(name)
+        return NodeMetricsState(name, load, self.ages.get(name, 0.0) if load else None)
+
+    def in_flight(self, node: NodeInfo, since: float) -> Sequence[PodInfo]:
+        return self._seen.pods_since(node, since)
+
+    def want(self, owner: object, interval: float) -> None:
+        return None
+
+
+__all__ = ["IN_FLIGHT_LAG_SECONDS", "FirstSeen", "LoadSource", "NodeLoad", "NodeMetricsState",
+           "ResourceLoad", "StaticLoad"]
