@@ -46,7 +46,8 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
     controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
-    engine = Engine(client, identity=identity, cache=cache)
+    engine = Engine(client, identity=identity, cache=cache,
+                    node_metrics_interval=args.node_metrics_interval)
     try:
         probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
     except SystemExit:

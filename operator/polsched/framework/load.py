@@ -91,8 +91,9 @@ class LoadSource(Protocol):
         (Unix seconds): usage a sample taken at `since` cannot show."""
         ...
 
-    def want(self, owner: object, interval: float) -> None:
-        """A scorer needs samples at most `interval` seconds apart while `owner` lives."""
+    def want(self, owner: object, interval: float | None) -> None:
+        """A scorer needs samples at most `interval` seconds apart (None: the source's
+        default) while `owner` lives."""
         ...
 
 
@@ -153,9 +154,28 @@ class StaticLoad:
     def in_flight(self, node: NodeInfo, since: float) -> Sequence[PodInfo]:
         return self._seen.pods_since(node, since)
 
-    def want(self, owner: object, interval: float) -> None:
+    def want(self, owner: object, interval: float | None) -> None:
         return None
 
 
+def describe_missing(states: Sequence[NodeMetricsState], limit: int = 5) -> str:
+    """"no metrics for node a (last seen 3m ago), b (never seen)": for conditions and
+    explain; at most `limit` nodes named."""
+    parts = [f"{st.node} ({'never seen' if st.age is None else 'last seen ' + ago(st.age)})"
+             for st in states[:limit]]
+    more = f" and {len(states) - limit} more" if len(states) > limit else ""
+    return "no metrics for node " + ", ".join(parts) + more
+
+
+def ago(seconds: float) -> str:
+    """A short age as kubectl prints it: 45s ago, 3m ago, 2h ago."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s ago"
+    if s < 7200:
+        return f"{s // 60}m ago"
+    return f"{s // 3600}h ago"
+
+
 __all__ = ["IN_FLIGHT_LAG_SECONDS", "FirstSeen", "LoadSource", "NodeLoad", "NodeMetricsState",
-           "ResourceLoad", "StaticLoad"]
+           "ResourceLoad", "StaticLoad", "ago", "describe_missing"]

@@ -33,7 +33,6 @@ from polsched.framework.types import NodeInfo, PodInfo
 # load-watcher or a metrics backend of their own.
 KUBERNETES_METRICS_SERVER = "KubernetesMetricsServer"
 OTHER_PROVIDERS = ("Prometheus", "SignalFx")
-DEFAULT_METRICS_INTERVAL_SECONDS = 15
 MIN_METRICS_INTERVAL_SECONDS = 1
 MAX_METRICS_INTERVAL_SECONDS = 3600
 MEGA_FACTOR = 1.0 / 1024.0 / 1024.0  # trimaran.MegaFactor: memory in MiB
@@ -44,10 +43,10 @@ SPEC_FIELDS = ("metricProvider", "watcherAddress", "metricsIntervalSeconds")
 @dataclass(frozen=True, slots=True)
 class TrimaranSpec:
     """The validated common args: polsched reads metrics-server through the API server,
-    polled every `metrics_interval` seconds (the shared watcher polls at the smallest
-    interval any scorer asks for)."""
+    polled every `metrics_interval` seconds (None: the operator's --node-metrics-interval;
+    the shared watcher polls at the smallest interval any scorer asks for)."""
 
-    metrics_interval: float = DEFAULT_METRICS_INTERVAL_SECONDS
+    metrics_interval: float | None = None
 
 
 def check_fields(args: Mapping[str, Any], plugin: str, own: tuple[str, ...]) -> None:
@@ -86,7 +85,9 @@ def parse_spec(args: Mapping[str, Any]) -> TrimaranSpec:
     if args.get("watcherAddress") is not None:
         raise ArgsError("watcherAddress", "not supported: polsched polls the Metrics API "
                                           "itself, no load-watcher service is needed")
-    interval = args.get("metricsIntervalSeconds", DEFAULT_METRICS_INTERVAL_SECONDS)
+    interval = args.get("metricsIntervalSeconds")
+    if interval is None:
+        return TrimaranSpec()
     if isinstance(interval, bool) or not isinstance(interval, int | float) \
             or not math.isfinite(interval) \
             or not MIN_METRICS_INTERVAL_SECONDS <= interval <= MAX_METRICS_INTERVAL_SECONDS:
