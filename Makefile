@@ -9,6 +9,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 DEV_DIR ?= .dev
 # `make cluster REAL_NODE=1`: one real node (kubelet, containerd, runc; root only) too.
 REAL_NODE ?=
+# `make cluster METRICS=1`: the Metrics API too (metrics-server, kwok's usage emulation),
+# for the load-aware scorers; `make demo` turns it on.
+METRICS ?=
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
@@ -31,7 +34,7 @@ build:
 	@hack/build.sh >/dev/null
 
 cluster: build
-	@POLSCHED_REAL_NODE=$(REAL_NODE) hack/cluster.sh up $(DEV_DIR)
+	@POLSCHED_REAL_NODE=$(REAL_NODE) POLSCHED_METRICS=$(METRICS) hack/cluster.sh up $(DEV_DIR)
 
 # polsched's image without Docker (hack/image.sh: mmdebstrap + buildah), as an OCI archive;
 # loaded into the real node's containerd as docker.io/local/polsched:VERSION when one runs.
