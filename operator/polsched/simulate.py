@@ -44,6 +44,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
 from polsched.framework.interfaces import Handle
+from polsched.framework.load import static_load
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
 from polsched.scheduler.pipelines import build_pipeline
@@ -303,7 +304,10 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     """Every planned pod decided by `policy`'s pipeline, each assumed where it goes."""
     cache = build_cache(objects, the_plan.leave_out)
     # The engine's builder, its plugins reading the listers the cache was fed.
-    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers), extenders,
+    # Load-aware scorers read the snapshot's NodeMetrics (`polsched snapshot --node-metrics`);
+    # the pods placed during the simulation are in flight on their nodes.
+    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
+                                                       load=static_load(objects)), extenders,
                                         rng=random.Random(SEED))
     selector = policy.namespace_selector
     out: list[Decision] = []

@@ -21,8 +21,10 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
+from polsched.framework import resources as res
 from polsched.framework.types import NodeInfo, PodInfo
 
 # Trimaran's metricsAgentReportingIntervalSeconds (pkg/trimaran/handler.go): a pod bound
@@ -158,6 +160,42 @@ class StaticLoad:
         return None
 
 
+# The Metrics API's node usage as `polsched snapshot --node-metrics` writes it.
+NODE_METRICS_API_VERSION = "metrics.k8s.io/v1beta1"
+NODE_METRICS_KIND = "NodeMetrics"
+NODE_METRICS_PATH = "/apis/metrics.k8s.io/v1beta1/nodes"
+
+
+def node_load_of(item: Mapping[str, Any]) -> tuple[str, NodeLoad] | None:
+    """A NodeMetrics object (metrics.k8s.io/v1beta1) as (node name, its load, a single
+    sample: deviation 0); None when malformed."""
+    try:
+        name = item["metadata"]["name"]
+        usage = item["usage"]
+        cpu = float(res.parse_quantity(usage["cpu"]) * 1000)
+        memory = float(res.parse_quantity(usage["memory"]))
+        stamp = datetime.fromisoformat(str(item["timestamp"]).replace("Z", "+00:00")).timestamp()
+    except (KeyError, TypeError, ValueError, AttributeError, res.QuantityError):
+        return None
+    if not isinstance(name, str) or not name or not (math.isfinite(cpu) and math.isfinite(memory)):
+        return None
+    return name, NodeLoad(ResourceLoad(cpu, cpu, 0.0), ResourceLoad(memory, memory, 0.0), stamp)
+
+
+def static_load(objects: Iterable[Mapping[str, Any]], now: float | None = None) -> StaticLoad:
+    """The StaticLoad of the NodeMetrics among `objects` (a snapshot's); ages from `now`
+    (default: the newest sample, so that a snapshot reads the same whenever it is used)."""
+    loads: dict[str, NodeLoad] = {}
+    for o in objects:
+        if o.get("kind") == NODE_METRICS_KIND:
+            got = node_load_of(o)
+            if got is not None:
+                loads[got[0]] = got[1]
+    if now is None:
+        now = max((nl.timestamp for nl in loads.values()), default=0.0)
+    return StaticLoad(loads, {n: max(now - nl.timestamp, 0.0) for n, nl in loads.items()})
+
+
 def describe_missing(states: Sequence[NodeMetricsState], limit: int = 5) -> str:
     """"no metrics for node a (last seen 3m ago), b (never seen)": for conditions and
     explain; at most `limit` nodes named."""
@@ -178,4 +216,4 @@ def ago(seconds: float) -> str:
 
 
 __all__ = ["IN_FLIGHT_LAG_SECONDS", "FirstSeen", "LoadSource", "NodeLoad", "NodeMetricsState",
-           "ResourceLoad", "StaticLoad", "ago", "describe_missing"]
+           "ResourceLoad", "StaticLoad", "ago", "describe_missing", "node_load_of", "static_load"]

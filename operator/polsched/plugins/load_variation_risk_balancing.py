@@ -63,7 +63,7 @@ def compute_score(rs: trimaran.ResourceStats, margin: float, sensitivity: float)
     return (1.0 - risk) * MAX_NODE_SCORE
 
 
-class LoadVariationRiskBalancing(ScorePlugin):
+class LoadVariationRiskBalancing(trimaran.LoadAwareScorer):
     NAME = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:

@@ -77,7 +77,7 @@ def compute_risk(*, request: int, limit: int, request_minus_pod: int, limit_minu
     return min(max(total, 0.0), 1.0)
 
 
-class LowRiskOverCommitment(ScorePlugin):
+class LowRiskOverCommitment(trimaran.LoadAwareScorer):
     NAME = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:

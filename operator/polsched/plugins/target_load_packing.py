@@ -12,7 +12,9 @@ TargetLoadPacking.Score), with its args:
 
 The node's predicted utilisation U (percent) is its latest CPU usage, plus the predicted
 usage of the pod, plus that of the pods bound to the node since the sample (in flight),
-over the node's CPU capacity. With target T:
+over the node's allocatable CPU (upstream divides by status.capacity; kwok gives a node
+created with only an allocatable a capacity of 1000 cores, and allocatable is what pods
+may use). With target T:
 
     U <= T:        score = round((100 - T) * U / T + T)     (rises from T to 100 at U = T)
     T < U <= 100:  score = round(T * (100 - U) / (100 - T))  (falls from T to 0)
@@ -68,7 +70,7 @@ def score_from_utilisation(predicted: float, target: float) -> int:
     return trimaran.go_round((100 - target) * predicted / target + target)
 
 
-class TargetLoadPacking(ScorePlugin):
+class TargetLoadPacking(trimaran.LoadAwareScorer):
     NAME = NAME
 
     def __init__(self, args: Mapping[str, Any], handle: Handle) -> None:
@@ -130,7 +132,7 @@ class TargetLoadPacking(ScorePlugin):
         if load is None:
             return None
         missing = sum(self.pod_cpu(p) for p in trimaran.in_flight_pods(self.handle, node, load))
-        cap = trimaran.status_capacity(node, res.CPU)
+        cap = trimaran.allocatable(node, res.CPU)
         if cap == 0:
             return 0.0
         return 100 * (load.cpu.latest + pod_cpu + missing) / cap

@@ -13,7 +13,8 @@ Where polsched differs, and why:
   history gives the mean and standard deviation that upstream only has with Prometheus
   or SignalFx (metrics-server gives load-watcher the latest value alone).
 - Utilisation is usage over the node's allocatable (capacity when no allocatable is
-  given), which is what ResourceStats divides by; load-watcher divides by capacity.
+  given), which is what ResourceStats divides by; load-watcher and TargetLoadPacking
+  divide by capacity.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.framework import resources as res
-from polsched.framework.interfaces import Handle
+from polsched.framework.interfaces import Handle, ScorePlugin
 from polsched.framework.load import IN_FLIGHT_LAG_SECONDS, NodeLoad
 from polsched.framework.registry import ArgsError
 from polsched.framework.types import NodeInfo, PodInfo
@@ -38,6 +39,13 @@ MAX_METRICS_INTERVAL_SECONDS = 3600
 MEGA_FACTOR = 1.0 / 1024.0 / 1024.0  # trimaran.MegaFactor: memory in MiB
 
 SPEC_FIELDS = ("metricProvider", "watcherAddress", "metricsIntervalSeconds")
+
+
+class LoadAwareScorer(ScorePlugin):
+    """A scorer that reads node usage from Handle.load (the three Trimaran scorers):
+    explain shows node usage next to its scores, simulate gives it a snapshot's."""
+
+    spec: TrimaranSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,18 +157,6 @@ def requests_and_limits(pod: PodInfo) -> tuple[int, int, int, int]:
 def allocatable(node: NodeInfo, resource: str) -> int:
     """The node's allocatable of `resource` (its capacity when it gives no allocatable):
     what trimaran.CreateResourceStats and GetNodeRequestsAndLimits divide by."""
-    return node.allocatable.get(resource, 0)
-
-
-def status_capacity(node: NodeInfo, resource: str) -> int:
-    """The node's status.capacity of `resource` (its allocatable when it gives no
-    capacity): what TargetLoadPacking.Score divides by."""
-    cap = (node.raw.get("status") or {}).get("capacity") or {}
-    if resource in cap:
-        try:
-            return res.to_int(resource, cap[resource])
-        except res.QuantityError:
-            return 0
     return node.allocatable.get(resource, 0)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from polsched.framework.load import LoadSource, describe_missing
 from polsched.framework.pipeline import Pipeline
 from polsched.framework.types import Snapshot
+from polsched.plugins.trimaran import LoadAwareScorer
 
 METRICS_AVAILABLE = "MetricsAvailable"
 # Reasons (CamelCase, as Kubernetes condition reasons).
@@ -18,11 +19,9 @@ METRICS_API_UNAVAILABLE = "MetricsAPIUnavailable"
 
 
 def reads_load(source: LoadSource | None, pipeline: Pipeline) -> bool:
-    """Whether some scorer of `pipeline` asked `source` for node usage."""
-    wants = getattr(source, "wants", None)
-    if wants is None:
-        return False
-    return any(wants(e.plugin) for e in pipeline.scorers)
+    """Whether some scorer of `pipeline` reads node usage (from `source`)."""
+    return source is not None and any(isinstance(e.plugin, LoadAwareScorer)
+                                      for e in pipeline.scorers)
 
 
 def condition(source: LoadSource | None, pipeline: Pipeline,
