@@ -75,11 +75,12 @@ def test_upstream_cases() -> None:
     assert missing.score(CycleState(), empty, n) == 0
 
 
-def test_capacity_is_the_node_status_capacity() -> None:
-    n = node("n1", "2", capacity_cpu="4")
+def test_utilisation_is_over_the_allocatable() -> None:
+    # kwok gives a node created with only an allocatable a capacity of 1000 cores.
+    n = node("n1", "2", capacity_cpu="1k")
     plugin = build_plugin(NAME, node_load=static(n1=load(1000)))
     got = plugin.score(CycleState(), pod("p", container({"cpu": "200m"})), n)
-    assert got == expected(1000, 300, 4000, 40)
+    assert got == expected(1000, 300, 2000, 40)
 
 
 def test_pods_bound_since_the_sample_are_added_to_the_usage() -> None:
