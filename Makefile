@@ -77,6 +77,8 @@ lint: venv
 chaos: venv build
 	$(PY) -m tests.chaos.run $(CHAOS_ARGS)
 
+# The demo runs the load-aware example too, so its control plane serves the Metrics API.
+demo: METRICS = 1
 demo: venv cluster
 	@POLSCHED_DEV_DIR=$(DEV_DIR) hack/demo.sh up
 
