@@ -103,6 +103,9 @@ class NodeMetricsWatcher:
         # Called when the set of nodes without fresh metrics changes, or a poll fails or
         # recovers (the engine touches the status of the policies that read load).
         self.on_change: Callable[[], None] | None = None
+        # Called after every request with its outcome (the engine counts them in
+        # polsched_node_metrics_requests_total).
+        self.on_request: Callable[[bool], None] | None = None
         self._missing_key: tuple[object, ...] = ()
 
     # -- LoadSource --------------------------------------------------------------------
@@ -196,11 +199,15 @@ class NodeMetricsWatcher:
             msg = (f"{err.status} {err.reason}: {err.message}" if isinstance(err, ApiError)
                    else f"{type(err).__name__}: {err}")
             msg = f"GET {NODE_METRICS_PATH}: {msg}"
+            if self.on_request is not None:
+                self.on_request(False)
             if msg != self.last_error:
                 log.warning("node metrics unavailable: %s", msg)
             self.last_error = msg
             self._check_changed()
             return
+        if self.on_request is not None:
+            self.on_request(True)
         self.ingest(answer)
         self.polls += 1
         self.last_error = None

@@ -189,6 +189,7 @@ class Engine(CacheListener):
         # only while one of their plugins wants it.
         self.node_metrics = NodeMetricsWatcher(client, interval=node_metrics_interval)
         self.node_metrics.on_change = self._node_metrics_changed
+        self.node_metrics.on_request = metrics.node_metrics_request
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator,
                              load=self.node_metrics)
