@@ -104,32 +104,49 @@ class FirstSeen:
     (a node's pods change only with its generation, so a node is diffed only when it
     moved). Pods on a node when it is first looked at count as bound long ago: Trimaran's
     event handler stamps every pod it lists at start-up with the start time, which would
-    count a whole cluster as in flight for a minute after a restart."""
+    count a whole cluster as in flight for a minute after a restart.
+
+    Per node it keeps the pods' keys and, apart, the few seen arriving since (with when):
+    the per-pod path walks only those, and forgets them once older than FORGET_SECONDS
+    before the time asked about (samples only get newer)."""
 
     __slots__ = ("_clock", "_nodes")
+    FORGET_SECONDS = 600.0
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        # node name -> (generation seen, pod key -> first seen, Unix seconds)
-        self._nodes: dict[str, tuple[int, dict[str, float]]] = {}
+        # node name -> (generation seen, every pod key, pod key -> first seen for the pods
+        # that arrived after the node was first looked at)
+        self._nodes: dict[str, tuple[int, set[str], dict[str, float]]] = {}
 
     def pods_since(self, node: NodeInfo, since: float) -> list[PodInfo]:
         entry = self._nodes.get(node.name)
         if entry is None:
-            seen = dict.fromkeys(node.pods, -math.inf)
-            self._nodes[node.name] = (node.generation, seen)
+            self._nodes[node.name] = (node.generation, set(node.pods), {})
             return []
-        generation, seen = entry
+        generation, keys, recent = entry
+        pods = node.pods
         if generation != node.generation:
             now = self._clock()
-            pods = node.pods
-            for key in [k for k in seen if k not in pods]:
-                del seen[key]
-            for key in pods:
-                if key not in seen:
-                    seen[key] = now
-            self._nodes[node.name] = (node.generation, seen)
-        return [node.pods[k] for k, t in seen.items() if t > since and k in node.pods]
+            current = pods.keys()
+            for key in current - keys:
+                recent[key] = now
+            for key in keys - current:
+                recent.pop(key, None)
+            keys = set(current)
+            self._nodes[node.name] = (node.generation, keys, recent)
+        if not recent:
+            return []
+        out = []
+        old = since - self.FORGET_SECONDS
+        for key, t in list(recent.items()):
+            if t > since:
+                pod = pods.get(key)
+                if pod is not None:
+                    out.append(pod)
+            elif t < old:
+                del recent[key]
+        return out
 
     def forget(self, names: Iterable[str]) -> None:
         for name in names:

@@ -28,7 +28,7 @@ all lands on the node that was least used before the burst.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import resources as res
@@ -81,14 +81,22 @@ class LoadVariationRiskBalancing(trimaran.LoadAwareScorer):
             handle.load.want(self, self.spec.metrics_interval)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        req_cpu, req_mem = trimaran.effective_resources(pod.spec, "requests")
+        return self._score(req_cpu, req_mem, node)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: Sequence[NodeInfo]) -> list[int]:
+        # The pod's requests once per cycle, not once per node.
+        req_cpu, req_mem = trimaran.effective_resources(pod.spec, "requests")
+        return [self._score(req_cpu, req_mem, n) for n in nodes]
+
+    def _score(self, req_cpu: int, req_mem: int, node: NodeInfo) -> int:
         source = self.handle.load
         load = source.node_load(node.name) if source is not None else None
         if load is None:
             return MIN_NODE_SCORE
-        req_cpu, req_mem = trimaran.effective_resources(pod.spec, "requests")
-        flight = trimaran.in_flight_pods(self.handle, node, load)
         flight_cpu = flight_mem = 0
-        for p in flight:
+        for p in trimaran.in_flight_pods(self.handle, node, load):
             c, m = trimaran.effective_resources(p.spec, "requests")
             flight_cpu += c
             flight_mem += m
