@@ -328,3 +328,62 @@ def test_a_node_without_metrics_gets_the_neutral_score_and_is_reported(
         run(metrics_cluster, body)
     finally:
         metrics_cluster.kubectl("delete", "node", ghost, "--wait=false", check=False)
+
+
+def test_the_operator_reads_usage_as_its_service_account_reports_it_and_reloads_an_edit(
+        metrics_cluster: Cluster, world: World, tmp_path: Path) -> None:
+    """`polsched run` with manifests/rbac's permissions (metrics.k8s.io nodes included):
+    the policy's status says MetricsAvailable=True, and a `kubectl patch` of the scorer's
+    args (TargetLoadPacking's target 40% -> 80%) moves the next pod where the formula
+    says, with no restart."""
+    from tests.e2e.operators import Harness, wait_for
+
+    w = world
+    h = Harness(metrics_cluster, tmp_path)
+    name = f"{w.rid}-op"
+    body = policy(name, "TargetLoadPacking", {"targetUtilization": 40})
+    del body["metadata"]["generation"], body["metadata"]["uid"]
+    try:
+        h.operator(f"{w.rid}-operator")
+        h.apply_policy(body)
+        h.wait_ready(name, timeout=60)
+        fresh = wait_for(lambda: h.condition(name, "MetricsAvailable").get("status") == "True"
+                         and h.condition(name, "MetricsAvailable"), 60,
+                         "MetricsAvailable=True on the policy")
+        assert fresh["reason"] == "MetricsFresh", fresh
+
+        # The usage now (earlier tests of this module changed warm's), as served.
+        want = {k: float(res.to_int("cpu", metrics_cluster.kubectl_json(
+            "get", "pod", "-n", w.ns, f"load-{k}")["metadata"]["annotations"][USAGE_CPU]))
+            for k in LOADS}
+
+        async def read() -> dict[str, tuple[float, float]]:
+            client = ApiClient.from_kubeconfig(metrics_cluster.kubeconfig)
+            try:
+                return await settled(client, w, want)
+            finally:
+                await client.close()
+
+        usage = asyncio.run(read())
+
+        def place(pod_name: str) -> str:
+            metrics_cluster.apply(pod(w, pod_name, name, "100m"))
+            node = wait_for(lambda: metrics_cluster.kubectl_json(
+                "get", "pod", "-n", w.ns, pod_name)["spec"].get("nodeName"), 60,
+                f"{pod_name} bound")
+            return w.kind_of(str(node))
+
+        # The operator's watcher counts as in flight only the pods it sees arrive: op-0.
+        first = argmax({k: tlp_score(usage[k][0], 150, 0, 40) for k in LOADS})
+        assert place("op-0") == first
+        metrics_cluster.kubectl("patch", "schedulingpolicy", name, "--type=json", "-p",
+                                '[{"op": "replace", "path": "/spec/scorers/0/args/'
+                                'targetUtilization", "value": 80}]')
+        wait_for(lambda: (h.status(name).get("observedGeneration") or 0) >= 2, 60,
+                 "the edit observed")
+        second = argmax({k: tlp_score(usage[k][0], 150, 150 if k == first else 0, 80)
+                         for k in LOADS})
+        assert second != first  # the edit is what moves it
+        assert place("op-1") == second
+    finally:
+        h.reset()
