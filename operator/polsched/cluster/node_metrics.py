@@ -33,12 +33,17 @@ from typing import Any
 
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework import resources as res
-from polsched.framework.load import FirstSeen, NodeLoad, NodeMetricsState, ResourceLoad
+from polsched.framework.load import (
+    NODE_METRICS_PATH,
+    FirstSeen,
+    NodeLoad,
+    NodeMetricsState,
+    ResourceLoad,
+)
 from polsched.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)
 
-NODE_METRICS_PATH = "/apis/metrics.k8s.io/v1beta1/nodes"
 DEFAULT_INTERVAL_SECONDS = 15.0
 # Distinct samples kept per node: at metrics-server's default 15 s resolution, the last
 # 2.5 minutes; enough for a deviation, short enough to follow a change of load.
