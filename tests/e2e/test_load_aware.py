@@ -336,7 +336,7 @@ def test_the_operator_reads_usage_as_its_service_account_reports_it_and_reloads_
     the policy's status says MetricsAvailable=True, and a `kubectl patch` of the scorer's
     args (TargetLoadPacking's target 40% -> 80%) moves the next pod where the formula
     says, with no restart."""
-    from tests.e2e.operators import Harness, wait_for
+    from tests.e2e.operators import POLSCHED, Harness, wait_for
 
     w = world
     h = Harness(metrics_cluster, tmp_path)
@@ -385,5 +385,16 @@ def test_the_operator_reads_usage_as_its_service_account_reports_it_and_reloads_
                          for k in LOADS})
         assert second != first  # the edit is what moves it
         assert place("op-1") == second
+
+        # `polsched explain` shows the usage the scorers read, with the sample's age.
+        out = subprocess.run([POLSCHED, "explain", "op-1", "-n", w.ns], capture_output=True,
+                             text=True, timeout=60,
+                             env={**os.environ, "KUBECONFIG": metrics_cluster.kubeconfig})
+        assert out.returncode == 0, out.stderr
+        assert "Node usage the load-aware scorers read (Metrics API):" in out.stdout
+        row = next(line.split() for line in out.stdout.splitlines()
+                   if line.startswith(w.nodes["hot"] + " ") and "%" in line)
+        assert abs(float(row[1].rstrip("m")) - usage["hot"][0]) <= 0.05 * usage["hot"][0]
+        assert row[-1].endswith("s")  # the sample's age
     finally:
         h.reset()
