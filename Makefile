@@ -29,9 +29,11 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Build (or reuse the cached) kube-apiserver, kube-scheduler, etcd and kwok.
+# Build (or reuse the cached) kube-apiserver, kube-scheduler, etcd and kwok (and
+# metrics-server with METRICS=1: hack/metrics.sh, a cache of its own).
 build:
 	@hack/build.sh >/dev/null
+	@[[ -z "$(METRICS)" ]] || hack/metrics.sh build >/dev/null
 
 cluster: build
 	@POLSCHED_REAL_NODE=$(REAL_NODE) POLSCHED_METRICS=$(METRICS) hack/cluster.sh up $(DEV_DIR)
