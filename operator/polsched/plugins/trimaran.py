@@ -13,8 +13,11 @@ Where polsched differs, and why:
   history gives the mean and standard deviation that upstream only has with Prometheus
   or SignalFx (metrics-server gives load-watcher the latest value alone).
 - Utilisation is usage over the node's allocatable (capacity when no allocatable is
-  given), which is what ResourceStats divides by; load-watcher and TargetLoadPacking
-  divide by capacity.
+  given), which is what ResourceStats divides by; upstream's load-watcher and
+  TargetLoadPacking divide by capacity (kwok gives a node created with only an
+  allocatable a capacity of 1000 cores, which would make every node look idle).
+- LoadVariationRiskBalancing adds the requests of the pods in flight to the mean usage;
+  upstream adds pods in flight in TargetLoadPacking only.
 """
 
 from __future__ import annotations
