@@ -49,6 +49,8 @@ DEFAULT_INTERVAL_SECONDS = 15.0
 # 2.5 minutes; enough for a deviation, short enough to follow a change of load.
 HISTORY = 10
 STALE_INTERVALS = 3
+# A node unserved this long (seconds) is dropped ("never seen" again in explain).
+FORGET_AFTER = 3600.0
 # Bounds on what one answer may make us keep (untrusted input): nodes per answer.
 MAX_NODES = 100_000
 
@@ -251,6 +253,11 @@ class NodeMetricsWatcher:
             node.memory.append(memory)
             node.load = NodeLoad(ResourceLoad.of(node.cpu), ResourceLoad.of(node.memory),
                                  stamp, window, len(node.stamps))
+        # Nodes not served for a long while (deleted ones, with node churn) are forgotten,
+        # with what FirstSeen kept of their pods: memory stays bounded by the live nodes.
+        gone = [n for n, node in self._nodes.items() if now - node.seen > FORGET_AFTER]
+        if gone:
+            self.forget(gone)
 
     def forget(self, names: Sequence[str]) -> None:
         """Drop what is kept of deleted nodes."""

@@ -113,3 +113,13 @@ def test_pods_first_seen_after_a_time_are_in_flight() -> None:
     node.add_pod(new)
     assert [p.name for p in w.in_flight(node, clock.now - 1)] == ["new"]
     assert w.in_flight(node, clock.now + 1) == []
+
+
+def test_a_node_unserved_for_an_hour_is_forgotten() -> None:
+    clock = Clock()
+    w = watcher(clock)
+    w.ingest({"items": [item("gone", "1", "1Gi", "2026-01-01T00:00:10Z"),
+                        item("kept", "1", "1Gi", "2026-01-01T00:00:10Z")]})
+    clock.now += 3601
+    w.ingest({"items": [item("kept", "1", "1Gi", "2026-01-01T01:00:10Z")]})
+    assert w.state("gone").age is None and w.state("kept").age == 0
