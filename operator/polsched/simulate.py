@@ -678,6 +678,13 @@ async def _extenders(policy: Policy, client: Any | None) -> list[Any]:
         raise SimulateError(str(e)) from e
 
 
+def _reads_load(policy: Policy) -> bool:
+    from polsched.plugins.trimaran import LoadAwareScorer
+
+    return any(isinstance(s.plugin, LoadAwareScorer)
+               for s in build_pipeline(policy, Handle()).scorers)
+
+
 async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report:
     candidate = load_candidate(args.file, args.policy)
     client = None
@@ -690,12 +697,20 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
                 raise SimulateError(str(e)) from e
         else:
             from polsched.cluster.client import ApiClient
-            from polsched.snapshot import collect
+            from polsched.snapshot import KINDS, NODE_METRICS, collect
 
             source = "the live cluster"
             client = ApiClient.from_kubeconfig(args.kubeconfig)
+            # Node usage too when the candidate has a load-aware scorer (the Metrics API;
+            # left out with a warning where it is not served).
+            kinds = (*KINDS, NODE_METRICS) if _reads_load(candidate) else KINDS
+            def warn(message: str) -> None:  # only about node usage, as before
+                if message.startswith(f"{NODE_METRICS.plural} left out"):
+                    print(f"polsched simulate: node usage (metrics.k8s.io) {message}; the "
+                          "load-aware scorers see no metrics", file=sys.stderr)
+
             try:
-                objects = await collect(client)
+                objects = await collect(client, kinds, warn=warn)
             except SnapshotError as e:
                 raise SimulateError(str(e)) from e
         baseline: Policy | None = None
