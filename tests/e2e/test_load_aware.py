@@ -11,7 +11,7 @@ Three nodes of 4 cpu / 8Gi carry a "load" pod each (bound directly, as another s
 would), annotated with the usage kwok reports for it:
 
     hot    2500m  2Gi     62.5% cpu
-    warm   1200m  1Gi     30%
+    warm   1000m  1Gi     25%
     cold    300m  256Mi   7.5%
 """
 
@@ -39,7 +39,7 @@ from tests.e2e.scheduling import RUN, bound_node, eventually, nodes_ready
 pytestmark = pytest.mark.e2e
 
 INTERVAL = 2  # metricsIntervalSeconds of the test policies
-LOADS = {"hot": ("2500m", "2Gi"), "warm": ("1200m", "1Gi"), "cold": ("300m", "256Mi")}
+LOADS = {"hot": ("2500m", "2Gi"), "warm": ("1000m", "1Gi"), "cold": ("300m", "256Mi")}
 NODE_CPU = 4000.0
 NODE_MEM = 8 * 1024.0 ** 3
 USAGE_CPU = "kwok.x-k8s.io/usage-cpu"
@@ -238,8 +238,9 @@ def test_load_variation_risk_balancing_spreads_a_burst_over_the_least_used_nodes
         for i in range(3):
             node = await bound_node(client, w.ns, f"lvrb-{i}")
             placed.append(w.kind_of(node))
-        # By hand: cold (7.5% + 25%), then warm (30% + 25% beats cold's 7.5% + 50%), then
-        # cold again; without the pods in flight all three would go to cold.
+        # By hand: cold (7.5% + 25%), then warm (25% + 25% beats cold's 7.5% + 50%), then
+        # cold again (57.5% against warm's 75%); without the pods in flight all three would
+        # go to cold.
         assert expected == ["cold", "warm", "cold"]
         assert placed == expected
         stats = engine.stats(name)
@@ -274,8 +275,8 @@ def test_target_load_packing_packs_to_the_target_follows_usage_and_reloads(
             mine[got] += 1
             return got
 
-        # warm (30% -> 33.75%: 91) is closest below the 40% target; cold (11.25%: 57),
-        # hot is over it (66.25%: 23).
+        # warm (25% -> 28.75%: 83, then 32.5%: 89) is closest below the 40% target; cold
+        # (11.25%: 57), hot is over it (66.25%: 23).
         assert [await place(i, 40, usage) for i in range(2)] == ["warm", "warm"]
 
         # The load on warm rises to 3000m: within one polling interval of the API serving
