@@ -114,6 +114,10 @@ class NodeMetricsWatcher:
         # polsched_node_metrics_requests_total).
         self.on_request: Callable[[bool], None] | None = None
         self._missing_key: tuple[object, ...] = ()
+        # interval's inputs (want() calls, live owners) and its value: node_load reads it
+        # for every node of every pod scored.
+        self._wants_version = 0
+        self._interval: tuple[int, int, float] = (-1, -1, interval)
 
     # -- LoadSource --------------------------------------------------------------------
     def node_load(self, name: str) -> NodeLoad | None:
@@ -136,6 +140,7 @@ class NodeMetricsWatcher:
 
     def want(self, owner: object, interval: float | None) -> None:
         self._wants[owner] = interval
+        self._wants_version += 1
         self._wake.set()
         if self._task is None and not self._closed:
             with contextlib.suppress(RuntimeError):  # no running loop: start() does it
@@ -152,8 +157,12 @@ class NodeMetricsWatcher:
 
     @property
     def interval(self) -> float:
-        asked = [v for v in self._wants.values() if v is not None]
-        return min(asked) if asked else self.default_interval
+        version, live, value = self._interval
+        if version != self._wants_version or live != len(self._wants):
+            asked = [v for v in self._wants.values() if v is not None]
+            value = min(asked) if asked else self.default_interval
+            self._interval = (self._wants_version, len(self._wants), value)
+        return value
 
     @property
     def stale_after(self) -> float:
