@@ -39,7 +39,6 @@ SCHEDULER_MAY: list[Check] = [
     ("update", "persistentvolumeclaims", "default", "VolumeBinding PreBind"),
     ("list", "poddisruptionbudgets.policy", None, "preemption"),
     ("list", "priorityclasses.scheduling.k8s.io", None, "preemption"),
-    ("list", "nodes.metrics.k8s.io", None, "the load-aware scorers' node usage"),
     ("watch", "schedulingpolicies.polsched.io", None, "the policies"),
     ("patch", "schedulingpolicies.polsched.io:status", None, "status"),
 ]
