@@ -49,7 +49,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import yaml
 
@@ -57,8 +57,8 @@ from conformance import extender as ext
 from conformance import scenarios as scn
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.cluster.crdwait import wait_established
+from polsched.objects import Json
 
-Json = dict[str, Any]
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
