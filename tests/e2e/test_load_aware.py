@@ -32,6 +32,7 @@ import pytest
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.framework import resources as res
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import HACK, Cluster, _wait_ready, install_crds, node_manifest, unique
 from tests.e2e.scheduling import RUN, bound_node, eventually, nodes_ready
@@ -218,7 +219,7 @@ def test_load_variation_risk_balancing_spreads_a_burst_over_the_least_used_nodes
     async def body(engine: Engine, client: ApiClient) -> None:
         await nodes_ready(client, list(w.nodes.values()))
         usage = await settled(client, w)
-        engine.apply(load_policy(policy(name, "LoadVariationRiskBalancing", {})))
+        engine.apply(load_policy(policy(name, "LoadVariationRiskBalancing", {}), CATALOG))
         await eventually(lambda: watcher_has_loads(engine, w), timeout=30,
                          what="the watcher's first samples")
         # Three pods of 1 cpu / 512Mi at once. Each bound pod is in flight on its node
@@ -257,7 +258,8 @@ def test_target_load_packing_packs_to_the_target_follows_usage_and_reloads(
     async def body(engine: Engine, client: ApiClient) -> None:
         await nodes_ready(client, list(w.nodes.values()))
         usage = await settled(client, w)
-        engine.apply(load_policy(policy(name, "TargetLoadPacking", {"targetUtilization": 40})))
+        engine.apply(load_policy(policy(name, "TargetLoadPacking", {"targetUtilization": 40}),
+                                 CATALOG))
         await eventually(lambda: watcher_has_loads(engine, w), timeout=30,
                          what="the watcher's first samples")
         # The pod requests 100m and sets no limit: predicted 150m (x 1.5). The scheduler's
@@ -296,7 +298,8 @@ def test_target_load_packing_packs_to_the_target_follows_usage_and_reloads(
         assert await place(2, 40, usage) == "cold"
 
         # Editing the args hot-reloads: with an 80% target, hot (66.25%: 97) packs.
-        engine.apply(load_policy(policy(name, "TargetLoadPacking", {"targetUtilization": 80})))
+        engine.apply(load_policy(policy(name, "TargetLoadPacking", {"targetUtilization": 80}),
+                                 CATALOG))
         assert await place(3, 80, usage) == "hot"
 
     run(w.cluster, body)
@@ -313,7 +316,7 @@ def test_a_node_without_metrics_gets_the_neutral_score_and_is_reported(
     metrics_cluster.apply(manifest)
 
     async def body(engine: Engine, client: ApiClient) -> None:
-        engine.apply(load_policy(policy(name, "LoadVariationRiskBalancing", {})))
+        engine.apply(load_policy(policy(name, "LoadVariationRiskBalancing", {}), CATALOG))
         await eventually(lambda: watcher_has_loads(engine, w), timeout=30,
                          what="the watcher's first samples")
         stats = engine.stats(name)
