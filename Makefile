@@ -12,6 +12,14 @@ REAL_NODE ?=
 # `make cluster METRICS=1`: the Metrics API too (metrics-server, kwok's usage emulation),
 # for the load-aware scorers; `make demo` turns it on.
 METRICS ?=
+# `make cluster FEATURE_GATES=GenericWorkload=true`: Kubernetes feature gates (Name=true|false,
+# comma-separated) for kube-apiserver, kube-controller-manager and kube-scheduler (the
+# conformance oracle and the bench's too); GenericWorkload=true also serves
+# scheduling.k8s.io/v1beta1 (Workload, PodGroup). Unset: upstream's defaults.
+FEATURE_GATES ?=
+ifneq ($(strip $(FEATURE_GATES)),)
+export POLSCHED_FEATURE_GATES := $(FEATURE_GATES)
+endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
