@@ -35,6 +35,7 @@ from polsched.controller.operator import (
 )
 from polsched.controller.process import Election, Process, ProcessConfig, lease_client
 from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
+from polsched.scheduler.engine import EngineOptions
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
                            if args.extender_ca_dir else None)
     config = ProcessConfig(identity, election, args.status_interval,
+                           EngineOptions(node_metrics_interval=args.node_metrics_interval),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration))
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(

@@ -43,6 +43,7 @@ from polsched.controller.options import (
 from polsched.controller.process import Election, Process, ProcessConfig, lease_client
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.scheduler import metrics
+from polsched.scheduler.engine import EngineOptions
 
 if TYPE_CHECKING:
     import kopf
@@ -292,8 +293,9 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                         LeaseTiming(args.lease_duration, args.renew_period),
                         lease_client(args.kubeconfig, client))
     config = ProcessConfig(identity, election, args.status_interval,
-                           annotate_decisions=args.annotate_decisions,
-                           shadow_budget=args.shadow_budget,
+                           EngineOptions(annotate_decisions=args.annotate_decisions,
+                                         shadow_budget=args.shadow_budget,
+                                         node_metrics_interval=args.node_metrics_interval),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration))
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,

@@ -33,8 +33,7 @@ from polsched.controller.leases import LeaseThread, LeaseTiming
 from polsched.controller.ledger import BindLedger
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
-from polsched.scheduler.engine import Engine
-from polsched.scheduler.shadow import DEFAULT_BUDGET
+from polsched.scheduler.engine import Engine, EngineOptions
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +56,7 @@ class ProcessConfig:
     # with --leader-elect=false).
     election: Election | None
     status_interval: float
-    annotate_decisions: bool = False
-    shadow_budget: float = DEFAULT_BUDGET
+    engine: EngineOptions = EngineOptions()
     # How long leadership may go unapplied, or a watched task be down, before /healthz
     # fails (controller.health.Liveness).
     liveness_grace: float = 30.0
@@ -100,10 +98,8 @@ class Process:
                 timing=election.timing)
             # Binds and status writes end by the lease's renew deadline (issue 11).
             deadline = self.elector.valid_until
-        self.engine = Engine(client, identity=config.identity,
-                             annotate_decisions=config.annotate_decisions,
-                             shadow_budget=config.shadow_budget, cache=cache,
-                             bind_deadline=deadline)
+        self.engine = Engine(client, identity=config.identity, cache=cache,
+                             bind_deadline=deadline, options=config.engine)
         # Nobody binds before the lease says so (when there is one).
         self.engine.set_leader(None, election is None)
         # bindsTotal exact across SIGKILL and failover: counted against the API server.

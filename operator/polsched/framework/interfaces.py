@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.listers import Listers
+from polsched.framework.load import LoadSource
 from polsched.framework.nominator import Nominator
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
@@ -331,6 +332,10 @@ class Handle:
     # pipeline's tie-breaks use the same one. None: each makes its own. Seeded in tests and
     # benchmarks, so that their outcomes repeat.
     rng: random.Random | None = None
+    # Node usage from the Metrics API for the load-aware scorers (framework.load): the
+    # process's one NodeMetricsWatcher, a snapshot's StaticLoad offline; None where no
+    # usage is known (every node then has no metrics: Trimaran's neutral score).
+    load: LoadSource | None = None
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

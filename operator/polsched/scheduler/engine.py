@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.cluster.node_metrics import DEFAULT_INTERVAL_SECONDS, NodeMetricsWatcher
 from polsched.framework import events as ev
 from polsched.framework.interfaces import Extender, Handle
 from polsched.framework.listers import Kind
@@ -36,7 +37,7 @@ from polsched.framework.runtime import Pipeline
 from polsched.framework.types import Json, NodeInfo, PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
-from polsched.scheduler import metrics
+from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
 from polsched.scheduler.events import WARNING, EventRecorder
@@ -76,16 +77,31 @@ class SchedulerStats:
     last_preemption: str | None = None
     # A shadow policy's agreement (ShadowStats.to_status()); the counts above are unused.
     shadow: dict[str, Any] | None = None
+    # For a policy with load-aware scorers: (available, reason, message) of its
+    # MetricsAvailable condition (scheduler.load_status); None for the others.
+    node_metrics: tuple[bool, str, str] | None = None
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the engine reports and feeds its decisions: the decision annotations on each
+    Binding, the shadows' share of the CPU, and how often node usage is polled for the
+    load-aware scorers."""
+
+    annotate_decisions: bool = False
+    shadow_budget: float = DEFAULT_BUDGET
+    node_metrics_interval: float = DEFAULT_INTERVAL_SECONDS
 
 
 class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
-                 bind_concurrency: int = 96, annotate_decisions: bool = False,
-                 shadow_budget: float = DEFAULT_BUDGET,
-                 cache: ClusterCache | None = None,
-                 bind_deadline: Deadline | None = None) -> None:
+                 bind_concurrency: int = 96, cache: ClusterCache | None = None,
+                 bind_deadline: Deadline | None = None,
+                 options: EngineOptions = EngineOptions()) -> None:
         """`bind_deadline`: when set, the monotonic time by which every bind must have
         ended (the lease's renew deadline, controller.process)."""
+        annotate_decisions = options.annotate_decisions
+        shadow_budget = options.shadow_budget
         self.client = client
         self.shadow_budget = shadow_budget
         self.identity = identity
@@ -110,10 +126,16 @@ class Engine(CacheListener):
         # Every profile's attempts (scheduleOne, its cycles and failure handling).
         self._attempts = ScheduleOne(_Hooks(self), self.cache, self.binder, self.nominator,
                                      self.preemption, self.waiting_pods, annotate_decisions)
+        # Node usage for the load-aware scorers: one watcher for every policy, polling
+        # only while one of their plugins wants it.
+        self.node_metrics = NodeMetricsWatcher(client,
+                                               interval=options.node_metrics_interval)
+        self.node_metrics.on_change = self._node_metrics_changed
+        self.node_metrics.on_request = metrics.node_metrics_request
         # What every policy's plugins are built with (framework.Handle).
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator,
-                             preempting=self.preemption.running)
+                             preempting=self.preemption.running, load=self.node_metrics)
         self._schedulers: dict[str, Profile] = {}
         # The cluster events kept for pods in flight, once for every policy's queue.
         self._journal = q.EventJournal()
@@ -141,6 +163,7 @@ class Engine(CacheListener):
         pending = self._pending_by_scheduler()
         self._loop_task = asyncio.get_running_loop().create_task(
             self._run(), name="polsched-scheduling-loop")
+        self.node_metrics.start()
         for s in self._schedulers.values():
             self._start_scheduler(s, pending.get(s.name, ()))
 
@@ -165,6 +188,7 @@ class Engine(CacheListener):
                 continue
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        await self.node_metrics.close()
         await self.binder.close()
         await self.preemption.close()
         for s in self._schedulers.values():
@@ -291,7 +315,9 @@ class Engine(CacheListener):
             c.last_bind_time, s.policy.generation, s.pipeline.describe(),
             paused=s.policy.paused, leading=self._is_leading(scheduler_name),
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
-            last_preemption=c.last_preemption)
+            last_preemption=c.last_preemption,
+            node_metrics=load_status.condition(self.node_metrics, s.pipeline,
+                                               self.cache.snapshot))
 
     def pipeline(self, scheduler_name: str) -> Pipeline:
         """The pipeline a scheduler runs now (KeyError if none)."""
@@ -319,6 +345,13 @@ class Engine(CacheListener):
             self._mark_ready(s)
         else:
             s.runnable.clear()
+
+    def _node_metrics_changed(self) -> None:
+        # Nodes gained or lost fresh metrics: the policies that read them have a new
+        # MetricsAvailable condition to write.
+        for name, s in self._schedulers.items():
+            if load_status.reads_load(self.node_metrics, s.pipeline):
+                self._changed(name)
 
     def _changed(self, name: str) -> None:
         for cb in self._callbacks:
@@ -572,4 +605,4 @@ class _Hooks:
 
 
 __all__ = ["DECIDING_SCORER_ANNOTATION", "FEASIBLE_NODES_ANNOTATION", "SHADOW_PREFIX",
-           "Counters", "Engine", "SchedulerStats"]
+           "Counters", "Engine", "EngineOptions", "SchedulerStats"]
