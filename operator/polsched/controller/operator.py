@@ -260,7 +260,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     # On its own thread and client: under load, this loop (every policy's watch events,
     # decisions and binds) renewed too late and lost the lease (controller.leases).
     def lease_client() -> ApiClient:
-        own = credentials.api_client(args.kubeconfig)
+        # Its own budget too, as kube-scheduler's leader-election client.
+        own = credentials.api_client(args.kubeconfig, **credentials.budget(args))
         own.outage = client.outage  # an outage is reported once for the process
         return own
 

@@ -14,6 +14,32 @@ LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
+# kube-scheduler's clientConnection defaults (KubeSchedulerConfiguration v1: qps 50,
+# burst 100), not client-go's 5/10: a scheduler writes a Binding and an Event per pod.
+DEFAULT_KUBE_API_QPS = 50.0
+DEFAULT_KUBE_API_BURST = 100
+
+
+def _qps(value: str) -> float:
+    try:
+        qps = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if qps == 0 or qps != qps:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give requests per second > 0, or a negative value for no "
+            "client-side limit")
+    return qps
+
+
+def _burst(value: str) -> int:
+    try:
+        burst = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if burst < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: the burst must be at least 1")
+    return burst
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -36,7 +62,22 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="serve /metrics (Prometheus), /healthz and /readyz here; an empty "
                         f"string disables them (default: {DEFAULT_METRICS_LISTEN}, skipped "
                         "with a warning when that port is taken; an address given "
-                        "explicitly must bind)")
+                        "explicitly must bind). Serve it beyond this host only behind "
+                        "authentication or a NetworkPolicy: it is plain HTTP, unauthenticated")
+    p.add_argument("--health-listen", metavar="HOST:PORT", default=None,
+                   help="also serve /healthz and /readyz (nothing else) here, for kubelet "
+                        "probes on the pod's IP while /metrics stays on --metrics-listen "
+                        "(default: not served apart)")
+    p.add_argument("--kube-api-qps", type=_qps, default=DEFAULT_KUBE_API_QPS,
+                   metavar="QPS",
+                   help="requests per second to the API server, sustained, as "
+                        "kube-scheduler's clientConnection.qps; events have a budget of "
+                        "their own of the same size; negative: no client-side limit "
+                        "(default %(default)s)")
+    p.add_argument("--kube-api-burst", type=_burst, default=DEFAULT_KUBE_API_BURST,
+                   metavar="N",
+                   help="requests allowed at once above --kube-api-qps, as kube-scheduler's "
+                        "clientConnection.burst (default %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
