@@ -190,11 +190,19 @@ GC_FROZEN = Gauge(
     "polsched_gc_frozen_objects",
     "Objects moved out of the collector's passes once the cache had synced (gc.freeze)")
 
+# The event recorder's bound (scheduler/events.py): events not written, and why.
+EVENTS_DROPPED = Counter(
+    "polsched_events_dropped_total",
+    "Events recorded but not written to the API server, by reporting controller (the "
+    "policy's schedulerName) and reason: queue_full (1000 writes already waiting, as "
+    "client-go's event broadcaster drops) or spam (the pod's events over the spam filter's "
+    "budget, as client-go's EventSourceObjectSpamFilter)")
+
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN)
+    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -236,6 +244,11 @@ def forget_policy(policy: str) -> None:
     for gauge in (FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT,
                   FIRST_DECISION_IDLE):
         gauge.values.pop(labels, None)
+
+
+def event_dropped(controller: str, reason: str) -> None:
+    """The recorder of `controller` dropped an event: reason "queue_full" or "spam"."""
+    EVENTS_DROPPED.inc((("controller", controller), ("reason", reason)))
 
 
 def preemption_attempt() -> None:
