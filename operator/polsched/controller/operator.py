@@ -90,7 +90,8 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
     certs: webhook.CertificateSource
     if service is not None or args.webhook_secret is not None:
         certs = webhook.CertificateManager(client, args.namespace,
-                                           args.webhook_secret or webhook.DEFAULT_SECRET, names)
+                                           args.webhook_secret or webhook.DEFAULT_SECRET, names,
+                                           ca_secret=getattr(args, "webhook_ca_secret", None))
     else:
         certs = webhook.EphemeralCertificates(names)
     publish: webhook.Publisher = (webhook.CABundleInjector(client) if service is not None

@@ -94,8 +94,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "the caBundle of the ValidatingWebhookConfiguration polsched.io that "
                         "manifests/ ship (failurePolicy Fail)")
     p.add_argument("--webhook-secret", default=None,
-                   help="the Secret (in --namespace) holding the webhook's CA and certificate "
-                        "(default with --webhook-service: polsched-webhook-tls)")
+                   help="the Secret (in --namespace, type kubernetes.io/tls) holding the "
+                        "webhook's serving certificate and key and the CA bundle (default "
+                        "with --webhook-service: polsched-webhook-tls); whatever in it is "
+                        "invalid (not PEM, key not matching, not signed by the CA, expiring, "
+                        "other names) is made again")
+    p.add_argument("--webhook-ca-secret", default=None,
+                   help="the Secret (in --namespace) holding the webhook's CA certificate "
+                        "and key, apart from --webhook-secret so that only the operator "
+                        "reads the CA key (default polsched-webhook-ca; used with "
+                        "--webhook-service or --webhook-secret)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
