@@ -48,7 +48,8 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
     engine = Engine(client, identity=identity, cache=cache)
     try:
-        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced,
+                                     args.health_listen)
     except SystemExit:
         await engine.cache.stop()
         await client.close()

@@ -311,11 +311,13 @@ def import_server() -> None:
 
 
 async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
-                healthy: Callable[[], bool] = lambda: True) -> web.AppRunner:
+                healthy: Callable[[], bool] = lambda: True, *,
+                with_metrics: bool = True) -> web.AppRunner:
     """Serve /metrics, /healthz and /readyz on `listen` (HOST:PORT; port 0 picks a free
     one: read it from the runner's addresses). /readyz answers 200 once `ready()` is true
-    (the cache has synced), /healthz while `healthy()` is. Stop with `await
-    runner.cleanup()`."""
+    (the cache has synced), /healthz while `healthy()` is. `with_metrics=False`: the
+    probes only (--health-listen: what kubelet reaches on the pod's IP tells nothing but
+    ok). Stop with `await runner.cleanup()`."""
     from aiohttp import web
 
     async def metrics(_: web.Request) -> web.Response:
@@ -329,7 +331,8 @@ async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
         return handler
 
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
+    if with_metrics:
+        app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", probe(healthy))  # type: ignore[arg-type]
     app.router.add_get("/readyz", probe(ready))  # type: ignore[arg-type]
     host, port = parse_listen(listen)
