@@ -791,6 +791,7 @@ class ManagedWebhookServer:
         await runner.setup()
         wake = asyncio.Event()
         drifted = False
+        drift_backoff = Backoff()
         watchers: list[asyncio.Task[None]] = []
 
         def on_configuration(kind: str, obj: dict[str, Any]) -> None:
@@ -838,6 +839,9 @@ class ManagedWebhookServer:
                     log.warning("webhook certificates not checked: %s", e)
                     continue
                 if drifted:
+                    # Two writers that disagree (say, two local processes claiming the
+                    # configuration) would otherwise rewrite it back and forth at once.
+                    await asyncio.sleep(drift_backoff.step())
                     drifted, published = False, False
                 if fresh == certs:
                     if not published:
