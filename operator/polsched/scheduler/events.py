@@ -19,8 +19,9 @@ never waits on the API server. Events take their tokens from the client's event 
 
 A flood of events cannot grow memory without limit (client-go tools/events and
 tools/record):
-- at most `max_queued` (1000, event_broadcaster.go maxQueuedEvents) event writes wait; a
-  new event beyond that is dropped (watch.DropIfChannelFull);
+- at most 1000 event writes wait (event_broadcaster.go maxQueuedEvents), across the
+  recorders sharing an EventBudget (the engine's policies: one per process, as one
+  broadcaster); a new event beyond that is dropped (watch.DropIfChannelFull);
 - a pod's new events pass a spam filter (record.EventSourceObjectSpamFilter: a token
   bucket per object, burst 25, then one per 5 minutes, for the 4096 objects seen last);
   repeats of one event only count up its series and are not filtered;
@@ -159,6 +160,19 @@ def _encode_reference(pod: PodInfo) -> str:
                     q(pod.resource_version), "}"))
 
 
+class EventBudget:
+    """How many event writes may wait for the API server, shared by the recorders of one
+    process as client-go's one broadcaster per process (maxQueuedEvents)."""
+
+    def __init__(self, limit: int = MAX_QUEUED_EVENTS) -> None:
+        self.limit = max(limit, 1)
+        self.queued = 0
+
+    @property
+    def full(self) -> bool:
+        return self.queued >= self.limit
+
+
 class SpamFilter:
     """record.EventSourceObjectSpamFilter: a token bucket per object (`burst` events, then
     `qps` per second), for the `size` objects seen last (an LRU)."""
@@ -196,7 +210,7 @@ class EventRecorder:
                  concurrency: int = 96, series_flush: float = 30.0,
                  clock: Callable[[], float] = time.time,
                  shared: asyncio.Semaphore | None = None,
-                 max_queued: int = MAX_QUEUED_EVENTS, max_series: int = MAX_CACHED,
+                 budget: EventBudget | None = None, max_series: int = MAX_CACHED,
                  spam_filter: SpamFilter | None = None) -> None:
         self._client = client
         self.reporting_controller = reporting_controller
@@ -210,8 +224,9 @@ class EventRecorder:
         # pace with its binds only with as many in flight.
         # (the write, whether it is an event: those count against max_queued)
         self._queue: asyncio.Queue[tuple[Coroutine[Any, Any, None], bool]] = asyncio.Queue()
-        self._max_queued = max(max_queued, 1)
-        self._queued_events = 0
+        # Event writes waiting, here and in the recorders sharing the budget.
+        self._budget = budget or EventBudget()
+        self._queued_events = 0  # of them, this recorder's
         self._max_series = max(max_series, 1)
         self._spam = spam_filter or SpamFilter()
         self.dropped = 0  # events not written (queue full or spam)
@@ -245,7 +260,7 @@ class EventRecorder:
             series.last = now
             # Upstream patches the series at its second occurrence; with the queue full,
             # the flusher writes the count later (nothing is lost but time).
-            if series.count == 2 and self._queued_events < self._max_queued:
+            if series.count == 2 and not self._budget.full:
                 self._spawn(self._write_series(series), event=True)
             self._ensure_flusher()
             return
@@ -266,7 +281,7 @@ class EventRecorder:
 
     def _room(self) -> bool:
         """Whether one more event write may wait; counts the drop when not."""
-        if self._queued_events < self._max_queued:
+        if not self._budget.full:
             return True
         self._drop("queue_full")
         return False
@@ -321,6 +336,7 @@ class EventRecorder:
     def _spawn(self, coro: Coroutine[Any, Any, None], event: bool = False) -> None:
         if event:
             self._queued_events += 1
+            self._budget.queued += 1
         self._queue.put_nowait((coro, event))
         self._grow()
 
@@ -342,6 +358,7 @@ class EventRecorder:
                 self._idle -= 1
             if event:
                 self._queued_events -= 1
+                self._budget.queued -= 1
             try:
                 if self._shared is None:
                     await coro
@@ -421,7 +438,7 @@ class EventRecorder:
         """Write series counts not yet written; drop series that have finished."""
         now = self._clock()
         for key, s in list(self._series.items()):
-            if s.count > s.written_count and self._queued_events < self._max_queued:
+            if s.count > s.written_count and not self._budget.full:
                 s.written_count = s.count
                 self._spawn(self._write_series(s), event=True)
             if final or now - s.last >= SERIES_FINISH_SECONDS:
@@ -446,6 +463,7 @@ class EventRecorder:
                 coro.close()
                 if event:
                     self._queued_events -= 1
+                    self._budget.queued -= 1
                 self._queue.task_done()
         if self._flusher is not None:
             with contextlib.suppress(asyncio.CancelledError):

@@ -124,3 +124,24 @@ def test_the_spam_filter_refills_and_forgets_the_least_recent_objects() -> None:
         f.allow(k, 302.0)
     assert f.allow("a", 302.0) is True  # a fresh bucket
     assert len(f._buckets) == 3
+
+
+def test_recorders_sharing_a_budget_are_bounded_together() -> None:
+    """The engine's policies share one budget, as kube-scheduler's profiles share one
+    broadcaster: two floods fill 1000 between them, not 1000 each."""
+    async def body(client: ApiClient, server: HoldingServer) -> None:
+        budget = events.EventBudget()
+        a = events.EventRecorder(client, "a", concurrency=1, budget=budget)
+        b = events.EventRecorder(client, "b", concurrency=1, budget=budget)
+        for i in range(800):
+            a.failed_scheduling(pod(i), "no")
+            b.failed_scheduling(pod(10_000 + i), "no")
+        assert budget.queued <= events.MAX_QUEUED_EVENTS
+        assert a.queued_events + b.queued_events == budget.queued
+        assert a.dropped + b.dropped >= 1600 - events.MAX_QUEUED_EVENTS - 2
+        server.release.set()
+        await a.close(timeout=30)
+        await b.close(timeout=30)
+        assert budget.queued == 0
+
+    run(body)
