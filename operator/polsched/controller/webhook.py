@@ -749,13 +749,15 @@ class ManagedWebhookServer:
                  service: tuple[str, str, int] | None = None,
                  publish: Publisher | None = None,
                  check_interval: float = CHECK_INTERVAL,
-                 ca_switch_delay: float = CA_SWITCH_DELAY) -> None:
+                 ca_switch_delay: float = CA_SWITCH_DELAY,
+                 backoff: Callable[[], Backoff] = Backoff) -> None:
         self.host, self.port = split_listen(listen)
         self.manager = manager
         self.service = service
         self.publish = publish
         self.check_interval = check_interval
         self.ca_switch_delay = ca_switch_delay
+        self.backoff = backoff
 
     async def _publish(self, certs: Certificates) -> bool:
         if self.publish is None:
@@ -766,6 +768,23 @@ class ManagedWebhookServer:
         except Exception as e:  # serve anyway; try again at the next check
             log.warning("webhook CA bundle not published: %s", e)
             return False
+
+    async def _first_certificates(self) -> Certificates:
+        """The certificates to start serving with. A failure to read or write the Secrets
+        (the API server restarting, RBAC missing a grant) is retried with the reflector's
+        backoff, never raised: the webhook task ending would end the process, and with it
+        the scheduling of every policy."""
+        backoff = self.backoff()
+        while True:
+            try:
+                return await self.manager.ensure()
+            except Exception as e:
+                cause = e if isinstance(e, ApiError) else e.__cause__
+                delay = retry_delay(backoff, cause.retry_after
+                                    if isinstance(cause, ApiError) else None)
+                log.warning("webhook certificates not ready, not serving the webhook yet "
+                            "(again in %.0fs): %s", delay, e)
+                await asyncio.sleep(delay)
 
     def client_config(self, certs: Certificates) -> kopf.WebhookClientConfig:
         config = kopf.WebhookClientConfig(caBundle=_b64(certs.ca_bundle))
@@ -782,7 +801,7 @@ class ManagedWebhookServer:
         async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
             return await kopf.WebhookServer._serve(fn, request)
 
-        certs = await self.manager.ensure()
+        certs = await self._first_certificates()
         context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
         load_into(context, certs)
         app = aiohttp.web.Application()
@@ -791,7 +810,7 @@ class ManagedWebhookServer:
         await runner.setup()
         wake = asyncio.Event()
         drifted = False
-        drift_backoff = Backoff()
+        drift_backoff = self.backoff()
         watchers: list[asyncio.Task[None]] = []
 
         def on_configuration(kind: str, obj: dict[str, Any]) -> None:

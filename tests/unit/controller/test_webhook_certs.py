@@ -175,3 +175,52 @@ def test_garbage_in_the_bundle_is_dropped_and_the_rest_kept(fresh: Certificates)
     out = renewed(replace(fresh, ca_bundle=fresh.ca_bundle + "junk\n"), NAMES, NOW)
     assert out is not None
     assert out.ca_bundle == fresh.ca_bundle and out.cert == fresh.cert
+
+
+def test_the_server_waits_for_certificates_instead_of_ending() -> None:
+    """A Secret that cannot be read yet (the API server restarting, a grant missing) is
+    retried: the webhook task does not end, which would end the process."""
+    import asyncio
+    import socket
+    from collections.abc import AsyncIterator
+    from typing import Any
+
+    from polsched.cluster.backoff import Backoff
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def ensure(self) -> Certificates:
+            self.calls += 1
+            if self.calls < 3:
+                raise RuntimeError("reading the webhook's Secret: 503 ServiceUnavailable")
+            certs = renewed(None, ["127.0.0.1"], NOW)
+            assert certs is not None
+            return certs
+
+        async def changes(self) -> AsyncIterator[None]:
+            await asyncio.Event().wait()
+            yield None
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    source = Flaky()
+
+    async def main() -> Any:
+        server = webhook.ManagedWebhookServer(
+            f"127.0.0.1:{port}", source, backoff=lambda: Backoff(initial=0.01, cap=0.02))
+
+        async def fn(*_: Any, **__: Any) -> Any:
+            return {}
+
+        agen = server(fn)
+        try:
+            return await asyncio.wait_for(agen.__anext__(), 30)
+        finally:
+            await agen.aclose()  # type: ignore[attr-defined]
+
+    config = asyncio.run(main())
+    assert source.calls == 3
+    assert config["url"] == f"https://127.0.0.1:{port}"
