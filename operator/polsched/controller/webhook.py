@@ -10,9 +10,13 @@ RBAC rightly cannot create, and exit after its retries). Two ways to serve it:
   calls the Service. The configuration is manifests/' own (failurePolicy Fail: a policy
   is never admitted unchecked), so it outlives any one replica and leaves with `kubectl
   delete -k`; kopf does not manage it (it would empty it whenever a replica stops). The
-  operator keeps its own CA and serving certificate in a Secret (`--webhook-secret`,
-  shared by every replica behind the Service), injects the CA into the configuration's
-  caBundle once it serves, and renews both before they expire (CertificateManager).
+  operator keeps its own CA in one Secret (`--webhook-ca-secret`: the CA key, which only
+  the operator reads) and its serving certificate in another (`--webhook-secret`), both
+  shared by every replica behind the Service; it injects the CA into the configuration's
+  caBundle once it serves, renews both before they expire and makes again whatever in
+  them is invalid (CertificateManager, as open-policy-agent/cert-controller's rotator).
+  Both Secrets and the configuration are watched by name: a broken Secret is made good,
+  and a re-created or edited configuration gets its caBundle back, at once.
 - Local (`--webhook-listen` alone, for `polsched run` on a laptop and the e2e tests):
   the configuration `polsched.io` points at https://HOST:PORT with a CA made in memory
   (or kept in `--webhook-secret`), failurePolicy Ignore, and its webhook is removed
@@ -154,7 +158,7 @@ def inspect(cert_pem: str) -> CertInfo:
     out = _openssl("x509", "-noout", "-startdate", "-enddate", "-ext",
                    "subjectAltName,basicConstraints", stdin=pem)
     fields = dict(line.split("=", 1) for line in out.splitlines()
-                  if "=" in line and line[:1].isalpha() and line.startswith("not"))
+                  if line.startswith(("notBefore=", "notAfter=")))
     try:
         start = datetime.fromtimestamp(ssl.cert_time_to_seconds(fields["notBefore"]), UTC)
         end = datetime.fromtimestamp(ssl.cert_time_to_seconds(fields["notAfter"]), UTC)
