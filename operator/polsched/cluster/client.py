@@ -180,6 +180,7 @@ class ApiClient:
         self.limiter = TokenBucket(qps, bucket_size) if qps > 0 else None
         self.event_limiter = TokenBucket(qps, bucket_size) if qps > 0 else None
         self.max_retries = max(max_retries, 0)
+        self._throttle_logged = -1.0
         self._connection_limit = connection_limit
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -309,7 +310,7 @@ class ApiClient:
                             events: bool) -> Json:
         limiter = self.event_limiter if events else self.limiter
         if limiter is not None:
-            await limiter.wait()
+            await self._throttle(limiter, method, path)
         headers = self._headers({"Content-Type": content_type} if data is not None else None)
         try:
             async with self._get_session().request(
@@ -341,7 +342,7 @@ class ApiClient:
         decides what a failed bind means."""
         limiter = self.event_limiter if events else self.limiter
         if limiter is not None:
-            await limiter.wait()
+            await self._throttle(limiter, method, path)
         writer = self._writer
         if writer is None:
             writer = self._writer = self._make_writer()
@@ -355,6 +356,22 @@ class ApiClient:
         if status >= 400:
             raise ApiError.from_answer(status, raw)
         return status
+
+    async def _throttle(self, limiter: TokenBucket, method: str, path: str) -> None:
+        """Wait for the request's token. A wait of a second or more is logged, at most
+        once a second (client-go request.go tryThrottleWithInfo: "Waited before sending
+        request", extraLongThrottleLatency, through a throttled logger)."""
+        delay = limiter.reserve()
+        if delay <= 0:
+            return
+        if delay >= 1.0:
+            now = time.monotonic()
+            if now - self._throttle_logged >= 1.0:
+                self._throttle_logged = now
+                _log.info("waited %.1fs before sending %s %s (client-side throttling at "
+                          "QPS %g, burst %d; not priority and fairness)", delay, method,
+                          path, limiter.qps, limiter.burst)
+        await asyncio.sleep(delay)
 
     def _make_writer(self) -> http1.Http1Writer:
         url = urllib.parse.urlsplit(self.host)
@@ -440,7 +457,7 @@ class ApiClient:
             "labelSelector": label_selector, "fieldSelector": field_selector,
         }
         if self.limiter is not None:
-            await self.limiter.wait()
+            await self._throttle(self.limiter, "WATCH", path)
         # No total timeout: the server closes after timeoutSeconds; a silent connection
         # (no event, no bookmark) for longer than that plus a margin is dead.
         read_timeout = (timeout_seconds or 300) + 30
