@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -374,11 +375,13 @@ class EventRecorder:
     async def _call(self, what: str, fn: Callable[[], Coroutine[Any, Any, Json]]) -> Json | None:
         delay = 0.5
         for attempt in range(_RETRIES):
+            retry_after: float | None = None
             try:
                 return await fn()
             except ApiError as err:
                 if err.status < 500 and err.status != 429 or attempt == _RETRIES - 1:
                     raise
+                retry_after = err.retry_after
             except (aiohttp.ClientError, TimeoutError) as err:
                 if attempt == _RETRIES - 1:
                     if is_unreachable(err):  # an outage: ApiClient.outage says so once
@@ -386,7 +389,9 @@ class EventRecorder:
                     else:
                         log.warning("%s failed: %s", what, err)
                     return None
-            await asyncio.sleep(delay)
+            # Jittered as event_broadcaster.go attemptRecording (wait.Jitter(sleep, 0.25)),
+            # so that many recorders do not retry in step; at least the Retry-After.
+            await asyncio.sleep(max(delay * (1 + 0.25 * random.random()), retry_after or 0.0))
             delay *= 2
         return None
 
