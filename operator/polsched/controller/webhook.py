@@ -852,9 +852,13 @@ class ManagedWebhookServer:
             while True:
                 # A check every check_interval, at once when a Secret or the configuration
                 # changed, soon while the CA bundle is not published yet.
-                with contextlib.suppress(TimeoutError):
+                try:
                     await asyncio.wait_for(wake.wait(), self.check_interval if published
                                            else min(self.check_interval, 5.0))
+                except TimeoutError:
+                    # The periodic check publishes again too (a no-op when the bundle is
+                    # there): the configuration's watch may be failing, say for a grant.
+                    published = False
                 wake.clear()
                 try:
                     fresh = await self.manager.ensure()
@@ -872,7 +876,8 @@ class ManagedWebhookServer:
                     continue
                 if fresh.ca_bundle != certs.ca_bundle or not published:
                     published = await self._publish(fresh)
-                    yield self.client_config(fresh)
+                    if fresh.ca_bundle != certs.ca_bundle:  # kopf hears of a new config
+                        yield self.client_config(fresh)
                     if fresh.ca != certs.ca:
                         await asyncio.sleep(self.ca_switch_delay)
                 if fresh.cert != certs.cert or fresh.key != certs.key:
