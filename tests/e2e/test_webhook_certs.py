@@ -74,6 +74,26 @@ def put_secret(h: Harness, name: str, data: dict[str, str],
                               for k, v in data.items()}})
 
 
+def bare_configuration(port: int) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration as an install applies it: no caBundle."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "polsched.io"},
+        "webhooks": [{
+            "name": webhook.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 10,
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/{webhook.WEBHOOK_ID}"},
+            "rules": [{"apiGroups": ["polsched.io"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["schedulingpolicies"],
+                       "scope": "Cluster"}]}]}
+
+
+def install_configuration(h: Harness, port: int) -> None:
+    """Applied by an admin first, as the install does: the operator's role may patch the
+    configuration but need not create it."""
+    h.cluster.apply(bare_configuration(port))
+
+
 def refuses_invalid_policy(h: Harness, rid: str) -> bool:
     """The webhook answers: an invalid policy is refused naming its field."""
     bad = zone_policy(rid, "a")
@@ -127,6 +147,7 @@ def ca_bundle(h: Harness) -> str:
 def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port: int) -> None:
     h = harness
     rid = unique("certs")
+    install_configuration(h, free_port)
     h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
     stored = wait_for(lambda: secret(h).get("tls.crt") and secret(h), 60, "Secret " + SECRET)
@@ -150,6 +171,7 @@ def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
                      "metadata": {"name": SECRET, "namespace": OPERATOR_NAMESPACE,
                                   "annotations": {webhook.NAMES_ANNOTATION: "127.0.0.1"}},
                      "data": b64})
+    install_configuration(h, free_port)
     h.operator(unique("renew"), "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
     renewed = wait_for(lambda: (s := secret(h)) and s.get("tls.crt") != cert and s, 60,
@@ -180,6 +202,7 @@ def test_an_invalid_secret_at_start_is_made_again_and_the_webhook_serves(
         _, stray_key = webhook.new_serving(ca, ca_key, ["127.0.0.1"])  # CA key of another
         put_secret(h, SECRET, {"tls.crt": cert, "tls.key": stray_key, "ca.crt": other_ca})
         put_secret(h, CA_SECRET, {"ca.crt": ca, "ca.key": other_ca_key}, "Opaque")
+    install_configuration(h, free_port)
     op = h.operator(rid, "--webhook-listen", f"127.0.0.1:{free_port}",
                     "--webhook-secret", SECRET)
     stored = wait_for(lambda: serving(h, free_port), 60,
@@ -195,6 +218,7 @@ def test_a_secret_broken_while_running_is_made_again_at_once(harness: Harness,
     check that it could not read them, and served from a Secret nobody could use."""
     h = harness
     rid = unique("breakcerts")
+    install_configuration(h, free_port)
     op = h.operator(rid, "--webhook-listen", f"127.0.0.1:{free_port}",
                     "--webhook-secret", SECRET)
     first = wait_for(lambda: serving(h, free_port), 60, "the first certificates served")
@@ -224,11 +248,14 @@ def test_a_deleted_or_edited_configuration_gets_its_ca_bundle_back(harness: Harn
     or edited configuration stayed without it."""
     h = harness
     rid = unique("recreate")
+    install_configuration(h, free_port)
     h.operator(rid, "--webhook-listen", f"127.0.0.1:{free_port}", "--webhook-secret", SECRET)
     first = wait_for(lambda: serving(h, free_port), 60, "the first certificates served")
+    # Deleted, and applied again as the install has it (no caBundle).
     h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io")
+    install_configuration(h, free_port)
     wait_for(lambda: ca_bundle(h) == first["ca.crt"], 30,
-             "the configuration made again, with the CA bundle")
+             "the re-created configuration has the CA bundle again")
     garbage = base64.b64encode(b"garbage").decode()
     h.cluster.kubectl("patch", "validatingwebhookconfiguration", "polsched.io", "--type",
                       "json", "-p", json.dumps([{"op": "replace",
@@ -244,16 +271,7 @@ def test_in_cluster_the_ca_bundle_is_injected_again_into_a_recreated_configurati
     the install's configuration, deleted and applied again as `kubectl apply -k` would
     (no caBundle), gets the CA bundle back without a restart."""
     h = harness
-    configuration = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "polsched.io"},
-        "webhooks": [{
-            "name": webhook.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
-            "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 10,
-            "clientConfig": {"url": f"https://127.0.0.1:{free_port}/{webhook.WEBHOOK_ID}"},
-            "rules": [{"apiGroups": ["polsched.io"], "apiVersions": ["v1alpha1"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["schedulingpolicies"],
-                       "scope": "Cluster"}]}]}
+    configuration = bare_configuration(free_port)
     h.cluster.apply(configuration)
 
     async def scenario() -> None:
