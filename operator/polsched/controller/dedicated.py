@@ -21,7 +21,7 @@ from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import gcpolicy, policywatch
+from polsched.controller import credentials, gcpolicy, policywatch
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
 from polsched.controller.operator import default_identity, serve_metrics
@@ -74,7 +74,12 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
             t = loop.create_task(reconciler.set_leading(leading))
             tasks.append(t)
 
-        elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
+        # A client of its own, as kube-scheduler's leader-election client: renewals never
+        # queue behind binds for the same client-side budget.
+        lease_client = credentials.api_client(args.kubeconfig, **credentials.budget(args))
+        lease_client.outage = client.outage  # an outage is reported once for the process
+        elector = LeaseElector(lease_client, namespace=args.namespace,
+                               name=lease_name(args.policy),
                                identity=identity, on_change=on_leading,
                                lease_duration=args.lease_duration,
                                renew_period=args.renew_period)
@@ -101,6 +106,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
             elector.stop()  # releases the lease
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(election, 5)
+            await elector.client.close()
         for t in tasks:
             t.cancel()
         for t in tasks:
