@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from conformance.runner import PodResult, ScenarioResult
 from conformance.scenarios import PRIORITY_CLASSES, Scenario
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims")
 
