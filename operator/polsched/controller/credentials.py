@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from polsched.cluster import kubeconfig as kubeconfig_
-from polsched.cluster.client import ApiClient
+from polsched.cluster.client import ApiClient, ClientLimits
 
 if TYPE_CHECKING:
     import kopf
@@ -34,6 +34,15 @@ def connection(kubeconfig: str | None) -> kubeconfig_.Connection:
 
 def api_client(kubeconfig: str | None, **kwargs: Any) -> ApiClient:
     return ApiClient.from_connection(connection(kubeconfig), **kwargs)
+
+
+def budget(args: Any) -> dict[str, Any]:
+    """The client-side request budget of --kube-api-qps and --kube-api-burst, as
+    ApiClient's keyword arguments (a negative QPS: none)."""
+    qps = float(getattr(args, "kube_api_qps", 0.0) or 0.0)
+    if qps <= 0:
+        return {}
+    return {"limits": ClientLimits(qps=qps, burst=int(getattr(args, "kube_api_burst", 0) or 0))}
 
 
 def connection_info(kubeconfig: str | None) -> kopf.ConnectionInfo:

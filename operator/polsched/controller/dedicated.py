@@ -24,7 +24,7 @@ from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import gcpolicy, policywatch
+from polsched.controller import credentials, gcpolicy, policywatch
 from polsched.controller.leases import LeaseTiming
 from polsched.controller.operator import (
     admission_rules,
@@ -61,9 +61,13 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
         await client.close()
         raise
     elect = _wants_election(args)
+    # A client of its own, as kube-scheduler's leader-election client (on its own
+    # thread, controller.process): renewals never queue behind binds for the same
+    # client-side budget.
     election = Election(args.namespace, lease_name(args.policy),
                         LeaseTiming(args.lease_duration, args.renew_period),
-                        lease_client(args.kubeconfig, client)) if elect else None
+                        lease_client(args.kubeconfig, client, credentials.budget(args))
+                        ) if elect else None
     # Its extenders' CA Secrets are mounted in its pod (controller.deployments).
     scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
                            if args.extender_ca_dir else None)
@@ -77,7 +81,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     liveness = process.liveness
     ready, healthy = probes_for(engine, liveness)
     try:
-        probes = await serve_metrics(args.metrics_listen, ready, healthy)
+        probes = await serve_metrics(args.metrics_listen, ready, healthy, args.health_listen)
     except SystemExit:
         await engine.cache.stop()
         await client.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,12 +62,15 @@ class ProcessConfig:
     liveness_grace: float = 30.0
 
 
-def lease_client(kubeconfig: str | None, client: ApiClient) -> Callable[[], ApiClient]:
-    """What builds the lease thread's client: its own, from the same credentials; an
-    outage is reported once for the process (the main client's Outage)."""
+def lease_client(kubeconfig: str | None, client: ApiClient,
+                 budget: Mapping[str, Any]) -> Callable[[], ApiClient]:
+    """What builds the lease thread's client: its own, from the same credentials and with
+    a request budget of its own (`budget`: credentials.budget, as kube-scheduler's
+    leader-election client); an outage is reported once for the process (the main
+    client's Outage)."""
 
     def make() -> ApiClient:
-        own = credentials.api_client(kubeconfig)
+        own = credentials.api_client(kubeconfig, **budget)
         own.outage = client.outage
         return own
 

@@ -40,7 +40,7 @@ from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
-from polsched.scheduler.events import WARNING, EventRecorder
+from polsched.scheduler.events import WARNING, EventBudget, EventRecorder
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
@@ -117,6 +117,8 @@ class Engine(CacheListener):
         # server alike) and fell behind (13 229 of 30 000 at scale, bench/NOTES.md).
         self._event_concurrency = max(bind_concurrency, 1)
         self._event_writes = asyncio.Semaphore(self._event_concurrency)
+        # Event writes waiting, across policies: bounded as one broadcaster's queue.
+        self._event_budget = EventBudget()
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, WaitingPod] = {}
         # Pods nominated to nodes by preemption (or by status.nominatedNodeName), counted
@@ -215,7 +217,7 @@ class Engine(CacheListener):
                                          if n != name])
         if s is None:
             recorder = EventRecorder(self.client, name, concurrency=self._event_concurrency,
-                                     shared=self._event_writes)
+                                     shared=self._event_writes, budget=self._event_budget)
             s = Profile(policy, pipeline, recorder,
                            Counters(**vars(counters)) if counters else Counters(),
                            self._journal)
