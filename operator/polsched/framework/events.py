@@ -102,6 +102,9 @@ LISTER_RESOURCES: Mapping[str, Resource] = {
     ls.STATEFUL_SET.name: Resource.STATEFUL_SET,
     ls.POD_DISRUPTION_BUDGET.name: Resource.POD_DISRUPTION_BUDGET,
     ls.PRIORITY_CLASS.name: Resource.PRIORITY_CLASS,
+    ls.RESOURCE_CLAIM.name: Resource.RESOURCE_CLAIM,
+    ls.RESOURCE_SLICE.name: Resource.RESOURCE_SLICE,
+    ls.DEVICE_CLASS.name: Resource.DEVICE_CLASS,
 }
 
 _POD_RESOURCES = frozenset({Resource.ASSIGNED_POD, Resource.UNSCHEDULED_POD,

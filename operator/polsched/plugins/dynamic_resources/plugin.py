@@ -1,0 +1,540 @@
+"""DynamicResources: allocate a pod's ResourceClaims, as kube-scheduler v1.37 does.
+
+Upstream: pkg/scheduler/framework/plugins/dynamicresources (dynamicresources.go). The
+claims, ResourceSlices and DeviceClasses come from the cache's listers (Handle.listers);
+the devices come from the structured allocator (allocator.py).
+
+- PreFilter: resolves the pod's claims (a claim from a template through
+  status.resourceClaimStatuses, owned by the pod); a claim that does not exist yet, is
+  being deleted, was not made for the pod, or is being allocated for another pod makes
+  the pod UnschedulableAndUnresolvable, as upstream. An allocated claim only allows the
+  nodes of its allocation's node selector. For the unallocated ones the DeviceClasses
+  must exist, and an allocator is built over all slices with every device that allocated
+  claims (and allocations in flight) use.
+- Filter: runs the allocator for the node ("cannot allocate all claims" when the claims
+  do not fit) and keeps its result for Reserve.
+- Reserve: records the node's allocation in flight (ClaimTracker), so that no other pod,
+  of this or another policy, gets the same devices before the claim's status says so.
+  Unreserve drops it.
+- PreBind: adds the finalizer, writes status.allocation (with allocationTimestamp) and
+  the pod in status.reservedFor, retrying on conflicts; the allocation stays in flight
+  until the cache has seen it.
+- Events: claim, slice and class changes and node changes requeue pods (queueing hints
+  as upstream's isSchedulableAfterClaimChange).
+
+Not yet (docs/differences.md): PreEnqueue (a pod whose claim does not exist yet is tried
+and fails in PreFilter with upstream's message instead of waiting out of the queue),
+PostFilter's deallocation of a claim that blocks the pod, waiting for binding conditions
+in PreBind, DRAExtendedResource, scoring.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polsched.framework import events as ev
+from polsched.framework import listers as ls
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    ApiWriter,
+    FilterPlugin,
+    Handle,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from polsched.framework.registry import ArgsError
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+from polsched.plugins.dynamic_resources import model
+from polsched.plugins.dynamic_resources.allocator import (
+    AllocatedState,
+    Allocator,
+    AllocatorError,
+    Features,
+    NodeAllocationError,
+    NodeRef,
+    node_matches,
+)
+from polsched.plugins.dynamic_resources.quantity import Quantity
+
+NAME = "DynamicResources"
+_STATE_KEY = "PreFilter" + NAME
+FINALIZER = "resource.kubernetes.io/delete-protection"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+CLAIM_NOT_CREATED = "ResourceClaim not created yet"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+# DRASchedulerFilterTimeout's default (KubeSchedulerConfiguration DynamicResourcesArgs).
+FILTER_TIMEOUT_SECONDS = 10.0
+_CONFLICT_RETRIES = 5
+# v1.37's default feature gates.
+DEFAULT_FEATURES = Features()
+
+
+# --- claims in flight -------------------------------------------------------------------
+
+@dataclass
+class _InFlight:
+    allocation: dict[str, Any]
+    written_rv: str | None = None  # the claim's resourceVersion once PreBind wrote it
+
+
+class ClaimTracker:
+    """Allocations made in Reserve and not yet seen in the cache's claims (upstream's
+    inFlightAllocations plus the assume cache). One per cluster view (Listers), shared by
+    every policy's plugin, so that two policies never hand out the same device."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[str, _InFlight] = {}
+
+    def settle(self, listers: ls.Listers) -> None:
+        """Forget in-flight allocations the cache has caught up with."""
+        if not self.in_flight:
+            return
+        by_uid = {(c.get("metadata") or {}).get("uid"): c
+                  for c in listers.objects[ls.RESOURCE_CLAIM.name].values()}
+        for uid in list(self.in_flight):
+            entry = self.in_flight[uid]
+            if entry.written_rv is None:
+                continue
+            claim = by_uid.get(uid)
+            if claim is None:
+                del self.in_flight[uid]
+                continue
+            rv = (claim.get("metadata") or {}).get("resourceVersion") or ""
+            if _rv_at_least(rv, entry.written_rv):
+                del self.in_flight[uid]
+
+
+def _rv_at_least(rv: str, want: str) -> bool:
+    try:
+        return int(rv) >= int(want)
+    except ValueError:
+        return rv == want
+
+
+_TRACKERS: weakref.WeakKeyDictionary[ls.Listers, ClaimTracker] = weakref.WeakKeyDictionary()
+
+
+def tracker_for(listers: ls.Listers) -> ClaimTracker:
+    t = _TRACKERS.get(listers)
+    if t is None:
+        t = _TRACKERS[listers] = ClaimTracker()
+    return t
+
+
+# --- the cycle's state --------------------------------------------------------------------
+
+@dataclass
+class _ClaimInfo:
+    raw: Json
+    claim: model.Claim
+    uid: str
+    allocated: bool
+    node_filter: Json | None = None  # the allocation's node selector
+
+
+@dataclass
+class _State:
+    claims: list[_ClaimInfo] = field(default_factory=list)
+    allocator: Allocator | None = None
+    to_allocate: list[int] = field(default_factory=list)  # indexes into claims
+    by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    reserved: list[str] = field(default_factory=list)  # uids put in flight by Reserve
+
+
+def claim_name(pod: PodInfo, pod_claim: Mapping[str, Any]) -> tuple[str | None, bool, str]:
+    """resourceclaim.Name: (name, must check the owner, error)."""
+    if pod_claim.get("resourceClaimName"):
+        return str(pod_claim["resourceClaimName"]), False, ""
+    if pod_claim.get("resourceClaimTemplateName"):
+        statuses = (pod.raw.get("status") or {}).get("resourceClaimStatuses") or []
+        for s in statuses:
+            if s.get("name") == pod_claim.get("name"):
+                name = s.get("resourceClaimName")
+                return (str(name) if name else None), True, ""
+        return None, False, f'pod "{pod.namespace}/{pod.name}": {CLAIM_NOT_CREATED}'
+    return None, False, (f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim '
+                         f'"{pod_claim.get("name")}": none of the supported fields are set')
+
+
+def _is_for_pod(pod: PodInfo, claim: Json) -> str:
+    meta = claim.get("metadata") or {}
+    if meta.get("namespace") != pod.namespace:
+        return (f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} is not in the same "
+                f"namespace as Pod {pod.namespace}/{pod.name}")
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("uid") == pod.uid and ref.get("controller"):
+            return ""
+    return (f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} was not created for "
+            f"Pod {pod.namespace}/{pod.name} (Pod is not owner)")
+
+
+def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
+    return any(r.get("uid") == pod.uid
+               for r in (claim.get("status") or {}).get("reservedFor") or [])
+
+
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
+                       ev.EnqueueExtensions):
+    NAME = NAME
+
+    def __init__(self, listers: ls.Listers, api: ApiWriter | None,
+                 features: Features = DEFAULT_FEATURES,
+                 filter_timeout: float = FILTER_TIMEOUT_SECONDS) -> None:
+        self.listers = listers
+        self.api = api
+        self.features = features
+        self.filter_timeout = filter_timeout
+        self.tracker = tracker_for(listers)
+        # Parsed objects per object identity (the cache replaces a dict on every change).
+        self._parsed: dict[int, tuple[Json, Any]] = {}
+
+    # -- parsing, cached per object version ------------------------------------------------
+    def _parse(self, raw: Json, parse: Any) -> Any:
+        hit = self._parsed.get(id(raw))
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        value = parse(raw)
+        if len(self._parsed) > 100_000:
+            self._parsed.clear()
+        self._parsed[id(raw)] = (raw, value)
+        return value
+
+    # -- events ------------------------------------------------------------------------
+    def events_to_register(self) -> list[ev.ClusterEventWithHint]:
+        A = ev.ActionType
+        return [
+            ev.ClusterEventWithHint(ev.ClusterEvent(
+                ev.Resource.NODE, A.ADD | A.UPDATE_NODE_LABEL | A.UPDATE_NODE_ALLOCATABLE)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(
+                ev.Resource.RESOURCE_CLAIM, A.ADD | A.UPDATE | A.DELETE), self._claim_hint),
+            ev.ClusterEventWithHint(ev.ClusterEvent(
+                ev.Resource.TARGET_POD, A.UPDATE_POD_GENERATED_RESOURCE_CLAIM)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.DEVICE_CLASS, A.ADD | A.UPDATE)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.RESOURCE_SLICE,
+                                                    A.ADD | A.UPDATE)),
+        ]
+
+    def _claim_hint(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterClaimChange."""
+        if new is None:
+            old_alloc = ((old or {}).get("status") or {}).get("allocation")
+            return ev.QueueingHint.QUEUE if old_alloc else ev.QueueingHint.QUEUE_SKIP
+        if old is not None and (old.get("status") or {}).get("allocation") and not (
+                new.get("status") or {}).get("allocation"):
+            return ev.QueueingHint.QUEUE
+        uid = (new.get("metadata") or {}).get("uid")
+        uses = False
+        for pc in pod.spec.get("resourceClaims") or []:
+            name, _, err = claim_name(pod, pc)
+            if err:
+                return ev.QueueingHint.QUEUE_SKIP
+            if name is None:
+                continue
+            c = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
+            if c is None:
+                return ev.QueueingHint.QUEUE_SKIP
+            if (c.get("metadata") or {}).get("uid") == uid:
+                uses = True
+        if not uses:
+            return ev.QueueingHint.QUEUE_SKIP
+        if old is None:
+            return ev.QueueingHint.QUEUE
+        if (old.get("status") or {}) == (new.get("status") or {}):
+            return ev.QueueingHint.QUEUE_SKIP
+        return ev.QueueingHint.QUEUE
+
+    # -- PreFilter --------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        s = _State()
+        state.write(_STATE_KEY, s)
+        pod_claims = pod.spec.get("resourceClaims") or []
+        if not pod_claims:
+            return SKIP
+        self.tracker.settle(self.listers)
+        for pc in pod_claims:
+            name, check_owner, err = claim_name(pod, pc)
+            if err:
+                return Status.unresolvable(err)
+            if name is None:
+                continue
+            raw = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
+            if raw is None:
+                return Status.unresolvable(
+                    f'resourceclaim.resource.k8s.io "{name}" not found')
+            meta = raw.get("metadata") or {}
+            if meta.get("deletionTimestamp"):
+                return Status.unresolvable(f'resourceclaim "{name}" is being deleted')
+            if check_owner:
+                why = _is_for_pod(pod, raw)
+                if why:
+                    return Status.unresolvable(why)
+            try:
+                claim = self._parse(raw, model.parse_claim)
+            except model.ModelError as e:
+                return Status.error(str(e))
+            uid = str(meta.get("uid") or "")
+            allocation = (raw.get("status") or {}).get("allocation")
+            info = _ClaimInfo(raw, claim, uid, allocation is not None)
+            if allocation is not None:
+                info.node_filter = allocation.get("nodeSelector")
+            s.claims.append(info)
+        if not s.claims:
+            return SKIP
+        for i, info in enumerate(s.claims):
+            if info.allocated:
+                continue
+            if info.uid in self.tracker.in_flight:
+                return Status.unresolvable(
+                    f"resource claim {info.claim.key} is in the process of being allocated")
+            for req in info.claim.requests:
+                if req.exactly is not None:
+                    st = self._check_class(req.exactly.class_name, req.name)
+                elif req.first_available:
+                    if not self.features.prioritized_list:
+                        return Status.unresolvable(
+                            f"resource claim {info.claim.key}, request {req.name}: has "
+                            "subrequests, but the DRAPrioritizedList feature is disabled")
+                    st = SUCCESS
+                    for sub in req.first_available:
+                        st = self._check_class(sub.class_name, f"{req.name}/{sub.name}")
+                        if not st.ok:
+                            break
+                else:
+                    st = Status.unresolvable(f"resource claim {info.claim.key}, request "
+                                             f"{req.name}: unknown request type")
+                if not st.ok:
+                    return st
+            s.to_allocate.append(i)
+        if s.to_allocate:
+            s.allocator = self._allocator()
+        return SUCCESS
+
+    def _check_class(self, class_name: str, request: str) -> Status:
+        if not class_name:
+            return Status.error(f"request {request}: unsupported request type")
+        if self.listers.get(ls.DEVICE_CLASS, class_name) is None:
+            return Status.unresolvable(
+                f"request {request}: device class {class_name} does not exist")
+        return SUCCESS
+
+    def allocated_state(self) -> AllocatedState:
+        """GatherAllocatedState: devices of allocated claims and of allocations in flight."""
+        state = AllocatedState()
+        seen: set[str] = set()
+        for raw in self.listers.objects[ls.RESOURCE_CLAIM.name].values():
+            alloc = (raw.get("status") or {}).get("allocation")
+            if alloc is not None:
+                seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
+                _add_allocation(state, alloc)
+        for uid, entry in self.tracker.in_flight.items():
+            if uid not in seen:
+                _add_allocation(state, entry.allocation)
+        return state
+
+    def _allocator(self) -> Allocator:
+        classes = {}
+        for raw in self.listers.objects[ls.DEVICE_CLASS.name].values():
+            c = self._parse(raw, model.parse_class)
+            classes[c.name] = c
+        slices = []
+        for raw in self.listers.objects[ls.RESOURCE_SLICE.name].values():
+            try:
+                slices.append(self._parse(raw, model.parse_slice))
+            except model.ModelError:
+                continue  # a slice we cannot read offers no devices
+        return Allocator(self.features, self.allocated_state(), classes, slices)
+
+    # -- Filter --------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims:
+            return SUCCESS
+        ref = NodeRef(node.name, node.labels)
+        for info in s.claims:
+            if info.node_filter is not None:
+                try:
+                    ok = node_matches(ref, None, False, info.node_filter)
+                except AllocatorError as e:
+                    return Status.error(str(e))
+                if not ok:
+                    return Status.unresolvable(NOT_AVAILABLE)
+        if s.allocator is None:
+            return SUCCESS
+        s.allocator.deadline = time.monotonic() + self.filter_timeout
+        try:
+            results = s.allocator.allocate(ref, [s.claims[i].claim for i in s.to_allocate])
+        except NodeAllocationError as e:
+            return Status.unresolvable(str(e))
+        except AllocatorError as e:
+            if "took too long" in str(e):
+                return Status.error(f"node {node.name}: timed out trying to allocate devices")
+            return Status.error(str(e))
+        if results is None or len(results) != len(s.to_allocate):
+            return Status.unresolvable(CANNOT_ALLOCATE)
+        s.by_node[node.name] = results
+        return SUCCESS
+
+    # -- Reserve / Unreserve ------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.to_allocate:
+            return SUCCESS
+        results = s.by_node.get(node_name)
+        if results is None or len(results) != len(s.to_allocate):
+            return Status.error("claim allocation not found for node")
+        for i, alloc in zip(s.to_allocate, results, strict=True):
+            uid = s.claims[i].uid
+            if uid in self.tracker.in_flight:
+                return Status.error(f"internal error, claim {s.claims[i].claim.key} is "
+                                    "already being allocated")
+            self.tracker.in_flight[uid] = _InFlight(alloc)
+            s.reserved.append(uid)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None:
+            return
+        for uid in s.reserved:
+            entry = self.tracker.in_flight.get(uid)
+            if entry is not None and entry.written_rv is None:
+                del self.tracker.in_flight[uid]
+        s.reserved.clear()
+
+    # -- PreBind --------------------------------------------------------------------------------
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims:
+            return SUCCESS
+        if self.api is None:
+            return Status.error("no API client to write ResourceClaim status with")
+        results = dict(zip(s.to_allocate, s.by_node.get(node_name) or [], strict=False))
+        for i, info in enumerate(s.claims):
+            if _reserved_for_pod(pod, info.raw):
+                continue
+            try:
+                await self._bind_claim(pod, info, results.get(i))
+            except _BindError as e:
+                return Status.error(str(e))
+        return SUCCESS
+
+    async def _bind_claim(self, pod: PodInfo, info: _ClaimInfo,
+                          allocation: dict[str, Any] | None) -> None:
+        """bindClaim: finalizer, then status.allocation and status.reservedFor."""
+        assert self.api is not None
+        meta = info.raw.get("metadata") or {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        path = f"{RESOURCE_API}/namespaces/{ns}/resourceclaims/{name}"
+        claim: dict[str, Any] = _copy(info.raw)
+        refresh = False
+        for _ in range(_CONFLICT_RETRIES):
+            if refresh:
+                claim = await self.api.request("GET", path)
+            refresh = True
+            cmeta = claim.setdefault("metadata", {})
+            if cmeta.get("deletionTimestamp"):
+                raise _BindError(f"claim {ns}/{name} got deleted in the meantime")
+            status = claim.setdefault("status", {})
+            try:
+                if allocation is not None:
+                    if status.get("allocation") is not None:
+                        raise _BindError(f"claim {ns}/{name} got allocated elsewhere in the "
+                                         "meantime")
+                    if FINALIZER not in (cmeta.get("finalizers") or []):
+                        cmeta["finalizers"] = [*(cmeta.get("finalizers") or []), FINALIZER]
+                        claim = await self.api.request("PUT", path, body=claim)
+                        status = claim.setdefault("status", {})
+                    status["allocation"] = allocation
+                if status.get("allocation") is None:
+                    raise _BindError(f"claim {ns}/{name} got deallocated elsewhere in the "
+                                     "meantime")
+                if self.features.device_binding_and_status and not status["allocation"].get(
+                        "allocationTimestamp"):
+                    status["allocation"] = {**status["allocation"], "allocationTimestamp":
+                                            _now()}
+                status["reservedFor"] = [*(status.get("reservedFor") or []),
+                                         {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+                written = await self.api.request("PUT", f"{path}/status", body=claim)
+            except _BindError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the client raises its own error types
+                if _is_conflict(e):
+                    continue
+                what = "add allocation and reservation to" if allocation is not None else \
+                    "add reservation to"
+                raise _BindError(f"{what} claim {ns}/{name}: {e}") from e
+            entry = self.tracker.in_flight.get(info.uid)
+            if entry is not None:
+                entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
+                                       or "")
+            return
+        raise _BindError(f"claim {ns}/{name}: still conflicting after {_CONFLICT_RETRIES} "
+                         "attempts")
+
+
+class _BindError(Exception):
+    pass
+
+
+def _is_conflict(e: BaseException) -> bool:
+    return getattr(e, "status", None) == 409 or "409" in str(e)[:40] or "Conflict" in str(e)
+
+
+def _copy(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {k: _copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_copy(v) for v in obj]
+    return obj
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _add_allocation(state: AllocatedState, alloc: Mapping[str, Any]) -> None:
+    """The devices one allocation uses (upstream's allocatedDevices tracker)."""
+    for r in ((alloc.get("devices") or {}).get("results") or []):
+        did = (str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
+        if r.get("adminAccess"):
+            continue  # admin access does not take the device
+        share = r.get("shareID")
+        if share:
+            state.shared.add((did, str(share)))
+            consumed = r.get("consumedCapacity") or {}
+            if consumed:
+                entry = state.capacity.setdefault(did, {})
+                for n, q in consumed.items():
+                    qq = Quantity.parse(q)
+                    entry[n] = entry[n].add(qq) if n in entry else qq
+        else:
+            state.devices.add(did)
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> DynamicResources:
+    if args:
+        extra = sorted(set(args) - {"filterTimeout"})
+        if extra:
+            raise ArgsError(extra[0], f"unknown field; {NAME} takes filterTimeout only")
+    timeout = FILTER_TIMEOUT_SECONDS
+    if args and args.get("filterTimeout") is not None:
+        raw = args["filterTimeout"]
+        if not isinstance(raw, str) or not raw.endswith("s"):
+            raise ArgsError("filterTimeout", 'must be a duration in seconds such as "10s"')
+        try:
+            timeout = float(raw[:-1])
+        except ValueError as e:
+            raise ArgsError("filterTimeout", 'must be a duration in seconds such as "10s"') \
+                from e
+    return DynamicResources(handle.listers, handle.api, filter_timeout=timeout)
+
+
+__all__ = ["NAME", "DynamicResources", "ClaimTracker", "claim_name", "new"]
