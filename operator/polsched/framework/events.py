@@ -214,9 +214,17 @@ def pod_update_events(new: PodInfo, old: PodInfo, target: bool) -> list[ClusterE
         actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
     if len(new.spec.get("tolerations") or ()) != len(old.spec.get("tolerations") or ()):
         actions.append(ActionType.UPDATE_POD_TOLERATION)
+    if _claim_statuses(new) != _claim_statuses(old):
+        # extractPodGeneratedResourceClaimChange: the resourceclaim controller recorded
+        # the claim it made from a template.
+        actions.append(ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
     if not actions:
         actions.append(ActionType.UPDATE)
     return [ClusterEvent(r, a) for a in actions]
+
+
+def _claim_statuses(pod: PodInfo) -> Any:
+    return (pod.raw.get("status") or {}).get("resourceClaimStatuses") or []
 
 
 def _requests(pod: PodInfo) -> Mapping[str, int]:

@@ -485,7 +485,7 @@ class _BindError(Exception):
 
 
 def _is_conflict(e: BaseException) -> bool:
-    return getattr(e, "status", None) == 409 or "409" in str(e)[:40] or "Conflict" in str(e)
+    return getattr(e, "status", None) == 409
 
 
 def _copy(obj: Any) -> Any:
