@@ -23,16 +23,11 @@ from conformance.scenarios import PRIORITY_CLASSES, Scenario
 
 Json = dict[str, Any]
 
-FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims")
+FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims", "devices")
 
 # Differences that docs/differences.md lists on purpose, recognised by what polsched says:
 # (family, why, predicate on the scenario's pod spec and polsched's result).
-DOCUMENTED: list[tuple[str, str, Callable[[Json, PodResult], bool]]] = [
-    ("dra", "polsched does not allocate ResourceClaims (docs/differences.md): every pod "
-            "with spec.resourceClaims is UnschedulableAndUnresolvable with its own message",
-     lambda spec, p: bool(spec.get("resourceClaims")) and p.outcome == "Unschedulable"
-     and "does not allocate ResourceClaims" in p.message),
-]
+DOCUMENTED: list[tuple[str, str, Callable[[Json, PodResult], bool]]] = []
 
 
 @dataclass
@@ -91,6 +86,8 @@ def compare_pod(k: PodResult, p: PodResult, priorities: dict[str, int] | None = 
     if k.node and p.node:
         if k.unique is False or p.unique is False:
             tie = True
+            if k.node != p.node and "devices" in diff:
+                diff.remove("devices")  # another node, so other pools
         elif k.node != p.node:
             diff.append("node")
     elif k.node != p.node:

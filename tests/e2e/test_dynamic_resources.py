@@ -8,6 +8,7 @@ the ones under test.
   devices, the node's selector) and the pod in reservedFor before the pod binds.
 - The next pod gets the one GPU left, on the other node; a pod for which no GPU is left
   stays Pending with "cannot allocate all claims", and no device is handed out twice.
+- PreEnqueue keeps pods untried until the controller has made their claims.
 """
 
 from __future__ import annotations
@@ -136,17 +137,18 @@ def test_gpu_pods_get_their_devices_on_the_node_that_has_them(
             assert placed[1] == one
             other = "late" if placed[0] == "small" else "small"
 
-            # Without PreEnqueue (not yet), a pod tried before the controller made its
-            # claim first fails with "ResourceClaim not created yet"; then it is retried.
-            async def failed() -> str:
-                for name, reason, message in await _events(client, namespace):
-                    if name == other and reason == "FailedScheduling" and \
-                            "cannot allocate all claims" in message:
-                        return message
-                return ""
+            # PreEnqueue kept every pod untried until the controller had made its claim:
+            # the only FailedScheduling is the one about devices.
+            async def failed() -> list[str]:
+                return [message for name, reason, message in await _events(client, namespace)
+                        if name == other and reason == "FailedScheduling"]
 
-            message = await eventually(failed, 60, what=f"FailedScheduling for {other}")
-            assert message.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
+            messages = await eventually(failed, 60, what=f"FailedScheduling for {other}")
+            assert len(messages) == 1
+            assert messages[0].startswith(
+                "0/2 nodes are available: 2 cannot allocate all claims.")
+            assert not any("not created yet" in m for _, _, m in
+                           await _events(client, namespace))
             assert await bound(other) == ""
             claim = await claim_of(client, namespace, placed[0])
             assert claim is not None

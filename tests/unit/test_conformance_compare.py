@@ -81,15 +81,18 @@ def test_victims_that_rank_alike_on_another_node_are_a_tie() -> None:
     assert _run(sc, [k], [p]).differences
 
 
-def test_dra_pods_rejected_with_polscheds_own_message_are_documented() -> None:
-    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}, {}])
-    msg = "0/1 nodes are available: pod has spec.resourceClaims, and polsched does not " \
-          "allocate ResourceClaims (Dynamic Resource Allocation): ..."
-    k = [PodResult("p0", "pending"), PodResult("p1", "bound", "n0", unique=True)]
-    p = [PodResult("p0", "Unschedulable", message=msg),
-         PodResult("p1", "bound", "n0", unique=True)]
+def test_dra_pods_compare_the_devices_their_claims_got() -> None:
+    """Same node, other devices: a difference. Another node after a tie: the pools
+    differ with the node, so the devices are not compared."""
+    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}])
+    k = [PodResult("p0", "bound", "n0", unique=True, devices=["gpu/r0: n0/gpu-0"])]
+    p = [PodResult("p0", "bound", "n0", unique=True, devices=["gpu/r0: n0/gpu-1"])]
     c = _run(sc, k, p)
-    assert not c.differences and c.families["dra"].documented == 1
-    # Binding a pod with claims is a difference, not the documented one.
-    p[0] = PodResult("p0", "bound", "n0", unique=True)
-    assert _run(sc, k, p).differences
+    assert len(c.differences) == 1
+    p = [PodResult("p0", "bound", "n0", unique=True, devices=["gpu/r0: n0/gpu-0"])]
+    assert not _run(sc, k, p).differences
+    k = [PodResult("p0", "bound", "n0", unique=False, tied=["n0", "n1"],
+                   devices=["gpu/r0: n0/gpu-0"])]
+    p = [PodResult("p0", "bound", "n1", unique=False, tied=["n0", "n1"],
+                   devices=["gpu/r0: n1/gpu-0"])]
+    assert not _run(sc, k, p).differences

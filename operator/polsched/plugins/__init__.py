@@ -71,7 +71,7 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "DynamicResources",
 )
 # PreEnqueue plugins of the default profile (gate pods before the active queue).
-DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates",)
+DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates", "DynamicResources")
 DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),

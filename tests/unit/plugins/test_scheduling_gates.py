@@ -27,7 +27,9 @@ def pod(**spec: Any) -> PodInfo:
 
 def test_the_default_profile_gates_pods_with_scheduling_gates() -> None:
     pipeline = build_pipeline(policy({}))
-    assert [p.name for p in pipeline.pre_enqueue_plugins] == ["SchedulingGates"]
+    # Upstream order (default_plugins.go): SchedulingGates, then DynamicResources.
+    assert [p.name for p in pipeline.pre_enqueue_plugins] == ["SchedulingGates",
+                                                             "DynamicResources"]
     gates = pipeline.pre_enqueue_plugins[0]
     st = gates.pre_enqueue(pod(schedulingGates=[{"name": "a"}, {"name": "b/c"}]))
     # schedulinggates.PreEnqueue: UnschedulableAndUnresolvable, Go's %v of the names
@@ -40,7 +42,8 @@ def test_the_default_profile_gates_pods_with_scheduling_gates() -> None:
 @pytest.mark.parametrize("spec", [{"disabledPlugins": ["SchedulingGates"]},
                                   {"disabledPlugins": ["*"]}, {"defaultPlugins": False}])
 def test_it_can_be_disabled(spec: dict[str, Any]) -> None:
-    assert build_pipeline(policy(spec)).pre_enqueue_plugins == ()
+    names = [p.name for p in build_pipeline(policy(spec)).pre_enqueue_plugins]
+    assert "SchedulingGates" not in names
 
 
 def test_it_is_not_a_filter_or_scorer() -> None:

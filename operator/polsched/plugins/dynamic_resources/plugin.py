@@ -22,10 +22,11 @@ the devices come from the structured allocator (allocator.py).
 - Events: claim, slice and class changes and node changes requeue pods (queueing hints
   as upstream's isSchedulableAfterClaimChange).
 
-Not yet (docs/differences.md): PreEnqueue (a pod whose claim does not exist yet is tried
-and fails in PreFilter with upstream's message instead of waiting out of the queue),
-PostFilter's deallocation of a claim that blocks the pod, waiting for binding conditions
-in PreBind, DRAExtendedResource, scoring.
+- PreEnqueue: the same checks keep the pod out of the queue, untried, until its claims
+  exist (a claim from a template comes with an update of the pod's status).
+
+Not yet (docs/differences.md): PostFilter's deallocation of a claim that blocks the pod,
+waiting for binding conditions in PreBind, DRAExtendedResource, scoring.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
     PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     ReservePlugin,
 )
@@ -181,8 +183,8 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
                for r in (claim.get("status") or {}).get("reservedFor") or [])
 
 
-class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
-                       ev.EnqueueExtensions):
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin,
+                       PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
@@ -251,6 +253,35 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             return ev.QueueingHint.QUEUE_SKIP
         return ev.QueueingHint.QUEUE
 
+    # -- PreEnqueue -------------------------------------------------------------------------
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """The pod waits, untried, until each of its claims exists, is not being deleted
+        and (from a template) was made for it (foreachPodResourceClaim)."""
+        for pc in pod.spec.get("resourceClaims") or []:
+            _, why = self._resolve(pod, pc)
+            if why:
+                return Status.unresolvable(why)
+        return SUCCESS
+
+    def _resolve(self, pod: PodInfo, pc: Mapping[str, Any]) -> tuple[Json | None, str]:
+        """One pod claim: (the claim or None when the pod needs none, why it cannot be
+        used)."""
+        name, check_owner, err = claim_name(pod, pc)
+        if err:
+            return None, err
+        if name is None:
+            return None, ""
+        raw = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
+        if raw is None:
+            return None, f'resourceclaim.resource.k8s.io "{name}" not found'
+        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return None, f'resourceclaim "{name}" is being deleted'
+        if check_owner:
+            why = _is_for_pod(pod, raw)
+            if why:
+                return None, why
+        return raw, ""
+
     # -- PreFilter --------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         s = _State()
@@ -260,22 +291,12 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             return SKIP
         self.tracker.settle(self.listers)
         for pc in pod_claims:
-            name, check_owner, err = claim_name(pod, pc)
-            if err:
-                return Status.unresolvable(err)
-            if name is None:
-                continue
-            raw = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
+            raw, why = self._resolve(pod, pc)
+            if why:
+                return Status.unresolvable(why)
             if raw is None:
-                return Status.unresolvable(
-                    f'resourceclaim.resource.k8s.io "{name}" not found')
+                continue
             meta = raw.get("metadata") or {}
-            if meta.get("deletionTimestamp"):
-                return Status.unresolvable(f'resourceclaim "{name}" is being deleted')
-            if check_owner:
-                why = _is_for_pod(pod, raw)
-                if why:
-                    return Status.unresolvable(why)
             try:
                 claim = self._parse(raw, model.parse_claim)
             except model.ModelError as e:
