@@ -556,6 +556,10 @@ class _Result:
     admin_access: bool | None
 
 
+# (selector text, id of the Slice, device index) -> (that Slice, whether it matches)
+MatchCache = dict[tuple[str, int, int], tuple[Slice, bool]]
+
+
 class _Stop(Exception):
     pass
 
@@ -574,7 +578,8 @@ class Allocator:
     def __init__(self, features: Features, allocated: AllocatedState,
                  classes: Mapping[str, DeviceClass], slices: Sequence[Slice],
                  deadline: float | None = None,
-                 share_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+                 share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+                 match_cache: MatchCache | None = None) -> None:
         self.features = features
         self.allocated = allocated
         self.classes = classes
@@ -590,9 +595,9 @@ class Allocator:
         self.share_id = share_id
         self.available_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.num_allocate_one = 0
-        # (selector text, slice identity, device index) -> matches: a selector's verdict
-        # depends only on the device, so it holds across nodes and cycles.
-        self._match_cache: dict[tuple[str, int, int], bool] = {}
+        # A selector's verdict depends only on the device: kept across nodes, and across
+        # pods when the caller passes one cache to every allocator.
+        self._match_cache: MatchCache = match_cache if match_cache is not None else {}
 
     def allocate(self, node: NodeRef, claims: Sequence[Claim]) -> list[dict[str, Any]] | None:
         """The allocation results, one per claim (status.allocation's JSON), or None when
@@ -758,8 +763,8 @@ class _Run:
                 continue
             ck = (source, id(s), di)
             cached = self.a._match_cache.get(ck)
-            if cached is not None:
-                if not cached:
+            if cached is not None and cached[0] is s:
+                if not cached[1]:
                     return False
                 continue
             try:
@@ -774,10 +779,10 @@ class _Run:
                 raise AllocatorError(
                     f"{owner}: selector #{i} on device {s.driver}/{s.pool}/{dev.name}: CEL "
                     f"runtime error: {err}") from err
-            if len(self.a._match_cache) > 200_000:
+            if len(self.a._match_cache) > 500_000:
                 self.a._match_cache.clear()
-            # Keyed by the slice's identity: keep the slice alive with the entry.
-            self.a._match_cache[ck] = ok
+            # Keyed by the slice's identity, which the entry keeps alive (and checks).
+            self.a._match_cache[ck] = (s, ok)
             if not ok:
                 return False
         return True

@@ -59,6 +59,7 @@ from polsched.plugins.dynamic_resources.allocator import (
     Allocator,
     AllocatorError,
     Features,
+    MatchCache,
     NodeAllocationError,
     NodeRef,
     node_matches,
@@ -197,6 +198,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
         self.tracker = tracker_for(listers)
         # Parsed objects per object identity (the cache replaces a dict on every change).
         self._parsed: dict[int, tuple[Json, Any]] = {}
+        # Selector verdicts per device, across pods (valid while the slice is unchanged).
+        self._matches: MatchCache = {}
 
     # -- parsing, cached per object version ------------------------------------------------
     def _parse(self, raw: Json, parse: Any) -> Any:
@@ -371,7 +374,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
                 slices.append(self._parse(raw, model.parse_slice))
             except model.ModelError:
                 continue  # a slice we cannot read offers no devices
-        return Allocator(self.features, self.allocated_state(), classes, slices)
+        return Allocator(self.features, self.allocated_state(), classes, slices,
+                         match_cache=self._matches)
 
     # -- Filter --------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
