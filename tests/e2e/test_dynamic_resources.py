@@ -9,6 +9,8 @@ the ones under test.
 - The next pod gets the one GPU left, on the other node; a pod for which no GPU is left
   stays Pending with "cannot allocate all claims", and no device is handed out twice.
 - PreEnqueue keeps pods untried until the controller has made their claims.
+- A device with binding conditions: the claim is allocated, but the pod binds only once
+  the driver (here the test) reports the condition True in the claim's status.devices.
 """
 
 from __future__ import annotations
@@ -47,14 +49,14 @@ def device_class(name: str, driver: str) -> Json:
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
 
 
-def resource_slice(driver: str, node: str, gpus: int) -> Json:
+def resource_slice(driver: str, node: str, gpus: int, **device: Any) -> Json:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": {"name": f"{node}-{driver}"},
             "spec": {"driver": driver, "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                      "devices": [{"name": f"gpu-{i}",
                                   "attributes": {"model": {"string": "a100"}},
-                                  "capacity": {"memory": {"value": "40Gi"}}}
+                                  "capacity": {"memory": {"value": "40Gi"}}, **device}
                                  for i in range(gpus)]}}
 
 
@@ -188,3 +190,75 @@ async def _first_bound(client: ApiClient, ns: str, pods: list[str]) -> tuple[str
         if p["spec"].get("nodeName"):
             return pod, str(p["spec"]["nodeName"])
     return None
+
+
+def test_a_pod_binds_once_its_device_reports_its_binding_condition(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("drabc")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-drabc")
+    cluster.apply([device_class(klass, driver),
+                   resource_slice(driver, node, 1, bindingConditions=["attached"],
+                                  bindingFailureConditions=["failed"], bindsToNode=True)])
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            await client.post(f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+                              claim_template(namespace, "one", klass, 1))
+            await client.post(f"/api/v1/namespaces/{namespace}/pods",
+                              gpu_pod(namespace, "attach", scheduler, rid, "one"))
+
+            async def allocated() -> Json | None:
+                claim = await claim_of(client, namespace, "attach")
+                if claim and (claim.get("status") or {}).get("allocation"):
+                    return claim
+                return None
+
+            claim = await eventually(allocated, 60, what="the claim allocated")
+            [result] = claim["status"]["allocation"]["devices"]["results"]
+            assert result["bindingConditions"] == ["attached"]
+            assert result["bindingFailureConditions"] == ["failed"]
+            # PreBind waits: the pod is not bound while the condition is not True.
+            await asyncio.sleep(2)
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/attach")
+            assert not pod["spec"].get("nodeName")
+            # The driver reports the device attached.
+            claim["status"]["devices"] = [{
+                "driver": driver, "pool": node, "device": result["device"],
+                "conditions": [{"type": "attached", "status": "True", "reason": "Attached",
+                                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+            name = claim["metadata"]["name"]
+            await client.request("PUT", f"{RESOURCE}/namespaces/{namespace}/resourceclaims/"
+                                        f"{name}/status", body=claim)
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/attach")
+                return str(p["spec"].get("nodeName") or "")
+
+            assert await eventually(bound, 30, what="attach bound") == node
+
+        async def main() -> None:
+            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                engine.apply(load_policy(policy(scheduler)))
+                await body(admin)
+            finally:
+                await engine.stop()
+                await operator.close()
+                await admin.close()
+
+        asyncio.run(main())
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)

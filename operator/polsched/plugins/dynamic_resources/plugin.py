@@ -25,12 +25,17 @@ the devices come from the structured allocator (allocator.py).
 - PreEnqueue: the same checks keep the pod out of the queue, untried, until its claims
   exist (a claim from a template comes with an update of the pod's status).
 
+- Binding conditions: PreBind waits (bindingTimeout, 600 s) until the allocated devices'
+  bindingConditions are True in the claim's status.devices (an error when a failure
+  condition is True); Filter skips allocated claims that failed or timed out.
+
 Not yet (docs/differences.md): PostFilter's deallocation of a claim that blocks the pod,
-waiting for binding conditions in PreBind, DRAExtendedResource, scoring.
+the BindingConditionsPending event, DRAExtendedResource, scoring.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 import weakref
@@ -75,6 +80,11 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 # DRASchedulerFilterTimeout's default (KubeSchedulerConfiguration DynamicResourcesArgs).
 FILTER_TIMEOUT_SECONDS = 10.0
+# DynamicResourcesArgs.bindingTimeout's default: how long PreBind waits for a device's
+# binding conditions, and after which Filter gives up on an allocated claim.
+BINDING_TIMEOUT_SECONDS = 600.0
+# How often PreBind looks at the cache's copy of the claims while it waits.
+BINDING_POLL_SECONDS = 0.2
 _CONFLICT_RETRIES = 5
 # v1.37's default feature gates.
 DEFAULT_FEATURES = Features()
@@ -190,11 +200,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
                  features: Features = DEFAULT_FEATURES,
-                 filter_timeout: float = FILTER_TIMEOUT_SECONDS) -> None:
+                 filter_timeout: float = FILTER_TIMEOUT_SECONDS,
+                 binding_timeout: float = BINDING_TIMEOUT_SECONDS) -> None:
         self.listers = listers
         self.api = api
         self.features = features
         self.filter_timeout = filter_timeout
+        self.binding_timeout = binding_timeout
         self.tracker = tracker_for(listers)
         # Parsed objects per object identity (the cache replaces a dict on every change).
         self._parsed: dict[int, tuple[Json, Any]] = {}
@@ -391,6 +403,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
                     return Status.error(str(e))
                 if not ok:
                     return Status.unresolvable(NOT_AVAILABLE)
+            if info.allocated and self.features.device_binding_and_status:
+                # A claim whose devices failed to bind, or did not bind in time, is
+                # unavailable (PostFilter upstream would deallocate it).
+                ready, failed = claim_ready_for_binding(info.raw)
+                if failed or (not ready and self.claim_timed_out(info.raw)):
+                    return Status.unresolvable(NOT_AVAILABLE)
         if s.allocator is None:
             return SUCCESS
         s.allocator.deadline = time.monotonic() + self.filter_timeout
@@ -442,17 +460,63 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
         if self.api is None:
             return Status.error("no API client to write ResourceClaim status with")
         results = dict(zip(s.to_allocate, s.by_node.get(node_name) or [], strict=False))
+        waits = False
         for i, info in enumerate(s.claims):
             if _reserved_for_pod(pod, info.raw):
-                continue
-            try:
-                await self._bind_claim(pod, info, results.get(i))
-            except _BindError as e:
-                return Status.error(str(e))
+                alloc = (info.raw.get("status") or {}).get("allocation")
+            else:
+                try:
+                    written = await self._bind_claim(pod, info, results.get(i))
+                except _BindError as e:
+                    return Status.error(str(e))
+                alloc = (written.get("status") or {}).get("allocation")
+            waits = waits or _has_binding_conditions(alloc)
+        if waits and self.features.device_binding_and_status:
+            return await self._wait_for_binding_conditions(s)
         return SUCCESS
 
+    def claim_timed_out(self, claim: Json) -> bool:
+        """isClaimTimeout: allocated with binding conditions longer than bindingTimeout."""
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        stamp = alloc.get("allocationTimestamp")
+        if not stamp or not _has_binding_conditions(alloc):
+            return False
+        try:
+            at = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        age = datetime.datetime.now(datetime.UTC) - at
+        return age.total_seconds() > self.binding_timeout
+
+    async def _wait_for_binding_conditions(self, s: _State) -> Status:
+        """PreBind's wait (isPodReadyForBinding): until every device with binding
+        conditions has them True in the claim's status.devices, one of its failure
+        conditions is True (an error), or bindingTimeout passes."""
+        deadline = time.monotonic() + self.binding_timeout
+        while True:
+            ready = True
+            for info in s.claims:
+                meta = info.raw.get("metadata") or {}
+                claim = self.listers.get(ls.RESOURCE_CLAIM, str(meta.get("name")),
+                                         str(meta.get("namespace")))
+                if claim is None:
+                    return Status.error(f'resourceclaim "{meta.get("name")}" not found')
+                ok, failed = claim_ready_for_binding(claim)
+                if failed:
+                    return Status.error(f"device binding failed: {failed}")
+                if not ok:
+                    if self.claim_timed_out(claim):
+                        return Status.error(
+                            f"device binding timeout: claim={meta.get('name')}")
+                    ready = False
+            if ready:
+                return SUCCESS
+            if time.monotonic() >= deadline:
+                return Status.error("device binding timeout: context deadline exceeded")
+            await asyncio.sleep(BINDING_POLL_SECONDS)
+
     async def _bind_claim(self, pod: PodInfo, info: _ClaimInfo,
-                          allocation: dict[str, Any] | None) -> None:
+                          allocation: dict[str, Any] | None) -> dict[str, Any]:
         """bindClaim: finalizer, then status.allocation and status.reservedFor."""
         assert self.api is not None
         meta = info.raw.get("metadata") or {}
@@ -500,13 +564,46 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
             if entry is not None:
                 entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
                                        or "")
-            return
+            return written
         raise _BindError(f"claim {ns}/{name}: still conflicting after {_CONFLICT_RETRIES} "
                          "attempts")
 
 
 class _BindError(Exception):
     pass
+
+
+def _has_binding_conditions(alloc: Mapping[str, Any] | None) -> bool:
+    return any(r.get("bindingConditions") for r in
+               ((alloc or {}).get("devices") or {}).get("results") or [])
+
+
+def claim_ready_for_binding(claim: Json) -> tuple[bool, str]:
+    """isClaimReadyForBinding: (ready, why binding failed)."""
+    status = claim.get("status") or {}
+    alloc = status.get("allocation")
+    if alloc is None:
+        return False, ""
+    devices = status.get("devices") or []
+    for r in (alloc.get("devices") or {}).get("results") or []:
+        if not r.get("bindingConditions"):
+            continue
+        dev = next((d for d in devices if (d.get("driver"), d.get("pool"), d.get("device"))
+                    == (r.get("driver"), r.get("pool"), r.get("device"))), None)
+        if dev is None:
+            return False, ""
+        conds = {c.get("type"): c for c in dev.get("conditions") or []}
+        for name in r.get("bindingFailureConditions") or []:
+            c = conds.get(name)
+            if c is not None and c.get("status") == "True":
+                meta = claim.get("metadata") or {}
+                return False, (f"claim={meta.get('name')}, reason={c.get('reason', '')}, "
+                               f"message={c.get('message', '')!r}")
+        for name in r.get("bindingConditions") or []:
+            c = conds.get(name)
+            if c is None or c.get("status") != "True":
+                return False, ""
+    return True, ""
 
 
 def _is_conflict(e: BaseException) -> bool:
@@ -544,22 +641,33 @@ def _add_allocation(state: AllocatedState, alloc: Mapping[str, Any]) -> None:
             state.devices.add(did)
 
 
+def _seconds(args: Mapping[str, Any], key: str, default: float) -> float:
+    raw = args.get(key)
+    if raw is None:
+        return default
+    if not isinstance(raw, str) or not raw.endswith("s"):
+        raise ArgsError(key, 'must be a duration in seconds such as "10s"')
+    try:
+        value = float(raw[:-1])
+    except ValueError as e:
+        raise ArgsError(key, 'must be a duration in seconds such as "10s"') from e
+    if value < 0:
+        raise ArgsError(key, "must not be negative")
+    return value
+
+
 def new(args: Mapping[str, Any] | None, handle: Handle) -> DynamicResources:
-    if args:
-        extra = sorted(set(args) - {"filterTimeout"})
-        if extra:
-            raise ArgsError(extra[0], f"unknown field; {NAME} takes filterTimeout only")
-    timeout = FILTER_TIMEOUT_SECONDS
-    if args and args.get("filterTimeout") is not None:
-        raw = args["filterTimeout"]
-        if not isinstance(raw, str) or not raw.endswith("s"):
-            raise ArgsError("filterTimeout", 'must be a duration in seconds such as "10s"')
-        try:
-            timeout = float(raw[:-1])
-        except ValueError as e:
-            raise ArgsError("filterTimeout", 'must be a duration in seconds such as "10s"') \
-                from e
-    return DynamicResources(handle.listers, handle.api, filter_timeout=timeout)
+    """Args as DynamicResourcesArgs: filterTimeout (default 10s), bindingTimeout (600s)."""
+    args = args or {}
+    extra = sorted(set(args) - {"filterTimeout", "bindingTimeout"})
+    if extra:
+        raise ArgsError(extra[0], f"unknown field; {NAME} takes filterTimeout and "
+                                  "bindingTimeout")
+    return DynamicResources(handle.listers, handle.api,
+                            filter_timeout=_seconds(args, "filterTimeout",
+                                                    FILTER_TIMEOUT_SECONDS),
+                            binding_timeout=_seconds(args, "bindingTimeout",
+                                                     BINDING_TIMEOUT_SECONDS))
 
 
 __all__ = ["NAME", "DynamicResources", "ClaimTracker", "claim_name", "new"]

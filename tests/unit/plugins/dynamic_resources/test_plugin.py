@@ -127,3 +127,46 @@ def test_reserve_keeps_the_devices_from_the_next_pod_until_unreserve() -> None:
     third = CycleState()
     assert plugin.pre_filter(third, pod("c2", name="p2"), snapshot).ok
     assert plugin.filter(third, pod("c2", name="p2"), snapshot.nodes[0]).ok
+
+
+def bound_claim(name: str, conditions: list[dict[str, str]] | None,
+                stamp: str = "2099-01-01T00:00:00Z") -> dict[str, Any]:
+    """A claim allocated on a device with binding conditions, and the device's status."""
+    allocation = {"devices": {"results": [{
+        "request": "gpu", "driver": DRIVER, "pool": "a", "device": "gpu-0",
+        "bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]}]},
+        "allocationTimestamp": stamp}
+    c = claim(name, allocation=allocation)
+    if conditions is not None:
+        c["status"]["devices"] = [{"driver": DRIVER, "pool": "a", "device": "gpu-0",
+                                   "conditions": conditions}]
+    return c
+
+
+@pytest.mark.parametrize("conditions, stamp, fits", [
+    (None, "2099-01-01T00:00:00Z", True),  # still binding, in time
+    ([{"type": "attached", "status": "True"}], "2000-01-01T00:00:00Z", True),  # bound
+    ([{"type": "failed", "status": "True", "reason": "X"}], "2099-01-01T00:00:00Z", False),
+    (None, "2000-01-01T00:00:00Z", False),  # timed out
+])
+def test_filter_skips_allocated_claims_whose_devices_failed_to_bind_or_timed_out(
+        conditions: list[dict[str, str]] | None, stamp: str, fits: bool) -> None:
+    listers = listers_of([device_class(), slice_("a", "gpu-0"),
+                          bound_claim("c", conditions, stamp)])
+    plugin = DynamicResources(listers, None)
+    state = CycleState()
+    assert plugin.pre_filter(state, pod("c"), Snapshot([node("a")])).ok
+    st = plugin.filter(state, pod("c"), node("a"))
+    assert st.ok is fits
+    if not fits:
+        assert st.reasons == ("resourceclaim not available on the node",)
+
+
+def test_binding_timeout_is_an_arg() -> None:
+    from polsched.framework.registry import ArgsError
+    from tests.unit.pipelines import build_plugin
+
+    plugin = build_plugin("DynamicResources", {"bindingTimeout": "30s"})
+    assert plugin.binding_timeout == 30.0
+    with pytest.raises(ArgsError, match="bindingTimeout"):
+        build_plugin("DynamicResources", {"bindingTimeout": 30})
