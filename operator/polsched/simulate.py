@@ -43,7 +43,7 @@ from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
-from polsched.framework.interfaces import Handle
+from polsched.framework.interfaces import Handle, ReservePlugin
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
 from polsched.scheduler.pipelines import build_pipeline
@@ -340,6 +340,13 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             else:
                 d.reasons = (d.reason,)
             continue
+        # Reserve, as the engine does before binding: what a plugin holds for the pod
+        # (DynamicResources' devices) is held from the next pod too.
+        rejected = _reserve(pipeline, result.state, pod, result.node)
+        if rejected:
+            d.reason = rejected
+            d.reasons = (rejected,)
+            continue
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
         cache.assume(pod, result.node)
@@ -351,13 +358,34 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     return out, cache
 
 
+def _reserve(pipeline: Pipeline, state: Any, pod: PodInfo, node: str) -> str:
+    """Run the Reserve plugins that apply to the pod; on a failure, unreserve the ones
+    that reserved and return the message ("" when all reserved)."""
+    if state is None:
+        return ""
+    done: list[ReservePlugin] = []
+    for p in pipeline.binding_plugins_for(pod):
+        if not isinstance(p, ReservePlugin):
+            continue
+        st = p.reserve(state, pod, node)
+        if not st.ok:
+            for q in reversed(done):
+                q.unreserve(state, pod, node)
+            return f'running Reserve plugin "{p.name}": {st.message}'
+        done.append(p)
+    return ""
+
+
 async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool = False,
                    baseline: Policy | None = None, baseline_label: str | None = None,
                    source: str = "", extenders: Sequence[Any] = (),
                    baseline_extenders: Sequence[Any] = (),
                    progress: Progress | None = None) -> Report:
     started = time.perf_counter()
-    gates = build_pipeline(candidate, Handle()).pre_enqueue_plugins
+    # PreEnqueue plugins read the cluster (DynamicResources: do the pod's claims exist?).
+    gate_listers = ls.Listers()
+    gate_listers.load(objects)
+    gates = build_pipeline(candidate, Handle(listers=gate_listers)).pre_enqueue_plugins
     the_plan = plan(objects, candidate.scheduler_name, replay, gates)
     n = len(the_plan.pods)
     total = n * (2 if baseline is not None else 1)
