@@ -262,3 +262,58 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
         cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
                         check=False)
         cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_a_pod_waits_untried_until_its_named_claim_exists(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """PreEnqueue: no attempt, no FailedScheduling, while the claim is missing; its
+    creation (a ResourceClaim Add, through the queueing hint) lets the pod in."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("drawait")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-drawait")
+    cluster.apply([device_class(klass, driver), resource_slice(driver, node, 1)])
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            manifest = pod_manifest(namespace, "waiter", scheduler, rid, resourceClaims=[
+                {"name": "gpu", "resourceClaimName": "later"}])
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+            await asyncio.sleep(3)
+            assert [e for e in await _events(client, namespace) if e[0] == "waiter"] == []
+            template = claim_template(namespace, "later", klass, 1)
+            claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {"name": "later", "namespace": namespace},
+                     "spec": template["spec"]["spec"]}
+            await client.post(f"{RESOURCE}/namespaces/{namespace}/resourceclaims", claim)
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/waiter")
+                return str(p["spec"].get("nodeName") or "")
+
+            assert await eventually(bound, 30, what="waiter bound") == node
+
+        async def main() -> None:
+            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                engine.apply(load_policy(policy(scheduler)))
+                await body(admin)
+            finally:
+                await engine.stop()
+                await operator.close()
+                await admin.close()
+
+        asyncio.run(main())
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
