@@ -70,6 +70,9 @@ class Report:
     tied: list[str] = field(default_factory=list)
     # When no node fits and DefaultPreemption ran: its candidates, victims and choice.
     preemption: PreemptionReport | None = None
+    # For a pod with ResourceClaims: per node, the devices each request could get and why
+    # the others cannot (plugins.dynamic_resources.diagnose), as lines of text.
+    devices: dict[str, list[str]] = field(default_factory=dict)
 
     def preemption_json(self) -> Json | None:
         pr = self.preemption
@@ -104,6 +107,8 @@ class Report:
                 entry["scores"] = {k: {"raw": r, "normalized": m, "weighted": w}
                                    for k, (r, m, w) in n.scores.items()}
                 entry["total"] = n.total
+            if n.name in self.devices:
+                entry["devices"] = self.devices[n.name]
             nodes.append(entry)
         out: Json = {"pod": self.pod, "policy": self.policy,
                      "schedulerName": self.scheduler_name,
@@ -168,6 +173,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     report = Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
                     nodes=reports, scorers=scorers, winner=result.node,
                     deciding_scorer=result.deciding_scorer)
+    if info.spec.get("resourceClaims"):
+        report.devices = _devices(pipeline, info, cache)
     if result.node is None:
         report.message = result.fit_error.message if result.fit_error is not None else ""
         post = result.post_filter
@@ -178,6 +185,24 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         report.tied = [s.node for s in scores.values()
                        if s.total == best and s.node != result.node]
     return report
+
+
+def _devices(pipeline: Pipeline, pod: PodInfo, cache: ClusterCache) -> dict[str, list[str]]:
+    """DynamicResources' device-level account per node (when the policy runs it)."""
+    from polsched.plugins.dynamic_resources.allocator import NodeRef
+    from polsched.plugins.dynamic_resources.diagnose import diagnose
+    from polsched.plugins.dynamic_resources.plugin import DynamicResources
+
+    plugin = next((f.plugin for f in pipeline.filters
+                   if isinstance(f.plugin, DynamicResources)), None)
+    if plugin is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    for node in cache.snapshot.nodes:
+        report = diagnose(plugin, pod, NodeRef(node.name, node.labels))
+        if report is not None:
+            out[node.name] = report.lines()
+    return out
 
 
 def _pending_copy(pod: Json) -> Json:
@@ -218,6 +243,12 @@ def format_report(r: Report) -> str:
             cells.append(str(n.total))
             rows.append(cells)
         out += [_table(rows), ""]
+    if r.devices:
+        out.append("Devices (DynamicResources), per node:")
+        for name, lines in r.devices.items():
+            out.append(f"{name}:")
+            out += lines
+        out.append("")
     if r.winner is None:
         out.append(f"No node fits: {r.message}")
         if r.preemption is not None:
