@@ -573,7 +573,10 @@ class Side:
                 out.append(f"{pc['name']}: not allocated")
                 continue
             for r in (alloc.get("devices") or {}).get("results") or []:
-                out.append(f"{pc['name']}/{r['request']}: {r['pool']}/{r['device']}")
+                used = ",".join(f"{k}={v}" for k, v in
+                                sorted((r.get("consumedCapacity") or {}).items()))
+                out.append(f"{pc['name']}/{r['request']}: {r['pool']}/{r['device']}"
+                           + (f" ({used})" if used else ""))
         return out
 
     async def _check_gated(self, ns: str, key: str, uid: str) -> str:

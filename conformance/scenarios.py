@@ -669,6 +669,13 @@ def _dra_request(b: Builder, name: str) -> Json:
         exactly["count"] = r.choice([1, 1, 1, 2, 3])
     if sel:
         exactly["selectors"] = [{"cel": {"expression": sel}}]
+    if b.maybe(0.3):
+        exactly["tolerations"] = [r.choice([
+            {"key": "ecc", "operator": "Exists", "effect": "NoSchedule"},
+            {"operator": "Exists"}, {"key": "ecc", "operator": "Equal", "value": "bad"}])]
+    if b.maybe(0.2):
+        # consumable capacity: a share of a device that allows multiple allocations
+        exactly["capacity"] = {"requests": {"memory": r.choice(["10Gi", "20Gi", "40Gi"])}}
     if b.maybe(0.15):
         subs = []
         for i, model in enumerate(r.sample(["a100", "h100"], k=2)):
@@ -699,16 +706,38 @@ def fam_dra(b: Builder) -> None:
         name = n["metadata"]["name"]
         if b.maybe(0.15):
             continue  # a node without the driver
-        devices = [{"name": f"gpu-{i}",
-                    "attributes": {"model": {"string": r.choice(["a100", "h100"])},
-                                   "numa": {"int": i % 2}},
-                    "capacity": {"memory": {"value": r.choice(["40Gi", "80Gi"])}}}
-                   for i in range(r.randint(0, 4))]
+        devices: list[Json] = []
+        partitioned = b.maybe(0.25)
+        for i in range(r.randint(0, 4)):
+            d: Json = {"name": f"gpu-{i}",
+                       "attributes": {"model": {"string": r.choice(["a100", "h100"])},
+                                      "numa": {"int": i % 2}},
+                       "capacity": {"memory": {"value": r.choice(["40Gi", "80Gi"])}}}
+            if b.maybe(0.2):
+                d["taints"] = [{"key": "ecc", "value": r.choice(["bad", "worse"]),
+                                "effect": r.choice(["NoSchedule", "NoExecute", "None"])}]
+            if b.maybe(0.2):
+                d["allowMultipleAllocations"] = True
+            if partitioned:
+                # partitionable devices: each GPU uses memory from one counter set
+                d["consumesCounters"] = [{"counterSet": "card", "counters": {
+                    "mem": {"value": r.choice(["20Gi", "40Gi"])}}}]
+            devices.append(d)
+        spec: Json = {"driver": DRA_DRIVER, "nodeName": name,
+                      "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                      "devices": devices}
+        if partitioned and devices:
+            # Counter sets live in a slice of their own (API validation).
+            spec["pool"]["resourceSliceCount"] = 2
+            b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                   "metadata": {"name": f"{name}-counters", "labels": {NODE_LABEL: "true"}},
+                   "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                            "pool": {"name": name, "generation": 1, "resourceSliceCount": 2},
+                            "sharedCounters": [{"name": "card", "counters": {
+                                "mem": {"value": r.choice(["40Gi", "60Gi", "80Gi"])}}}]}})
         b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                "metadata": {"name": f"{name}-gpu", "labels": {NODE_LABEL: "true"}},
-               "spec": {"driver": DRA_DRIVER, "nodeName": name,
-                        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                        "devices": devices}})
+               "spec": spec})
     claims = []
     for i in range(r.randint(1, 2)):
         claim = f"{b.p}-claim{i}"
@@ -720,7 +749,8 @@ def fam_dra(b: Builder) -> None:
            "metadata": {"name": template, "namespace": ns},
            "spec": {"spec": _dra_claim_spec(b)}})
     for _ in range(r.randint(2, 4)):
-        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
+        # Small requests: the devices, not cpu or memory, decide most pods here.
+        p = b.pod(ns, cpu=b.cpu(hi=500), memory=r.choice(["64Mi", "256Mi", "1Gi"]))
         if b.maybe(0.8):
             ref: Json = {"name": "gpu"}
             if b.maybe(0.5):

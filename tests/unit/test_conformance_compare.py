@@ -96,3 +96,15 @@ def test_dra_pods_compare_the_devices_their_claims_got() -> None:
     p = [PodResult("p0", "bound", "n1", unique=False, tied=["n0", "n1"],
                    devices=["gpu/r0: n1/gpu-0"])]
     assert not _run(sc, k, p).differences
+
+
+def test_generated_claim_names_do_not_count_as_a_difference() -> None:
+    """kube-controller-manager names a template's claim <pod>-<claim>-<5 random chars>:
+    the suffix differs between the two control planes, nothing else may."""
+    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}])
+    msg = "running \"DynamicResources\" filter plugin: claim s1-a/p00-gpu-{}, request r0: x"
+    k = [PodResult("p0", "Unschedulable", message=msg.format("59wrv"))]
+    p = [PodResult("p0", "Unschedulable", message=msg.format("hslzg"))]
+    assert not _run(sc, k, p).differences
+    p = [PodResult("p0", "Unschedulable", message=msg.format("hslzg") + " and more")]
+    assert _run(sc, k, p).differences
