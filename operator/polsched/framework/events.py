@@ -79,6 +79,9 @@ class Resource(enum.StrEnum):
     RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
     RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
     DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+    # Upstream sees a rule's change as an update of the slices it patches (the
+    # ResourceSlice tracker); here the rule is its own event resource.
+    DEVICE_TAINT_RULE = "resource.k8s.io/DeviceTaintRule"
     NAMESPACE = "Namespace"
     SERVICE = "Service"
     REPLICATION_CONTROLLER = "ReplicationController"
@@ -105,6 +108,7 @@ LISTER_RESOURCES: Mapping[str, Resource] = {
     ls.RESOURCE_CLAIM.name: Resource.RESOURCE_CLAIM,
     ls.RESOURCE_SLICE.name: Resource.RESOURCE_SLICE,
     ls.DEVICE_CLASS.name: Resource.DEVICE_CLASS,
+    ls.DEVICE_TAINT_RULE.name: Resource.DEVICE_TAINT_RULE,
 }
 
 _POD_RESOURCES = frozenset({Resource.ASSIGNED_POD, Resource.UNSCHEDULED_POD,

@@ -3,7 +3,7 @@
 kube-scheduler hands each plugin a typed framework.Handle whose informer listers give it
 namespaces, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, Services,
 workload controllers, PodDisruptionBudgets, PriorityClasses and the DRA objects
-(ResourceClaims, ResourceSlices, DeviceClasses). Here one Listers object
+(ResourceClaims, ResourceSlices, DeviceClasses, DeviceTaintRules). Here one Listers object
 holds them, as plain JSON dicts the way the API server sends them (managedFields dropped).
 
 Who fills it: the ClusterCache, from its list+watch of every kind in KINDS, through
@@ -45,13 +45,14 @@ PRIORITY_CLASS = Kind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclass
 RESOURCE_CLAIM = Kind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", True)
 RESOURCE_SLICE = Kind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", False)
 DEVICE_CLASS = Kind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", False)
+DEVICE_TAINT_RULE = Kind("DeviceTaintRule", "/apis/resource.k8s.io/v1/devicetaintrules", False)
 
 # Every kind besides nodes and pods that the cache lists and watches (namespaces first:
 # the engine's namespaceSelector reads them before pods are queued).
 KINDS: tuple[Kind, ...] = (
     NAMESPACE, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE, SERVICE,
     REPLICATION_CONTROLLER, REPLICA_SET, STATEFUL_SET, POD_DISRUPTION_BUDGET, PRIORITY_CLASS,
-    RESOURCE_CLAIM, RESOURCE_SLICE, DEVICE_CLASS,
+    RESOURCE_CLAIM, RESOURCE_SLICE, DEVICE_CLASS, DEVICE_TAINT_RULE,
 )
 KINDS_BY_NAME: Mapping[str, Kind] = {k.name: k for k in KINDS}
 

@@ -19,7 +19,8 @@ the devices come from the structured allocator (allocator.py).
 - PreBind: adds the finalizer, writes status.allocation (with allocationTimestamp) and
   the pod in status.reservedFor, retrying on conflicts; the allocation stays in flight
   until the cache has seen it.
-- Events: claim, slice and class changes and node changes requeue pods (queueing hints
+- DeviceTaintRules: their taints are added to the devices they select before allocating.
+- Events: claim, slice, class and taint rule changes and node changes requeue pods (queueing hints
   as upstream's isSchedulableAfterClaimChange).
 
 - PreEnqueue: the same checks keep the pod out of the queue, untried, until its claims
@@ -36,6 +37,7 @@ the BindingConditionsPending event, DRAExtendedResource, scoring.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import time
 import weakref
@@ -212,6 +214,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
         self._parsed: dict[int, tuple[Json, Any]] = {}
         # Selector verdicts per device, across pods (valid while the slice is unchanged).
         self._matches: MatchCache = {}
+        # Slices with the DeviceTaintRules' taints, per parsed slice, for one generation of
+        # the rules.
+        self._patched: dict[int, tuple[model.Slice, model.Slice]] = {}
+        self._rules_gen = -1
 
     # -- parsing, cached per object version ------------------------------------------------
     def _parse(self, raw: Json, parse: Any) -> Any:
@@ -237,6 +243,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
             ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.DEVICE_CLASS, A.ADD | A.UPDATE)),
             ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.RESOURCE_SLICE,
                                                     A.ADD | A.UPDATE)),
+            # A rule's change patches slices (an Update of them, upstream).
+            ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.DEVICE_TAINT_RULE,
+                                                    A.ADD | A.UPDATE | A.DELETE)),
         ]
 
     def _claim_hint(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
@@ -380,12 +389,25 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
         for raw in self.listers.objects[ls.DEVICE_CLASS.name].values():
             c = self._parse(raw, model.parse_class)
             classes[c.name] = c
+        rules = [r for r in self.listers.objects[ls.DEVICE_TAINT_RULE.name].values()
+                 if isinstance((r.get("spec") or {}).get("deviceSelector"), Mapping)]
+        rules_gen = self.listers.generations[ls.DEVICE_TAINT_RULE.name]
+        if rules_gen != self._rules_gen:
+            self._patched.clear()
+            self._rules_gen = rules_gen
         slices = []
         for raw in self.listers.objects[ls.RESOURCE_SLICE.name].values():
             try:
-                slices.append(self._parse(raw, model.parse_slice))
+                parsed = self._parse(raw, model.parse_slice)
             except model.ModelError:
                 continue  # a slice we cannot read offers no devices
+            if rules:
+                hit = self._patched.get(id(parsed))
+                if hit is None or hit[0] is not parsed:
+                    hit = (parsed, apply_taint_rules(parsed, rules))
+                    self._patched[id(parsed)] = hit
+                parsed = hit[1]
+            slices.append(parsed)
         return Allocator(self.features, self.allocated_state(), classes, slices,
                          match_cache=self._matches)
 
@@ -571,6 +593,31 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
 
 class _BindError(Exception):
     pass
+
+
+def apply_taint_rules(s: model.Slice, rules: list[Json]) -> model.Slice:
+    """The slice with the taints of the DeviceTaintRules that select its devices (by
+    driver, pool and device name; ResourceSlice tracker's applyPatches)."""
+    added: dict[int, list[Json]] = {}
+    for rule in rules:
+        spec = rule.get("spec") or {}
+        sel = spec.get("deviceSelector") or {}
+        if sel.get("driver") is not None and sel["driver"] != s.driver:
+            continue
+        if sel.get("pool") is not None and sel["pool"] != s.pool:
+            continue
+        taint = spec.get("taint")
+        if not isinstance(taint, Mapping):
+            continue
+        for i, d in enumerate(s.devices):
+            if sel.get("device") is not None and sel["device"] != d.name:
+                continue
+            added.setdefault(i, []).append(dict(taint))
+    if not added:
+        return s
+    devices = tuple(dataclasses.replace(d, taints=(*d.taints, *added[i])) if i in added else d
+                    for i, d in enumerate(s.devices))
+    return dataclasses.replace(s, devices=devices)
 
 
 def _has_binding_conditions(alloc: Mapping[str, Any] | None) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from polsched.framework import NodeInfo, PodInfo, Snapshot
+from polsched.framework import listers as listers_mod
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
@@ -170,3 +171,29 @@ def test_binding_timeout_is_an_arg() -> None:
     assert plugin.binding_timeout == 30.0
     with pytest.raises(ArgsError, match="bindingTimeout"):
         build_plugin("DynamicResources", {"bindingTimeout": 30})
+
+
+def taint_rule(name: str, taint: dict[str, str], **selector: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {"deviceSelector": {"driver": DRIVER, **selector}, "taint": taint}}
+
+
+def test_device_taint_rules_taint_the_devices_they_select() -> None:
+    """A DeviceTaintRule's NoSchedule taint keeps a device from claims that do not
+    tolerate it: on node a the only GPU is tainted by the rule, so the pod goes to b."""
+    rule = taint_rule("maintenance", {"key": "maint", "value": "yes", "effect": "NoSchedule"},
+                      pool="a", device="gpu-0")
+    listers = listers_of([device_class(), slice_("a", "gpu-0"), slice_("b", "gpu-0"),
+                          claim("one"), rule])
+    plugin = DynamicResources(listers, None)
+    snapshot = Snapshot([node("a"), node("b")])
+    state = CycleState()
+    assert plugin.pre_filter(state, pod("one"), snapshot).ok
+    assert plugin.filter(state, pod("one"), node("a")).reasons == ("cannot allocate all claims",)
+    assert plugin.filter(state, pod("one"), node("b")).ok
+    # Deleting the rule frees the device.
+    listers.apply(listers_mod.DEVICE_TAINT_RULE, "DELETED", rule)
+    state = CycleState()
+    assert plugin.pre_filter(state, pod("one"), snapshot).ok
+    assert plugin.filter(state, pod("one"), node("a")).ok
