@@ -317,3 +317,81 @@ def test_a_pod_waits_untried_until_its_named_claim_exists(
         cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
                         check=False)
         cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_a_claim_allocated_where_the_pod_cannot_go_is_deallocated_then_allocated_again(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """PostFilter: the pod's claim is allocated on node a, reserved for no pod, and the pod
+    may only run on b. Filter finds the claim unusable on b; PostFilter deallocates it
+    (FailedScheduling says so); the claim's update brings the pod back, and this time the
+    claim gets b's GPU."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("drapf")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    a = nodes(f"{rid}-a", labels={RUN: rid, "which": "a"})
+    b = nodes(f"{rid}-b", labels={RUN: rid, "which": "b"})
+    scheduler = unique("polsched-drapf")
+    cluster.apply([device_class(klass, driver), resource_slice(driver, a, 1),
+                   resource_slice(driver, b, 1)])
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [a, b])
+            template = claim_template(namespace, "stale", klass, 1)
+            path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+            claim = await client.post(path, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "stale", "namespace": namespace,
+                             "finalizers": ["resource.kubernetes.io/delete-protection"]},
+                "spec": template["spec"]["spec"]})
+            claim["status"] = {"allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": driver, "pool": a,
+                                         "device": "gpu-0"}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [a]}]}]}}}
+            await client.request("PUT", f"{path}/stale/status", body=claim)
+            manifest = pod_manifest(namespace, "mover", scheduler, rid,
+                                    nodeSelector={"which": "b"},
+                                    resourceClaims=[{"name": "gpu",
+                                                     "resourceClaimName": "stale"}])
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/mover")
+                return str(p["spec"].get("nodeName") or "")
+
+            try:
+                node = await eventually(bound, 60, what="mover bound")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            assert node == b
+            notes = [m for n, r, m in await _events(client, namespace)
+                     if n == "mover" and r == "FailedScheduling"]
+            assert notes and "deallocation of ResourceClaim completed" in notes[0], notes
+            assert "resourceclaim not available on the node" in notes[0]
+            after = await client.get(f"{path}/stale")
+            assert [(r["pool"], r["device"]) for r in
+                    after["status"]["allocation"]["devices"]["results"]] == [(b, "gpu-0")]
+
+        async def main() -> None:
+            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                engine.apply(load_policy(policy(scheduler)))
+                await body(admin)
+            finally:
+                await engine.stop()
+                await operator.close()
+                await admin.close()
+
+        asyncio.run(main())
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{a}-{driver}", f"{b}-{driver}",
+                        "--wait=false", check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)

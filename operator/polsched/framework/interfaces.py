@@ -113,6 +113,18 @@ class NodeSetFilter:
         return None
 
 
+class PostFilterPlugin(Plugin):
+    """A filter plugin's own PostFilter (DynamicResources'), run when no node fits, before
+    DefaultPreemption, in filter order (upstream's default profile orders DynamicResources
+    before DefaultPreemption). Success or UnschedulableAndUnresolvable ends the PostFilter
+    phase; Unschedulable lets the next one run, its reasons leading the message; Error ends
+    the phase with an error. May write to the API server through Handle.api (it may
+    deallocate a claim); does nothing where there is no client (explain, simulate)."""
+
+    async def post_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        raise NotImplementedError
+
+
 class PreScorePlugin(Plugin):
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:

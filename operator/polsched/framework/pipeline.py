@@ -28,6 +28,7 @@ from polsched.framework.interfaces import (
     PermitPlugin,
     Plugin,
     PostBindPlugin,
+    PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterExtensions,
@@ -773,7 +774,24 @@ class Pipeline:
         if not feasible:
             # Upstream runs PostFilter after a PreFilter rejection too.
             post: PostFilterResult | None = None
-            if self.post_filter is not None:
+            # Filter plugins' own PostFilters first (DynamicResources'), as upstream's
+            # RunPostFilterPlugins: their Unschedulable reasons lead the message.
+            reasons: list[str] = []
+            ended = False
+            if not diagnosis.pre_filter_cut_short:
+                for f in filters:
+                    if not isinstance(f.plugin, PostFilterPlugin):
+                        continue
+                    st = await f.plugin.post_filter(state, pod)
+                    if st.code is Code.UNSCHEDULABLE:
+                        reasons.extend(st.reasons)
+                        continue
+                    # Success, UnschedulableAndUnresolvable or an error ends the phase
+                    # with that status alone.
+                    ended = True
+                    post = PostFilterResult(message=st.message)
+                    break
+            if self.post_filter is not None and not ended:
                 if diagnosis.pre_filter_cut_short:
                     # DynamicResources' PostFilter errors first: no preemption, the
                     # nomination left as it is (nil NominatingInfo).
@@ -781,6 +799,12 @@ class Pipeline:
                 else:
                     post = await self.post_filter.post_filter(self, state, pod, snapshot,
                                                               diagnosis, filters)
+                    if reasons and post.message:
+                        # Both rejected: one Unschedulable status with every reason.
+                        post.message = ", ".join([*reasons, post.message])
+            elif not ended and reasons:
+                post = PostFilterResult(message=", ".join(reasons))
+            if post is not None:
                 diagnosis.post_filter_msg = post.message
             return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
                                   post_filter=post)

@@ -30,8 +30,11 @@ the devices come from the structured allocator (allocator.py).
   bindingConditions are True in the claim's status.devices (an error when a failure
   condition is True); Filter skips allocated claims that failed or timed out.
 
-Not yet (docs/differences.md): PostFilter's deallocation of a claim that blocks the pod,
-the BindingConditionsPending event, DRAExtendedResource, scoring.
+- PostFilter (before DefaultPreemption): deallocates an allocated claim that Filter found
+  unusable and that no other pod uses, so the next attempt can allocate it anew.
+
+Not yet (docs/differences.md): the BindingConditionsPending event, DRAExtendedResource,
+scoring.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from polsched.framework.interfaces import (
     ApiWriter,
     FilterPlugin,
     Handle,
+    PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
@@ -162,6 +166,9 @@ class _State:
     to_allocate: list[int] = field(default_factory=list)  # indexes into claims
     by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     reserved: list[str] = field(default_factory=list)  # uids put in flight by Reserve
+    # Allocated claims that Filter found unusable on some node (upstream's
+    # unavailableClaims): PostFilter may deallocate one.
+    unavailable: set[int] = field(default_factory=set)
 
 
 def claim_name(pod: PodInfo, pod_claim: Mapping[str, Any]) -> tuple[str | None, bool, str]:
@@ -196,8 +203,8 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
                for r in (claim.get("status") or {}).get("reservedFor") or [])
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin,
-                       PreBindPlugin, ev.EnqueueExtensions):
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+                       ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
@@ -417,20 +424,25 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
         if s is None or not s.claims:
             return SUCCESS
         ref = NodeRef(node.name, node.labels)
-        for info in s.claims:
+        unavailable = []
+        for i, info in enumerate(s.claims):
             if info.node_filter is not None:
                 try:
                     ok = node_matches(ref, None, False, info.node_filter)
                 except AllocatorError as e:
                     return Status.error(str(e))
                 if not ok:
-                    return Status.unresolvable(NOT_AVAILABLE)
+                    unavailable.append(i)
+                    continue
             if info.allocated and self.features.device_binding_and_status:
                 # A claim whose devices failed to bind, or did not bind in time, is
-                # unavailable (PostFilter upstream would deallocate it).
+                # unavailable (PostFilter may deallocate it).
                 ready, failed = claim_ready_for_binding(info.raw)
                 if failed or (not ready and self.claim_timed_out(info.raw)):
-                    return Status.unresolvable(NOT_AVAILABLE)
+                    unavailable.append(i)
+        if unavailable:
+            s.unavailable.update(unavailable)
+            return Status.unresolvable(NOT_AVAILABLE)
         if s.allocator is None:
             return SUCCESS
         s.allocator.deadline = time.monotonic() + self.filter_timeout
@@ -446,6 +458,33 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
             return Status.unresolvable(CANNOT_ALLOCATE)
         s.by_node[node.name] = results
         return SUCCESS
+
+    # -- PostFilter ------------------------------------------------------------------------
+    async def post_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """deallocateOrDeletePodClaims: when a claim Filter found unusable is reserved for
+        no pod but this one, clear its allocation (and reservations and device status) so
+        that the next attempt can allocate it anew; Unschedulable either way."""
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims or self.api is None:
+            return Status.unschedulable()
+        for i in sorted(s.unavailable):
+            raw = s.claims[i].raw
+            reserved = (raw.get("status") or {}).get("reservedFor") or []
+            if len(reserved) > 1 or (len(reserved) == 1 and reserved[0].get("uid") != pod.uid):
+                continue
+            claim: dict[str, Any] = _copy(raw)
+            status = claim.setdefault("status", {})
+            for key in ("reservedFor", "allocation", "devices"):
+                status.pop(key, None)
+            meta = raw.get("metadata") or {}
+            path = (f"{RESOURCE_API}/namespaces/{meta.get('namespace')}/resourceclaims/"
+                    f"{meta.get('name')}/status")
+            try:
+                await self.api.request("PUT", path, body=claim)
+            except Exception as e:  # noqa: BLE001 - the client raises its own error types
+                return Status.error(str(e))
+            return Status.unschedulable("deallocation of ResourceClaim completed")
+        return Status.unschedulable()
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
