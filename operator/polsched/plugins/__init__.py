@@ -83,6 +83,8 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
+    # applyDynamicResources adds it with weight 2; it only scores firstAvailable choices.
+    ("DynamicResources", 2),
 )
 
 __all__ = ["DEFAULT_FILTERS", "DEFAULT_PRE_ENQUEUE", "DEFAULT_SCORERS", "REGISTRY"]

@@ -16,6 +16,6 @@ from __future__ import annotations
 from polsched.framework.registry import PluginSpec
 from polsched.plugins.dynamic_resources.plugin import NAME, DynamicResources, new
 
-SPEC = PluginSpec(name=NAME, filter=new, pre_enqueue=new)
+SPEC = PluginSpec(name=NAME, filter=new, score=new, pre_enqueue=new)
 
 __all__ = ["NAME", "SPEC", "DynamicResources", "new"]

@@ -20,6 +20,8 @@ the devices come from the structured allocator (allocator.py).
   the pod in status.reservedFor, retrying on conflicts; the allocation stays in flight
   until the cache has seen it.
 - DeviceTaintRules: their taints are added to the devices they select before allocating.
+- Score (weight 2 in the default profile): prefers the nodes where a firstAvailable
+  request gets an earlier subrequest (computeScore).
 - Events: claim, slice, class and taint rule changes and node changes requeue pods (queueing hints
   as upstream's isSchedulableAfterClaimChange).
 
@@ -33,8 +35,7 @@ the devices come from the structured allocator (allocator.py).
 - PostFilter (before DefaultPreemption): deallocates an allocated claim that Filter found
   unusable and that no other pod uses, so the next attempt can allocate it anew.
 
-Not yet (docs/differences.md): the BindingConditionsPending event, DRAExtendedResource,
-scoring.
+Not yet (docs/differences.md): the BindingConditionsPending event, DRAExtendedResource.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ from polsched.framework.interfaces import (
     PreEnqueuePlugin,
     PreFilterPlugin,
     ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    default_normalize,
 )
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import SKIP, SUCCESS, Status
@@ -92,6 +96,8 @@ BINDING_TIMEOUT_SECONDS = 600.0
 # How often PreBind looks at the cache's copy of the claims while it waits.
 BINDING_POLL_SECONDS = 0.2
 _CONFLICT_RETRIES = 5
+# resourceapi.FirstAvailableDeviceRequestMaxSize
+_FIRST_AVAILABLE_MAX = 8
 # v1.37's default feature gates.
 DEFAULT_FEATURES = Features()
 
@@ -204,7 +210,8 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
 
 
 class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
-                       ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
+                       ScorePlugin, ScoreExtensions, ReservePlugin, PreBindPlugin,
+                       ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
@@ -458,6 +465,36 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return Status.unresolvable(CANNOT_ALLOCATE)
         s.by_node[node.name] = results
         return SUCCESS
+
+    # -- Score ---------------------------------------------------------------------------------
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """computeScore: per firstAvailable request, FirstAvailableDeviceRequestMaxSize (8)
+        minus the index of the subrequest that the node's allocation (or the claim's
+        existing one) uses."""
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims:
+            return 0
+        results = s.by_node.get(node.name)
+        if results is None:
+            return 0
+        pending = dict(zip(s.to_allocate, results, strict=False))
+        total = 0
+        for i, info in enumerate(s.claims):
+            alloc = ((info.raw.get("status") or {}).get("allocation") if info.allocated
+                     else pending.get(i))
+            if alloc is None:
+                continue
+            picked = {str(r.get("request", "")) for r in
+                      (alloc.get("devices") or {}).get("results") or []}
+            for req in info.claim.requests:
+                for k, sub in enumerate(req.first_available):
+                    if f"{req.name}/{sub.name}" in picked:
+                        total += _FIRST_AVAILABLE_MAX - k
+        return total
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """NormalizeScore: helper.DefaultNormalizeScore."""
+        return default_normalize(scores)
 
     # -- PostFilter ------------------------------------------------------------------------
     async def post_filter(self, state: CycleState, pod: PodInfo) -> Status:

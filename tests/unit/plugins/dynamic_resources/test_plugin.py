@@ -197,3 +197,26 @@ def test_device_taint_rules_taint_the_devices_they_select() -> None:
     state = CycleState()
     assert plugin.pre_filter(state, pod("one"), snapshot).ok
     assert plugin.filter(state, pod("one"), node("a")).ok
+
+
+def test_score_prefers_the_node_where_the_first_choice_of_a_prioritized_list_fits() -> None:
+    """computeScore: 8 minus the index of the subrequest picked; weight 2 in the default
+    profile. a has only an a100 (second choice), b an h100 (first choice)."""
+    def gpu_slice(n: str, model: str) -> dict[str, Any]:
+        s = slice_(n, "gpu-0")
+        s["spec"]["devices"][0]["attributes"] = {"model": {"string": model}}
+        return s
+
+    first_available = [
+        {"name": model, "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,
+         "selectors": [{"cel": {"expression":
+                                f'device.attributes["{DRIVER}"].model == "{model}"'}}]}
+        for model in ("h100", "a100")]
+    c = claim("choice")
+    c["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": first_available}]
+    listers = listers_of([device_class(), gpu_slice("a", "a100"), gpu_slice("b", "h100"), c])
+    result = schedule(pod("choice"), [node("a"), node("b")], listers)
+    assert result.node == "b"
+    scores = {ns.node: ns.plugins["DynamicResources"] for ns in result.explanation.scores}
+    # (raw, normalized, weighted)
+    assert scores == {"a": (7, 87, 174), "b": (8, 100, 200)}
