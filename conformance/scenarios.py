@@ -687,11 +687,18 @@ def _dra_request(b: Builder, name: str) -> Json:
     return {"name": name, "exactly": exactly}
 
 
-def _dra_claim_spec(b: Builder) -> Json:
+def _dra_claim_spec(b: Builder, admin: bool = False) -> Json:
     requests = [_dra_request(b, f"r{i}") for i in range(b.rng.choice([1, 1, 1, 2]))]
+    if admin:
+        # adminAccess (the namespace carries resource.kubernetes.io/admin-access):
+        # devices in use stay available to it.
+        for rq in requests:
+            if "exactly" in rq and b.maybe(0.6):
+                rq["exactly"]["adminAccess"] = True
     spec: Json = {"devices": {"requests": requests}}
     if b.maybe(0.25):
-        spec["devices"]["constraints"] = [{"matchAttribute": f"{DRA_DRIVER}/numa"}]
+        attr = "matchAttribute" if b.maybe(0.6) else "distinctAttribute"
+        spec["devices"]["constraints"] = [{attr: f"{DRA_DRIVER}/numa"}]
     return spec
 
 
@@ -701,7 +708,8 @@ def fam_dra(b: Builder) -> None:
     devices each bound pod's claims got (request, pool, device)."""
     r = b.rng
     nodes = b.nodes(r.randint(1, 3))
-    ns = b.namespace("a")
+    admin = b.maybe(0.2)
+    ns = b.namespace("a", {"resource.kubernetes.io/admin-access": "true"} if admin else None)
     for n in nodes:
         name = n["metadata"]["name"]
         if b.maybe(0.15):
@@ -743,7 +751,8 @@ def fam_dra(b: Builder) -> None:
         claim = f"{b.p}-claim{i}"
         claims.append(claim)
         b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-               "metadata": {"name": claim, "namespace": ns}, "spec": _dra_claim_spec(b)})
+               "metadata": {"name": claim, "namespace": ns},
+               "spec": _dra_claim_spec(b, admin)})
     template = f"{b.p}-template"
     b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
            "metadata": {"name": template, "namespace": ns},
