@@ -395,3 +395,92 @@ def test_a_claim_allocated_where_the_pod_cannot_go_is_deallocated_then_allocated
         cluster.kubectl("delete", "resourceslice", f"{a}-{driver}", f"{b}-{driver}",
                         "--wait=false", check=False)
         cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_a_device_that_fails_to_bind_is_released_and_allocated_again(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """The driver reports the device failed: PreBind fails, Unreserve takes the pod out of
+    the claim's reservedFor, the next attempt finds the claim unusable (failed binding)
+    and PostFilter deallocates it; then the claim is allocated again, and once the device
+    reports attached the pod binds."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("drafail")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-drafail")
+    cluster.apply([device_class(klass, driver),
+                   resource_slice(driver, node, 1, bindingConditions=["attached"],
+                                  bindingFailureConditions=["failed"])])
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            await client.post(f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+                              claim_template(namespace, "one", klass, 1))
+            await client.post(f"/api/v1/namespaces/{namespace}/pods",
+                              gpu_pod(namespace, "flaky", scheduler, rid, "one"))
+
+            async def allocation(reserved: bool) -> Json | None:
+                claim = await claim_of(client, namespace, "flaky")
+                status = (claim or {}).get("status") or {}
+                if status.get("allocation") and bool(status.get("reservedFor")) == reserved \
+                        and not status.get("devices"):
+                    return claim
+                return None
+
+            async def report(claim: Json, condition: str) -> None:
+                [result] = claim["status"]["allocation"]["devices"]["results"]
+                claim["status"]["devices"] = [{
+                    "driver": driver, "pool": node, "device": result["device"],
+                    "conditions": [{"type": condition, "status": "True", "reason": "Driver",
+                                    "message": condition,
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+                await client.request(
+                    "PUT", f"{RESOURCE}/namespaces/{namespace}/resourceclaims/"
+                           f"{claim['metadata']['name']}/status", body=claim)
+
+            claim = await eventually(lambda: allocation(True), 60, what="claim reserved")
+            await report(claim, "failed")
+
+            async def released() -> bool:
+                c = await claim_of(client, namespace, "flaky")
+                return bool(c) and not (c.get("status") or {}).get("reservedFor")
+
+            # Unreserve (or PostFilter's deallocation) leaves no reservation...
+            await eventually(released, 60, what="the pod out of reservedFor")
+            # ... and the claim comes back allocated and reserved, its failure forgotten.
+            claim = await eventually(lambda: allocation(True), 90,
+                                     what="the claim allocated again")
+            notes = [m for n, r, m in await _events(client, namespace)
+                     if n == "flaky" and r == "FailedScheduling"]
+            assert any("device binding failed" in m for m in notes), notes
+            await report(claim, "attached")
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/flaky")
+                return str(p["spec"].get("nodeName") or "")
+
+            assert await eventually(bound, 60, what="flaky bound") == node
+
+        async def main() -> None:
+            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                engine.apply(load_policy(policy(scheduler)))
+                await body(admin)
+            finally:
+                await engine.stop()
+                await operator.close()
+                await admin.close()
+
+        asyncio.run(main())
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)

@@ -15,7 +15,8 @@ the devices come from the structured allocator (allocator.py).
   do not fit) and keeps its result for Reserve.
 - Reserve: records the node's allocation in flight (ClaimTracker), so that no other pod,
   of this or another policy, gets the same devices before the claim's status says so.
-  Unreserve drops it.
+  Unreserve drops it, and takes the pod out of the reservedFor of a claim PreBind had
+  already reserved (a later step failed).
 - PreBind: adds the finalizer, writes status.allocation (with allocationTimestamp) and
   the pod in status.reservedFor, retrying on conflicts; the allocation stays in flight
   until the cache has seen it.
@@ -43,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import logging
 import time
 import weakref
 from collections.abc import Mapping
@@ -80,6 +82,8 @@ from polsched.plugins.dynamic_resources.allocator import (
     node_matches,
 )
 from polsched.plugins.dynamic_resources.quantity import Quantity
+
+log = logging.getLogger(__name__)
 
 NAME = "DynamicResources"
 _STATE_KEY = "PreFilter" + NAME
@@ -172,6 +176,9 @@ class _State:
     to_allocate: list[int] = field(default_factory=list)  # indexes into claims
     by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     reserved: list[str] = field(default_factory=list)  # uids put in flight by Reserve
+    # Claims PreBind reserved for the pod ((namespace, name, uid)): Unreserve takes the pod
+    # out of their reservedFor again.
+    written: list[tuple[str, str, str]] = field(default_factory=list)
     # Allocated claims that Filter found unusable on some node (upstream's
     # unavailableClaims): PostFilter may deallocate one.
     unavailable: set[int] = field(default_factory=set)
@@ -226,6 +233,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         self.tracker = tracker_for(listers)
         # Parsed objects per object identity (the cache replaces a dict on every change).
         self._parsed: dict[int, tuple[Json, Any]] = {}
+        # Unreserve's API calls in flight (kept referenced until done).
+        self._tasks: set[asyncio.Task[None]] = set()
         # Selector verdicts per device, across pods (valid while the slice is unchanged).
         self._matches: MatchCache = {}
         # Slices with the DeviceTaintRules' taints, per parsed slice, for one generation of
@@ -549,6 +558,32 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if entry is not None and entry.written_rv is None:
                 del self.tracker.in_flight[uid]
         s.reserved.clear()
+        # A claim PreBind already reserved for the pod (a later step failed): take the pod
+        # out of its reservedFor, as upstream's Unreserve does with a strategic merge patch
+        # of the status. The allocation stays (PostFilter may free it later). Unreserve is
+        # synchronous here, so the patch runs as a task of the engine's loop.
+        if s.written and self.api is not None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            for ns, name, uid in s.written:
+                task = loop.create_task(self._unreserve_claim(ns, name, uid, pod.uid))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            s.written.clear()
+
+    async def _unreserve_claim(self, ns: str, name: str, uid: str, pod_uid: str) -> None:
+        assert self.api is not None
+        patch = {"metadata": {"uid": uid},
+                 "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}}
+        try:
+            await self.api.request(
+                "PATCH", f"{RESOURCE_API}/namespaces/{ns}/resourceclaims/{name}/status",
+                body=patch, content_type="application/strategic-merge-patch+json")
+        except Exception:  # noqa: BLE001 - upstream logs and goes on; so do we
+            log.warning("unreserve: could not remove pod %s from claim %s/%s", pod_uid, ns,
+                        name, exc_info=True)
 
     # -- PreBind --------------------------------------------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -567,6 +602,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     written = await self._bind_claim(pod, info, results.get(i))
                 except _BindError as e:
                     return Status.error(str(e))
+                meta = written.get("metadata") or {}
+                s.written.append((str(meta.get("namespace")), str(meta.get("name")),
+                                  str(meta.get("uid"))))
                 alloc = (written.get("status") or {}).get("allocation")
             waits = waits or _has_binding_conditions(alloc)
         if waits and self.features.device_binding_and_status:
