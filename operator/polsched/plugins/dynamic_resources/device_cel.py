@@ -22,20 +22,24 @@ types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
 - the Kubernetes list library: `isSorted`, `sum`, `min`, `max`, `indexOf`,
   `lastIndexOf`, `includes` (library/lists.go, version 1);
 - regex `find`, `findAll` (library/regex.go);
+- `ip(s)`, `isIP`, `ip.isCanonical`, `family`, `isUnspecified`, `isLoopback`,
+  `isLinkLocalMulticast`, `isLinkLocalUnicast`, `isGlobalUnicast`; `cidr(s)`, `isCIDR`,
+  `containsIP`, `containsCIDR`, `ip()`, `prefixLength`, `masked` (library/ip.go, cidr.go);
 - cel-go's ext.Strings (v2), ext.Sets and ext.Lists (v3) functions, from the package's
   stdlib where it has them;
 - `cel.bind(name, init, body)` (ext.Bindings), by substituting `(init)` for `name` in
   `body` before compiling; CEL has no side effects, so the result is the same.
 
-Quantities and semvers travel through CEL as one-key maps holding a canonical text
-({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"}), so `==` between two of
-them is the semantic equality upstream's types implement (1Gi == 1024Mi; semver build
-metadata ignored).
+Quantities, semvers, IPs and CIDRs travel through CEL as one-key maps holding a
+canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
+{"__ip__": "::1"}), so `==` between two of them is the semantic equality upstream's types
+implement (1Gi == 1024Mi; semver build metadata ignored).
 
 Known differences from cel-go, all outside what DRA drivers' documentation uses: no
-optional syntax (`.?`, `optional.of`), no two-variable comprehensions, no IP, CIDR, URL
-and format libraries, no cost tracking: instead of the runtime cost limit the length is
-bounded and comprehensions may nest at most MAX_COMPREHENSION_DEPTH deep, and
+optional syntax (`.?`, `optional.of`), no two-variable comprehensions, no `string()` of
+an IP or CIDR, no URL and format libraries, no cost tracking: instead of the runtime cost
+limit the length is bounded and comprehensions may nest at most MAX_COMPREHENSION_DEPTH
+deep, and
 the empty-map default for an unknown domain is provided for the domains the expression
 spells out as a literal index (`device.attributes["gpu.example.com"]`), which
 `size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
@@ -46,6 +50,7 @@ Pure data: no I/O.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -555,6 +560,157 @@ def _find_all(s: Any, pattern: Any, limit: int = -1) -> list[str]:
     return out if limit < 0 else out[:limit]
 
 
+# -- IP and CIDR (library/ip.go, library/cidr.go) -------------------------------------------
+_IP = "__ip__"
+_CIDR = "__cidr__"
+
+
+def _parse_ip(raw: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """parseIPAddr: netip.ParseAddr, without zones or IPv4-mapped IPv6 addresses."""
+    if not isinstance(raw, str):
+        raise CELError(f"no such overload: ip({_type_name(raw)})")
+    try:
+        addr = ipaddress.ip_address(raw)
+    except ValueError as e:
+        raise CELError(f"IP Address {raw!r} parse error during conversion from string: "
+                       f"{e}") from e
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.scope_id:
+            raise CELError(f"IP address {raw!r} with zone value is not allowed")
+        if addr.ipv4_mapped is not None:
+            raise CELError(f"IPv4-mapped IPv6 address {raw!r} is not allowed")
+    return addr
+
+
+def _parse_cidr(raw: Any) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    """parseCIDR: netip.ParsePrefix (the address keeps its host bits)."""
+    if not isinstance(raw, str):
+        raise CELError(f"no such overload: cidr({_type_name(raw)})")
+    addr, sep, bits = raw.partition("/")
+    if not sep or not bits.isdigit() or (len(bits) > 1 and bits[0] == "0"):
+        raise CELError(f"network address parse error during conversion from string: "
+                       f"bad prefix {raw!r}")
+    ip = _parse_ip(addr)
+    if int(bits) > ip.max_prefixlen:
+        raise CELError(f"network address parse error during conversion from string: "
+                       f"prefix length out of range in {raw!r}")
+    return ipaddress.ip_interface(raw)
+
+
+def _as_ip(v: Any, fn: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if isinstance(v, Mapping) and _IP in v:
+        return ipaddress.ip_address(v[_IP])
+    if isinstance(v, str) and fn in ("containsIP",):
+        return _parse_ip(v)
+    raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+
+
+def _as_cidr(v: Any, fn: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    if isinstance(v, Mapping) and _CIDR in v:
+        return ipaddress.ip_interface(v[_CIDR])
+    if isinstance(v, str) and fn in ("containsCIDR",):
+        return _parse_cidr(v)
+    raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+
+
+def _ip_value(a: ipaddress.IPv4Address | ipaddress.IPv6Address) -> dict[str, str]:
+    return {_IP: str(a)}
+
+
+def _cidr_value(c: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> dict[str, str]:
+    return {_CIDR: f"{c.ip}/{c.network.prefixlen}"}
+
+
+def _ip(v: Any) -> dict[str, str]:
+    if isinstance(v, Mapping) and _CIDR in v:  # cidr.ip()
+        return _ip_value(_as_cidr(v, "ip").ip)
+    return _ip_value(_parse_ip(v))
+
+
+def _cidr(v: Any) -> dict[str, str]:
+    return _cidr_value(_parse_cidr(v))
+
+
+def _is_ip(v: Any) -> bool:
+    try:
+        _parse_ip(v)
+    except CELError:
+        if not isinstance(v, str):
+            raise
+        return False
+    return True
+
+
+def _is_cidr(v: Any) -> bool:
+    try:
+        _parse_cidr(v)
+    except CELError:
+        if not isinstance(v, str):
+            raise
+        return False
+    return True
+
+
+def _ip_is_canonical(v: Any) -> bool:
+    return bool(str(_parse_ip(v)) == v)
+
+
+def _family(v: Any) -> int:
+    return _as_ip(v, "family").version
+
+
+def _is_unspecified(v: Any) -> bool:
+    return _as_ip(v, "isUnspecified").is_unspecified
+
+
+def _is_loopback(v: Any) -> bool:
+    return _as_ip(v, "isLoopback").is_loopback
+
+
+def _is_link_local_multicast(v: Any) -> bool:
+    a = _as_ip(v, "isLinkLocalMulticast")
+    if a.version == 4:
+        return a in ipaddress.ip_network("224.0.0.0/24")
+    return a in ipaddress.ip_network("ff02::/16")
+
+
+def _is_link_local_unicast(v: Any) -> bool:
+    a = _as_ip(v, "isLinkLocalUnicast")
+    net = "169.254.0.0/16" if a.version == 4 else "fe80::/10"
+    return a in ipaddress.ip_network(net)
+
+
+def _is_global_unicast(v: Any) -> bool:
+    """netip.Addr.IsGlobalUnicast: not unspecified, loopback, multicast, link-local
+    unicast, nor the IPv4 broadcast address (private ranges count as global)."""
+    a = _as_ip(v, "isGlobalUnicast")
+    if a.version == 4 and a == ipaddress.IPv4Address("255.255.255.255"):
+        return False
+    return not (a.is_unspecified or a.is_loopback or a.is_multicast
+                or _is_link_local_unicast(v))
+
+
+def _contains_ip(c: Any, v: Any) -> bool:
+    cidr, ip = _as_cidr(c, "containsIP"), _as_ip(v, "containsIP")
+    return ip.version == cidr.version and ip in cidr.network
+
+
+def _contains_cidr(c: Any, v: Any) -> bool:
+    outer, inner = _as_cidr(c, "containsCIDR"), _as_cidr(v, "containsCIDR")
+    return (outer.version == inner.version
+            and outer.network.prefixlen <= inner.network.prefixlen
+            and inner.ip in outer.network)
+
+
+def _prefix_length(c: Any) -> int:
+    return _as_cidr(c, "prefixLength").network.prefixlen
+
+
+def _masked(c: Any) -> dict[str, str]:
+    net = _as_cidr(c, "masked").network
+    return {_CIDR: f"{net.network_address}/{net.prefixlen}"}
+
+
 def _functions() -> dict[str, Callable[..., Any]]:
     from cel import stdlib
 
@@ -576,6 +732,13 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "isSorted": _is_sorted, "sum": _sum, "min": _min, "max": _max,
         "indexOf": _index_of, "lastIndexOf": _last_index_of, "includes": _includes,
         "find": _find, "findAll": _find_all,
+        "ip": _ip, "cidr": _cidr, "isIP": _is_ip, "isCIDR": _is_cidr,
+        "ip.isCanonical": _ip_is_canonical, "family": _family,
+        "isUnspecified": _is_unspecified, "isLoopback": _is_loopback,
+        "isLinkLocalMulticast": _is_link_local_multicast,
+        "isLinkLocalUnicast": _is_link_local_unicast, "isGlobalUnicast": _is_global_unicast,
+        "containsIP": _contains_ip, "containsCIDR": _contains_cidr,
+        "prefixLength": _prefix_length, "masked": _masked,
     })
     return fns
 
@@ -634,6 +797,9 @@ def attribute_value(attr: Mapping[str, Any]) -> Any:
 
 _TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
                          "null_type", "type", "dyn", "null"})
+# Qualified function names (`ip.isCanonical(s)`, `sets.contains(a, b)`): the Rust core
+# lists their first part among an expression's variables.
+_NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64"})
 _MACRO_BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*"
                           r"([A-Za-z_][A-Za-z0-9_]*)\s*,")
 
@@ -686,7 +852,7 @@ class Selector:
             raise CELError(f"compilation failed: {err}") from err
         names = set(self._program.variables())
         bound = set(_MACRO_BOUND.findall(expanded))
-        unknown = sorted(names - {"device"} - bound - _TYPE_NAMES)
+        unknown = sorted(names - {"device"} - bound - _TYPE_NAMES - _NAMESPACES)
         if unknown:
             raise CELError(f"compilation failed: undeclared reference to "
                            f"{', '.join(map(repr, unknown))}")

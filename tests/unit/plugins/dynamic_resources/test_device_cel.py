@@ -116,3 +116,69 @@ def test_semver_ordering_follows_semver_2() -> None:
         assert compare_semver(a, b) == -1
         assert compare_semver(b, a) == 1
     assert compare_semver(parse_semver("1.0.0+a"), parse_semver("1.0.0+b")) == 0
+
+
+# The Kubernetes IP and CIDR libraries: upstream's cases (apiserver pkg/cel/library
+# ip_test.go, cidr_test.go), as boolean expressions; string() and type() of them are not
+# supported (docs/differences.md).
+@pytest.mark.parametrize("expression, want", [
+    ('ip("192.168.0.1") == ip("192.168.0.1")', True),
+    ('isIP("192.168.0.1")', True), ('isIP("192.168.0.1.0")', False),
+    ('ip.isCanonical("127.0.0.1")', True),
+    ('ip("192.168.0.1").family() == 4', True),
+    ('ip("0.0.0.0").isUnspecified()', True), ('ip("127.0.0.1").isUnspecified()', False),
+    ('ip("127.0.0.1").isLoopback()', True), ('ip("1.2.3.4").isLoopback()', False),
+    ('ip("224.0.0.1").isLinkLocalMulticast()', True),
+    ('ip("224.0.1.1").isLinkLocalMulticast()', False),
+    ('ip("169.254.169.254").isLinkLocalUnicast()', True),
+    ('ip("192.168.0.1").isLinkLocalUnicast()', False),
+    ('ip("192.168.0.1").isGlobalUnicast()', True),
+    ('ip("255.255.255.255").isGlobalUnicast()', False),
+    ('ip("2001:db8::68") == ip("2001:0db8::68")', True),
+    ('isIP("2001:db8::68")', True), ('isIP("2001:db8:::68")', False),
+    ('ip.isCanonical("2001:db8::68")', True), ('ip.isCanonical("2001:DB8::68")', False),
+    ('ip("2001:db8::68").family() == 6', True),
+    ('ip("::").isUnspecified()', True), ('ip("::1").isUnspecified()', False),
+    ('ip("::1").isLoopback()', True), ('ip("2001:db8::abcd").isLoopback()', False),
+    ('ip("ff02::1").isLinkLocalMulticast()', True),
+    ('ip("fd00::1").isLinkLocalMulticast()', False),
+    ('ip("fe80::1").isLinkLocalUnicast()', True), ('ip("fd80::1").isLinkLocalUnicast()', False),
+    ('ip("2001:db8::abcd").isGlobalUnicast()', True),
+    ('ip("ff00::1").isGlobalUnicast()', False),
+    ('cidr("192.168.0.0/24") == cidr("192.168.0.0/24")', True),
+    ('cidr("192.168.0.0/24").containsIP(ip("192.168.0.1"))', True),
+    ('cidr("192.168.0.0/24").containsIP(ip("192.168.1.1"))', False),
+    ('cidr("192.168.0.0/24").containsIP("192.168.0.1")', True),
+    ('cidr("192.168.0.0/24").containsIP("192.168.1.1")', False),
+    ('cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/25"))', True),
+    ('cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.1/32"))', True),
+    ('cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/23"))', False),
+    ('cidr("192.168.0.0/24").containsCIDR(cidr("192.169.0.1/32"))', False),
+    ('cidr("192.168.0.0/24").containsCIDR("192.168.0.0/25")', True),
+    ('cidr("192.168.0.0/24").containsCIDR("192.168.0.0/23")', False),
+    ('cidr("192.168.0.0/24").ip() == ip("192.168.0.0")', True),
+    ('cidr("192.168.0.1/24").masked() == cidr("192.168.0.0/24")', True),
+    ('cidr("192.168.0.0/24").prefixLength() == 24', True),
+    ('cidr("2001:db8::/32").containsIP(ip("2001:db8::1"))', True),
+    ('cidr("2001:db8::/32").containsIP(ip("2001:dc8::1"))', False),
+    ('cidr("2001:db8::/32").containsIP("2001:db8::1")', True),
+    ('cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/33"))', True),
+    ('cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/31"))', False),
+    ('cidr("2001:db8::/32").containsCIDR("2001:db8::/33")', True),
+    ('cidr("2001:db8::/32").containsCIDR("2001:db8::/31")', False),
+    ('cidr("2001:db8:1::/32").masked() == cidr("2001:db8::/32")', True),
+    ('cidr("2001:db8::/32").prefixLength() == 32', True),
+])
+def test_ip_and_cidr_library(expression: str, want: bool) -> None:
+    assert evaluate(expression, GPU) is want
+
+
+@pytest.mark.parametrize("expression", [
+    'ip("192.168.0.1.0") == ip("1.1.1.1")', 'ip.isCanonical("127.0.0.1.0")',
+    'ip("2001:db8:::68").family() == 6', 'cidr("192.168.0.0/") == cidr("1.0.0.0/8")',
+    'cidr("2001:db8::/").prefixLength() == 1', 'ip("::ffff:1.2.3.4").family() == 6',
+    'ip("fe80::1%eth0").family() == 6', 'isIP(cidr("192.168.0.0/24"))',
+])
+def test_ip_and_cidr_errors(expression: str) -> None:
+    with pytest.raises(CELError):
+        evaluate(expression, GPU)
