@@ -126,8 +126,8 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "render", help="print install manifests from the jinja2 templates",
         description="`render operator` prints the install (namespace, CRD, RBAC, operator "
                     "Deployment, webhook, metrics Service); `render dedicated --policy F` "
-                    "prints a Dedicated policy's ServiceAccount, RBAC and Deployment, as the "
-                    "operator applies them.")
+                    "prints a Dedicated policy's Deployment as the operator applies it (it "
+                    "runs as the install's ServiceAccount polsched-scheduler).")
     p.add_argument("what", choices=("operator", "dedicated"))
     p.add_argument("--policy", metavar="FILE", help="dedicated: the SchedulingPolicy file")
     p.add_argument("--namespace", default="polsched-system",

@@ -6,8 +6,9 @@ the operator use.
   metrics Service). `kubectl apply -k manifests/` installs the same objects with the
   defaults; manifests/operator.yaml is the template rendered with them (a unit test keeps
   the two equal).
-- `render dedicated --policy F`: a Dedicated policy's ServiceAccount, RBAC and Deployment,
-  rendered by the operator's own function (controller.deployments.render).
+- `render dedicated --policy F`: a Dedicated policy's Deployment, rendered by the
+  operator's own function (controller.deployments.render); its ServiceAccount and RBAC
+  are the install's (manifests/rbac/dedicated.yaml).
 """
 
 from __future__ import annotations

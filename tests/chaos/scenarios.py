@@ -13,7 +13,7 @@ from typing import Any
 from tests.chaos.invariants import Findings, wait_until
 from tests.chaos.world import LABEL, Scenario, World, first_line_time, policy
 from tests.e2e.proxy import StallingProxy
-from tests.e2e.rbac import OPERATOR_NAMESPACE, service_account_kubeconfig
+from tests.e2e.rbac import DEDICATED_SA, OPERATOR_NAMESPACE, service_account_kubeconfig
 from tests.unit.extender.fake_extender import Answer, FakeExtender
 
 Json = dict[str, Any]
@@ -399,7 +399,7 @@ def dedicated_rollout(w: World) -> Result:
     s.make_nodes(4, cpu="16", memory="32Gi", pods="200")
     s.operator("op")
     name = s.apply_policy(policy(s.run, s.run, runtime={"mode": "Dedicated", "replicas": 1}))
-    obj = f"polsched-{name}"
+    obj = f"polsched-dedicated-{name}"
     ns = OPERATOR_NAMESPACE
 
     def deployment() -> Json | None:
@@ -409,7 +409,9 @@ def dedicated_rollout(w: World) -> Result:
     dep = wait_until(deployment, 60)
     if not dep:
         raise RuntimeError(f"deployment {obj} was not created")
-    kubeconfig = service_account_kubeconfig(w.cluster, ns, obj, w.workdir / f"{obj}.kc")
+    # Every Dedicated scheduler's identity, made at install (manifests/rbac/dedicated.yaml).
+    kubeconfig = service_account_kubeconfig(w.cluster, ns, DEDICATED_SA,
+                                            w.workdir / f"{DEDICATED_SA}.kc")
 
     def replica(who: str, d: Json) -> None:
         args = d["spec"]["template"]["spec"]["containers"][0]["args"]

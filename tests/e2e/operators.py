@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.conftest import ROOT, Cluster
-from tests.e2e.rbac import OPERATOR_NAMESPACE, OPERATOR_SA, install_rbac, service_account_kubeconfig
+from tests.e2e.rbac import (
+    OPERATOR_NAMESPACE,
+    OPERATOR_SA,
+    install_rbac,
+    install_webhook_configuration,
+    service_account_kubeconfig,
+)
 
 POLSCHED = str(ROOT / ".venv" / "bin" / "polsched")
 GROUP, VERSION, PLURAL = "polsched.io", "v1alpha1", "schedulingpolicies"
@@ -100,6 +106,10 @@ class Harness:
     # -- processes --------------------------------------------------------------------------
     def operator(self, identity: str, *args: str,
                  env: dict[str, str] | None = None) -> PolschedProcess:
+        if "--webhook-listen" in args:
+            # As the install ships it: the operator may patch it, not create it. (Tests
+            # delete it afterwards.)
+            install_webhook_configuration(self.cluster)
         p = PolschedProcess(self.operator_kubeconfig, "run", "--identity", identity,
                             "--namespace", OPERATOR_NAMESPACE, *args, env=env).start()
         self.procs.append(p)

@@ -18,6 +18,7 @@ from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
 from polsched.scheduler.engine import Engine
 from tests.conftest import ROOT, Cluster, unique
+from tests.e2e.rbac import operator_kubeconfig
 
 Json = dict[str, Any]
 RUN = "e2e.polsched.io/run"
@@ -36,7 +37,9 @@ def run_engine(cluster: Cluster, policies: list[Json],
                body: Callable[[ApiClient], Awaitable[None]]) -> None:
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        engine = Engine(client)
+        # The engine runs as the operator's ServiceAccount; `body` acts as the admin.
+        engine_client = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        engine = Engine(engine_client)
         extenders: list[HTTPExtender] = []
         try:
             await engine.start()
@@ -52,6 +55,7 @@ def run_engine(cluster: Cluster, policies: list[Json],
             for e in extenders:
                 await e.close()
             await client.close()
+            await engine_client.close()
 
     asyncio.run(main())
 

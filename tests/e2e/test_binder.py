@@ -11,6 +11,7 @@ import pytest
 from polsched.cluster.client import ApiClient
 from polsched.framework.types import PodInfo
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import RUN, bound_node, nodes_ready, run_engine
 from tests.e2e.test_extenders import (
     StartExtender,
@@ -70,7 +71,9 @@ def test_queued_binds_go_out_highest_priority_first(
 
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        binder = Binder(client, concurrency=1)
+        # Binds as the operator's ServiceAccount; pods are made as the admin.
+        operator = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        binder = Binder(operator, concurrency=1)
         try:
             pods = []
             for name in names:
@@ -96,6 +99,7 @@ def test_queued_binds_go_out_highest_priority_first(
         finally:
             await binder.close()
             await client.close()
+            await operator.close()
 
     asyncio.run(main())
 
@@ -124,7 +128,9 @@ def test_a_lane_starts_writers_as_binds_find_them_busy(
 
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        binder = Binder(client, concurrency=4)
+        # Binds as the operator's ServiceAccount; pods are made as the admin.
+        operator = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        binder = Binder(operator, concurrency=4)
         try:
             async def pod(name: str) -> PodInfo:
                 return await pending_pod(client, namespace, name, rid)
@@ -151,6 +157,7 @@ def test_a_lane_starts_writers_as_binds_find_them_busy(
         finally:
             await binder.close()
             await client.close()
+            await operator.close()
 
     asyncio.run(main())
 
@@ -169,7 +176,9 @@ def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
 
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        binder = Binder(client, concurrency=4)
+        # Binds as the operator's ServiceAccount; pods are made as the admin.
+        operator = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        binder = Binder(operator, concurrency=4)
         try:
             async def pod(name: str) -> PodInfo:
                 return await pending_pod(client, namespace, name, rid)
@@ -199,6 +208,7 @@ def test_a_lane_starts_no_writer_that_could_only_wait_for_a_slot(
         finally:
             await binder.close()
             await client.close()
+            await operator.close()
 
     asyncio.run(main())
 

@@ -20,6 +20,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import eventually, nodes_ready
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +40,9 @@ def run(cluster: Cluster, policies: list[Policy],
         body: Callable[[ApiClient, Engine], Awaitable[None]]) -> None:
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        engine = Engine(client)
+        # The engine as the operator's ServiceAccount under the shipped RBAC.
+        engine_client = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        engine = Engine(engine_client)
         try:
             await engine.start()
             for p in policies:
@@ -48,6 +51,7 @@ def run(cluster: Cluster, policies: list[Policy],
         finally:
             await engine.stop()
             await client.close()
+            await engine_client.close()
 
     asyncio.run(main())
 

@@ -18,6 +18,7 @@ from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, unique
+from tests.e2e.rbac import operator_kubeconfig
 
 pytestmark = pytest.mark.e2e
 
@@ -54,14 +55,17 @@ def run(cluster: Cluster, records: bool,
         body: Callable[[ApiClient, PolicyReconciler], Awaitable[None]]) -> None:
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        engine = Engine(client)
-        writer = StatusWriter(client, lambda _: None, enabled=False)
-        r = PolicyReconciler(client, engine, writer, records_last_good=records)
+        # The reconciler as the operator's ServiceAccount; `body` acts as the admin.
+        operator = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        engine = Engine(operator)
+        writer = StatusWriter(operator, lambda _: None, enabled=False)
+        r = PolicyReconciler(operator, engine, writer, records_last_good=records)
         try:
             await body(client, r)
         finally:
             await r.close()
             await client.close()
+            await operator.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -160,7 +164,7 @@ def test_a_reload_does_not_wait_for_the_record(cluster: Cluster, name: str) -> N
     async def body(client: ApiClient, r: PolicyReconciler) -> None:
         held = asyncio.Event()
         recorded: list[int] = []  # the generation of each record write sent
-        real_patch = client.patch
+        real_patch = r.client.patch  # the reconciler's (the operator's) client
 
         async def gated_patch(path: str, patch: Any, *args: Any, **kwargs: Any) -> Any:
             if path == f"{PATH}/{name}":
@@ -169,7 +173,7 @@ def test_a_reload_does_not_wait_for_the_record(cluster: Cluster, name: str) -> N
                 await held.wait()  # a slow API server: the write hangs until released
             return await real_patch(path, patch, *args, **kwargs)
 
-        client.patch = gated_patch  # type: ignore[method-assign]
+        r.client.patch = gated_patch  # type: ignore[method-assign]
         await r.observe(await read(client, name))
         assert r.engine.stats(name).observed_generation == 1
         spec2 = {**good(name), "filters": [{"name": "NodeLabel", "args": {"requirements": [

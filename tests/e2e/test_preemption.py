@@ -27,6 +27,7 @@ from polsched.extender.client import HTTPExtender
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, node_manifest, unique
+from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling, pod_manifest
 from tests.e2e.test_failed_scheduling_parity import (  # noqa: F401 (fixture)
     both_schedulers,
@@ -75,10 +76,14 @@ def run_with_engine(cluster: Cluster, name: str,
                     body: Callable[[ApiClient, Engine], Awaitable[None]],
                     extenders: tuple[Json, ...] = ()) -> None:
     """An Engine (the operator's scheduling core) running `name`'s policy during body,
-    with one HTTPExtender per spec.extenders entry, as the operator's reconciler."""
+    with one HTTPExtender per spec.extenders entry, as the operator's reconciler. The
+    engine authenticates as the operator's ServiceAccount; `body` gets an admin client."""
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        engine = Engine(client)
+        # As the operator in a cluster: its ServiceAccount under the shipped RBAC (the
+        # admin kubeconfig hid that no role could delete a victim, issue 26 finding 3).
+        engine_client = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        engine = Engine(engine_client)
         loaded = load_policy(policy(name) | {"spec": {"schedulerName": name,
                                                       "extenders": list(extenders)}})
         exts = [HTTPExtender(cfg) for cfg in loaded.extenders]
@@ -91,6 +96,7 @@ def run_with_engine(cluster: Cluster, name: str,
             for e in exts:
                 await e.close()
             await client.close()
+            await engine_client.close()
 
     asyncio.run(main())
 

@@ -33,6 +33,7 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import (
     RUN,
     bound_node,
@@ -183,7 +184,8 @@ def run_extended(cluster: Cluster, p: Policy,
     """`run` with one HTTPExtender per spec.extenders entry, as the operator builds them."""
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        engine = Engine(client)
+        engine_client = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        engine = Engine(engine_client)
         exts = [HTTPExtender(cfg) for cfg in p.extenders]
         try:
             await engine.start()
@@ -194,6 +196,7 @@ def run_extended(cluster: Cluster, p: Policy,
             for e in exts:
                 await e.close()
             await client.close()
+            await engine_client.close()
 
     asyncio.run(main())
 
@@ -491,7 +494,8 @@ def test_the_active_queue_orders_by_queue_time_not_creation_time(
 
     async def main() -> None:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        engine = Engine(client)
+        engine_client = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
+        engine = Engine(engine_client)
         try:
             await nodes_ready(client, [node])
             await _two_pods_a_second_apart(client, namespace, sched, rid)
@@ -501,5 +505,6 @@ def test_the_active_queue_orders_by_queue_time_not_creation_time(
         finally:
             await engine.stop()
             await client.close()
+            await engine_client.close()
 
     asyncio.run(main())

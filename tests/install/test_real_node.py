@@ -224,11 +224,12 @@ def test_dedicated_scheduler_runs_the_same_image(installed: RealCluster) -> None
     policy["spec"]["schedulerName"] = name
     policy["spec"]["runtime"] = {"mode": "Dedicated", "replicas": 1}
     c.apply(policy)
-    rollout = wait_for(lambda: c.kubectl("-n", NS, "rollout", "status", f"deploy/polsched-{name}",
+    rollout = wait_for(lambda: c.kubectl("-n", NS, "rollout", "status",
+                                         f"deploy/polsched-dedicated-{name}",
                                          "--timeout=10s", check=False).returncode == 0, 180,
-                       f"the Dedicated Deployment polsched-{name} Available", interval=1)
+                       f"the Dedicated Deployment polsched-dedicated-{name} Available", interval=1)
     assert rollout
-    deploy = c.get("deploy", f"polsched-{name}", "-n", NS)
+    deploy = c.get("deploy", f"polsched-dedicated-{name}", "-n", NS)
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == \
         operator_pod(c)["spec"]["containers"][0]["image"]
     wait_for(lambda: c.kubectl("wait", "--for=condition=Ready", f"spol/{name}",

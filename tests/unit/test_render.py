@@ -67,9 +67,40 @@ def test_dedicated_uses_the_operators_templates() -> None:
               "spec": {"runtime": {"mode": "Dedicated", "replicas": 2}}}
     objs = render.dedicated(policy, image="example/polsched:1")
     dep = next(o for o in objs if o["kind"] == "Deployment")
-    assert dep["metadata"]["name"] == "polsched-big"
+    assert dep["metadata"]["name"] == "polsched-dedicated-big"
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "scheduler", "--policy", "big", "--leader-elect=true"]
     # never applied: no uid, so no ownerReference the API server would refuse
     assert all("ownerReferences" not in o["metadata"] for o in objs)
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_profile() -> None:
+    (ns,) = [o for o in render.operator_install(namespace="sched") if o["kind"] == "Namespace"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets() -> None:
+    """Cluster-wide, the roles stay within what system:kube-scheduler and
+    system:volume-scheduler may do (the e2e test_rbac asks the API server the same)."""
+    cluster_wide_writes = {"create", "update", "patch", "delete", "deletecollection", "*",
+                           "escalate", "bind", "impersonate"}
+    for role in (o for o in render.rbac() if o["kind"] == "ClusterRole"):
+        for rule in role["rules"]:
+            verbs = set(rule["verbs"])
+            resources = set(rule["resources"])
+            assert "*" not in resources and "*" not in rule.get("apiGroups", ())
+            assert not resources & {"secrets", "serviceaccounts", "serviceaccounts/token",
+                                    "deployments", "roles", "rolebindings", "clusterroles",
+                                    "clusterrolebindings"}, (role["metadata"]["name"], rule)
+            if resources & {"validatingwebhookconfigurations",
+                            "mutatingwebhookconfigurations"}:
+                assert rule["resourceNames"] == ["polsched.io"]
+                assert verbs <= {"get", "patch"}
+                continue
+            writes = verbs & cluster_wide_writes
+            # Pod deletion is preemption, as kube-scheduler's role.
+            assert resources <= {"pods", "pods/status", "pods/binding", "events",
+                                 "persistentvolumes", "persistentvolumeclaims",
+                                 "schedulingpolicies", "schedulingpolicies/status"} \
+                or not writes, (role["metadata"]["name"], rule)

@@ -39,6 +39,12 @@ BROKEN: dict[str, tuple[str, str]] = {
                          "    - {urlPrefix: 'http://b/', bindVerb: bind}\n", "spec.extenders"),
     "bad-expression.yaml": ("  scorers:\n    - name: Expression\n      args: {expression: '1 +'}\n",
                             "spec.scorers[0].args.expression"),
+    # a 12-level .all() hidden behind // comments with quotes: refused by its cost
+    "cel-bomb.yaml": ("  filters:\n    - name: Expression\n      args:\n        expression: |\n"
+                      + "".join(f"          [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].all(x{i}, // it's ' (\n"
+                                for i in range(12))
+                      + "          true" + ")" * 12 + "\n",
+                      "spec.filters[0].args.expression"),
     "too-long-name.yaml": ("  scorers:\n    - name: " + "N" * 64 + "\n", "spec.scorers[0].name"),
     "status-type.yaml": ("  paused: false\nstatus:\n  boundPods: many\n", "status.boundPods"),
     "disabled.yaml": ("  disabledPlugins: [NodeLabel]\n", "spec.disabledPlugins[0]"),

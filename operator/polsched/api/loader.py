@@ -57,6 +57,11 @@ FILTER_FIELDS = ("name", "args", "when")
 SCORER_FIELDS = ("name", "weight", "args", "when")
 WHEN_FIELDS = ("podSelector",)
 RUNTIME_FIELDS = ("mode", "replicas", "resources")
+# A Dedicated policy's Deployment runs in the operator's namespace with the policy
+# author's replica count: bounded, as one Lease elects the only replica that binds and
+# more than a few standbys buy nothing (kube-scheduler runs one per control-plane node).
+# The CRD's schema says the same (spec.runtime.replicas maximum).
+MAX_REPLICAS = 5
 RUNTIME_MODES = ("Shared", "Dedicated")
 RESOURCES_FIELDS = ("limits", "requests")
 EXTENDER_FIELDS = (
@@ -306,7 +311,8 @@ class _Loader:
             self.errors.add(f"{path}.mode",
                             f"unsupported mode {mode!r}: must be one of {', '.join(RUNTIME_MODES)}")
             mode = "Shared"
-        replicas = self._int(obj, "replicas", path, 1, lo=1)
+        replicas = self._int(obj, "replicas", path, 1, lo=1, hi=MAX_REPLICAS,
+                             hint=" (one replica binds; the others are standbys)")
         if replicas > 1 and mode != "Dedicated":
             self.errors.add(f"{path}.replicas",
                             "more than one replica needs mode: Dedicated (a Shared policy "

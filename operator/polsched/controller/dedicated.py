@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from polsched.cluster.cache import ClusterCache
@@ -59,8 +60,10 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     # bindsTotal exact across SIGKILL and failover: counted against the API server.
     writer.ledger = BindLedger(engine.cache, on_change=writer.touch_scheduler,
                                binder=engine.binder)
-    reconciler = PolicyReconciler(client, engine, writer, runs_mode=DEDICATED,
-                                  only=args.policy)
+    reconciler = PolicyReconciler(
+        client, engine, writer, runs_mode=DEDICATED, only=args.policy,
+        mounted_cas=(args.namespace, Path(args.extender_ca_dir))
+        if args.extender_ca_dir else None)
     engine.set_leader(None, not elect)
     tasks: list[asyncio.Task[Any]] = []
     elector: LeaseElector | None = None

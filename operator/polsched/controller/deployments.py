@@ -1,10 +1,25 @@
-"""Dedicated mode: a SchedulingPolicy's own scheduler Deployment, ServiceAccount and RBAC
-bindings, rendered from manifests/templates/*.j2 and applied server-side.
+"""Dedicated mode: a SchedulingPolicy's own scheduler Deployment, rendered from
+manifests/templates/dedicated-deployment.yaml.j2 and applied server-side.
 
-Every object carries an ownerReference to the (cluster-scoped) policy, so deleting the
-policy lets the garbage collector remove them; a namespaced dependent may have a
-cluster-scoped owner. Apply is server-side (fieldManager polsched, force), so a re-apply
-after an edit changes only what we own and a kubectl edit of other fields survives.
+What the operator may touch is small on purpose (docs/security.md): one Deployment per
+Dedicated policy, in the operator's namespace, named `polsched-dedicated-<policy>`. Its
+pods run as the ServiceAccount `polsched-scheduler`, which the install made together with
+its ClusterRoleBinding (manifests/rbac/dedicated.yaml): the operator creates no
+ServiceAccount and no role binding, so a policy author can never make it mint an identity
+or grant a role.
+
+The prefix keeps the name apart from the operator's own objects (`polsched-operator`, the
+webhook and metrics Services); and the operator applies or deletes a Deployment only if it
+made it (ours(): the managed-by label and a controller ownerReference to a
+SchedulingPolicy of the same name). Anything else under that name is reported
+(ForeignObject) and left alone: applying with force over it, or putting our
+ownerReference on it, would let deleting the policy garbage-collect someone else's
+object.
+
+The Deployment carries an ownerReference to the (cluster-scoped) policy, so deleting the
+policy lets the garbage collector remove it. Apply is server-side (fieldManager polsched,
+force), so a re-apply after an edit changes only what we own and a kubectl edit of other
+fields survives.
 """
 
 from __future__ import annotations
@@ -15,16 +30,29 @@ from pathlib import Path
 from typing import Any
 
 import polsched
-from polsched.api import API_VERSION, KIND
+from polsched.api import API_VERSION, GROUP, KIND
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.policies import PolicyRecord
 
 Json = dict[str, Any]
 
 FIELD_MANAGER = "polsched"
-TEMPLATES = ("dedicated-serviceaccount.yaml.j2", "dedicated-rbac.yaml.j2",
-             "dedicated-deployment.yaml.j2")
+TEMPLATES = ("dedicated-deployment.yaml.j2",)
 DEFAULT_IMAGE = f"ghcr.io/polsched/polsched:{polsched.__version__}"
+# Made at install time (manifests/rbac/dedicated.yaml), never by the operator.
+SERVICE_ACCOUNT = "polsched-scheduler"
+NAME_PREFIX = "polsched-dedicated-"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "polsched"
+COMPONENT = "app.kubernetes.io/component"
+DEDICATED_COMPONENT = "dedicated-scheduler"
+# Where a Dedicated scheduler's pod finds its extenders' CA Secrets, one directory each.
+EXTENDER_CA_DIR = "/etc/polsched/extender-ca"
+
+
+class ForeignObject(Exception):
+    """An object already has the name of a policy's Dedicated object, and polsched did
+    not make it for that policy: it is left alone."""
 
 
 def templates_dir() -> Path:
@@ -36,7 +64,18 @@ def templates_dir() -> Path:
 
 
 def object_name(policy_name: str) -> str:
-    return f"polsched-{policy_name}"
+    """The Deployment of policy `policy_name`: the prefix keeps it apart from the
+    operator's own objects, whatever the policy is called."""
+    return f"{NAME_PREFIX}{policy_name}"
+
+
+def mounted_ca_secrets(record: PolicyRecord, namespace: str) -> list[str]:
+    """The caSecretRef Secrets in `namespace` (the pod's), which the Deployment mounts."""
+    policy = record.loaded
+    if policy is None:
+        return []
+    return sorted({ref[1] for ref in (e.ca_secret_ref for e in policy.extenders)
+                   if ref is not None and ref[0] == namespace})
 
 
 def render(record: PolicyRecord, *, namespace: str, image: str,
@@ -56,17 +95,24 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
                              keep_trailing_newline=True)
     selector = {"app.kubernetes.io/name": "polsched-scheduler",
                 "polsched.io/policy": record.name}
+    ca_secrets = mounted_ca_secrets(record, namespace)
+    args = ["scheduler", "--policy", record.name, "--leader-elect=true"]
+    if ca_secrets:
+        args.append(f"--extender-ca-dir={EXTENDER_CA_DIR}")
     values = {
         "name": object_name(record.name),
         "namespace": namespace,
-        "policy": record.name,
+        "service_account": SERVICE_ACCOUNT,
         "image": image,
+        "args": args,
         "replicas": policy.runtime.replicas,
         "resources": dict(policy.runtime.resources),
         "selector": selector,
-        "labels": {**selector, "app.kubernetes.io/managed-by": "polsched"},
+        "labels": {**selector, MANAGED_BY: MANAGER, COMPONENT: DEDICATED_COMPONENT},
         "owner": {"apiVersion": API_VERSION, "kind": KIND, "name": record.name,
                   "uid": record.uid, "controller": True, "blockOwnerDeletion": False},
+        "ca_secrets": ca_secrets,
+        "ca_dir": EXTENDER_CA_DIR,
     }
     out: list[Json] = []
     for template in TEMPLATES:
@@ -79,14 +125,39 @@ def api_path(obj: Mapping[str, Any]) -> str:
     """The object's URL, from its apiVersion, kind, namespace and name."""
     kind = obj["kind"]
     meta = obj["metadata"]
-    plural = {"ServiceAccount": "serviceaccounts", "Deployment": "deployments",
-              "ClusterRoleBinding": "clusterrolebindings",
-              "RoleBinding": "rolebindings"}[kind]
+    plural = {"Deployment": "deployments"}[kind]
     api_version = obj["apiVersion"]
     base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
     ns = meta.get("namespace")
     return f"{base}/namespaces/{ns}/{plural}/{meta['name']}" if ns else \
         f"{base}/{plural}/{meta['name']}"
+
+
+def ours(obj: Mapping[str, Any], policy_name: str) -> bool:
+    """Whether polsched made `obj` for SchedulingPolicy `policy_name`: our managed-by
+    label and a controller ownerReference to a SchedulingPolicy of that name (its uid may
+    be an earlier incarnation's, deleted and created again before the garbage collector
+    came by)."""
+    meta = obj.get("metadata") or {}
+    if (meta.get("labels") or {}).get(MANAGED_BY) != MANAGER:
+        return False
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == KIND \
+                and str(ref.get("apiVersion", "")).split("/")[0] == GROUP \
+                and ref.get("name") == policy_name:
+            return True
+    return False
+
+
+def foreign_message(obj: Mapping[str, Any], policy_name: str) -> str:
+    meta = obj.get("metadata") or {}
+    owners = ", ".join(f"{r.get('kind')} {r.get('name')}"
+                       for r in meta.get("ownerReferences") or ()) or "none"
+    return (f"{obj.get('kind', 'object')} {meta.get('namespace')}/{meta.get('name')} "
+            f"already exists and was not made by polsched for SchedulingPolicy "
+            f"{policy_name!r} (label {MANAGED_BY}="
+            f"{(meta.get('labels') or {}).get(MANAGED_BY)!r}, owners: {owners}); polsched "
+            f"leaves it alone: delete or rename that object, or rename the policy")
 
 
 class DedicatedDeployer:
@@ -97,21 +168,39 @@ class DedicatedDeployer:
         self.image = image
         self.directory = directory
 
+    async def _existing(self, path: str) -> Json | None:
+        try:
+            return await self.client.get(path)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
     async def apply(self, record: PolicyRecord) -> None:
-        for obj in render(record, namespace=self.namespace, image=self.image,
-                          directory=self.directory):
+        """Apply the policy's objects; ForeignObject (nothing applied) when one of their
+        names is taken by an object polsched did not make for this policy."""
+        objs = render(record, namespace=self.namespace, image=self.image,
+                      directory=self.directory)
+        for obj in objs:
+            existing = await self._existing(api_path(obj))
+            if existing is not None and not ours(existing, record.name):
+                raise ForeignObject(foreign_message(existing, record.name))
+        for obj in objs:
             await self.client.patch(api_path(obj), obj, "apply", field_manager=FIELD_MANAGER,
                                     force=True)
 
     async def delete(self, name: str) -> None:
-        """Remove what apply() made (the policy now runs Shared, or lost its name)."""
-        n, ns = object_name(name), self.namespace
-        for path in (f"/apis/apps/v1/namespaces/{ns}/deployments/{n}",
-                     f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{n}",
-                     f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{n}",
-                     f"/api/v1/namespaces/{ns}/serviceaccounts/{n}"):
-            try:
-                await self.client.delete(path)
-            except ApiError as e:
-                if e.status != 404:
-                    raise
+        """Remove what apply() made (the policy now runs Shared, or lost its name); an
+        object of that name that polsched did not make is left alone."""
+        path = (f"/apis/apps/v1/namespaces/{self.namespace}/deployments/"
+                f"{object_name(name)}")
+        existing = await self._existing(path)
+        if existing is None or not ours(existing, name):
+            return
+        try:
+            # The precondition: delete the object we just looked at, not a newer one.
+            await self.client.delete(path, {"preconditions": {
+                "uid": existing["metadata"]["uid"]}})
+        except ApiError as e:
+            if e.status not in (404, 409):
+                raise

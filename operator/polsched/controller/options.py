@@ -77,3 +77,8 @@ def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
                    help="elect with a Lease named after the policy (default true, as "
                         "kube-scheduler); false only for a single process run by hand "
                         "(auto: the same as true)")
+    p.add_argument("--extender-ca-dir", metavar="DIR", default=None,
+                   help="the extenders' CA Secrets of --namespace as mounted in this pod, "
+                        "DIR/SECRET/ca.crt (the Deployment the operator renders sets it); "
+                        "without it they are read through the API, which the install's "
+                        "role for Dedicated schedulers does not allow")

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
@@ -44,12 +45,19 @@ DEDICATED = "Dedicated"
 # Ready reasons of a shadow policy (spec.shadowOf).
 SHADOWING = "Shadowing"
 SHADOW_TARGET_NOT_RUNNING = "ShadowTargetNotRunning"
+# Ready reason of a Dedicated policy whose Deployment's name is taken by an object that
+# polsched did not make for it (controller.deployments.ForeignObject).
+DEDICATED_OBJECT_CONFLICT = "DedicatedObjectConflict"
 # Extenders of a replaced pipeline are closed after decisions under way had time to end.
 EXTENDER_CLOSE_DELAY = 30.0
+# A Dedicated Deployment refused for a foreign object is tried again this often, so that
+# removing the object is enough (no event of ours follows it).
+CONFLICT_RETRY_SECONDS = 5.0
 
 
 class Deployer(Protocol):
-    """Renders and applies a Dedicated policy's Deployment, ServiceAccount and RBAC."""
+    """Renders and applies a Dedicated policy's Deployment (controller.deployments).
+    apply() raises ForeignObject when the name is taken by an object it did not make."""
 
     async def apply(self, record: PolicyRecord) -> None: ...
 
@@ -63,12 +71,17 @@ class PolicyReconciler:
     "Dedicated" in a Dedicated scheduler). `only`: restrict to one policy (a Dedicated
     scheduler). `deployer`: set in the operator, deploys Dedicated policies while leading.
     `records_last_good`: set in the operator, writes the last-good record while leading.
+    `mounted_cas`: (namespace, directory) in a Dedicated scheduler whose pod has its
+    extenders' CA Secrets of that namespace mounted, one subdirectory each
+    (controller.deployments.EXTENDER_CA_DIR): read there, not through the API.
     """
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  runs_mode: str = SHARED, only: str | None = None,
-                 deployer: Deployer | None = None, records_last_good: bool = False) -> None:
+                 deployer: Deployer | None = None, records_last_good: bool = False,
+                 mounted_cas: tuple[str, Path] | None = None) -> None:
         self.client = client
+        self.mounted_cas = mounted_cas
         self.engine = engine
         self.writer = writer
         self.book = PolicyBook()
@@ -84,6 +97,9 @@ class PolicyReconciler:
         self._shadows: dict[str, tuple[str, Policy]] = {}
         # policy name -> the generation deployed (Dedicated)
         self._deployed: dict[str, int] = {}
+        # policy name -> why its Dedicated Deployment was not applied (ForeignObject)
+        self._conflicts: dict[str, str] = {}
+        self._conflict_retry: asyncio.Task[None] | None = None
         self.records_last_good = records_last_good
         # policy name -> (uid, generation) of the last-good record written or tried: one
         # attempt per generation (a refused write is not retried on every status event).
@@ -173,6 +189,7 @@ class PolicyReconciler:
             rec = self.book.forget(name)
             self.writer.drop(name)
             self._deployed.pop(name, None)
+            self._conflicts.pop(name, None)
             self._record_tried.pop(name, None)
             if rec is not None:
                 log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
@@ -339,6 +356,8 @@ class PolicyReconciler:
 
     async def _deploy(self, owners: Mapping[str, str]) -> None:
         assert self.deployer is not None
+        from polsched.controller.deployments import ForeignObject
+
         for rec in self.book.records():
             dedicated = (rec.loaded is not None and rec.mode == DEDICATED
                          and owners.get(rec.claimed) == rec.name)
@@ -348,11 +367,21 @@ class PolicyReconciler:
                 try:
                     await self.deployer.apply(rec)
                     self._deployed[rec.name] = rec.generation
+                    self._set_conflict(rec, owners, None)
+                except ForeignObject as e:
+                    # Stalled until someone removes the object or renames the policy;
+                    # _retry_conflicts looks again every CONFLICT_RETRY_SECONDS (not
+                    # every event of every policy: a GET each time).
+                    if self._conflicts.get(rec.name) != str(e):
+                        log.warning("SchedulingPolicy %s: %s", rec.name, e)
+                    self._set_conflict(rec, owners, str(e))
                 except Exception:
                     self._retry = True
                     log.exception("SchedulingPolicy %s: applying the Dedicated scheduler "
                                   "failed", rec.name)
-            elif rec.name in self._deployed:  # switched to Shared, or lost its name
+            elif rec.name in self._deployed or rec.name in self._conflicts:
+                # Switched to Shared, or lost its name.
+                self._set_conflict(rec, owners, None)
                 try:
                     await self.deployer.delete(rec.name)
                     self._deployed.pop(rec.name, None)
@@ -360,6 +389,65 @@ class PolicyReconciler:
                     self._retry = True
                     log.exception("SchedulingPolicy %s: removing the Dedicated scheduler "
                                   "failed", rec.name)
+        if self._conflicts and (self._conflict_retry is None or self._conflict_retry.done()):
+            self._conflict_retry = asyncio.get_running_loop().create_task(
+                self._retry_conflicts(), name="polsched-dedicated-conflicts")
+
+    async def _retry_conflicts(self) -> None:
+        await asyncio.sleep(CONFLICT_RETRY_SECONDS)
+        async with self._lock:
+            self._conflict_retry = None  # the sync below schedules the next, if needed
+            if self._conflicts and self.leading:
+                for name in self._conflicts:
+                    self._deployed.pop(name, None)
+                await self._sync()
+
+    def _set_conflict(self, rec: PolicyRecord, owners: Mapping[str, str],
+                      message: str | None) -> None:
+        """Record (or clear) a Dedicated policy's ForeignObject and write the status it
+        changes: the operator writes a Dedicated policy's status only while its
+        Deployment cannot be applied (no scheduler of its own runs to write it)."""
+        before = self._conflicts.get(rec.name)
+        if message is None:
+            self._conflicts.pop(rec.name, None)
+        else:
+            self._conflicts[rec.name] = message
+        if before == message:
+            return
+        view = self._view(rec, owners)
+        if view is None:
+            self.writer.drop(rec.name)
+        else:
+            self.writer.update(rec.name, view, rec.status, created=rec.created)
+        if message is None and view is None and self.leading:
+            task = asyncio.get_running_loop().create_task(
+                self._conflict_cleared(rec.name, rec.generation))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _conflict_cleared(self, name: str, generation: int) -> None:
+        """Replace the DedicatedObjectConflict verdict once the Deployment is applied:
+        Ready=Unknown (Reconciling) until the Dedicated scheduler writes its own status.
+        Only while the verdict is still ours (the JSON patch tests it), so a status the
+        new scheduler already wrote is never overwritten."""
+        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
+        try:
+            obj = await self.client.get(path)
+            conds = list((obj.get("status") or {}).get("conditions") or ())
+            i = next((i for i, c in enumerate(conds) if c.get("type") == cond.READY), None)
+            if i is None or conds[i].get("reason") != DEDICATED_OBJECT_CONFLICT:
+                return
+            ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.STARTING,
+                                   "the Dedicated scheduler's Deployment is applied; its "
+                                   "scheduler writes this status once it runs", generation)
+            merged = cond.merge_conditions(conds, list(cond.kstatus(ready, stalled=False)),
+                                           cond.now_rfc3339())
+            await self.client.patch(path, [
+                {"op": "test", "path": f"/status/conditions/{i}/reason",
+                 "value": DEDICATED_OBJECT_CONFLICT},
+                {"op": "replace", "path": "/status/conditions", "value": merged}], "json")
+        except ApiError as e:
+            log.info("SchedulingPolicy %s: clearing DedicatedObjectConflict: %s", name, e)
 
     def _record_last_good_soon(self) -> None:
         """Write the last-good records in the background, off the reload's path: _sync
@@ -443,6 +531,12 @@ class PolicyReconciler:
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
         if not self._runs_here(rec):
+            conflict = self._conflicts.get(rec.name)
+            if conflict is not None:
+                ready = cond.Condition(cond.READY, False, DEDICATED_OBJECT_CONFLICT,
+                                       conflict, gen)
+                return StatusView(rec.claimed, None, None, None,
+                                  (*cond.kstatus(ready, stalled=True), valid))
             # Another process runs it (the operator leaves a Dedicated policy's status to
             # its scheduler, and a Dedicated scheduler leaves a Shared one to the operator).
             return None
@@ -529,6 +623,8 @@ class PolicyReconciler:
         return out
 
     async def _read_ca(self, namespace: str, name: str, path: str) -> str:
+        if self.mounted_cas is not None and namespace == self.mounted_cas[0]:
+            return self._read_mounted_ca(self.mounted_cas[1], namespace, name, path)
         try:
             secret = await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
         except ApiError as e:
@@ -538,6 +634,16 @@ class PolicyReconciler:
         if not data:
             raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no key ca.crt")])
         return base64.b64decode(data).decode()
+
+    @staticmethod
+    def _read_mounted_ca(directory: Path, namespace: str, name: str, path: str) -> str:
+        """ca.crt of Secret namespace/name as the kubelet mounted it (optional: a missing
+        Secret or key leaves no file)."""
+        try:
+            return (directory / name / "ca.crt").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no readable "
+                                                f"key ca.crt in this pod ({e})")]) from e
 
     def _close_later(self, extenders: Sequence[HTTPExtender]) -> None:
         if not extenders:
@@ -558,6 +664,8 @@ class PolicyReconciler:
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
+        if self._conflict_retry is not None:
+            self._conflict_retry.cancel()
         if self._recording is not None:
             self._recording.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

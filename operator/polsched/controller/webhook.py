@@ -354,16 +354,27 @@ class URLConfiguration:
         body = {"apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": "ValidatingWebhookConfiguration",
                 "metadata": {"name": self.configuration}, "webhooks": self.webhooks(config)}
+        # Patch first: the operator's role may patch only this configuration and create
+        # none (manifests/rbac/operator.yaml); it is created only where it is missing, by a
+        # user who may (a developer's admin kubeconfig). A merge patch replaces the list.
         try:
-            await self.client.post(CONFIGURATIONS, body)
+            await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}",
+                                    {"webhooks": body["webhooks"]}, "merge")
             return
         except ApiError as e:
-            if e.status != 409:
-                raise RuntimeError(f"creating ValidatingWebhookConfiguration "
+            if e.status != 404:
+                raise RuntimeError(f"updating ValidatingWebhookConfiguration "
                                    f"{self.configuration}: {e}") from e
-        # A merge patch replaces the list as a whole.
-        await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}",
-                                {"webhooks": body["webhooks"]}, "merge")
+        try:
+            await self.client.post(CONFIGURATIONS, body)
+        except ApiError as e:
+            if e.status == 409:  # created meanwhile: patch it
+                await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}",
+                                        {"webhooks": body["webhooks"]}, "merge")
+                return
+            raise RuntimeError(f"creating ValidatingWebhookConfiguration "
+                               f"{self.configuration}: {e} (install it first, as "
+                               f"manifests/operator.yaml does)") from e
 
     async def withdraw(self) -> None:
         await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}", {"webhooks": []},

@@ -19,15 +19,40 @@ counts as 0. Normalization is min-max (framework.normalize, after InterPodAffini
 lowest raw score gets 0, the highest 100; when all are equal all get 0.
 
 Checked when the policy loads (ArgsError on `expression`): the expression compiles; it
-names no variables other than pod, node, type names and variables bound by its own
-comprehensions; it is at most MAX_EXPRESSION_LENGTH characters; comprehensions nest at
-most MAX_COMPREHENSION_DEPTH deep.
+names no variables other than pod, node and type names (free variables of its syntax
+tree, polsched.cel.syntax); it is at most MAX_EXPRESSION_LENGTH characters; and its
+estimated cost is within STATIC_COST_LIMIT.
 
 Cost. CEL has no loops or recursion, so the work of one evaluation is bounded by the
-expression's size and, for comprehensions, by the sizes of the lists they walk: at most
-L**d element steps where L is the longest list or map walked and d <= 2 the nesting depth
-(e.g. 50 images x 50 images). The library offers no cost limit or timeout, hence the static
-bounds above. Measured with 5000 nodes of ~11 KB JSON (2 cores, Python 3.11, machine
+expression and the sizes of what it reads. The CEL library offers neither a cost limit nor
+a timeout, and an evaluation holds the event loop (and the GIL) until it ends, so no timer
+can stop one. The budget is therefore enforced around the evaluation, as Kubernetes does
+for its CEL (a static estimate at admission, a cost limit per call and a budget per
+request):
+
+- static: polsched.cel.cost estimates one evaluation from the parsed expression, with
+  every list, map and string read from pod and node at its declared input bound
+  (cost.ITEM_RULES, CHAR_RULES: 64 items, 4096 characters unless the API bounds them);
+  over STATIC_COST_LIMIT units (about 10 ms) the policy is refused with the estimate.
+- inputs: the pod's and the node's views are measured where the estimate read them; a
+  list, map or string over its bound, or a view of more than cost.MAX_VIEW_VALUES values,
+  is refused before any evaluation (the pod: UnschedulableAndUnresolvable on PreFilter;
+  the node: UnschedulableAndUnresolvable for that node). So no evaluation can cost more
+  than its static estimate plus the conversion of one view.
+- per pod: each evaluation that runs (a cached outcome is free) is charged its cost with
+  the sizes measured (the static estimate for expressions under CHEAP_COST) plus
+  VIEW_VALUE_COST per value of a view converted for it, against POD_COST_BUDGET units
+  (about 0.1 s) shared by the Expression entries of one scheduling attempt. Past it the
+  filter rejects the remaining nodes (UnschedulableAndUnresolvable, BUDGET_MESSAGE) and
+  the scorer fails the attempt: the pod gets a FailedScheduling naming the budget, and the
+  loop moves on to other pods and policies.
+- per entry: the same charges also draw on a token bucket of RATE_UNITS_PER_SECOND
+  (about a fifth of the loop; RATE_BURST held), so many pods of one policy, each within
+  its budget, cannot take turn after turn of the loop shared by every policy (it pops one
+  pod per policy in turn). Out of units, nodes are refused as for the budget, with
+  RATE_MESSAGE, and the pod is tried again later.
+
+Measured with 5000 nodes of ~11 KB JSON (2 cores, Python 3.11, machine
 under load, so upper figures): one bare evaluation of `20 - size(node.metadata.name)`
 with a trimmed context about 5 us, with the whole node about 600 us; per node per pod,
 a node-only expression served from the cache about 0.5 us; a pod-and-node one on labels
@@ -52,12 +77,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from polsched.cel import cost as celcost
+from polsched.cel import syntax as celsyntax
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -87,76 +114,47 @@ def _cel() -> Any:
 NAME = "Expression"
 
 MAX_EXPRESSION_LENGTH = 2048
-MAX_COMPREHENSION_DEPTH = 2
+# The cost budgets, in polsched.cel.cost units (about 0.1 us each on the CEL library in
+# use): one evaluation at the declared input bounds, and all evaluations of one pod's
+# scheduling attempt (Kubernetes: PerCallLimit 1e6 and RuntimeCELCostBudget 1e7 of
+# cel-go's cheaper units; ours are ~10 ms and ~0.1 s of loop time).
+STATIC_COST_LIMIT = 100_000
+POD_COST_BUDGET = 1_000_000
+# Under this static estimate an evaluation is charged the estimate itself; above, it is
+# estimated again with the sizes measured on its pod and node (cached by those sizes), so
+# `'gpu' in node.metadata.labels`, 512 units at the declared 256 labels, is charged for
+# the node's real labels: a cold cache of 5000 nodes must not look 5000 times that dear.
+CHEAP_COST = 100
+# The CEL library converts a view to its own values at about 1.5 us per value.
+VIEW_VALUE_COST = 20
+BUDGET_MESSAGE = (f"node(s) were not evaluated: the pod's Expression evaluations used "
+                  f"their budget of {POD_COST_BUDGET} cost units for one scheduling attempt")
+# Each Expression entry may spend at most this many units a second (about a fifth of the
+# loop), as a token bucket holding two attempts' budgets: many pods of one policy, each
+# within its own budget, cannot take the loop from the other policies in turn.
+RATE_UNITS_PER_SECOND = 2_000_000
+RATE_BURST = 2 * POD_COST_BUDGET
+RATE_MESSAGE = (f"node(s) were not evaluated: this policy's Expression evaluations are "
+                f"over their rate of {RATE_UNITS_PER_SECOND} cost units a second; the pod "
+                f"is tried again later")
 VARIABLES = ("pod", "node")
 # Identifiers CEL resolves itself; the library lists them among an expression's variables.
 _TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
                          "null_type", "type", "dyn", "null"})
-_MACROS = r"(?:all|exists_one|exists|map|filter)"
-_MACRO_OPEN = re.compile(r"\.\s*" + _MACROS + r"\s*\(")
-_MACRO_BOUND = re.compile(r"\.\s*" + _MACROS + r"\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # How far into an object the context is trimmed: node.metadata.labels.zone keeps only
-# that label. Any depth is exact; the bound only keeps the scan simple.
+# that label. Any depth is exact; the bound only keeps the paths short.
 _VIEW_DEPTH = 8
 
 # A set of field paths to keep, or None for the whole object.
 Paths = frozenset[tuple[str, ...]] | None
-
-
-def _comprehension_depth(source: str) -> int:
-    """The deepest nesting of comprehension macros, ignoring text inside string literals."""
-    opens = {m.end() - 1 for m in _MACRO_OPEN.finditer(source)}
-    stack: list[bool] = []
-    depth = deepest = 0
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        if c in "'\"":
-            quote = source[i:i + 3] if source[i:i + 3] in ("'''", '"""') else c
-            raw = i > 0 and source[i - 1] in "rR"
-            i += len(quote)
-            while i < n and not source.startswith(quote, i):
-                i += 2 if source[i] == "\\" and not raw else 1
-            i += len(quote)
-            continue
-        if c == "(":
-            is_macro = i in opens
-            stack.append(is_macro)
-            if is_macro:
-                depth += 1
-                deepest = max(deepest, depth)
-        elif c == ")" and stack:
-            if stack.pop():
-                depth -= 1
-        i += 1
-    return deepest
+Sizes = Mapping[tuple[str, ...], int]
 
 
 def read_paths(source: str, var: str) -> Paths:
     """The field paths of `var` the expression reads, up to _VIEW_DEPTH segments, or None
-    when it uses the variable in a way we do not trace (bare, indexed, optional field).
-    Over-approximates: text in string literals and method names end a path early, which
-    only keeps more of the object."""
-    paths: set[tuple[str, ...]] = set()
-    seg = re.compile(r"\s*\.\s*(" + _IDENT + r")")
-    for m in re.finditer(r"(?<![.\w])" + var + r"(?!\w)", source):
-        path: list[str] = []
-        pos = m.end()
-        while len(path) < _VIEW_DEPTH:
-            s = seg.match(source, pos)
-            if s is None:
-                break
-            after = source[s.end():].lstrip()
-            if after.startswith("("):  # a method call on what came before, not a field
-                break
-            path.append(s.group(1))
-            pos = s.end()
-        if not path:
-            return None
-        paths.add(tuple(path))
-    # A path that is a prefix of another keeps the whole subtree anyway.
-    return frozenset(p for p in paths if not any(q != p and p[:len(q)] == q for q in paths))
+    when it reads the variable whole (bare, or indexed by a computed key). From the
+    parsed expression, so comments and string literals never count."""
+    return celsyntax.field_paths(celsyntax.parse(source), var, _VIEW_DEPTH)
 
 
 def project(obj: Json, paths: Paths) -> Json:
@@ -196,10 +194,36 @@ class Compiled:
     reads_node: bool
     pod_paths: Paths
     node_paths: Paths
+    tree: celsyntax.Expr
+    # One evaluation's cost with its inputs at their declared bounds.
+    static_cost: int
+    # The paths of pod and node data the estimate read, with their declared bounds:
+    # what is measured and checked on the real objects.
+    pod_checks: celcost.Checks
+    node_checks: celcost.Checks
+
+    # Refined estimates by the sizes they were computed from (nodes alike share them).
+    _charges: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def charge(self, pod_sizes: Sizes, node_sizes: Sizes) -> int:
+        """What one evaluation on inputs of these sizes costs."""
+        if self.static_cost <= CHEAP_COST:
+            return self.static_cost
+        # the sizes' keys are always Checks.paths, in order: their values identify them
+        key = (tuple(pod_sizes.values()), tuple(node_sizes.values()))
+        known = self._charges.get(key)
+        if known is None:
+            if len(self._charges) >= 256:
+                self._charges.clear()
+            known = self._charges[key] = celcost.estimate(
+                self.tree, celcost.Measured(pod_sizes, node_sizes))
+        return known
 
 
 def compile_expression(source: Any, path: str = "expression") -> Compiled:
-    """Compile and check an expression; ArgsError at `path` when it cannot run."""
+    """Compile and check an expression; ArgsError at `path` when it cannot run or costs
+    more than STATIC_COST_LIMIT."""
     if not isinstance(source, str) or not source.strip():
         raise ArgsError(path, "is required: a CEL expression over pod and node")
     if len(source) > MAX_EXPRESSION_LENGTH:
@@ -209,62 +233,137 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
         program = _cel().compile(source)
     except Exception as err:  # the library raises ValueError with the parser's message
         raise ArgsError(path, str(err)) from err
-    names = set(program.variables())
-    bound = set(_MACRO_BOUND.findall(source))
-    unknown = sorted(names - set(VARIABLES) - bound - _TYPE_NAMES)
+    try:
+        tree = celsyntax.parse(source)
+    except celsyntax.ParseError as err:
+        raise ArgsError(path, f"cannot be read for its cost estimate: {err}") from err
+    names = celsyntax.free_variables(tree)
+    unknown = sorted(names - set(VARIABLES) - _TYPE_NAMES)
     if unknown:
         raise ArgsError(path, f"undeclared reference to {', '.join(map(repr, unknown))}: "
                               "the variables are pod and node")
-    depth = _comprehension_depth(source)
-    if depth > MAX_COMPREHENSION_DEPTH:
-        raise ArgsError(path, f"nests comprehensions (all, exists, exists_one, map, filter) "
-                              f"{depth} deep; the limit is {MAX_COMPREHENSION_DEPTH}")
+    bounds = celcost.Bounds()
+    static = celcost.estimate(tree, bounds)
+    if static > STATIC_COST_LIMIT:
+        raise ArgsError(path, f"estimated cost {static} exceeds the budget "
+                              f"{STATIC_COST_LIMIT} of one evaluation (every list, map and "
+                              "string read from pod and node counted at its declared bound, "
+                              "comprehensions multiplied by the size they walk; see "
+                              "docs/api-reference.md, Expression budgets)")
     return Compiled(
         source=source,
         program=program,
         reads_pod="pod" in names,
         reads_node="node" in names,
-        pod_paths=read_paths(source, "pod"),
-        node_paths=read_paths(source, "node"),
+        pod_paths=celsyntax.field_paths(tree, "pod", _VIEW_DEPTH),
+        node_paths=celsyntax.field_paths(tree, "node", _VIEW_DEPTH),
+        tree=tree,
+        static_cost=static,
+        pod_checks=celcost.Checks.of("pod", bounds),
+        node_checks=celcost.Checks.of("node", bounds),
     )
 
 
-# An evaluation's outcome: (True, value) or (False, error text).
+class Refused(str):
+    """An outcome's error text when the evaluation did not run: an input over its bound
+    (the node's), the pod's budget or the entry's rate spent. Filters reject with
+    Unresolvable."""
+
+
+# An evaluation's outcome: (True, value) or (False, error text or Refused).
 Outcome = tuple[bool, Any]
+
+
+class Budget:
+    """The cost units one pod's scheduling attempt may still spend on evaluations, shared
+    by every Expression entry of the pipeline (one per CycleState)."""
+
+    __slots__ = ("left",)
+    KEY = f"{NAME}/budget"
+
+    def __init__(self, units: int = POD_COST_BUDGET) -> None:
+        self.left = units
+
+    @classmethod
+    def of(cls, state: CycleState) -> Budget:
+        b: Budget | None = state.get(cls.KEY)
+        if b is None:
+            b = cls()
+            state.write(cls.KEY, b)
+        return b
+
+
+_SPENT: Outcome = (False, Refused(BUDGET_MESSAGE))
+_THROTTLED: Outcome = (False, Refused(RATE_MESSAGE))
+
+
+class Rate:
+    """A token bucket of cost units: RATE_UNITS_PER_SECOND, up to RATE_BURST held."""
+
+    __slots__ = ("tokens", "last", "clock", "rate", "burst")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 rate: int = RATE_UNITS_PER_SECOND, burst: int = RATE_BURST) -> None:
+        self.clock = clock
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.last = clock()
+
+    def take(self, units: int) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if units > self.tokens:
+            return False
+        self.tokens -= units
+        return True
 
 
 @dataclass(frozen=True)
 class PodView:
     """The part of a pod an expression reads, and a key equal for pods whose parts are
-    equal (the replicas of one Deployment, when the expression reads their labels)."""
+    equal (the replicas of one Deployment, when the expression reads their labels);
+    its measured sizes, how many values converting it costs, and why it is refused
+    (an input over its bound) or ""."""
 
     view: Json
     key: str
+    sizes: Sizes
+    values: int = 0
+    refused: str = ""
 
 
-_NO_POD = PodView({}, "")
+_NO_POD = PodView({}, "", {})
 # Outcomes kept per node version for pod-and-node expressions, one per distinct pod view.
 _PER_NODE_POD_VIEWS = 16
 
 
 class _NodeEntry:
-    """What is cached for one node version of a pod-and-node expression."""
+    """What is cached for one node version of a pod-and-node expression: the converted
+    view (None when the node is over an input bound: `refused`), its sizes, the outcomes
+    per pod view."""
 
-    __slots__ = ("raw", "context", "outcomes")
+    __slots__ = ("raw", "context", "sizes", "refused", "outcomes")
 
-    def __init__(self, raw: Mapping[str, Any], context: cel.Context) -> None:
+    def __init__(self, raw: Mapping[str, Any], context: cel.Context | None, sizes: Sizes,
+                 refused: Outcome | None) -> None:
         self.raw = raw
         self.context = context
+        self.sizes = sizes
+        self.refused = refused
         self.outcomes: dict[str, Outcome] = {}
 
 
 class Evaluator:
     """Runs one compiled expression against (pod, node), caching per node version what
-    does not depend on the pod, or depends on it only through an equal view. Never
-    raises."""
+    does not depend on the pod, or depends on it only through an equal view. Charges
+    each evaluation it runs to the pod's Budget; refuses inputs over their bounds.
+    Never raises."""
 
-    def __init__(self, compiled: Compiled) -> None:
+    def __init__(self, compiled: Compiled, rate: Rate | None = None) -> None:
         self.c = compiled
+        self.rate = rate or Rate()
         # node-only expressions: node name -> (the node object evaluated, outcome)
         self._outcomes: dict[str, tuple[Mapping[str, Any], Outcome]] = {}
         # pod-and-node expressions: node name -> the node's converted view and outcomes
@@ -280,8 +379,24 @@ class Evaluator:
         return not self.c.reads_node
 
     def pod_view(self, pod: PodInfo) -> PodView:
-        view = project(pod.raw, self.c.pod_paths) if self.c.reads_pod else {}
-        return PodView(view, json.dumps(view, sort_keys=True, default=str))
+        if not self.c.reads_pod:
+            return _NO_POD
+        view = project(pod.raw, self.c.pod_paths)
+        try:  # before the key: an inflated pod is never serialized whole
+            sizes, values = celcost.measure(view, self.c.pod_checks)
+        except celcost.InputBoundError as err:
+            return PodView(view, "", {}, refused=(
+                f"the pod exceeds an input bound of expression {self.c.source}: {err}"))
+        return PodView(view, json.dumps(view, sort_keys=True, default=str), sizes, values)
+
+    def _measure_node(self, view: Json) -> tuple[Sizes, int, Outcome | None]:
+        """The node view's sizes and value count, or the refusal of a node over a bound."""
+        try:
+            sizes, values = celcost.measure(view, self.c.node_checks)
+            return sizes, values, None
+        except celcost.InputBoundError as err:
+            return {}, 0, (False, Refused(
+                f"node(s) exceed an input bound of expression {self.c.source}: {err}"))
 
     def _run(self, context: dict[str, Any] | cel.Context) -> Outcome:
         try:
@@ -291,29 +406,63 @@ class Evaluator:
                 raise
             return False, _error_text(err)
 
-    def evaluate_pod(self, pod: PodView) -> Outcome:
+    def _spend(self, charge: int, budget: Budget) -> Outcome | None:
+        """Charge the pod's budget and this entry's rate; the refusal when either is out
+        (never cached: another pod, or a later second, may have the units)."""
+        if charge > budget.left:
+            return _SPENT
+        if not self.rate.take(charge):
+            return _THROTTLED
+        budget.left -= charge
+        return None
+
+    def evaluate_pod(self, pod: PodView, budget: Budget) -> Outcome:
         """For per_pod expressions."""
+        spent = self._spend(self.c.charge(pod.sizes, {}) + pod.values * VIEW_VALUE_COST,
+                            budget)
+        if spent is not None:
+            return spent
         return self._run({"pod": pod.view} if self.c.reads_pod else {})
 
-    def evaluate(self, pod: PodView, node: NodeInfo) -> Outcome:
+    def evaluate(self, pod: PodView, node: NodeInfo, budget: Budget) -> Outcome:
         c = self.c
         if not c.reads_pod:
             # Identity of the node object, not (name, generation): see the module doc.
             hit = self._outcomes.get(node.name)
             if hit is not None and hit[0] is node.raw:
                 return hit[1]
-            outcome = self._run({"node": project(node.raw, c.node_paths)})
+            view = project(node.raw, c.node_paths)
+            sizes, values, refused = self._measure_node(view)
+            if refused is None:
+                spent = self._spend(c.charge({}, sizes) + values * VIEW_VALUE_COST, budget)
+                if spent is not None:
+                    return spent
+            outcome = refused or self._run({"node": view})
             self._outcomes[node.name] = (node.raw, outcome)
             return outcome
         entry = self._entries.get(node.name)
         if entry is None or entry.raw is not node.raw:
-            entry = _NodeEntry(node.raw,
-                               _cel().Context({"node": project(node.raw, c.node_paths)}))
+            view = project(node.raw, c.node_paths)
+            sizes, values, refused = self._measure_node(view)
+            context = None
+            if refused is None:
+                spent = self._spend(values * VIEW_VALUE_COST, budget)
+                if spent is not None:
+                    return spent
+                context = _cel().Context({"node": view})
+            entry = _NodeEntry(node.raw, context, sizes, refused)
             self._entries[node.name] = entry
         else:
             known = entry.outcomes.get(pod.key)
             if known is not None:
                 return known
+        if entry.context is None:
+            assert entry.refused is not None
+            return entry.refused
+        spent = self._spend(c.charge(pod.sizes, entry.sizes) + pod.values * VIEW_VALUE_COST,
+                            budget)
+        if spent is not None:
+            return spent
         # The context is ours alone and a cycle runs without awaiting, so replacing its
         # pod is safe; converting a small pod view is cheap next to converting the node.
         entry.context.add_variable("pod", pod.view)
@@ -345,6 +494,7 @@ def _check_keys(args: Mapping[str, Any], allowed: tuple[str, ...], point: str) -
 @dataclass
 class _PodState:
     pod: PodView
+    budget: Budget
     # For per_pod expressions: the one Status (filter) or raw score (scorer) of this pod.
     result: Any = None
 
@@ -364,10 +514,19 @@ class ExpressionFilter(PreFilterPlugin, FilterPlugin):
         self._error_prefix = f"node(s) could not evaluate expression {source}: "
         self._eval = Evaluator(self.compiled)
         self._state_key = f"{NAME}/filter/{id(self)}"
+        # Refusals repeat per node: one Status per message.
+        self._refusals: dict[str, Status] = {}
 
     def _status(self, outcome: Outcome) -> Status:
         ok, value = outcome
         if not ok:
+            if isinstance(value, Refused):
+                st = self._refusals.get(value)
+                if st is None:
+                    if len(self._refusals) > 256:
+                        self._refusals.clear()
+                    st = self._refusals[value] = Status.unresolvable(value)
+                return st
             return Status.unschedulable(self._error_prefix + value)
         if value is True:
             return SUCCESS
@@ -379,9 +538,11 @@ class ExpressionFilter(PreFilterPlugin, FilterPlugin):
     def _pod_state(self, state: CycleState, pod: PodInfo) -> _PodState:
         ps: _PodState | None = state.get(self._state_key)
         if ps is None:
-            ps = _PodState(self._eval.pod_view(pod))
-            if self._eval.per_pod:
-                ps.result = self._status(self._eval.evaluate_pod(ps.pod))
+            ps = _PodState(self._eval.pod_view(pod), Budget.of(state))
+            if ps.pod.refused:
+                ps.result = Status.unresolvable(ps.pod.refused)
+            elif self._eval.per_pod:
+                ps.result = self._status(self._eval.evaluate_pod(ps.pod, ps.budget))
             state.write(self._state_key, ps)
         return ps
 
@@ -389,19 +550,27 @@ class ExpressionFilter(PreFilterPlugin, FilterPlugin):
         # Never Skip: the pipeline records skips by plugin name, which would also skip
         # every other Expression entry of the policy.
         self._eval.forget_missing(snapshot)
-        self._pod_state(state, pod)
+        ps = self._pod_state(state, pod)
+        if ps.pod.refused:
+            # A pod over an input bound fits no node: say so once, for the whole pod.
+            result: Status = ps.result
+            return result
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        ev = self._eval
-        if ev.node_only:
-            # the evaluator serves this from its per-node-version cache
-            return self._status(ev.evaluate(_NO_POD, node))
         ps = self._pod_state(state, pod)
-        if ev.per_pod:
+        if ps.pod.refused or self._eval.per_pod:
             result: Status = ps.result
             return result
-        return self._status(ev.evaluate(ps.pod, node))
+        return self._status(self._eval.evaluate(ps.pod, node, ps.budget))
+
+    def bind_filter(self, state: CycleState, pod: PodInfo) -> Callable[[NodeInfo], Status]:
+        ps = self._pod_state(state, pod)
+        if ps.pod.refused or self._eval.per_pod:
+            result: Status = ps.result
+            return lambda node: result
+        evaluate, status, view, budget = self._eval.evaluate, self._status, ps.pod, ps.budget
+        return lambda node: status(evaluate(view, node, budget))
 
 
 def _number(outcome: Outcome) -> float:
@@ -425,9 +594,9 @@ class ExpressionScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
     def _pod_state(self, state: CycleState, pod: PodInfo) -> _PodState:
         ps: _PodState | None = state.get(self._state_key)
         if ps is None:
-            ps = _PodState(self._eval.pod_view(pod))
-            if self._eval.per_pod:
-                ps.result = _number(self._eval.evaluate_pod(ps.pod))
+            ps = _PodState(self._eval.pod_view(pod), Budget.of(state))
+            if self._eval.per_pod and not ps.pod.refused:
+                ps.result = self._eval.evaluate_pod(ps.pod, ps.budget)
             state.write(self._state_key, ps)
         return ps
 
@@ -435,33 +604,52 @@ class ExpressionScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
                   snapshot: Snapshot) -> Status:
         # Never Skip, for the same reason as ExpressionFilter.pre_filter.
         self._eval.forget_missing(snapshot)
-        self._pod_state(state, pod)
+        ps = self._pod_state(state, pod)
+        if ps.pod.refused:
+            return Status.error(ps.pod.refused)
         return SUCCESS
 
-    def raw_score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+    def _outcomes(self, state: CycleState, pod: PodInfo,
+                  nodes: Sequence[NodeInfo]) -> list[Outcome] | Status:
         ps = self._pod_state(state, pod)
+        if ps.pod.refused:
+            return Status.error(ps.pod.refused)
         if self._eval.per_pod:
-            result: float = ps.result
-            return result
-        return _number(self._eval.evaluate(ps.pod, node))
+            outcomes = [ps.result] * len(nodes)
+        else:
+            evaluate, view, budget = self._eval.evaluate, ps.pod, ps.budget
+            outcomes = [evaluate(view, n, budget) for n in nodes]
+        spent = out_of_budget(outcomes)
+        if spent is not None:
+            # Scores of some nodes only would mislead: end the attempt, naming the budget.
+            return Status.error(spent)
+        return outcomes
+
+    def raw_score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        outcomes = self._outcomes(state, pod, [node])
+        return 0.0 if isinstance(outcomes, Status) else _number(outcomes[0])
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         return round(self.raw_score(state, pod, node))
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
                     nodes: Sequence[NodeInfo]) -> list[int] | Status:
-        ps = self._pod_state(state, pod)
-        ev = self._eval
-        if ev.per_pod:
-            raw = [float(ps.result)] * len(nodes)
-        else:
-            evaluate, view = ev.evaluate, ps.pod
-            raw = [_number(evaluate(view, n)) for n in nodes]
-        return stash_raw(state, self._raw_key, raw)
+        outcomes = self._outcomes(state, pod, nodes)
+        if isinstance(outcomes, Status):
+            return outcomes
+        return stash_raw(state, self._raw_key, [_number(o) for o in outcomes])
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         normalize_raw(state, self._raw_key, scores)
         return SUCCESS
+
+
+def out_of_budget(outcomes: Sequence[Outcome]) -> str | None:
+    """The message of the first outcome refused for the budget or the rate, or None."""
+    for o in outcomes:
+        if o is _SPENT or o is _THROTTLED:
+            return str(o[1])
+    return None
 
 
 def new_filter(args: Mapping[str, Any], handle: Handle) -> FilterPlugin:

@@ -343,6 +343,18 @@ def test_runtime_dedicated() -> None:
     assert p.runtime.resources == {"limits": {"cpu": "500m", "memory": "128Mi"}}
 
 
+def test_runtime_replicas_are_capped() -> None:
+    """A Dedicated policy's replicas run in the operator's namespace: at most 5, in the
+    loader (the webhook, `polsched validate`) as in the CRD's schema."""
+    assert load({"runtime": {"mode": "Dedicated", "replicas": 5}}).runtime.replicas == 5
+    (e,) = errors({"runtime": {"mode": "Dedicated", "replicas": 1000}})
+    assert e.path == "spec.runtime.replicas"
+    assert "between 1 and 5, not 1000" in e.message
+    from polsched.api.crd import openapi_schema
+    runtime = openapi_schema()["properties"]["spec"]["properties"]["runtime"]
+    assert runtime["properties"]["replicas"]["maximum"] == 5
+
+
 def test_runtime_errors() -> None:
     assert paths({"runtime": {"mode": "Remote"}}) == ["spec.runtime.mode"]
     assert paths({"runtime": {"replicas": 2}}) == ["spec.runtime.replicas"]

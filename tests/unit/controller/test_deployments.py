@@ -1,44 +1,125 @@
-"""polsched.controller.deployments: the Dedicated templates render to owned objects
-running `polsched scheduler --policy NAME`."""
+"""polsched.controller.deployments: the Dedicated template renders one owned Deployment
+running `polsched scheduler --policy NAME` as the install's ServiceAccount, under a name
+that cannot be the operator's, and only objects polsched made for the policy count as
+its own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from polsched.controller.deployments import api_path, render
-from polsched.controller.policies import PolicyBook
+from polsched.controller.deployments import (
+    EXTENDER_CA_DIR,
+    SERVICE_ACCOUNT,
+    api_path,
+    foreign_message,
+    object_name,
+    ours,
+    render,
+)
+from polsched.controller.policies import PolicyBook, PolicyRecord
 
 pytestmark = pytest.mark.unit
 
 
-def test_render_dedicated_objects() -> None:
+def record(name: str, spec: dict[str, Any]) -> PolicyRecord:
     rec, _ = PolicyBook().observe({
         "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-        "metadata": {"name": "fast", "uid": "u-1", "generation": 1},
-        "spec": {"runtime": {"mode": "Dedicated", "replicas": 3,
-                             "resources": {"limits": {"cpu": "1"}}}}})
+        "metadata": {"name": name, "uid": "u-1", "generation": 1}, "spec": spec})
+    assert rec.error is None, rec.error
+    return rec
+
+
+def test_render_dedicated_objects() -> None:
+    rec = record("fast", {"runtime": {"mode": "Dedicated", "replicas": 3,
+                                      "resources": {"limits": {"cpu": "1"}}}})
     objs = render(rec, namespace="polsched-system", image="img:1")
-    assert [o["kind"] for o in objs] == ["ServiceAccount", "ClusterRoleBinding",
-                                         "RoleBinding", "Deployment"]
-    for o in objs:
-        assert o["metadata"]["name"] == "polsched-fast"
-        assert o["metadata"]["ownerReferences"] == [{
-            "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy", "name": "fast",
-            "uid": "u-1", "controller": True, "blockOwnerDeletion": False}]
-    deploy = objs[-1]
+    assert [o["kind"] for o in objs] == ["Deployment"]
+    (deploy,) = objs
+    assert deploy["metadata"]["name"] == "polsched-dedicated-fast"
+    assert deploy["metadata"]["ownerReferences"] == [{
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy", "name": "fast",
+        "uid": "u-1", "controller": True, "blockOwnerDeletion": False}]
+    assert deploy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "polsched"
     assert deploy["spec"]["replicas"] == 3
     pod = deploy["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "polsched-fast"
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT == "polsched-scheduler"
     # Always elected, whatever the replicas: a rollout never runs two active schedulers.
-    assert pod["containers"][0]["args"] == ["scheduler", "--policy", "fast",
-                                            "--leader-elect=true"]
-    assert pod["containers"][0]["image"] == "img:1"
-    assert pod["containers"][0]["resources"] == {"limits": {"cpu": "1"}}
-    assert objs[1]["subjects"][0] == {"kind": "ServiceAccount", "name": "polsched-fast",
-                                      "namespace": "polsched-system"}
+    c = pod["containers"][0]
+    assert c["args"] == ["scheduler", "--policy", "fast", "--leader-elect=true"]
+    assert c["image"] == "img:1"
+    assert c["resources"] == {"limits": {"cpu": "1"}}
     assert [api_path(o) for o in objs] == [
-        "/api/v1/namespaces/polsched-system/serviceaccounts/polsched-fast",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/polsched-fast",
-        "/apis/rbac.authorization.k8s.io/v1/namespaces/polsched-system/rolebindings/polsched-fast",
-        "/apis/apps/v1/namespaces/polsched-system/deployments/polsched-fast",
-    ]
+        "/apis/apps/v1/namespaces/polsched-system/deployments/polsched-dedicated-fast"]
+
+
+def test_the_pod_meets_the_restricted_pod_security_profile() -> None:
+    """The checks of the `restricted` profile (pod-security-admission policy/
+    check_*.go) that a Deployment's template can fail."""
+    (deploy,) = render(record("p", {"runtime": {"mode": "Dedicated"}}),
+                       namespace="ns", image="img")
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in pod["containers"]:
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert "privileged" not in sc and "ports" not in c
+    assert all(set(v) <= {"name", "emptyDir", "secret"} for v in pod["volumes"])
+    assert "hostNetwork" not in pod and "hostPID" not in pod
+
+
+def test_extender_ca_secrets_of_the_namespace_are_mounted_not_read() -> None:
+    ext = {"urlPrefix": "https://ext.example:8443/", "filterVerb": "filter"}
+    rec = record("tls", {"runtime": {"mode": "Dedicated"}, "extenders": [
+        {**ext, "tlsConfig": {"caSecretRef": {"name": "ext-ca",
+                                              "namespace": "polsched-system"}}},
+        {**ext, "tlsConfig": {"caSecretRef": {"name": "other",
+                                              "namespace": "elsewhere"}}}]})
+    (deploy,) = render(rec, namespace="polsched-system", image="img")
+    pod = deploy["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["args"][-1] == f"--extender-ca-dir={EXTENDER_CA_DIR}"
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["extender-ca-0"] == {"name": "extender-ca-0", "readOnly": True,
+                                       "mountPath": f"{EXTENDER_CA_DIR}/ext-ca"}
+    secrets = [v["secret"] for v in pod["volumes"] if "secret" in v]
+    # Only ca.crt of the Secret in the pod's own namespace; optional, so a missing one is
+    # a status message rather than a pod that never starts.
+    assert secrets == [{"secretName": "ext-ca", "optional": True,
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}]}]
+
+
+def test_a_policy_named_like_the_operators_objects_gets_another_name() -> None:
+    for name in ("operator", "webhook", "metrics", "scheduler"):
+        assert object_name(name) not in {"polsched-operator", "polsched-webhook",
+                                         "polsched-metrics", "polsched-scheduler"}
+
+
+def deployment(labels: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"kind": "Deployment", "metadata": {
+        "name": "polsched-dedicated-p", "namespace": "polsched-system", "labels": labels,
+        "ownerReferences": owners}}
+
+
+OWNER = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy", "name": "p",
+         "uid": "u-1", "controller": True}
+
+
+def test_only_what_polsched_made_for_the_policy_is_its_own() -> None:
+    managed = {"app.kubernetes.io/managed-by": "polsched"}
+    assert ours(deployment(managed, [OWNER]), "p")
+    assert ours(deployment(managed, [{**OWNER, "uid": "an-earlier-p"}]), "p")
+    assert not ours(deployment({}, [OWNER]), "p")  # no label: someone else's
+    assert not ours(deployment(managed, []), "p")  # no owner
+    assert not ours(deployment(managed, [{**OWNER, "name": "q"}]), "p")
+    assert not ours(deployment(managed, [{**OWNER, "controller": False}]), "p")
+    assert not ours(deployment(managed, [{**OWNER, "apiVersion": "apps/v1",
+                                          "kind": "ReplicaSet"}]), "p")
+    msg = foreign_message(deployment({"app": "x"}, []), "p")
+    assert msg.startswith("Deployment polsched-system/polsched-dedicated-p already exists "
+                          "and was not made by polsched for SchedulingPolicy 'p'")
+    assert "leaves it alone" in msg

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.registry import ArgsError
-from polsched.framework.status import Code
+from polsched.framework.status import Code, Status
 from polsched.plugins import expression
 from polsched.plugins.expression import project, read_paths
 from tests.unit.pipelines import build_plugin
@@ -138,14 +139,16 @@ def test_comprehension_variables_and_type_names_are_not_undeclared() -> None:
         True, False]
 
 
-def test_nested_comprehensions_are_bounded() -> None:
-    two = "[1, 2].all(x, [3].exists(y, y > x))"
-    assert new_filter({"expression": two})
-    with pytest.raises(ArgsError) as err:
-        new_filter({"expression": "[1].all(x, [2].all(y, [3].all(z, z > y)))"})
-    assert "3 deep" in err.value.message
-    # parentheses inside string literals do not count
+def test_nested_comprehensions_are_bounded_by_their_cost_not_their_depth() -> None:
+    # three levels over tiny lists are cheap; two over lists of 10 000 are not
+    assert new_filter({"expression": "[1].all(x, [2].all(y, [3].all(z, z > y)))"})
     assert new_filter({"expression": "[1].all(x, ').all(' != '(' && [2].all(y, y > x))"})
+    big = "[" + ",".join(["0"] * 100) + "]"
+    with pytest.raises(ArgsError) as err:
+        new_filter({"expression": f"{big}.all(x, {big}.all(y, {big}.all(z, z > y)))"})
+    assert err.value.path == "expression"
+    assert "estimated cost" in err.value.message
+    assert f"exceeds the budget {expression.STATIC_COST_LIMIT}" in err.value.message
 
 
 def test_runtime_error_rejects_the_node_with_the_message() -> None:
@@ -203,8 +206,7 @@ class CountingProgram:
 def counted(plugin: expression.ExpressionFilter | expression.ExpressionScorer) -> CountingProgram:
     ev = plugin._eval
     program = CountingProgram(ev.c.program)
-    ev.c = expression.Compiled(ev.c.source, program,  # type: ignore[arg-type]
-                               ev.c.reads_pod, ev.c.reads_node, ev.c.pod_paths, ev.c.node_paths)
+    ev.c = dataclasses.replace(ev.c, program=program)  # type: ignore[arg-type]
     return program
 
 
@@ -297,14 +299,20 @@ def test_forgets_nodes_that_left() -> None:
 
 @pytest.mark.parametrize(("source", "paths"), [
     ("node.metadata.labels.zone == 'a'", {("metadata", "labels", "zone")}),
+    # a constant index is a field; a computed one keeps the whole map
     ("node.metadata.labels.zone == 'a' && node.metadata.labels['x'] == ''",
-     {("metadata", "labels")}),
+     {("metadata", "labels", "zone"), ("metadata", "labels", "x")}),
+    ("node.metadata.labels.zone == 'a' && node.metadata.labels[node.metadata.name] == ''",
+     {("metadata", "labels"), ("metadata", "name")}),
     ("size(node.metadata.name) < 3 && has(node.spec.taints)",
      {("metadata", "name"), ("spec", "taints")}),
     ("node.metadata.size() > 0 && node.metadata.name == ''", {("metadata",)}),
     ("node.metadata.labels.exists(k, k == 'a')", {("metadata", "labels")}),
-    ("node['metadata'].name == ''", None),
+    ("node['metadata'].name == ''", {("metadata", "name")}),
     ("type(node) == map", None),
+    # comments, string literals and a comprehension variable named node do not count
+    ("// node.status.images\n node.metadata.name == 'node.spec'", {("metadata", "name")}),
+    ("[1].all(node, node > 0) && node.spec.x == 1", {("spec", "x")}),
     ("pod.metadata.name == ''", set()),
 ])
 def test_read_paths(source: str, paths: set[tuple[str, ...]] | None) -> None:
@@ -333,3 +341,190 @@ def test_trimmed_context_gives_the_same_answers_as_the_whole_object() -> None:
         f = new_filter({"expression": source})
         whole = f._eval.c.program.execute({"node": n.raw})
         assert run_filter(f, pod("p"), [n])[0].ok is whole, source
+
+
+# -- cost budgets -------------------------------------------------------------------------
+
+L10 = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+
+
+def bomb(depth: int, hide: bool = False) -> str:
+    """`depth` nested .all() over 10-element lists; hidden: every level behind // comments
+    holding quotes and brackets, which fooled the depth counted over the text."""
+    e = "true"
+    for i in range(depth):
+        if hide:
+            e = f"{L10}.all(x{i}, // it's x{i}'s turn: ').all(' ((\n{e})"
+        else:
+            e = f"{L10}.all(x{i}, {e})"
+    return e
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_cost_bombs_are_refused_by_the_loader_with_the_field_path(hide: bool) -> None:
+    from polsched.api import PolicyError, load_policy
+
+    source = bomb(12, hide)
+    obj = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+           "metadata": {"name": "bomb"},
+           "spec": {"schedulerName": "bomb", "filters": [
+               {"name": "Expression", "args": {"expression": "true"}},
+               {"name": "Expression", "args": {"expression": source}}]}}
+    with pytest.raises(PolicyError) as err:
+        load_policy(obj)
+    [problem] = err.value.errors
+    assert problem.path == "spec.filters[1].args.expression"
+    assert "estimated cost 6666666666660 exceeds the budget 100000" in problem.message
+
+
+def test_a_bomb_just_under_the_static_limit_loads() -> None:
+    assert expression.compile_expression(bomb(4)).static_cost <= expression.STATIC_COST_LIMIT
+    with pytest.raises(ArgsError):
+        expression.compile_expression(bomb(5))
+
+
+def test_a_pod_over_an_input_bound_is_refused_before_any_evaluation() -> None:
+    f = new_filter({"expression": "pod.spec.containers.all(c, c.image != 'bad')"})
+    program = counted(f)
+    inflated = PodInfo.from_json({
+        "metadata": {"name": "big", "namespace": "ns"},
+        "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(65)]}})
+    state = CycleState()
+    st = f.pre_filter(state, inflated, Snapshot([node("n1")]))
+    assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.message == ("the pod exceeds an input bound of expression "
+                          "pod.spec.containers.all(c, c.image != 'bad'): "
+                          "pod.spec.containers has 65 items; the bound is 64")
+    assert f.filter(state, inflated, node("n1")).message == st.message
+    assert program.calls == 0
+    # the scorer fails the attempt with the same words
+    s = new_scorer({"expression": "pod.spec.containers.filter(c, c.image == 'x').size()"})
+    pre = s.pre_score(CycleState(), inflated, [node("n1")], Snapshot([node("n1")]))
+    assert pre.code is Code.ERROR and "has 65 items; the bound is 64" in pre.message
+
+
+def test_a_node_over_an_input_bound_is_refused_others_evaluated() -> None:
+    f = new_filter({"expression": "node.status.images.exists(i, 'nginx' in i.names)"})
+
+    def with_images(name: str, n: int) -> NodeInfo:
+        return NodeInfo.from_json({"metadata": {"name": name}, "status": {
+            "images": [{"names": ["nginx"] if i == 0 else [f"i{i}"]} for i in range(n)]}})
+
+    ok, big = run_filter(f, pod("p"), [with_images("a", 3), with_images("b", 65)])
+    assert ok.ok
+    assert big.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert big.message.endswith("node.status.images has 65 items; the bound is 64")
+
+
+def test_the_pods_budget_ends_its_evaluations_with_a_clear_message() -> None:
+    # a pod-and-node expression near the static limit: each evaluation is charged what its
+    # inputs can cost, so a few hundred nodes use up the budget of one pod's attempt
+    source = "pod.spec.containers.all(c, node.status.images.all(i, i.sizeBytes != 0))"
+    f = new_filter({"expression": source})
+    compiled = f.compiled
+    assert compiled.static_cost <= expression.STATIC_COST_LIMIT
+    p = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+        "containers": [{"name": f"c{i}", "image": f"img{i}"} for i in range(16)]}})
+    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
+        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
+        for i in range(400)]
+    statuses = run_filter(f, p, nodes)
+    spent = [st for st in statuses if st.message == expression.BUDGET_MESSAGE]
+    passed = [st for st in statuses if st.ok]
+    assert passed and spent, "some nodes evaluated, then the budget ran out"
+    assert statuses.index(spent[0]) == len(passed)  # in order: no evaluation after it
+    assert all(st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for st in spent)
+    # the budget is per attempt: the next pod starts afresh
+    assert run_filter(f, p, nodes[:1])[0].ok
+
+
+def test_the_scorer_ends_the_attempt_when_the_budget_is_spent() -> None:
+    source = ("double(pod.spec.containers.filter(c, node.status.images.exists(i, "
+              "i.sizeBytes == c.size())).size())")
+    s = new_scorer({"expression": source})
+    p = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+        "containers": [{"name": f"c{i}", "image": f"img{i}"} for i in range(16)]}})
+    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
+        "images": [{"names": [f"x{j}"], "sizeBytes": 2} for j in range(40)]}})
+        for i in range(400)]
+    state = CycleState()
+    assert s.pre_score(state, p, nodes, Snapshot(nodes)).ok
+    out = s.score_nodes(state, p, nodes)
+    assert isinstance(out, Status) and out.code is Code.ERROR
+    assert out.message == expression.BUDGET_MESSAGE
+    # a few nodes fit the budget and score
+    assert run_scorer(s, p, nodes[:3])[0] == [16, 16, 16]  # each container has 2 keys
+
+
+def test_cached_outcomes_cost_nothing() -> None:
+    f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
+    nodes = [node(f"n{i}", zone="a") for i in range(50)]
+    state = CycleState()
+    f.pre_filter(state, pod("p1"), Snapshot(nodes))
+    [f.filter(state, pod("p1"), n) for n in nodes]
+    spent_first = expression.POD_COST_BUDGET - expression.Budget.of(state).left
+    assert spent_first > 0
+    state = CycleState()
+    f.pre_filter(state, pod("p2"), Snapshot(nodes))
+    assert all(f.filter(state, pod("p2"), n).ok for n in nodes)
+    assert expression.Budget.of(state).left == expression.POD_COST_BUDGET
+
+
+def test_the_api_reference_states_the_budgets_the_code_enforces() -> None:
+    from pathlib import Path
+
+    from polsched.cel import cost
+
+    doc = (Path(__file__).resolve().parents[3] / "docs/api-reference.md").read_text()
+    section = doc[doc.index("### Expression budgets"):doc.index("## status")]
+    for figure in (expression.STATIC_COST_LIMIT, expression.POD_COST_BUDGET,
+                   cost.DEFAULT_ITEMS, cost.DEFAULT_CHARS, cost.MAX_VIEW_VALUES,
+                   expression.VIEW_VALUE_COST, expression.RATE_UNITS_PER_SECOND,
+                   expression.compile_expression(bomb(4)).static_cost):
+        assert f"{figure} " in section, figure
+    assert expression.BUDGET_MESSAGE.split(": ")[1] in section
+    assert expression.RATE_MESSAGE.split(": ")[1] in section
+    with pytest.raises(ArgsError) as err:
+        expression.compile_expression(bomb(12))
+    assert "estimated cost 6666666666660" in err.value.message
+    assert "6666666666660 units and refused" in section
+
+
+def test_many_pods_of_one_policy_are_held_to_the_entrys_rate() -> None:
+    """Each pod within its own budget, but one after another they would take the shared
+    loop turn after turn: the entry's token bucket refuses the excess until it refills."""
+    now = [0.0]
+    f = new_filter({"expression": "pod.spec.containers.all(c, node.status.images.all("
+                                  "i, i.sizeBytes != 0))"})
+    f._eval.rate = expression.Rate(clock=lambda: now[0])
+    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
+        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
+        for i in range(60)]
+
+    def pod_with(i: int) -> PodInfo:
+        # distinct pod views (image names), so nothing is served from the cache
+        return PodInfo.from_json({"metadata": {"name": f"p{i}", "namespace": "ns"}, "spec": {
+            "containers": [{"name": f"c{j}", "image": f"img{i}-{j}"} for j in range(8)]}})
+
+    first = run_filter(f, pod_with(0), nodes)
+    assert all(st.ok for st in first)  # within both budgets
+    messages = set()
+    for i in range(1, 12):
+        messages |= {st.message for st in run_filter(f, pod_with(i), nodes) if not st.ok}
+    assert messages == {expression.RATE_MESSAGE}
+    now[0] += 5.0  # the bucket refills with time
+    assert all(st.ok for st in run_filter(f, pod_with(99), nodes))
+
+
+def test_evaluations_are_charged_for_the_sizes_they_meet_not_the_declared_bounds() -> None:
+    """256 labels are declared; a node with 2 is charged for 2, so a cold cache over a big
+    cluster is not charged as if every node were at the bounds."""
+    f = new_filter({"expression": "'ok' in node.metadata.labels && "
+                                  "node.metadata.labels['ok'] == 'yes'"})
+    assert f.compiled.static_cost > expression.CHEAP_COST
+    state = CycleState()
+    n = node("n1", ok="yes", a="b")
+    assert f.filter(state, pod("p"), n).ok
+    spent = expression.POD_COST_BUDGET - expression.Budget.of(state).left
+    conversion = 5 * expression.VIEW_VALUE_COST  # {metadata: {labels: {ok, a}}}
+    assert 0 < spent - conversion < f.compiled.static_cost / 10
