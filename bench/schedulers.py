@@ -193,6 +193,8 @@ class NoopBinder(Runner):
 def polsched_policy(workload: wl.Workload, extender_url: str | None,
                     name: str = POLICY_NAME) -> dict[str, Any]:
     spec: dict[str, Any] = {"schedulerName": name, **workload.policy_spec()}
+    if workload.shadow:  # the shadow needs the live policy's consent (spec.allowedShadows)
+        spec["allowedShadows"] = [SHADOW_NAME]
     if workload.extender and extender_url:
         spec["extenders"] = [{"urlPrefix": extender_url, **wl.EXTENDER_CONFIG}]
     return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from polsched.api import API_VERSION, KIND
+from polsched.api.admission import DEFAULT_SCHEDULER
 from polsched.plugins import DEFAULT_FILTERS, DEFAULT_SCORERS, REGISTRY
 
 Json = dict[str, Any]
@@ -45,6 +46,8 @@ _WHY = {
 # (besides multiPoint) where a KubeSchedulerConfiguration enables or disables them.
 DEFAULT_PREEMPTION = "DefaultPreemption"
 SCHEDULING_GATES = "SchedulingGates"
+# The schedulerName a default-scheduler profile is imported under.
+IMPORTED_DEFAULT = "polsched-default"
 _OWN_POINT = {DEFAULT_PREEMPTION: "postFilter", SCHEDULING_GATES: "preEnqueue"}
 PREEMPTION_ARGS = {"minCandidateNodesPercentage", "minCandidateNodesAbsolute"}
 
@@ -153,6 +156,12 @@ class Importer:
                 self.note(f"{where}.schedulerName", f"{sname!r} is not a DNS subdomain, "
                           f"which pods require: imported as {dns_name(sname)!r}")
                 sname = dns_name(sname)
+            if sname == DEFAULT_SCHEDULER:
+                # kube-scheduler keeps that name; a policy may not claim it (api.admission).
+                self.note(f"{where}.schedulerName", f"{sname!r} is kube-scheduler's own and "
+                          f"reserved: imported as {IMPORTED_DEFAULT!r} (pods opt in with "
+                          f"spec.schedulerName: {IMPORTED_DEFAULT})")
+                sname = IMPORTED_DEFAULT
             out.append(self.policy(sname, prof, extenders,
                                    p.get("percentageOfNodesToScore", pct)))
         return out

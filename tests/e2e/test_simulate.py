@@ -148,7 +148,7 @@ def test_shadow_agreement_counters_match_the_truth(
         nodes(f"{rid}-r{rank}", cpu="32", labels={RUN: rid, RANK: str(rank)})
     top, bottom = f"{rid}-r4", f"{rid}-r1"
     h.operator(f"{rid}-op")
-    live = h.apply_policy(ranked_policy(rid, rid))
+    live = h.apply_policy(ranked_policy(rid, rid, allowedShadows=[f"{rid}-candidate"]))
     h.wait_ready(live, 30)  # the operator's start-up included
     # The candidate sends pods labelled flip=yes to the lowest rank instead (a NodeLabel
     # scorer for them outweighs its NodeLabelValue at weight 10, whose rank gaps of 333

@@ -140,3 +140,14 @@ def test_default_preemption_and_scheduling_gates_follow_their_extension_points()
             tuned.preemption.min_candidate_nodes_absolute) == (20, 5)
     assert any("pluginConfig[0].args.extra: not imported" in n for n in notes)
     assert loaded["preempt-only"].preemption is not None and gates["preempt-only"] == []
+
+
+def test_a_default_scheduler_profile_is_imported_under_a_name_of_its_own() -> None:
+    """default-scheduler stays kube-scheduler's: a policy may not claim it (issue 26)."""
+    cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1",
+           "kind": "KubeSchedulerConfiguration"}  # no profiles: the default one
+    (policy,), notes = convert(cfg, "cfg.yaml", "x")
+    assert policy["spec"]["schedulerName"] == "polsched-default"
+    assert any("'default-scheduler' is kube-scheduler's own and reserved: imported as "
+               "'polsched-default'" in n for n in notes)
+    load_policy(policy)

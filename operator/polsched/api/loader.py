@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
+import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.api.admission import DEFAULT_RULES, DEFAULT_SCHEDULER, AdmissionRules
 from polsched.api.durations import DurationError, parse_go_duration
 from polsched.api.model import (
     API_VERSION,
@@ -46,7 +49,8 @@ from polsched.framework.registry import ArgsError, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 
 SPEC_FIELDS = (
-    "schedulerName", "paused", "shadowOf", "defaultPlugins", "disabledPlugins",
+    "schedulerName", "paused", "shadowOf", "allowedShadows", "defaultPlugins",
+    "disabledPlugins",
     "percentageOfNodesToScore", "namespaceSelector", "runtime", "filters", "scorers",
     "extenders", "preemption",
 )
@@ -87,6 +91,12 @@ DEFAULT_WEIGHT = 1
 
 # kube-scheduler's extender.go DefaultExtenderTimeout, used when httpTimeout is 0 or absent.
 DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
+# Upstream has no upper bound. Ours: a pod's cycle (and with a bindVerb, its bind) waits
+# for the extender this long at most, and a policy decides one pod at a time while its
+# extenders answer; a minute is already far past what a scheduling decision should take.
+MAX_EXTENDER_TIMEOUT_SECONDS = 60.0
+# A policy may name at most this many shadows allowed to receive its pods.
+MAX_ALLOWED_SHADOWS = 16
 
 DISABLE_ALL = "*"
 
@@ -134,8 +144,10 @@ def _is_int(value: Any) -> bool:
 class _Loader:
     def __init__(self, registry: Registry, default_filters: Sequence[str],
                  default_scorers: Sequence[tuple[str, int]],
-                 default_pre_enqueue: Sequence[str] = ()) -> None:
+                 default_pre_enqueue: Sequence[str] = (),
+                 rules: AdmissionRules = DEFAULT_RULES) -> None:
         self.registry = registry
+        self.rules = rules
         self.default_filters = tuple(default_filters)
         self.default_scorers = tuple(default_scorers)
         self.default_pre_enqueue = tuple(default_pre_enqueue)
@@ -242,6 +254,10 @@ class _Loader:
                 errors.add("spec.shadowOf", msg + " (the name of a SchedulingPolicy)")
             if shadow_of == name:
                 errors.add("spec.shadowOf", "a policy cannot shadow itself")
+        elif scheduler_name in self.rules.reserved_scheduler_names:
+            # A shadow claims no name, so only a live policy is refused.
+            self._reserved_name(scheduler_name, bool(spec.get("schedulerName")))
+        allowed_shadows = self._allowed_shadows(spec.get("allowedShadows"), name)
         pct = self._int(spec, "percentageOfNodesToScore", "spec", 0, 0, 100,
                         hint="; 0 or absent means adaptive, as kube-scheduler")
         ns_selector = None
@@ -287,6 +303,7 @@ class _Loader:
             generation=generation if isinstance(generation, int) else 0,
             paused=paused,
             shadow_of=shadow_of,
+            allowed_shadows=allowed_shadows,
             percentage_of_nodes_to_score=pct,
             namespace_selector=ns_selector,
             runtime=runtime,
@@ -298,6 +315,39 @@ class _Loader:
             ignored_resources=ignored,
             uid=uid if isinstance(uid, str) else "",
         )
+
+    def _reserved_name(self, scheduler_name: str, explicit: bool) -> None:
+        path = "spec.schedulerName" if explicit else "metadata.name"
+        whose = ("kube-scheduler's default profile: a policy claiming it would race "
+                 "kube-scheduler for every pod that names no scheduler"
+                 if scheduler_name == DEFAULT_SCHEDULER else
+                 "reserved by the cluster admin for another scheduler (polsched run "
+                 "--reserved-scheduler-names)")
+        hint = ("set spec.schedulerName to a name of your own" if not explicit
+                else "choose another name")
+        self.errors.add(path, f"schedulerName {scheduler_name!r} is {whose}; {hint}")
+
+    def _allowed_shadows(self, value: Any, name: str) -> frozenset[str]:
+        """spec.allowedShadows: the SchedulingPolicies that may shadow this one (receive a
+        copy of its pods' decisions). Whoever may edit this policy decides."""
+        path = "spec.allowedShadows"
+        items = self._list(value, path)
+        if len(items) > MAX_ALLOWED_SHADOWS:
+            self.errors.add(path, f"at most {MAX_ALLOWED_SHADOWS} names, not {len(items)}")
+            return frozenset()
+        out: set[str] = set()
+        for i, raw in enumerate(items):
+            ipath = f"{path}[{i}]"
+            if not isinstance(raw, str) or not raw:
+                self.errors.add(ipath, f"must be the name of a SchedulingPolicy, not "
+                                       f"{_kind(raw)}")
+                continue
+            for msg in names.dns1123_subdomain(raw):
+                self.errors.add(ipath, msg + " (the name of a SchedulingPolicy)")
+            if raw == name:
+                self.errors.add(ipath, "a policy cannot shadow itself")
+            out.add(raw)
+        return frozenset(out)
 
     # -- runtime -----------------------------------------------------------------------
     def _runtime(self, value: Any) -> RuntimeConfig:
@@ -360,6 +410,8 @@ class _Loader:
                 if parsed.scheme not in ("http", "https") or not parsed.netloc:
                     self.errors.add(f"{epath}.urlPrefix",
                                     f"{url!r} is not an http:// or https:// URL")
+                else:
+                    self._destination(parsed, f"{epath}.urlPrefix")
             verbs = {k: self._str(obj, k, epath)
                      for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")}
             raw_weight = obj.get("weight")
@@ -388,6 +440,12 @@ class _Loader:
                     else:
                         if seconds < 0:
                             self.errors.add(f"{epath}.httpTimeout", "must not be negative")
+                        elif seconds > MAX_EXTENDER_TIMEOUT_SECONDS:
+                            self.errors.add(
+                                f"{epath}.httpTimeout",
+                                f"{raw_timeout} is longer than the maximum of "
+                                f"{MAX_EXTENDER_TIMEOUT_SECONDS:g}s: a pod waits for the "
+                                "extender that long (0 or absent means 5s)")
                         elif seconds > 0:
                             timeout = seconds
             managed = self._managed_resources(obj.get("managedResources"),
@@ -458,6 +516,12 @@ class _Loader:
                 ca_data = base64.b64decode(raw_ca, validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
                 self.errors.add(f"{path}.caData", "must be base64-encoded PEM CA certificates")
+            else:
+                problem = ca_bundle_problem(ca_data)
+                if problem:
+                    self.errors.add(f"{path}.caData", f"must be base64-encoded PEM CA "
+                                                      f"certificates: {problem}")
+                    ca_data = ""
         ref: tuple[str, str] | None = None
         rpath = f"{path}.caSecretRef"
         ref_obj = self._mapping(obj.get("caSecretRef"), rpath)
@@ -480,6 +544,20 @@ class _Loader:
             if sname and sns:
                 ref = (sns, sname)
         return insecure, ca_data, ref
+
+    def _destination(self, url: urllib.parse.SplitResult, path: str) -> None:
+        """The operator's extender destination policy, on the host as written (the
+        client checks the addresses a name resolves to when it connects)."""
+        try:
+            port = url.port or (443 if url.scheme == "https" else 80)
+        except ValueError as err:
+            self.errors.add(path, f"{url.netloc!r}: {err}")
+            return
+        why = self.rules.destinations.refuses_address(url.hostname or "", port)
+        if why:
+            self.errors.add(path, f"{why}: extenders may not be called there (the "
+                                  "operator's extender destination policy, polsched run "
+                                  "--extender-deny and --extender-allow)")
 
     # -- plugins -----------------------------------------------------------------------
     def _preemption(self, value: Any) -> PreemptionConfig:
@@ -672,12 +750,15 @@ class _Loader:
 def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
                 default_filters: Sequence[str] | None = None,
                 default_scorers: Sequence[tuple[str, int]] | None = None,
-                default_pre_enqueue: Sequence[str] | None = None) -> Policy:
+                default_pre_enqueue: Sequence[str] | None = None,
+                rules: AdmissionRules = DEFAULT_RULES) -> Policy:
     """Build the internal Policy from a whole SchedulingPolicy object (a plain dict, as the
     API server or a YAML file gives it). Raises PolicyError listing every problem.
 
     `registry` and the defaults are polsched.plugins' unless given (tests pass their own;
     a test's own registry has no PreEnqueue defaults unless it names them).
+    `rules`: the operator's reserved scheduler names and extender destination policy
+    (api.admission); by default only default-scheduler is reserved.
     """
     if registry is None or default_filters is None or default_scorers is None:
         # Imported here: the plugins import the framework, which api.model also imports;
@@ -693,7 +774,31 @@ def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
         if default_pre_enqueue is None and registry is plugins.REGISTRY:
             default_pre_enqueue = plugins.DEFAULT_PRE_ENQUEUE
     return _Loader(registry, default_filters, default_scorers,
-                   default_pre_enqueue or ()).load(obj)
+                   default_pre_enqueue or (), rules).load(obj)
+
+
+# A bundle larger than this is not a CA bundle (the system roots are ~200 KiB).
+MAX_CA_BUNDLE_BYTES = 1 << 20
+
+
+def ca_bundle_problem(pem: str) -> str:
+    """What is wrong with `pem` as CA certificates for an extender, or "" when OpenSSL
+    loads at least one X.509 certificate from it (the same parse the client's TLS
+    context does, so a bundle that passes here cannot fail there). No I/O: a bare
+    context, without the system's roots."""
+    if len(pem) > MAX_CA_BUNDLE_BYTES:
+        return f"{len(pem)} bytes, more than the {MAX_CA_BUNDLE_BYTES} a CA bundle may have"
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        return "no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        ctx.load_verify_locations(cadata=pem)
+    except (ssl.SSLError, ValueError) as err:
+        why = re.sub(r"\s*\(_ssl\.c:\d+\)", "", str(err))
+        return f"not valid PEM X.509 certificates ({why})"
+    if not ctx.get_ca_certs() and not ctx.cert_store_stats().get("x509"):
+        return "no X.509 certificate could be read from it"
+    return ""
 
 
 def is_policy_object(obj: Any) -> bool:

@@ -126,6 +126,8 @@ class Policy:
     uid: str = ""
     # spec.shadowOf: the policy this one shadows (decides beside it, never binds); "".
     shadow_of: str = ""
+    # spec.allowedShadows: the policies that may shadow this one (opt-in by its owner).
+    allowed_shadows: frozenset[str] = frozenset()
     # PreEnqueue plugins (the default profile's SchedulingGates unless disabled).
     pre_enqueue: tuple[PluginEntry, ...] = ()
     # DefaultPreemption, the PostFilter: its args; None when disabled.

@@ -14,14 +14,23 @@ request was never sent); one lost before the whole answer arrived raises
 aiohttp.ServerDisconnectedError (it may have been applied). A cancelled request (a
 timeout) closes its connection: its answer must not be read as the next request's.
 No request is retried here: a POST is not idempotent.
+
+An answer can be bounded (`send(..., max_body=N)`, the extender client's answer cap): a
+body announced larger than N, or growing past it, fails the request with AnswerTooLarge
+as soon as that is known and closes the connection, so at most N plus one read is ever
+buffered. A connection can be restricted to some addresses (`address_check`, the
+extender destination policy): the host is resolved and only addresses the check does
+not refuse are connected to; none left raises DestinationRefused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 import ssl
 import time
+from collections.abc import Callable
 from typing import cast
 
 import aiohttp
@@ -40,6 +49,20 @@ SWEEP_SECONDS = 1.0
 SSL_READ_BUFFER = 16 * 1024
 
 
+class AnswerTooLarge(ValueError):
+    """The answer's body is larger than the request's max_body."""
+
+    def __init__(self, limit: int, announced: int | None = None) -> None:
+        self.limit = limit
+        self.announced = announced
+        super().__init__(f"answer body larger than {limit} bytes"
+                         + (f" (Content-Length {announced})" if announced is not None else ""))
+
+
+class DestinationRefused(OSError):
+    """Every address the host resolves to is refused by the address check."""
+
+
 class _Answer(asyncio.Protocol):
     """One connection: writes a request, collects its answer."""
 
@@ -53,6 +76,7 @@ class _Answer(asyncio.Protocol):
         self.deadline = 0.0  # loop time by which the answer must have come
         # (status, body start) of an answer whose body ends when the server closes.
         self.until_close: tuple[int, int] | None = None
+        self.limit: int | None = None  # the request's max_body
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Any event loop's transport (uvloop's are not asyncio.Transport subclasses).
@@ -82,7 +106,9 @@ class _Answer(asyncio.Protocol):
             answer = self._parse()
         except ValueError as err:
             self.lost = True
-            w.set_exception(aiohttp.ServerDisconnectedError(f"bad answer: {err}"))
+            del self.buf[:]
+            w.set_exception(err if isinstance(err, AnswerTooLarge)
+                            else aiohttp.ServerDisconnectedError(f"bad answer: {err}"))
             if self.transport is not None:
                 self.transport.close()
             return
@@ -119,6 +145,13 @@ class _Answer(asyncio.Protocol):
         if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
             del buf[:start]
             return self._parse()
+        limit = self.limit
+        if limit is not None:
+            if not chunked and length > limit:
+                raise AnswerTooLarge(limit, length)
+            # Chunked or until-close: what has come so far (chunk framing counted too).
+            if len(buf) - start > limit:
+                raise AnswerTooLarge(limit)
         if chunked:
             # A chunked message ends with an empty line (after the last chunk and any
             # trailers): until the buffer does, it is not complete and not walked again
@@ -187,8 +220,11 @@ class Http1Writer:
     opened as needed (one per concurrent request) and reused most recent first."""
 
     def __init__(self, host: str, port: int, ssl_context: ssl.SSLContext | None,
-                 server_hostname: str | None = None) -> None:
+                 server_hostname: str | None = None,
+                 address_check: Callable[[str, int], str] | None = None) -> None:
         self.host = host
+        # (ip, port) -> why it is refused, "" when it is not (None: connect as given).
+        self._address_check = address_check
         self.port = port
         self._ssl = ssl_context
         self._server_hostname = server_hostname if ssl_context is not None else None
@@ -200,16 +236,37 @@ class Http1Writer:
                                   None, None, None, server_hostname)
         self.opened = 0  # connections opened, for tests and curiosity
 
+    async def _allowed_address(self) -> str:
+        """The host resolved, and the first address the check does not refuse: the
+        connection goes to the address checked (a name that resolves differently on the
+        next lookup cannot slip past)."""
+        assert self._address_check is not None
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        refused: list[str] = []
+        for *_, sockaddr in infos:
+            ip = str(sockaddr[0])
+            why = self._address_check(ip, self.port)
+            if not why:
+                return ip
+            refused.append(why)
+        raise DestinationRefused(
+            f"{self.host}:{self.port} refused by the destination policy: "
+            + ("; ".join(dict.fromkeys(refused)) or "it resolves to no address"))
+
     async def _connect(self) -> _Answer:
         loop = asyncio.get_running_loop()
         try:
+            host = self.host
+            if self._address_check is not None:
+                host = await self._allowed_address()
             if self._ssl is not None:
                 transport, proto = await loop.create_connection(
-                    _Answer, self.host, self.port, ssl=self._ssl,
+                    _Answer, host, self.port, ssl=self._ssl,
                     server_hostname=self._server_hostname or self.host)
                 _shrink_read_buffer(transport)
             else:
-                _, proto = await loop.create_connection(_Answer, self.host, self.port)
+                _, proto = await loop.create_connection(_Answer, host, self.port)
         except OSError as err:
             raise aiohttp.ClientConnectorError(self._key, err) from err
         except ssl.SSLError as err:  # an OSError subclass, kept for clarity
@@ -229,16 +286,19 @@ class Http1Writer:
         return None
 
     async def send(self, head: bytes, body: bytes,
-                   timeout: float | None = 60.0) -> tuple[int, bytes]:
+                   timeout: float | None = 60.0,
+                   max_body: int | None = None) -> tuple[int, bytes]:
         """Raises TimeoutError when no whole answer came within `timeout` (to about a
         second: one sweeper checks every request in flight, instead of a timer each).
         None: no timeout here, the caller bounds the call itself (cancelling it closes
-        the connection)."""
+        the connection). Raises AnswerTooLarge when the answer's body exceeds
+        `max_body` bytes (None: unbounded)."""
         conn = self._take() or await self._connect()
         assert conn.transport is not None
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[tuple[int, bytes]] = loop.create_future()
         conn.waiter = waiter
+        conn.limit = max_body
         if timeout is None:
             conn.deadline = float("inf")
         else:

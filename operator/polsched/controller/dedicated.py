@@ -23,9 +23,16 @@ from typing import Any
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller import gcpolicy, policywatch
+from polsched.controller.health import Liveness
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
-from polsched.controller.operator import default_identity, serve_metrics
+from polsched.controller.operator import (
+    admission_rules,
+    default_identity,
+    probes_for,
+    resolve_api_servers,
+    serve_metrics,
+)
 from polsched.controller.reconciler import DEDICATED, PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler.engine import Engine
@@ -48,8 +55,11 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
     engine = Engine(client, identity=identity, cache=cache)
+    liveness = Liveness(grace=max(30.0, 2.0 * args.lease_duration))
+    ready, healthy = probes_for(engine, liveness)
     try:
-        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+        rules = await resolve_api_servers(admission_rules(args, client.host))
+        probes = await serve_metrics(args.metrics_listen, ready, healthy)
     except SystemExit:
         await engine.cache.stop()
         await client.close()
@@ -63,7 +73,8 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     reconciler = PolicyReconciler(
         client, engine, writer, runs_mode=DEDICATED, only=args.policy,
         mounted_cas=(args.namespace, Path(args.extender_ca_dir))
-        if args.extender_ca_dir else None)
+        if args.extender_ca_dir else None, rules=rules)
+    reconciler.events.enabled = not elect
     engine.set_leader(None, not elect)
     tasks: list[asyncio.Task[Any]] = []
     elector: LeaseElector | None = None
@@ -73,8 +84,22 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
             if not leading:  # stop binding now, not after the next await
                 engine.set_leader(None, False)
                 writer.set_enabled(False)
-            t = loop.create_task(reconciler.set_leading(leading))
+            liveness.elected(leading)
+            t = loop.create_task(lead(leading))
             tasks.append(t)
+
+        async def lead(leading: bool) -> None:
+            while True:
+                try:
+                    await reconciler.set_leading(leading)
+                except Exception:  # holding the lease and binding nothing: try again
+                    log.exception("applying leadership=%s failed; retrying", leading)
+                    await asyncio.sleep(1.0)
+                    if elector is None or leading != elector.leading:
+                        return
+                    continue
+                liveness.applied(leading)
+                return
 
         elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
                                identity=identity, on_change=on_leading,
@@ -89,9 +114,13 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     await engine.start()
     gcpolicy.freeze()
     first = asyncio.Event()
-    tasks.append(loop.create_task(policywatch.watch_policies(client, reconciler,
-                                                             name=args.policy, first=first)))
+    watch = loop.create_task(policywatch.watch_policies(client, reconciler,
+                                                        name=args.policy, first=first))
+    tasks.append(watch)
+    liveness.task("policy watch", watch)
     election = loop.create_task(elector.run()) if elector is not None else None
+    if election is not None:
+        liveness.task("lease election", election)
     log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
              identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")
     try:

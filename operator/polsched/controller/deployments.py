@@ -25,7 +25,7 @@ fields survives.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +79,10 @@ def mounted_ca_secrets(record: PolicyRecord, namespace: str) -> list[str]:
 
 
 def render(record: PolicyRecord, *, namespace: str, image: str,
-           directory: Path | None = None) -> list[Json]:
+           directory: Path | None = None, extra_args: Sequence[str] = ()) -> list[Json]:
     """The objects of `record`'s Dedicated scheduler, in apply order. Pure but for
-    reading the templates."""
+    reading the templates. `extra_args`: more flags for `polsched scheduler` (the
+    operator's admission flags, so that a Dedicated scheduler enforces the same rules)."""
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
@@ -99,6 +100,7 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
     args = ["scheduler", "--policy", record.name, "--leader-elect=true"]
     if ca_secrets:
         args.append(f"--extender-ca-dir={EXTENDER_CA_DIR}")
+    args.extend(extra_args)
     values = {
         "name": object_name(record.name),
         "namespace": namespace,
@@ -162,11 +164,12 @@ def foreign_message(obj: Mapping[str, Any], policy_name: str) -> str:
 
 class DedicatedDeployer:
     def __init__(self, client: ApiClient, *, namespace: str, image: str = DEFAULT_IMAGE,
-                 directory: Path | None = None) -> None:
+                 directory: Path | None = None, args: Sequence[str] = ()) -> None:
         self.client = client
         self.namespace = namespace
         self.image = image
         self.directory = directory
+        self.args = tuple(args)
 
     async def _existing(self, path: str) -> Json | None:
         try:
@@ -180,7 +183,7 @@ class DedicatedDeployer:
         """Apply the policy's objects; ForeignObject (nothing applied) when one of their
         names is taken by an object polsched did not make for this policy."""
         objs = render(record, namespace=self.namespace, image=self.image,
-                      directory=self.directory)
+                      directory=self.directory, extra_args=self.args)
         for obj in objs:
             existing = await self._existing(api_path(obj))
             if existing is not None and not ours(existing, record.name):

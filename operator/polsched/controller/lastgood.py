@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.api import GROUP, Policy, PolicyError, load_policy
+from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ def recorded_generation(body: Mapping[str, Any]) -> int | None:
     return rec.generation if rec is not None else None
 
 
-def restore(body: Mapping[str, Any]) -> tuple[Policy, Mapping[str, Any]] | None:
+def restore(body: Mapping[str, Any], rules: AdmissionRules = DEFAULT_RULES
+            ) -> tuple[Policy, Mapping[str, Any]] | None:
     """Load the recorded last good generation of `body` (whose own spec did not load):
     the Policy and the spec it came from, or None when there is no usable record. A record
     of a generation newer than the object's is not ours and is ignored; one that no longer
@@ -85,7 +87,7 @@ def restore(body: Mapping[str, Any]) -> tuple[Policy, Mapping[str, Any]] | None:
     old = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
            "metadata": {**meta, "generation": rec.generation}, "spec": dict(rec.spec)}
     try:
-        policy = load_policy(old)
+        policy = load_policy(old, rules=rules)
     except PolicyError as e:
         log.warning("SchedulingPolicy %s: the last good generation %d recorded in %s no "
                     "longer loads either: %s", name, rec.generation, ANNOTATION, e)

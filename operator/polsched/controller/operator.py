@@ -25,15 +25,22 @@ import socket
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from polsched.api import GROUP
+from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import credentials, gcpolicy, namespaces, policywatch
 from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
+from polsched.controller.health import Liveness
 from polsched.controller.leases import LeaseThread
 from polsched.controller.ledger import BindLedger
-from polsched.controller.options import DEFAULT_METRICS_LISTEN
+from polsched.controller.options import (
+    DEFAULT_EXTENDER_DENY,
+    DEFAULT_EXTENDER_DENY_IN_CLUSTER,
+    DEFAULT_METRICS_LISTEN,
+)
 from polsched.controller.reconciler import PolicyReconciler
 from polsched.controller.status import StatusWriter
 from polsched.scheduler import metrics
@@ -55,7 +62,77 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-async def serve_metrics(listen: str | None, ready: Callable[[], bool]
+def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules:
+    """The reserved scheduler names and the extender destination policy of the flags;
+    `api_server`: the URL this process reaches the API server at (refused as an
+    extender destination, with the in-cluster Service's address). Raises SystemExit
+    naming the flag that does not parse."""
+    deny_flag = args.extender_deny
+    if deny_flag is None:
+        deny_flag = (DEFAULT_EXTENDER_DENY_IN_CLUSTER if os.environ.get("KUBERNETES_SERVICE_HOST")
+                     else DEFAULT_EXTENDER_DENY)
+    try:
+        deny = parse_networks(deny_flag, "--extender-deny")
+        allow = parse_networks(args.extender_allow, "--extender-allow")
+    except ValueError as e:
+        raise SystemExit(f"polsched: {e}") from e
+    destinations = DestinationPolicy(deny=deny, allow=allow)
+    url = urlsplit(api_server)
+    if url.hostname:
+        destinations = destinations.with_api_server(
+            url.hostname, url.port or (443 if url.scheme == "https" else 80))
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), \
+        os.environ.get("KUBERNETES_SERVICE_PORT")
+    if host and port and port.isdigit():
+        destinations = destinations.with_api_server(host, int(port))
+    reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
+    return AdmissionRules.make(reserved, destinations)
+
+
+def admission_flags(args: argparse.Namespace) -> list[str]:
+    """The admission flags given to this process, for the Dedicated schedulers it
+    deploys: they load and call extenders under the same rules."""
+    out: list[str] = []
+    if args.reserved_scheduler_names:
+        out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
+    if args.extender_deny is not None:
+        out.append(f"--extender-deny={args.extender_deny}")
+    if args.extender_allow:
+        out.append(f"--extender-allow={args.extender_allow}")
+    return out
+
+
+async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
+    """The API server's addresses as its names resolve now, refused too (the extender
+    client checks resolved addresses when it connects). A name that does not resolve
+    is kept as a name."""
+    loop = asyncio.get_running_loop()
+    destinations = rules.destinations
+    for host, port in list(destinations.api_servers):
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            continue
+        for *_, sockaddr in infos:
+            destinations = destinations.with_api_server(str(sockaddr[0]), port)
+    return AdmissionRules(rules.reserved_scheduler_names, destinations)
+
+
+def probes_for(engine: Engine, liveness: Liveness) -> tuple[Callable[[], bool],
+                                                            Callable[[], bool]]:
+    """(ready, healthy) of a scheduling process: ready once the cache has synced and
+    while healthy; healthy while its scheduling loop and long-running tasks run and an
+    elected leader leads (controller.health)."""
+    liveness.check("scheduling loop", engine.loop_alive)
+
+    def ready() -> bool:
+        return engine.cache.synced and liveness.healthy()
+
+    return ready, liveness.healthy
+
+
+async def serve_metrics(listen: str | None, ready: Callable[[], bool],
+                        healthy: Callable[[], bool] = lambda: True
                         ) -> web.AppRunner | None:
     """Start /metrics, /healthz and /readyz (`--metrics-listen`). None: the default address,
     given up with a warning when it is taken (a second operator on a laptop must still
@@ -66,7 +143,7 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool]
     if not address:
         return None
     try:
-        runner = await metrics.serve(address, ready=ready)
+        runner = await metrics.serve(address, ready=ready, healthy=healthy)
     except (OSError, ValueError) as e:
         if explicit:
             raise SystemExit(f"polsched: --metrics-listen {address}: {e}") from e
@@ -146,7 +223,8 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
         return credentials.connection_info(kubeconfig)
 
 
-def serve_webhook(args: argparse.Namespace, client: ApiClient) -> Coroutine[Any, Any, None]:
+def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules
+                  ) -> Coroutine[Any, Any, None]:
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
     result, which returns when kopf stops (on SIGTERM or SIGINT)."""
@@ -155,7 +233,7 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient) -> Coroutine[Any,
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    webhook.register(registry)
+    webhook.register(registry, rules, client)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -206,9 +284,13 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         await engine.stop()
         await client.close()
 
+    liveness = Liveness(grace=max(30.0, 2.0 * args.lease_duration))
+    ready, healthy = probes_for(engine, liveness)
     try:
-        # Ready once the cache has synced (engine.start() returns then).
-        probes = await serve_metrics(args.metrics_listen, lambda: engine.cache.synced)
+        # A flag that does not parse ends the process before anything is served.
+        rules = await resolve_api_servers(admission_rules(args, client.host))
+        # Ready once the cache has synced (engine.start() returns then), while healthy.
+        probes = await serve_metrics(args.metrics_listen, ready, healthy)
     except SystemExit:
         await abandon()
         raise
@@ -222,9 +304,9 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                                binder=engine.binder)
     deployer = DedicatedDeployer(client, namespace=args.namespace,
                                  image=args.dedicated_image or await own_image(client)
-                                 or DEFAULT_IMAGE)
+                                 or DEFAULT_IMAGE, args=admission_flags(args))
     reconciler = PolicyReconciler(client, engine, writer, deployer=deployer,
-                                  records_last_good=True)
+                                  records_last_good=True, rules=rules)
     reconciler.leading = False
     tasks: set[asyncio.Task[Any]] = set()
     # The Lease and the policy watch start while the cache syncs (start-up to first bind
@@ -238,7 +320,20 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
             await synced.wait()
             if turn != turns:
                 return
-        await reconciler.set_leading(leading)
+            liveness.elected(True)  # from now on, leading is due within the grace
+        while True:
+            try:
+                await reconciler.set_leading(leading)
+            except Exception:
+                # Not leading while holding the lease binds nothing: try again, and
+                # /healthz reports it once the grace has passed (controller.health).
+                log.exception("applying leadership=%s failed; retrying", leading)
+                await asyncio.sleep(1.0)
+                if turn != turns:
+                    return
+                continue
+            liveness.applied(leading)
+            return
 
     def on_leading(leading: bool) -> None:
         nonlocal turns
@@ -246,6 +341,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         if not leading:  # stop binding now, not after the next await
             engine.set_leader(None, False)
             writer.set_enabled(False)
+            liveness.elected(False)
         t = asyncio.get_running_loop().create_task(lead(leading, turns))
         tasks.add(t)
         t.add_done_callback(tasks.discard)
@@ -272,7 +368,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     engine.binder.deadline = elector.valid_until
     writer.deadline = elector.valid_until
     # The process runs until this ends: kopf (serving the webhook) or a signal.
-    main = serve_webhook(args, client) if args.webhook_listen else until_stopped()
+    main = serve_webhook(args, client, rules) if args.webhook_listen else until_stopped()
     loop = asyncio.get_running_loop()
     election = loop.create_task(elector.run(), name="polsched-lease")
     operator_task = loop.create_task(
@@ -281,6 +377,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     # schedulers once it has started.
     policies = loop.create_task(policywatch.watch_policies(client, reconciler),
                                 name="polsched-policies")
+    liveness.task("policy watch", policies)
+    liveness.task("lease election", election)
     try:
         await sync
         gcpolicy.freeze()

@@ -14,6 +14,11 @@ LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
+# The extender destination policy's default (api.admission): link-local (the cloud
+# metadata service) always; loopback too in a pod (there it is the operator's own pod),
+# not outside a cluster, where `polsched run` reaches extenders run beside it.
+DEFAULT_EXTENDER_DENY = "169.254.0.0/16,fe80::/10"
+DEFAULT_EXTENDER_DENY_IN_CLUSTER = "169.254.0.0/16,fe80::/10,127.0.0.0/8,::1/128"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -37,6 +42,20 @@ def _common(p: argparse.ArgumentParser) -> None:
                         f"string disables them (default: {DEFAULT_METRICS_LISTEN}, skipped "
                         "with a warning when that port is taken; an address given "
                         "explicitly must bind)")
+    p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
+                   help="schedulerNames no policy may claim, besides default-scheduler "
+                        "(always reserved): the profiles of the other schedulers in the "
+                        "cluster, which polsched cannot see (default: none)")
+    p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
+                   help="extender URLs whose host is or resolves into these networks are "
+                        "refused, when the policy is applied (spec.extenders[i].urlPrefix) "
+                        "and when connecting; the API server's own address is always "
+                        "refused. '' refuses only the API server (default: link-local, "
+                        f"{DEFAULT_EXTENDER_DENY}, and in a pod loopback too, "
+                        f"{DEFAULT_EXTENDER_DENY_IN_CLUSTER})")
+    p.add_argument("--extender-allow", metavar="CIDR,...", default="",
+                   help="exceptions to --extender-deny, e.g. 127.0.0.0/8 for extenders on "
+                        "the same host when running outside a cluster (default: none)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polsched.api import Policy, PolicyError, load_policy
+from polsched.api import FieldError, Policy, PolicyError, load_policy
+from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.controller import lastgood
 
 
@@ -38,6 +39,11 @@ class PolicyRecord:
     recorded: int | None = None
     # spec.shadowOf (of the loaded spec, else the latest): a shadow claims no name.
     shadow_of: str = ""
+    # Why `loaded` could not be built and run (a CA Secret not PEM, a client bug): set
+    # and cleared by the reconciler, which retries. Not a load error (`error`).
+    build_error: PolicyError | None = None
+    # Why this shadow is not attached: its target does not allow it ("" otherwise).
+    shadow_refusal: str = ""
 
     @property
     def mode(self) -> str:
@@ -57,8 +63,11 @@ def _claimed_name(body: Mapping[str, Any]) -> str:
 
 
 class PolicyBook:
-    def __init__(self) -> None:
+    """`rules`: the operator's admission rules every spec is loaded against."""
+
+    def __init__(self, rules: AdmissionRules = DEFAULT_RULES) -> None:
         self._records: dict[str, PolicyRecord] = {}
+        self.rules = rules
 
     def observe(self, body: Mapping[str, Any]) -> tuple[PolicyRecord, bool]:
         """Record the object as seen in a watch event. Loads the spec when its generation
@@ -79,14 +88,22 @@ class PolicyBook:
         loaded_spec = rec.loaded_spec if rec is not None else None
         error: PolicyError | None = None
         try:
-            loaded = load_policy(dict(body))
+            loaded = load_policy(dict(body), rules=self.rules)
             loaded_spec = body.get("spec") or {}
         except PolicyError as e:
             error = e
-            if loaded is None:  # nothing in memory (we just started): the record, if any
-                restored = lastgood.restore(body)
-                if restored is not None:
-                    loaded, loaded_spec = restored
+        except Exception as e:  # noqa: BLE001 - a loader bug is this policy's fault only
+            error = PolicyError([FieldError("spec", f"could not be loaded ({type(e).__name__}"
+                                                    f": {e}); a polsched bug, please report")],
+                                name)
+        if error is not None and loaded is None:
+            # Nothing in memory (we just started): the last-good record, if any.
+            try:
+                restored = lastgood.restore(body, self.rules)
+            except Exception:  # noqa: BLE001 - a damaged record is no record
+                restored = None
+            if restored is not None:
+                loaded, loaded_spec = restored
         claimed = loaded.scheduler_name if loaded is not None else _claimed_name(body)
         new = PolicyRecord(name=name, uid=uid, created=str(meta.get("creationTimestamp") or ""),
                            generation=generation, claimed=claimed, loaded=loaded, error=error,

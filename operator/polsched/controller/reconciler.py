@@ -20,7 +20,6 @@ one instead of nothing.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -29,10 +28,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
+from polsched.api.admission import DEFAULT_RULES, AdmissionRules
+from polsched.api.loader import ca_bundle_problem
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import conditions as cond
-from polsched.controller import lastgood
+from polsched.controller import extender_ca, lastgood
 from polsched.controller.policies import PolicyBook, PolicyRecord
+from polsched.controller.policyevents import PolicyEvents
 from polsched.controller.status import StatusView, StatusWriter
 from polsched.extender.client import HTTPExtender
 from polsched.scheduler import metrics
@@ -45,6 +47,11 @@ DEDICATED = "Dedicated"
 # Ready reasons of a shadow policy (spec.shadowOf).
 SHADOWING = "Shadowing"
 SHADOW_TARGET_NOT_RUNNING = "ShadowTargetNotRunning"
+SHADOW_NOT_ALLOWED = "ShadowNotAllowed"
+# Valid=False reason when a generation loaded but its pipeline or an extender could not
+# be built (a CA Secret unreadable or not PEM, a plugin or client bug): contained in the
+# policy, whose last good pipeline (if any) keeps running.
+BUILD_FAILED = "BuildFailed"
 # Ready reason of a Dedicated policy whose Deployment's name is taken by an object that
 # polsched did not make for it (controller.deployments.ForeignObject).
 DEDICATED_OBJECT_CONFLICT = "DedicatedObjectConflict"
@@ -74,21 +81,31 @@ class PolicyReconciler:
     `mounted_cas`: (namespace, directory) in a Dedicated scheduler whose pod has its
     extenders' CA Secrets of that namespace mounted, one subdirectory each
     (controller.deployments.EXTENDER_CA_DIR): read there, not through the API.
+    `rules`: the operator's reserved scheduler names and extender destination policy.
+
+    A fault in one policy never leaves it: any exception while loading, building or
+    applying one policy's pipeline, extenders or shadow is caught here and shown in
+    that policy's status (Valid=False, reason BuildFailed, Ready=False) and in a Warning
+    event regarding it; every other policy is synced as if it were not there.
     """
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  runs_mode: str = SHARED, only: str | None = None,
                  deployer: Deployer | None = None, records_last_good: bool = False,
-                 mounted_cas: tuple[str, Path] | None = None) -> None:
+                 mounted_cas: tuple[str, Path] | None = None,
+                 rules: AdmissionRules = DEFAULT_RULES) -> None:
         self.client = client
         self.mounted_cas = mounted_cas
         self.engine = engine
         self.writer = writer
-        self.book = PolicyBook()
+        self.rules = rules
+        self.book = PolicyBook(rules)
+        self.events = PolicyEvents(client)
         self.runs_mode = runs_mode
         self.only = only
         self.deployer = deployer
         self.leading = deployer is None  # the deployer acts only while leading
+        self.events.enabled = self.leading  # set_leading turns them on and off
         self._lock = asyncio.Lock()
         # scheduler name -> (policy name, the Policy object applied)
         self._applied: dict[str, tuple[str, Policy]] = {}
@@ -143,7 +160,7 @@ class PolicyReconciler:
             if reloaded:
                 # Loading the spec and building its pipeline (and extenders, whose CA
                 # Secret read can still refuse the generation) in _sync.
-                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
+                metrics.policy_reload(rec.name, _reload_result(rec),
                                       time.perf_counter() - started)
 
     async def observe_all(self, bodies: Sequence[Mapping[str, Any]]) -> None:
@@ -181,8 +198,7 @@ class PolicyReconciler:
             await self._sync()
             synced = time.perf_counter() - started
             for rec, took in loads:
-                metrics.policy_reload(rec.name, "error" if rec.error is not None else "success",
-                                      took + synced)
+                metrics.policy_reload(rec.name, _reload_result(rec), took + synced)
 
     async def forget(self, name: str) -> None:
         async with self._lock:
@@ -191,6 +207,7 @@ class PolicyReconciler:
             self._deployed.pop(name, None)
             self._conflicts.pop(name, None)
             self._record_tried.pop(name, None)
+            self.events.forget(name)
             if rec is not None:
                 log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
             await self._sync()
@@ -203,6 +220,7 @@ class PolicyReconciler:
         if not leading:
             self.engine.set_leader(None, False)
             self.writer.set_enabled(False)
+            self.events.enabled = False
         async with self._lock:
             self.leading = leading
             if leading:
@@ -214,6 +232,11 @@ class PolicyReconciler:
             if leading and self.leading:
                 self.engine.set_leader(None, True)
                 self.writer.set_enabled(True)
+                self.events.enabled = True
+                owners = self.book.owners()
+                for rec in self.book.records():  # faults found while standing by
+                    if self._view(rec, owners) is not None:
+                        self._report(rec)
 
     async def _refresh_status(self) -> None:
         """Read each policy's status as the previous leader last wrote it: the counters to
@@ -227,7 +250,8 @@ class PolicyReconciler:
                                                        if len(records) == 1 else "")
         try:
             got = await self.client.get(path)
-        except ApiError as e:
+        except Exception as e:  # noqa: BLE001 - an unreachable server must not stop the
+            # lead from being taken (set_leading would end before engine.set_leader).
             log.warning("SchedulingPolicy %s: reading the status failed: %s",
                         ", ".join(r.name for r in records), e)
             return
@@ -262,33 +286,12 @@ class PolicyReconciler:
                 del self._applied[sname]
                 self._close_later(self._extenders.pop(sname, []))
         for sname, rec in want.items():
-            policy = rec.loaded
-            assert policy is not None
-            applied = self._applied.get(sname)
-            if applied is not None and applied[1] is policy:
-                if self._reseed:
-                    # Same pipeline, new leader: only the counters change (the engine
-                    # keeps the larger of its own and these).
-                    seed = self._persisted_counters(rec)
-                    log.info("SchedulingPolicy %s: counting on from bindsTotal=%d "
-                             "unschedulableAttempts=%d", rec.name, seed.binds_total,
-                             seed.unschedulable_attempts)
-                    self.engine.reseed(sname, seed)
-                continue
             try:
-                extenders = await self._build_extenders(policy)
-            except PolicyError as e:  # the old pipeline (if any) keeps running
-                rec.error = e
-                self._retry = True
-                log.warning("%s", e)
-                continue
-            counters: Counters | None = None
-            if applied is None or applied[0] != rec.name or self._reseed:
-                counters = self._persisted_counters(rec)
-            self.engine.apply(policy, extenders=extenders, counters=counters)
-            self._applied[sname] = (rec.name, policy)
-            self._close_later(self._extenders.pop(sname, []))
-            self._extenders[sname] = extenders
+                await self._sync_one(sname, rec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - contained in this policy
+                self._build_failed(rec, e, "spec")
         self._reseed = False
         await self._sync_shadows(owners)
         # The status first: the writer's task sends it (at once for a pipeline change)
@@ -296,13 +299,77 @@ class PolicyReconciler:
         # observedGeneration waited for the last-good PATCH's round trip (+40-120 ms under
         # load, bench/NOTES.md "Reload latency"). The views depend on nothing below.
         for rec in self.book.records():
-            view = self._view(rec, owners)
-            if view is not None:
-                self.writer.update(rec.name, view, rec.status, created=rec.created)
+            try:
+                view = self._view(rec, owners)
+                if view is not None:  # this process speaks for the policy
+                    self.writer.update(rec.name, view, rec.status, created=rec.created)
+                    self._report(rec)
+            except Exception:  # a status bug must not stop the other policies' status
+                log.exception("SchedulingPolicy %s: computing its status failed", rec.name)
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         if self.records_last_good and self.leading:
             self._record_last_good_soon()
+
+    async def _sync_one(self, sname: str, rec: PolicyRecord) -> None:
+        """Run `rec`'s loaded policy under `sname`: swap in its pipeline if it is not
+        the one running. Raises whatever building it raised (the caller contains it)."""
+        policy = rec.loaded
+        assert policy is not None
+        applied = self._applied.get(sname)
+        if applied is not None and applied[1] is policy:
+            if self._reseed:
+                # Same pipeline, new leader: only the counters change (the engine
+                # keeps the larger of its own and these).
+                seed = self._persisted_counters(rec)
+                log.info("SchedulingPolicy %s: counting on from bindsTotal=%d "
+                         "unschedulableAttempts=%d", rec.name, seed.binds_total,
+                         seed.unschedulable_attempts)
+                self.engine.reseed(sname, seed)
+            return
+        try:
+            extenders = await self._build_extenders(policy)
+        except PolicyError as e:  # the old pipeline (if any) keeps running
+            rec.build_error = e
+            self._retry = True
+            log.warning("%s", e)
+            return
+        counters: Counters | None = None
+        if applied is None or applied[0] != rec.name or self._reseed:
+            counters = self._persisted_counters(rec)
+        try:
+            self.engine.apply(policy, extenders=extenders, counters=counters)
+        except BaseException:
+            self._close_later(extenders)
+            raise
+        self._applied[sname] = (rec.name, policy)
+        self._close_later(self._extenders.pop(sname, []))
+        self._extenders[sname] = extenders
+        rec.build_error = None
+
+    def _build_failed(self, rec: PolicyRecord, err: Exception, path: str) -> None:
+        """An unexpected fault while building or applying `rec`'s pipeline: shown in its
+        status and events, retried on the next event (a bug may depend on the cluster's
+        state); the other policies go on."""
+        log.error("SchedulingPolicy %s: building its pipeline failed; its last good "
+                  "pipeline (if any) keeps running, the other policies are not affected",
+                  rec.name, exc_info=err)
+        rec.build_error = PolicyError(
+            [FieldError(path, f"the pipeline could not be built ({type(err).__name__}: "
+                              f"{truncate(str(err))}); a polsched bug or an unusable "
+                              "referenced object")], rec.name)
+        self._retry = True
+
+    def _report(self, rec: PolicyRecord) -> None:
+        """A Warning event for the fault `rec` shows in its status, once per fault."""
+        if rec.error is not None:
+            self.events.warn(rec.name, rec.uid, cond.INVALID_SPEC, str(rec.error))
+        elif rec.build_error is not None:
+            self.events.warn(rec.name, rec.uid, BUILD_FAILED, str(rec.build_error))
+        elif rec.shadow_refusal:
+            self.events.warn(rec.name, rec.uid, SHADOW_NOT_ALLOWED, rec.shadow_refusal)
+        else:
+            self.events.resolved(rec.name)
 
     def _shadow_target(self, rec: PolicyRecord, owners: Mapping[str, str]
                        ) -> tuple[PolicyRecord | None, str]:
@@ -319,12 +386,28 @@ class PolicyReconciler:
                           f"{self.runs_mode} policies can be shadowed here")
         if target.claimed not in self._applied:
             return None, f"SchedulingPolicy {rec.shadow_of!r} does not run (see its status)"
+        if not self.shadow_allowed(rec, target):
+            return None, self.shadow_refused(rec)
         return target, ""
+
+    @staticmethod
+    def shadow_allowed(rec: PolicyRecord, target: PolicyRecord) -> bool:
+        """A shadow sees every pod of the policy it shadows: the shadowed policy's owner
+        opts in by listing the shadow in spec.allowedShadows (of its running spec)."""
+        return target.loaded is not None and rec.name in target.loaded.allowed_shadows
+
+    @staticmethod
+    def shadow_refused(rec: PolicyRecord) -> str:
+        return (f"SchedulingPolicy {rec.shadow_of!r} does not allow {rec.name!r} to shadow "
+                f"it: its spec.allowedShadows must list {rec.name!r} (a shadow sees every "
+                f"pod of the policy it shadows, so whoever may edit {rec.shadow_of!r} "
+                "decides)")
 
     async def _sync_shadows(self, owners: Mapping[str, str]) -> None:
         """Attach each loaded shadow to its live policy's scheduler, detach the rest."""
         want: dict[str, tuple[str, str, Policy]] = {}
         for rec in self.book.records():
+            rec.shadow_refusal = ""
             if rec.loaded is None or not rec.shadow_of or rec.loaded.shadow_of != rec.shadow_of:
                 continue
             if self.only is not None:
@@ -332,6 +415,11 @@ class PolicyReconciler:
             target, _ = self._shadow_target(rec, owners)
             if target is not None:
                 want[rec.name] = (target.name, target.claimed, rec.loaded)
+            else:
+                other = self.book.get(rec.shadow_of)
+                if other is not None and other.loaded is not None and \
+                        not self.shadow_allowed(rec, other):
+                    rec.shadow_refusal = self.shadow_refused(rec)
         for name in list(self._shadows):
             if name not in want:
                 self.engine.remove_shadow(name)
@@ -341,18 +429,30 @@ class PolicyReconciler:
             if self._shadows.get(name) == (sname, policy) and \
                     self.engine.shadow_stats(name) is not None:
                 continue
+            shadow_rec = self.book.get(name)
             try:
                 extenders = await self._build_extenders(policy)
             except PolicyError as e:
-                shadow_rec = self.book.get(name)
                 if shadow_rec is not None:
-                    shadow_rec.error = e
+                    shadow_rec.build_error = e
                 self._retry = True
                 continue
-            self.engine.apply_shadow(policy, live, sname, extenders=extenders)
+            except Exception as e:  # noqa: BLE001 - contained in this shadow
+                if shadow_rec is not None:
+                    self._build_failed(shadow_rec, e, "spec")
+                continue
+            try:
+                self.engine.apply_shadow(policy, live, sname, extenders=extenders)
+            except Exception as e:  # noqa: BLE001 - contained in this shadow
+                self._close_later(extenders)
+                if shadow_rec is not None:
+                    self._build_failed(shadow_rec, e, "spec.shadowOf")
+                continue
             self._shadows[name] = (sname, policy)
             self._close_later(self._extenders.pop(SHADOW_PREFIX + name, []))
             self._extenders[SHADOW_PREFIX + name] = extenders
+            if shadow_rec is not None:
+                shadow_rec.build_error = None
 
     async def _deploy(self, owners: Mapping[str, str]) -> None:
         assert self.deployer is not None
@@ -508,12 +608,20 @@ class PolicyReconciler:
         when that generation runs; Stalled when it cannot run without an edit; Reconciling
         while it is on its way."""
         gen = rec.generation
-        if rec.error is None:
-            valid = cond.Condition(cond.VALID, True, cond.LOADED,
-                                   f"generation {gen} loaded", gen)
-        else:
+        if rec.error is not None:
             valid = cond.Condition(cond.VALID, False, cond.INVALID_SPEC,
                                    _error_message(rec.error, rec.loaded), gen)
+        elif rec.build_error is not None:
+            # It loaded, but what it needs (a CA Secret, an extender client) could not be
+            # built: the running pipeline, if any, is the previous one.
+            applied = self._applied.get(rec.claimed)
+            running = applied[1] if applied is not None and applied[0] == rec.name \
+                and applied[1] is not rec.loaded else None
+            valid = cond.Condition(cond.VALID, False, BUILD_FAILED,
+                                   _error_message(rec.build_error, running), gen)
+        else:
+            valid = cond.Condition(cond.VALID, True, cond.LOADED,
+                                   f"generation {gen} loaded", gen)
         if rec.shadow_of and rec.loaded is not None and rec.loaded.shadow_of == rec.shadow_of:
             return self._shadow_view(rec, owners, valid)
         owner = owners.get(rec.claimed)
@@ -543,7 +651,9 @@ class PolicyReconciler:
         policy = rec.loaded
         applied = self._applied.get(rec.claimed)
         if applied is None:
-            ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
+            ready = cond.Condition(cond.READY, False,
+                                   BUILD_FAILED if rec.build_error is not None
+                                   else cond.INVALID_SPEC,
                                    "the pipeline could not be built; see Valid", gen)
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
@@ -556,6 +666,12 @@ class PolicyReconciler:
             ready = cond.Condition(cond.READY, False, cond.INVALID_SPEC,
                                    f"generation {gen} does not load: {problems}; {msg}", gen)
             stalled = True
+        elif rec.build_error is not None and running is not policy:
+            problems = "; ".join(str(e) for e in rec.build_error.errors)
+            ready = cond.Condition(cond.READY, False, BUILD_FAILED,
+                                   f"generation {gen} could not be built: {problems}; {msg}",
+                                   gen)
+            stalled = False  # retried on the next event (a Secret may appear)
         elif running.generation != gen:
             ready = cond.Condition(cond.READY, cond.UNKNOWN, cond.PROGRESSING,
                                    f"generation {gen} is starting; {msg}", gen)
@@ -574,11 +690,15 @@ class PolicyReconciler:
         target, why = self._shadow_target(rec, owners)
         attached = self._shadows.get(rec.name)
         if target is None or attached is None:
-            ready = cond.Condition(cond.READY, False, SHADOW_TARGET_NOT_RUNNING,
+            refused = bool(rec.shadow_refusal)
+            ready = cond.Condition(cond.READY, False,
+                                   SHADOW_NOT_ALLOWED if refused else SHADOW_TARGET_NOT_RUNNING,
                                    why or "not attached yet", gen)
-            # Waits for its target to run (kstatus Reconciling), unless its spec is bad.
+            # Waits for its target to run (kstatus Reconciling), unless its spec is bad
+            # or the target's owner has to allow it.
             return StatusView("", None, None, None,
-                              (*cond.kstatus(ready, stalled=rec.error is not None), valid))
+                              (*cond.kstatus(ready, stalled=rec.error is not None or refused),
+                               valid))
         running = attached[1]
         ready = cond.Condition(
             cond.READY, True, SHADOWING,
@@ -612,38 +732,49 @@ class PolicyReconciler:
 
     # -- extenders -------------------------------------------------------------------------
     async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:
+        """One client per spec.extenders entry. Raises PolicyError naming the entry for
+        anything that goes wrong, expected (a CA Secret unreadable) or not."""
         out: list[HTTPExtender] = []
-        for i, cfg in enumerate(policy.extenders):
-            ca_pem: str | None = None
-            if cfg.ca_secret_ref is not None:
-                ns, secret = cfg.ca_secret_ref
-                ca_pem = await self._read_ca(ns, secret, f"spec.extenders[{i}].tlsConfig."
-                                                         "caSecretRef")
-            out.append(HTTPExtender(cfg, ca_pem))
+        try:
+            for i, cfg in enumerate(policy.extenders):
+                path = f"spec.extenders[{i}]"
+                ca_pem: str | None = None
+                if cfg.ca_secret_ref is not None:
+                    ns, secret = cfg.ca_secret_ref
+                    ca_pem = await self._read_ca(ns, secret, f"{path}.tlsConfig.caSecretRef")
+                try:
+                    out.append(HTTPExtender(cfg, ca_pem,
+                                            destinations=self.rules.destinations))
+                except Exception as e:  # noqa: BLE001 - named, contained in the policy
+                    raise PolicyError([FieldError(path, f"the extender client could not be "
+                                                        f"built: {truncate(str(e))}")],
+                                      policy.name) from e
+        except BaseException:
+            self._close_later(out)
+            raise
         return out
 
     async def _read_ca(self, namespace: str, name: str, path: str) -> str:
+        """The CA of a caSecretRef, checked as PEM certificates: from the pod's mount in a
+        Dedicated scheduler (its namespace's Secrets), else through the API."""
         if self.mounted_cas is not None and namespace == self.mounted_cas[0]:
             return self._read_mounted_ca(self.mounted_cas[1], namespace, name, path)
-        try:
-            secret = await self.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-        except ApiError as e:
-            raise PolicyError([FieldError(path, f"cannot read Secret {namespace}/{name}: "
-                                                f"{e.reason or e.status} {e.message}")]) from e
-        data = (secret.get("data") or {}).get("ca.crt")
-        if not data:
-            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no key ca.crt")])
-        return base64.b64decode(data).decode()
+        return await extender_ca.read_ca(self.client, namespace, name, path)
 
     @staticmethod
     def _read_mounted_ca(directory: Path, namespace: str, name: str, path: str) -> str:
         """ca.crt of Secret namespace/name as the kubelet mounted it (optional: a missing
         Secret or key leaves no file)."""
         try:
-            return (directory / name / "ca.crt").read_text(encoding="utf-8")
+            pem = (directory / name / "ca.crt").read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise PolicyError([FieldError(path, f"Secret {namespace}/{name} has no readable "
                                                 f"key ca.crt in this pod ({e})")]) from e
+        problem = ca_bundle_problem(pem)
+        if problem:
+            raise PolicyError([FieldError(path, f"Secret {namespace}/{name} key ca.crt must "
+                                                f"be PEM CA certificates: {problem}")])
+        return pem
 
     def _close_later(self, extenders: Sequence[HTTPExtender]) -> None:
         if not extenders:
@@ -662,6 +793,7 @@ class PolicyReconciler:
         task.add_done_callback(self._background.discard)
 
     async def close(self) -> None:
+        await self.events.close()
         for task in list(self._background):
             task.cancel()
         if self._conflict_retry is not None:
@@ -677,6 +809,16 @@ class PolicyReconciler:
                 except Exception:
                     log.debug("closing extender %s failed", ext.name, exc_info=True)
         self._extenders.clear()
+
+
+def _reload_result(rec: PolicyRecord) -> str:
+    return "error" if rec.error is not None or rec.build_error is not None else "success"
+
+
+def truncate(text: str, limit: int = 300) -> str:
+    """A message from elsewhere (an exception), bounded for a condition or an event."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
 
 
 def _error_message(error: PolicyError, running: Policy | None) -> str:

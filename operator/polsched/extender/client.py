@@ -17,7 +17,17 @@ that wait for it.
 
 Deliberate differences from upstream, each to stay safe where Go would not:
 - an Error in an answer reads "failed <verb> with extender at URL <url>: <Error>" (upstream
-  reports the bare Error text, which does not say which extender failed);
+  reports the bare Error text, which does not say which extender failed); that Error, and
+  anything else taken from an answer into a message (node names, pod UIDs), is cut to
+  MAX_REASON_CHARS with control characters replaced: messages end up in pods' events and
+  policies' status, and an answer body is never copied into them;
+- an answer's body is bounded: MAX_ANSWER_BYTES plus the size of the request (a filter
+  answer of whole nodes is at most the nodes sent); a larger one fails the call as soon as
+  its Content-Length or its first bytes past the bound arrive, and the connection is
+  closed, so memory stays bounded whatever the extender sends (upstream reads any size);
+- the operator's destination policy (api.admission.DestinationPolicy) is enforced when
+  connecting: the host is resolved and only addresses the policy does not refuse are
+  connected to;
 - HTTP(S)_PROXY from the environment is not used (Go's transport uses it).
 """
 
@@ -35,14 +45,20 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from polsched import __version__
+from polsched.api.admission import OPEN, DestinationPolicy
 from polsched.api.model import ExtenderConfig
-from polsched.cluster.http1 import Http1Writer
+from polsched.cluster.http1 import AnswerTooLarge, DestinationRefused, Http1Writer
 from polsched.extender import wire
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
 
 # pkg/scheduler/extender.go: DefaultExtenderTimeout.
 DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
+# An answer's body may be this much larger than the request it answers (upstream has no
+# bound; a 300 MB answer was buffered whole, in the process every Shared policy runs in).
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# Text from an answer quoted in a message (an Error, a node name) is cut to this.
+MAX_REASON_CHARS = 256
 _USER_AGENT = f"polsched/{__version__}"
 # The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
 # entries than the request that found it too big: nodes deleted from the cluster go then.
@@ -50,8 +66,18 @@ _NODE_CACHE_SLACK = 1024
 
 
 def _go_quote(s: str) -> str:
-    """Go's %q for the strings we quote (a JSON string is close enough)."""
-    return json.dumps(s, ensure_ascii=False)
+    """Go's %q for the strings we quote (a JSON string is close enough), bounded."""
+    return json.dumps(reason(s), ensure_ascii=False)
+
+
+def reason(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """Text taken from an extender's answer, fit for an event or a condition: control
+    characters (newlines included) replaced by spaces, cut to `limit` characters."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    return text
 
 
 def _pem_from_ca_data(data: str) -> str:
@@ -90,8 +116,10 @@ class HTTPExtender:
     and preemption. Build one per spec.extenders entry when the policy loads; call
     close() when the policy's pipeline is dropped."""
 
-    def __init__(self, config: ExtenderConfig, ca_pem: str | None = None) -> None:
+    def __init__(self, config: ExtenderConfig, ca_pem: str | None = None, *,
+                 destinations: DestinationPolicy = OPEN) -> None:
         self.config = config
+        self._destinations = destinations
         self._base = config.url_prefix.rstrip("/")
         timeout = config.http_timeout_seconds
         self._timeout = timeout if timeout > 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
@@ -191,7 +219,7 @@ class HTTPExtender:
         result = wire.ExtenderFilterResult.from_json(answer)
         if result.error:
             raise ExtenderError(
-                f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
+                f"failed {verb} with extender at URL {self.url(verb)}: {reason(result.error)}")
         if self.config.node_cache_capable and result.node_names is not None:
             names = result.node_names
         elif result.nodes is not None:
@@ -234,7 +262,7 @@ class HTTPExtender:
         result = wire.ExtenderBindingResult.from_json(answer)
         if result.error:
             raise ExtenderError(
-                f"failed {verb} with extender at URL {self.url(verb)}: {result.error}")
+                f"failed {verb} with extender at URL {self.url(verb)}: {reason(result.error)}")
 
     async def process_preemption(
         self, pod: PodInfo, victims_by_node: Mapping[str, wire.Victims],
@@ -264,8 +292,9 @@ class HTTPExtender:
                 found = candidates.get(meta_pod.uid)
                 if found is None:
                     raise ExtenderError(
-                        f"extender: {self.name} claims to preempt pod (UID: {meta_pod.uid}) "
-                        f"on node: {node_name}, but the pod is not found on that node")
+                        f"extender: {self.name} claims to preempt pod (UID: "
+                        f"{reason(meta_pod.uid)}) on node: {reason(node_name)}, but the pod "
+                        "is not found on that node")
                 pods.append(found)
             out[node_name] = wire.Victims(tuple(pods), meta.num_pdb_violations)
         return out
@@ -300,8 +329,11 @@ class HTTPExtender:
         loop = asyncio.get_running_loop()
         writer = self._writer
         if writer is None or self._writer_loop is not loop:
+            check = (self._destinations.refuses_address
+                     if self._destinations is not OPEN else None)
             writer = Http1Writer(self._host, self._port, self._tls,
-                                 self._host if self._tls is not None else None)
+                                 self._host if self._tls is not None else None,
+                                 address_check=check)
             self._writer, self._writer_loop = writer, loop
         return writer
 
@@ -329,11 +361,23 @@ class HTTPExtender:
         # Like Go's http.Client.Timeout: connecting, sending and reading the whole answer.
         deadline = asyncio.get_running_loop().time() + self._timeout
         retry = read_only
+        limit = MAX_ANSWER_BYTES + len(body)
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    status, payload = await writer.send(head, body, timeout=None)
+                    status, payload = await writer.send(head, body, timeout=None,
+                                                        max_body=limit)
                 break
+            except AnswerTooLarge as exc:
+                raise ExtenderError(
+                    f"failed {verb} with extender at URL {self.url(verb)}: its answer is "
+                    f"larger than the {limit} bytes allowed ({MAX_ANSWER_BYTES // 2**20} MiB "
+                    "more than the request); not read") from exc
+            except aiohttp.ClientConnectorError as exc:
+                if isinstance(exc.os_error, DestinationRefused):
+                    raise ExtenderError(f'Post "{self.url(verb)}": {exc.os_error}') from exc
+                raise ExtenderError(
+                    f'Post "{self.url(verb)}": {exc or type(exc).__name__}') from exc
             except aiohttp.ServerDisconnectedError as exc:
                 # A pooled connection the extender closed while idle (many servers drop
                 # idle connections after a few seconds) fails like this. Filter,

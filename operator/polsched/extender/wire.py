@@ -59,8 +59,9 @@ def loads(payload: bytes, where: str) -> Any:
     try:
         value, _ = _DECODER.raw_decode(text)
     except (ValueError, RecursionError) as exc:
-        snippet = text[:60] + ("..." if len(text) > 60 else "")
-        raise ExtenderError(f"{where}: invalid JSON ({exc}): {snippet!r}") from None
+        # Never the body itself: it ends up in events and may be anything.
+        why = str(exc)[:120] if not isinstance(exc, RecursionError) else "nested too deeply"
+        raise ExtenderError(f"{where}: invalid JSON ({why})") from None
     return value
 
 
@@ -120,7 +121,7 @@ def _int64(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _wrong(value, where, "an integer")
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise ExtenderError(f"cannot decode {value} into {where}: out of int64 range")
+        raise ExtenderError(f"cannot decode {str(value)[:40]} into {where}: out of int64 range")
     return value
 
 

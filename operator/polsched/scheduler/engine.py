@@ -211,6 +211,12 @@ class Engine(CacheListener):
         for s in self._schedulers.values():
             self._start_scheduler(s, pending.get(s.name, ()))
 
+    def loop_alive(self) -> bool:
+        """False once the scheduling loop has ended while the engine runs (a fault it
+        did not catch): the process's /healthz says so (controller.health)."""
+        task = self._loop_task
+        return task is None or not task.done()
+
     async def stop(self) -> None:
         for s in self._schedulers.values():
             self._stop_scheduler(s)
@@ -220,6 +226,10 @@ class Engine(CacheListener):
             tasks.append(self._loop_task)
             self._loop_task = None
         for t in tasks:
+            if t.done():  # ended on its own (a fault /healthz reported): stop the rest
+                if not t.cancelled():
+                    t.exception()
+                continue
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.binder.close()
@@ -617,8 +627,15 @@ class Engine(CacheListener):
         self._report_pending(s)  # popped; backoffs that expired moved to activeQ
         try:
             await self._schedule_one(s, qp, started)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as err:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the loop (or the cycle's task) is being stopped
+            # Raised by a plugin or an extender call, not a cancellation of this task:
+            # re-raised, it would end the scheduling loop of every policy.
+            log.error("scheduling %s failed: a CancelledError nobody asked for", qp.key,
+                      exc_info=err)
+            self._on_error(s, qp, "internal error: CancelledError", started)
         except Exception as err:  # a bug must not stop the scheduler
             log.exception("scheduling %s failed", qp.key)
             self._on_error(s, qp, f"internal error: {err}", started)

@@ -8,13 +8,16 @@ policies against the real registry."""
 from __future__ import annotations
 
 import base64
+import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from polsched import plugins
 from polsched.api import FieldError, Policy, PolicyError, load_policy
+from polsched.api.admission import AdmissionRules, DestinationPolicy
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
@@ -89,19 +92,34 @@ def policy(spec: Mapping[str, Any] | None = None, name: str = "p",
     return obj
 
 
-def load(spec: Mapping[str, Any] | None = None, **top: Any) -> Policy:
+def load(spec: Mapping[str, Any] | None = None, rules: AdmissionRules | None = None,
+         **top: Any) -> Policy:
     return load_policy(policy(spec, **top), registry=REGISTRY,
-                       default_filters=DEFAULT_FILTERS, default_scorers=DEFAULT_SCORERS)
+                       default_filters=DEFAULT_FILTERS, default_scorers=DEFAULT_SCORERS,
+                       **({"rules": rules} if rules is not None else {}))
 
 
-def errors(spec: Mapping[str, Any] | None = None, **top: Any) -> list[FieldError]:
+def errors(spec: Mapping[str, Any] | None = None, rules: AdmissionRules | None = None,
+           **top: Any) -> list[FieldError]:
     with pytest.raises(PolicyError) as exc:
-        load(spec, **top)
+        load(spec, rules, **top)
     return exc.value.errors
 
 
-def paths(spec: Mapping[str, Any] | None = None, **top: Any) -> list[str]:
-    return [e.path for e in errors(spec, **top)]
+@pytest.fixture(scope="module")
+def ca_pem(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real self-signed certificate, PEM (openssl, as the webhook makes its own)."""
+    d: Path = tmp_path_factory.mktemp("ca")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=test-ca", "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt")],
+                   check=True, capture_output=True)
+    return (d / "ca.crt").read_text()
+
+
+def paths(spec: Mapping[str, Any] | None = None, rules: AdmissionRules | None = None,
+          **top: Any) -> list[str]:
+    return [e.path for e in errors(spec, rules, **top)]
 
 
 def names(p: Policy) -> tuple[list[str], list[str]]:
@@ -369,13 +387,13 @@ def test_runtime_errors() -> None:
 EXT = {"urlPrefix": "http://extender.example.svc:8888/", "filterVerb": "filter"}
 
 
-def test_extender_defaults_and_fields() -> None:
-    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+def test_extender_defaults_and_fields(ca_pem: str) -> None:
+    ca = base64.b64encode(ca_pem.encode()).decode()
     p = load({"extenders": [
         dict(EXT),
         {**EXT, "prioritizeVerb": "prioritize", "weight": 5, "bindVerb": "bind",
          "preemptVerb": "preempt", "nodeCacheCapable": True, "ignorable": True,
-         "enableHTTPS": True, "httpTimeout": "1m30s",
+         "enableHTTPS": True, "httpTimeout": "1m",
          "managedResources": [{"name": "example.com/foo", "ignoredByScheduler": True},
                               {"name": "example.com/bar"}],
          "tlsConfig": {"insecure": True, "caData": ca,
@@ -384,11 +402,11 @@ def test_extender_defaults_and_fields() -> None:
     plain, full = p.extenders
     assert plain.http_timeout_seconds == 5.0 and plain.ca_secret_ref is None
     assert (plain.weight, plain.bind_verb, plain.ignorable) == (1, "", False)
-    assert full.http_timeout_seconds == 90.0
+    assert full.http_timeout_seconds == 60.0
     assert (full.weight, full.prioritize_verb, full.bind_verb, full.preempt_verb) == (
         5, "prioritize", "bind", "preempt")
     assert full.node_cache_capable and full.ignorable and full.enable_https
-    assert full.tls_insecure and full.ca_data == "-----BEGIN CERTIFICATE-----\n"
+    assert full.tls_insecure and full.ca_data == ca_pem
     assert full.ca_secret_ref == ("polsched-system", "ext-ca")
     assert [(r.name, r.ignored_by_scheduler) for r in full.managed_resources] == [
         ("example.com/foo", True), ("example.com/bar", False)]
@@ -405,7 +423,7 @@ def test_ignored_resources_reach_the_plugins_handle() -> None:
 
 
 @pytest.mark.parametrize(("timeout", "seconds"), [
-    ("500ms", 0.5), ("5s", 5.0), ("1h", 3600.0), ("0s", 5.0), ("0", 5.0), ("1.5s", 1.5)])
+    ("500ms", 0.5), ("5s", 5.0), ("1m", 60.0), ("0s", 5.0), ("0", 5.0), ("1.5s", 1.5)])
 def test_extender_http_timeout(timeout: str, seconds: float) -> None:
     [ext] = load({"extenders": [{**EXT, "httpTimeout": timeout}]}).extenders
     assert ext.http_timeout_seconds == seconds
@@ -521,3 +539,92 @@ def test_real_plugin_args_errors_carry_the_full_path() -> None:
               "scorers": [{"name": "NodeLabelValue", "args": {}}]})
     assert [e.path for e in exc.value.errors] == [
         "spec.filters[0].args.requirements[1].operator", "spec.scorers[0].args.key"]
+
+
+# -- issue 26: budgets, reserved names, shadows, destinations -----------------------------
+
+
+@pytest.mark.parametrize("timeout", ["999h", "1h", "60.001s", "1m0.5s"])
+def test_extender_http_timeout_has_an_upper_bound(timeout: str) -> None:
+    [err] = errors({"extenders": [{**EXT, "httpTimeout": timeout}]})
+    assert err.path == "spec.extenders[0].httpTimeout"
+    assert f"{timeout} is longer than the maximum of 60s" in err.message
+
+
+@pytest.mark.parametrize("ca", [
+    b"hello, not a certificate",
+    b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    b"-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n",
+])
+def test_a_ca_that_is_not_pem_certificates_is_refused_with_its_field(ca: bytes) -> None:
+    [err] = errors({"extenders": [{**EXT, "tlsConfig": {
+        "caData": base64.b64encode(ca).decode()}}]})
+    assert err.path == "spec.extenders[0].tlsConfig.caData"
+    assert "must be base64-encoded PEM CA certificates" in err.message
+
+
+def test_a_ca_bundle_with_a_good_certificate_loads(ca_pem: str) -> None:
+    bundle = base64.b64encode((ca_pem + ca_pem).encode()).decode()
+    [ext] = load({"extenders": [{**EXT, "tlsConfig": {"caData": bundle}}]}).extenders
+    assert ext.ca_data.count("BEGIN CERTIFICATE") == 2
+
+
+def test_default_scheduler_is_refused_as_a_scheduler_name() -> None:
+    [err] = errors({"schedulerName": "default-scheduler"})
+    assert err.path == "spec.schedulerName"
+    assert "kube-scheduler's default profile" in err.message
+    # Defaulted from metadata.name: the field to change is the name (or schedulerName).
+    [err] = errors({}, metadata={"name": "default-scheduler"})
+    assert err.path == "metadata.name" and "spec.schedulerName" in err.message
+    # A shadow claims no name.
+    load({"shadowOf": "other"}, metadata={"name": "default-scheduler"})
+
+
+def test_reserved_scheduler_names_come_from_the_rules() -> None:
+    rules = AdmissionRules.make(["volcano", "yunikorn"])
+    [err] = errors({"schedulerName": "volcano"}, rules)
+    assert err.path == "spec.schedulerName" and "reserved by the cluster admin" in err.message
+    assert "default-scheduler" in rules.reserved_scheduler_names
+    load({"schedulerName": "volcano"})  # not reserved without the rule
+    load({"schedulerName": "mine"}, rules)
+
+
+def test_allowed_shadows_are_policy_names() -> None:
+    p = load({"allowedShadows": ["canary", "canary-2"]})
+    assert p.allowed_shadows == frozenset({"canary", "canary-2"})
+    assert load({}).allowed_shadows == frozenset()
+    assert paths({"allowedShadows": ["Bad_Name", 3, "p"]}) == [
+        "spec.allowedShadows[0]", "spec.allowedShadows[1]", "spec.allowedShadows[2]"]
+    assert paths({"allowedShadows": [f"s{i}" for i in range(17)]}) == ["spec.allowedShadows"]
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("http://169.254.169.254/latest/", "link-local"),
+    ("http://[fe80::1]:8888/", "link-local"),
+    ("http://127.0.0.1:8888/", "loopback"),
+    ("http://[::ffff:127.0.0.1]:8888/", "loopback"),
+    ("http://localhost:8888/", "loopback"),
+    ("https://kubernetes.default.svc/", "API server's Service"),
+    ("https://10.0.0.1:6443/", "API server's own address"),
+])
+def test_extender_destination_policy_refuses_with_the_field(url: str, why: str) -> None:
+    rules = AdmissionRules.make(destinations=DestinationPolicy().with_api_server(
+        "10.0.0.1", 6443))
+    [err] = errors({"extenders": [{**EXT, "urlPrefix": url}]}, rules)
+    assert err.path == "spec.extenders[0].urlPrefix"
+    assert why in err.message and "--extender-allow" in err.message
+
+
+def test_extender_destination_policy_allows_exceptions_and_other_hosts() -> None:
+    import ipaddress
+
+    allow_loopback = DestinationPolicy(allow=(ipaddress.ip_network("127.0.0.0/8"),))
+    rules = AdmissionRules.make(destinations=allow_loopback.with_api_server("127.0.0.1", 6443))
+    load({"extenders": [{**EXT, "urlPrefix": "http://127.0.0.1:8888/"}]}, rules)
+    load({"extenders": [{**EXT, "urlPrefix": "http://10.0.0.9:8888/"}]}, rules)
+    load({"extenders": [{**EXT, "urlPrefix": "https://10.0.0.1:6443/"}]}, rules)
+    # Loopback allowed, but never the API server's own port.
+    assert paths({"extenders": [{**EXT, "urlPrefix": "https://127.0.0.1:6443/"}]},
+                 rules) == ["spec.extenders[0].urlPrefix"]
+    # Without rules (polsched validate, an Engine built by hand) nothing is refused.
+    load({"extenders": [{**EXT, "urlPrefix": "http://169.254.169.254/"}]})

@@ -123,3 +123,30 @@ def test_only_what_polsched_made_for_the_policy_is_its_own() -> None:
     assert msg.startswith("Deployment polsched-system/polsched-dedicated-p already exists "
                           "and was not made by polsched for SchedulingPolicy 'p'")
     assert "leaves it alone" in msg
+
+
+def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
+    import argparse
+
+    from polsched.controller.operator import admission_flags
+    from polsched.controller.options import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    assert admission_flags(parser.parse_args([])) == []
+    flags = admission_flags(parser.parse_args([
+        "--reserved-scheduler-names", "volcano", "--extender-deny", "10.0.0.0/8",
+        "--extender-allow", "10.1.0.0/16"]))
+    assert flags == ["--reserved-scheduler-names=volcano", "--extender-deny=10.0.0.0/8",
+                     "--extender-allow=10.1.0.0/16"]
+    rec = record("fast", {"runtime": {"mode": "Dedicated"}})
+    deploy = render(rec, namespace="polsched-system", image="img:1", extra_args=flags)[-1]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["scheduler", "--policy", "fast", "--leader-elect=true", *flags]
+    # The scheduler's own parser takes them.
+    from polsched.controller.options import add_scheduler_arguments
+
+    sched = argparse.ArgumentParser()
+    add_scheduler_arguments(sched)
+    parsed = sched.parse_args(args[1:])
+    assert parsed.reserved_scheduler_names == "volcano"

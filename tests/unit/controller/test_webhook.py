@@ -43,3 +43,17 @@ def test_webhook_service_without_listen_is_refused_before_connecting(
         cli.main(["run", "--kubeconfig", str(tmp_path / "missing"),
                   "--webhook-service", "polsched-system/polsched"])
     assert str(exc.value) == "polsched: --webhook-service needs --webhook-listen (where to serve)"
+
+
+def test_default_scheduler_and_reserved_names_are_refused_with_the_field() -> None:
+    from polsched.api.admission import AdmissionRules
+
+    body = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": "p"}, "spec": {"schedulerName": "default-scheduler"}}
+    with pytest.raises(kopf.AdmissionError, match="spec.schedulerName: schedulerName "
+                                                  "'default-scheduler'"):
+        validate_policy(body)
+    body["spec"] = {"schedulerName": "volcano"}
+    validate_policy(body)
+    with pytest.raises(kopf.AdmissionError, match="spec.schedulerName: .*reserved"):
+        validate_policy(body, AdmissionRules.make(["volcano"]))
