@@ -9,6 +9,14 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 DEV_DIR ?= .dev
 # `make cluster REAL_NODE=1`: one real node (kubelet, containerd, runc; root only) too.
 REAL_NODE ?=
+# `make cluster FEATURE_GATES=GenericWorkload=true`: Kubernetes feature gates (Name=true|false,
+# comma-separated) for kube-apiserver, kube-controller-manager and kube-scheduler (the
+# conformance oracle and the bench's too); GenericWorkload=true also serves
+# scheduling.k8s.io/v1beta1 (Workload, PodGroup). Unset: upstream's defaults.
+FEATURE_GATES ?=
+ifneq ($(strip $(FEATURE_GATES)),)
+export POLSCHED_FEATURE_GATES := $(FEATURE_GATES)
+endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 

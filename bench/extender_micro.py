@@ -35,6 +35,7 @@ import bench.workloads as wl  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.extender import HTTPExtender  # noqa: E402
+from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 
@@ -51,7 +52,7 @@ async def decide_all(pods: list[dict[str, Any]], port: int) -> tuple[str, int]:
     obj = polsched_policy(w, f"http://127.0.0.1:{port}/")
     obj["metadata"]["generation"] = 1
     obj["spec"]["schedulerName"] = micro.SCHEDULER_NAME
-    policy = load_policy(obj)
+    policy = load_policy(obj, CATALOG)
     extenders = [HTTPExtender(c) for c in policy.extenders]
     pipeline = build_pipeline(policy, extenders=extenders)
     pipeline._rng = random.Random(7)  # micro.py's seed: comparable digests

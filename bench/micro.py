@@ -60,6 +60,7 @@ from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
 from polsched.framework.pipeline import Pipeline  # noqa: E402
+from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
@@ -105,7 +106,7 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
     policy_obj = polsched_policy(workload, None)
     policy_obj["metadata"]["generation"] = 1
     policy_obj["spec"]["schedulerName"] = SCHEDULER_NAME
-    pipeline = build_pipeline(load_policy(policy_obj))
+    pipeline = build_pipeline(load_policy(policy_obj, CATALOG))
     pipeline._rng = random.Random(7)  # a fixed tie-break sequence: comparable digests
     pods = []
     for i in range(workload.pods):
@@ -197,7 +198,7 @@ def shadow_set(workload: wl.Workload) -> Any:
     obj = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
            "metadata": {"name": "bench-shadow", "generation": 1},
            "spec": {"shadowOf": "bench-polsched", **wl.shadow_spec()}}
-    shadows.shadows["bench-shadow"] = Shadow(load_policy(obj), "bench-polsched")
+    shadows.shadows["bench-shadow"] = Shadow(load_policy(obj, CATALOG), "bench-polsched")
     return shadows
 
 

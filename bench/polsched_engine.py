@@ -21,6 +21,7 @@ import yaml
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender import HTTPExtender
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 
 
@@ -28,7 +29,7 @@ async def run(args: argparse.Namespace) -> None:
     with open(args.policy) as f:
         obj = yaml.safe_load(f)
     obj.setdefault("metadata", {}).setdefault("generation", 1)
-    policy = load_policy(obj)
+    policy = load_policy(obj, CATALOG)
     async with ApiClient.from_kubeconfig(args.kubeconfig) as client:
         engine = Engine(client, identity="polsched-bench")
         engine.apply(policy, extenders=[HTTPExtender(c) for c in policy.extenders])

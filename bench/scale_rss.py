@@ -34,6 +34,7 @@ from bench.micro import SCHEDULER_NAME, run_sync  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
+from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 
@@ -66,7 +67,7 @@ def main() -> None:
     policy_obj = polsched_policy(workload, None)
     policy_obj["metadata"]["generation"] = 1
     policy_obj["spec"]["schedulerName"] = SCHEDULER_NAME
-    pipeline = build_pipeline(load_policy(policy_obj))
+    pipeline = build_pipeline(load_policy(policy_obj, CATALOG))
     pipeline._rng = random.Random(7)
     snapshot = cache.snapshot
     decide = 0.0

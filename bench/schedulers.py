@@ -31,6 +31,7 @@ import yaml
 
 from bench import many
 from bench import workloads as wl
+from polsched.cluster import featuregates
 from polsched.cluster.crdwait import wait_established
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +165,7 @@ class KubeScheduler(Runner):
         path = self.workdir / f"{workload.name}-kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return [str(self.bin_dir / "kube-scheduler"), "--config", str(path),
-                "--secure-port", "0", "--v", "0"]
+                "--secure-port", "0", "--v", "0", *featuregates.kube_scheduler_args()]
 
 
 class NoopBinder(Runner):

@@ -21,8 +21,7 @@ from typing import Any
 
 from conformance.runner import PodResult, ScenarioResult
 from conformance.scenarios import PRIORITY_CLASSES, Scenario
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims", "devices")
 

@@ -3,16 +3,17 @@
 A Side is one control plane (hack/cluster.sh, no kwok: nothing here needs a node to run
 a pod) with one scheduler on it, started once and reused for every scenario:
 
-- kube: the kube-scheduler that hack/build.sh builds, default profile (schedulerName
-  default-scheduler), leader election off, `--vmodule=schedule_one=10` so that its final
+- kube: the kube-scheduler that hack/build.sh builds, default plugins in one profile named
+  SCHEDULER_NAME, leader election off, `--vmodule=schedule_one=10` so that its final
   score per node ("Calculated node's final score for pod") is in its log and ties can be
   told apart;
 - polsched: `polsched run` (the operator) with one SchedulingPolicy, spec.schedulerName
-  default-scheduler and no plugins named (the default plugins), `--annotate-decisions`
+  SCHEDULER_NAME and no plugins named (the default plugins), `--annotate-decisions`
   so that each bound pod says how many nodes were feasible and which scorer decided (""
   when the best totals tied).
 
-Pods are identical on both sides (schedulerName default-scheduler). Each control plane
+Pods are identical on both sides: a pod that names no scheduler is given SCHEDULER_NAME
+(not default-scheduler, which a policy may not claim: docs/security.md). Each control plane
 has only the scenario's nodes while the scenario plays: "0/N nodes are available" counts
 every node the scheduler knows.
 
@@ -49,21 +50,24 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import yaml
 
 from conformance import extender as ext
 from conformance import scenarios as scn
+from polsched.cluster import featuregates
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.cluster.crdwait import wait_established
+from polsched.objects import Json
 
-Json = dict[str, Any]
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 HACK = ROOT / "hack"
-SCHEDULER_NAME = "default-scheduler"
+# Both sides' scheduler name. Not default-scheduler: polsched refuses a policy that claims
+# it (a policy must not race kube-scheduler), so both sides serve this name instead.
+SCHEDULER_NAME = "conformance"
 POLICY_NAME = "conformance-default"
 SENTINEL_NS = "conformance-sentinel"
 SENTINEL_RESOURCE = "conformance.polsched.io/sentinel"
@@ -209,7 +213,8 @@ class Side:
         path.write_text(yaml.safe_dump(cfg))
         self.proc = subprocess.Popen(
             [str(bin_dir / "kube-scheduler"), "--config", str(path), "--secure-port", "0",
-             "--v", "0", "--vmodule", "schedule_one=10"],
+             "--v", "0", "--vmodule", "schedule_one=10",
+             *featuregates.kube_scheduler_args()],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         self._record_pid()
@@ -344,6 +349,8 @@ class Side:
     # -- API helpers -------------------------------------------------------------------------
     async def create(self, obj: Json, path: str | None = None) -> Json:
         assert self.client is not None
+        if obj.get("kind") == "Pod" and not obj.get("spec", {}).get("schedulerName"):
+            obj = {**obj, "spec": {**obj["spec"], "schedulerName": SCHEDULER_NAME}}
         try:
             return await self.client.post(path or collection(obj), obj)
         except ApiError as e:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-Json = dict[str, Any]
+from polsched.objects import Json
 
 NODE_LABEL = "conformance.polsched.io/node"
 SCENARIO_LABEL = "conformance.polsched.io/scenario"

@@ -13,6 +13,15 @@
 #
 # DIR/kubeconfig is the admin kubeconfig (user polsched-admin in group system:masters).
 # Environment: POLSCHED_NO_KWOK=1 skips kwok; POLSCHED_APISERVER_ARGS adds flags.
+# POLSCHED_FEATURE_GATES (`make cluster FEATURE_GATES=GenericWorkload=true`), a
+# comma-separated list of Name=true|false, goes as --feature-gates to kube-apiserver,
+# kube-controller-manager and kube-scheduler; with GenericWorkload=true kube-apiserver
+# also gets --runtime-config=scheduling.k8s.io/v1beta1=true, because v1.37 serves
+# Workload and PodGroup only there and keeps that beta version off by default
+# (pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault;
+# pkg/registry/scheduling/rest/storage_scheduling.go also wants the gate). Unset, every
+# command line is exactly upstream's defaults. The gates are kept in DIR/feature-gates:
+# `up` with other gates than the running cluster's restarts it.
 # POLSCHED_REAL_NODE=1 (`make cluster REAL_NODE=1`) adds a real node (hack/node.sh: a
 # kubelet, containerd, runc, the CNI bridge; root only) next to the kwok ones, and what
 # real pods need: ServiceAccount tokens (admission + root CA publisher), Deployments and
@@ -31,6 +40,29 @@ source "$here/procs.sh"
 log() { printf '[hack/cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 alive() { pid_alive "$dir" "$1"; }
+
+gates=${POLSCHED_FEATURE_GATES:-}
+gate_args=()
+apiserver_gate_args=()
+generic_workload=false
+if [[ -n "$gates" ]]; then
+  IFS=',' read -r -a _items <<< "$gates"
+  for _item in "${_items[@]}"; do
+    if [[ ! "$_item" =~ ^[A-Za-z][A-Za-z0-9]*=(true|false)$ ]]; then
+      log "FEATURE_GATES (POLSCHED_FEATURE_GATES): '$_item' is not Name=true|false in '$gates'"
+      exit 2
+    fi
+  done
+  gate_args=(--feature-gates "$gates")
+  apiserver_gate_args=(--feature-gates "$gates")
+  # The last setting of a gate wins, as in component-base's flag parsing.
+  for _item in "${_items[@]}"; do
+    if [[ "${_item%%=*}" == GenericWorkload ]]; then generic_workload=${_item#*=}; fi
+  done
+  if [[ "$generic_workload" == true ]]; then
+    apiserver_gate_args+=(--runtime-config scheduling.k8s.io/v1beta1=true)
+  fi
+fi
 stop_one() { pid_stop "$dir" "$1" 5; }
 
 down() {
@@ -40,7 +72,7 @@ down() {
   stop_one kube-controller-manager
   stop_one kube-apiserver
   stop_one etcd
-  rm -rf "$dir/etcd-data" "$dir/kubeconfig"
+  rm -rf "$dir/etcd-data" "$dir/kubeconfig" "$dir/feature-gates"
   log "stopped (state in $dir removed)"
 }
 
@@ -104,6 +136,7 @@ KC
 up() {
   if alive etcd && alive kube-apiserver && alive kube-controller-manager \
       && [[ -f "$dir/apiserver.port" ]] \
+      && [[ "$(cat "$dir/feature-gates" 2>/dev/null)" == "$gates" ]] \
       && readyz "$(cat "$dir/apiserver.port")"; then
     if [[ -n "${POLSCHED_NO_KWOK:-}" ]] || alive kwok; then
       if [[ -z "${POLSCHED_REAL_NODE:-}" ]] || alive kube-scheduler; then
@@ -127,6 +160,12 @@ up() {
   # a finished pod from a claim's reservedFor, as in a real cluster.
   controllers+=,resourceclaim-controller
   local real_args=""
+  if [[ "$generic_workload" == true ]]; then
+    # kube-apiserver's PodGroupProtection admission stamps the finalizer
+    # scheduling.k8s.io/podgroup-protection on every PodGroup; only this controller lifts
+    # it, so without it a deleted PodGroup (and its namespace) never goes away.
+    controllers+=,podgroup-protection-controller
+  fi
   if [[ -n "${POLSCHED_REAL_NODE:-}" ]]; then
     admission=TaintNodesByCondition
     controllers+=,root-ca-cert-publisher,deployment,replicaset,endpoint,endpointslice
@@ -159,7 +198,8 @@ up() {
     --disable-admission-plugins "$admission" $real_args \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --enable-priority-and-fairness=false \
-    --profiling=false --v=0 ${POLSCHED_APISERVER_ARGS:-} \
+    --profiling=false --v=0 ${apiserver_gate_args[@]+"${apiserver_gate_args[@]}"} \
+    ${POLSCHED_APISERVER_ARGS:-} \
     >"$dir/kube-apiserver.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-apiserver.pid"
   echo "$api_port" > "$dir/apiserver.port"
@@ -176,6 +216,7 @@ up() {
   done
   readyz "$api_port" || { log "kube-apiserver not ready after 60s; see $dir/kube-apiserver.log"; exit 1; }
   kubeconfig "$api_port"
+  printf '%s' "$gates" > "$dir/feature-gates"
   # The PV binder binds claims as in a real cluster: Immediate claims at once,
   # WaitForFirstConsumer claims once the scheduler's PreBind has set the chosen PV's
   # claimRef (or annotated the claim with volume.kubernetes.io/selected-node for a
@@ -186,6 +227,7 @@ up() {
     --controllers "$controllers" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --v=0 \
+    ${gate_args[@]+"${gate_args[@]}"} \
     >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-controller-manager.pid"
   if [[ -z "${POLSCHED_NO_KWOK:-}" ]]; then
@@ -205,6 +247,7 @@ up() {
     log "starting kube-scheduler (default-scheduler, for the real node's ordinary pods)"
     setsid "$bin/kube-scheduler" --kubeconfig "$dir/kubeconfig" --leader-elect=false \
       --bind-address 127.0.0.1 --secure-port 0 --v=0 \
+      ${gate_args[@]+"${gate_args[@]}"} \
       >"$dir/kube-scheduler.log" 2>&1 < /dev/null &
     echo $! > "$dir/kube-scheduler.pid"
     "$here/node.sh" up "$dir"

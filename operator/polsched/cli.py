@@ -17,8 +17,9 @@ from polsched import __version__
 
 def _run_validate(args: argparse.Namespace) -> int:
     from polsched.api import validate_files
+    from polsched.plugins import CATALOG
 
-    return validate_files.run(args.paths, verbose=args.verbose)
+    return validate_files.run(args.paths, CATALOG, verbose=args.verbose)
 
 
 def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

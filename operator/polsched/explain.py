@@ -26,19 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polsched import snapshot
+from polsched import dryrun, snapshot
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.scheduler.pipelines import build_pipeline
-
-Json = dict[str, Any]
 
 
 class ExplainError(Exception):
@@ -131,7 +132,9 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     pending ones nominated to a node counted there). `objects` are the other cluster
     objects plugins read (namespaces, PVCs, Services, PDBs...: any kind in
     framework.listers.KINDS, by their `kind` field; others are ignored)."""
-    target = _pending_copy(pod)
+    # A bound pod is decided again as a new pending one; a pending one as it is (its
+    # nominatedNodeName counts, as in the engine).
+    target = dryrun.pending_copy(pod) if (pod.get("spec") or {}).get("nodeName") else pod
     target_key = PodInfo.from_json(target).key
     cache = ClusterCache(None)
     nominator = Nominator()
@@ -205,20 +208,7 @@ def _devices(pipeline: Pipeline, pod: PodInfo, cache: ClusterCache) -> dict[str,
     return out
 
 
-def _pending_copy(pod: Json) -> Json:
-    spec = dict(pod.get("spec") or {})
-    spec.pop("nodeName", None)
-    status = {k: v for k, v in (pod.get("status") or {}).items() if k != "phase"}
-    return {**pod, "spec": spec, "status": status}
-
-
 # -- output ----------------------------------------------------------------------------
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip()
-                     for r in rows)
-
-
 def format_report(r: Report) -> str:
     out = [f"Pod {r.pod}: SchedulingPolicy {r.policy} (schedulerName {r.scheduler_name}), "
            f"{len(r.nodes)} node(s), {sum(n.rejected is None for n in r.nodes)} feasible", ""]
@@ -229,7 +219,7 @@ def format_report(r: Report) -> str:
         else:
             rows.append([n.name, n.rejected.code.name.replace("_", " ").title()
                          .replace(" ", ""), n.rejected.plugin, n.rejected.message])
-    out += [_table(rows), ""]
+    out += [dryrun.table(rows), ""]
     feasible = [n for n in r.nodes if n.rejected is None and n.total is not None]
     if feasible and r.scorers:
         out.append("Scores per node, each cell raw/normalized/weighted (weight in brackets):")
@@ -242,7 +232,7 @@ def format_report(r: Report) -> str:
                 cells.append("-" if s is None else f"{s[0]}/{s[1]}/{s[2]}")
             cells.append(str(n.total))
             rows.append(cells)
-        out += [_table(rows), ""]
+        out += [dryrun.table(rows), ""]
     if r.devices:
         out.append("Devices (DynamicResources), per node:")
         for name, lines in r.devices.items():
@@ -277,12 +267,12 @@ def _format_preemption(pr: PreemptionReport) -> list[str]:
                                for k, pdbs in c.pdb_violations.items())
             rows.append([c.node, victims, f"{c.num_pdb_violations}" +
                          (f" ({broken})" if broken else "")])
-        out += [_table(rows), ""]
+        out += [dryrun.table(rows), ""]
     if pr.non_candidates:
         rows = [["NOT A CANDIDATE", "PLUGIN", "REASON"]]
         for name, st in pr.non_candidates.items():
             rows.append([name, st.plugin, st.message])
-        out += [_table(rows), ""]
+        out += [dryrun.table(rows), ""]
     if pr.not_tried:
         out.append(f"Not tried (enough candidates found): {', '.join(pr.not_tried)}")
     if pr.extenders:
@@ -319,66 +309,39 @@ def _of_kind(objs: list[Json], kind: str) -> list[Json]:
 
 def _load(obj: Json) -> Policy:
     try:
-        return load_policy(obj)
+        return load_policy(obj, CATALOG)
     except PolicyError as e:
         raise ExplainError(str(e)) from e
 
 
-def _scheduler_name(obj: Json) -> str:
-    spec = obj.get("spec") or {}
-    return str(spec.get("schedulerName") or (obj.get("metadata") or {}).get("name") or "")
-
-
 def pick_policy(objs: list[Json], pod: Json, source: str) -> Json:
-    """The policy whose schedulerName the pod names; the only one if there is one."""
-    policies = [o for o in objs if o.get("kind") == KIND
-                and str(o.get("apiVersion", "")) == API_VERSION]
+    """The policy whose schedulerName the pod names (the one the operator runs when several
+    claim it: dryrun.owner_of); the only one if there is one."""
+    policies = dryrun.policies_in(objs)
     if not policies:
         raise ExplainError(f"{source}: no {KIND} ({API_VERSION}) found")
     if len(policies) == 1:
         return policies[0]
     wanted = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
-    matching = [p for p in policies if _scheduler_name(p) == wanted]
-    if not matching:
+    owner = dryrun.owner_of(policies, wanted)
+    if owner is None:
         raise ExplainError(f"{source}: none of the {len(policies)} policies has schedulerName "
                            f"{wanted!r} (the pod's spec.schedulerName)")
-    # Two policies claiming a name: the older keeps it, as in the operator.
-    matching.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
-    return matching[0]
-
-
-async def _extenders_for(policy: Policy, client: Any | None) -> list[Any]:
-    """HTTPExtenders as the operator builds them; a caSecretRef needs a cluster."""
-    import base64
-
-    from polsched.extender.client import HTTPExtender
-
-    out = []
-    for i, cfg in enumerate(policy.extenders):
-        ca_pem: str | None = None
-        if cfg.ca_secret_ref is not None:
-            ns, name = cfg.ca_secret_ref
-            where = f"spec.extenders[{i}].tlsConfig.caSecretRef"
-            if client is None:
-                raise ExplainError(f"{where}: Secret {ns}/{name} can only be read live; "
-                                   "run `polsched explain POD -n NS` against the cluster")
-            secret = await client.get(f"/api/v1/namespaces/{ns}/secrets/{name}")
-            data = (secret.get("data") or {}).get("ca.crt")
-            if not data:
-                raise ExplainError(f"{where}: Secret {ns}/{name} has no key ca.crt")
-            ca_pem = base64.b64decode(data).decode()
-        out.append(HTTPExtender(cfg, ca_pem))
-    return out
+    return owner
 
 
 async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list[Json],
                         client: Any | None, objects: list[Json]) -> Report:
-    extenders = await _extenders_for(policy, client)
+    try:
+        extenders = await dryrun.open_extenders(policy, client)
+    except ExtenderSetupError as e:
+        hint = "" if client is not None else \
+            "; run `polsched explain POD -n NS` against the cluster"
+        raise ExplainError(f"{e}{hint}") from e
     try:
         return await explain(policy, pod, nodes, pods, extenders, objects)
     finally:
-        for e in extenders:
-            await e.close()
+        await dryrun.close_extenders(extenders)
 
 
 async def offline(args: argparse.Namespace) -> Report:

@@ -32,9 +32,9 @@ import yaml
 
 from polsched.api import API_VERSION, KIND
 from polsched.api.admission import DEFAULT_SCHEDULER
+from polsched.objects import Json
 from polsched.plugins import DEFAULT_FILTERS, DEFAULT_SCORERS, REGISTRY
 
-Json = dict[str, Any]
 KSC_API_VERSION = "kubescheduler.config.k8s.io/v1"
 EXTENSION_POINTS = ("queueSort", "preEnqueue", "preFilter", "filter", "postFilter",
                     "preScore", "score", "reserve", "permit", "preBind", "bind", "postBind")

@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 import jinja2
 import yaml
 
-Json = dict[str, Any]
+from polsched.objects import Json
 
 DEFAULT_NAMESPACE = "polsched-system"
 OPERATOR_TEMPLATE = "operator.yaml.j2"
@@ -101,8 +100,9 @@ def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
     from polsched.api import load_policy
     from polsched.controller.deployments import render
     from polsched.controller.policies import PolicyRecord
+    from polsched.plugins import CATALOG
 
-    policy = load_policy(policy_obj)
+    policy = load_policy(policy_obj, CATALOG)
     meta = policy_obj.get("metadata") or {}
     record = PolicyRecord(name=policy.name, uid=str(meta.get("uid") or ""),
                           created=str(meta.get("creationTimestamp") or ""),

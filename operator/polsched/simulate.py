@@ -39,18 +39,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from polsched import dryrun
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
 from polsched.framework.interfaces import Handle, ReservePlugin
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.queue import SchedulingQueue
 from polsched.snapshot import KIND_ORDER, SnapshotError, read_snapshot
-
-Json = dict[str, Any]
 
 SEED = 0
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -237,14 +239,6 @@ def _key(obj: Json) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
-def _pending_copy(pod: Json) -> Json:
-    spec = dict(pod.get("spec") or {})
-    spec.pop("nodeName", None)
-    status = {k: v for k, v in (pod.get("status") or {}).items()
-              if k not in ("phase", "conditions", "nominatedNodeName")}
-    return {**pod, "metadata": dict(pod.get("metadata") or {}), "spec": spec, "status": status}
-
-
 def _usage(cache: ClusterCache) -> dict[str, Usage]:
     out = {}
     for n in cache.snapshot.nodes:
@@ -286,7 +280,7 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
             queue.add(i)
             by_key[i.key] = o
     order: list[tuple[Json, bool, str | None]] = [
-        (_pending_copy(o), True, i.node_name) for o, i in replayed]
+        (dryrun.pending_copy(o), True, i.node_name) for o, i in replayed]
     popped = set()
     while (qp := queue.pop_nowait()) is not None:
         queue.done(qp)
@@ -446,12 +440,6 @@ def to_json(r: Report) -> Json:
     return out
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip()
-                     for r in rows)
-
-
 def _md(rows: list[list[str]]) -> str:
     def cell(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
@@ -531,7 +519,7 @@ def format_table(r: Report) -> str:
         if text:
             parts.append(text)
         if rows:
-            parts.append(_table(rows))
+            parts.append(dryrun.table(rows))
         parts.append("")
     return "\n".join(parts)
 
@@ -646,14 +634,9 @@ class ProgressBar:
 
 
 # -- the command --------------------------------------------------------------------------
-def _policies(objs: Iterable[Json]) -> list[Json]:
-    return [o for o in objs if o.get("kind") == KIND and str(o.get("apiVersion", "")) ==
-            API_VERSION]
-
-
 def _load(obj: Json, source: str) -> Policy:
     try:
-        return load_policy(obj)
+        return load_policy(obj, CATALOG)
     except PolicyError as e:
         raise SimulateError(f"{source}: {e}") from e
 
@@ -663,7 +646,7 @@ def load_candidate(path: str, name: str | None) -> Policy:
         objs = read_snapshot(path)
     except SnapshotError as e:
         raise SimulateError(str(e)) from e
-    found = _policies(objs)
+    found = dryrun.policies_in(objs)
     if name:
         found = [p for p in found if (p.get("metadata") or {}).get("name") == name]
     if not found:
@@ -677,28 +660,20 @@ def load_candidate(path: str, name: str | None) -> Policy:
 
 def current_policy(objects: Sequence[Json], candidate: Policy) -> Json | None:
     """The applied policy the candidate would replace: the one it shadows (spec.shadowOf),
-    else the one of the same name, else of the same schedulerName (the oldest, as the
-    operator decides who keeps a name)."""
-    found = _policies(objects)
+    else the one of the same name, else of the same schedulerName (the one the
+    operator runs when several claim it: dryrun.owner_of)."""
+    found = dryrun.policies_in(objects)
     wanted = candidate.shadow_of or candidate.name
     same = [p for p in found if (p.get("metadata") or {}).get("name") == wanted]
     if same:
         return same[0]
-    same = [p for p in found if str((p.get("spec") or {}).get("schedulerName")
-                                    or (p.get("metadata") or {}).get("name"))
-            == candidate.scheduler_name]
-    same.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
-    return same[0] if same else None
+    return dryrun.owner_of(found, candidate.scheduler_name)
 
 
-async def _extenders(policy: Policy, client: Any | None) -> list[Any]:
-    if not policy.extenders:
-        return []
-    from polsched import explain
-
+async def _extenders(policy: Policy, client: Any | None) -> list[HTTPExtender]:
     try:
-        return await explain._extenders_for(policy, client)
-    except explain.ExplainError as e:
+        return await dryrun.open_extenders(policy, client)
+    except ExtenderSetupError as e:
         raise SimulateError(str(e)) from e
 
 

@@ -27,8 +27,7 @@ import yaml
 
 from polsched.api.model import API_VERSION, KIND, PLURAL
 from polsched.framework import listers as ls
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 
 @dataclass(frozen=True)

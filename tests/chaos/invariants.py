@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polsched.cluster.client import ApiClient, ApiError
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 
 def cpu_milli(q: str | None) -> int:

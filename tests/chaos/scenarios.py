@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from polsched.objects import Json
 from tests.chaos.invariants import Findings, wait_until
 from tests.chaos.world import LABEL, Scenario, World, first_line_time, policy
 from tests.e2e.proxy import StallingProxy
 from tests.e2e.rbac import DEDICATED_SA, OPERATOR_NAMESPACE, service_account_kubeconfig
 from tests.unit.extender.fake_extender import Answer, FakeExtender
 
-Json = dict[str, Any]
 Result = tuple[Findings, dict[str, Any]]
 
 

@@ -19,11 +19,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from polsched.objects import Json
 from tests.chaos.invariants import Findings, Recorder, check_logs, wait_until
 from tests.conftest import Cluster, node_manifest
 from tests.e2e.operators import GROUP, PLURAL, VERSION, Harness, PolschedProcess
 
-Json = dict[str, Any]
 LABEL = "chaos.polsched.io/run"
 # Faster than the defaults so that takeovers fit the suite's budget; the same code paths.
 LEASE = ("--lease-duration", "10", "--renew-period", "1")

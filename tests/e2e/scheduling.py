@@ -16,11 +16,12 @@ import yaml
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import ROOT, Cluster, unique
 from tests.e2e.rbac import operator_kubeconfig
 
-Json = dict[str, Any]
 RUN = "e2e.polsched.io/run"
 
 
@@ -44,7 +45,7 @@ def run_engine(cluster: Cluster, policies: list[Json],
         try:
             await engine.start()
             for p in policies:
-                loaded = load_policy(p)
+                loaded = load_policy(p, CATALOG)
                 # As the operator's reconciler: one HTTPExtender per spec.extenders entry.
                 exts = [HTTPExtender(cfg) for cfg in loaded.extenders]
                 extenders.extend(exts)

@@ -26,7 +26,6 @@ from tests.unit.extender.fake_extender import Answer
 pytestmark = pytest.mark.e2e
 __all__ = ["start_extender"]  # the fixture, used by name
 
-Json = dict[str, Any]
 
 
 def test_an_ignorable_bind_extender_that_fails_falls_back_to_the_default_binder(

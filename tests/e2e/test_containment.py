@@ -34,7 +34,7 @@ from polsched.controller.health import Liveness
 from polsched.controller.operator import probes_for
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle
-from polsched.framework.registry import PluginSpec, Registry
+from polsched.framework.registry import Catalog, PluginSpec, Registry
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
@@ -165,7 +165,7 @@ def killing_policy(name: str) -> Any:
     return load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                         "metadata": {"name": name, "generation": 1},
                         "spec": {"filters": [{"name": KillingFilter.NAME}]}},
-                       registry=registry, default_filters=(), default_scorers=())
+                       Catalog(registry))
 
 
 def test_a_plugins_stray_cancellation_fails_its_pod_not_the_loop(

@@ -23,6 +23,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import (
@@ -163,7 +164,7 @@ def test_gpu_pods_get_their_devices_on_the_node_that_has_them(
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()
@@ -248,7 +249,7 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()
@@ -303,7 +304,7 @@ def test_a_pod_waits_untried_until_its_named_claim_exists(
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()
@@ -381,7 +382,7 @@ def test_a_claim_allocated_where_the_pod_cannot_go_is_deallocated_then_allocated
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()
@@ -470,7 +471,7 @@ def test_a_device_that_fails_to_bind_is_released_and_allocated_again(
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()

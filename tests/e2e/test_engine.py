@@ -18,6 +18,8 @@ from polsched.api import load_policy
 from polsched.api.model import Policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import operator_kubeconfig
@@ -27,13 +29,12 @@ pytestmark = pytest.mark.e2e
 
 RUN = "e2e.polsched.io/run"
 PRIORITY = "e2e.polsched.io/priority"
-Json = dict[str, Any]
 
 
 def policy(name: str, spec: Json) -> Policy:
     return load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                         "metadata": {"name": name, "generation": 1, "uid": unique("uid")},
-                        "spec": spec})
+                        "spec": spec}, CATALOG)
 
 
 def run(cluster: Cluster, policies: list[Policy],
@@ -207,7 +208,7 @@ def test_a_reload_takes_over_the_unchanged_plugins_and_decides_by_the_new_spec(
                             "kind": "SchedulingPolicy",
                             "metadata": {"name": sched, "generation": 2,
                                          "uid": unique("uid")},
-                            "spec": spec(reverse=True)})
+                            "spec": spec(reverse=True)}, CATALOG)
         engine.apply(gen2)
         new = engine.pipeline(sched)
         assert new is not old

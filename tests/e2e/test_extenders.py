@@ -32,6 +32,8 @@ from polsched.extender import wire
 from polsched.extender.client import HTTPExtender
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from tests.conftest import ROOT, Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (
     RUN,
@@ -47,7 +49,6 @@ from tests.unit.extender.fake_extender import Answer, FakeExtender, Route, free_
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 StartExtender = Callable[..., FakeExtender]
 # The example extender's rule, as the extender tutorials write it.
 TUTORIAL_NODE = "10-9-101-66"
@@ -261,12 +262,14 @@ def test_bind_verb_extender_binds_instead_of_polsched(cluster: Cluster, namespac
                               "PodUID": uids[name], "Node": node}]
         note = await event_note(client, namespace, "ack-only", "Scheduled")
         assert note.startswith(f"Successfully assigned {namespace}/ack-only to ")
-        await asyncio.sleep(1)  # a Binding polsched posted would have landed by now
+        # The Scheduled event is written after the bind step: a Binding polsched posted
+        # in it has been answered, and this read (from etcd, not a cache) would show it.
         assert not await node_name(client, namespace, "ack-only")
         note = await failed_scheduling(client, namespace, "refused")
         assert note == f"failed bind with extender at URL {ext.url}bind: " \
                        "no quota left on the node", note
         assert not await node_name(client, namespace, "refused")
+        assert not await node_name(client, namespace, "ack-only")  # nor since
 
     run_engine(cluster, [p], body)
 
@@ -299,7 +302,7 @@ def test_preempt_call_shape(cluster: Cluster, namespace: str, nodes: NodeFactory
     async def call(prefix: str, cache_capable: bool) -> dict[str, wire.Victims]:
         loaded = load_policy(policy(rid, {"urlPrefix": f"{ext.url}{prefix}",
                                           "preemptVerb": "preempt",
-                                          "nodeCacheCapable": cache_capable}))
+                                          "nodeCacheCapable": cache_capable}), CATALOG)
         h = HTTPExtender(loaded.extenders[0])
         try:
             assert h.supports_preemption()

@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import RUN, eventually, pod_manifest, run_engine
 
 pytestmark = pytest.mark.e2e
-Json = dict[str, Any]
 
 
 def free_port() -> int:

@@ -22,6 +22,8 @@ from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.controller.leases import LeaseElector, LeaseThread, lease_path
 from polsched.extender.client import HTTPExtender
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.proxy import StallingProxy
@@ -30,7 +32,6 @@ from tests.unit.extender.fake_extender import FakeExtender
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 
 
 def elector(client: ApiClient, ns: str, identity: str, duration: int = 15,
@@ -237,7 +238,7 @@ def test_a_hanging_renew_steps_down_before_anyone_takes_over_and_drops_queued_bi
             for who, client, url in (("a", clients[0], ext.url), ("b", clients[1], None)):
                 engine = Engine(client, identity=who, bind_concurrency=1)
                 engine.set_leader(None, False)
-                loaded = load_policy(policy(url))
+                loaded = load_policy(policy(url), CATALOG)
                 e = [HTTPExtender(cfg) for cfg in loaded.extenders]
                 exts.extend(e)
                 engine.apply(loaded, extenders=e)

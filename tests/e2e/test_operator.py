@@ -155,12 +155,13 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
             h.create_pod(namespace, pod, rid)
             created.append((pod, started))
             i += 1
-            time.sleep(0.01)
+            stop.wait(0.01)  # about 100 creates a second, less under load
 
     thread = threading.Thread(target=feeder, daemon=True)
     thread.start()
     try:
-        time.sleep(1.0)
+        # Pods bound under generation 1 before the edit (asserted on zone a below).
+        wait_for(lambda: len(h.bound(namespace)) >= 5, 20, "5 pods bound before the edit")
         edit = zone_policy(rid, "b")
         t_edit = time.monotonic()
         h.cluster.kubectl("patch", "spol", name, "--type", "merge", "-p",
@@ -170,7 +171,9 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
         wait_for(lambda: h.status(name).get("observedGeneration") == 2, 5,
                  "observedGeneration 2", interval=0.005)
         t_seen = time.monotonic()
-        time.sleep(1.0)
+        # Pods created after the reload was seen (asserted on zone b below).
+        wait_for(lambda: sum(t > t_seen for _, t in list(created)) >= 10, 20,
+                 "10 pods created after the reload")
     finally:
         stop.set()
         thread.join(10)
@@ -357,7 +360,7 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     h = harness
     rid = unique("two")
     zone_nodes(h, nodes, rid, {"a": 1, "b": 1})
-    h.operator(f"{rid}-op")
+    op = h.operator(f"{rid}-op")
     one = h.apply_policy(zone_policy(f"{rid}-1", "a"))
     two = h.apply_policy(zone_policy(f"{rid}-2", "b"))
     h.wait_ready(one)
@@ -375,11 +378,18 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
     h.cluster.kubectl("delete", "spol", two)
     wait_for(lambda: h.cluster.kubectl("get", "spol", two, check=False).returncode != 0, 5,
              f"{two} deleted")
-    time.sleep(0.5)
+    # The operator logs this, then stops the scheduler in the same turn of its event loop
+    # (a Shared policy without extenders awaits nothing): no later pod event can reach it.
+    wait_for(lambda: f"SchedulingPolicy {two} deleted: its scheduler stops" in op.log(), 10,
+             f"the operator stopped {two}'s scheduler")
     h.create_pods(namespace, [f"late-{i}" for i in range(5)], two)
     h.create_pods(namespace, [f"more-{i}" for i in range(3)], one)
     wait_for(lambda: len(h.bound(namespace)) == 13, 10, f"{one}'s new pods bound")
-    time.sleep(2)
+    # A sentinel created after every late pod, whose Scheduled event is written: the
+    # operator has handled the late pods' watch events (they came first) and written any
+    # event it had for them (its recorder writes in order).
+    h.create_pods(namespace, ["sentinel"], one)
+    wait_for(lambda: "sentinel" in h.scheduled_events(namespace), 10, "the sentinel's event")
     late = [p for p in h.pods(namespace) if p["metadata"]["name"].startswith("late-")]
     assert len(late) == 5
     for p in late:
@@ -433,17 +443,28 @@ def test_two_operator_replicas_only_the_lease_holder_binds(harness: Harness, nam
     second = h.operator(f"{rid}-second", *fast)
     name = h.apply_policy(zone_policy(rid, "a"))
     h.wait_ready(name)
-    time.sleep(1.0)  # the standby has loaded the policy too
+    wait_for(lambda: f"SchedulingPolicy {name}: generation 1 loaded" in second.log(), 20,
+             "the standby has loaded the policy too")
     h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
     wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")
     wait_for(lambda: h.status(name).get("bindsTotal") == 10, 15, "bindsTotal 10 persisted")
 
     first.signal(signal.SIGSTOP)  # the holder freezes: nobody may bind until it expires
     h.create_pods(namespace, [f"q{i}" for i in range(5)], rid)
-    time.sleep(1.5)
-    assert len(h.bound(namespace)) == 10, "the standby bound a pod while not holding the lease"
     wait_for(lambda: holder() == f"{rid}-second", 10, "the standby takes over", interval=0.1)
     wait_for(lambda: len(h.bound(namespace)) == 15, 10, "the new leader binds")
+    # No q pod was bound before the standby acquired the lease: the bind's time (the API
+    # server's, in whole seconds: an equal second passes) is not before the lease's
+    # acquireTime (the new holder's clock; one machine here). An early bind would be
+    # seconds before it: the frozen holder's lease has lease-duration (4 s) to expire.
+    acquired = h.cluster.kubectl_json("get", "lease", "polsched-operator", "-n",
+                                      "polsched-system")["spec"]["acquireTime"][:19]
+    for p in h.pods(namespace):
+        if p["metadata"]["name"].startswith("q"):
+            at = next(c["lastTransitionTime"] for c in p["status"]["conditions"]
+                      if c["type"] == "PodScheduled")[:19]
+            assert at >= acquired, f"{p['metadata']['name']} bound at {at}, before the " \
+                                   f"standby acquired the lease at {acquired}"
     first.kill()
     assert second.alive()
     assert all(n == 1 for n in h.scheduled_events(namespace).values())

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (
     RUN,
@@ -26,7 +27,6 @@ from tests.e2e.scheduling import (
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"

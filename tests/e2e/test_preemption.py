@@ -24,6 +24,8 @@ import pytest
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender.client import HTTPExtender
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, node_manifest, unique
@@ -36,7 +38,6 @@ from tests.e2e.test_failed_scheduling_parity import (  # noqa: F401 (fixture)
 from tests.unit.extender.fake_extender import FakeExtender
 
 pytestmark = pytest.mark.e2e
-Json = dict[str, Any]
 POLSCHED = Path(sys.executable).parent / "polsched"
 
 
@@ -85,7 +86,7 @@ def run_with_engine(cluster: Cluster, name: str,
         engine_client = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
         engine = Engine(engine_client)
         loaded = load_policy(policy(name) | {"spec": {"schedulerName": name,
-                                                      "extenders": list(extenders)}})
+                                                      "extenders": list(extenders)}}, CATALOG)
         exts = [HTTPExtender(cfg) for cfg in loaded.extenders]
         try:
             await engine.start()

@@ -28,9 +28,10 @@ from polsched.framework.interfaces import (
     PreBindPlugin,
     ReservePlugin,
 )
-from polsched.framework.registry import PluginSpec, Registry
+from polsched.framework.registry import Catalog, PluginSpec, Registry
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.objects import Json
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import operator_kubeconfig
@@ -50,7 +51,6 @@ __all__ = ["kube_scheduler", "start_extender"]  # fixtures shared with those tes
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 GATE = "example.com/queue-controller"
 
 
@@ -308,8 +308,7 @@ def test_a_pre_bind_failure_unreserves_and_the_pod_is_retried(
                      "metadata": {"name": sched, "generation": 1, "uid": unique("uid")},
                      "spec": {"filters": [{"name": "FlakyPreBind",
                                            "args": {"run": rid, "failures": 1}}]}},
-                    registry=_flaky_registry(), default_filters=plugins.DEFAULT_FILTERS,
-                    default_scorers=plugins.DEFAULT_SCORERS)
+                    Catalog(_flaky_registry(), plugins.DEFAULT_FILTERS, plugins.DEFAULT_SCORERS))
 
     async def body(client: ApiClient, engine: Engine) -> None:
         await nodes_ready(client, [node])
@@ -376,8 +375,7 @@ def test_permit_wait_holds_a_pod_while_others_are_scheduled(
             {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
              "metadata": {"name": name, "generation": 1, "uid": unique("uid")},
              "spec": {"filters": [{"name": "Gatekeeper", "args": {"timeout": timeout}}]}},
-            registry=registry, default_filters=plugins.DEFAULT_FILTERS,
-            default_scorers=plugins.DEFAULT_SCORERS)
+            Catalog(registry, plugins.DEFAULT_FILTERS, plugins.DEFAULT_SCORERS))
 
     quick = f"{rid}-quick"
     policies = [load(sched, 600), load(quick, 0.2)]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import (
@@ -31,7 +32,6 @@ from tests.e2e.scheduling import RUN, eventually, nodes_ready, pod_manifest, run
 from tests.e2e.test_failed_scheduling_parity import KubeScheduler, notes_of_unbound
 
 pytestmark = pytest.mark.e2e
-Json = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
 
 
@@ -133,7 +133,7 @@ def test_statefulset_on_wait_for_first_consumer_local_pvs_binds_each_pod_to_its_
             engine = Engine(operator)
             try:
                 await engine.start()
-                engine.apply(load_policy(policy(scheduler)))
+                engine.apply(load_policy(policy(scheduler), CATALOG))
                 await body(admin)
             finally:
                 await engine.stop()

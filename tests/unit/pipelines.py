@@ -24,10 +24,10 @@ from polsched.api.model import Policy
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
 from polsched.framework.pipeline import Extender, Pipeline
-from polsched.framework.registry import ArgsError, Registry
+from polsched.framework.registry import ArgsError, Catalog, Registry
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-
-Json = dict[str, Any]
 
 
 def policy_object(filters: Sequence[Json] | None = None, scorers: Sequence[Json] | None = None,
@@ -51,9 +51,9 @@ def load(obj: Mapping[str, Any] | None = None, *, registry: Registry | None = No
     if obj is None:
         obj = policy_object(filters, scorers, defaults=defaults, **spec)
     if registry is None or registry is plugins.REGISTRY:
-        return load_policy(obj)
+        return load_policy(obj, CATALOG)
     # A test's own registry has no default profile.
-    return load_policy(obj, registry=registry, default_filters=(), default_scorers=())
+    return load_policy(obj, Catalog(registry))
 
 
 def listers_of(objects: Iterable[Json] = ()) -> Listers:

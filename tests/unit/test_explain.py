@@ -14,6 +14,7 @@ import yaml
 from polsched import cli
 from polsched.api import load_policy
 from polsched.explain import explain, read_objects
+from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +50,7 @@ NODES = [node("n1", {KEY: "10"}), node("n2", {KEY: "5"}), node("n3")]
 
 
 def test_winner_rejections_and_the_three_scores() -> None:
-    report = asyncio.run(explain(load_policy(POLICY), pod("p"), NODES))
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), pod("p"), NODES))
     assert report.winner == "n1"
     assert report.deciding_scorer == "NodeLabelValue"
     by = {n.name: n for n in report.nodes}
@@ -66,7 +67,8 @@ def test_bound_pods_are_counted_and_the_pod_itself_is_not() -> None:
     # n1 is full (4 cpu used): the winner becomes n2. The explained pod, already bound to
     # n2, does not count against n2.
     pods = [pod("big", cpu="4", node_name="n1"), pod("p", node_name="n2")]
-    report = asyncio.run(explain(load_policy(POLICY), pod("p", node_name="n2"), NODES, pods))
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), pod("p", node_name="n2"), NODES,
+                                 pods))
     by = {n.name: n for n in report.nodes}
     assert by["n1"].rejected is not None
     assert by["n1"].rejected.plugin == "NodeResourcesFit"
@@ -75,7 +77,7 @@ def test_bound_pods_are_counted_and_the_pod_itself_is_not() -> None:
 
 
 def test_no_node_fits_gives_kube_schedulers_message() -> None:
-    report = asyncio.run(explain(load_policy(POLICY), pod("p", cpu="64"), NODES))
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), pod("p", cpu="64"), NODES))
     assert report.winner is None
     assert report.message.startswith("0/3 nodes are available:")
 
@@ -153,6 +155,35 @@ def test_a_preemptor_is_shown_its_candidates_victims_pdbs_and_the_deciding_rule(
     assert "1 (default/b1 breaks default/db)" in text
 
 
+def test_a_bound_pod_is_decided_again_without_its_old_nomination() -> None:
+    """A bound pod is explained as a new pending pod: its spec.nodeName and the status its
+    last decision left (phase, conditions, nominatedNodeName) are dropped. A stale
+    nominatedNodeName would make DefaultPreemption find the pod ineligible, as if it still
+    waited on that node for a victim terminating there (PodEligibleToPreemptOthers)."""
+    def prio(p: dict[str, Any], value: int) -> dict[str, Any]:
+        p["spec"]["priority"] = value
+        return p
+
+    dying = prio(pod("dying", "2", node_name="a"), 1)
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    dying["status"] = {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                       "reason": "PreemptionByScheduler"}]}
+    bound = prio(pod("hi", "2", node_name="gone"), 1000)  # its node was deleted since
+    bound["status"] = {"phase": "Running", "nominatedNodeName": "a",
+                       "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+              "metadata": {"name": "label-priority"}, "spec": {}}
+    report = asyncio.run(explain(load_policy(policy, CATALOG), bound,
+                                 [node("a", cpu="2"), node("b", cpu="2")],
+                                 [dying, prio(pod("b1", "2", node_name="b"), 1)]))
+    assert report.winner is None
+    assert report.preemption is not None
+    assert report.preemption.not_eligible == ""
+    assert report.preemption.chosen in ("a", "b")
+    assert bound["spec"]["nodeName"] == "gone"  # the object given is left as it was
+    assert bound["status"]["nominatedNodeName"] == "a"
+
+
 # -- DRA: the device-level answer ------------------------------------------------------------
 def test_a_gpu_pod_gets_every_devices_verdict_per_node() -> None:
     """Why is my GPU pod Pending: per node, each device with the first check it fails
@@ -186,7 +217,7 @@ def test_a_gpu_pod_gets_every_devices_verdict_per_node() -> None:
     p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "train"}]
     policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
               "metadata": {"name": "gpus"}, "spec": {"schedulerName": "label-priority"}}
-    report = asyncio.run(explain(load_policy(policy), p, [node("n1"), node("n2")],
+    report = asyncio.run(explain(load_policy(policy, CATALOG), p, [node("n1"), node("n2")],
                                  objects=objects))
     assert report.winner == "n2"
     assert report.devices["n1"] == [

@@ -9,16 +9,17 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.importer import convert
+from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit
 
 
 def scorers(p: Any) -> dict[str, int]:
-    return {s.name: s.weight for s in load_policy(p).scorers}
+    return {s.name: s.weight for s in load_policy(p, CATALOG).scorers}
 
 
 def filters(p: Any) -> list[str]:
-    return [f.name for f in load_policy(p).filters]
+    return [f.name for f in load_policy(p, CATALOG).filters]
 
 
 def test_profiles_plugins_plugin_config_and_extenders() -> None:
@@ -46,7 +47,7 @@ def test_profiles_plugins_plugin_config_and_extenders() -> None:
     s = scorers(packer)
     assert s["NodeResourcesFit"] == 5 and "NodeResourcesBalancedAllocation" not in s
     assert s["TaintToleration"] == 3  # the other defaults stay, with upstream weights
-    loaded = load_policy(packer)
+    loaded = load_policy(packer, CATALOG)
     assert loaded.extenders[0].url_prefix == "http://ext:8888/"
     assert loaded.extenders[0].enable_https and loaded.extenders[0].http_timeout_seconds == 10
     assert minimal["metadata"]["name"] == "minimal-one"
@@ -74,7 +75,7 @@ def test_legacy_policy_file() -> None:
     # predicates given: only those run (no default filters), likewise priorities
     assert filters(policy) == ["NodeResourcesFit", "NodeLabel"]
     assert scorers(policy) == {"NodeResourcesFit": 2}
-    ext = load_policy(policy).extenders[0]
+    ext = load_policy(policy, CATALOG).extenders[0]
     assert ext.node_cache_capable and ext.http_timeout_seconds == 30
     assert any("NoDiskConflict" in n for n in notes)
     assert any("SelectorSpreadPriority" in n for n in notes)
@@ -94,7 +95,7 @@ def test_readme_tour_example_imports_into_a_valid_policy() -> None:
     doc = yaml.safe_load((ROOT / "docs/examples/kube-scheduler-config.yaml").read_text())
     (policy,), _ = convert(doc, "kube-scheduler-config.yaml", "kube")
     assert policy["spec"]["schedulerName"] == "bin-packing"
-    loaded = load_policy(policy)
+    loaded = load_policy(policy, CATALOG)
     assert scorers(policy)["NodeResourcesFit"] == 5
     assert "NodeResourcesBalancedAllocation" not in scorers(policy)
     assert loaded.extenders[0].url_prefix == "http://127.0.0.1:8888/"
@@ -123,7 +124,7 @@ def test_default_preemption_and_scheduling_gates_follow_their_extension_points()
         ],
     }
     policies, notes = convert(cfg, "cfg.yaml", "x")
-    loaded = {p["metadata"]["name"]: load_policy(p) for p in policies}
+    loaded = {p["metadata"]["name"]: load_policy(p, CATALOG) for p in policies}
     gates = {n: [e.name for e in p.pre_enqueue] for n, p in loaded.items()}
     assert loaded["minimal"].preemption is None and gates["minimal"] == []
     assert filters(policies[0]) == ["TaintToleration"]
@@ -150,4 +151,4 @@ def test_a_default_scheduler_profile_is_imported_under_a_name_of_its_own() -> No
     assert policy["spec"]["schedulerName"] == "polsched-default"
     assert any("'default-scheduler' is kube-scheduler's own and reserved: imported as "
                "'polsched-default'" in n for n in notes)
-    load_policy(policy)
+    load_policy(policy, CATALOG)

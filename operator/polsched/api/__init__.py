@@ -12,13 +12,12 @@ from polsched.api.model import (
     KIND,
     PLURAL,
     VERSION,
-    ExtenderConfig,
     FieldError,
-    ManagedResource,
     Policy,
     PolicyError,
     RuntimeConfig,
 )
+from polsched.extender.config import ExtenderConfig, ManagedResource
 
 __all__ = [
     "API_VERSION", "GROUP", "KIND", "PLURAL", "VERSION", "ExtenderConfig", "FieldError",

@@ -34,18 +34,21 @@ from polsched.api.model import (
     KIND,
     PRE_ENQUEUE,
     SCORE,
-    ExtenderConfig,
     FieldError,
-    ManagedResource,
     PluginEntry,
     Policy,
     PolicyError,
     PreemptionConfig,
     RuntimeConfig,
 )
+from polsched.extender.config import (
+    DEFAULT_EXTENDER_TIMEOUT_SECONDS,
+    ExtenderConfig,
+    ManagedResource,
+)
 from polsched.framework import names, resources
 from polsched.framework.interfaces import Handle
-from polsched.framework.registry import ArgsError, PluginSpec, Registry
+from polsched.framework.registry import ArgsError, Catalog, PluginSpec, Registry
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
 
 SPEC_FIELDS = (
@@ -89,8 +92,6 @@ MIN_WEIGHT = 1
 MAX_WEIGHT = 100
 DEFAULT_WEIGHT = 1
 
-# kube-scheduler's extender.go DefaultExtenderTimeout, used when httpTimeout is 0 or absent.
-DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
 # Upstream has no upper bound. Ours: a pod's cycle (and with a bindVerb, its bind) waits
 # for the extender this long at most, and a policy decides one pod at a time while its
 # extenders answer; a minute is already far past what a scheduling decision should take.
@@ -747,34 +748,19 @@ class _Loader:
         return PluginEntry(point, name, args, factory, weight=weight, path=path)
 
 
-def load_policy(obj: Mapping[str, Any], *, registry: Registry | None = None,
-                default_filters: Sequence[str] | None = None,
-                default_scorers: Sequence[tuple[str, int]] | None = None,
-                default_pre_enqueue: Sequence[str] | None = None,
+def load_policy(obj: Mapping[str, Any], catalog: Catalog, *,
                 rules: AdmissionRules = DEFAULT_RULES) -> Policy:
     """Build the internal Policy from a whole SchedulingPolicy object (a plain dict, as the
     API server or a YAML file gives it). Raises PolicyError listing every problem.
 
-    `registry` and the defaults are polsched.plugins' unless given (tests pass their own;
-    a test's own registry has no PreEnqueue defaults unless it names them).
+    `catalog` holds the registry the plugin entries' args are validated with and the
+    default profile; the in-tree one is polsched.plugins.CATALOG, passed in by the caller
+    (this layer never imports the plugins: framework.registry.Catalog).
     `rules`: the operator's reserved scheduler names and extender destination policy
     (api.admission); by default only default-scheduler is reserved.
     """
-    if registry is None or default_filters is None or default_scorers is None:
-        # Imported here: the plugins import the framework, which api.model also imports;
-        # a module-level import would make `polsched.api` pull in every plugin's
-        # dependencies (CEL) just to read a policy's metadata.
-        from polsched import plugins
-
-        registry = plugins.REGISTRY if registry is None else registry
-        if default_filters is None:
-            default_filters = plugins.DEFAULT_FILTERS
-        if default_scorers is None:
-            default_scorers = plugins.DEFAULT_SCORERS
-        if default_pre_enqueue is None and registry is plugins.REGISTRY:
-            default_pre_enqueue = plugins.DEFAULT_PRE_ENQUEUE
-    return _Loader(registry, default_filters, default_scorers,
-                   default_pre_enqueue or (), rules).load(obj)
+    return _Loader(catalog.registry, catalog.filters, catalog.scorers,
+                   catalog.pre_enqueue, rules).load(obj)
 
 
 # A bundle larger than this is not a CA bundle (the system roots are ~200 KiB).

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# Below the API layer: the extender client reads it too (polsched.api re-exports it).
+from polsched.extender.config import ExtenderConfig
 from polsched.framework.interfaces import Handle, Plugin
 from polsched.framework.selectors import Matcher
 
@@ -38,34 +40,6 @@ class PolicyError(ValueError):
         self.name = name
         what = f"SchedulingPolicy {name!r}" if name else "SchedulingPolicy"
         super().__init__(f"{what} is invalid: " + "; ".join(str(e) for e in errors))
-
-
-@dataclass(frozen=True)
-class ManagedResource:
-    name: str
-    ignored_by_scheduler: bool = False
-
-
-@dataclass(frozen=True)
-class ExtenderConfig:
-    """kube-scheduler's Extender (KubeSchedulerConfiguration v1), defaulted."""
-
-    url_prefix: str
-    filter_verb: str = ""
-    prioritize_verb: str = ""
-    bind_verb: str = ""
-    preempt_verb: str = ""
-    weight: int = 1
-    enable_https: bool = False
-    node_cache_capable: bool = False
-    ignorable: bool = False
-    http_timeout_seconds: float = 5.0
-    managed_resources: tuple[ManagedResource, ...] = ()
-    tls_insecure: bool = False
-    # (namespace, name) of a Secret whose ca.crt verifies the extender's certificate.
-    ca_secret_ref: tuple[str, str] | None = None
-    # Inline PEM CA data (tlsConfig.caData), as kube-scheduler allows.
-    ca_data: str = ""
 
 
 FILTER = "filter"

@@ -24,6 +24,7 @@ import yaml
 from polsched.api import crd
 from polsched.api.loader import is_policy_object, load_policy
 from polsched.api.model import FieldError, PolicyError
+from polsched.framework.registry import Catalog
 
 YAML_SUFFIXES = (".yaml", ".yml")
 STDIN = "-"
@@ -128,11 +129,11 @@ def _overlaps(a: str, b: str) -> bool:
     return long.startswith(short) and long[len(short)] in ".["
 
 
-def check_policy(obj: Mapping[str, Any]) -> list[FieldError]:
+def check_policy(obj: Mapping[str, Any], catalog: Catalog) -> list[FieldError]:
     """Every problem of one SchedulingPolicy object: the loader's (they say what to do),
     then what only the schema caught (lengths, list sizes, status), one per field."""
     try:
-        load_policy(obj)
+        load_policy(obj, catalog)
         semantic: list[FieldError] = []
     except PolicyError as err:
         semantic = list(err.errors)
@@ -166,7 +167,7 @@ class Report:
     notes: list[str]
 
 
-def check_text(text: str, label: str) -> Report:
+def check_text(text: str, label: str, catalog: Catalog) -> Report:
     report = Report([], 0, [])
     try:
         docs = list(yaml.load_all(text, Loader=_StrictLoader))  # noqa: S506 - safe subclass
@@ -183,7 +184,7 @@ def check_text(text: str, label: str) -> Report:
             report.policies += 1
             name = (obj.get("metadata") or {}).get("name") if isinstance(
                 obj.get("metadata"), Mapping) else None
-            errs = check_policy(obj)
+            errs = check_policy(obj, catalog)
             for e in errs:
                 report.problems.append(Problem(label, i, prefix + e.path, e.message))
             if not errs:
@@ -217,9 +218,11 @@ def expand(paths: Sequence[str]) -> tuple[list[str], list[Problem]]:
     return files, problems
 
 
-def run(paths: Sequence[str], verbose: bool = False, out: TextIO = sys.stdout,
-        stdin: TextIO = sys.stdin) -> int:
-    """Check `paths`; print problems (and, verbose, what was skipped); 1 on any problem."""
+def run(paths: Sequence[str], catalog: Catalog, verbose: bool = False,
+        out: TextIO = sys.stdout, stdin: TextIO = sys.stdin) -> int:
+    """Check `paths` against `catalog` (the plugins a policy may name; the caller's, the
+    in-tree polsched.plugins.CATALOG for `polsched validate`); print problems (and,
+    verbose, what was skipped); 1 on any problem."""
     files, problems = expand(paths)
     policies = 0
     for f in files:
@@ -229,7 +232,7 @@ def run(paths: Sequence[str], verbose: bool = False, out: TextIO = sys.stdout,
         except (OSError, UnicodeDecodeError) as err:
             problems.append(Problem(label, None, "", f"cannot read: {err}"))
             continue
-        report = check_text(text, label)
+        report = check_text(text, label, catalog)
         policies += report.policies
         problems.extend(report.problems)
         if verbose:

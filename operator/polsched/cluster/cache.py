@@ -36,7 +36,8 @@ import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
-from polsched.framework.types import NODE_CHANGES, Json, NodeInfo, PodInfo, Snapshot
+from polsched.framework.types import NODE_CHANGES, NodeInfo, PodInfo, Snapshot
+from polsched.objects import Json
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import ssl
 import threading
 import time
@@ -28,10 +27,10 @@ import aiohttp
 import orjson
 
 from polsched.cluster import http1, kubeconfig, tls
+from polsched.objects import Json
 
 _log = logging.getLogger(__name__)
 
-Json = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -204,14 +203,6 @@ class ApiClient:
     def in_cluster(cls, **kwargs: Any) -> ApiClient:
         """The pod's service account (token re-read as it rotates)."""
         return cls.from_connection(kubeconfig.in_cluster(), **kwargs)
-
-    @classmethod
-    def from_environment(cls, **kwargs: Any) -> ApiClient:
-        """In a pod without KUBECONFIG: the service account; otherwise the kubeconfig."""
-        if (os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG")
-                and not os.path.exists(os.path.expanduser("~/.kube/config"))):
-            return cls.in_cluster(**kwargs)
-        return cls.from_kubeconfig(**kwargs)
 
     @classmethod
     def from_connection(cls, conn: kubeconfig.Connection, **kwargs: Any) -> ApiClient:

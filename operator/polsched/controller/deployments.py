@@ -33,8 +33,7 @@ import polsched
 from polsched.api import API_VERSION, GROUP, KIND
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.policies import PolicyRecord
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 FIELD_MANAGER = "polsched"
 TEMPLATES = ("dedicated-deployment.yaml.j2",)

@@ -25,6 +25,7 @@ from typing import Any
 
 from polsched.api import GROUP, Policy, PolicyError, load_policy
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
+from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def restore(body: Mapping[str, Any], rules: AdmissionRules = DEFAULT_RULES
     old = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
            "metadata": {**meta, "generation": rec.generation}, "spec": dict(rec.spec)}
     try:
-        policy = load_policy(old, rules=rules)
+        policy = load_policy(old, CATALOG, rules=rules)
     except PolicyError as e:
         log.warning("SchedulingPolicy %s: the last good generation %d recorded in %s no "
                     "longer loads either: %s", name, rec.generation, ANNOTATION, e)

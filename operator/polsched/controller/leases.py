@@ -32,10 +32,10 @@ from typing import Any
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
+from polsched.objects import Json
 
 log = logging.getLogger(__name__)
 
-Json = dict[str, Any]
 
 
 

@@ -37,12 +37,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.framework.types import PodInfo
 from polsched.scheduler.binder import Binder
 
 log = logging.getLogger(__name__)
+
+# loop.call_later's shape: (delay in seconds, callback, *args) -> a handle (unused).
+CallLater = Callable[..., object]
 
 # How long after a second was first seen before it may be folded into the persisted pair:
 # the server's clock has left it after one second, and the margin covers watch events of
@@ -94,8 +98,16 @@ class BindLedger(CacheListener):
 
     def __init__(self, cache: ClusterCache,
                  on_change: Callable[[str], None] | None = None,
-                 binder: Binder | None = None) -> None:
+                 binder: Binder | None = None, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 call_later: CallLater | None = None) -> None:
+        """`clock` and `call_later` are injectable for tests, as the queue's clock: the
+        time a second is first seen and its settle delay are read on `clock`, and the
+        delays run through `call_later(delay, callback, *args)` (by default the running
+        event loop's, which reads the same monotonic clock)."""
         self._cache = cache
+        self._clock = clock
+        self._call_later = call_later
         # Binds sent but never answered may still land: they block a second too.
         self._binder = binder
         self._on_change = on_change
@@ -176,18 +188,31 @@ class BindLedger(CacheListener):
             return 1
         acct.seen[pod.uid] = t
         if t not in acct.first_seen:
-            acct.first_seen[t] = time.monotonic()
+            acct.first_seen[t] = self._clock()
             acct.blockers[t] = None
             waiting = self._due.get(t)
             if waiting is None:
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:
+                later = self._timer()
+                if later is None:
                     return 1
                 self._due[t] = waiting = []
-                loop.call_later(SETTLE_SECONDS, self._snapshot, t)
+                later(SETTLE_SECONDS, self._snapshot, t)
             waiting.append((name, acct))
         return 1
+
+    def _timer(self) -> CallLater | None:
+        """call_later, or None outside an event loop (nothing is ever settled then)."""
+        if self._call_later is not None:
+            return self._call_later
+        try:
+            return asyncio.get_running_loop().call_later
+        except RuntimeError:
+            return None
+
+    def _later(self, delay: float, callback: Callable[..., None], *args: Any) -> None:
+        later = self._timer()
+        assert later is not None, "a timer of the ledger ran outside its event loop"
+        later(delay, callback, *args)
 
     def _current(self, name: str, acct: _Account, second: str) -> bool:
         return second in acct.blockers and self._accounts.get(name) is acct
@@ -197,7 +222,7 @@ class BindLedger(CacheListener):
         records its scheduler's assumed pods (and the uncertain binds) as its blockers.
         An account that saw it later waits for its own SETTLE_SECONDS."""
         waiting = self._due.pop(second, [])
-        now = time.monotonic()
+        now = self._clock()
         ready: list[tuple[str, _Account]] = []
         later: list[tuple[str, _Account]] = []
         for name, acct in waiting:
@@ -211,8 +236,7 @@ class BindLedger(CacheListener):
             # policies that saw it one after the other, up to 50 passes a second).
             self._due[second] = later
             last = max(acct.first_seen.get(second, now) for _, acct in later)
-            asyncio.get_running_loop().call_later(
-                max(0.0, last + SETTLE_SECONDS - now), self._snapshot, second)
+            self._later(max(0.0, last + SETTLE_SECONDS - now), self._snapshot, second)
         if not ready:
             return
         assumed = self._cache.assumed_keys_by_scheduler()
@@ -230,8 +254,7 @@ class BindLedger(CacheListener):
         for name, acct in accounts:
             self._changed(name)
             self._say_waiting(name, acct, second)
-        asyncio.get_running_loop().call_later(SETTLE_SECONDS / 2, self._poll, second,
-                                              accounts)
+        self._later(SETTLE_SECONDS / 2, self._poll, second, accounts)
 
     def _say_waiting(self, name: str, acct: _Account, second: str) -> None:
         """Once per second that stays unsettled for LONG_WAIT_SECONDS: which binds hold
@@ -239,7 +262,7 @@ class BindLedger(CacheListener):
         blockers = acct.blockers.get(second)
         first = acct.first_seen.get(second)
         if not blockers or first is None or second in acct.said \
-                or time.monotonic() - first < LONG_WAIT_SECONDS:
+                or self._clock() - first < LONG_WAIT_SECONDS:
             return
         uncertain = self._uncertain()
         assumed = sorted(k for k in blockers if self._cache.is_assumed(k))
@@ -248,7 +271,7 @@ class BindLedger(CacheListener):
             return  # settled at the next write
         acct.said.add(second)
         log.info("scheduler %s: the binds of %s are not settled after %.0fs: waiting for %s",
-                 name, second, time.monotonic() - first, "; ".join(
+                 name, second, self._clock() - first, "; ".join(
                      f"{what} {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
                      for what, keys in (("binds in flight:", assumed),
                                         ("binds that ended without an answer:", unsure))

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polsched.api import FieldError, Policy, PolicyError, load_policy
+from polsched.api import FieldError, Policy, PolicyError, claims, load_policy
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.controller import lastgood
+from polsched.plugins import CATALOG
 
 
 @dataclass
@@ -88,7 +89,7 @@ class PolicyBook:
         loaded_spec = rec.loaded_spec if rec is not None else None
         error: PolicyError | None = None
         try:
-            loaded = load_policy(dict(body), rules=self.rules)
+            loaded = load_policy(dict(body), CATALOG, rules=self.rules)
             loaded_spec = body.get("spec") or {}
         except PolicyError as e:
             error = e
@@ -124,13 +125,9 @@ class PolicyBook:
         return sorted(self._records.values(), key=lambda r: r.name)
 
     def owners(self) -> dict[str, str]:
-        """schedulerName -> the name of the policy that owns it (the oldest claimant that
-        is not a shadow)."""
-        out: dict[str, str] = {}
-        for rec in sorted(self._records.values(), key=lambda r: (r.created, r.name)):
-            if not rec.shadow_of:
-                out.setdefault(rec.claimed, rec.name)
-        return out
+        """schedulerName -> the name of the policy that owns it (api.claims.owners: the
+        oldest claimant that is not a shadow)."""
+        return claims.owners(self._records.values())
 
     def owner_of(self, scheduler_name: str) -> str | None:
         return self.owners().get(scheduler_name)

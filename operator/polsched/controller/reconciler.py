@@ -36,7 +36,7 @@ from polsched.controller import extender_ca, lastgood
 from polsched.controller.policies import PolicyBook, PolicyRecord
 from polsched.controller.policyevents import PolicyEvents
 from polsched.controller.status import StatusView, StatusWriter
-from polsched.extender.client import HTTPExtender
+from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import SHADOW_PREFIX, Counters, Engine
 
@@ -732,27 +732,14 @@ class PolicyReconciler:
 
     # -- extenders -------------------------------------------------------------------------
     async def _build_extenders(self, policy: Policy) -> list[HTTPExtender]:
-        """One client per spec.extenders entry. Raises PolicyError naming the entry for
-        anything that goes wrong, expected (a CA Secret unreadable) or not."""
-        out: list[HTTPExtender] = []
+        """One client per spec.extenders entry (extender.client.build_extenders, as explain
+        and simulate build them). Raises PolicyError naming the entry for anything that
+        goes wrong, expected (a CA Secret unreadable) or not."""
         try:
-            for i, cfg in enumerate(policy.extenders):
-                path = f"spec.extenders[{i}]"
-                ca_pem: str | None = None
-                if cfg.ca_secret_ref is not None:
-                    ns, secret = cfg.ca_secret_ref
-                    ca_pem = await self._read_ca(ns, secret, f"{path}.tlsConfig.caSecretRef")
-                try:
-                    out.append(HTTPExtender(cfg, ca_pem,
-                                            destinations=self.rules.destinations))
-                except Exception as e:  # noqa: BLE001 - named, contained in the policy
-                    raise PolicyError([FieldError(path, f"the extender client could not be "
-                                                        f"built: {truncate(str(e))}")],
-                                      policy.name) from e
-        except BaseException:
-            self._close_later(out)
-            raise
-        return out
+            return await build_extenders(policy.extenders, self._read_ca,
+                                         destinations=self.rules.destinations)
+        except ExtenderSetupError as e:
+            raise PolicyError([FieldError(e.path, e.message)], policy.name) from e
 
     async def _read_ca(self, namespace: str, name: str, path: str) -> str:
         """The CA of a caSecretRef, checked as PEM certificates: from the pod's mount in a

@@ -29,11 +29,11 @@ from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller import conditions
 from polsched.controller.ledger import BindLedger, before_creation
 from polsched.controller.options import STATUS_INTERVAL_SECONDS
+from polsched.objects import Json
 from polsched.scheduler.engine import SchedulerStats
 
 log = logging.getLogger(__name__)
 
-Json = dict[str, Any]
 
 # After a failed write: wait, then try again with the then-current status.
 RETRY_DELAY = 1.0

@@ -45,6 +45,7 @@ from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller import extender_ca
 from polsched.controller.kopf_import import kopf
+from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def validate_policy(body: Any, rules: AdmissionRules = DEFAULT_RULES) -> Policy:
     """The loaded policy, or kopf.AdmissionError listing every problem (`path: message`).
     `rules`: the operator's reserved scheduler names and extender destination policy."""
     try:
-        return load_policy(plain(body), rules=rules)
+        return load_policy(plain(body), CATALOG, rules=rules)
     except PolicyError as e:
         raise kopf.AdmissionError(str(e), code=422) from e
     except Exception as e:  # a loader bug: refused with a reason, the webhook stays up

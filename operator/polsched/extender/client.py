@@ -25,7 +25,7 @@ Deliberate differences from upstream, each to stay safe where Go would not:
   answer of whole nodes is at most the nodes sent); a larger one fails the call as soon as
   its Content-Length or its first bytes past the bound arrive, and the connection is
   closed, so memory stays bounded whatever the extender sends (upstream reads any size);
-- the operator's destination policy (api.admission.DestinationPolicy) is enforced when
+- the operator's destination policy (extender.destinations.DestinationPolicy) is enforced when
   connecting: the host is resolved and only addresses the policy does not refuse are
   connected to;
 - HTTP(S)_PROXY from the environment is not used (Go's transport uses it).
@@ -38,22 +38,21 @@ import base64
 import binascii
 import json
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from polsched import __version__
-from polsched.api.admission import OPEN, DestinationPolicy
-from polsched.api.model import ExtenderConfig
 from polsched.cluster.http1 import AnswerTooLarge, DestinationRefused, Http1Writer
 from polsched.extender import wire
+from polsched.extender.config import DEFAULT_EXTENDER_TIMEOUT_SECONDS, ExtenderConfig
+from polsched.extender.destinations import OPEN, DestinationPolicy
 from polsched.framework.pipeline import ExtenderError
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.objects import Json
 
-# pkg/scheduler/extender.go: DefaultExtenderTimeout.
-DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
 # An answer's body may be this much larger than the request it answers (upstream has no
 # bound; a 300 MB answer was buffered whole, in the process every Shared policy runs in).
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -152,10 +151,10 @@ class HTTPExtender:
         self._writer: Http1Writer | None = None
         self._writer_loop: asyncio.AbstractEventLoop | None = None
         # The last pod encoded, and its JSON: filter and prioritize of one cycle send it.
-        self._pod_json: tuple[wire.Json, bytes] | None = None
+        self._pod_json: tuple[Json, bytes] | None = None
         # nodeCacheCapable false: node name -> (the node JSON it was encoded from, bytes).
         # NodeInfo.set_node replaces `raw`, so an identity check says the bytes are current.
-        self._node_json: dict[str, tuple[wire.Json, bytes]] = {}
+        self._node_json: dict[str, tuple[Json, bytes]] = {}
 
     # -- framework.pipeline.Extender --------------------------------------------------
 
@@ -287,7 +286,7 @@ class HTTPExtender:
         out: dict[str, wire.Victims] = {}
         for node_name, meta in result.node_name_to_meta_victims.items():
             candidates = self._pods_on(node_name, victims_by_node, node_infos)
-            pods: list[wire.Json] = []
+            pods: list[Json] = []
             for meta_pod in meta.pods:
                 found = candidates.get(meta_pod.uid)
                 if found is None:
@@ -301,7 +300,7 @@ class HTTPExtender:
 
     @staticmethod
     def _pods_on(node_name: str, victims_by_node: Mapping[str, wire.Victims],
-                 node_infos: Mapping[str, NodeInfo] | None) -> dict[str, wire.Json]:
+                 node_infos: Mapping[str, NodeInfo] | None) -> dict[str, Json]:
         """UID -> pod JSON of the pods an answer may name on `node_name`."""
         if node_infos is not None:
             info = node_infos.get(node_name)
@@ -424,3 +423,76 @@ class HTTPExtender:
                 cache[n.name] = entry
             out.append(entry[1])
         return out
+
+
+# (namespace, name) -> the Secret object, as the API server returns it.
+SecretReader = Callable[[str, str], Awaitable[Json]]
+# (namespace, name, the field's path) -> the PEM CA bundle of a caSecretRef.
+CAReader = Callable[[str, str, str], Awaitable[str]]
+
+
+class ExtenderSetupError(Exception):
+    """An extender of a policy cannot be built: its caSecretRef Secret cannot be read or
+    has no ca.crt, or the client refuses its config. `path` is the field
+    ("spec.extenders[1].tlsConfig.caSecretRef", "spec.extenders[1]")."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+async def build_extenders(configs: Sequence[ExtenderConfig], read_ca: CAReader | None, *,
+                          destinations: DestinationPolicy = OPEN) -> list[HTTPExtender]:
+    """One HTTPExtender per spec.extenders entry, each with the CA its caSecretRef names
+    (read with `read_ca`) and the operator's destination policy: how the operator builds
+    a policy's extenders (its reader also knows the CAs mounted in a Dedicated pod), and
+    `polsched explain` and `simulate` with it (secret_ca_reader over the API). `read_ca`
+    is None where there is no cluster to read from (a policy read from a file): a
+    caSecretRef is then an error. Raises ExtenderSetupError, or what `read_ca` raises;
+    nothing built is left open when it does."""
+    out: list[HTTPExtender] = []
+    try:
+        for i, cfg in enumerate(configs):
+            path = f"spec.extenders[{i}]"
+            ca_pem: str | None = None
+            if cfg.ca_secret_ref is not None:
+                namespace, name = cfg.ca_secret_ref
+                if read_ca is None:
+                    raise ExtenderSetupError(f"{path}.tlsConfig.caSecretRef",
+                                             f"Secret {namespace}/{name} can only be read "
+                                             "from the cluster, and there is none here")
+                ca_pem = await read_ca(namespace, name, f"{path}.tlsConfig.caSecretRef")
+            try:
+                out.append(HTTPExtender(cfg, ca_pem, destinations=destinations))
+            except Exception as err:  # noqa: BLE001 - named, contained in the policy
+                why = " ".join(str(err).split())[:MAX_REASON_CHARS]
+                raise ExtenderSetupError(path, f"the extender client could not be built: "
+                                               f"{why}") from err
+    except BaseException:
+        for ext in out:
+            await ext.close()
+        raise
+    return out
+
+
+def secret_ca_reader(read_secret: SecretReader) -> CAReader:
+    """A CAReader over `read_secret`: the Secret's ca.crt, base64-decoded, each problem an
+    ExtenderSetupError naming the field."""
+    async def read_ca(namespace: str, name: str, path: str) -> str:
+        try:
+            secret = await read_secret(namespace, name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # the reader's own error (cluster.ApiError) says why
+            raise ExtenderSetupError(path, f"cannot read Secret {namespace}/{name}: {err}"
+                                     ) from err
+        data = (secret.get("data") or {}).get("ca.crt")
+        if not data:
+            raise ExtenderSetupError(path, f"Secret {namespace}/{name} has no key ca.crt")
+        try:
+            return base64.b64decode(data, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError) as err:
+            raise ExtenderSetupError(path, f"Secret {namespace}/{name}: ca.crt is not "
+                                           f"base64-encoded text: {err}") from err
+    return read_ca

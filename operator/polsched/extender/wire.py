@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polsched.framework.pipeline import MAX_EXTENDER_PRIORITY, ExtenderError
-
-Json = dict[str, Any]
+from polsched.objects import Json
 
 # k8s.io/kube-scheduler/extender/v1: MinExtenderPriority, MaxExtenderPriority.
 MIN_EXTENDER_PRIORITY = 0

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.framework import listers as ls
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
 
 log = logging.getLogger(__name__)
 

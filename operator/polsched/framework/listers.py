@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Json = dict[str, Any]
+from polsched.objects import Json
 
 
 @dataclass(frozen=True)

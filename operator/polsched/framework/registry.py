@@ -9,7 +9,7 @@ loader prefixes the entry's path. This runs when a policy loads, never per pod.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from polsched.framework.interfaces import FilterPlugin, Handle, PreEnqueuePlugin, ScorePlugin
@@ -66,3 +66,19 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The plugins a policy may name (the registry) and the default profile: the plugins
+    it runs unless it disables them, in order, with the scorers' weights.
+
+    What the API layer's loader validates a policy against, handed to it from above (the
+    in-tree one is polsched.plugins.CATALOG): the loader never imports the plugins, as
+    upstream's apis/config never imports framework/plugins; the caller that composes the
+    process picks the registry (upstream: scheduler.New with the in-tree registry)."""
+
+    registry: Registry
+    filters: tuple[str, ...] = ()
+    scorers: tuple[tuple[str, int], ...] = ()
+    pre_enqueue: tuple[str, ...] = field(default=())

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from polsched.framework import resources as res
 
-Json = dict[str, Any]
+# Re-exported for the modules that take it from here; defined once, in polsched.objects.
+from polsched.objects import Json as Json
 
 # A host port in use: (hostIP, protocol, hostPort), hostIP "0.0.0.0" when unset.
 HostPort = tuple[str, str, int]

@@ -6,7 +6,7 @@ kube-scheduler where it has the plugin; NodeLabel, NodeLabelValue and Expression
 
 from __future__ import annotations
 
-from polsched.framework.registry import Registry
+from polsched.framework.registry import Catalog, Registry
 from polsched.plugins import (
     dynamic_resources,
     expression,
@@ -87,4 +87,8 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("DynamicResources", 2),
 )
 
-__all__ = ["DEFAULT_FILTERS", "DEFAULT_PRE_ENQUEUE", "DEFAULT_SCORERS", "REGISTRY"]
+# What a policy is loaded against (polsched.api.load_policy(obj, CATALOG)): the in-tree
+# registry and the default profile.
+CATALOG = Catalog(REGISTRY, DEFAULT_FILTERS, DEFAULT_SCORERS, DEFAULT_PRE_ENQUEUE)
+
+__all__ = ["CATALOG", "DEFAULT_FILTERS", "DEFAULT_PRE_ENQUEUE", "DEFAULT_SCORERS", "REGISTRY"]

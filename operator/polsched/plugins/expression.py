@@ -97,7 +97,8 @@ from polsched.framework.interfaces import (
 from polsched.framework.normalize import normalize_raw, stash_raw
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SUCCESS, Status
-from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.objects import Json
 
 if TYPE_CHECKING:
     import cel

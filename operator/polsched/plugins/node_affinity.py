@@ -5,19 +5,17 @@ Copies kube-scheduler's nodeaffinity plugin (pkg/scheduler/framework/plugins/nod
 node_affinity.go) and component-helpers' scheduling/corev1/nodeaffinity/nodeaffinity.go:
 terms are ORed, a term's matchExpressions (node labels) and matchFields (only
 metadata.name exists) are ANDed, an empty term matches nothing, a required term that does
-not parse is skipped while a preferred term that does not parse is an error. Args:
+not parse is skipped while a preferred term that does not parse is an error (the parser,
+shared with PodTopologySpread and the volume plugins, is framework.nodeaffinity). Args:
 addedAffinity (NodeAffinityArgs), which every pod must also satisfy / is scored by.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
-from polsched.framework import names
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -30,19 +28,22 @@ from polsched.framework.interfaces import (
     ScorePlugin,
     default_normalize,
 )
-from polsched.framework.registry import ArgsError, PluginSpec
-from polsched.framework.selectors import (
-    ALL_NODES,
-    NO_NODES,
-    NodeSet,
-    Requirement,
-    SelectorError,
-    compile_requirements,
-    parse_requirements,
-    requirements_nodes,
+from polsched.framework.nodeaffinity import (
+    OBJECT_NAME_FIELD,
+    PREFERRED,
+    REQUIRED,
+    RequiredNodeAffinity,
+    Term,
+    compile_node_selector,
+    compile_preferred,
+    matches_any,
+    preferred_score,
+    terms_nodes,
 )
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.selectors import NodeSet, SelectorError
 from polsched.framework.status import SKIP, SUCCESS, Status
-from polsched.framework.types import NodeIndex, NodeInfo, PodInfo, Snapshot
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
 NAME = "NodeAffinity"
 
@@ -50,239 +51,12 @@ ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
 
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-# metav1.ObjectNameField: the only node field a matchFields requirement can name.
-OBJECT_NAME_FIELD = "metadata.name"
-
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 _PRE_SCORE_NODES_KEY = "PreScoreNodes" + NAME
 
 _POD_MISMATCH = Status.unresolvable(ERR_REASON_POD)
 _ENFORCED_MISMATCH = Status.unresolvable(ERR_REASON_ENFORCED)
-
-# apimachinery validation.IsValidLabelValue
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-FieldMatcher = Callable[[Mapping[str, str]], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class Term:
-    """A parsed NodeSelectorTerm; None for a part the term does not have."""
-
-    labels: Callable[[Mapping[str, str]], bool] | None
-    fields: FieldMatcher | None
-    # The same requirements, structured, for nodes(): label requirements, and
-    # (key, is In, value) field requirements.
-    label_reqs: tuple[Requirement, ...] = ()
-    field_reqs: tuple[tuple[str, bool, str], ...] = ()
-
-    def nodes(self, index: NodeIndex) -> NodeSet:
-        """The nodes this term matches, as matches() decides node by node (node names
-        are never empty in a snapshot: the cache keys nodes by name)."""
-        out = requirements_nodes(self.label_reqs, index.labels)
-        for key, equal, value in self.field_reqs:
-            if key != OBJECT_NAME_FIELD:  # no other field exists: In fails, NotIn passes
-                out = out.and_(NO_NODES if equal else ALL_NODES)
-            else:
-                out = out.and_(NodeSet(frozenset((value,)), not equal))
-        return out
-
-    def matches(self, node: NodeInfo) -> bool:
-        if self.labels is not None and not self.labels(node.labels):
-            return False
-        # Upstream skips matchFields for a node without a name (no fields to match).
-        if self.fields is not None and node.name and not self.fields(
-                {OBJECT_NAME_FIELD: node.name}):
-            return False
-        return True
-
-
-def _path(base: str, child: str) -> str:
-    return f"{base}.{child}" if base else child
-
-
-def _compile_field_requirements(reqs: Any, path: str
-                                ) -> tuple[FieldMatcher, tuple[tuple[str, bool, str], ...]]:
-    """nodeSelectorRequirementsAsFieldSelector: In / NotIn with exactly one value each.
-    Also returns them as (key, is In, value)."""
-    if not isinstance(reqs, list):
-        raise SelectorError(path, "must be a list")
-    checks: list[tuple[str, bool, str]] = []
-    for i, r in enumerate(reqs):
-        rpath = f"{path}[{i}]"
-        if not isinstance(r, Mapping):
-            raise SelectorError(rpath, "must be an object with key, operator and values")
-        key = r.get("key")
-        if not isinstance(key, str) or not key:
-            raise SelectorError(_path(rpath, "key"), "must be a non-empty string")
-        op = r.get("operator")
-        if op not in ("In", "NotIn"):
-            raise SelectorError(_path(rpath, "operator"),
-                                f"unsupported operator {op!r}: must be one of In, NotIn")
-        values = r.get("values") or []
-        if not isinstance(values, list) or len(values) != 1 or not isinstance(values[0], str):
-            raise SelectorError(_path(rpath, "values"), "must have one element")
-        checks.append((key, op == "In", values[0]))
-    frozen = tuple(checks)
-
-    def match(fields: Mapping[str, str]) -> bool:
-        for key, equal, value in frozen:
-            if (fields.get(key, "") == value) is not equal:
-                return False
-        return True
-    return match, frozen
-
-
-def _check_label_syntax(reqs: Any, path: str) -> None:
-    """labels.NewRequirement's syntax checks, which compile_requirements leaves out: keys
-    are qualified names and values are label values. A pod's term failing them matches no
-    node, as upstream."""
-    if not isinstance(reqs, list):
-        return
-    for i, r in enumerate(reqs):
-        if not isinstance(r, Mapping):
-            continue
-        key = r.get("key")
-        if isinstance(key, str) and key:
-            errs = names.qualified_name(key)
-            if errs:
-                raise SelectorError(f"{path}[{i}].key",
-                                    f"invalid value {key!r}: {'; '.join(errs)}")
-        values = r.get("values")
-        for v in values if isinstance(values, list) else ():
-            if isinstance(v, str) and (len(v) > 63 or not _LABEL_VALUE.match(v)):
-                raise SelectorError(
-                    f"{path}[{i}].values", f"invalid value {v!r}: a valid label must be an "
-                    "empty string or at most 63 alphanumeric characters, '-', '_' or '.', "
-                    "starting and ending with an alphanumeric character")
-
-
-def compile_term(term: Any, path: str) -> Term | None:
-    """One NodeSelectorTerm; None when it is empty (it then matches nothing and is dropped).
-    Raises SelectorError naming the field."""
-    if not isinstance(term, Mapping):
-        raise SelectorError(path, "must be an object with matchExpressions and/or matchFields")
-    exprs = term.get("matchExpressions")
-    fields = term.get("matchFields")
-    if not exprs and not fields:
-        return None
-    label_matcher = None
-    label_reqs: tuple[Requirement, ...] = ()
-    if exprs:
-        epath = _path(path, "matchExpressions")
-        label_matcher = compile_requirements(exprs, epath)
-        _check_label_syntax(exprs, epath)
-        label_reqs = parse_requirements(exprs)
-    field_matcher = None
-    field_reqs: tuple[tuple[str, bool, str], ...] = ()
-    if fields:
-        field_matcher, field_reqs = _compile_field_requirements(fields,
-                                                                _path(path, "matchFields"))
-    return Term(label_matcher, field_matcher, label_reqs, field_reqs)
-
-
-def compile_node_selector(selector: Any, path: str, lazy: bool) -> tuple[Term, ...]:
-    """A v1.NodeSelector's terms. With lazy (a pod's own affinity, as upstream's
-    LazyErrorNodeSelector) a term that does not parse is dropped: it matches no node.
-    Without lazy (our args) it raises SelectorError."""
-    if not isinstance(selector, Mapping):
-        raise SelectorError(path, "must be an object with nodeSelectorTerms")
-    raw = selector.get("nodeSelectorTerms") or []
-    tpath = _path(path, "nodeSelectorTerms")
-    if not isinstance(raw, list):
-        raise SelectorError(tpath, "must be a list")
-    terms: list[Term] = []
-    for i, t in enumerate(raw):
-        try:
-            term = compile_term(t, f"{tpath}[{i}]")
-        except SelectorError:
-            if lazy:
-                continue
-            raise
-        if term is not None:
-            terms.append(term)
-    return tuple(terms)
-
-
-def compile_preferred(raw: Any, path: str) -> tuple[tuple[int, Term], ...]:
-    """PreferredSchedulingTerms: (weight, term), dropping zero weights and empty terms.
-    Raises SelectorError naming the field."""
-    if not isinstance(raw, list):
-        raise SelectorError(path, "must be a list")
-    out: list[tuple[int, Term]] = []
-    for i, p in enumerate(raw):
-        ppath = f"{path}[{i}]"
-        if not isinstance(p, Mapping):
-            raise SelectorError(ppath, "must be an object with weight and preference")
-        weight = p.get("weight") or 0
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            raise SelectorError(_path(ppath, "weight"), "must be an integer")
-        if weight == 0:
-            continue
-        term = compile_term(p.get("preference") or {}, _path(ppath, "preference"))
-        if term is not None:
-            out.append((weight, term))
-    return tuple(out)
-
-
-def _matches_all(terms: Sequence[Term], node: NodeInfo) -> bool:
-    """A NodeSelector: any term matches; no term at all matches nothing."""
-    for term in terms:
-        if term.matches(node):
-            return True
-    return False
-
-
-def _terms_nodes(terms: Sequence[Term], index: NodeIndex) -> NodeSet:
-    """The nodes _matches_all passes."""
-    out = NO_NODES
-    for term in terms:
-        out = out.or_(term.nodes(index))
-    return out
-
-
-def _preferred_score(terms: Sequence[tuple[int, Term]], node: NodeInfo) -> int:
-    return sum(weight for weight, term in terms if term.matches(node))
-
-
-@dataclass(frozen=True, slots=True)
-class RequiredNodeAffinity:
-    """nodeaffinity.RequiredNodeAffinity: nodeSelector labels AND the required terms (None
-    when the pod has no required node affinity)."""
-
-    node_selector: tuple[tuple[str, str], ...]
-    terms: tuple[Term, ...] | None
-
-    @classmethod
-    def of(cls, pod: PodInfo) -> RequiredNodeAffinity:
-        required = (pod.affinity.get("nodeAffinity") or {}).get(REQUIRED)
-        terms = None
-        if required is not None:
-            try:
-                terms = compile_node_selector(required, "", lazy=True)
-            except SelectorError:
-                terms = ()
-        return cls(tuple(pod.node_selector.items()), terms)
-
-    def matches(self, node: NodeInfo) -> bool:
-        labels = node.labels
-        for key, value in self.node_selector:
-            if labels.get(key) != value:
-                return False
-        return self.terms is None or _matches_all(self.terms, node)
-
-    def nodes(self, index: NodeIndex) -> NodeSet:
-        """The nodes matches() passes."""
-        out = ALL_NODES
-        for key, value in self.node_selector:
-            names = index.labels.get(key, {}).get(value)
-            out = out.and_(NodeSet(names) if names is not None else NO_NODES)
-        if self.terms is not None:
-            out = out.and_(_terms_nodes(self.terms, index))
-        return out
 
 
 def _named_nodes(required: Any) -> frozenset[str] | None:
@@ -333,7 +107,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
         return PreFilterResult(named)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if self.added_required is not None and not _matches_all(self.added_required, node):
+        if self.added_required is not None and not matches_any(self.added_required, node):
             return _ENFORCED_MISMATCH
         required: RequiredNodeAffinity | None = state.get(_PRE_FILTER_KEY)
         if required is None:
@@ -348,7 +122,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
         index = snapshot.node_index()
         out = required.nodes(index)
         if self.added_required is not None:
-            out = out.and_(_terms_nodes(self.added_required, index))
+            out = out.and_(terms_nodes(self.added_required, index))
         return out
 
     def filter_rejection(self, state: CycleState, pod: PodInfo) -> Status | None:
@@ -388,7 +162,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
         return terms
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return _preferred_score(self._terms(state, pod), node)
+        return preferred_score(self._terms(state, pod), node)
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
                     nodes: Sequence[NodeInfo]) -> list[int] | Status:
@@ -408,7 +182,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
             terms = self._terms(state, pod)
         except SelectorError as err:
             return Status.error(str(err))
-        return [_preferred_score(terms, n) for n in nodes]
+        return [preferred_score(terms, n) for n in nodes]
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
         return default_normalize(scores)
@@ -422,7 +196,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
         """isSchedulableAfterNodeChange: the node matches the pod's required affinity now
         and did not before."""
         node = ev.node_of(new)
-        if self.added_required is not None and not _matches_all(self.added_required, node):
+        if self.added_required is not None and not matches_any(self.added_required, node):
             return ev.QUEUE_SKIP
         required = RequiredNodeAffinity.of(pod)
         if not required.matches(node):

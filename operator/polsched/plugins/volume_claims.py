@@ -12,15 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from polsched.framework.nodeaffinity import Term, compile_lazy, labels_match_any
 from polsched.framework.resources import QuantityError, parse_quantity
-from polsched.framework.selectors import (
-    Matcher,
-    SelectorError,
-    compile_label_selector,
-    compile_requirements,
-)
-
-Json = dict[str, Any]
+from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
+from polsched.objects import Json
 
 # component-helpers/storage/volume pv_helpers.go
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -144,29 +139,17 @@ def quantity_value(q: Decimal) -> int:
 
 
 # -- node affinity of PVs, topologies of classes --------------------------------------------
-_affinity_cache: dict[tuple[str, str], tuple[tuple[Matcher | None, ...], bool]] = {}
+# (name, resourceVersion) -> the PV's required terms, None when it has no required selector
+_affinity_cache: dict[tuple[str, str], tuple[Term, ...] | None] = {}
 
 
-def _compile_pv_affinity(pv: Mapping[str, Any]) -> tuple[tuple[Matcher | None, ...], bool]:
-    """The required terms of a PV's nodeAffinity, label part only, and whether it has a
-    required selector at all. None stands for a term without matchExpressions."""
+def _compile_pv_affinity(pv: Mapping[str, Any]) -> tuple[Term, ...] | None:
+    """The required terms of a PV's nodeAffinity (a term that does not parse matches
+    nothing, LazyErrorNodeSelector); None when it has no required selector."""
     na = spec(pv).get("nodeAffinity")
     if not na or na.get("required") is None:
-        return (), False
-    terms: list[Matcher | None] = []
-    for term in (na.get("required") or {}).get("nodeSelectorTerms") or ():
-        exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
-        fields = term.get("matchFields") if isinstance(term, Mapping) else None
-        if not exprs and not fields:
-            continue  # an empty term matches nothing
-        if not exprs:
-            terms.append(None)
-            continue
-        try:
-            terms.append(compile_requirements(exprs))
-        except SelectorError:
-            continue  # a term that does not parse matches nothing (LazyErrorNodeSelector)
-    return tuple(terms), True
+        return None
+    return compile_lazy(na.get("required"))
 
 
 def volume_node_affinity_matches(pv: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
@@ -174,20 +157,15 @@ def volume_node_affinity_matches(pv: Mapping[str, Any], node_labels: Mapping[str
     only, no name, so matchFields are not evaluated (nodeaffinity's extractNodeFields)."""
     m = meta(pv)
     key = (m.get("name") or "", m.get("resourceVersion") or "")
-    hit = _affinity_cache.get(key) if key[1] else None
-    if hit is None:
+    if key[1] and key in _affinity_cache:
+        hit = _affinity_cache[key]
+    else:
         hit = _compile_pv_affinity(pv)
         if key[1]:
             if len(_affinity_cache) > 20000:
                 _affinity_cache.clear()
             _affinity_cache[key] = hit
-    terms, required = hit
-    if not required:
-        return True
-    for t in terms:
-        if t is None or t(node_labels):
-            return True
-    return False
+    return hit is None or labels_match_any(hit, node_labels)
 
 
 def topology_terms_match(terms: Sequence[Mapping[str, Any]] | None,

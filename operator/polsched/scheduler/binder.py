@@ -28,7 +28,8 @@ import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework.pipeline import ExtenderError
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
 from polsched.scheduler.writers import wants_writer
 
 log = logging.getLogger(__name__)

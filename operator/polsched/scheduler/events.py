@@ -33,7 +33,8 @@ import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework.pipeline import truncate_message
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
 from polsched.scheduler.writers import wants_writer
 
 log = logging.getLogger(__name__)

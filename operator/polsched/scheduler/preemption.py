@@ -32,8 +32,9 @@ from typing import Any, Protocol
 
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework.nominator import Nominator, status_nominated_node
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
+from polsched.objects import Json
 from polsched.plugins.default_preemption import (
     DISRUPTION_TARGET,
     REASON_PREEMPTION_BY_SCHEDULER,

@@ -40,7 +40,8 @@ from typing import Any
 
 from polsched.framework import events as ev
 from polsched.framework.interfaces import PreEnqueuePlugin
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
 
 DEFAULT_POD_INITIAL_BACKOFF = 1.0
 DEFAULT_POD_MAX_BACKOFF = 10.0

@@ -21,10 +21,11 @@ from polsched.api.admission import AdmissionRules, DestinationPolicy
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
-from polsched.framework.registry import ArgsError, PluginSpec, Registry
+from polsched.framework.registry import ArgsError, Catalog, PluginSpec, Registry
 from polsched.framework.selectors import compile_requirements
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 
 pytestmark = pytest.mark.unit
@@ -94,8 +95,7 @@ def policy(spec: Mapping[str, Any] | None = None, name: str = "p",
 
 def load(spec: Mapping[str, Any] | None = None, rules: AdmissionRules | None = None,
          **top: Any) -> Policy:
-    return load_policy(policy(spec, **top), registry=REGISTRY,
-                       default_filters=DEFAULT_FILTERS, default_scorers=DEFAULT_SCORERS,
+    return load_policy(policy(spec, **top), Catalog(REGISTRY, DEFAULT_FILTERS, DEFAULT_SCORERS),
                        **({"rules": rules} if rules is not None else {}))
 
 
@@ -277,8 +277,7 @@ def test_a_plugin_bug_is_reported_not_raised() -> None:
 
     reg = Registry([PluginSpec("Broken", filter=broken)])
     with pytest.raises(PolicyError) as exc:
-        load_policy(policy({"filters": [{"name": "Broken"}]}), registry=reg,
-                    default_filters=(), default_scorers=())
+        load_policy(policy({"filters": [{"name": "Broken"}]}), Catalog(reg))
     assert exc.value.errors[0].path == "spec.filters[0].args"
     assert "KeyError" in exc.value.errors[0].message
 
@@ -497,7 +496,7 @@ def test_every_problem_is_reported_at_once() -> None:
 # -- the real registry ------------------------------------------------------------------
 
 def real(spec: Mapping[str, Any]) -> Policy:
-    return load_policy(policy(spec))
+    return load_policy(policy(spec), CATALOG)
 
 
 def test_real_default_profile_is_kube_schedulers() -> None:

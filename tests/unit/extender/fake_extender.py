@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
-from polsched.api.model import ExtenderConfig, ManagedResource
+from polsched.extender.config import ExtenderConfig, ManagedResource
 from polsched.framework.types import NodeInfo, PodInfo
 
 T = TypeVar("T")

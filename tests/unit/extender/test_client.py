@@ -3,6 +3,7 @@ managedResources, errors as upstream words them, timeouts, keep-alive and TLS.""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import threading
@@ -14,6 +15,12 @@ from typing import Any
 import pytest
 
 from polsched.extender import HTTPExtender, wire
+from polsched.extender.client import (
+    ExtenderSetupError,
+    SecretReader,
+    build_extenders,
+    secret_ca_reader,
+)
 from polsched.framework.pipeline import ExtenderError
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import (
@@ -653,3 +660,59 @@ def test_https_insecure_and_enable_https_without_ca_skip_verification(
 def test_invalid_ca_is_refused_when_the_extender_is_built() -> None:
     with pytest.raises(ExtenderError, match="tlsConfig: the CA certificate"):
         HTTPExtender(config("https://127.0.0.1:1/"), ca_pem="-----BEGIN CERTIFICATE-----\nxx\n")
+
+
+# -- building a policy's extenders ------------------------------------------------------------
+
+
+def secrets(objects: dict[tuple[str, str], dict[str, Any]]) -> SecretReader:
+    async def read(namespace: str, name: str) -> dict[str, Any]:
+        if (namespace, name) not in objects:
+            raise LookupError(f"404 NotFound: secrets {name!r} not found")
+        return objects[(namespace, name)]
+    return read
+
+
+def test_build_extenders_reads_the_ca_of_a_ca_secret_ref(https_extender: str,
+                                                         tls_files: tuple[Path, Path]) -> None:
+    ca = base64.b64encode(tls_files[0].read_bytes()).decode()
+    cfgs = [config("http://127.0.0.1:1/"),
+            config(https_extender, filter_verb="filter", node_cache_capable=True,
+                   ca_secret_ref=("polsched-system", "ext-ca"))]
+    built = run(build_extenders(cfgs, secret_ca_reader(secrets({("polsched-system", "ext-ca"):
+                                                                {"data": {"ca.crt": ca}}}))))
+    assert [e.config for e in built] == cfgs
+    assert https_filter(built[1]) == ["n1"]  # verified against the Secret's CA
+
+
+@pytest.mark.parametrize(("reader", "message"), [
+    (None, "Secret polsched-system/ext-ca can only be read from the cluster"),
+    (secrets({}), "cannot read Secret polsched-system/ext-ca: 404 NotFound"),
+    (secrets({("polsched-system", "ext-ca"): {"data": {"tls.crt": "eA=="}}}),
+     "Secret polsched-system/ext-ca has no key ca.crt"),
+    (secrets({("polsched-system", "ext-ca"): {"data": {"ca.crt": "not base64!"}}}),
+     "ca.crt is not base64-encoded text"),
+])
+def test_build_extenders_names_the_field_of_an_unusable_ca_secret_ref(
+        reader: SecretReader | None, message: str) -> None:
+    cfgs = [config("http://127.0.0.1:1/"),
+            config("https://127.0.0.1:1/", ca_secret_ref=("polsched-system", "ext-ca"))]
+    with pytest.raises(ExtenderSetupError) as exc:
+        run(build_extenders(cfgs, None if reader is None else secret_ca_reader(reader)))
+    assert exc.value.path == "spec.extenders[1].tlsConfig.caSecretRef"
+    assert message in exc.value.message
+
+
+def test_build_extenders_names_the_entry_the_client_refuses() -> None:
+    """A config the client cannot use (a CA that is not PEM) is an ExtenderSetupError on
+    the entry, and the extenders built before it are closed, not leaked."""
+    cfgs = [config("http://127.0.0.1:1/"),
+            config("https://127.0.0.1:1/", ca_secret_ref=("polsched-system", "ext-ca"))]
+
+    async def not_pem(namespace: str, name: str, path: str) -> str:
+        return "-----BEGIN CERTIFICATE-----\nxx\n"
+
+    with pytest.raises(ExtenderSetupError) as exc:
+        run(build_extenders(cfgs, not_pem))
+    assert exc.value.path == "spec.extenders[1]"
+    assert "the extender client could not be built" in exc.value.message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.framework import listers as ls
-from polsched.framework.types import Json
+from polsched.objects import Json
 
 
 def _pvc(ns: str, name: str, phase: str = "Pending") -> Json:

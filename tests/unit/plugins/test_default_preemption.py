@@ -16,6 +16,7 @@ from polsched.framework import listers as ls
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.pipeline import Pipeline, ScheduleResult
+from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import (
     RULE_LATEST_START,
     RULE_PDB,
@@ -66,7 +67,7 @@ def pipeline(objects: list[dict[str, Any]] = (),  # type: ignore[assignment]
              nominator: Nominator | None = None) -> Pipeline:
     listers = ls.Listers()
     listers.load(objects)
-    return build_pipeline(load_policy(POLICY), Handle(
+    return build_pipeline(load_policy(POLICY, CATALOG), Handle(
         listers=listers, nominator=nominator if nominator is not None else Nominator()))
 
 
@@ -264,28 +265,28 @@ def with_spec(**spec: Any) -> dict[str, Any]:
 
 def test_spec_preemption_args_reach_the_plugin_and_are_validated() -> None:
     p = build_pipeline(load_policy(with_spec(preemption={
-        "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2})))
+        "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2}), CATALOG))
     assert isinstance(p.post_filter, DefaultPreemption)
     assert p.post_filter.args == DefaultPreemptionArgs(0, 2)
     with pytest.raises(PolicyError) as err:
         load_policy(with_spec(preemption={"minCandidateNodesPercentage": 0,
-                                          "minCandidateNodesAbsolute": 0, "x": 1}))
+                                          "minCandidateNodesAbsolute": 0, "x": 1}), CATALOG)
     paths = {e.path for e in err.value.errors}
     assert paths == {"spec.preemption.minCandidateNodesPercentage", "spec.preemption.x"}
     with pytest.raises(PolicyError, match="spec.preemption.minCandidateNodesPercentage: must "
                                           "be between 0 and 100, not 101"):
-        load_policy(with_spec(preemption={"minCandidateNodesPercentage": 101}))
+        load_policy(with_spec(preemption={"minCandidateNodesPercentage": 101}), CATALOG)
 
 
 def test_disabled_preemption_leaves_no_sentence_and_evicts_nothing() -> None:
     nodes = [node("n1", "1", pod("victim", cpu="1", node="n1"))]
     only_fit = {"disabledPlugins": ["*"], "filters": [{"name": "NodeResourcesFit"}]}
     for spec in ({"disabledPlugins": ["DefaultPreemption"]}, only_fit):
-        p = build_pipeline(load_policy(with_spec(**spec)), Handle(nominator=Nominator()))
+        p = build_pipeline(load_policy(with_spec(**spec), CATALOG), Handle(nominator=Nominator()))
         assert p.post_filter is None
         r = schedule(p, pod("p", cpu="1", priority=10), nodes)
         assert message(r) == "0/1 nodes are available: 1 Insufficient cpu."
         assert r.post_filter is None
     # defaultPlugins: false is about filters and scorers: preemption stays
-    kept = build_pipeline(load_policy(with_spec(defaultPlugins=False)))
+    kept = build_pipeline(load_policy(with_spec(defaultPlugins=False), CATALOG))
     assert isinstance(kept.post_filter, DefaultPreemption)

@@ -363,6 +363,7 @@ def bomb(depth: int, hide: bool = False) -> str:
 @pytest.mark.parametrize("hide", [False, True])
 def test_cost_bombs_are_refused_by_the_loader_with_the_field_path(hide: bool) -> None:
     from polsched.api import PolicyError, load_policy
+    from polsched.plugins import CATALOG
 
     source = bomb(12, hide)
     obj = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
@@ -371,7 +372,7 @@ def test_cost_bombs_are_refused_by_the_loader_with_the_field_path(hide: bool) ->
                {"name": "Expression", "args": {"expression": "true"}},
                {"name": "Expression", "args": {"expression": source}}]}}
     with pytest.raises(PolicyError) as err:
-        load_policy(obj)
+        load_policy(obj, CATALOG)
     [problem] = err.value.errors
     assert problem.path == "spec.filters[1].args.expression"
     assert "estimated cost 6666666666660 exceeds the budget 100000" in problem.message

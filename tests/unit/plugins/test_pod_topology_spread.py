@@ -545,7 +545,7 @@ def test_domain_counts_equal_a_count_over_every_node_as_pods_and_nodes_change() 
 
         state = CycleState()
         assert plugin.pre_filter(state, incoming, snap).ok
-        got = [c.counts for c in state.read(pts._PRE_FILTER_KEY)]
+        got = [c.counts for c in state.read(pts.PRE_FILTER_KEY)]
         compiled = pts.pod_constraints(incoming, "DoNotSchedule")
         affinity = pts.required_node_affinity(incoming)
         want: list[dict[str, int]] = [{} for _ in compiled]

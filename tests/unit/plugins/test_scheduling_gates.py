@@ -10,6 +10,7 @@ from polsched.api import load_policy
 from polsched.api.model import PolicyError
 from polsched.framework.status import Code
 from polsched.framework.types import PodInfo
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 
 pytestmark = pytest.mark.unit
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.unit
 
 def policy(spec: dict[str, Any]) -> Any:
     return load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-                        "metadata": {"name": "p"}, "spec": spec})
+                        "metadata": {"name": "p"}, "spec": spec}, CATALOG)
 
 
 def pod(**spec: Any) -> PodInfo:

@@ -21,7 +21,7 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
-from polsched.framework.registry import PluginSpec, Registry
+from polsched.framework.registry import Catalog, PluginSpec, Registry
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import binding_cycle as bc
@@ -94,7 +94,7 @@ def pipeline(first: Mapping[str, Any] | None = None, second: Mapping[str, Any] |
             "scorers": [{"name": "Score"}]}
     policy = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                           "metadata": {"name": "p"}, "spec": spec},
-                         registry=REGISTRY, default_filters=(), default_scorers=())
+                         Catalog(REGISTRY))
     return build_pipeline(policy)
 
 

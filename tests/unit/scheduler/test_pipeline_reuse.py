@@ -14,6 +14,7 @@ from polsched.api.model import Policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework.interfaces import Handle
 from polsched.framework.pipeline import Pipeline
+from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
 from tests.unit.pipelines import decide_at_once, labelled_node, policy_object, sized_pod
 
@@ -25,7 +26,7 @@ PRIORITY = "example.com/priority"
 def policy(generation: int, scorers: list[dict[str, Any]], **spec: Any) -> Policy:
     obj = policy_object(scorers=scorers, **spec)
     obj["metadata"]["generation"] = generation
-    return load_policy(obj)
+    return load_policy(obj, CATALOG)
 
 
 def label_value(weight: int, key: str = PRIORITY) -> dict[str, Any]:

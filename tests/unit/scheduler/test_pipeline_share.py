@@ -24,6 +24,7 @@ from polsched.framework.interfaces import (
     ReservePlugin,
 )
 from polsched.framework.pipeline import Pipeline
+from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from polsched.scheduler.pipelines import build_pipeline
 from tests.unit.pipelines import decide_at_once, labelled_node, policy_object, sized_pod
@@ -41,7 +42,7 @@ def policy(name: str, key: str = PRIORITY, extender: bool = False, generation: i
     obj = policy_object(scorers=[{"name": "NodeLabelValue", "weight": 2,
                                   "args": {"key": key}}], name=name, **spec)
     obj["metadata"]["generation"] = generation
-    return load_policy(obj)
+    return load_policy(obj, CATALOG)
 
 
 def plugin_ids(pl: Pipeline) -> dict[str, int]:

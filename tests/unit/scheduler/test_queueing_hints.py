@@ -11,7 +11,9 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.framework import events as ev
-from polsched.framework.types import Json, PodInfo
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
+from polsched.plugins import CATALOG
 from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import build_pipeline
 
@@ -51,7 +53,7 @@ def rejected_queue(p: PodInfo, *plugins: str) -> q.SchedulingQueue:
     """A queue configured with the default pipeline's hints, `p` rejected by `plugins`."""
     pipeline = build_pipeline(load_policy({
         "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-        "metadata": {"name": "s"}, "spec": {}}))
+        "metadata": {"name": "s"}, "spec": {}}, CATALOG))
     clock = Clock()
     queue = q.SchedulingQueue(clock=clock)
     queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
@@ -188,7 +190,7 @@ def test_a_gated_pod_moves_only_when_its_gates_go() -> None:
     p = pod(schedulingGates=[{"name": "g"}])
     pipeline = build_pipeline(load_policy({
         "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-        "metadata": {"name": "s"}, "spec": {}}))
+        "metadata": {"name": "s"}, "spec": {}}, CATALOG))
     queue = q.SchedulingQueue(clock=Clock())
     queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
     queue.add(p)
@@ -203,7 +205,7 @@ def test_a_gated_pod_moves_only_when_its_gates_go() -> None:
 def default_queue(clock: Clock, journal: q.EventJournal | None = None) -> q.SchedulingQueue:
     pipeline = build_pipeline(load_policy({
         "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-        "metadata": {"name": "s"}, "spec": {}}))
+        "metadata": {"name": "s"}, "spec": {}}, CATALOG))
     queue = q.SchedulingQueue(clock=clock, pop_from_backoff=False, journal=journal)
     queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
     return queue

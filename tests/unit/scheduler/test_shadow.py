@@ -13,6 +13,7 @@ from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.controller.policies import PolicyBook
 from polsched.framework.types import PodInfo
+from polsched.plugins import CATALOG
 from polsched.scheduler import shadow as sh
 
 pytestmark = pytest.mark.unit
@@ -55,10 +56,10 @@ def pod(name: str) -> PodInfo:
 def test_agreement_is_counted_against_the_live_outcome() -> None:
     c = cache()
     shadows = sh.ShadowSet()
-    same = sh.Shadow(load_policy(policy("same", shadow_of="live")), "live")
-    rev = sh.Shadow(load_policy(policy("rev", reverse=True, shadow_of="live")), "live")
-    special = sh.Shadow(load_policy(policy("special", require="special", shadow_of="live")),
-                        "live")
+    same = sh.Shadow(load_policy(policy("same", shadow_of="live"), CATALOG), "live")
+    rev = sh.Shadow(load_policy(policy("rev", reverse=True, shadow_of="live"), CATALOG), "live")
+    special = sh.Shadow(
+        load_policy(policy("special", require="special", shadow_of="live"), CATALOG), "live")
     shadows.shadows.update({"same": same, "rev": rev, "special": special})
     p = pod("a")
     verdicts = asyncio.run(shadows.decide(p, c.snapshot))
@@ -92,7 +93,7 @@ def test_agreement_is_counted_against_the_live_outcome() -> None:
 
 
 def test_only_the_last_few_disagreements_are_kept() -> None:
-    s = sh.Shadow(load_policy(policy("rev", reverse=True, shadow_of="live")), "live")
+    s = sh.Shadow(load_policy(policy("rev", reverse=True, shadow_of="live"), CATALOG), "live")
     for i in range(sh.LAST_DISAGREEMENTS + 3):
         s.compare(pod(f"p{i}"), "n1", "n3", str(i))
     last = s.stats.to_status()["lastDisagreements"]
@@ -103,7 +104,7 @@ def test_only_the_last_few_disagreements_are_kept() -> None:
 def test_the_budget_skips_decisions_once_spent_and_refills_with_time() -> None:
     now = [0.0]
     shadows = sh.ShadowSet(budget=0.2, clock=lambda: now[0])
-    s = sh.Shadow(load_policy(policy("same", shadow_of="live")), "live")
+    s = sh.Shadow(load_policy(policy("same", shadow_of="live"), CATALOG), "live")
     shadows.shadows["same"] = s
     c = cache()
     slow = s.pipeline.schedule
@@ -142,10 +143,10 @@ def test_loader_checks_shadow_of() -> None:
     from polsched.api import PolicyError
 
     with pytest.raises(PolicyError, match=r"spec\.shadowOf: a policy cannot shadow itself"):
-        load_policy(policy("x", shadow_of="x"))
+        load_policy(policy("x", shadow_of="x"), CATALOG)
     with pytest.raises(PolicyError, match=r"spec\.shadowOf"):
-        load_policy(policy("x", shadow_of="Not_A_Name"))
-    assert load_policy(policy("x", shadow_of="live")).shadow_of == "live"
+        load_policy(policy("x", shadow_of="Not_A_Name"), CATALOG)
+    assert load_policy(policy("x", shadow_of="live"), CATALOG).shadow_of == "live"
 
 
 def test_a_shadow_status_has_its_agreement_and_no_bind_counts() -> None:

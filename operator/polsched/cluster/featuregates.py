@@ -1,0 +1,56 @@
+"""The Kubernetes feature gates of the local control plane, for the tools that start their
+own kube-scheduler next to hack/cluster.sh (the conformance oracle, the bench).
+
+`make cluster FEATURE_GATES=GenericWorkload=true` exports POLSCHED_FEATURE_GATES;
+hack/cluster.sh hands it to kube-apiserver and kube-controller-manager, and these helpers
+hand the same list to kube-scheduler, so that the oracle runs with the gates the API
+server has (with GenericWorkload on, kube-scheduler's default profile gains GangScheduling
+and PodGroupPodsCount: k8s.io/kubernetes@v1.37.1
+pkg/scheduler/apis/config/v1/default_plugins.go getDefaultPlugins). Unset, nothing is
+added and every command line stays upstream's default."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+ENV = "POLSCHED_FEATURE_GATES"
+# A bounded, plain list: component-base's --feature-gates syntax (Name=bool, comma-separated).
+_ITEM = re.compile(r"[A-Za-z][A-Za-z0-9]{0,99}=(true|false)")
+MAX_LEN = 4096
+
+
+def parse(value: str) -> dict[str, bool]:
+    """`A=true,B=false` as {"A": True, "B": False}; the last setting of a gate wins, as in
+    component-base's flag parsing. Raises ValueError naming the variable and the bad item."""
+    if len(value) > MAX_LEN:
+        raise ValueError(f"{ENV}: longer than {MAX_LEN} characters")
+    gates: dict[str, bool] = {}
+    if not value.strip():
+        return gates
+    for item in value.split(","):
+        if not _ITEM.fullmatch(item):
+            raise ValueError(f"{ENV}: {item!r} is not Name=true|false (in {value!r})")
+        name, _, flag = item.partition("=")
+        gates[name] = flag == "true"
+    return gates
+
+
+def from_env(env: Mapping[str, str] | None = None) -> str:
+    """The validated gate list from the environment, "" when unset."""
+    value = (os.environ if env is None else env).get(ENV, "")
+    parse(value)
+    return value.strip()
+
+
+def kube_scheduler_args(env: Mapping[str, str] | None = None) -> list[str]:
+    """`--feature-gates LIST` for kube-scheduler, or nothing when no gates are set."""
+    value = from_env(env)
+    return ["--feature-gates", value] if value else []
+
+
+def enabled(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment's gate list turns `name` on (off when not listed: every gate
+    this is asked about is off by default in v1.37)."""
+    return parse(from_env(env)).get(name, False)
