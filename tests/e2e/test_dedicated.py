@@ -329,7 +329,8 @@ def test_a_dedicated_scheduler_reads_its_extenders_ca_from_the_mount_not_the_api
         pod = deploy["spec"]["template"]["spec"]
         args = pod["containers"][0]["args"]
         ca_dir = "/etc/polsched/extender-ca"
-        assert args[-1] == f"--extender-ca-dir={ca_dir}"
+        assert f"--extender-ca-dir={ca_dir}" in args
+        others = [a for a in args if not a.startswith("--extender-ca-dir=")]
         assert {"name": "extender-ca-0", "mountPath": f"{ca_dir}/{secret}",
                 "readOnly": True} in pod["containers"][0]["volumeMounts"]
         kubeconfig = service_account_kubeconfig(h.cluster, NS, DEDICATED_SA,
@@ -338,7 +339,7 @@ def test_a_dedicated_scheduler_reads_its_extenders_ca_from_the_mount_not_the_api
                   "--metrics-listen", "")
 
         # Without the mount: the API refuses the Secret to this identity.
-        no_mount = h.process(kubeconfig, *args[:-1], *common, "--identity", f"{rid}-api")
+        no_mount = h.process(kubeconfig, *others, *common, "--identity", f"{rid}-api")
         valid = wait_for(lambda: (c := h.condition(rid, "Valid")).get("status") == "False"
                          and c, 30, "Valid=False")
         print("Valid:", valid)
@@ -351,7 +352,7 @@ def test_a_dedicated_scheduler_reads_its_extenders_ca_from_the_mount_not_the_api
         mounted = h.workdir / rid
         (mounted / secret).mkdir(parents=True)
         (mounted / secret / "ca.crt").write_text(ca)
-        h.process(kubeconfig, *args[:-1], f"--extender-ca-dir={mounted}", *common,
+        h.process(kubeconfig, *others, f"--extender-ca-dir={mounted}", *common,
                   "--identity", f"{rid}-mounted")
         wait_for(lambda: h.condition(rid, "Valid").get("status") == "True"
                  and h.condition(rid, "Ready").get("status") == "True", 30,
