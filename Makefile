@@ -9,6 +9,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 DEV_DIR ?= .dev
 # `make cluster REAL_NODE=1`: one real node (kubelet, containerd, runc; root only) too.
 REAL_NODE ?=
+# `make cluster METRICS=1`: the Metrics API too (metrics-server, kwok's usage emulation),
+# for the load-aware scorers; `make demo` turns it on.
+METRICS ?=
 # `make cluster FEATURE_GATES=GenericWorkload=true`: Kubernetes feature gates (Name=true|false,
 # comma-separated) for kube-apiserver, kube-controller-manager and kube-scheduler (the
 # conformance oracle and the bench's too); GenericWorkload=true also serves
@@ -34,12 +37,14 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Build (or reuse the cached) kube-apiserver, kube-scheduler, etcd and kwok.
+# Build (or reuse the cached) kube-apiserver, kube-scheduler, etcd and kwok (and
+# metrics-server with METRICS=1: hack/metrics.sh, a cache of its own).
 build:
 	@hack/build.sh >/dev/null
+	@[[ -z "$(METRICS)" ]] || hack/metrics.sh build >/dev/null
 
 cluster: build
-	@POLSCHED_REAL_NODE=$(REAL_NODE) hack/cluster.sh up $(DEV_DIR)
+	@POLSCHED_REAL_NODE=$(REAL_NODE) POLSCHED_METRICS=$(METRICS) hack/cluster.sh up $(DEV_DIR)
 
 # polsched's image without Docker (hack/image.sh: mmdebstrap + buildah), as an OCI archive;
 # loaded into the real node's containerd as docker.io/local/polsched:VERSION when one runs.
@@ -82,6 +87,8 @@ lint: venv
 chaos: venv build
 	$(PY) -m tests.chaos.run $(CHAOS_ARGS)
 
+# The demo runs the load-aware example too, so its control plane serves the Metrics API.
+demo: METRICS = 1
 demo: venv cluster
 	@POLSCHED_DEV_DIR=$(DEV_DIR) hack/demo.sh up
 

@@ -164,6 +164,52 @@ async def create_initial(ctx: Context, api: Any, w: wl.Workload, scheduler_name:
     return len(pods)
 
 
+async def wait_node_metrics(api: Any, w: wl.Workload, timeout: float = 240) -> None:
+    """Until metrics.k8s.io serves every bench node with its initial pods' usage (kwok:
+    ~20 s for a node, ~40 s for a pod's usage)."""
+    from polsched.cluster.client import ApiError
+    from polsched.framework.resources import parse_quantity
+
+    want = {wl.node_name(i): (wl.LoadAware.usage_cores(i) if isinstance(w, wl.LoadAware)
+                              else 0) for i in range(w.nodes)}
+    deadline = time.monotonic() + timeout
+    ok = 0
+    while time.monotonic() < deadline:
+        try:
+            got = await api.get("/apis/metrics.k8s.io/v1beta1/nodes")
+        except ApiError:
+            got = {}
+        cores = {i["metadata"]["name"]: float(parse_quantity(i["usage"]["cpu"]))
+                 for i in got.get("items") or ()}
+        ok = sum(1 for n, c in want.items() if n in cores and cores[n] >= 0.8 * c)
+        if ok == len(want):
+            return
+        await asyncio.sleep(2)
+    raise RuntimeError(f"the Metrics API serves {ok}/{len(want)} bench nodes' usage "
+                       f"after {timeout}s")
+
+
+async def metrics_api_lists(cluster_dir: Path | None) -> int | None:
+    """Requests for node usage that metrics-server answered (its apiserver_request_total
+    for metrics.k8s.io nodes, every verb): what every client asked, counted where it is
+    answered. None without the cluster's directory (its port and certificates)."""
+    if cluster_dir is None or not (cluster_dir / "metrics-server.port").exists():
+        return None
+    pki = cluster_dir / "pki"
+    port = (cluster_dir / "metrics-server.port").read_text().strip()
+    proc = await asyncio.to_thread(
+        subprocess.run, ["curl", "-sf", "--cacert", str(pki / "ca.crt"), "--cert",
+                         str(pki / "admin.crt"), "--key", str(pki / "admin.key"),
+                         f"https://127.0.0.1:{port}/metrics"],
+        capture_output=True, text=True, timeout=60)
+    total = 0
+    for line in proc.stdout.splitlines():
+        if line.startswith("apiserver_request_total{") and 'group="metrics.k8s.io"' in line \
+                and 'resource="nodes"' in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
 async def count_events(api: Any, namespace: str, reason: str) -> int:
     """Events of `reason` in the namespace (paged; a selector leaves no remainingItemCount).
     The warm-up pod's event counts too."""
@@ -239,6 +285,12 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     t = time.monotonic()
     res["init_pods"] = await create_initial(ctx, api, w, runner.scheduler_name)
     res["init_create_s"] = round(time.monotonic() - t, 3)
+    metrics_lists_before: int | None = None
+    if w.metrics:  # unmeasured: until the Metrics API serves every node's usage
+        t = time.monotonic()
+        await wait_node_metrics(api, w)
+        res["metrics_wait_s"] = round(time.monotonic() - t, 3)
+        metrics_lists_before = await metrics_api_lists(ctx.cluster_dir)
     by_name = {n["metadata"]["name"]: n for n in nodes}
     del nodes
     # Startup lists every node and pod: give a large cluster longer than a small one.
@@ -327,6 +379,15 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             harness_cpu = time.process_time() - cpu0
         timeout = ctx.args.bind_timeout or 60 + w.pods / 20
         seen = await asyncio.to_thread(watcher.result, timeout)
+        if w.metrics:
+            # The Metrics API's whole cost, counted by the API server (every client's
+            # LISTs of metrics.k8s.io nodes; only the scheduler under test makes them):
+            # one per polling interval, none per pod.
+            after = await metrics_api_lists(ctx.cluster_dir)
+            if after is not None and metrics_lists_before is not None:
+                res["metrics_api_requests"] = after - metrics_lists_before
+                res["metrics_api_requests_per_pod"] = round(
+                    res["metrics_api_requests"] / w.pods, 4)
         if churn is not None:
             res["preemption"] = await churn.finish(timeout=60)
         sampler.cancel()
@@ -627,8 +688,13 @@ def machine(bin_dir: Path) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="polsched vs kube-scheduler vs a no-op binder")
-    p.add_argument("--workloads", default=",".join(wl.WORKLOADS),
-                   help=f"comma-separated, of: {', '.join(wl.WORKLOADS)} (default all)")
+    # A workload on real usage needs the Metrics API and kwok on for the whole run, which
+    # would change every other workload's conditions: it runs only when named.
+    p.add_argument("--workloads", default=",".join(n for n, w in wl.WORKLOADS.items()
+                                                   if not w.metrics),
+                   help=f"comma-separated, of: {', '.join(wl.WORKLOADS)} (default all but "
+                        f"{', '.join(n for n, w in wl.WORKLOADS.items() if w.metrics)}, "
+                        "which start the control plane with the Metrics API and kwok)")
     p.add_argument("--schedulers", default=",".join(SCHEDULERS),
                    help="comma-separated, of: noop, kube, polsched (default all, this order)")
     p.add_argument("--scale", type=float, default=1.0,
@@ -690,6 +756,11 @@ def main(argv: list[str] | None = None) -> int:
         if own_cluster:
             cluster_dir = workdir / "cluster"
             env = {**os.environ}
+            # A workload on real usage (load-aware) needs the Metrics API, which needs kwok.
+            metrics_api = any(w.metrics for w in workloads)
+            if metrics_api:
+                env["POLSCHED_METRICS"] = "1"
+                args.kwok = True
             if not args.kwok:
                 env["POLSCHED_NO_KWOK"] = "1"
             # Cleanup between runs deletes up to 30 000 pods, as many events and 15 000
@@ -697,7 +768,8 @@ def main(argv: list[str] | None = None) -> int:
             # worker: unmeasured time only.
             env["POLSCHED_APISERVER_ARGS"] = (env.get("POLSCHED_APISERVER_ARGS", "")
                                               + " --delete-collection-workers=4").strip()
-            log(f"starting a control plane in {cluster_dir} (kwok {'on' if args.kwok else 'off'})")
+            log(f"starting a control plane in {cluster_dir} (kwok {'on' if args.kwok else 'off'}"
+                f"{', Metrics API' if metrics_api else ''})")
             subprocess.run([str(ROOT / "hack" / "cluster.sh"), "up", str(cluster_dir)],
                            check=True, env=env)
             kubeconfig = str(cluster_dir / "kubeconfig")

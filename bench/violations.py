@@ -248,6 +248,16 @@ def check(workload: wl.Workload, pods: Sequence[PodView],
         v.by_kind = {"beyond maxSkew 5": over}
         v.violations = over
         v.info = {"zone_skew": skew(zones), "zone_counts": dict(sorted(zones.items()))}
+    elif isinstance(workload, wl.LoadAware):
+        # Placement, not a rule: the mean usage (cores of 32, before the run) of the nodes
+        # the pods landed on, against every node's. Lower means load-aware.
+        index = {wl.node_name(i): i for i in range(workload.nodes)}
+        used = [wl.LoadAware.usage_cores(index[p.node]) for p in measured if p.node in index]
+        every = [wl.LoadAware.usage_cores(i) for i in range(workload.nodes)]
+        v.info = {"mean_usage_cores_of_chosen_nodes":
+                  round(sum(used) / len(used), 2) if used else None,
+                  "mean_usage_cores_of_all_nodes": round(sum(every) / max(len(every), 1), 2),
+                  "pods_on_nodes_using_under_4_cores": sum(1 for u in used if u < 4)}
     elif isinstance(workload, wl.Mixed):
         outside = sum(1 for p in measured
                       if p.node in nodes and not required_affinity_holds(p, nodes[p.node]))

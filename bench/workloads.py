@@ -78,6 +78,8 @@ class Workload:
     # three times (many-policies and its baseline five) and the report gives every round
     # and each scheduler's median run.
     rounds: int = 1
+    # The workload needs the Metrics API (a control plane with METRICS=1 and kwok on).
+    metrics: bool = False
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -405,6 +407,47 @@ class Mixed(Workload):
         return p
 
 
+class LoadAware(Workload):
+    """polsched: LoadVariationRiskBalancing (weight 5, metricsIntervalSeconds 10) over the
+    default plugins, reading node usage from the Metrics API: every node runs one
+    unmeasured pod that kwok reports as using (7 * i) % 24 cpu of its 32, so real usage
+    differs from node to node while requests are equal. kube-scheduler: its default
+    plugins on the same pods (it has no load-aware scorer). Nodes are kwok's (annotation
+    kwok.x-k8s.io/node=fake): the run needs `hack/cluster.sh` with METRICS=1 and kwok, which
+    bench/run.py starts for this workload."""
+
+    USAGE_CPU = "kwok.x-k8s.io/usage-cpu"
+
+    @staticmethod
+    def usage_cores(i: int) -> int:
+        return (7 * i) % 24
+
+    def node(self, i: int) -> dict[str, Any]:
+        n = node(i)
+        # kwok initializes it (address, kubelet port, the metrics-path annotation) only
+        # while it is not Ready.
+        n["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+        del n["status"]["conditions"]
+        return n
+
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        pods = []
+        for i in range(self.nodes):
+            p = pod_base(f"bench-load-{i:05d}", "bench-none")
+            p["metadata"]["namespace"] = OTHER_NAMESPACE
+            p["metadata"]["annotations"] = {self.USAGE_CPU: str(self.usage_cores(i)),
+                                            "kwok.x-k8s.io/usage-memory": "1Gi"}
+            p["spec"]["nodeName"] = node_name(i)
+            p["spec"]["containers"][0]["resources"] = {}
+            pods.append(p)
+        return pods
+
+    def policy_spec(self) -> dict[str, Any]:
+        return {"runtime": {"mode": "Shared"},
+                "scorers": [{"name": "LoadVariationRiskBalancing", "weight": 5,
+                             "args": {"metricsIntervalSeconds": 10}}]}
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)",
              rounds=3),
@@ -446,4 +489,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "5000 initial pods (scheduler_perf DefaultTopologySpreading, reduced "
                      "from 10000 measured pods)", equivalence=DefaultSpreading.__doc__ or ""),
     Workload("scale", 15000, 30000, "plain pods at 15 000 nodes: throughput and peak RSS"),
+    LoadAware("load-aware", 500, 2000,
+              "load-aware: LoadVariationRiskBalancing on real usage from the Metrics API "
+              "(kwok usage -> metrics-server) against the default plugins, same pods",
+              equivalence=LoadAware.__doc__ or "", metrics=True),
 )}

@@ -27,6 +27,12 @@
 # real pods need: ServiceAccount tokens (admission + root CA publisher), Deployments and
 # ReplicaSets, Endpoints and EndpointSlices, and --enable-aggregator-routing so that the
 # API server calls webhook Services through their endpoints (there is no kube-proxy).
+# POLSCHED_METRICS=1 (`make cluster METRICS=1`) adds the Metrics API (hack/metrics.sh):
+# kube-apiserver's aggregation flags, kwok with its Metric/ClusterResourceUsage CRDs and a
+# TLS kubelet endpoint on a free port, metrics-server and the APIService
+# v1beta1.metrics.k8s.io. Not with POLSCHED_REAL_NODE=1: its --enable-aggregator-routing
+# sends the APIService to Service endpoints, which may not be loopback addresses, and
+# ExternalName Services are then unsupported (see docs/load-aware.md).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
@@ -67,6 +73,7 @@ stop_one() { pid_stop "$dir" "$1" 5; }
 
 down() {
   if [[ -d "$dir/node" ]]; then "$here/node.sh" down "$dir" || true; fi
+  "$here/metrics.sh" down "$dir" 2>/dev/null || true
   stop_one kwok
   stop_one kube-scheduler
   stop_one kube-controller-manager
@@ -139,20 +146,31 @@ up() {
       && [[ "$(cat "$dir/feature-gates" 2>/dev/null)" == "$gates" ]] \
       && readyz "$(cat "$dir/apiserver.port")"; then
     if [[ -n "${POLSCHED_NO_KWOK:-}" ]] || alive kwok; then
-      if [[ -z "${POLSCHED_REAL_NODE:-}" ]] || alive kube-scheduler; then
+      if { [[ -z "${POLSCHED_REAL_NODE:-}" ]] || alive kube-scheduler; } \
+          && { [[ -z "${POLSCHED_METRICS:-}" ]] || alive metrics-server; }; then
         [[ -z "${POLSCHED_REAL_NODE:-}" ]] || "$here/node.sh" up "$dir"
         log "already running: $dir/kubeconfig"
         return 0
       fi
     fi
   fi
+  if [[ -n "${POLSCHED_METRICS:-}" && -n "${POLSCHED_REAL_NODE:-}" ]]; then
+    log "METRICS=1 with REAL_NODE=1 is not supported: the real node's --enable-aggregator-routing resolves the metrics APIService to Service endpoints, which refuse loopback addresses; use one or the other (docs/load-aware.md)"
+    exit 2
+  fi
   down 2>/dev/null || true
-  local bin start
+  local bin start metrics_args="" kwok_args="" kwok_config
   start=$(date +%s)
   bin=$("$here/build.sh")
+  kwok_config="$bin/kwok-stages.yaml"
+  [[ -z "${POLSCHED_METRICS:-}" ]] || "$here/metrics.sh" build >/dev/null
   # A start that fails half-way leaves nothing running.
   trap 'down >/dev/null 2>&1' ERR
   pki
+  if [[ -n "${POLSCHED_METRICS:-}" ]]; then
+    "$here/metrics.sh" pki "$dir"
+    metrics_args=$("$here/metrics.sh" apiserver-args "$dir")
+  fi
   local etcd_port peer_port api_port admission=ServiceAccount,TaintNodesByCondition
   local controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,ephemeral-volume,persistentvolume-binder,pvc-protection,pv-protection
   # DRA (issue 28): the resourceclaim controller creates a pod's ResourceClaims from its
@@ -198,7 +216,7 @@ up() {
     --disable-admission-plugins "$admission" $real_args \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --enable-priority-and-fairness=false \
-    --profiling=false --v=0 ${apiserver_gate_args[@]+"${apiserver_gate_args[@]}"} \
+    --profiling=false --v=0 $metrics_args ${apiserver_gate_args[@]+"${apiserver_gate_args[@]}"} \
     ${POLSCHED_APISERVER_ARGS:-} \
     >"$dir/kube-apiserver.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-apiserver.pid"
@@ -231,16 +249,31 @@ up() {
     >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-controller-manager.pid"
   if [[ -z "${POLSCHED_NO_KWOK:-}" ]]; then
+    kwok_args="--server-address=127.0.0.1:0"
+    if [[ -n "${POLSCHED_METRICS:-}" ]]; then
+      # kwok serves every fake node's /metrics/resource on one TLS port, a free one (other
+      # clusters run beside this one); nodes advertise it as their kubelet port.
+      local kwok_port
+      kwok_port=$(free_port)
+      "$here/metrics.sh" kwok-crds "$dir"
+      "$here/metrics.sh" kwok-stages "$bin/kwok-stages.yaml" "$dir/kwok-stages.yaml"
+      kwok_config="$dir/kwok-stages.yaml"
+      kwok_args="--server-address=127.0.0.1:$kwok_port --node-ip=127.0.0.1 --node-port=$kwok_port"
+      kwok_args+=" --tls-cert-file=$dir/pki/kwok-serving.crt --tls-private-key-file=$dir/pki/kwok-serving.key"
+      kwok_args+=" --enable-crds=Metric,ClusterResourceUsage"
+    fi
     log "starting kwok (keeps fake nodes Ready, moves bound pods to Running)"
     # Nodes opt in with the annotation kwok.x-k8s.io/node=fake, as kwok's docs do.
-    setsid "$bin/kwok" --kubeconfig "$dir/kubeconfig" --config "$bin/kwok-stages.yaml" \
+    # shellcheck disable=SC2086
+    setsid "$bin/kwok" --kubeconfig "$dir/kubeconfig" --config "$kwok_config" \
       --manage-all-nodes=false \
       --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
       --node-lease-duration-seconds=40 \
-      --server-address=127.0.0.1:0 \
+      $kwok_args \
       >"$dir/kwok.log" 2>&1 < /dev/null &
     echo $! > "$dir/kwok.pid"
   fi
+  [[ -z "${POLSCHED_METRICS:-}" ]] || "$here/metrics.sh" up "$dir"
   if [[ -n "${POLSCHED_REAL_NODE:-}" ]]; then
     # A real node runs ordinary pods too (polsched's own Deployment): they need the
     # default scheduler.
@@ -260,7 +293,7 @@ case "$cmd" in
   up) up ;;
   down) down ;;
   status)
-    for n in etcd kube-apiserver kube-controller-manager kwok; do
+    for n in etcd kube-apiserver kube-controller-manager kwok metrics-server; do
       if alive "$n"; then echo "$n: running (pid $(cat "$dir/$n.pid"))"; else echo "$n: stopped"; fi
     done ;;
   *) echo "usage: $0 up|down|status [DIR]" >&2; exit 2 ;;

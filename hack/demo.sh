@@ -13,6 +13,10 @@
 #   POLSCHED_DEMO_METRICS_PORT     the operator's /metrics port (default 8080, or a free
 #                                  port when 8080 is taken)
 #
+# With the Metrics API served (`make demo` starts the control plane with METRICS=1), the
+# load-aware example too: three nodes get real usage (pods annotated with the usage kwok
+# reports for them), and policies/load-aware.yaml places its pods on the least used.
+#
 # "Decided by" is the scorer whose weighted score put the chosen node furthest ahead of
 # the runner-up, as the engine computed it for the real decision: the operator runs with
 # --annotate-decisions, so each Binding carries it onto the pod as the annotation
@@ -195,9 +199,16 @@ up() {
     echo "operator started (pid $(cat "$dev/operator.pid"), log $dev/operator.log)"
   fi
 
+  # Load-aware only where the Metrics API is served (make cluster METRICS=1).
+  local load_aware=
+  if k get apiservice v1beta1.metrics.k8s.io >/dev/null 2>&1; then
+    load_aware=1
+    policies+=(load-aware)
+  fi
+
   say "example policies"
   local p
-  for p in label-priority cel-rules bin-packing zone-spread gpu-isolation; do
+  for p in label-priority cel-rules bin-packing zone-spread gpu-isolation ${load_aware:+load-aware}; do
     k apply -f "$root/policies/$p.yaml" >/dev/null
   done
   sed "s#http://127.0.0.1:8888/#http://127.0.0.1:$port/#" "$root/policies/extender/policy.yaml" \
@@ -229,6 +240,7 @@ up() {
   wait_pods gpu-train cpu-batch
   { pod want-you extender-example 100m "want: you"; pod anyone extender-example 100m; } | apply_pods
   wait_pods want-you anyone
+  [[ -z $load_aware ]] || load_aware_pods
 
   say "where each pod went, and which scorer decided"
   table
@@ -243,6 +255,7 @@ The demo keeps running. Explore:
   kubectl get pods -n $ns -o wide
   .venv/bin/polsched explain much-too-long -n $ns    # why a pod is Pending
   .venv/bin/polsched explain pack-2 -n $ns           # every node's filters and scores
+  .venv/bin/polsched explain spread-1 -n $ns         # with METRICS: node usage, sample age
   kubectl edit spol label-priority                   # e.g. weight, or key: hot reload;
                                                      # then create a pod with schedulerName: label-priority
   tail -f $dev/operator.log
@@ -251,6 +264,39 @@ EOF
     echo "  curl -s $(grep -o 'on http://[^ ]*' "$dev/operator.log" | tail -1 | cut -c4-)/metrics | grep ^scheduler_"
   fi
   echo "Stop it all (operator, extender, control plane): make demo-down"
+}
+
+# Real usage on three nodes: a pod each (outside the demo's namespace, no requests) that
+# kwok reports as using 6, 4 and 2 cpu; the Metrics API serves a new pod's usage after
+# ~40 s. Then three load-aware pods go to the least used nodes.
+load_aware_pods() {
+  local load_ns=polsched-demo-load n cpu deadline=$((SECONDS + 120))
+  k create namespace "$load_ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+  for n in node-a3:6 node-b2:4 node-a2:2; do
+    cpu=${n#*:}; n=${n%%:*}
+    cat <<POD
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: busy-$n
+  namespace: $load_ns
+  annotations: {kwok.x-k8s.io/usage-cpu: "$cpu", kwok.x-k8s.io/usage-memory: 4Gi}
+spec:
+  nodeName: $n
+  terminationGracePeriodSeconds: 0
+  containers: [{name: app, image: registry.k8s.io/pause:3.10}]
+POD
+  done | k create -f - 2>&1 | grep -v -e AlreadyExists -e ' created$' >&2 || true
+  echo "node usage from the Metrics API (a new pod's usage shows after ~40 s):"
+  until [[ $(k get --raw /apis/metrics.k8s.io/v1beta1/nodes/node-a2 2>/dev/null \
+             | "$python" -c 'import json,sys; from polsched.framework.resources import parse_quantity as q; print(int(q(json.load(sys.stdin)["usage"]["cpu"]) >= 1.9))' 2>/dev/null) == 1 ]]; do
+    ((SECONDS < deadline)) || die "the Metrics API does not serve the demo's usage after 120s; see $dev/metrics-server.log"
+    sleep 2
+  done
+  k top nodes 2>/dev/null | sed 's/^/  /'
+  { pod spread-1 load-aware 500m; pod spread-2 load-aware 500m; pod spread-3 load-aware 500m; } | apply_pods
+  wait_pods spread-1 spread-2 spread-3
 }
 
 # Until each policy's status counts the demo's pods as they are: the operator writes

@@ -181,6 +181,11 @@ def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("-o", "--output", choices=("json", "yaml"), default="json")
     p.add_argument("--out", metavar="FILE", default=None, help="write there, not to stdout")
     p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
+    p.add_argument("--node-metrics", action="store_true",
+                   help="include every node's usage from the Metrics API (metrics.k8s.io "
+                        "NodeMetrics), so that `polsched simulate` previews load-aware "
+                        "scorers (TargetLoadPacking, LoadVariationRiskBalancing, "
+                        "LowRiskOverCommitment) with it")
     p.set_defaults(func=_run_snapshot)
 
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,15 @@ from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_po
 from polsched.cluster.cache import ClusterCache
 from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
+from polsched.framework import resources as res
 from polsched.framework.interfaces import Handle
+from polsched.framework.load import (
+    NODE_METRICS_KIND,
+    NODE_METRICS_PATH,
+    LoadSource,
+    ago,
+    static_load,
+)
 from polsched.framework.nominator import Nominator, status_nominated_node
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.status import Status
@@ -39,6 +49,7 @@ from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
+from polsched.plugins.trimaran import LoadAwareScorer
 from polsched.scheduler.pipelines import build_pipeline
 
 
@@ -47,6 +58,35 @@ class ExplainError(Exception):
 
 
 # -- the report ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeUsage:
+    """What the load-aware scorers read of one node: its usage from the Metrics API and the
+    sample's age (None: no fresh sample; `note` says so, with when it was last seen)."""
+
+    node: str
+    cpu: float | None = None  # millicores
+    cpu_allocatable: int = 0
+    memory: float | None = None  # bytes
+    memory_allocatable: int = 0
+    age: float | None = None  # seconds
+    note: str = ""
+
+    def to_json(self) -> Json:
+        out: Json = {"node": self.node}
+        if self.cpu is not None:
+            out.update(cpuMillicores=round(self.cpu, 1), memoryBytes=round(self.memory or 0),
+                       cpuPercent=_pct(self.cpu, self.cpu_allocatable),
+                       memoryPercent=_pct(self.memory or 0, self.memory_allocatable),
+                       sampleAgeSeconds=None if self.age is None else round(self.age, 1))
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _pct(used: float, total: int) -> float | None:
+    return round(100 * used / total, 1) if total else None
+
+
 @dataclass
 class NodeReport:
     name: str
@@ -74,6 +114,8 @@ class Report:
     # For a pod with ResourceClaims: per node, the devices each request could get and why
     # the others cannot (plugins.dynamic_resources.diagnose), as lines of text.
     devices: dict[str, list[str]] = field(default_factory=dict)
+    # For a policy with load-aware scorers: every node's usage as they read it.
+    node_usage: list[NodeUsage] = field(default_factory=list)
 
     def preemption_json(self) -> Json | None:
         pr = self.preemption
@@ -123,15 +165,21 @@ class Report:
         preemption = self.preemption_json()
         if preemption is not None:
             out["preemption"] = preemption
+        if self.node_usage:
+            out["nodeUsage"] = [u.to_json() for u in self.node_usage]
         return out
 
 
 async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterable[Json] = (),
-                  extenders: Sequence[Any] = (), objects: Iterable[Json] = ()) -> Report:
+                  extenders: Sequence[Any] = (), objects: Iterable[Json] = (),
+                  node_load: LoadSource | None = None,
+                  last_seen: Mapping[str, str] | None = None) -> Report:
     """Run `policy`'s pipeline for `pod` over `nodes` (with `pods` bound on them, and the
     pending ones nominated to a node counted there). `objects` are the other cluster
     objects plugins read (namespaces, PVCs, Services, PDBs...: any kind in
-    framework.listers.KINDS, by their `kind` field; others are ignored)."""
+    framework.listers.KINDS, by their `kind` field; others are ignored). `node_load`: the
+    node usage load-aware scorers read; `last_seen`: node -> "last seen 3m ago" for the
+    nodes without metrics, as the running scheduler reported them."""
     # A bound pod is decided again as a new pending one; a pending one as it is (its
     # nominatedNodeName counts, as in the engine).
     target = dryrun.pending_copy(pod) if (pod.get("spec") or {}).get("nodeName") else pod
@@ -154,7 +202,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
             cache.on_object_event(kind, "ADDED", o)
     # The engine's construction, with listers filled from the objects given.
     pipeline: Pipeline = build_pipeline(
-        policy, Handle(listers=cache.listers, nominator=nominator), extenders)
+        policy, Handle(listers=cache.listers, nominator=nominator, load=node_load), extenders)
     info = PodInfo.from_json(target)
     result = await pipeline.schedule(info, cache.snapshot, explain=True)
     ex = result.explanation
@@ -178,6 +226,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
                     deciding_scorer=result.deciding_scorer)
     if info.spec.get("resourceClaims"):
         report.devices = _devices(pipeline, info, cache)
+    if any(isinstance(s.plugin, LoadAwareScorer) for s in pipeline.scorers):
+        report.node_usage = _node_usage(cache, node_load, last_seen or {})
     if result.node is None:
         report.message = result.fit_error.message if result.fit_error is not None else ""
         post = result.post_filter
@@ -205,6 +255,27 @@ def _devices(pipeline: Pipeline, pod: PodInfo, cache: ClusterCache) -> dict[str,
         report = diagnose(plugin, pod, NodeRef(node.name, node.labels))
         if report is not None:
             out[node.name] = report.lines()
+    return out
+
+
+def _node_usage(cache: ClusterCache, source: LoadSource | None,
+                last_seen: Mapping[str, str]) -> list[NodeUsage]:
+    out = []
+    for node in cache.snapshot.nodes:
+        st = source.state(node.name) if source is not None else None
+        cpu_alloc = node.allocatable.get(res.CPU, 0)
+        mem_alloc = node.allocatable.get(res.MEMORY, 0)
+        if st is None or st.load is None:
+            seen = last_seen.get(node.name) or (
+                f"last seen {ago(st.age)}" if st is not None and st.age is not None
+                else "not served by the Metrics API now")
+            out.append(NodeUsage(node.name, cpu_allocatable=cpu_alloc,
+                                 memory_allocatable=mem_alloc,
+                                 note=f"no metrics for node {node.name} ({seen}): the "
+                                      "load-aware scorers give it their neutral score"))
+            continue
+        out.append(NodeUsage(node.name, st.load.cpu.latest, cpu_alloc, st.load.memory.latest,
+                             mem_alloc, st.age))
     return out
 
 
@@ -239,6 +310,20 @@ def format_report(r: Report) -> str:
             out.append(f"{name}:")
             out += lines
         out.append("")
+    if r.node_usage:
+        out.append("Node usage the load-aware scorers read (Metrics API):")
+        rows = [["NODE", "CPU", "MEMORY", "SAMPLE AGE"]]
+        notes = []
+        for u in r.node_usage:
+            if u.cpu is None:
+                rows.append([u.node, "-", "-", "-"])
+                notes.append(u.note)
+                continue
+            rows.append([u.node, f"{u.cpu:.0f}m ({_pct_text(u.cpu, u.cpu_allocatable)})",
+                         f"{(u.memory or 0) / 2**20:.0f}Mi "
+                         f"({_pct_text(u.memory or 0, u.memory_allocatable)})",
+                         "-" if u.age is None else f"{u.age:.0f}s"])
+        out += [dryrun.table(rows), *notes, ""]
     if r.winner is None:
         out.append(f"No node fits: {r.message}")
         if r.preemption is not None:
@@ -251,6 +336,11 @@ def format_report(r: Report) -> str:
             line += f"; tied with {', '.join(r.tied)}: the scheduler picks one at random"
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+def _pct_text(used: float, total: int) -> str:
+    pct = _pct(used, total)
+    return "?" if pct is None else f"{pct:g}%"
 
 
 def _format_preemption(pr: PreemptionReport) -> list[str]:
@@ -331,7 +421,9 @@ def pick_policy(objs: list[Json], pod: Json, source: str) -> Json:
 
 
 async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list[Json],
-                        client: Any | None, objects: list[Json]) -> Report:
+                        client: Any | None, objects: list[Json],
+                        node_load: LoadSource | None = None,
+                        last_seen: Mapping[str, str] | None = None) -> Report:
     try:
         extenders = await dryrun.open_extenders(policy, client)
     except ExtenderSetupError as e:
@@ -339,7 +431,8 @@ async def _run_pipeline(policy: Policy, pod: Json, nodes: list[Json], pods: list
             "; run `polsched explain POD -n NS` against the cluster"
         raise ExplainError(f"{e}{hint}") from e
     try:
-        return await explain(policy, pod, nodes, pods, extenders, objects)
+        return await explain(policy, pod, nodes, pods, extenders, objects, node_load,
+                             last_seen)
     finally:
         await dryrun.close_extenders(extenders)
 
@@ -359,11 +452,15 @@ async def offline(args: argparse.Namespace) -> Report:
     pods = _of_kind(node_objs, "Pod")
     # Namespaces, PVCs, Services... may come in the nodes file or any --pods file.
     objects = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME]
+    metrics = _of_kind(node_objs, NODE_METRICS_KIND)
     for f in args.pods or ():
         more = read_objects(f)
         pods += _of_kind(more, "Pod")
         objects += [o for o in more if o.get("kind") in ls.KINDS_BY_NAME]
-    return await _run_pipeline(policy, pod, nodes, pods, None, objects)
+        metrics += _of_kind(more, NODE_METRICS_KIND)
+    # NodeMetrics objects (`polsched snapshot --node-metrics`) are the load-aware scorers'
+    # usage; their ages are counted from the newest of them.
+    return await _run_pipeline(policy, pod, nodes, pods, None, objects, static_load(metrics))
 
 
 async def live(args: argparse.Namespace) -> Report:
@@ -401,9 +498,34 @@ async def live(args: argparse.Namespace) -> Report:
             except ApiError:
                 continue  # not served (an older server) or not allowed: left empty
             objects += [{**o, "kind": kind.name} for o in listed.get("items") or ()]
-        return await _run_pipeline(policy, pod, nodes, pods, client, objects)
+        # Node usage as the load-aware scorers read it now (nothing when the Metrics API
+        # is not served), and when the running scheduler last saw the nodes without it.
+        try:
+            served = (await client.get(NODE_METRICS_PATH)).get("items") or []
+        except ApiError:
+            served = []
+        node_load = static_load([{**o, "kind": NODE_METRICS_KIND} for o in served],
+                                now=time.time())
+        return await _run_pipeline(policy, pod, nodes, pods, client, objects, node_load,
+                                   _last_seen(policy_obj, [n["metadata"]["name"]
+                                                           for n in nodes]))
     finally:
         await client.close()
+
+
+def _last_seen(policy_obj: Json, names: Sequence[str]) -> dict[str, str]:
+    """node -> "last seen 3m ago" from the policy's MetricsAvailable condition, which the
+    scheduler running it writes from its node metrics watcher."""
+    conds = (policy_obj.get("status") or {}).get("conditions") or []
+    message = next((str(c.get("message") or "") for c in conds
+                    if isinstance(c, dict) and c.get("type") == "MetricsAvailable"), "")
+    out = {}
+    for name in names:
+        m = re.search(rf"(?:node |, ){re.escape(name)} \((last seen [^)]*|never seen)\)",
+                      message)
+        if m:
+            out[name] = m.group(1)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

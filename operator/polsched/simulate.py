@@ -46,6 +46,7 @@ from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import resources as res
 from polsched.framework.interfaces import Handle, ReservePlugin
+from polsched.framework.load import static_load
 from polsched.framework.pipeline import Pipeline, PipelineError
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
@@ -297,7 +298,10 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     """Every planned pod decided by `policy`'s pipeline, each assumed where it goes."""
     cache = build_cache(objects, the_plan.leave_out)
     # The engine's builder, its plugins reading the listers the cache was fed.
-    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers), extenders,
+    # Load-aware scorers read the snapshot's NodeMetrics (`polsched snapshot --node-metrics`);
+    # the pods placed during the simulation are in flight on their nodes.
+    pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
+                                                       load=static_load(objects)), extenders,
                                         rng=random.Random(SEED))
     selector = policy.namespace_selector
     out: list[Decision] = []
@@ -677,6 +681,13 @@ async def _extenders(policy: Policy, client: Any | None) -> list[HTTPExtender]:
         raise SimulateError(str(e)) from e
 
 
+def _reads_load(policy: Policy) -> bool:
+    from polsched.plugins.trimaran import LoadAwareScorer
+
+    return any(isinstance(s.plugin, LoadAwareScorer)
+               for s in build_pipeline(policy, Handle()).scorers)
+
+
 async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report:
     candidate = load_candidate(args.file, args.policy)
     client = None
@@ -689,12 +700,20 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
                 raise SimulateError(str(e)) from e
         else:
             from polsched.cluster.client import ApiClient
-            from polsched.snapshot import collect
+            from polsched.snapshot import KINDS, NODE_METRICS, collect
 
             source = "the live cluster"
             client = ApiClient.from_kubeconfig(args.kubeconfig)
+            # Node usage too when the candidate has a load-aware scorer (the Metrics API;
+            # left out with a warning where it is not served).
+            kinds = (*KINDS, NODE_METRICS) if _reads_load(candidate) else KINDS
+            def warn(message: str) -> None:  # only about node usage, as before
+                if message.startswith(f"{NODE_METRICS.plural} left out"):
+                    print(f"polsched simulate: node usage (metrics.k8s.io) {message}; the "
+                          "load-aware scorers see no metrics", file=sys.stderr)
+
             try:
-                objects = await collect(client)
+                objects = await collect(client, kinds, warn=warn)
             except SnapshotError as e:
                 raise SimulateError(str(e)) from e
         baseline: Policy | None = None

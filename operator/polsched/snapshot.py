@@ -27,6 +27,7 @@ import yaml
 
 from polsched.api.model import API_VERSION, KIND, PLURAL
 from polsched.framework import listers as ls
+from polsched.framework import load
 from polsched.objects import Json
 
 
@@ -61,7 +62,12 @@ KINDS: tuple[Kind, ...] = (
     Kind(API_VERSION, KIND, f"/apis/{API_VERSION}/{PLURAL}"),
     Kind("v1", "Pod", "/api/v1/pods", required=True),
 )
-KIND_ORDER = {k.kind: i for i, k in enumerate(KINDS)}
+# `--node-metrics`: the Metrics API's node usage, for the load-aware scorers (simulate
+# reads it as the usage every node had when the snapshot was taken). Optional: a cluster
+# without metrics-server answers 404, and the sample's timestamp changes on every read.
+NODE_METRICS = Kind(load.NODE_METRICS_API_VERSION, load.NODE_METRICS_KIND,
+                     load.NODE_METRICS_PATH)
+KIND_ORDER = {k.kind: i for i, k in enumerate((*KINDS, NODE_METRICS))}
 
 # Annotations that carry a copy of the object or bookkeeping, never a scheduling input.
 _VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",
@@ -184,13 +190,14 @@ async def collect(client: Any, kinds: Iterable[Kind] = KINDS,
     return out
 
 
-async def _live(kubeconfig: str | None) -> list[Json]:
+async def _live(kubeconfig: str | None, node_metrics: bool = False) -> list[Json]:
     from polsched.cluster.client import ApiClient
 
     client = ApiClient.from_kubeconfig(kubeconfig)
+    kinds = (*KINDS, NODE_METRICS) if node_metrics else KINDS
     try:
-        return await collect(client, warn=lambda m: print(f"polsched snapshot: {m}",
-                                                          file=sys.stderr))
+        return await collect(client, kinds, warn=lambda m: print(f"polsched snapshot: {m}",
+                                                                 file=sys.stderr))
     finally:
         await client.close()
 
@@ -200,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
         if args.file:
             objects = read_snapshot(args.file)
         else:
-            objects = asyncio.run(_live(args.kubeconfig))
+            objects = asyncio.run(_live(args.kubeconfig,
+                                        bool(getattr(args, "node_metrics", False))))
     except SnapshotError as e:
         print(f"polsched snapshot: {e}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ from polsched.api import PolicyError, load_policy
 from polsched.api.model import Policy
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
+from polsched.framework.load import LoadSource
 from polsched.framework.pipeline import Extender, Pipeline
 from polsched.framework.registry import ArgsError, Catalog, Registry
 from polsched.objects import Json
@@ -67,18 +68,21 @@ def build(obj: Mapping[str, Any] | None = None, *, objects: Iterable[Json] = (),
           listers: Listers | None = None, extenders: Sequence[Extender] = (),
           registry: Registry | None = None, rng: random.Random | None = None,
           filters: Sequence[Json] | None = None, scorers: Sequence[Json] | None = None,
-          defaults: bool = True, **spec: Any) -> Pipeline:
+          defaults: bool = True, node_load: LoadSource | None = None,
+          **spec: Any) -> Pipeline:
     """The Pipeline the engine would run for this policy, its plugins reading `listers`
-    (or listers filled with `objects`)."""
+    (or listers filled with `objects`) and node usage from `node_load`."""
     policy = load(obj, registry=registry, filters=filters, scorers=scorers,
                   defaults=defaults, **spec)
-    handle = Handle(listers=listers if listers is not None else listers_of(objects))
+    handle = Handle(listers=listers if listers is not None else listers_of(objects),
+                    load=node_load)
     return build_pipeline(policy, handle, extenders, rng=rng or random.Random(1))
 
 
 def build_plugin(name: str, args: Mapping[str, Any] | None = None, *, point: str = "",
                  objects: Iterable[Json] = (), listers: Listers | None = None,
-                 registry: Registry | None = None, **spec: Any) -> Any:
+                 registry: Registry | None = None, node_load: LoadSource | None = None,
+                 **spec: Any) -> Any:
     """The one plugin instance a policy listing only `name` (with `args`) at `point`
     ("filter" or "score"; by default filter if the plugin has one) gets from the builder."""
     if not point:
@@ -89,6 +93,7 @@ def build_plugin(name: str, args: Mapping[str, Any] | None = None, *, point: str
         entry["args"] = args
     try:
         pl = build(registry=registry, objects=objects, listers=listers, defaults=False,
+                   node_load=node_load,
                    filters=[entry] if point == "filter" else None,
                    scorers=[entry] if point == "score" else None, **spec)
     except PolicyError as err:

@@ -10,6 +10,9 @@ which manifests/argocd-health.lua mirrors for Argo CD):
   something (the spec does not load, its schedulerName belongs to an older policy).
 - Valid: whether the latest spec loaded (kept from before kstatus; Stalled says the
   same for tools that only know kstatus).
+- MetricsAvailable (only on policies with load-aware scorers): whether every node has
+  fresh usage from the Metrics API; False names the nodes without and when each was last
+  served (they get the scorers' neutral score). Informational: Ready does not depend on it.
 
 Every condition carries the generation it describes (observedGeneration), so a reader
 never takes a verdict about generation N for one about N+1: `kubectl wait
@@ -30,6 +33,7 @@ READY = "Ready"
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
 VALID = "Valid"
+METRICS_AVAILABLE = "MetricsAvailable"
 
 Status = Literal["True", "False", "Unknown"]
 TRUE: Status = "True"

@@ -54,7 +54,8 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
     controller.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
-    engine = Engine(client, identity=identity, cache=cache)
+    engine = Engine(client, identity=identity, cache=cache,
+                    node_metrics_interval=args.node_metrics_interval)
     liveness = Liveness(grace=max(30.0, 2.0 * args.lease_duration))
     ready, healthy = probes_for(engine, liveness)
     try:

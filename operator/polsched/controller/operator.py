@@ -268,7 +268,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     namespace_ready = asyncio.get_running_loop().create_task(
         namespaces.ensure(client, args.namespace), name="polsched-namespace")
     engine = Engine(client, identity=identity, annotate_decisions=args.annotate_decisions,
-                    shadow_budget=args.shadow_budget, cache=cache)
+                    shadow_budget=args.shadow_budget, cache=cache,
+                    node_metrics_interval=args.node_metrics_interval)
     engine.set_leader(None, False)  # nobody binds before the lease says so
     # The cache's lists (sent by controller.boot) are applied while the rest sets up (the
     # namespace check, the metrics server, kopf): the sync is the longest part of the

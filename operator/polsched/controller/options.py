@@ -14,6 +14,20 @@ LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
+# cluster.node_metrics.DEFAULT_INTERVAL_SECONDS (not imported: this module stays light).
+NODE_METRICS_INTERVAL = 15.0
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 1 <= value <= 3600:
+        raise argparse.ArgumentTypeError("must be from 1 to 3600 seconds")
+    return value
+
+
 # The extender destination policy's default (api.admission): link-local (the cloud
 # metadata service) always; loopback too in a pod (there it is the operator's own pod),
 # not outside a cluster, where `polsched run` reaches extenders run beside it.
@@ -42,6 +56,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                         f"string disables them (default: {DEFAULT_METRICS_LISTEN}, skipped "
                         "with a warning when that port is taken; an address given "
                         "explicitly must bind)")
+    p.add_argument("--node-metrics-interval", type=_interval, default=NODE_METRICS_INTERVAL,
+                   metavar="SECONDS",
+                   help="how often the load-aware scorers' node usage is read from the "
+                        "Metrics API (metrics.k8s.io), for policies whose scorers do not set "
+                        "metricsIntervalSeconds; nothing is read without such a policy "
+                        "(default %(default)s)")
     p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
                    help="schedulerNames no policy may claim, besides default-scheduler "
                         "(always reserved): the profiles of the other schedulers in the "

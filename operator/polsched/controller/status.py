@@ -112,9 +112,18 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
         out["pipeline"] = {k: list(pipeline.get(k, ())) for k in
                            ("filters", "scorers", "extenders")}
     prev_conditions = previous.get("conditions")
-    out["conditions"] = conditions.merge_conditions(
-        prev_conditions if isinstance(prev_conditions, list) else None,
-        list(view.conditions), now)
+    wanted = list(view.conditions)
+    prev_list = prev_conditions if isinstance(prev_conditions, list) else None
+    if stats is not None and stats.shadow is None:
+        # MetricsAvailable: only while the policy has load-aware scorers.
+        if stats.node_metrics is not None:
+            ok, reason, message = stats.node_metrics
+            wanted.append(conditions.Condition(conditions.METRICS_AVAILABLE, ok, reason,
+                                               message, generation or 0))
+        elif prev_list is not None:
+            prev_list = [c for c in prev_list if not isinstance(c, dict)
+                         or c.get("type") != conditions.METRICS_AVAILABLE]
+    out["conditions"] = conditions.merge_conditions(prev_list, wanted, now)
     return out
 
 

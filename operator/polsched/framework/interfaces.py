@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Protocol
 
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
+from polsched.framework.load import LoadSource
 from polsched.framework.nominator import Nominator
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
@@ -212,6 +213,10 @@ class Handle:
     # Pods nominated to nodes (upstream's PodNominator): preemption nominates, the filters
     # count them. One per engine, shared by its pipelines; None where nothing is nominated.
     nominator: Nominator | None = None
+    # Node usage from the Metrics API for the load-aware scorers (framework.load): the
+    # process's one NodeMetricsWatcher, a snapshot's StaticLoad offline; None where no
+    # usage is known (every node then has no metrics: Trimaran's neutral score).
+    load: LoadSource | None = None
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

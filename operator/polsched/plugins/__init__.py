@@ -1,7 +1,9 @@
 """The plugins, one module each, and the registry and default profile built from them.
 
 Each module defines NAME and SPEC (a framework.PluginSpec). Names and args follow
-kube-scheduler where it has the plugin; NodeLabel, NodeLabelValue and Expression are ours.
+kube-scheduler where it has the plugin; NodeLabel, NodeLabelValue and Expression are ours;
+TargetLoadPacking, LoadVariationRiskBalancing and LowRiskOverCommitment follow
+scheduler-plugins' Trimaran (load-aware, from the Metrics API: framework.load).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from polsched.plugins import (
     expression,
     image_locality,
     inter_pod_affinity,
+    load_variation_risk_balancing,
+    low_risk_over_commitment,
     node_affinity,
     node_label,
     node_label_value,
@@ -24,6 +28,7 @@ from polsched.plugins import (
     pod_topology_spread,
     scheduling_gates,
     taint_toleration,
+    target_load_packing,
     volume_binding,
     volume_restrictions,
     volume_zone,
@@ -49,6 +54,9 @@ REGISTRY = Registry([
     expression.SPEC,
     scheduling_gates.SPEC,
     dynamic_resources.SPEC,
+    target_load_packing.SPEC,
+    load_variation_risk_balancing.SPEC,
+    low_risk_over_commitment.SPEC,
 ])
 
 # kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go,

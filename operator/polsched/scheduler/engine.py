@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
+from polsched.cluster.node_metrics import DEFAULT_INTERVAL_SECONDS, NodeMetricsWatcher
 from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import Handle
@@ -43,7 +44,7 @@ from polsched.framework.pipeline import (
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo
 from polsched.scheduler import binding_cycle as bc
-from polsched.scheduler import metrics
+from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.events import (
@@ -106,6 +107,9 @@ class SchedulerStats:
     last_preemption: str | None = None
     # A shadow policy's agreement (ShadowStats.to_status()); the counts above are unused.
     shadow: dict[str, Any] | None = None
+    # For a policy with load-aware scorers: (available, reason, message) of its
+    # MetricsAvailable condition (scheduler.load_status); None for the others.
+    node_metrics: tuple[bool, str, str] | None = None
 
 
 class _Scheduler:
@@ -154,7 +158,8 @@ class Engine(CacheListener):
     def __init__(self, client: ApiClient, *, identity: str = "polsched",
                  bind_concurrency: int = 96, annotate_decisions: bool = False,
                  shadow_budget: float = DEFAULT_BUDGET,
-                 cache: ClusterCache | None = None) -> None:
+                 cache: ClusterCache | None = None,
+                 node_metrics_interval: float = DEFAULT_INTERVAL_SECONDS) -> None:
         self.client = client
         self.shadow_budget = shadow_budget
         self.identity = identity
@@ -180,8 +185,14 @@ class Engine(CacheListener):
         # Preemptors popped while their victims were still going, out of the queue until
         # the cache shows them gone (DefaultPreemption's PreEnqueue gate): uid -> pod.
         self._gated: dict[str, tuple[_Scheduler, PodInfo]] = {}
+        # Node usage for the load-aware scorers: one watcher for every policy, polling
+        # only while one of their plugins wants it.
+        self.node_metrics = NodeMetricsWatcher(client, interval=node_metrics_interval)
+        self.node_metrics.on_change = self._node_metrics_changed
+        self.node_metrics.on_request = metrics.node_metrics_request
         self.handle = Handle(listers=self.cache.listers, api=client,
-                             waiting_pods=self.waiting_pods, nominator=self.nominator)
+                             waiting_pods=self.waiting_pods, nominator=self.nominator,
+                             load=self.node_metrics)
         self._schedulers: dict[str, _Scheduler] = {}
         # The cluster events kept for pods in flight, once for every policy's queue.
         self._journal = q.EventJournal()
@@ -208,6 +219,7 @@ class Engine(CacheListener):
         pending = self._pending_by_scheduler()
         self._loop_task = asyncio.get_running_loop().create_task(
             self._run(), name="polsched-scheduling-loop")
+        self.node_metrics.start()
         for s in self._schedulers.values():
             self._start_scheduler(s, pending.get(s.name, ()))
 
@@ -232,6 +244,7 @@ class Engine(CacheListener):
                 continue
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        await self.node_metrics.close()
         await self.binder.close()
         await self.preemption.close()
         for s in self._schedulers.values():
@@ -367,7 +380,9 @@ class Engine(CacheListener):
             c.last_bind_time, s.policy.generation, s.pipeline.describe(),
             paused=s.policy.paused, leading=self._is_leading(scheduler_name),
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
-            last_preemption=c.last_preemption)
+            last_preemption=c.last_preemption,
+            node_metrics=load_status.condition(self.node_metrics, s.pipeline,
+                                               self.cache.snapshot))
 
     def pipeline(self, scheduler_name: str) -> Pipeline:
         """The pipeline a scheduler runs now (KeyError if none)."""
@@ -390,6 +405,13 @@ class Engine(CacheListener):
             self._mark_ready(s)
         else:
             s.runnable.clear()
+
+    def _node_metrics_changed(self) -> None:
+        # Nodes gained or lost fresh metrics: the policies that read them have a new
+        # MetricsAvailable condition to write.
+        for name, s in self._schedulers.items():
+            if load_status.reads_load(self.node_metrics, s.pipeline):
+                self._changed(name)
 
     def _changed(self, name: str) -> None:
         for cb in self._callbacks:

@@ -190,11 +190,18 @@ GC_FROZEN = Gauge(
     "polsched_gc_frozen_objects",
     "Objects moved out of the collector's passes once the cache had synced (gc.freeze)")
 
+# The load-aware scorers' whole API cost: one request per polling interval, whatever the
+# number of pods (cluster.node_metrics).
+NODE_METRICS_REQUESTS = Counter(
+    "polsched_node_metrics_requests_total",
+    "Requests for node usage to the Metrics API (metrics.k8s.io) by the node metrics "
+    "watcher, by result ('success' or 'error'); none on the per-pod path")
+
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN)
+    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, NODE_METRICS_REQUESTS)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -262,6 +269,10 @@ def gc_pause(generation: int, seconds: float) -> None:
 def gc_thresholds(thresholds: Sequence[int]) -> None:
     for generation, value in enumerate(thresholds):
         GC_THRESHOLD.set((("generation", str(generation)),), value)
+
+
+def node_metrics_request(ok: bool) -> None:
+    NODE_METRICS_REQUESTS.inc((("result", "success" if ok else "error"),))
 
 
 def gc_frozen(count: int) -> None:

@@ -127,3 +127,23 @@ def test_a_status_echo_adopts_only_counters_that_are_ahead() -> None:
         writer._slots.clear()
 
     asyncio.run(main())
+
+
+def test_metrics_available_follows_the_engine_and_goes_with_the_load_aware_scorers() -> None:
+    from dataclasses import replace
+
+    missing = replace(stats(), node_metrics=(
+        False, "NodesWithoutMetrics", "no metrics for node n3 (last seen 3m ago): 1 of 3 "
+        "nodes get the neutral score of the load-aware scorers"))
+    out = compose(VIEW, missing, {}, "T1")
+    cond = {c["type"]: c for c in out["conditions"]}["MetricsAvailable"]
+    assert (cond["status"], cond["reason"], cond["lastTransitionTime"]) == (
+        "False", "NodesWithoutMetrics", "T1")
+    assert "no metrics for node n3 (last seen 3m ago)" in cond["message"]
+    fresh = replace(stats(), node_metrics=(True, "MetricsFresh", "fresh metrics for all 3"))
+    out = compose(VIEW, fresh, out, "T2")
+    cond = {c["type"]: c for c in out["conditions"]}["MetricsAvailable"]
+    assert (cond["status"], cond["lastTransitionTime"]) == ("True", "T2")
+    # The policy no longer has a load-aware scorer: the condition goes.
+    out = compose(VIEW, stats(), out, "T3")
+    assert "MetricsAvailable" not in {c["type"] for c in out["conditions"]}
