@@ -244,7 +244,7 @@ class Polsched(Runner):
                if self.mode == "operator" else
                "bench/polsched_engine.py: one Engine for the policy, no operator")
         return {"scheduler_name": self.scheduler_name, "runner": how, "mode": self.mode,
-                "default_plugins": True}
+                "default_plugins": True, "client_qps": KUBE_QPS, "client_burst": KUBE_BURST}
 
     def unavailable(self) -> str | None:
         if self.mode == "engine" and not engine_available():
@@ -286,9 +286,11 @@ class Polsched(Runner):
         if self.mode == "operator":
             # The Lease lives in the bench namespace: the run needs no polsched-system.
             # /metrics on a free port (metrics_url): the reload signal's source.
+            # The same client-side budget as kube-scheduler's clientConnection here.
             return [*python, "-m", "polsched.cli", "run", "--kubeconfig",
                     self.kubeconfig, "--namespace", wl.NAMESPACE, "--identity", "bench",
-                    "--metrics-listen", "127.0.0.1:0"]
+                    "--metrics-listen", "127.0.0.1:0",
+                    "--kube-api-qps", str(KUBE_QPS), "--kube-api-burst", str(KUBE_BURST)]
         return [*python, str(ROOT / "bench" / "polsched_engine.py"),
                 "--kubeconfig", self.kubeconfig, "--policy", str(self._policy_file)]
 

@@ -40,6 +40,11 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _run_operator(args: argparse.Namespace) -> int:
     if args.webhook_service and not args.webhook_listen:  # before anything is sent
         raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
+    if (args.webhook_ca_secret or "polsched-webhook-ca") == \
+            (args.webhook_secret or "polsched-webhook-tls"):
+        raise SystemExit("polsched: --webhook-ca-secret must name another Secret than "
+                         "--webhook-secret: the CA key stays apart from the serving "
+                         "certificate")
     from polsched.controller import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered
@@ -126,7 +131,7 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser(
         "render", help="print install manifests from the jinja2 templates",
         description="`render operator` prints the install (namespace, CRD, RBAC, operator "
-                    "Deployment, webhook, metrics Service); `render dedicated --policy F` "
+                    "Deployment, webhook and its Service); `render dedicated --policy F` "
                     "prints a Dedicated policy's Deployment as the operator applies it (it "
                     "runs as the install's ServiceAccount polsched-scheduler).")
     p.add_argument("what", choices=("operator", "dedicated"))

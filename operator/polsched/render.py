@@ -25,6 +25,7 @@ from polsched.objects import Json
 DEFAULT_NAMESPACE = "polsched-system"
 OPERATOR_TEMPLATE = "operator.yaml.j2"
 METRICS_PORT = 8080
+HEALTH_PORT = 8081
 WEBHOOK_PORT = 9443
 RBAC_FILES = ("operator.yaml", "dedicated.yaml")
 
@@ -51,7 +52,7 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
     text = env.get_template(OPERATOR_TEMPLATE).render(
         namespace=namespace, image=image or _default_image(), replicas=replicas,
         selector=selector, labels={**selector, "app.kubernetes.io/part-of": "polsched"},
-        metrics_port=METRICS_PORT, webhook_port=WEBHOOK_PORT)
+        metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT)
     return [d for d in yaml.safe_load_all(text) if d]
 
 

@@ -24,6 +24,6 @@ def test_kustomize_renders_and_applies_with_server_dry_run(cluster: Cluster) -> 
     cluster.kubectl("create", "namespace", "polsched-system", check=False)
     p = cluster.kubectl("apply", "--dry-run=server", "--server-side", "--force-conflicts",
                         "-k", str(ROOT / "manifests"))
-    for kind in ("deployment.apps/polsched-operator", "service/polsched-metrics",
+    for kind in ("deployment.apps/polsched-operator", "service/polsched-webhook",
                  "validatingwebhookconfiguration.admissionregistration.k8s.io/polsched.io"):
         assert kind in p.stdout

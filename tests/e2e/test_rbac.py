@@ -95,6 +95,11 @@ OPERATOR_MAY: list[Check] = SCHEDULER_MAY + [
     ("get", "secrets/ext-ca", NS, "extender CAs in its namespace"),
     ("create", "secrets", NS, "the webhook's certificate Secret"),
     ("update", "secrets/polsched-webhook-tls", NS, "renews the webhook's certificate"),
+    ("update", "secrets/polsched-webhook-ca", NS, "renews the webhook's CA, kept apart"),
+    ("watch", "secrets/polsched-webhook-tls", NS, "an invalid edit is made good at once"),
+    ("watch", "secrets/polsched-webhook-ca", NS, "an invalid edit is made good at once"),
+    ("watch", "validatingwebhookconfigurations.admissionregistration.k8s.io/polsched.io",
+     None, "a re-created configuration gets its caBundle back"),
     ("create", "deployments.apps", NS, "Dedicated schedulers"),
     ("patch", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),
     ("delete", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),
@@ -108,6 +113,10 @@ OPERATOR_MAY_NOT: list[Check] = SCHEDULER_MAY_NOT + [
     ("update", "secrets/ext-ca", NS, "CAs are read, not written"),
     ("list", "secrets", NS, "get by name only"),
     ("delete", "secrets/polsched-webhook-tls", NS, "renewed in place"),
+    ("delete", "secrets/polsched-webhook-ca", NS, "renewed in place"),
+    ("watch", "secrets", NS, "watches its two Secrets by name only"),
+    ("watch", "validatingwebhookconfigurations.admissionregistration.k8s.io", None,
+     "watches its own configuration only"),
     ("create", "roles", NS, "no roles"),
 ]
 
@@ -118,6 +127,7 @@ DEDICATED_MAY: list[Check] = SCHEDULER_MAY + [
 ]
 DEDICATED_MAY_NOT: list[Check] = SCHEDULER_MAY_NOT + [
     ("get", "secrets/polsched-webhook-tls", NS, "the webhook's keys"),
+    ("get", "secrets/polsched-webhook-ca", NS, "the webhook's CA key"),
     ("get", "secrets/ext-ca", NS, "its CA Secrets are mounted, not read"),
     ("patch", "schedulingpolicies.polsched.io", None, "reads its policy only"),
     ("create", "deployments.apps", NS, "only the operator deploys"),

@@ -1,14 +1,17 @@
 """The webhook's own certificates on a real API server: the operator (as its
-ServiceAccount) makes its CA and serving certificate into a Secret, injects the CA into
-the ValidatingWebhookConfiguration, renews a certificate that is about to expire, and a
-running server renews in place; and `polsched run` creates its namespace where RBAC
-allows, else exits saying how to fix it."""
+ServiceAccount) makes its CA into one Secret and its serving certificate into another,
+injects the CA into the ValidatingWebhookConfiguration, renews a certificate that is
+about to expire, makes again whatever someone broke in the Secrets (garbage, a key of
+another certificate, another CA) while it keeps serving, puts the caBundle back into a
+configuration that was re-created or edited, and a running server renews in place; and
+`polsched run` creates its namespace where RBAC allows, else exits saying how to fix it."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import contextlib
+import json
 import socket
 import ssl
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 SECRET = "polsched-webhook-tls"
+CA_SECRET = "polsched-webhook-ca"
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +43,8 @@ def harness(harness_session: Harness) -> Iterator[Harness]:
     c = harness_session.cluster
     c.kubectl("delete", "validatingwebhookconfiguration", "polsched.io", "--ignore-not-found",
               check=False)
-    c.kubectl("delete", "secret", SECRET, "-n", OPERATOR_NAMESPACE, "--ignore-not-found",
-              check=False)
+    c.kubectl("delete", "secret", SECRET, CA_SECRET, "-n", OPERATOR_NAMESPACE,
+              "--ignore-not-found", check=False)
 
 
 @pytest.fixture
@@ -50,13 +54,72 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def secret(h: Harness) -> dict[str, str]:
-    p = h.cluster.kubectl("get", "secret", SECRET, "-n", OPERATOR_NAMESPACE, "-o",
+def secret(h: Harness, name: str = SECRET) -> dict[str, str]:
+    p = h.cluster.kubectl("get", "secret", name, "-n", OPERATOR_NAMESPACE, "-o",
                           "jsonpath={.data}", check=False)
     if p.returncode != 0 or not p.stdout:
         return {}
-    import json
-    return {k: base64.b64decode(v).decode() for k, v in json.loads(p.stdout).items()}
+    return {k: base64.b64decode(v).decode(errors="replace")
+            for k, v in json.loads(p.stdout).items()}
+
+
+def put_secret(h: Harness, name: str, data: dict[str, str],
+               type_: str = "kubernetes.io/tls") -> None:
+    """Write the Secret as an admin would (kubectl apply, what is not given is removed)."""
+    h.cluster.kubectl("delete", "secret", name, "-n", OPERATOR_NAMESPACE,
+                      "--ignore-not-found", check=False)
+    h.cluster.apply({"apiVersion": "v1", "kind": "Secret", "type": type_,
+                     "metadata": {"name": name, "namespace": OPERATOR_NAMESPACE},
+                     "data": {k: base64.b64encode(v.encode()).decode()
+                              for k, v in data.items()}})
+
+
+def bare_configuration(port: int) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration as an install applies it: no caBundle."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "polsched.io"},
+        "webhooks": [{
+            "name": webhook.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 10,
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/{webhook.WEBHOOK_ID}"},
+            "rules": [{"apiGroups": ["polsched.io"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["schedulingpolicies"],
+                       "scope": "Cluster"}]}]}
+
+
+def install_configuration(h: Harness, port: int) -> None:
+    """Applied by an admin first, as the install does: the operator's role may patch the
+    configuration but need not create it."""
+    h.cluster.apply(bare_configuration(port))
+
+
+def refuses_invalid_policy(h: Harness, rid: str) -> bool:
+    """The webhook answers: an invalid policy is refused naming its field."""
+    bad = zone_policy(rid, "a")
+    bad["spec"]["filters"].append(  # type: ignore[index]
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+    p = h.cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    return p.returncode != 0 and "spec.filters[1].args.expression" in p.stderr
+
+
+def serving(h: Harness, port: int) -> dict[str, str] | None:
+    """The stored certificates once they are valid and what the webhook presents:
+    the key is the certificate's, the CA signed it, the caBundle is the CA bundle."""
+    s, ca = secret(h), secret(h, CA_SECRET)
+    try:
+        presented = served_certificate(port)
+    except OSError:
+        return None
+    if not (s.get("tls.crt") and ca.get("ca.crt") and ca.get("ca.key")):
+        return None
+    ok = (webhook.key_matches(s["tls.crt"], s.get("tls.key", ""))
+          and webhook.signed_by(s["tls.crt"], ca["ca.crt"])
+          and webhook.key_matches(ca["ca.crt"], ca["ca.key"])
+          and s.get("ca.crt") == ca["ca.crt"] and ca_bundle(h) == ca["ca.crt"]
+          and "-----BEGIN CERTIFICATE-----" in presented
+          and same_cert(presented, s["tls.crt"]))
+    return {**s, "ca.key": ca["ca.key"]} if ok else None
 
 
 def served_certificate(port: int) -> str:
@@ -84,20 +147,17 @@ def ca_bundle(h: Harness) -> str:
 def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port: int) -> None:
     h = harness
     rid = unique("certs")
+    install_configuration(h, free_port)
     h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
     stored = wait_for(lambda: secret(h).get("tls.crt") and secret(h), 60, "Secret " + SECRET)
-    assert set(stored) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+    # The CA key is not in the serving Secret: it has a Secret of its own.
+    assert set(stored) == {"ca.crt", "tls.crt", "tls.key"}
+    assert set(secret(h, CA_SECRET)) == {"ca.crt", "ca.key"}
     wait_for(lambda: ca_bundle(h) == stored["ca.crt"], 15, "caBundle = the Secret's CA")
     assert webhook.validity(stored["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
     assert same_cert(served_certificate(free_port), stored["tls.crt"])
-    bad = zone_policy(rid, "a")
-    bad["spec"]["filters"].append(  # type: ignore[index]
-        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
-    import json
-    p = h.cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
-    print("kubectl apply of an invalid policy:", p.stderr.strip())
-    assert p.returncode != 0 and "spec.filters[1].args.expression" in p.stderr
+    assert refuses_invalid_policy(h, rid)
 
 
 def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
@@ -111,14 +171,145 @@ def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
                      "metadata": {"name": SECRET, "namespace": OPERATOR_NAMESPACE,
                                   "annotations": {webhook.NAMES_ANNOTATION: "127.0.0.1"}},
                      "data": b64})
+    install_configuration(h, free_port)
     h.operator(unique("renew"), "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
     renewed = wait_for(lambda: (s := secret(h)) and s.get("tls.crt") != cert and s, 60,
                        "the serving certificate renewed")
     assert renewed["ca.crt"] == ca  # the CA has years left: kept, and so is the caBundle
+    # The Secret was of the old layout (the CA key in it): the CA moved to its own Secret.
+    assert "ca.key" not in renewed
+    assert secret(h, CA_SECRET) == {"ca.crt": ca, "ca.key": ca_key}
     assert webhook.validity(renewed["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
     wait_for(lambda: ca_bundle(h) == ca, 15, "caBundle = the kept CA")
     assert same_cert(served_certificate(free_port), renewed["tls.crt"])
+
+
+@pytest.mark.parametrize("broken", ["garbage", "mismatched"])
+def test_an_invalid_secret_at_start_is_made_again_and_the_webhook_serves(
+        harness: Harness, free_port: int, broken: str) -> None:
+    """Before: the operator died at start on a garbage or mismatched Secret."""
+    h = harness
+    rid = unique("badcerts")
+    ca, ca_key = webhook.new_ca()
+    cert, _ = webhook.new_serving(ca, ca_key, ["127.0.0.1"])
+    other_ca, other_ca_key = webhook.new_ca()
+    if broken == "garbage":
+        put_secret(h, SECRET, {"tls.crt": "garbage", "tls.key": "garbage",
+                               "ca.crt": "garbage"})
+        put_secret(h, CA_SECRET, {"ca.crt": "garbage", "ca.key": "garbage"}, "Opaque")
+    else:  # each part valid alone, none matching: the key of another certificate, the
+        _, stray_key = webhook.new_serving(ca, ca_key, ["127.0.0.1"])  # CA key of another
+        put_secret(h, SECRET, {"tls.crt": cert, "tls.key": stray_key, "ca.crt": other_ca})
+        put_secret(h, CA_SECRET, {"ca.crt": ca, "ca.key": other_ca_key}, "Opaque")
+    install_configuration(h, free_port)
+    op = h.operator(rid, "--webhook-listen", f"127.0.0.1:{free_port}",
+                    "--webhook-secret", SECRET)
+    stored = wait_for(lambda: serving(h, free_port), 60,
+                      "valid certificates stored, published and served")
+    assert stored["ca.crt"] not in (ca, other_ca)  # a CA whose key did not match: new
+    assert op.alive()
+    assert refuses_invalid_policy(h, rid)
+
+
+def test_a_secret_broken_while_running_is_made_again_at_once(harness: Harness,
+                                                             free_port: int) -> None:
+    """Before: the running server kept its certificates in memory, warned at its hourly
+    check that it could not read them, and served from a Secret nobody could use."""
+    h = harness
+    rid = unique("breakcerts")
+    install_configuration(h, free_port)
+    op = h.operator(rid, "--webhook-listen", f"127.0.0.1:{free_port}",
+                    "--webhook-secret", SECRET)
+    first = wait_for(lambda: serving(h, free_port), 60, "the first certificates served")
+    # The key of another certificate of the same CA into the serving Secret.
+    _, stray = webhook.new_serving(first["ca.crt"], first["ca.key"], ["127.0.0.1"])
+    h.cluster.kubectl("patch", "secret", SECRET, "-n", OPERATOR_NAMESPACE, "--type", "merge",
+                      "-p", json.dumps({"data": {"tls.key": base64.b64encode(
+                          stray.encode()).decode()}}))
+    second = wait_for(lambda: (s := serving(h, free_port)) and s["tls.crt"] != first["tls.crt"]
+                      and s, 30, "a new serving certificate, from the same CA")
+    assert second["ca.crt"] == first["ca.crt"] and second["tls.key"] != stray
+    # Garbage for the CA key: a new CA, published next to the old one, then served.
+    h.cluster.kubectl("patch", "secret", CA_SECRET, "-n", OPERATOR_NAMESPACE, "--type",
+                      "merge", "-p", json.dumps({"data": {"ca.key": base64.b64encode(
+                          b"garbage").decode()}}))
+    third = wait_for(lambda: (s := serving(h, free_port)) and
+                     webhook.first_pem(s["ca.crt"]) != webhook.first_pem(first["ca.crt"])
+                     and s, 60, "a new CA, published and served")
+    assert webhook.first_pem(first["ca.crt"]) in third["ca.crt"]  # still trusted meanwhile
+    assert op.alive()
+    assert refuses_invalid_policy(h, rid)
+
+
+def test_a_deleted_or_edited_configuration_gets_its_ca_bundle_back(harness: Harness,
+                                                                  free_port: int) -> None:
+    """Before: the caBundle was published once at start (and at renewals): a re-created
+    or edited configuration stayed without it."""
+    h = harness
+    rid = unique("recreate")
+    install_configuration(h, free_port)
+    h.operator(rid, "--webhook-listen", f"127.0.0.1:{free_port}", "--webhook-secret", SECRET)
+    first = wait_for(lambda: serving(h, free_port), 60, "the first certificates served")
+    # Deleted, and applied again as the install has it (no caBundle).
+    h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io")
+    install_configuration(h, free_port)
+    wait_for(lambda: ca_bundle(h) == first["ca.crt"], 30,
+             "the re-created configuration has the CA bundle again")
+    garbage = base64.b64encode(b"garbage").decode()
+    h.cluster.kubectl("patch", "validatingwebhookconfiguration", "polsched.io", "--type",
+                      "json", "-p", json.dumps([{"op": "replace",
+                                                 "path": "/webhooks/0/clientConfig/caBundle",
+                                                 "value": garbage}]))
+    wait_for(lambda: ca_bundle(h) == first["ca.crt"], 30, "the caBundle put back")
+    assert refuses_invalid_policy(h, rid)
+
+
+def test_in_cluster_the_ca_bundle_is_injected_again_into_a_recreated_configuration(
+        cluster: Cluster, harness: Harness, free_port: int) -> None:
+    """The in-cluster publisher (CABundleInjector, as the operator's ServiceAccount):
+    the install's configuration, deleted and applied again as `kubectl apply -k` would
+    (no caBundle), gets the CA bundle back without a restart."""
+    h = harness
+    configuration = bare_configuration(free_port)
+    h.cluster.apply(configuration)
+
+    async def scenario() -> None:
+        client = ApiClient.from_kubeconfig(str(h.operator_kubeconfig))
+        manager = webhook.CertificateManager(client, OPERATOR_NAMESPACE, SECRET, ["127.0.0.1"])
+        server = webhook.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
+                                              publish=webhook.CABundleInjector(client))
+
+        async def fn(*_: Any, **__: Any) -> Any:
+            return {}
+
+        agen = server(fn)
+        config = await agen.__anext__()
+        bundle = base64.b64decode(config["caBundle"]).decode()
+
+        async def drain() -> None:
+            async for _ in agen:
+                pass
+
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(drain())
+
+        def recreated() -> None:
+            wait_for(lambda: ca_bundle(h) == bundle, 30, "the caBundle injected")
+            h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io")
+            h.cluster.apply(configuration)
+            wait_for(lambda: ca_bundle(h) == bundle, 30, "the caBundle injected again")
+
+        try:
+            await loop.run_in_executor(None, recreated)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await agen.aclose()
+            await client.close()
+
+    asyncio.run(scenario())
 
 
 def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,

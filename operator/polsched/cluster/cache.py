@@ -29,11 +29,12 @@ import dataclasses
 import functools
 import logging
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 
+from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
 from polsched.framework.types import NODE_CHANGES, NodeInfo, PodInfo, Snapshot
@@ -41,11 +42,6 @@ from polsched.objects import Json
 
 log = logging.getLogger(__name__)
 
-# Watch retry backoff: doubling from INITIAL up to MAX. MAX stays short: during an outage
-# the API server comes back at an unknown moment, and every second of backoff after that
-# is a second without binds.
-WATCH_BACKOFF_INITIAL = 0.5
-WATCH_BACKOFF_MAX = 4.0
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 NAMESPACES = ls.NAMESPACE.path
@@ -90,8 +86,12 @@ class CacheListener:
 
 class ClusterCache:
     def __init__(self, client: ApiClient | None, *, watch_timeout: int = 300,
-                 page_size: int = 500) -> None:
+                 page_size: int = 500,
+                 backoff: Callable[[], Backoff] = Backoff,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._client = client
+        self._backoff_factory = backoff  # one per watch, as one per reflector
+        self._sleep = sleep
         self._watch_timeout = watch_timeout
         self._page_size = page_size
         self.snapshot = Snapshot([])
@@ -465,28 +465,24 @@ class ClusterCache:
 
     async def _watch(self, path: str, handler: Callable[[str, Json], None], rv: str) -> None:
         """Watch from `rv` forever: re-watch when the server ends the stream, relist on
-        410 Gone (the reflector's ListAndWatch). Failures back off exponentially
-        (WATCH_BACKOFF_*); the delay resets as soon as a watch is established again, as
-        client-go's reflector does, so that after an outage the cache (and with it,
-        binding) resumes at once instead of after the longest backoff."""
+        410 Gone (the reflector's ListAndWatch). A failure waits the reflector's backoff
+        (cluster.backoff.Backoff: 0.8 s doubling to 30 s, each delay jittered up to twice,
+        starting over two minutes after it started), or the answer's Retry-After when
+        that is longer (a 429 from API priority and fairness)."""
         assert self._client is not None
         client = self._client
+        backoff = self._backoff_factory()
         delay = 0.0
-
-        def backoff() -> float:
-            return min(max(delay * 2, WATCH_BACKOFF_INITIAL), WATCH_BACKOFF_MAX)
-
         while True:
             try:
                 if delay:
-                    await asyncio.sleep(delay)
+                    await self._sleep(delay)
+                    delay = 0.0
                 async for kind, obj in client.watch(
                         path, resource_version=rv, timeout_seconds=self._watch_timeout):
-                    delay = 0.0  # established: events flow
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                     if kind != "BOOKMARK":
                         handler(kind, obj)
-                delay = 0.0  # the server ended a healthy watch: re-watch at once
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
@@ -494,16 +490,18 @@ class ClusterCache:
                     log.info("watch %s: resourceVersion %s expired; listing again", path, rv)
                     try:
                         rv = await self._relist(path, handler)
-                        delay = 0.0
-                    except (ApiError, aiohttp.ClientError, TimeoutError) as lerr:
+                    except ApiError as lerr:
                         self._report(f"relist {path} failed", lerr)
-                        delay = backoff()
+                        delay = retry_delay(backoff, lerr.retry_after)
+                    except (aiohttp.ClientError, TimeoutError) as lerr:
+                        self._report(f"relist {path} failed", lerr)
+                        delay = retry_delay(backoff, None)
                 else:
                     log.warning("watch %s failed: %s", path, err)
-                    delay = backoff()
+                    delay = retry_delay(backoff, err.retry_after)
             except (aiohttp.ClientError, ConnectionError, TimeoutError, ValueError) as err:
                 self._report(f"watch {path} interrupted", err)
-                delay = backoff()
+                delay = retry_delay(backoff, None)
 
     def _report(self, what: str, err: BaseException) -> None:
         """An outage is reported once by the client (ApiClient.outage); other failures

@@ -7,8 +7,17 @@ comes from polsched.cluster.kubeconfig (KUBECONFIG, contexts, exec/token auth an
 certificates as with kubectl, or the in-cluster service account).
 
 One aiohttp session with keep-alive serves every request; watches hold their own
-connection for as long as they stream. There is no client-side rate limit unless `qps`
-is given (kube-scheduler's default QPS of 50 would make binding 10k pods take minutes).
+connection for as long as they stream.
+
+Client-side budget, as client-go's: with `qps` > 0 every request, watch and write first
+takes a token from a bucket (cluster.backoff.TokenBucket: `burst` at once, then `qps` per
+second). Events have a bucket of their own with the same settings, as kube-scheduler
+makes its event client apart from its main client (cmd/kube-scheduler/app/options
+createClients), so a flood of events does not eat the binds' budget. `polsched run` and
+`polsched scheduler` pass kube-scheduler's defaults, QPS 50 and burst 100
+(--kube-api-qps, --kube-api-burst); a client made without `qps` (tools, tests) has no
+client-side limit. An answer 429 or 5xx with Retry-After is retried after that many
+seconds, up to `max_retries` times (client-go rest/with_retry.go, 10 by default).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import aiohttp
 import orjson
 
 from polsched.cluster import http1, kubeconfig, tls
+from polsched.cluster.backoff import TokenBucket, parse_retry_after
 from polsched.objects import Json
 
 _log = logging.getLogger(__name__)
@@ -53,6 +63,10 @@ def loads(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
+# client-go rest.Request: a request answered 429/5xx with Retry-After is tried again at
+# most this many times.
+DEFAULT_MAX_RETRIES = 10
+
 # How often the bearer token is re-read (in-cluster tokens rotate; exec plugins expire).
 _TOKEN_REFRESH_SECONDS = 10.0
 
@@ -61,30 +75,36 @@ class ApiError(Exception):
     """A non-2xx answer from the API server (or an ERROR event in a watch).
 
     `status` is the HTTP code, `reason` the metav1.Status reason ("NotFound", "Conflict",
-    "AlreadyExists", "Expired", ...), `message` the server's message."""
+    "AlreadyExists", "Expired", ...), `message` the server's message, `retry_after` the
+    seconds of a Retry-After header on a 429 or 5xx answer (else None)."""
 
-    def __init__(self, status: int, reason: str, message: str, body: Json | None = None) -> None:
+    def __init__(self, status: int, reason: str, message: str, body: Json | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.body = body or {}
+        self.retry_after = retry_after
 
     @classmethod
-    def from_status(cls, http_status: int, body: Any) -> ApiError:
+    def from_status(cls, http_status: int, body: Any,
+                    retry_after: float | None = None) -> ApiError:
         if isinstance(body, dict) and body.get("kind") == "Status":
             return cls(int(body.get("code") or http_status), str(body.get("reason") or ""),
-                       str(body.get("message") or ""), body)
-        return cls(http_status, "", str(body)[:500])
+                       str(body.get("message") or ""), body, retry_after)
+        return cls(http_status, "", str(body)[:500], retry_after=retry_after)
 
     @classmethod
-    def from_answer(cls, http_status: int, raw: bytes) -> ApiError:
+    def from_answer(cls, http_status: int, raw: bytes,
+                    retry_after_header: str | None = None) -> ApiError:
         """An error answer as the server sent it: a Status object, or any text."""
         try:
             body: Any = loads(raw)
         except ValueError:
             body = raw.decode(errors="replace")
-        return cls.from_status(http_status, body)
+        return cls.from_status(http_status, body,
+                               parse_retry_after(http_status, retry_after_header))
 
 
 def is_unreachable(err: BaseException) -> bool:
@@ -132,28 +152,6 @@ class Outage:
                          time.monotonic() - since)
 
 
-class _RateLimiter:
-    """A token bucket (client-go's flowcontrol.NewTokenBucketRateLimiter)."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self._qps = qps
-        self._burst = max(burst, 1)
-        self._tokens = float(self._burst)
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-                self._last = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                await asyncio.sleep((1 - self._tokens) / self._qps)
-
-
 class ApiClient:
     """get / list / watch / post / patch / delete on API paths ("/api/v1/nodes")."""
 
@@ -167,6 +165,7 @@ class ApiClient:
         server_hostname: str | None = None,
         qps: float = 0.0,
         burst: int = 0,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         connection_limit: int = 200,
         user_agent: str = "polsched",
     ) -> None:
@@ -175,7 +174,12 @@ class ApiClient:
         self._token_value: str | None = None
         self._token_read = 0.0
         self._basic = aiohttp.BasicAuth(*basic_auth) if basic_auth else None
-        self._limiter = _RateLimiter(qps, burst or int(qps * 2) or 1) if qps > 0 else None
+        # client-go: QPS <= 0 builds no limiter; a burst of 0 is taken as 2 x QPS here.
+        bucket_size = burst if burst > 0 else max(int(qps * 2), 1)
+        self.limiter = TokenBucket(qps, bucket_size) if qps > 0 else None
+        self.event_limiter = TokenBucket(qps, bucket_size) if qps > 0 else None
+        self.max_retries = max(max_retries, 0)
+        self._throttle_logged = -1.0
         self._connection_limit = connection_limit
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -271,14 +275,34 @@ class ApiClient:
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
                       body: Any = None, content_type: str = "application/json",
-                      timeout: float | None = 60.0) -> Json:
-        """One request; the decoded JSON answer. Raises ApiError on a non-2xx answer."""
-        if self._limiter is not None:
-            await self._limiter.acquire()
-        headers = self._headers({"Content-Type": content_type} if body is not None else None)
+                      timeout: float | None = 60.0, events: bool = False) -> Json:
+        """One request; the decoded JSON answer. Raises ApiError on a non-2xx answer. An
+        answer 429 or 5xx with Retry-After is tried again after that wait, at most
+        `max_retries` times (client-go with_retry.go: the server said it did not act).
+        `events`: take the token from the event bucket."""
         data: bytes | None = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        attempt = 0
+        while True:
+            try:
+                return await self._request_once(method, path, params, data, content_type,
+                                                timeout, events)
+            except ApiError as err:
+                if err.retry_after is None or attempt >= self.max_retries:
+                    raise
+                attempt += 1
+                _log.debug("%s %s: %s; retrying in %.0fs (Retry-After, attempt %d)", method,
+                           path, err.status, err.retry_after, attempt)
+                await asyncio.sleep(err.retry_after)
+
+    async def _request_once(self, method: str, path: str, params: Mapping[str, Any] | None,
+                            data: bytes | None, content_type: str, timeout: float | None,
+                            events: bool) -> Json:
+        limiter = self.event_limiter if events else self.limiter
+        if limiter is not None:
+            await self._throttle(limiter, method, path)
+        headers = self._headers({"Content-Type": content_type} if data is not None else None)
         try:
             async with self._get_session().request(
                 method, self.host + path, params=_params(params), data=data, headers=headers,
@@ -290,22 +314,26 @@ class ApiClient:
             raise
         self.outage.answered()
         if resp.status >= 400:
-            raise ApiError.from_answer(resp.status, raw)
+            raise ApiError.from_answer(resp.status, raw, resp.headers.get("Retry-After"))
         if not raw:
             return {}
         result: Json = loads(raw)
         return result
 
     async def send(self, method: str, path: str, body: bytes,
-                   content_type: str = "application/json", timeout: float = 60.0) -> int:
+                   content_type: str = "application/json", timeout: float = 60.0,
+                   events: bool = False) -> int:
         """A write whose answer nobody reads (a Binding, an Event): `body` is already
         encoded, and a 2xx answer is dropped undecoded. Returns the HTTP status; raises
         ApiError (the answer decoded) on a non-2xx one, as request does.
         The bind and the Scheduled event of every pod go this way, over the lean
         HTTP/1.1 connections of cluster.http1 rather than aiohttp: aiohttp's per-request
-        work was the largest part of the scheduler's CPU per pod after the decision."""
-        if self._limiter is not None:
-            await self._limiter.acquire()
+        work was the largest part of the scheduler's CPU per pod after the decision.
+        `events`: take the token from the event bucket. Not retried here: the binder
+        decides what a failed bind means."""
+        limiter = self.event_limiter if events else self.limiter
+        if limiter is not None:
+            await self._throttle(limiter, method, path)
         writer = self._writer
         if writer is None:
             writer = self._writer = self._make_writer()
@@ -319,6 +347,22 @@ class ApiClient:
         if status >= 400:
             raise ApiError.from_answer(status, raw)
         return status
+
+    async def _throttle(self, limiter: TokenBucket, method: str, path: str) -> None:
+        """Wait for the request's token. A wait of a second or more is logged, at most
+        once a second (client-go request.go tryThrottleWithInfo: "Waited before sending
+        request", extraLongThrottleLatency, through a throttled logger)."""
+        delay = limiter.reserve()
+        if delay <= 0:
+            return
+        if delay >= 1.0:
+            now = time.monotonic()
+            if now - self._throttle_logged >= 1.0:
+                self._throttle_logged = now
+                _log.info("waited %.1fs before sending %s %s (client-side throttling at "
+                          "QPS %g, burst %d; not priority and fairness)", delay, method,
+                          path, limiter.qps, limiter.burst)
+        await asyncio.sleep(delay)
 
     def _make_writer(self) -> http1.Http1Writer:
         url = urllib.parse.urlsplit(self.host)
@@ -403,8 +447,8 @@ class ApiClient:
             "timeoutSeconds": timeout_seconds,
             "labelSelector": label_selector, "fieldSelector": field_selector,
         }
-        if self._limiter is not None:
-            await self._limiter.acquire()
+        if self.limiter is not None:
+            await self._throttle(self.limiter, "WATCH", path)
         # No total timeout: the server closes after timeoutSeconds; a silent connection
         # (no event, no bookmark) for longer than that plus a margin is dead.
         read_timeout = (timeout_seconds or 300) + 30
@@ -420,7 +464,8 @@ class ApiClient:
         self.outage.answered()
         async with opened as resp:
             if resp.status >= 400:
-                raise ApiError.from_answer(resp.status, await resp.read())
+                raise ApiError.from_answer(resp.status, await resp.read(),
+                                           resp.headers.get("Retry-After"))
             # Split lines ourselves: StreamReader.readline refuses lines over 128 KiB, and
             # a pod with a large last-applied-configuration annotation can exceed that.
             # Each line is sliced once; the unfinished tail is kept once per chunk (cutting
@@ -450,7 +495,7 @@ class ApiClient:
 
     async def patch(self, path: str, body: Any, patch_type: PatchType = "merge", *,
                     field_manager: str | None = None, force: bool = False,
-                    params: Mapping[str, Any] | None = None) -> Json:
+                    params: Mapping[str, Any] | None = None, events: bool = False) -> Json:
         """`body`: a dict (merge/strategic/apply) or a list of operations (json)."""
         if patch_type == "apply" and not field_manager:
             raise ValueError("patch(..., 'apply') needs a field_manager")
@@ -460,7 +505,7 @@ class ApiClient:
         if force:
             p["force"] = "true"
         return await self.request("PATCH", path, params=p, body=body,
-                                  content_type=_PATCH_CONTENT_TYPES[patch_type])
+                                  content_type=_PATCH_CONTENT_TYPES[patch_type], events=events)
 
     async def delete(self, path: str, body: Any = None,
                      params: Mapping[str, Any] | None = None) -> Json:

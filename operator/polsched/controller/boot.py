@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, load: Callable[[], Main]) -> int:
 async def start(args: argparse.Namespace, load: Callable[[], Main]) -> None:
     # No collection during the start-up (gcpolicy), for at most this long.
     asyncio.get_running_loop().call_later(gcpolicy.STARTUP_PAUSE_SECONDS, gcpolicy.resume)
-    client = credentials.api_client(args.kubeconfig)
+    client = credentials.api_client(args.kubeconfig, **credentials.budget(args))
     cache = ClusterCache(client)
     try:
         cache.prefetch()

@@ -36,6 +36,15 @@ def api_client(kubeconfig: str | None, **kwargs: Any) -> ApiClient:
     return ApiClient.from_connection(connection(kubeconfig), **kwargs)
 
 
+def budget(args: Any) -> dict[str, Any]:
+    """The client-side request budget of --kube-api-qps and --kube-api-burst, as
+    ApiClient's keyword arguments (a negative QPS: none)."""
+    qps = float(getattr(args, "kube_api_qps", 0.0) or 0.0)
+    if qps <= 0:
+        return {}
+    return {"qps": qps, "burst": int(getattr(args, "kube_api_burst", 0) or 0)}
+
+
 def connection_info(kubeconfig: str | None) -> kopf.ConnectionInfo:
     """kopf's credentials, read as kopf.login_via_client does but from our source."""
     from polsched.controller.kopf_import import kopf

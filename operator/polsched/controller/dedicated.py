@@ -22,7 +22,7 @@ from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import gcpolicy, policywatch
+from polsched.controller import credentials, gcpolicy, policywatch
 from polsched.controller.health import Liveness
 from polsched.controller.leases import LeaseElector
 from polsched.controller.ledger import BindLedger
@@ -60,7 +60,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     ready, healthy = probes_for(engine, liveness)
     try:
         rules = await resolve_api_servers(admission_rules(args, client.host))
-        probes = await serve_metrics(args.metrics_listen, ready, healthy)
+        probes = await serve_metrics(args.metrics_listen, ready, healthy, args.health_listen)
     except SystemExit:
         await engine.cache.stop()
         await client.close()
@@ -102,7 +102,12 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
                 liveness.applied(leading)
                 return
 
-        elector = LeaseElector(client, namespace=args.namespace, name=lease_name(args.policy),
+        # A client of its own, as kube-scheduler's leader-election client: renewals never
+        # queue behind binds for the same client-side budget.
+        lease_client = credentials.api_client(args.kubeconfig, **credentials.budget(args))
+        lease_client.outage = client.outage  # an outage is reported once for the process
+        elector = LeaseElector(lease_client, namespace=args.namespace,
+                               name=lease_name(args.policy),
                                identity=identity, on_change=on_leading,
                                lease_duration=args.lease_duration,
                                renew_period=args.renew_period)
@@ -133,6 +138,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
             elector.stop()  # releases the lease
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(election, 5)
+            await elector.client.close()
         for t in tasks:
             t.cancel()
         for t in tasks:

@@ -131,30 +131,63 @@ def probes_for(engine: Engine, liveness: Liveness) -> tuple[Callable[[], bool],
     return ready, liveness.healthy
 
 
+class Endpoints:
+    """The HTTP servers of --metrics-listen and --health-listen, stopped together."""
+
+    def __init__(self, runners: list[web.AppRunner]) -> None:
+        self.runners = runners
+
+    @property
+    def addresses(self) -> list[Any]:
+        """The (host, port, ...) of every socket served, metrics first."""
+        return [a for r in self.runners for a in r.addresses]
+
+    async def cleanup(self) -> None:
+        for runner in self.runners:
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+
+
 async def serve_metrics(listen: str | None, ready: Callable[[], bool],
-                        healthy: Callable[[], bool] = lambda: True
-                        ) -> web.AppRunner | None:
-    """Start /metrics, /healthz and /readyz (`--metrics-listen`). None: the default address,
-    given up with a warning when it is taken (a second operator on a laptop must still
-    run); "": disabled. An address given explicitly that cannot be served ends the process,
-    as kube-scheduler's does: probes pointed at it would fail anyway."""
+                        healthy: Callable[[], bool] = lambda: True,
+                        health_listen: str | None = None) -> Endpoints | None:
+    """Start /metrics, /healthz and /readyz (`--metrics-listen`), and the probes alone on
+    `health_listen` (`--health-listen`). Metrics: None is the default address (loopback
+    only), given up with a warning when it is taken (a second operator on a laptop must
+    still run); "": disabled. An address given explicitly that cannot be served ends the
+    process, as kube-scheduler's does: probes pointed at it would fail anyway."""
     explicit = listen is not None
     address = DEFAULT_METRICS_LISTEN if listen is None else listen
-    if not address:
-        return None
-    try:
-        runner = await metrics.serve(address, ready=ready, healthy=healthy)
-    except (OSError, ValueError) as e:
-        if explicit:
-            raise SystemExit(f"polsched: --metrics-listen {address}: {e}") from e
-        log.warning("not serving metrics: %s: %s (set --metrics-listen to another address, "
-                    "or to '' to silence this)", address, e)
-        return None
-    for addr in runner.addresses:
-        host, port = addr[0], addr[1]
-        log.info("serving /metrics, /healthz and /readyz on http://%s:%s",
-                 f"[{host}]" if ":" in host else host, port)
-    return runner
+    runners: list[web.AppRunner] = []
+    if address:
+        try:
+            runner = await metrics.serve(address, ready=ready, healthy=healthy)
+        except (OSError, ValueError) as e:
+            if explicit:
+                raise SystemExit(f"polsched: --metrics-listen {address}: {e}") from e
+            log.warning("not serving metrics: %s: %s (set --metrics-listen to another "
+                        "address, or to '' to silence this)", address, e)
+        else:
+            runners.append(runner)
+            for addr in runner.addresses:
+                host, port = addr[0], addr[1]
+                log.info("serving /metrics, /healthz and /readyz on http://%s:%s",
+                         f"[{host}]" if ":" in host else host, port)
+    if health_listen:
+        try:
+            runner = await metrics.serve(health_listen, ready=ready, healthy=healthy,
+                                         with_metrics=False)
+        except (OSError, ValueError) as e:
+            await Endpoints(runners).cleanup()
+            raise SystemExit(f"polsched: --health-listen {health_listen}: "
+                             f"{str(e).replace('--metrics-listen', '--health-listen')}"
+                             ) from e
+        runners.append(runner)
+        for addr in runner.addresses:
+            host, port = addr[0], addr[1]
+            log.info("serving /healthz and /readyz on http://%s:%s",
+                     f"[{host}]" if ":" in host else host, port)
+    return Endpoints(runners) if runners else None
 
 
 def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
@@ -167,7 +200,8 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
     certs: webhook.CertificateSource
     if service is not None or args.webhook_secret is not None:
         certs = webhook.CertificateManager(client, args.namespace,
-                                           args.webhook_secret or webhook.DEFAULT_SECRET, names)
+                                           args.webhook_secret or webhook.DEFAULT_SECRET, names,
+                                           ca_secret=getattr(args, "webhook_ca_secret", None))
     else:
         certs = webhook.EphemeralCertificates(names)
     publish: webhook.Publisher = (webhook.CABundleInjector(client) if service is not None
@@ -291,7 +325,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         # A flag that does not parse ends the process before anything is served.
         rules = await resolve_api_servers(admission_rules(args, client.host))
         # Ready once the cache has synced (engine.start() returns then), while healthy.
-        probes = await serve_metrics(args.metrics_listen, ready, healthy)
+        probes = await serve_metrics(args.metrics_listen, ready, healthy, args.health_listen)
     except SystemExit:
         await abandon()
         raise
@@ -357,7 +391,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     # On its own thread and client: under load, this loop (every policy's watch events,
     # decisions and binds) renewed too late and lost the lease (controller.leases).
     def lease_client() -> ApiClient:
-        own = credentials.api_client(args.kubeconfig)
+        # Its own budget too, as kube-scheduler's leader-election client.
+        own = credentials.api_client(args.kubeconfig, **credentials.budget(args))
         own.outage = client.outage  # an outage is reported once for the process
         return own
 

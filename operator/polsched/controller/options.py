@@ -33,6 +33,32 @@ def _interval(text: str) -> float:
 # not outside a cluster, where `polsched run` reaches extenders run beside it.
 DEFAULT_EXTENDER_DENY = "169.254.0.0/16,fe80::/10"
 DEFAULT_EXTENDER_DENY_IN_CLUSTER = "169.254.0.0/16,fe80::/10,127.0.0.0/8,::1/128"
+# kube-scheduler's clientConnection defaults (KubeSchedulerConfiguration v1: qps 50,
+# burst 100), not client-go's 5/10: a scheduler writes a Binding and an Event per pod.
+DEFAULT_KUBE_API_QPS = 50.0
+DEFAULT_KUBE_API_BURST = 100
+
+
+def _qps(value: str) -> float:
+    try:
+        qps = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if qps == 0 or qps != qps:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give requests per second > 0, or a negative value for no "
+            "client-side limit")
+    return qps
+
+
+def _burst(value: str) -> int:
+    try:
+        burst = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if burst < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: the burst must be at least 1")
+    return burst
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -55,7 +81,22 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="serve /metrics (Prometheus), /healthz and /readyz here; an empty "
                         f"string disables them (default: {DEFAULT_METRICS_LISTEN}, skipped "
                         "with a warning when that port is taken; an address given "
-                        "explicitly must bind)")
+                        "explicitly must bind). Serve it beyond this host only behind "
+                        "authentication or a NetworkPolicy: it is plain HTTP, unauthenticated")
+    p.add_argument("--health-listen", metavar="HOST:PORT", default=None,
+                   help="also serve /healthz and /readyz (nothing else) here, for kubelet "
+                        "probes on the pod's IP while /metrics stays on --metrics-listen "
+                        "(default: not served apart)")
+    p.add_argument("--kube-api-qps", type=_qps, default=DEFAULT_KUBE_API_QPS,
+                   metavar="QPS",
+                   help="requests per second to the API server, sustained, as "
+                        "kube-scheduler's clientConnection.qps; events have a budget of "
+                        "their own of the same size; negative: no client-side limit "
+                        "(default %(default)s)")
+    p.add_argument("--kube-api-burst", type=_burst, default=DEFAULT_KUBE_API_BURST,
+                   metavar="N",
+                   help="requests allowed at once above --kube-api-qps, as kube-scheduler's "
+                        "clientConnection.burst (default %(default)s)")
     p.add_argument("--node-metrics-interval", type=_interval, default=NODE_METRICS_INTERVAL,
                    metavar="SECONDS",
                    help="how often the load-aware scorers' node usage is read from the "
@@ -92,8 +133,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "the caBundle of the ValidatingWebhookConfiguration polsched.io that "
                         "manifests/ ship (failurePolicy Fail)")
     p.add_argument("--webhook-secret", default=None,
-                   help="the Secret (in --namespace) holding the webhook's CA and certificate "
-                        "(default with --webhook-service: polsched-webhook-tls)")
+                   help="the Secret (in --namespace, type kubernetes.io/tls) holding the "
+                        "webhook's serving certificate and key and the CA bundle (default "
+                        "with --webhook-service: polsched-webhook-tls); whatever in it is "
+                        "invalid (not PEM, key not matching, not signed by the CA, expiring, "
+                        "other names) is made again")
+    p.add_argument("--webhook-ca-secret", default=None,
+                   help="the Secret (in --namespace) holding the webhook's CA certificate "
+                        "and key, apart from --webhook-secret so that only the operator "
+                        "reads the CA key (default polsched-webhook-ca; used with "
+                        "--webhook-service or --webhook-secret)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "

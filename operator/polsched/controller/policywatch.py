@@ -9,7 +9,9 @@ and after a spec change ran its change handlers and PATCHed its progress and dif
 annotations before it looked at the next event. Under load each such round trip took up
 to a second, and the next generation's swap waited behind them (bench/NOTES.md "Hot
 reload under load"). The reconciler is idempotent and loads a spec only when its
-generation is new, so a re-list after an expired watch (410) is safe.
+generation is new, so a re-list after an expired watch (410) is safe. A failure waits
+the reflector's jittered backoff, or the answer's Retry-After when longer
+(cluster.backoff).
 """
 
 from __future__ import annotations
@@ -18,19 +20,21 @@ import asyncio
 import logging
 
 from polsched.api import GROUP, PLURAL, VERSION
+from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller.reconciler import PolicyReconciler
 
 log = logging.getLogger(__name__)
 
 COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-WATCH_RETRY_SECONDS = 1.0
 
 
 async def watch_policies(client: ApiClient, reconciler: PolicyReconciler, *,
-                         name: str | None = None, first: asyncio.Event | None = None) -> None:
+                         name: str | None = None, first: asyncio.Event | None = None,
+                         backoff: Backoff | None = None) -> None:
     """Run until cancelled. `name`: watch that one policy only. `first` is set once the
     first listing has been observed."""
+    backoff = backoff or Backoff()
     selector = f"metadata.name={name}" if name is not None else None
     what = f"SchedulingPolicy {name}" if name is not None else "SchedulingPolicies"
     while True:
@@ -61,11 +65,11 @@ async def watch_policies(client: ApiClient, reconciler: PolicyReconciler, *,
         except ApiError as e:
             if e.status != 410:
                 log.warning("watching %s: %s", what, e)
-                await asyncio.sleep(WATCH_RETRY_SECONDS)
+                await asyncio.sleep(retry_delay(backoff, e.retry_after))
         except Exception as e:
             if is_unreachable(e):  # an outage: ApiClient.outage says so once
                 client.outage.failed(e)
                 log.debug("watching %s: %r", what, e)
             else:
                 log.warning("watching %s: %s", what, e)
-            await asyncio.sleep(WATCH_RETRY_SECONDS)
+            await asyncio.sleep(retry_delay(backoff, None))

@@ -10,9 +10,13 @@ RBAC rightly cannot create, and exit after its retries). Two ways to serve it:
   calls the Service. The configuration is manifests/' own (failurePolicy Fail: a policy
   is never admitted unchecked), so it outlives any one replica and leaves with `kubectl
   delete -k`; kopf does not manage it (it would empty it whenever a replica stops). The
-  operator keeps its own CA and serving certificate in a Secret (`--webhook-secret`,
-  shared by every replica behind the Service), injects the CA into the configuration's
-  caBundle once it serves, and renews both before they expire (CertificateManager).
+  operator keeps its own CA in one Secret (`--webhook-ca-secret`: the CA key, which only
+  the operator reads) and its serving certificate in another (`--webhook-secret`), both
+  shared by every replica behind the Service; it injects the CA into the configuration's
+  caBundle once it serves, renews both before they expire and makes again whatever in
+  them is invalid (CertificateManager, as open-policy-agent/cert-controller's rotator).
+  Both Secrets and the configuration are watched by name: a broken Secret is made good,
+  and a re-created or edited configuration gets its caBundle back, at once.
 - Local (`--webhook-listen` alone, for `polsched run` on a laptop and the e2e tests):
   the configuration `polsched.io` points at https://HOST:PORT with a CA made in memory
   (or kept in `--webhook-secret`), failurePolicy Ignore, and its webhook is removed
@@ -29,6 +33,7 @@ import base64
 import contextlib
 import ipaddress
 import logging
+import re
 import ssl
 import subprocess
 import tempfile
@@ -42,7 +47,8 @@ import aiohttp.web
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError, load_policy
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
-from polsched.cluster.client import ApiClient, ApiError
+from polsched.cluster.backoff import Backoff, retry_delay
+from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller import extender_ca
 from polsched.controller.kopf_import import kopf
 from polsched.plugins import CATALOG
@@ -51,6 +57,8 @@ log = logging.getLogger(__name__)
 
 CONFIGURATION_NAME = "polsched.io"
 DEFAULT_SECRET = "polsched-webhook-tls"
+# The CA's Secret: read and written by the operator only (RBAC resourceNames).
+DEFAULT_CA_SECRET = "polsched-webhook-ca"
 CA_DAYS = 3650
 SERVING_DAYS = 365
 # Renew a certificate once less than this fraction of its lifetime remains (as
@@ -180,25 +188,163 @@ def _openssl(*args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+_PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----\r?\n.+?-----END CERTIFICATE-----",
+                       re.DOTALL)
+
+
+def pem_certificates(bundle: str) -> list[str]:
+    """The PEM certificate blocks of `bundle`, in order, each ending in a newline;
+    anything between or around them (garbage someone wrote) is left out."""
+    return [m.group(0) + "\n" for m in _PEM_CERT.finditer(bundle or "")]
+
+
 def first_pem(bundle: str) -> str:
-    end = "-----END CERTIFICATE-----"
-    i = bundle.find(end)
-    return bundle[: i + len(end)] + "\n" if i >= 0 else bundle
+    """The first certificate of `bundle` (the current CA of a CA bundle); "" if none."""
+    certs = pem_certificates(bundle)
+    return certs[0] if certs else ""
+
+
+@dataclass(frozen=True)
+class CertInfo:
+    """What the checks read from one certificate (openssl x509)."""
+
+    not_before: datetime
+    not_after: datetime
+    names: frozenset[str]  # subjectAltName DNS names and IP addresses (normalized)
+    is_ca: bool
+
+
+def inspect(cert_pem: str) -> CertInfo:
+    """Parse the first certificate of `cert_pem`; RuntimeError when it is not one."""
+    pem = first_pem(cert_pem)
+    if not pem:
+        raise RuntimeError("no PEM certificate")
+    out = _openssl("x509", "-noout", "-startdate", "-enddate", "-ext",
+                   "subjectAltName,basicConstraints", stdin=pem)
+    fields = dict(line.split("=", 1) for line in out.splitlines()
+                  if line.startswith(("notBefore=", "notAfter=")))
+    try:
+        start = datetime.fromtimestamp(ssl.cert_time_to_seconds(fields["notBefore"]), UTC)
+        end = datetime.fromtimestamp(ssl.cert_time_to_seconds(fields["notAfter"]), UTC)
+    except (KeyError, ValueError) as e:
+        raise RuntimeError(f"unreadable validity: {e}") from e
+    names: set[str] = set()
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if "Subject Alternative Name" in line and i + 1 < len(lines):
+            for entry in lines[i + 1].split(","):
+                kind, _, value = entry.strip().partition(":")
+                if kind == "DNS":
+                    names.add(value.strip().lower())
+                elif kind == "IP Address":
+                    with contextlib.suppress(ValueError):
+                        names.add(str(ipaddress.ip_address(value.strip())))
+    is_ca = any(line.strip() == "CA:TRUE" for line in lines)
+    return CertInfo(start, end, frozenset(names), is_ca)
 
 
 def validity(cert_pem: str) -> tuple[datetime, datetime]:
     """(notBefore, notAfter) of the first certificate in `cert_pem`, in UTC."""
-    out = _openssl("x509", "-noout", "-startdate", "-enddate", stdin=first_pem(cert_pem))
-    fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    return (datetime.fromtimestamp(ssl.cert_time_to_seconds(fields["notBefore"]), UTC),
-            datetime.fromtimestamp(ssl.cert_time_to_seconds(fields["notAfter"]), UTC))
+    info = inspect(cert_pem)
+    return info.not_before, info.not_after
+
+
+def _due(info: CertInfo, now: datetime, fraction: float) -> bool:
+    return info.not_after - now < max((info.not_after - info.not_before) * fraction,
+                                      RENEW_BEFORE)
 
 
 def due(cert_pem: str, now: datetime, fraction: float = RENEW_FRACTION) -> bool:
     """True when less than `fraction` of the certificate's lifetime remains, or less
     than RENEW_BEFORE (a short-lived certificate someone put in the Secret)."""
-    start, end = validity(cert_pem)
-    return end - now < max((end - start) * fraction, RENEW_BEFORE)
+    return _due(inspect(cert_pem), now, fraction)
+
+
+def key_matches(cert_pem: str, key_pem: str) -> bool:
+    """Whether `key_pem` is a private key and the key of the first certificate of
+    `cert_pem` (what ssl needs to serve them: load_cert_chain refuses a mismatch)."""
+    cert = first_pem(cert_pem)
+    if not cert or "PRIVATE KEY-----" not in (key_pem or ""):
+        return False
+    with tempfile.TemporaryDirectory(prefix="polsched-check-") as d:
+        crt, key = Path(d, "c.crt"), Path(d, "c.key")
+        crt.write_text(cert)
+        key.touch(0o600)
+        key.write_text(key_pem)
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(crt), str(key))
+        except (ssl.SSLError, ValueError, OSError):
+            return False
+    return True
+
+
+def signed_by(cert_pem: str, ca_pem: str) -> bool:
+    """Whether the first certificate of `cert_pem` chains to the CA `ca_pem` (openssl
+    verify, validity dates left to `due`: the clock may be a test's)."""
+    cert, ca = first_pem(cert_pem), first_pem(ca_pem)
+    if not cert or not ca:
+        return False
+    with tempfile.TemporaryDirectory(prefix="polsched-check-") as d:
+        Path(d, "ca.crt").write_text(ca)
+        Path(d, "tls.crt").write_text(cert)
+        try:
+            _openssl("verify", "-no-CApath", "-no-CAstore", "-no_check_time", "-CAfile",
+                     str(Path(d, "ca.crt")), str(Path(d, "tls.crt")))
+        except RuntimeError:
+            return False
+    return True
+
+
+def ca_problem(ca_pem: str, ca_key: str, now: datetime) -> str | None:
+    """Why the CA cannot sign the next serving certificate, or None when it can: as
+    open-policy-agent/cert-controller's validCACert plus a key check."""
+    if not first_pem(ca_pem):
+        return "no CA certificate" if not (ca_pem or "").strip() else \
+            "the CA certificate is not PEM"
+    if not (ca_key or "").strip():
+        return "no CA key"
+    try:
+        info = inspect(ca_pem)
+    except RuntimeError:
+        return "the CA certificate does not parse"
+    if not info.is_ca:
+        return "the CA certificate is not a CA (basicConstraints CA:TRUE)"
+    if not key_matches(ca_pem, ca_key):
+        return "the CA key does not match the CA certificate"
+    if _due(info, now, RENEW_FRACTION):
+        return f"the CA expires at {info.not_after.isoformat()}"
+    return None
+
+
+def serving_problem(cert: str, key: str, ca_pem: str, names: Sequence[str],
+                    now: datetime) -> str | None:
+    """Why the serving certificate must be made again, or None when it can serve: it
+    parses, its key matches, the CA signed it, it is not due, and its subjectAltNames
+    cover `names` (cert-controller's validServerCert)."""
+    if not first_pem(cert):
+        return "no serving certificate" if not (cert or "").strip() else \
+            "tls.crt is not PEM"
+    try:
+        info = inspect(cert)
+    except RuntimeError:
+        return "tls.crt does not parse"
+    if not key_matches(cert, key):
+        return "tls.key does not match tls.crt"
+    if not signed_by(cert, ca_pem):
+        return "tls.crt is not signed by the CA"
+    if _due(info, now, RENEW_FRACTION):
+        return f"tls.crt expires at {info.not_after.isoformat()}"
+    missing = sorted(_normal(n) for n in names if _normal(n) not in info.names)
+    if missing:
+        return f"tls.crt does not name {', '.join(missing)}"
+    return None
+
+
+def _normal(name: str) -> str:
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name.lower()
 
 
 @dataclass(frozen=True)
@@ -232,8 +378,8 @@ def new_serving(ca_pem: str, ca_key: str, names: Sequence[str],
     with tempfile.TemporaryDirectory(prefix="polsched-tls-") as d:
         p = Path(d)
         (p / "ca.crt").write_text(ca_pem)
+        (p / "ca.key").touch(0o600)
         (p / "ca.key").write_text(ca_key)
-        (p / "ca.key").chmod(0o600)
         (p / "san.ext").write_text(
             f"subjectAltName={_san(names)}\nbasicConstraints=CA:FALSE\n"
             "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
@@ -245,32 +391,59 @@ def new_serving(ca_pem: str, ca_key: str, names: Sequence[str],
         return (p / "tls.crt").read_text(), (p / "tls.key").read_text()
 
 
+def _still_trusted(bundle: str, now: datetime) -> list[str]:
+    """The certificates of `bundle` that parse and have not expired (garbage and expired
+    CAs leave the bundle)."""
+    out = []
+    for pem in pem_certificates(bundle):
+        try:
+            if inspect(pem).not_after > now:
+                out.append(pem)
+        except RuntimeError:
+            continue
+    return out
+
+
 def renewed(current: Certificates | None, names: Sequence[str], now: datetime, *,
             ca_days: int = CA_DAYS, serving_days: int = SERVING_DAYS) -> Certificates | None:
-    """The certificates to store instead of `current`, or None when it can stay: a new CA
-    when there is none or it is due (the old one stays in the bundle while valid), a new
-    serving certificate when the CA changed, it is due, or it names other hosts."""
+    """The certificates to store instead of `current`, or None when it can stay.
+
+    Whatever is invalid is made again, as cert-controller's rotator does, never served or
+    trusted as it is: a new CA when there is none, it does not parse, is not a CA, its key
+    does not match or it is due (the previous CA stays in the bundle while valid, if it
+    parses); a new serving certificate when the CA changed, or it does not parse, its key
+    does not match, the CA did not sign it, it is due, or it does not name `names`.
+    Certificates and bundle entries that are garbage are dropped. Logs why."""
     names = tuple(names)
+    why: list[str] = []
     ca_bundle = ca_key = None
-    if current is not None and current.ca_key and not due(current.ca, now):
-        ca_bundle, ca_key = current.ca_bundle, current.ca_key
+    if current is None:
+        why.append("none yet")
+    else:
+        problem = ca_problem(current.ca, current.ca_key, now)
+        if problem is None:
+            trusted = _still_trusted(current.ca_bundle, now)
+            ca_bundle, ca_key = "".join(trusted), current.ca_key
+        else:
+            why.append(problem)
     if ca_bundle is None or ca_key is None:
         ca, ca_key = new_ca(ca_days)
-        ca_bundle = ca
-        if current is not None and current.ca and validity(current.ca)[1] > now:
-            ca_bundle = ca + current.ca  # still trusted until it expires
-    elif current is not None and current.ca_bundle != current.ca:
-        # Drop a previous CA from the bundle once it has expired.
-        rest = current.ca_bundle[len(current.ca):]
-        if rest.strip() and validity(rest)[1] <= now:
-            ca_bundle = current.ca
+        old = _still_trusted(current.ca_bundle, now)[:1] if current is not None else []
+        ca_bundle = ca + "".join(old)  # a previous CA still trusted until it expires
     assert ca_key is not None
-    if (current is not None and current.cert and ca_key == current.ca_key
-            and current.names == names and not due(current.cert, now)):
-        if ca_bundle == current.ca_bundle:
+    serving = None
+    if current is not None and ca_key == current.ca_key:
+        serving = serving_problem(current.cert, current.key, ca_bundle, names, now)
+        if serving is not None:
+            why.append(serving)
+    if current is not None and ca_key == current.ca_key and serving is None:
+        if ca_bundle == current.ca_bundle and names == current.names:
             return None
         return Certificates(ca_bundle, ca_key, current.cert, current.key, names)
     cert, key = new_serving(first_pem(ca_bundle), ca_key, names, serving_days)
+    log.info("webhook certificates: %s (%s)",
+             "a new CA and serving certificate" if current is None or ca_key != current.ca_key
+             else "a new serving certificate", "; ".join(why) or "renewal")
     return Certificates(ca_bundle, ca_key, cert, key, names)
 
 
@@ -278,22 +451,31 @@ def _b64(s: str) -> str:
     return base64.b64encode(s.encode()).decode()
 
 
-def _unb64(data: dict[str, Any], key: str) -> str:
-    v = data.get(key)
-    return base64.b64decode(v).decode() if v else ""
-
-
 class CertificateManager:
-    """The webhook's CA and serving certificate in Secret NAMESPACE/SECRET (keys ca.crt,
-    ca.key, tls.crt, tls.key), created when missing and renewed when due. Replicas share
-    it: every write carries the resourceVersion read, and a conflict re-reads."""
+    """The webhook's CA and serving certificate in two Secrets of `namespace`, created
+    when missing, renewed when due and made again when invalid (`renewed`):
+
+    - `ca_secret` (Opaque; ca.crt: the CA bundle, ca.key: the current CA's key) is read
+      and written by the operator only: the CA key never sits next to what others read.
+    - `secret` (kubernetes.io/tls; tls.crt, tls.key, ca.crt: the same bundle, for a
+      client that wants it) is what the server presents.
+
+    A serving Secret of the old layout (ca.key in it, no CA Secret) has its CA moved to
+    the CA Secret and the key taken out. Replicas share both: every write carries the
+    resourceVersion read, and a conflict re-reads. The CA Secret is written first, so a
+    serving certificate is never stored before the CA that signed it."""
 
     def __init__(self, client: ApiClient, namespace: str, secret: str, names: Sequence[str],
-                 *, now: Callable[[], datetime] | None = None, ca_days: int = CA_DAYS,
-                 serving_days: int = SERVING_DAYS) -> None:
+                 *, ca_secret: str | None = None, now: Callable[[], datetime] | None = None,
+                 ca_days: int = CA_DAYS, serving_days: int = SERVING_DAYS) -> None:
         self.client = client
         self.namespace = namespace
         self.secret = secret
+        self.ca_secret = ca_secret or DEFAULT_CA_SECRET
+        if self.ca_secret == secret:
+            raise ValueError(f"--webhook-ca-secret {self.ca_secret!r}: must differ from "
+                             "--webhook-secret (the CA key stays apart from the serving "
+                             "certificate)")
         self.names = tuple(names)
         self.now = now or (lambda: datetime.now(UTC))
         self.ca_days = ca_days
@@ -303,57 +485,155 @@ class CertificateManager:
     def path(self) -> str:
         return f"/api/v1/namespaces/{self.namespace}/secrets/{self.secret}"
 
+    @property
+    def ca_path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/secrets/{self.ca_secret}"
+
+    async def _read(self, path: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(path)
+        except ApiError as e:
+            if e.status != 404:
+                raise RuntimeError(f"reading the webhook's Secret {self.namespace}/{name}: "
+                                   f"{e}") from e
+            return None
+
     async def ensure(self) -> Certificates:
         for _ in range(5):
-            try:
-                obj: dict[str, Any] | None = await self.client.get(self.path)
-            except ApiError as e:
-                if e.status != 404:
-                    raise RuntimeError(f"reading the webhook's Secret {self.namespace}/"
-                                       f"{self.secret}: {e}") from e
-                obj = None
-            current = self._parse(obj) if obj is not None else None
+            obj = await self._read(self.path, self.secret)
+            ca_obj = await self._read(self.ca_path, self.ca_secret)
+            current = self._parse(obj, ca_obj)
             fresh = await asyncio.to_thread(renewed, current, self.names, self.now(),
                                             ca_days=self.ca_days,
                                             serving_days=self.serving_days)
-            if fresh is None:
-                assert current is not None
-                return current
+            certs = fresh if fresh is not None else current
+            assert certs is not None
             try:
-                await self._write(obj, fresh)
+                wrote = await self._write(ca_obj, obj, certs)
             except ApiError as e:
                 if e.status in (404, 409):  # another replica wrote first: read theirs
                     continue
-                raise RuntimeError(f"writing the webhook's Secret {self.namespace}/"
-                                   f"{self.secret}: {e}") from e
-            log.info("webhook certificates %s in Secret %s/%s (serving certificate valid "
-                     "until %s)", "created" if current is None else "renewed",
-                     self.namespace, self.secret, validity(fresh.cert)[1].isoformat())
-            return fresh
-        raise RuntimeError(f"the webhook's Secret {self.namespace}/{self.secret} kept "
-                           "changing under us")
+                raise RuntimeError(f"writing the webhook's Secrets {self.namespace}/"
+                                   f"{self.ca_secret} and {self.secret}: {e}") from e
+            if wrote:
+                log.info("webhook certificates %s in Secrets %s/%s and %s (serving "
+                         "certificate valid until %s)",
+                         "created" if current is None else "updated", self.namespace,
+                         self.ca_secret, self.secret,
+                         validity(certs.cert)[1].isoformat())
+            return certs
+        raise RuntimeError(f"the webhook's Secrets {self.namespace}/{self.secret} and "
+                           f"{self.ca_secret} kept changing under us")
 
-    def _parse(self, obj: dict[str, Any]) -> Certificates:
-        data = obj.get("data") or {}
-        names = ((obj.get("metadata") or {}).get("annotations") or {}).get(NAMES_ANNOTATION, "")
-        return Certificates(_unb64(data, "ca.crt"), _unb64(data, "ca.key"),
-                            _unb64(data, "tls.crt"), _unb64(data, "tls.key"),
-                            tuple(n for n in names.split(",") if n))
+    @staticmethod
+    def _parse(obj: dict[str, Any] | None, ca_obj: dict[str, Any] | None
+               ) -> Certificates | None:
+        if obj is None and ca_obj is None:
+            return None
+        data = _data(obj)
+        ca_data = _data(ca_obj) if ca_obj is not None else data  # the old layout
+        names = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+        return Certificates(ca_data.get("ca.crt", ""), ca_data.get("ca.key", ""),
+                            data.get("tls.crt", ""), data.get("tls.key", ""),
+                            tuple(n for n in names.get(NAMES_ANNOTATION, "").split(",") if n))
 
-    async def _write(self, obj: dict[str, Any] | None, c: Certificates) -> None:
+    async def _write(self, ca_obj: dict[str, Any] | None, obj: dict[str, Any] | None,
+                     c: Certificates) -> bool:
+        """Store `c` where it differs from what was read; whether anything was written."""
+        wrote = False
+        ca_data = {"ca.crt": c.ca_bundle, "ca.key": c.ca_key}
+        if ca_obj is None or _data(ca_obj) != ca_data:
+            await self._put(ca_obj, self.ca_secret, "Opaque", ca_data, {})
+            wrote = True
+        data = {"ca.crt": c.ca_bundle, "tls.crt": c.cert, "tls.key": c.key}
+        annotations = {NAMES_ANNOTATION: ",".join(c.names)}
+        stored = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+        if obj is None or _data(obj) != data or \
+                stored.get(NAMES_ANNOTATION) != annotations[NAMES_ANNOTATION]:
+            await self._put(obj, self.secret, "kubernetes.io/tls", data, annotations)
+            wrote = True
+        return wrote
+
+    async def _put(self, obj: dict[str, Any] | None, name: str, type_: str,
+                   data: dict[str, str], annotations: dict[str, str]) -> None:
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": self.secret, "namespace": self.namespace,
+            "apiVersion": "v1", "kind": "Secret", "type": type_,
+            "metadata": {"name": name, "namespace": self.namespace,
                          "labels": {"app.kubernetes.io/part-of": "polsched"},
-                         "annotations": {NAMES_ANNOTATION: ",".join(c.names)}},
-            "data": {"ca.crt": _b64(c.ca_bundle), "ca.key": _b64(c.ca_key),
-                     "tls.crt": _b64(c.cert), "tls.key": _b64(c.key)},
+                         "annotations": annotations},
+            "data": {k: _b64(v) for k, v in data.items()},
         }
         if obj is None:
             await self.client.post(f"/api/v1/namespaces/{self.namespace}/secrets", body)
-        else:
-            body["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
-            await self.client.put(self.path, body)
+            return
+        meta = obj.get("metadata") or {}
+        # Keep what others put on it (labels, annotations); the type stays as created.
+        body["metadata"]["labels"] = {**(meta.get("labels") or {}), **body["metadata"]["labels"]}
+        body["metadata"]["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        body["metadata"]["resourceVersion"] = meta.get("resourceVersion")
+        body["type"] = obj.get("type") or type_
+        await self.client.put(f"/api/v1/namespaces/{self.namespace}/secrets/{name}", body)
+
+    async def changes(self) -> AsyncIterator[None]:
+        """Yields whenever either Secret changes (or is deleted) as the API server sees
+        it: a watch of each, by name, retried with the reflector's backoff."""
+        wake: asyncio.Queue[None] = asyncio.Queue()
+        tasks = [asyncio.get_running_loop().create_task(
+            watch_named(self.client, f"/api/v1/namespaces/{self.namespace}/secrets", n,
+                        lambda _kind, _obj: wake.put_nowait(None)),
+            name=f"polsched-webhook-secret-{n}") for n in (self.secret, self.ca_secret)]
+        try:
+            while True:
+                await wake.get()
+                while not wake.empty():  # a burst of events is one change
+                    wake.get_nowait()
+                yield None
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+
+def _data(obj: dict[str, Any] | None) -> dict[str, str]:
+    """A Secret's data, decoded; a value that is not base64 of UTF-8 text reads as ""."""
+    out: dict[str, str] = {}
+    for k, v in ((obj or {}).get("data") or {}).items():
+        try:
+            out[str(k)] = base64.b64decode(v or "").decode()
+        except (ValueError, UnicodeDecodeError):
+            out[str(k)] = ""
+    return out
+
+
+async def watch_named(client: ApiClient, collection: str, name: str,
+                      on_event: Callable[[str, dict[str, Any]], None]) -> None:
+    """Watch the one object `name` of `collection` (fieldSelector metadata.name, which
+    RBAC authorizes by resourceNames) forever: `on_event(type, object)` for each ADDED,
+    MODIFIED and DELETED; the first event of each watch is the object as it is (a watch
+    from no resourceVersion starts with it). Failures wait the reflector's backoff."""
+    backoff = Backoff()
+    selector = f"metadata.name={name}"
+    while True:
+        retry_after: float | None = None
+        try:
+            async for kind, obj in client.watch(collection, field_selector=selector,
+                                                allow_watch_bookmarks=False):
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    on_event(kind, obj)
+            continue  # the server ended the watch: watch again (a fresh ADDED first)
+        except asyncio.CancelledError:
+            raise
+        except ApiError as e:
+            log.warning("watching %s %s: %s", collection.rsplit("/", 1)[-1], name, e)
+            retry_after = e.retry_after
+        except Exception as e:
+            if is_unreachable(e):
+                client.outage.failed(e)
+            else:
+                log.warning("watching %s %s: %s", collection.rsplit("/", 1)[-1], name, e)
+        await asyncio.sleep(retry_delay(backoff, retry_after))
 
 
 class EphemeralCertificates:
@@ -370,9 +650,16 @@ class EphemeralCertificates:
         assert self._certs is not None
         return self._certs
 
+    async def changes(self) -> AsyncIterator[None]:
+        """Nothing outside the process changes them."""
+        await asyncio.Event().wait()
+        yield None  # pragma: no cover
+
 
 class CertificateSource(Protocol):
     async def ensure(self) -> Certificates: ...
+
+    def changes(self) -> AsyncIterator[None]: ...
 
 
 def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
@@ -386,9 +673,23 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
 
 
 class Publisher(Protocol):
+    """Puts the webhook's client config (its caBundle) into the configuration."""
+
+    client: ApiClient
+    configuration: str
+
     async def __call__(self, config: kopf.WebhookClientConfig) -> None: ...
 
     async def withdraw(self) -> None: ...
+
+    def current(self, obj: dict[str, Any] | None, config: kopf.WebhookClientConfig) -> bool:
+        """Whether the configuration as read (`obj`, None when deleted) carries `config`
+        already, or cannot be helped by publishing it again."""
+        ...
+
+
+def _hook(obj: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((h for h in obj.get("webhooks") or () if h.get("name") == name), None)
 
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
@@ -444,6 +745,15 @@ class URLConfiguration:
         await self.client.patch(f"{CONFIGURATIONS}/{self.configuration}", {"webhooks": []},
                                 "merge")
 
+    def current(self, obj: dict[str, Any] | None, config: kopf.WebhookClientConfig) -> bool:
+        """Deleted, emptied or pointing elsewhere: not current (it is ours to re-create)."""
+        hook = _hook(obj, WEBHOOK_NAME) if obj is not None else None
+        if hook is None:
+            return False
+        cc = hook.get("clientConfig") or {}
+        return bool(cc.get("url") == f"{config.get('url')}/{WEBHOOK_ID}"
+                    and cc.get("caBundle") == config.get("caBundle"))
+
 
 class CABundleInjector:
     """In-cluster: writes the CA bundle into the caBundle of webhook WEBHOOK_NAME of the
@@ -458,6 +768,19 @@ class CABundleInjector:
 
     async def withdraw(self) -> None:
         return None
+
+    def current(self, obj: dict[str, Any] | None, config: kopf.WebhookClientConfig) -> bool:
+        """The caBundle differs: not current. Deleted, or without our webhook: nothing
+        to inject into (the configuration is the install's; it is injected again when
+        it comes back)."""
+        if obj is None:
+            log.warning("ValidatingWebhookConfiguration %s was deleted; its caBundle is "
+                        "set again once it is re-created", self.configuration)
+            return True
+        hook = _hook(obj, self.webhook)
+        if hook is None:
+            return True
+        return bool((hook.get("clientConfig") or {}).get("caBundle") == config.get("caBundle"))
 
     async def __call__(self, config: kopf.WebhookClientConfig) -> None:
         ca_bundle_b64 = config.get("caBundle")
@@ -505,13 +828,15 @@ class ManagedWebhookServer:
                  service: tuple[str, str, int] | None = None,
                  publish: Publisher | None = None,
                  check_interval: float = CHECK_INTERVAL,
-                 ca_switch_delay: float = CA_SWITCH_DELAY) -> None:
+                 ca_switch_delay: float = CA_SWITCH_DELAY,
+                 backoff: Callable[[], Backoff] = Backoff) -> None:
         self.host, self.port = split_listen(listen)
         self.manager = manager
         self.service = service
         self.publish = publish
         self.check_interval = check_interval
         self.ca_switch_delay = ca_switch_delay
+        self.backoff = backoff
 
     async def _publish(self, certs: Certificates) -> bool:
         if self.publish is None:
@@ -522,6 +847,23 @@ class ManagedWebhookServer:
         except Exception as e:  # serve anyway; try again at the next check
             log.warning("webhook CA bundle not published: %s", e)
             return False
+
+    async def _first_certificates(self) -> Certificates:
+        """The certificates to start serving with. A failure to read or write the Secrets
+        (the API server restarting, RBAC missing a grant) is retried with the reflector's
+        backoff, never raised: the webhook task ending would end the process, and with it
+        the scheduling of every policy."""
+        backoff = self.backoff()
+        while True:
+            try:
+                return await self.manager.ensure()
+            except Exception as e:
+                cause = e if isinstance(e, ApiError) else e.__cause__
+                delay = retry_delay(backoff, cause.retry_after
+                                    if isinstance(cause, ApiError) else None)
+                log.warning("webhook certificates not ready, not serving the webhook yet "
+                            "(again in %.0fs): %s", delay, e)
+                await asyncio.sleep(delay)
 
     def client_config(self, certs: Certificates) -> kopf.WebhookClientConfig:
         config = kopf.WebhookClientConfig(caBundle=_b64(certs.ca_bundle))
@@ -538,13 +880,34 @@ class ManagedWebhookServer:
         async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
             return await kopf.WebhookServer._serve(fn, request)
 
-        certs = await self.manager.ensure()
+        certs = await self._first_certificates()
         context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
         load_into(context, certs)
         app = aiohttp.web.Application()
         app.add_routes([aiohttp.web.post("/{id:.*}", serve)])
         runner = aiohttp.web.AppRunner(app, handle_signals=False)
         await runner.setup()
+        wake = asyncio.Event()
+        drifted = False
+        drift_backoff = self.backoff()
+        watchers: list[asyncio.Task[None]] = []
+
+        def on_configuration(kind: str, obj: dict[str, Any]) -> None:
+            """The configuration was re-created, edited or deleted: check it now."""
+            nonlocal drifted
+            assert self.publish is not None
+            if not self.publish.current(None if kind == "DELETED" else obj,
+                                        self.client_config(certs)):
+                log.warning("ValidatingWebhookConfiguration %s %s without this webhook's "
+                            "CA bundle: publishing it again", self.publish.configuration,
+                            "deleted" if kind == "DELETED" else "changed")
+                drifted = True
+                wake.set()
+
+        async def on_secrets() -> None:
+            async for _ in self.manager.changes():
+                wake.set()
+
         try:
             site = aiohttp.web.TCPSite(runner, self.host, self.port, ssl_context=context,
                                        reuse_address=True)
@@ -554,28 +917,59 @@ class ManagedWebhookServer:
                      f" (Service {self.service[0]}/{self.service[1]}:{self.service[2]})")
             published = await self._publish(certs)
             yield self.client_config(certs)
+            loop = asyncio.get_running_loop()
+            watchers.append(loop.create_task(on_secrets(), name="polsched-webhook-secrets"))
+            if self.publish is not None:
+                watchers.append(loop.create_task(
+                    watch_named(self.publish.client, CONFIGURATIONS,
+                                self.publish.configuration, on_configuration),
+                    name="polsched-webhook-configuration"))
             while True:
-                await asyncio.sleep(self.check_interval if published else
-                                    min(self.check_interval, 5.0))
+                # A check every check_interval, at once when a Secret or the configuration
+                # changed, soon while the CA bundle is not published yet.
+                try:
+                    await asyncio.wait_for(wake.wait(), self.check_interval if published
+                                           else min(self.check_interval, 5.0))
+                except TimeoutError:
+                    # The periodic check publishes again too (a no-op when the bundle is
+                    # there): the configuration's watch may be failing, say for a grant.
+                    published = False
+                wake.clear()
                 try:
                     fresh = await self.manager.ensure()
                 except Exception as e:  # keep serving what we have; try again later
-                    log.warning("webhook certificates not renewed: %s", e)
+                    log.warning("webhook certificates not checked: %s", e)
                     continue
+                if drifted:
+                    # Two writers that disagree (say, two local processes claiming the
+                    # configuration) would otherwise rewrite it back and forth at once.
+                    await asyncio.sleep(drift_backoff.step())
+                    drifted, published = False, False
                 if fresh == certs:
                     if not published:
                         published = await self._publish(certs)
                     continue
                 if fresh.ca_bundle != certs.ca_bundle or not published:
                     published = await self._publish(fresh)
-                    yield self.client_config(fresh)
+                    if fresh.ca_bundle != certs.ca_bundle:  # kopf hears of a new config
+                        yield self.client_config(fresh)
                     if fresh.ca != certs.ca:
                         await asyncio.sleep(self.ca_switch_delay)
-                if fresh.cert != certs.cert:
-                    load_into(context, fresh)
-                    log.info("webhook now serves its renewed certificate")
+                if fresh.cert != certs.cert or fresh.key != certs.key:
+                    try:
+                        load_into(context, fresh)
+                        log.info("webhook now serves its renewed certificate")
+                    except (ssl.SSLError, OSError) as e:  # checked by renewed(): not expected
+                        log.error("webhook certificate not loaded, still serving the "
+                                  "previous one: %s", e)
+                        continue
                 certs = fresh
         finally:
+            for t in watchers:  # before withdraw(): its own edit is no drift
+                t.cancel()
+            for t in watchers:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
             if self.publish is not None:
                 try:
                     await self.publish.withdraw()

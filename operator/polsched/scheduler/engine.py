@@ -51,6 +51,7 @@ from polsched.scheduler.events import (
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
     WARNING,
+    EventBudget,
     EventRecorder,
     rfc3339,
 )
@@ -175,6 +176,8 @@ class Engine(CacheListener):
         # server alike) and fell behind (13 229 of 30 000 at scale, bench/NOTES.md).
         self._event_concurrency = max(bind_concurrency, 1)
         self._event_writes = asyncio.Semaphore(self._event_concurrency)
+        # Event writes waiting, across policies: bounded as one broadcaster's queue.
+        self._event_budget = EventBudget()
         # What every policy's plugins are built with (framework.Handle).
         # Pods that Permit plugins hold, by uid, across policies (uids are unique).
         self.waiting_pods: dict[str, bc.WaitingPod] = {}
@@ -271,7 +274,7 @@ class Engine(CacheListener):
                                          if n != name])
         if s is None:
             recorder = EventRecorder(self.client, name, concurrency=self._event_concurrency,
-                                     shared=self._event_writes)
+                                     shared=self._event_writes, budget=self._event_budget)
             s = _Scheduler(policy, pipeline, recorder,
                            Counters(**vars(counters)) if counters else Counters(),
                            self._journal)

@@ -14,7 +14,21 @@ SchedulerError for errors) through a strategic-merge patch of pods/status, skipp
 the condition would not change (schedule_one.go updatePod, podutil.UpdatePodCondition).
 
 Every write runs in the background, at most `concurrency` at a time: the scheduling cycle
-never waits on the API server.
+never waits on the API server. Events take their tokens from the client's event bucket
+(ApiClient.event_limiter), as kube-scheduler's events go through a client of their own.
+
+A flood of events cannot grow memory without limit (client-go tools/events and
+tools/record):
+- at most 1000 event writes wait (event_broadcaster.go maxQueuedEvents), across the
+  recorders sharing an EventBudget (the engine's policies: one per process, as one
+  broadcaster); a new event beyond that is dropped (watch.DropIfChannelFull);
+- a pod's new events pass a spam filter (record.EventSourceObjectSpamFilter: a token
+  bucket per object, burst 25, then one per 5 minutes, for the 4096 objects seen last);
+  repeats of one event only count up its series and are not filtered;
+- at most `max_series` (4096, record's maxLruCacheEntries) series are remembered, the
+  least recently seen forgotten first.
+Drops are counted in polsched_events_dropped_total{controller,reason}. PodScheduled
+condition patches are never dropped: they carry the pod's state, not a message.
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -35,6 +50,7 @@ from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework.pipeline import truncate_message
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
+from polsched.scheduler import metrics
 from polsched.scheduler.writers import wants_writer
 
 log = logging.getLogger(__name__)
@@ -47,6 +63,13 @@ REASON_SCHEDULER_ERROR = "SchedulerError"
 
 SERIES_FINISH_SECONDS = 6 * 60.0
 _RETRIES = 3
+# client-go tools/events event_broadcaster.go maxQueuedEvents
+MAX_QUEUED_EVENTS = 1000
+# client-go tools/record events_cache.go: maxLruCacheEntries, defaultSpamBurst,
+# defaultSpamQPS
+MAX_CACHED = 4096
+SPAM_BURST = 25
+SPAM_QPS = 1 / 300
 
 
 def micro_time(t: float) -> str:
@@ -139,6 +162,42 @@ def _encode_reference(pod: PodInfo) -> str:
                     q(pod.resource_version), "}"))
 
 
+class EventBudget:
+    """How many event writes may wait for the API server, shared by the recorders of one
+    process as client-go's one broadcaster per process (maxQueuedEvents)."""
+
+    def __init__(self, limit: int = MAX_QUEUED_EVENTS) -> None:
+        self.limit = max(limit, 1)
+        self.queued = 0
+
+    @property
+    def full(self) -> bool:
+        return self.queued >= self.limit
+
+
+class SpamFilter:
+    """record.EventSourceObjectSpamFilter: a token bucket per object (`burst` events, then
+    `qps` per second), for the `size` objects seen last (an LRU)."""
+
+    def __init__(self, burst: int = SPAM_BURST, qps: float = SPAM_QPS,
+                 size: int = MAX_CACHED) -> None:
+        self.burst = burst
+        self.qps = qps
+        self.size = size
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+
+    def allow(self, key: str, now: float) -> bool:
+        tokens, at = self._buckets.pop(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - at) * self.qps)
+        allowed = tokens >= 1.0
+        if allowed:
+            tokens -= 1.0
+        self._buckets[key] = (tokens, now)  # most recent last
+        if len(self._buckets) > self.size:
+            del self._buckets[next(iter(self._buckets))]
+        return allowed
+
+
 @dataclass
 class _Series:
     namespace: str
@@ -152,7 +211,9 @@ class EventRecorder:
     def __init__(self, client: ApiClient, reporting_controller: str, *,
                  concurrency: int = 96, series_flush: float = 30.0,
                  clock: Callable[[], float] = time.time,
-                 shared: asyncio.Semaphore | None = None) -> None:
+                 shared: asyncio.Semaphore | None = None,
+                 budget: EventBudget | None = None, max_series: int = MAX_CACHED,
+                 spam_filter: SpamFilter | None = None) -> None:
         self._client = client
         self.reporting_controller = reporting_controller
         self.reporting_instance = f"{reporting_controller}-{socket.gethostname()}"[:128]
@@ -163,7 +224,14 @@ class EventRecorder:
         # as writes find them busy): a task per event was a visible share of the CPU per
         # pod. As many as the engine's binds in flight by default: a backlog's events keep
         # pace with its binds only with as many in flight.
-        self._queue: asyncio.Queue[Coroutine[Any, Any, None]] = asyncio.Queue()
+        # (the write, whether it is an event: those count against max_queued)
+        self._queue: asyncio.Queue[tuple[Coroutine[Any, Any, None], bool]] = asyncio.Queue()
+        # Event writes waiting, here and in the recorders sharing the budget.
+        self._budget = budget or EventBudget()
+        self._queued_events = 0  # of them, this recorder's
+        self._max_series = max(max_series, 1)
+        self._spam = spam_filter or SpamFilter()
+        self.dropped = 0  # events not written (queue full or spam)
         self._workers: list[asyncio.Task[None]] = []
         self._idle = 0  # writers waiting for a write
         # Writes in flight across the recorders that share it (the engine's policies), so
@@ -187,21 +255,55 @@ class EventRecorder:
         involved (the preemptor of a Preempted event)."""
         now = self._clock()
         key = (type_, action, reason, pod.uid, note)
-        series = self._series.get(key)
+        series = self._series.pop(key, None)
         if series is not None and now - series.last < SERIES_FINISH_SECONDS:
+            self._series[key] = series  # the most recently seen last
             series.count += 1
             series.last = now
-            if series.count == 2:  # upstream patches the series at its second occurrence
-                self._spawn(self._write_series(series))
+            # Upstream patches the series at its second occurrence; with the queue full,
+            # the flusher writes the count later (nothing is lost but time).
+            if series.count == 2 and not self._budget.full:
+                self._spawn(self._write_series(series), event=True)
             self._ensure_flusher()
+            return
+        if not self._spam.allow(pod.uid or f"{pod.namespace}/{pod.name}", now):
+            self._drop("spam")
+            return
+        if not self._room():
             return
         ns = pod.namespace or "default"
         name = f"{pod.name}.{time.time_ns():x}"
         body = encode_event(name, ns, micro_time(now), self.reporting_controller,
                             self.reporting_instance, action, reason, pod, note, type_, related)
         self._series[key] = _Series(ns, name, 1, now, 1)
-        self._spawn(self._create(ns, name, body))
+        if len(self._series) > self._max_series:
+            del self._series[next(iter(self._series))]  # the least recently seen
+        self._spawn(self._create(ns, name, body), event=True)
         self._ensure_flusher()
+
+    def _room(self) -> bool:
+        """Whether one more event write may wait; counts the drop when not."""
+        if not self._budget.full:
+            return True
+        self._drop("queue_full")
+        return False
+
+    def _drop(self, reason: str) -> None:
+        self.dropped += 1
+        metrics.event_dropped(self.reporting_controller, reason)
+        if self.dropped == 1 or self.dropped % 1000 == 0:
+            log.warning("events of %s dropped (%s): %d so far", self.reporting_controller,
+                        reason, self.dropped)
+
+    @property
+    def queued_events(self) -> int:
+        """Event writes waiting for a writer."""
+        return self._queued_events
+
+    @property
+    def pending_writes(self) -> int:
+        """Every write waiting for a writer: events and pod condition patches."""
+        return self._queue.qsize()
 
     def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str,
                                 nominated_node_name: str | None = None) -> None:
@@ -233,8 +335,11 @@ class EventRecorder:
         self._spawn(self._patch_status(path, patch))
 
     # -- plumbing -------------------------------------------------------------------------
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        self._queue.put_nowait(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, None], event: bool = False) -> None:
+        if event:
+            self._queued_events += 1
+            self._budget.queued += 1
+        self._queue.put_nowait((coro, event))
         self._grow()
 
     def _grow(self) -> None:
@@ -250,9 +355,12 @@ class EventRecorder:
         while True:
             self._idle += 1
             try:
-                coro = await queue.get()
+                coro, event = await queue.get()
             finally:
                 self._idle -= 1
+            if event:
+                self._queued_events -= 1
+                self._budget.queued -= 1
             try:
                 if self._shared is None:
                     await coro
@@ -268,11 +376,13 @@ class EventRecorder:
     async def _call(self, what: str, fn: Callable[[], Coroutine[Any, Any, Json]]) -> Json | None:
         delay = 0.5
         for attempt in range(_RETRIES):
+            retry_after: float | None = None
             try:
                 return await fn()
             except ApiError as err:
                 if err.status < 500 and err.status != 429 or attempt == _RETRIES - 1:
                     raise
+                retry_after = err.retry_after
             except (aiohttp.ClientError, TimeoutError) as err:
                 if attempt == _RETRIES - 1:
                     if is_unreachable(err):  # an outage: ApiClient.outage says so once
@@ -280,7 +390,9 @@ class EventRecorder:
                     else:
                         log.warning("%s failed: %s", what, err)
                     return None
-            await asyncio.sleep(delay)
+            # Jittered as event_broadcaster.go attemptRecording (wait.Jitter(sleep, 0.25)),
+            # so that many recorders do not retry in step; at least the Retry-After.
+            await asyncio.sleep(max(delay * (1 + 0.25 * random.random()), retry_after or 0.0))
             delay *= 2
         return None
 
@@ -289,7 +401,7 @@ class EventRecorder:
 
         async def post() -> Json:
             # The created Event comes back whole; nobody reads it.
-            await self._client.send("POST", path, body)
+            await self._client.send("POST", path, body, events=True)
             return {}
 
         try:
@@ -302,8 +414,8 @@ class EventRecorder:
         path = f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events/{s.name}"
         patch = {"series": {"count": count, "lastObservedTime": micro_time(last)}}
         try:
-            await self._call("event series", lambda: self._client.patch(path, patch,
-                                                                         "strategic"))
+            await self._call("event series", lambda: self._client.patch(
+                path, patch, "strategic", events=True))
             s.written_count = max(s.written_count, count)
         except ApiError as err:
             # NotFound: the event expired (TTL) or was deleted; upstream creates it again,
@@ -332,9 +444,9 @@ class EventRecorder:
         """Write series counts not yet written; drop series that have finished."""
         now = self._clock()
         for key, s in list(self._series.items()):
-            if s.count > s.written_count:
+            if s.count > s.written_count and not self._budget.full:
                 s.written_count = s.count
-                self._spawn(self._write_series(s))
+                self._spawn(self._write_series(s), event=True)
             if final or now - s.last >= SERIES_FINISH_SECONDS:
                 del self._series[key]
 
@@ -353,7 +465,11 @@ class EventRecorder:
                     await t
             self._workers = []
             while not self._queue.empty():  # not written in time: dropped
-                self._queue.get_nowait().close()
+                coro, event = self._queue.get_nowait()
+                coro.close()
+                if event:
+                    self._queued_events -= 1
+                    self._budget.queued -= 1
                 self._queue.task_done()
         if self._flusher is not None:
             with contextlib.suppress(asyncio.CancelledError):

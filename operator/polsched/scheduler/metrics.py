@@ -190,6 +190,14 @@ GC_FROZEN = Gauge(
     "polsched_gc_frozen_objects",
     "Objects moved out of the collector's passes once the cache had synced (gc.freeze)")
 
+# The event recorder's bound (scheduler/events.py): events not written, and why.
+EVENTS_DROPPED = Counter(
+    "polsched_events_dropped_total",
+    "Events recorded but not written to the API server, by reporting controller (the "
+    "policy's schedulerName) and reason: queue_full (1000 writes already waiting, as "
+    "client-go's event broadcaster drops) or spam (the pod's events over the spam filter's "
+    "budget, as client-go's EventSourceObjectSpamFilter)")
+
 # The load-aware scorers' whole API cost: one request per polling interval, whatever the
 # number of pods (cluster.node_metrics).
 NODE_METRICS_REQUESTS = Counter(
@@ -201,7 +209,8 @@ ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, NODE_METRICS_REQUESTS)
+    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
+    NODE_METRICS_REQUESTS)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -243,6 +252,11 @@ def forget_policy(policy: str) -> None:
     for gauge in (FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT,
                   FIRST_DECISION_IDLE):
         gauge.values.pop(labels, None)
+
+
+def event_dropped(controller: str, reason: str) -> None:
+    """The recorder of `controller` dropped an event: reason "queue_full" or "spam"."""
+    EVENTS_DROPPED.inc((("controller", controller), ("reason", reason)))
 
 
 def preemption_attempt() -> None:
@@ -309,11 +323,13 @@ def import_server() -> None:
 
 
 async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
-                healthy: Callable[[], bool] = lambda: True) -> web.AppRunner:
+                healthy: Callable[[], bool] = lambda: True, *,
+                with_metrics: bool = True) -> web.AppRunner:
     """Serve /metrics, /healthz and /readyz on `listen` (HOST:PORT; port 0 picks a free
     one: read it from the runner's addresses). /readyz answers 200 once `ready()` is true
-    (the cache has synced), /healthz while `healthy()` is. Stop with `await
-    runner.cleanup()`."""
+    (the cache has synced), /healthz while `healthy()` is. `with_metrics=False`: the
+    probes only (--health-listen: what kubelet reaches on the pod's IP tells nothing but
+    ok). Stop with `await runner.cleanup()`."""
     from aiohttp import web
 
     async def metrics(_: web.Request) -> web.Response:
@@ -327,7 +343,8 @@ async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
         return handler
 
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
+    if with_metrics:
+        app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", probe(healthy))  # type: ignore[arg-type]
     app.router.add_get("/readyz", probe(ready))  # type: ignore[arg-type]
     host, port = parse_listen(listen)

@@ -1,5 +1,6 @@
-"""--metrics-listen: the default address is best effort, an explicit one must bind, and an
-empty one turns the endpoints off."""
+"""--metrics-listen: the default address is best effort and on loopback only, an explicit
+one must bind, and an empty one turns the endpoints off; --health-listen serves the probes
+alone."""
 
 from __future__ import annotations
 
@@ -61,3 +62,70 @@ def test_serves_on_the_address_given() -> None:
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def non_loopback_address() -> str | None:
+    """An address of this machine beyond loopback (the interface of its default route)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # UDP: nothing is sent
+        except OSError:
+            return None
+        addr = str(s.getsockname()[0])
+    return None if addr.startswith("127.") or addr == "0.0.0.0" else addr
+
+
+async def get(host: str, port: int, path: str) -> str:
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+    status = (await reader.readline()).decode()
+    writer.close()
+    return status
+
+
+def test_metrics_are_not_reachable_beyond_loopback_by_default() -> None:
+    """`polsched run` without --metrics-listen: /metrics answers on loopback, and a
+    connection to the machine's own non-loopback address is refused. (The port is made
+    free-for-the-test; the host is the real default's.)"""
+    from polsched.controller import options
+
+    other = non_loopback_address()
+    if other is None:
+        pytest.skip("this machine has no address beyond loopback")
+    host = options.DEFAULT_METRICS_LISTEN.rpartition(":")[0]
+
+    async def main() -> None:
+        with mock.patch.object(operator, "DEFAULT_METRICS_LISTEN", f"{host}:0"):
+            runner = await operator.serve_metrics(None, lambda: True)
+        assert runner is not None
+        try:
+            port = runner.addresses[0][1]
+            assert " 200 " in await get("127.0.0.1", port, "/metrics")
+            with pytest.raises(OSError):
+                await get(other, port, "/metrics")
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_health_listen_serves_the_probes_and_not_the_metrics() -> None:
+    async def main() -> None:
+        runner = await operator.serve_metrics("", lambda: True, health_listen="127.0.0.1:0")
+        assert runner is not None
+        try:
+            port = runner.addresses[0][1]
+            assert " 200 " in await get("127.0.0.1", port, "/healthz")
+            assert " 200 " in await get("127.0.0.1", port, "/readyz")
+            assert " 404 " in await get("127.0.0.1", port, "/metrics")
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_health_listen_that_cannot_bind_ends_the_process() -> None:
+    s, port = taken_port()
+    with s, pytest.raises(SystemExit, match=f"--health-listen 127.0.0.1:{port}"):
+        asyncio.run(operator.serve_metrics("", lambda: True,
+                                           health_listen=f"127.0.0.1:{port}"))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from polsched.controller import webhook
 from polsched.controller.webhook import (
     Certificates,
     first_pem,
@@ -87,3 +88,139 @@ def test_a_short_lived_certificate_is_renewed_at_once(fresh: Certificates) -> No
     short = Certificates(fresh.ca_bundle, fresh.ca_key, cert, key, fresh.names)
     out = renewed(short, NAMES, NOW)
     assert out is not None and out.cert != cert and out.ca == fresh.ca
+
+
+# -- whatever is invalid is made again (cert-controller's rotator) -----------------------
+
+@pytest.fixture(scope="module")
+def stranger() -> Certificates:
+    """Certificates of another CA, for mismatches."""
+    certs = renewed(None, NAMES, NOW)
+    assert certs is not None
+    return certs
+
+
+def replace(c: Certificates, **fields: str) -> Certificates:
+    values = {"ca_bundle": c.ca_bundle, "ca_key": c.ca_key, "cert": c.cert, "key": c.key}
+    values.update(fields)
+    return Certificates(names=c.names, **values)
+
+
+def serves(out: Certificates) -> bool:
+    """The key is the certificate's, the CA signed it, and it names the Service."""
+    return (webhook.key_matches(out.cert, out.key) and webhook.signed_by(out.cert, out.ca)
+            and verifies(out.ca_bundle, out.cert, NAMES[0]))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("cert", "garbage"),
+    ("cert", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+    ("key", "not a key"),
+    ("cert", ""),
+])
+def test_a_garbage_serving_certificate_or_key_is_made_again(
+        fresh: Certificates, field: str, value: str) -> None:
+    out = renewed(replace(fresh, **{field: value}), NAMES, NOW)
+    assert out is not None
+    assert out.ca == fresh.ca and out.ca_key == fresh.ca_key  # the CA is fine: kept
+    assert serves(out)
+
+
+def test_a_key_of_another_certificate_is_made_again(fresh: Certificates,
+                                                    stranger: Certificates) -> None:
+    out = renewed(replace(fresh, key=stranger.key), NAMES, NOW)
+    assert out is not None and out.ca == fresh.ca and serves(out)
+
+
+def test_a_certificate_of_another_ca_is_made_again(fresh: Certificates,
+                                                   stranger: Certificates) -> None:
+    out = renewed(replace(fresh, cert=stranger.cert, key=stranger.key), NAMES, NOW)
+    assert out is not None and out.ca == fresh.ca and out.cert != stranger.cert
+    assert serves(out)
+
+
+def test_a_certificate_for_other_names_is_made_again(fresh: Certificates) -> None:
+    cert, key = webhook.new_serving(fresh.ca, fresh.ca_key, ["elsewhere.example"])
+    out = renewed(replace(fresh, cert=cert, key=key), NAMES, NOW)
+    assert out is not None and serves(out)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("ca_bundle", "garbage"),
+    ("ca_key", "garbage"),
+    ("ca_key", ""),
+])
+def test_a_garbage_ca_is_replaced_and_everything_signed_again(
+        fresh: Certificates, field: str, value: str) -> None:
+    out = renewed(replace(fresh, **{field: value}), NAMES, NOW)
+    assert out is not None
+    assert out.ca != fresh.ca and out.cert != fresh.cert
+    assert "garbage" not in out.ca_bundle
+    assert serves(out)
+
+
+def test_a_ca_key_of_another_ca_is_replaced(fresh: Certificates,
+                                            stranger: Certificates) -> None:
+    out = renewed(replace(fresh, ca_key=stranger.ca_key), NAMES, NOW)
+    assert out is not None and out.ca != fresh.ca and out.ca != stranger.ca
+    assert serves(out)
+
+
+def test_a_serving_certificate_is_not_a_ca(fresh: Certificates) -> None:
+    out = renewed(replace(fresh, ca_bundle=fresh.cert, ca_key=fresh.key), NAMES, NOW)
+    assert out is not None and out.ca != fresh.cert and serves(out)
+
+
+def test_garbage_in_the_bundle_is_dropped_and_the_rest_kept(fresh: Certificates) -> None:
+    out = renewed(replace(fresh, ca_bundle=fresh.ca_bundle + "junk\n"), NAMES, NOW)
+    assert out is not None
+    assert out.ca_bundle == fresh.ca_bundle and out.cert == fresh.cert
+
+
+def test_the_server_waits_for_certificates_instead_of_ending() -> None:
+    """A Secret that cannot be read yet (the API server restarting, a grant missing) is
+    retried: the webhook task does not end, which would end the process."""
+    import asyncio
+    import socket
+    from collections.abc import AsyncIterator
+    from typing import Any
+
+    from polsched.cluster.backoff import Backoff
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def ensure(self) -> Certificates:
+            self.calls += 1
+            if self.calls < 3:
+                raise RuntimeError("reading the webhook's Secret: 503 ServiceUnavailable")
+            certs = renewed(None, ["127.0.0.1"], NOW)
+            assert certs is not None
+            return certs
+
+        async def changes(self) -> AsyncIterator[None]:
+            await asyncio.Event().wait()
+            yield None
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    source = Flaky()
+
+    async def main() -> Any:
+        server = webhook.ManagedWebhookServer(
+            f"127.0.0.1:{port}", source, backoff=lambda: Backoff(initial=0.01, cap=0.02))
+
+        async def fn(*_: Any, **__: Any) -> Any:
+            return {}
+
+        agen = server(fn)
+        try:
+            return await asyncio.wait_for(agen.__anext__(), 30)
+        finally:
+            await agen.aclose()  # type: ignore[attr-defined]
+
+    config = asyncio.run(main())
+    assert source.calls == 3
+    assert config["url"] == f"https://127.0.0.1:{port}"
