@@ -13,24 +13,21 @@ A difference that docs/differences.md lists on purpose (DOCUMENTED) is counted a
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from conformance.runner import PodResult, ScenarioResult
 from conformance.scenarios import PRIORITY_CLASSES, Scenario
 from polsched.objects import Json
 
-FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims")
+FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims", "devices")
 
 # Differences that docs/differences.md lists on purpose, recognised by what polsched says:
 # (family, why, predicate on the scenario's pod spec and polsched's result).
-DOCUMENTED: list[tuple[str, str, Callable[[Json, PodResult], bool]]] = [
-    ("dra", "polsched does not allocate ResourceClaims (docs/differences.md): every pod "
-            "with spec.resourceClaims is UnschedulableAndUnresolvable with its own message",
-     lambda spec, p: bool(spec.get("resourceClaims")) and p.outcome == "Unschedulable"
-     and "does not allocate ResourceClaims" in p.message),
-]
+DOCUMENTED: list[tuple[str, str, Callable[[Json, PodResult], bool]]] = []
 
 
 @dataclass
@@ -75,10 +72,22 @@ def _preemption_tie(k: PodResult, p: PodResult, priorities: dict[str, int]) -> b
     return rank(k.victims) == rank(p.victims)
 
 
+# The random suffix of a generated name (apiserver's generateName: 5 characters of this
+# alphabet), e.g. of the ResourceClaim that kube-controller-manager makes from a template
+# ("<pod>-<claim>-x7k2q"): it differs between the two control planes.
+_GENERATED = re.compile(r"(?<=-)[bcdfghjklmnpqrstvwxz2456789]{5}\b")
+
+
+def _same(k: Any, p: Any) -> bool:
+    if isinstance(k, str) and isinstance(p, str):
+        return _GENERATED.sub("*", k) == _GENERATED.sub("*", p)
+    return bool(k == p)
+
+
 def compare_pod(k: PodResult, p: PodResult, priorities: dict[str, int] | None = None
                 ) -> tuple[list[str], bool]:
     """(fields that differ, whether the choice of node was a tie on either side)."""
-    diff = [f for f in FIELDS if getattr(k, f) != getattr(p, f)]
+    diff = [f for f in FIELDS if not _same(getattr(k, f), getattr(p, f))]
     tie = False
     if priorities is not None and _preemption_tie(k, p, priorities):
         kn, pn = k.nominated or k.node or "", p.nominated or p.node or ""
@@ -89,6 +98,8 @@ def compare_pod(k: PodResult, p: PodResult, priorities: dict[str, int] | None = 
     if k.node and p.node:
         if k.unique is False or p.unique is False:
             tie = True
+            if k.node != p.node and "devices" in diff:
+                diff.remove("devices")  # another node, so other pools
         elif k.node != p.node:
             diff.append("node")
     elif k.node != p.node:

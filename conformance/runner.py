@@ -99,6 +99,9 @@ _PATHS = {
     "RuntimeClass": ("/apis/node.k8s.io/v1/runtimeclasses", False),
     "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True),
+    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+                              True),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
 }
 
 
@@ -125,6 +128,9 @@ class PodResult:
     scores: dict[str, int] = field(default_factory=dict)  # kube only (from its log)
     # Gated pods, before their gates were removed: what the pod looked like.
     gated: str | None = None
+    # A bound pod's claims: "claim-in-pod/request: pool/device" per allocated device, as
+    # the claims' status.allocation says (DRA).
+    devices: list[str] = field(default_factory=list)
     error: str | None = None  # the runner's own trouble (an API error creating the pod)
 
     def to_json(self) -> Json:
@@ -370,6 +376,8 @@ class Side:
                                       body={"gracePeriodSeconds": 0})
         await self.client.request("DELETE", "/api/v1/nodes",
                                   params={"labelSelector": scn.NODE_LABEL})
+        await self.client.request("DELETE", "/apis/resource.k8s.io/v1/resourceslices",
+                                  params={"labelSelector": scn.NODE_LABEL})
         self._prev_namespaces = []
 
     # -- the log of kube-scheduler ----------------------------------------------------------
@@ -535,6 +543,7 @@ class Side:
                 await self.delete_pod(ns, name, uid)
         else:
             self._tie(res, pod)
+            res.devices = await self._devices(pod)
         res.victims = sorted(f"{d['metadata']['namespace']}/{d['metadata']['name']}"
                              for d in self.deleted[deleted_mark:]
                              if d["metadata"]["uid"] not in self.own_deletes)
@@ -542,6 +551,40 @@ class Side:
             notes = await self.until(lambda: self.events.get(uid), EVENT_TIMEOUT)
             res.event = notes[0] if notes else None
         return res
+
+    async def _devices(self, pod: Json) -> list[str]:
+        """The devices a bound pod's claims got (status.allocation of each claim)."""
+        assert self.client is not None
+        spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
+        if not spec_claims:
+            return []
+        ns = pod["metadata"]["namespace"]
+        path = f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}"
+        current = await self.client.get(path)
+        generated = {s["name"]: s.get("resourceClaimName") for s in
+                     (current.get("status") or {}).get("resourceClaimStatuses") or []}
+        out = []
+        for pc in spec_claims:
+            name = pc.get("resourceClaimName") or generated.get(pc["name"])
+            if not name:
+                out.append(f"{pc['name']}: no claim")
+                continue
+            try:
+                claim = await self.client.get(
+                    f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")
+            except ApiError as e:
+                out.append(f"{pc['name']}: {e.status}")
+                continue
+            alloc = (claim.get("status") or {}).get("allocation")
+            if not alloc:
+                out.append(f"{pc['name']}: not allocated")
+                continue
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                used = ",".join(f"{k}={v}" for k, v in
+                                sorted((r.get("consumedCapacity") or {}).items()))
+                out.append(f"{pc['name']}/{r['request']}: {r['pool']}/{r['device']}"
+                           + (f" ({used})" if used else ""))
+        return out
 
     async def _check_gated(self, ns: str, key: str, uid: str) -> str:
         """Send a probe through the queue behind the gated pod; then say how the gated

@@ -646,24 +646,126 @@ def fam_unschedulable(b: Builder) -> None:
                 {"operator": "Exists"}, {"key": UNSCHEDULABLE_TAINT, "operator": "Exists"}])]
 
 
-def fam_dra(b: Builder) -> None:
+DRA_DRIVER = "gpu.example.com"
+
+
+def _dra_request(b: Builder, name: str) -> Json:
+    """One request of a claim: a count, sometimes a selector on the devices' attributes
+    or capacity, sometimes all devices, sometimes a prioritized list."""
     r = b.rng
-    b.nodes(r.randint(1, 3))
-    ns = b.namespace("a")
-    claim = f"{b.p}-claim"
-    if b.maybe(0.6):
+    sel = r.choice([
+        None, None,
+        f'device.attributes["{DRA_DRIVER}"].model == "{r.choice(["a100", "h100"])}"',
+        f'device.capacity["{DRA_DRIVER}"].memory.compareTo('
+        f'quantity("{r.choice(["40Gi", "80Gi"])}")) >= 0',
+        f'device.attributes["{DRA_DRIVER}"].numa == {r.randint(0, 1)}',
+        f'cel.bind(g, device.attributes["{DRA_DRIVER}"], g.model == "h100" || g.numa == 0)',
+    ])
+    exactly: Json = {"deviceClassName": DEVICE_CLASS}
+    if b.maybe(0.1):
+        exactly["allocationMode"] = "All"
+    else:
+        exactly["allocationMode"] = "ExactCount"
+        exactly["count"] = r.choice([1, 1, 1, 2, 3])
+    if sel:
+        exactly["selectors"] = [{"cel": {"expression": sel}}]
+    if b.maybe(0.3):
+        exactly["tolerations"] = [r.choice([
+            {"key": "ecc", "operator": "Exists", "effect": "NoSchedule"},
+            {"operator": "Exists"}, {"key": "ecc", "operator": "Equal", "value": "bad"}])]
+    if b.maybe(0.2):
+        # consumable capacity: a share of a device that allows multiple allocations
+        exactly["capacity"] = {"requests": {"memory": r.choice(["10Gi", "20Gi", "40Gi"])}}
+    if b.maybe(0.15):
+        subs = []
+        for i, model in enumerate(r.sample(["a100", "h100"], k=2)):
+            subs.append({"name": f"s{i}", "deviceClassName": DEVICE_CLASS,
+                         "allocationMode": "ExactCount", "count": r.choice([1, 2]),
+                         "selectors": [{"cel": {"expression":
+                                        f'device.attributes["{DRA_DRIVER}"].model == "{model}"'}}]})
+        return {"name": name, "firstAvailable": subs}
+    return {"name": name, "exactly": exactly}
+
+
+def _dra_claim_spec(b: Builder, admin: bool = False) -> Json:
+    requests = [_dra_request(b, f"r{i}") for i in range(b.rng.choice([1, 1, 1, 2]))]
+    if admin:
+        # adminAccess (the namespace carries resource.kubernetes.io/admin-access):
+        # devices in use stay available to it.
+        for rq in requests:
+            if "exactly" in rq and b.maybe(0.6):
+                rq["exactly"]["adminAccess"] = True
+    spec: Json = {"devices": {"requests": requests}}
+    if b.maybe(0.25):
+        attr = "matchAttribute" if b.maybe(0.6) else "distinctAttribute"
+        spec["devices"]["constraints"] = [{attr: f"{DRA_DRIVER}/numa"}]
+    return spec
+
+
+def fam_dra(b: Builder) -> None:
+    """Pods with ResourceClaims (by name or from a template) on nodes whose ResourceSlices
+    offer 0-4 GPUs with a model, a NUMA node and memory; the comparison includes the
+    devices each bound pod's claims got (request, pool, device)."""
+    r = b.rng
+    nodes = b.nodes(r.randint(1, 3))
+    admin = b.maybe(0.2)
+    ns = b.namespace("a", {"resource.kubernetes.io/admin-access": "true"} if admin else None)
+    for n in nodes:
+        name = n["metadata"]["name"]
+        if b.maybe(0.15):
+            continue  # a node without the driver
+        devices: list[Json] = []
+        partitioned = b.maybe(0.25)
+        for i in range(r.randint(0, 4)):
+            d: Json = {"name": f"gpu-{i}",
+                       "attributes": {"model": {"string": r.choice(["a100", "h100"])},
+                                      "numa": {"int": i % 2}},
+                       "capacity": {"memory": {"value": r.choice(["40Gi", "80Gi"])}}}
+            if b.maybe(0.2):
+                d["taints"] = [{"key": "ecc", "value": r.choice(["bad", "worse"]),
+                                "effect": r.choice(["NoSchedule", "NoExecute", "None"])}]
+            if b.maybe(0.2):
+                d["allowMultipleAllocations"] = True
+            if partitioned:
+                # partitionable devices: each GPU uses memory from one counter set
+                d["consumesCounters"] = [{"counterSet": "card", "counters": {
+                    "mem": {"value": r.choice(["20Gi", "40Gi"])}}}]
+            devices.append(d)
+        spec: Json = {"driver": DRA_DRIVER, "nodeName": name,
+                      "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                      "devices": devices}
+        if partitioned and devices:
+            # Counter sets live in a slice of their own (API validation).
+            spec["pool"]["resourceSliceCount"] = 2
+            b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                   "metadata": {"name": f"{name}-counters", "labels": {NODE_LABEL: "true"}},
+                   "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                            "pool": {"name": name, "generation": 1, "resourceSliceCount": 2},
+                            "sharedCounters": [{"name": "card", "counters": {
+                                "mem": {"value": r.choice(["40Gi", "60Gi", "80Gi"])}}}]}})
+        b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": f"{name}-gpu", "labels": {NODE_LABEL: "true"}},
+               "spec": spec})
+    claims = []
+    for i in range(r.randint(1, 2)):
+        claim = f"{b.p}-claim{i}"
+        claims.append(claim)
         b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                "metadata": {"name": claim, "namespace": ns},
-               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                   "deviceClassName": DEVICE_CLASS}}]}}})
+               "spec": _dra_claim_spec(b, admin)})
+    template = f"{b.p}-template"
+    b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+           "metadata": {"name": template, "namespace": ns},
+           "spec": {"spec": _dra_claim_spec(b)}})
     for _ in range(r.randint(2, 4)):
-        p = b.pod(ns, cpu=b.cpu(), memory=b.mem())
-        if b.maybe(0.7):
-            ref = {"name": "gpu"}
-            if b.maybe(0.7):
-                ref["resourceClaimName"] = claim
+        # Small requests: the devices, not cpu or memory, decide most pods here.
+        p = b.pod(ns, cpu=b.cpu(hi=500), memory=r.choice(["64Mi", "256Mi", "1Gi"]))
+        if b.maybe(0.8):
+            ref: Json = {"name": "gpu"}
+            if b.maybe(0.5):
+                ref["resourceClaimName"] = r.choice(claims)
             else:
-                ref["resourceClaimTemplateName"] = f"{b.p}-template"
+                ref["resourceClaimTemplateName"] = template
             p["spec"]["resourceClaims"] = [ref]
             p["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
 

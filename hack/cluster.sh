@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local control plane: etcd, kube-apiserver (RBAC, client-certificate auth),
 # kube-controller-manager (namespace, garbage-collector, service-account, statefulset,
-# ephemeral-volume and persistent-volume binder controllers only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
+# ephemeral-volume, persistent-volume binder and resourceclaim controllers only) and kwok, on free 127.0.0.1 ports, with an admin kubeconfig. There is no kubelet:
 # kwok plays the nodes. Pods need no ServiceAccount (the ServiceAccount admission plugin
 # is off), so a test may create pods right after creating their namespace. New nodes get
 # no node.kubernetes.io/not-ready taint (TaintNodesByCondition is off): without a node
@@ -173,6 +173,10 @@ up() {
   fi
   local etcd_port peer_port api_port admission=ServiceAccount,TaintNodesByCondition
   local controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,ephemeral-volume,persistentvolume-binder,pvc-protection,pv-protection
+  # DRA (issue 28): the resourceclaim controller creates a pod's ResourceClaims from its
+  # ResourceClaimTemplates (and records them in status.resourceClaimStatuses), and removes
+  # a finished pod from a claim's reservedFor, as in a real cluster.
+  controllers+=,resourceclaim-controller
   local real_args=""
   if [[ "$generic_workload" == true ]]; then
     # kube-apiserver's PodGroupProtection admission stamps the finalizer
@@ -236,7 +240,7 @@ up() {
   # claimRef (or annotated the claim with volume.kubernetes.io/selected-node for a
   # provisioner). The statefulset and ephemeral-volume controllers create the claims of
   # volumeClaimTemplates and of generic ephemeral volumes.
-  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount, statefulset, ephemeral-volume, persistentvolume-binder)"
+  log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount, statefulset, ephemeral-volume, persistentvolume-binder, resourceclaim)"
   setsid "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
     --controllers "$controllers" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \

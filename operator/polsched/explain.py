@@ -113,6 +113,9 @@ class Report:
     tied: list[str] = field(default_factory=list)
     # When no node fits and DefaultPreemption ran: its candidates, victims and choice.
     preemption: PreemptionReport | None = None
+    # For a pod with ResourceClaims: per node, the devices each request could get and why
+    # the others cannot (plugins.dynamic_resources.diagnose), as lines of text.
+    devices: dict[str, list[str]] = field(default_factory=dict)
     # For a policy with load-aware scorers: every node's usage as they read it.
     node_usage: list[NodeUsage] = field(default_factory=list)
 
@@ -150,6 +153,8 @@ class Report:
                                        "weighted": ps.weighted}
                                    for k, ps in n.scores.items()}
                 entry["total"] = n.total
+            if n.name in self.devices:
+                entry["devices"] = self.devices[n.name]
             nodes.append(entry)
         out: Json = {"pod": self.pod, "policy": self.policy,
                      "schedulerName": self.scheduler_name,
@@ -230,6 +235,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     report = Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
                     nodes=reports, scorers=scorers, winner=result.node,
                     deciding_scorer=result.deciding_scorer)
+    if info.spec.get("resourceClaims"):
+        report.devices = _devices(pipeline, info, cache)
     if any(isinstance(s.plugin, LoadAwareScorer) for s in pipeline.scorers):
         report.node_usage = _node_usage(cache, node_load, last_seen or {})
     if result.node is None:
@@ -242,6 +249,24 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         report.tied = [s.node for s in scores.values()
                        if s.total == best and s.node != result.node]
     return report
+
+
+def _devices(pipeline: Pipeline, pod: PodInfo, cache: ClusterCache) -> dict[str, list[str]]:
+    """DynamicResources' device-level account per node (when the policy runs it)."""
+    from polsched.plugins.dynamic_resources.allocator import NodeRef
+    from polsched.plugins.dynamic_resources.diagnose import diagnose
+    from polsched.plugins.dynamic_resources.plugin import DynamicResources
+
+    plugin = next((f.plugin for f in pipeline.filters
+                   if isinstance(f.plugin, DynamicResources)), None)
+    if plugin is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    for node in cache.snapshot.nodes:
+        report = diagnose(plugin, pod, NodeRef(node.name, node.labels))
+        if report is not None:
+            out[node.name] = report.lines()
+    return out
 
 
 def _node_usage(cache: ClusterCache, source: LoadSource | None,
@@ -290,6 +315,12 @@ def format_report(r: Report) -> str:
             cells.append(str(n.total))
             rows.append(cells)
         out += [dryrun.table(rows), ""]
+    if r.devices:
+        out.append("Devices (DynamicResources), per node:")
+        for name, lines in r.devices.items():
+            out.append(f"{name}:")
+            out += lines
+        out.append("")
     if r.node_usage:
         out.append("Node usage the load-aware scorers read (Metrics API):")
         rows = [["NODE", "CPU", "MEMORY", "SAMPLE AGE"]]

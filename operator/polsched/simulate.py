@@ -340,6 +340,13 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             else:
                 d.reasons = (d.reason,)
             continue
+        # Reserve, as the engine does before binding: what a plugin holds for the pod
+        # (DynamicResources' devices) is held from the next pod too.
+        rejected = _reserve(pipeline, result.state, pod, result.node)
+        if rejected:
+            d.reason = rejected
+            d.reasons = (rejected,)
+            continue
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
         cache.assume(pod, result.node)
@@ -361,13 +368,30 @@ class Baseline:
     extenders: Sequence[Any] = ()
 
 
+def _reserve(pipeline: Pipeline, state: Any, pod: PodInfo, node: str) -> str:
+    """Run the Reserve plugins that apply to the pod (the runtime's
+    RunReservePluginsReserve); on a failure, unreserve them all and return the message
+    ("" when all reserved)."""
+    if state is None:
+        return ""
+    plugins = pipeline.plugins_for(pod)
+    st = pipeline.run_reserve_plugins_reserve(state, pod, node, plugins)
+    if st.ok:
+        return ""
+    pipeline.run_reserve_plugins_unreserve(state, pod, node, plugins)
+    return f'running Reserve plugin "{st.plugin}": {st.message}'
+
+
 async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool = False,
                    compare: Baseline | None = None, source: str = "",
                    extenders: Sequence[Any] = (),
                    progress: Progress | None = None) -> Report:
     started = time.perf_counter()
     baseline = compare.policy if compare is not None else None
-    gates = build_pipeline(candidate, Handle()).pre_enqueue_plugins
+    # PreEnqueue plugins read the cluster (DynamicResources: do the pod's claims exist?).
+    gate_listers = ls.Listers()
+    gate_listers.load(objects)
+    gates = build_pipeline(candidate, Handle(listers=gate_listers)).pre_enqueue_plugins
     the_plan = plan(objects, candidate.scheduler_name, replay, gates)
     n = len(the_plan.pods)
     total = n * (2 if baseline is not None else 1)

@@ -6,8 +6,7 @@ this test plays FAST_COUNT scenarios of the families in FAST_FAMILIES through th
 runner and comparison, and fails with the table and the differing pods.
 
 Every family of the suite is in the fast subset (main has every feature they exercise).
-The dra family passes with its documented difference (compare.DOCUMENTED: polsched
-rejects every pod with claims, with its own message).
+The dra family compares the devices each bound pod's claims got, too.
 """
 
 from __future__ import annotations

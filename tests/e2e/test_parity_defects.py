@@ -306,27 +306,3 @@ def test_a_deployments_pods_spread_by_default(cluster: Cluster, namespace: str,
         assert set(placed) == {big, *small}, placed
 
     run_engine(cluster, [policy(sched)], body)
-
-
-# -- DynamicResources: refused, with a pointer to a scheduler that allocates claims --------
-
-def test_a_pod_with_resource_claims_is_refused_with_what_to_do(
-        cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
-    rid = unique("dra")
-    a = nodes(f"{rid}-a", labels={RUN: rid})
-    sched = f"{rid}-s"
-
-    async def body(client: ApiClient) -> None:
-        await nodes_ready(client, [a])
-        await create(client, namespace, "claims", sched, rid,
-                     resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}])
-        note = await failed_scheduling(client, namespace, "claims")
-        assert "polsched does not allocate ResourceClaims" in note, note
-        assert "such as kube-scheduler" in note
-        cond = await eventually(lambda: pod_scheduled(client, namespace, "claims"),
-                                what="PodScheduled=False")
-        assert (cond["reason"], cond["message"]) == ("Unschedulable", note)
-        pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/claims")
-        assert not pod["spec"].get("nodeName")
-
-    run_engine(cluster, [policy(sched)], body)

@@ -41,6 +41,16 @@ SCHEDULER_MAY: list[Check] = [
     ("list", "priorityclasses.scheduling.k8s.io", None, "preemption"),
     ("watch", "schedulingpolicies.polsched.io", None, "the policies"),
     ("patch", "schedulingpolicies.polsched.io:status", None, "status"),
+    # DynamicResources, as system:kube-scheduler's DRA rules.
+    ("watch", "resourceslices.resource.k8s.io", None, "the devices"),
+    ("watch", "deviceclasses.resource.k8s.io", None, "the device classes"),
+    ("watch", "devicetaintrules.resource.k8s.io", None, "taints for devices"),
+    ("watch", "resourceclaims.resource.k8s.io", None, "the claims"),
+    ("update", "resourceclaims.resource.k8s.io", "default", "PreBind's finalizer"),
+    ("update", "resourceclaims.resource.k8s.io:status", "default",
+     "PreBind's allocation and reservedFor"),
+    ("update", "resourceclaims.resource.k8s.io:binding", "default",
+     "granular status authorization of the allocation"),
 ]
 SCHEDULER_MAY_NOT: list[Check] = [
     ("create", "clusterrolebindings", None, "would grant itself anything"),
@@ -58,6 +68,9 @@ SCHEDULER_MAY_NOT: list[Check] = [
     ("create", "pods:eviction", "default", "victims are deleted, not evicted"),
     ("create", "deployments.apps", "default", "no workloads outside its namespace"),
     ("patch", "nodes", None, "nodes are read-only"),
+    ("create", "resourceslices.resource.k8s.io", None, "devices are the drivers'"),
+    ("create", "resourceclaims.resource.k8s.io", "default",
+     "claims are the users' (DRAExtendedResource's own claims: not implemented)"),
     ("delete", "namespaces", None, "read-only"),
     ("delete", "schedulingpolicies.polsched.io", None, "policies belong to their authors"),
     ("update", "customresourcedefinitions.apiextensions.k8s.io", None, "no CRD writes"),

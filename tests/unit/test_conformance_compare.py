@@ -81,15 +81,30 @@ def test_victims_that_rank_alike_on_another_node_are_a_tie() -> None:
     assert _run(sc, [k], [p]).differences
 
 
-def test_dra_pods_rejected_with_polscheds_own_message_are_documented() -> None:
-    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}, {}])
-    msg = "0/1 nodes are available: pod has spec.resourceClaims, and polsched does not " \
-          "allocate ResourceClaims (Dynamic Resource Allocation): ..."
-    k = [PodResult("p0", "pending"), PodResult("p1", "bound", "n0", unique=True)]
-    p = [PodResult("p0", "Unschedulable", message=msg),
-         PodResult("p1", "bound", "n0", unique=True)]
+def test_dra_pods_compare_the_devices_their_claims_got() -> None:
+    """Same node, other devices: a difference. Another node after a tie: the pools
+    differ with the node, so the devices are not compared."""
+    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}])
+    k = [PodResult("p0", "bound", "n0", unique=True, devices=["gpu/r0: n0/gpu-0"])]
+    p = [PodResult("p0", "bound", "n0", unique=True, devices=["gpu/r0: n0/gpu-1"])]
     c = _run(sc, k, p)
-    assert not c.differences and c.families["dra"].documented == 1
-    # Binding a pod with claims is a difference, not the documented one.
-    p[0] = PodResult("p0", "bound", "n0", unique=True)
+    assert len(c.differences) == 1
+    p = [PodResult("p0", "bound", "n0", unique=True, devices=["gpu/r0: n0/gpu-0"])]
+    assert not _run(sc, k, p).differences
+    k = [PodResult("p0", "bound", "n0", unique=False, tied=["n0", "n1"],
+                   devices=["gpu/r0: n0/gpu-0"])]
+    p = [PodResult("p0", "bound", "n1", unique=False, tied=["n0", "n1"],
+                   devices=["gpu/r0: n1/gpu-0"])]
+    assert not _run(sc, k, p).differences
+
+
+def test_generated_claim_names_do_not_count_as_a_difference() -> None:
+    """kube-controller-manager names a template's claim <pod>-<claim>-<5 random chars>:
+    the suffix differs between the two control planes, nothing else may."""
+    sc = _scenario("dra", [{"resourceClaims": [{"name": "gpu"}]}])
+    msg = "running \"DynamicResources\" filter plugin: claim s1-a/p00-gpu-{}, request r0: x"
+    k = [PodResult("p0", "Unschedulable", message=msg.format("59wrv"))]
+    p = [PodResult("p0", "Unschedulable", message=msg.format("hslzg"))]
+    assert not _run(sc, k, p).differences
+    p = [PodResult("p0", "Unschedulable", message=msg.format("hslzg") + " and more")]
     assert _run(sc, k, p).differences

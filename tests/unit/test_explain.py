@@ -183,3 +183,51 @@ def test_a_bound_pod_is_decided_again_without_its_old_nomination() -> None:
     assert report.preemption.chosen in ("a", "b")
     assert bound["spec"]["nodeName"] == "gone"  # the object given is left as it was
     assert bound["status"]["nominatedNodeName"] == "a"
+
+
+# -- DRA: the device-level answer ------------------------------------------------------------
+def test_a_gpu_pod_gets_every_devices_verdict_per_node() -> None:
+    """Why is my GPU pod Pending: per node, each device with the first check it fails
+    (in use, the class's or the request's selector, a taint), or a candidate; and the
+    devices the allocator picks where the claims fit."""
+    driver = "gpu.example.com"
+    gpu_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                 "metadata": {"name": "gpu"},
+                 "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+
+    def gpu_slice(n: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{n}-gpu"},
+                "spec": {"driver": driver, "nodeName": n, "devices": devices,
+                         "pool": {"name": n, "generation": 1, "resourceSliceCount": 1}}}
+
+    def gpu(name: str, model: str, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "attributes": {"model": {"string": model}}, **extra}
+
+    selector = f'device.attributes["{driver}"].model == "h100"'
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "train", "namespace": "default", "uid": "c1"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,
+                 "selectors": [{"cel": {"expression": selector}}]}}]}}}
+    taint = {"key": "broken", "value": "ecc", "effect": "NoSchedule"}
+    objects = [gpu_class, claim,
+               gpu_slice("n1", [gpu("gpu-0", "a100"), gpu("gpu-1", "h100", taints=[taint])]),
+               gpu_slice("n2", [gpu("gpu-0", "h100")])]
+    p = pod("trainer")
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "train"}]
+    policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+              "metadata": {"name": "gpus"}, "spec": {"schedulerName": "label-priority"}}
+    report = asyncio.run(explain(load_policy(policy, CATALOG), p, [node("n1"), node("n2")],
+                                 objects=objects))
+    assert report.winner == "n2"
+    assert report.devices["n1"] == [
+        "  claim default/train, request gpu: wants 1 device(s) of class gpu; no candidate",
+        f"    {driver}/n1/gpu-0: request gpu selector #0 is false: {selector}",
+        f"    {driver}/n1/gpu-1: tainted (broken=ecc:NoSchedule), not tolerated",
+        "  allocation: none (cannot allocate all claims)"]
+    assert report.devices["n2"] == [
+        "  claim default/train, request gpu: wants 1 device(s) of class gpu; 1 candidate(s): "
+        f"{driver}/n2/gpu-0",
+        f"  allocation: default/train/gpu: {driver}/n2/gpu-0"]
+    assert report.to_json()["nodes"][0]["devices"] == report.devices["n1"]

@@ -129,10 +129,12 @@ def test_default_preemption_and_scheduling_gates_follow_their_extension_points()
     assert loaded["minimal"].preemption is None and gates["minimal"] == []
     assert filters(policies[0]) == ["TaintToleration"]
     assert loaded["no-preemption"].preemption is None
-    assert gates["no-preemption"] == ["SchedulingGates"]
+    assert gates["no-preemption"] == ["SchedulingGates", "DynamicResources"]
     assert len(loaded["no-preemption"].filters) > 1  # the other defaults stay
     tuned = loaded["tuned"]
     assert (tuned.filters, tuned.scorers) == ((), ())
+    # DynamicResources is disabled with the filters (disabledPlugins is per plugin;
+    # upstream would keep its PreEnqueue).
     assert gates["tuned"] == ["SchedulingGates"]
     assert tuned.preemption is not None
     assert (tuned.preemption.min_candidate_nodes_percentage,

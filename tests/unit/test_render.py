@@ -110,8 +110,11 @@ def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets()
                 assert verbs <= {"get", "patch", "watch"}
                 continue
             writes = verbs & cluster_wide_writes
-            # Pod deletion is preemption, as kube-scheduler's role.
+            # Pod deletion is preemption, as kube-scheduler's role; ResourceClaims and their
+            # status and binding are written by DynamicResources' PreBind, as kube-scheduler's.
             assert resources <= {"pods", "pods/status", "pods/binding", "events",
                                  "persistentvolumes", "persistentvolumeclaims",
-                                 "schedulingpolicies", "schedulingpolicies/status"} \
+                                 "schedulingpolicies", "schedulingpolicies/status",
+                                 "resourceclaims", "resourceclaims/status",
+                                 "resourceclaims/binding"} \
                 or not writes, (role["metadata"]["name"], rule)

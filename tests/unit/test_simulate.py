@@ -331,3 +331,49 @@ def test_a_shadow_candidate_is_compared_with_the_policy_it_shadows(
     assert doc["baseline"] == "the current ranked"
     assert [(p["name"], p["node"]) for p in doc["pods"]] == [
         ("late-high", "n1"), ("early", "n1"), ("middle", None)]
+
+
+# -- DRA ------------------------------------------------------------------------------------
+def dra_cluster() -> list[dict[str, Any]]:
+    """Two nodes with one GPU each (ResourceSlices) and three pending pods, each with its
+    own claim for one GPU."""
+    driver = "gpu.example.com"
+    objs: list[dict[str, Any]] = [
+        node("n1", 1, "a"), node("n2", 5, "a"),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}]
+    for n in ("n1", "n2"):
+        objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                     "metadata": {"name": f"{n}-gpu"},
+                     "spec": {"driver": driver, "nodeName": n,
+                              "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
+                              "devices": [{"name": "gpu-0"}]}})
+    for i in range(3):
+        objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {"name": f"c{i}", "namespace": "default", "uid": f"u{i}"},
+                     "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                         "deviceClassName": "gpu", "allocationMode": "ExactCount",
+                         "count": 1}}]}}})
+        p = pod(f"p{i}", created=f"2026-01-01T00:00:0{i}Z", cpu="100m")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"c{i}"}]
+        objs.append(p)
+    return objs
+
+
+def test_dra_pods_each_get_a_device_of_their_own(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    """The snapshot carries slices, classes and claims; Reserve holds a pod's device from
+    the pods after it, so the third pod finds none left."""
+    snap = tmp_path / "dra.json"
+    snap.write_text(snapshot.dump(snapshot.as_list(dra_cluster()), "json"))
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump(policy()))
+    code, out, err = run(capsys, "-f", str(f), "--snapshot", str(snap), "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    nodes = {p["name"]: p["node"] for p in doc["pods"]}
+    assert sorted(n for n in nodes.values() if n) == ["n1", "n2"]
+    assert [p["name"] for p in doc["pods"] if p["node"] is None] == ["p2"]
+    [late] = [p for p in doc["pods"] if p["name"] == "p2"]
+    assert "cannot allocate all claims" in late["reason"]

@@ -80,6 +80,9 @@ class Resource(enum.StrEnum):
     RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
     RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
     DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+    # Upstream sees a rule's change as an update of the slices it patches (the
+    # ResourceSlice tracker); here the rule is its own event resource.
+    DEVICE_TAINT_RULE = "resource.k8s.io/DeviceTaintRule"
     NAMESPACE = "Namespace"
     SERVICE = "Service"
     REPLICATION_CONTROLLER = "ReplicationController"
@@ -103,6 +106,10 @@ LISTER_RESOURCES: Mapping[str, Resource] = {
     ls.STATEFUL_SET.name: Resource.STATEFUL_SET,
     ls.POD_DISRUPTION_BUDGET.name: Resource.POD_DISRUPTION_BUDGET,
     ls.PRIORITY_CLASS.name: Resource.PRIORITY_CLASS,
+    ls.RESOURCE_CLAIM.name: Resource.RESOURCE_CLAIM,
+    ls.RESOURCE_SLICE.name: Resource.RESOURCE_SLICE,
+    ls.DEVICE_CLASS.name: Resource.DEVICE_CLASS,
+    ls.DEVICE_TAINT_RULE.name: Resource.DEVICE_TAINT_RULE,
 }
 
 _POD_RESOURCES = frozenset({Resource.ASSIGNED_POD, Resource.UNSCHEDULED_POD,
@@ -212,9 +219,17 @@ def pod_update_events(new: PodInfo, old: PodInfo, target: bool) -> list[ClusterE
         actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
     if len(new.spec.get("tolerations") or ()) != len(old.spec.get("tolerations") or ()):
         actions.append(ActionType.UPDATE_POD_TOLERATION)
+    if _claim_statuses(new) != _claim_statuses(old):
+        # extractPodGeneratedResourceClaimChange: the resourceclaim controller recorded
+        # the claim it made from a template.
+        actions.append(ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
     if not actions:
         actions.append(ActionType.UPDATE)
     return [ClusterEvent(r, a) for a in actions]
+
+
+def _claim_statuses(pod: PodInfo) -> Any:
+    return (pod.raw.get("status") or {}).get("resourceClaimStatuses") or []
 
 
 def _requests(pod: PodInfo) -> Mapping[str, int]:

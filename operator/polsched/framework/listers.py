@@ -2,7 +2,8 @@
 
 kube-scheduler hands each plugin a typed framework.Handle whose informer listers give it
 namespaces, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, Services,
-workload controllers, PodDisruptionBudgets and PriorityClasses. Here one Listers object
+workload controllers, PodDisruptionBudgets, PriorityClasses and the DRA objects
+(ResourceClaims, ResourceSlices, DeviceClasses, DeviceTaintRules). Here one Listers object
 holds them, as plain JSON dicts the way the API server sends them (managedFields dropped).
 
 Who fills it: the ClusterCache, from its list+watch of every kind in KINDS, through
@@ -40,12 +41,18 @@ REPLICA_SET = Kind("ReplicaSet", "/apis/apps/v1/replicasets", True)
 STATEFUL_SET = Kind("StatefulSet", "/apis/apps/v1/statefulsets", True)
 POD_DISRUPTION_BUDGET = Kind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", True)
 PRIORITY_CLASS = Kind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", False)
+# DynamicResources (resource.k8s.io/v1).
+RESOURCE_CLAIM = Kind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", True)
+RESOURCE_SLICE = Kind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", False)
+DEVICE_CLASS = Kind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", False)
+DEVICE_TAINT_RULE = Kind("DeviceTaintRule", "/apis/resource.k8s.io/v1/devicetaintrules", False)
 
 # Every kind besides nodes and pods that the cache lists and watches (namespaces first:
 # the engine's namespaceSelector reads them before pods are queued).
 KINDS: tuple[Kind, ...] = (
     NAMESPACE, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE, SERVICE,
     REPLICATION_CONTROLLER, REPLICA_SET, STATEFUL_SET, POD_DISRUPTION_BUDGET, PRIORITY_CLASS,
+    RESOURCE_CLAIM, RESOURCE_SLICE, DEVICE_CLASS, DEVICE_TAINT_RULE,
 )
 KINDS_BY_NAME: Mapping[str, Kind] = {k.name: k for k in KINDS}
 

@@ -81,7 +81,7 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "DynamicResources",
 )
 # PreEnqueue plugins of the default profile (gate pods before the active queue).
-DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates",)
+DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates", "DynamicResources")
 DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
@@ -93,6 +93,8 @@ DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
+    # applyDynamicResources adds it with weight 2; it only scores firstAvailable choices.
+    ("DynamicResources", 2),
 )
 
 # What a policy is loaded against (polsched.api.load_policy(obj, CATALOG)): the in-tree

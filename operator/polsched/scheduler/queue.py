@@ -755,6 +755,11 @@ def _pod_updated(old: Json, new: Json) -> bool:
     PodScheduled condition patch is not one, so it never retries the pod it reports on."""
     if old.get("spec") != new.get("spec"):
         return True
+    # The one status change a plugin waits for (DynamicResources' claims from templates,
+    # UpdatePodGeneratedResourceClaim).
+    if ((old.get("status") or {}).get("resourceClaimStatuses")
+            != (new.get("status") or {}).get("resourceClaimStatuses")):
+        return True
     om, nm = old.get("metadata") or {}, new.get("metadata") or {}
     keys = (om.keys() | nm.keys()).difference(_IGNORED_META)
     return any(om.get(k) != nm.get(k) for k in keys)

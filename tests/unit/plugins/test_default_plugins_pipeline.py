@@ -174,18 +174,15 @@ def test_node_name_and_match_fields_intersect_to_nothing() -> None:
         "simultaneously.")
 
 
-def test_pods_with_resource_claims_are_unresolvable_with_a_pointer_elsewhere() -> None:
-    """DynamicResources: polsched does not allocate ResourceClaims; the default profile
-    refuses such pods (UnschedulableAndUnresolvable) and says which scheduler to use."""
+def test_a_pod_whose_resource_claim_does_not_exist_is_unresolvable() -> None:
+    """DynamicResources' PreFilter, with the lister's NotFound text as upstream's; a pod
+    without claims skips the plugin."""
     pl = build(defaults=True)
     claims = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
     result = asyncio.run(schedule_pod(pl, pod("1", resourceClaims=claims),
                                      Snapshot([node("a"), node("b")])))
     assert result.fit_error is not None
     assert result.fit_error.message == (
-        "0/2 nodes are available: pod has spec.resourceClaims, and polsched does not "
-        "allocate ResourceClaims (Dynamic Resource Allocation): set the pod's "
-        "spec.schedulerName to a scheduler that does, such as kube-scheduler "
-        "(default-scheduler). preemption: 0/2 nodes are available: 2 Preemption is not "
-        "helpful for scheduling.")
+        '0/2 nodes are available: resourceclaim.resource.k8s.io "gpu-claim" not found. '
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     assert asyncio.run(schedule_pod(pl, pod("1"), Snapshot([node("a")]))).node == "a"

@@ -1,0 +1,936 @@
+"""The DRA CEL environment: device selectors as Kubernetes evaluates them.
+
+Upstream: k8s.io/dynamic-resource-allocation/cel (compile.go) on top of apiserver's base
+environment (k8s.io/apiserver/pkg/cel/environment/base.go, v1.37). A selector sees one
+variable, `device`:
+
+- `device.driver`: the driver's name;
+- `device.allowMultipleAllocations`: bool (consumable capacity);
+- `device.attributes[domain][id]`: the device's attributes by domain (an attribute
+  written without a domain gets the driver's name as domain); int, bool, string, or a
+  semver for version attributes; a domain the device lacks reads as an empty map;
+- `device.capacity[domain][id]`: the device's capacities, as quantities.
+
+CEL itself comes from `common-expression-language` (a Rust core), which has no custom
+types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
+
+- `quantity(s)`, `isQuantity(s)` and the Quantity methods `sign`, `isGreaterThan`,
+  `isLessThan`, `compareTo`, `add`, `sub` (quantity or int), `isInteger`, `asInteger`,
+  `asApproximateFloat` (library/quantity.go);
+- `semver(s)`, `semver(s, normalize)`, `isSemver(s[, normalize])` and `major`, `minor`,
+  `patch`, `isGreaterThan`, `isLessThan`, `compareTo` (library/semverlib.go, version 1);
+- the Kubernetes list library: `isSorted`, `sum`, `min`, `max`, `indexOf`,
+  `lastIndexOf`, `includes` (library/lists.go, version 1);
+- regex `find`, `findAll` (library/regex.go);
+- `ip(s)`, `isIP`, `ip.isCanonical`, `family`, `isUnspecified`, `isLoopback`,
+  `isLinkLocalMulticast`, `isLinkLocalUnicast`, `isGlobalUnicast`; `cidr(s)`, `isCIDR`,
+  `containsIP`, `containsCIDR`, `ip()`, `prefixLength`, `masked` (library/ip.go, cidr.go);
+- cel-go's ext.Strings (v2), ext.Sets and ext.Lists (v3) functions, from the package's
+  stdlib where it has them;
+- `cel.bind(name, init, body)` (ext.Bindings), by substituting `(init)` for `name` in
+  `body` before compiling; CEL has no side effects, so the result is the same.
+
+Quantities, semvers, IPs and CIDRs travel through CEL as one-key maps holding a
+canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
+{"__ip__": "::1"}), so `==` between two of them is the semantic equality upstream's types
+implement (1Gi == 1024Mi; semver build metadata ignored).
+
+Known differences from cel-go, all outside what DRA drivers' documentation uses: no
+optional syntax (`.?`, `optional.of`), no two-variable comprehensions, no `string()` of
+an IP or CIDR, no URL and format libraries, no cost tracking: instead of the runtime cost
+limit the length is bounded and comprehensions may nest at most MAX_COMPREHENSION_DEPTH
+deep, and
+the empty-map default for an unknown domain is provided for the domains the expression
+spells out as a literal index (`device.attributes["gpu.example.com"]`), which
+`size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
+mismatch) are errors, as upstream: the allocator reports them instead of treating the
+device as unsuitable.
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache, cmp_to_key
+from typing import Any
+
+from polsched.plugins.dynamic_resources.quantity import Quantity, QuantityError
+
+# resourceapi.CELSelectorExpressionMaxLength
+MAX_EXPRESSION_LENGTH = 10 * 1024
+# After expanding cel.bind: nested binds duplicate their init, bounded here.
+MAX_EXPANDED_LENGTH = 64 * 1024
+# The stand-in for upstream's runtime cost limit (CELSelectorExpressionMaxCost, 1e6): a
+# list an expression can walk holds at most 64 values, and 64**3 steps stay below it.
+MAX_COMPREHENSION_DEPTH = 3
+
+_Q = "__quantity__"
+_S = "__semver__"
+
+
+class CELError(ValueError):
+    """A selector that does not compile, or an evaluation that fails."""
+
+
+@cache
+def _cel() -> Any:
+    import cel
+
+    return cel
+
+
+# --- tokens --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str  # "str", "ident", "num", "op", "ws"
+    text: str
+    value: str = ""  # a string literal's (approximate) value
+
+
+_STRING_START = re.compile(r"""(?:[rR][bB]?|[bB][rR]?)?('''|\"\"\"|'|")""")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUM = re.compile(r"(?:0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)[uU]?")
+_WS = re.compile(r"(?:\s+|//[^\n]*)+")
+
+
+def tokenize(source: str) -> list[Token]:
+    """CEL source as tokens; string literals kept whole. Raises CELError on an
+    unterminated string."""
+    out: list[Token] = []
+    i, n = 0, len(source)
+    while i < n:
+        m = _WS.match(source, i)
+        if m:
+            out.append(Token("ws", m.group()))
+            i = m.end()
+            continue
+        m = _STRING_START.match(source, i)
+        if m and (m.start(1) == i or not _IDENT.match(source, i) or
+                  _IDENT.match(source, i).end() == m.start(1)):  # type: ignore[union-attr]
+            quote = m.group(1)
+            raw = "r" in source[i:m.start(1)].lower()
+            j = m.end()
+            value: list[str] = []
+            while True:
+                if j >= n:
+                    raise CELError("unterminated string literal")
+                if source.startswith(quote, j):
+                    j += len(quote)
+                    break
+                if source[j] == "\\" and not raw and j + 1 < n:
+                    value.append(source[j:j + 2])
+                    j += 2
+                    continue
+                value.append(source[j])
+                j += 1
+            out.append(Token("str", source[i:j], "".join(value)))
+            i = j
+            continue
+        m = _IDENT.match(source, i)
+        if m:
+            out.append(Token("ident", m.group()))
+            i = m.end()
+            continue
+        m = _NUM.match(source, i)
+        if m:
+            out.append(Token("num", m.group()))
+            i = m.end()
+            continue
+        two = source[i:i + 2]
+        if two in ("==", "!=", "<=", ">=", "&&", "||"):
+            out.append(Token("op", two))
+            i += 2
+            continue
+        out.append(Token("op", source[i]))
+        i += 1
+    return out
+
+
+def _code(tokens: Sequence[Token]) -> list[int]:
+    """Indexes of the non-whitespace tokens."""
+    return [k for k, t in enumerate(tokens) if t.kind != "ws"]
+
+
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+def _expand_one_bind(tokens: list[Token]) -> list[Token] | None:
+    """Rewrite the innermost cel.bind(...) in tokens, or None when there is none."""
+    code = _code(tokens)
+    start = -1
+    for p in range(len(code) - 3):
+        a, b, c, d = (tokens[code[p + q]] for q in range(4))
+        if (a.text == "cel" and b.text == "." and c.text == "bind" and d.text == "("
+                and (p == 0 or tokens[code[p - 1]].text != ".")):
+            start = p  # keep the last: its arguments hold no other bind
+    if start < 0:
+        return None
+    # Split the arguments at top-level commas.
+    depth = 0
+    args: list[list[int]] = [[]]
+    p = start + 4
+    end = -1
+    while p < len(code):
+        t = tokens[code[p]]
+        if t.text in "([{" and t.kind == "op":
+            depth += 1
+        elif t.text in ")]}" and t.kind == "op":
+            if depth == 0:
+                end = p
+                break
+            depth -= 1
+        if t.text == "," and t.kind == "op" and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(code[p])
+        p += 1
+    if end < 0 or len(args) != 3:
+        raise CELError("cel.bind needs three arguments: cel.bind(name, init, expression)")
+    name_toks = [tokens[k] for k in args[0]]
+    if len(name_toks) != 1 or name_toks[0].kind != "ident":
+        raise CELError("cel.bind: the first argument must be a variable name")
+    name = name_toks[0].text
+    init = tokens[args[1][0]:args[1][-1] + 1] if args[1] else []
+    body_range = range(args[2][0], args[2][-1] + 1) if args[2] else range(0)
+    # A comprehension in the body that binds the same name would shadow it.
+    original = [tokens[k] for k in body_range]
+    bcode = _code(original)
+    for q in range(len(bcode) - 2):
+        x, y, z = (original[bcode[q + r]] for r in range(3))
+        if x.text == "." and y.text in _MACROS and z.text == "(" and q + 3 < len(bcode):
+            if original[bcode[q + 3]].text == name:
+                raise CELError(f"cel.bind: the variable {name!r} is bound again by "
+                               f"{y.text}() inside the expression; rename one of them")
+    body: list[Token] = []
+    prev = ""
+    for k in body_range:
+        t = tokens[k]
+        if t.kind == "ident" and t.text == name and prev != ".":
+            body.append(Token("op", "("))
+            body.extend(init)
+            body.append(Token("op", ")"))
+        else:
+            body.append(t)
+        if t.kind != "ws":
+            prev = t.text
+    first, last = code[start], code[end]
+    return tokens[:first] + [Token("op", "(")] + body + [Token("op", ")")] + tokens[last + 1:]
+
+
+def expand_binds(source: str) -> str:
+    tokens = tokenize(source)
+    while True:
+        rewritten = _expand_one_bind(tokens)
+        if rewritten is None:
+            return "".join(t.text for t in tokens)
+        tokens = rewritten
+        if sum(len(t.text) for t in tokens) > MAX_EXPANDED_LENGTH:
+            raise CELError(f"expanding cel.bind makes the expression longer than "
+                           f"{MAX_EXPANDED_LENGTH} characters")
+
+
+# --- Kubernetes CEL values -------------------------------------------------------------
+
+def quantity_value(q: Quantity) -> dict[str, str]:
+    return {_Q: format(q.value.normalize(), "f") if q.value else "0"}
+
+
+def _as_quantity(v: Any, fn: str) -> Decimal:
+    if isinstance(v, Mapping) and _Q in v:
+        return Decimal(v[_Q])
+    raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Semver:
+    major: int
+    minor: int
+    patch: int
+    pre: tuple[str, ...]
+    build: str = ""
+
+    def text(self) -> str:
+        core = f"{self.major}.{self.minor}.{self.patch}"
+        return core + ("-" + ".".join(self.pre) if self.pre else "")
+
+
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+
+
+def parse_semver(s: str, normalize: bool = False) -> Semver:
+    """blang/semver v4 Parse, with semverlib's normalizeAndParse when normalize."""
+    if normalize:
+        s = s.removeprefix("v")
+        parts = s.split(".", 2)
+        for i, p in enumerate(parts):
+            if len(p) > 1:
+                p = p.lstrip("0")
+                if not p or not p[0].isdigit():
+                    p = "0" + p
+                parts[i] = p
+        if len(parts) < 3:
+            if any(c in parts[-1] for c in "+-"):
+                raise CELError("short version cannot contain PreRelease/Build meta data")
+            parts += ["0"] * (3 - len(parts))
+        s = ".".join(parts)
+    m = _SEMVER.match(s)
+    if not m:
+        raise CELError(f"invalid semantic version {s!r}")
+    pre = tuple(m.group(4).split(".")) if m.group(4) else ()
+    return Semver(int(m.group(1)), int(m.group(2)), int(m.group(3)), pre, m.group(5) or "")
+
+
+def semver_value(v: Semver) -> dict[str, str]:
+    return {_S: v.text()}
+
+
+def _as_semver(v: Any, fn: str) -> Semver:
+    if isinstance(v, Mapping) and _S in v:
+        return parse_semver(v[_S])
+    raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+
+
+def compare_semver(a: Semver, b: Semver) -> int:
+    """blang semver Compare: major, minor, patch, then pre-release (none > some)."""
+    for x, y in ((a.major, b.major), (a.minor, b.minor), (a.patch, b.patch)):
+        if x != y:
+            return 1 if x > y else -1
+    if not a.pre and not b.pre:
+        return 0
+    if not a.pre:
+        return 1
+    if not b.pre:
+        return -1
+    for px, py in zip(a.pre, b.pre, strict=False):
+        xn, yn = px.isdigit(), py.isdigit()
+        if xn and yn:
+            if int(px) != int(py):
+                return 1 if int(px) > int(py) else -1
+        elif xn != yn:
+            return -1 if xn else 1
+        elif px != py:
+            return 1 if px > py else -1
+    if len(a.pre) != len(b.pre):
+        return 1 if len(a.pre) > len(b.pre) else -1
+    return 0
+
+
+def _type_name(v: Any) -> str:
+    if isinstance(v, Mapping):
+        if _Q in v:
+            return "Quantity"
+        if _S in v:
+            return "Semver"
+        return "map"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "double"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list | tuple):
+        return "list"
+    return type(v).__name__
+
+
+def _cmp(a: Decimal, b: Decimal) -> int:
+    return int(a > b) - int(a < b)
+
+
+# --- functions ---------------------------------------------------------------------------
+
+def _quantity(s: Any) -> dict[str, str]:
+    if not isinstance(s, str):
+        raise CELError(f"no such overload: quantity({_type_name(s)})")
+    try:
+        return quantity_value(Quantity.parse(s))
+    except QuantityError as err:
+        raise CELError(str(err)) from err
+
+
+def _is_quantity(s: Any) -> bool:
+    if not isinstance(s, str):
+        raise CELError(f"no such overload: isQuantity({_type_name(s)})")
+    try:
+        Quantity.parse(s)
+    except QuantityError:
+        return False
+    return True
+
+
+def _semver(s: Any, normalize: bool = False) -> dict[str, str]:
+    if not isinstance(s, str) or not isinstance(normalize, bool):
+        raise CELError("no such overload: semver(string[, bool])")
+    return semver_value(parse_semver(s, normalize))
+
+
+def _is_semver(s: Any, normalize: bool = False) -> bool:
+    if not isinstance(s, str) or not isinstance(normalize, bool):
+        raise CELError("no such overload: isSemver(string[, bool])")
+    try:
+        parse_semver(s, normalize)
+    except CELError:
+        return False
+    return True
+
+
+def _compare_to(a: Any, b: Any) -> int:
+    if isinstance(a, Mapping) and _S in a:
+        return compare_semver(_as_semver(a, "compareTo"), _as_semver(b, "compareTo"))
+    return _cmp(_as_quantity(a, "compareTo"), _as_quantity(b, "compareTo"))
+
+
+def _is_greater_than(a: Any, b: Any) -> bool:
+    return _compare_to(a, b) > 0
+
+
+def _is_less_than(a: Any, b: Any) -> bool:
+    return _compare_to(a, b) < 0
+
+
+def _qarith(a: Any, b: Any, sign: int, fn: str) -> dict[str, str]:
+    x = _as_quantity(a, fn)
+    if isinstance(b, int) and not isinstance(b, bool):
+        y = Decimal(b)
+    else:
+        y = _as_quantity(b, fn)
+    return quantity_value(Quantity(x + sign * y))
+
+
+def _add(a: Any, b: Any) -> dict[str, str]:
+    return _qarith(a, b, 1, "add")
+
+
+def _sub(a: Any, b: Any) -> dict[str, str]:
+    return _qarith(a, b, -1, "sub")
+
+
+def _sign(a: Any) -> int:
+    v = _as_quantity(a, "sign")
+    return (v > 0) - (v < 0)
+
+
+def _is_integer(a: Any) -> bool:
+    v = _as_quantity(a, "isInteger")
+    return v == v.to_integral_value() and -(2 ** 63) <= v < 2 ** 63
+
+
+def _as_integer(a: Any) -> int:
+    v = _as_quantity(a, "asInteger")
+    if not _is_integer(a):
+        raise CELError("cannot convert value to integer")
+    return int(v)
+
+
+def _as_approximate_float(a: Any) -> float:
+    return float(_as_quantity(a, "asApproximateFloat"))
+
+
+def _version_part(a: Any, fn: str) -> Semver:
+    return _as_semver(a, fn)
+
+
+def _major(a: Any) -> int:
+    return _version_part(a, "major").major
+
+
+def _minor(a: Any) -> int:
+    return _version_part(a, "minor").minor
+
+
+def _patch(a: Any) -> int:
+    return _version_part(a, "patch").patch
+
+
+def _ordering_key(v: Any) -> Any:
+    if isinstance(v, Mapping) and _S in v:
+        return cmp_to_key(compare_semver)(parse_semver(v[_S]))
+    if isinstance(v, Mapping) and _Q in v:
+        return Decimal(v[_Q])
+    if isinstance(v, Mapping | list):
+        raise CELError(f"no such overload: values of type {_type_name(v)} are not ordered")
+    return v
+
+
+def _list(v: Any, fn: str) -> list[Any]:
+    if not isinstance(v, list | tuple):
+        raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+    return list(v)
+
+
+def _is_sorted(items: Any) -> bool:
+    xs = [_ordering_key(x) for x in _list(items, "isSorted")]
+    return all(not (xs[i + 1] < xs[i]) for i in range(len(xs) - 1))
+
+
+def _sum(items: Any) -> Any:
+    xs = _list(items, "sum")
+    if not xs:
+        return 0
+    if all(isinstance(x, Mapping) and _Q in x for x in xs):
+        return quantity_value(Quantity(sum((Decimal(x[_Q]) for x in xs), Decimal(0))))
+    if any(isinstance(x, bool) or not isinstance(x, int | float) for x in xs):
+        raise CELError("no such overload: sum() of a list that is not numbers")
+    return sum(xs)
+
+
+def _extreme(items: Any, fn: str, pick: Callable[..., Any]) -> Any:
+    xs = _list(items, fn)
+    if not xs:
+        raise CELError(f"{fn}(list) called on an empty list")
+    return pick(xs, key=_ordering_key)
+
+
+def _min(items: Any) -> Any:
+    return _extreme(items, "min", min)
+
+
+def _max(items: Any) -> Any:
+    return _extreme(items, "max", max)
+
+
+def _index_of(container: Any, item: Any, *rest: Any) -> int:
+    if isinstance(container, str):
+        from cel.stdlib import index_of
+
+        return int(index_of(container, item, *rest))
+    xs = _list(container, "indexOf")
+    for i, x in enumerate(xs):
+        if x == item and type(x) is type(item):
+            return i
+    return -1
+
+
+def _last_index_of(container: Any, item: Any, *rest: Any) -> int:
+    if isinstance(container, str):
+        from cel.stdlib import last_index_of
+
+        return int(last_index_of(container, item, *rest))
+    xs = _list(container, "lastIndexOf")
+    for i in range(len(xs) - 1, -1, -1):
+        if xs[i] == item and type(xs[i]) is type(item):
+            return i
+    return -1
+
+
+def _includes(container: Any, item: Any) -> bool:
+    if isinstance(container, list | tuple):
+        return any(x == item and type(x) is type(item) for x in container)
+    return bool(container == item)
+
+
+_RE_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def _regex(pattern: Any) -> re.Pattern[str]:
+    if not isinstance(pattern, str):
+        raise CELError("no such overload: regex pattern must be a string")
+    hit = _RE_CACHE.get(pattern)
+    if hit is None:
+        try:
+            hit = re.compile(pattern)
+        except re.error as err:
+            raise CELError(f"invalid regex {pattern!r}: {err}") from err
+        if len(_RE_CACHE) < 256:
+            _RE_CACHE[pattern] = hit
+    return hit
+
+
+def _find(s: Any, pattern: Any) -> str:
+    if not isinstance(s, str):
+        raise CELError("no such overload: find applied to a non-string")
+    m = _regex(pattern).search(s)
+    return m.group(0) if m else ""
+
+
+def _find_all(s: Any, pattern: Any, limit: int = -1) -> list[str]:
+    if not isinstance(s, str):
+        raise CELError("no such overload: findAll applied to a non-string")
+    out = [m.group(0) for m in _regex(pattern).finditer(s)]
+    return out if limit < 0 else out[:limit]
+
+
+# -- IP and CIDR (library/ip.go, library/cidr.go) -------------------------------------------
+_IP = "__ip__"
+_CIDR = "__cidr__"
+
+
+def _parse_ip(raw: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """parseIPAddr: netip.ParseAddr, without zones or IPv4-mapped IPv6 addresses."""
+    if not isinstance(raw, str):
+        raise CELError(f"no such overload: ip({_type_name(raw)})")
+    try:
+        addr = ipaddress.ip_address(raw)
+    except ValueError as e:
+        raise CELError(f"IP Address {raw!r} parse error during conversion from string: "
+                       f"{e}") from e
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.scope_id:
+            raise CELError(f"IP address {raw!r} with zone value is not allowed")
+        if addr.ipv4_mapped is not None:
+            raise CELError(f"IPv4-mapped IPv6 address {raw!r} is not allowed")
+    return addr
+
+
+def _parse_cidr(raw: Any) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    """parseCIDR: netip.ParsePrefix (the address keeps its host bits)."""
+    if not isinstance(raw, str):
+        raise CELError(f"no such overload: cidr({_type_name(raw)})")
+    addr, sep, bits = raw.partition("/")
+    if not sep or not bits.isdigit() or (len(bits) > 1 and bits[0] == "0"):
+        raise CELError(f"network address parse error during conversion from string: "
+                       f"bad prefix {raw!r}")
+    ip = _parse_ip(addr)
+    if int(bits) > ip.max_prefixlen:
+        raise CELError(f"network address parse error during conversion from string: "
+                       f"prefix length out of range in {raw!r}")
+    return ipaddress.ip_interface(raw)
+
+
+def _as_ip(v: Any, fn: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if isinstance(v, Mapping) and _IP in v:
+        return ipaddress.ip_address(v[_IP])
+    if isinstance(v, str) and fn in ("containsIP",):
+        return _parse_ip(v)
+    raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+
+
+def _as_cidr(v: Any, fn: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    if isinstance(v, Mapping) and _CIDR in v:
+        return ipaddress.ip_interface(v[_CIDR])
+    if isinstance(v, str) and fn in ("containsCIDR",):
+        return _parse_cidr(v)
+    raise CELError(f"no such overload: {fn} applied to {_type_name(v)}")
+
+
+def _ip_value(a: ipaddress.IPv4Address | ipaddress.IPv6Address) -> dict[str, str]:
+    return {_IP: str(a)}
+
+
+def _cidr_value(c: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> dict[str, str]:
+    return {_CIDR: f"{c.ip}/{c.network.prefixlen}"}
+
+
+def _ip(v: Any) -> dict[str, str]:
+    if isinstance(v, Mapping) and _CIDR in v:  # cidr.ip()
+        return _ip_value(_as_cidr(v, "ip").ip)
+    return _ip_value(_parse_ip(v))
+
+
+def _cidr(v: Any) -> dict[str, str]:
+    return _cidr_value(_parse_cidr(v))
+
+
+def _is_ip(v: Any) -> bool:
+    try:
+        _parse_ip(v)
+    except CELError:
+        if not isinstance(v, str):
+            raise
+        return False
+    return True
+
+
+def _is_cidr(v: Any) -> bool:
+    try:
+        _parse_cidr(v)
+    except CELError:
+        if not isinstance(v, str):
+            raise
+        return False
+    return True
+
+
+def _ip_is_canonical(v: Any) -> bool:
+    return bool(str(_parse_ip(v)) == v)
+
+
+def _family(v: Any) -> int:
+    return _as_ip(v, "family").version
+
+
+def _is_unspecified(v: Any) -> bool:
+    return _as_ip(v, "isUnspecified").is_unspecified
+
+
+def _is_loopback(v: Any) -> bool:
+    return _as_ip(v, "isLoopback").is_loopback
+
+
+def _is_link_local_multicast(v: Any) -> bool:
+    a = _as_ip(v, "isLinkLocalMulticast")
+    if a.version == 4:
+        return a in ipaddress.ip_network("224.0.0.0/24")
+    return a in ipaddress.ip_network("ff02::/16")
+
+
+def _is_link_local_unicast(v: Any) -> bool:
+    a = _as_ip(v, "isLinkLocalUnicast")
+    net = "169.254.0.0/16" if a.version == 4 else "fe80::/10"
+    return a in ipaddress.ip_network(net)
+
+
+def _is_global_unicast(v: Any) -> bool:
+    """netip.Addr.IsGlobalUnicast: not unspecified, loopback, multicast, link-local
+    unicast, nor the IPv4 broadcast address (private ranges count as global)."""
+    a = _as_ip(v, "isGlobalUnicast")
+    if a.version == 4 and a == ipaddress.IPv4Address("255.255.255.255"):
+        return False
+    return not (a.is_unspecified or a.is_loopback or a.is_multicast
+                or _is_link_local_unicast(v))
+
+
+def _contains_ip(c: Any, v: Any) -> bool:
+    cidr, ip = _as_cidr(c, "containsIP"), _as_ip(v, "containsIP")
+    return ip.version == cidr.version and ip in cidr.network
+
+
+def _contains_cidr(c: Any, v: Any) -> bool:
+    outer, inner = _as_cidr(c, "containsCIDR"), _as_cidr(v, "containsCIDR")
+    return (outer.version == inner.version
+            and outer.network.prefixlen <= inner.network.prefixlen
+            and inner.ip in outer.network)
+
+
+def _prefix_length(c: Any) -> int:
+    return _as_cidr(c, "prefixLength").network.prefixlen
+
+
+def _masked(c: Any) -> dict[str, str]:
+    net = _as_cidr(c, "masked").network
+    return {_CIDR: f"{net.network_address}/{net.prefixlen}"}
+
+
+def _functions() -> dict[str, Callable[..., Any]]:
+    from cel import stdlib
+
+    fns: dict[str, Callable[..., Any]] = {}
+    # cel-go ext.Strings v2, ext.Sets, ext.Lists v3 (as far as the package has them).
+    for lib in ("strings", "sets"):
+        fns.update(stdlib.EXTENSIONS[lib])
+    for name in ("distinct", "flatten", "slice", "sort", "first", "last", "lists.range"):
+        fns[name] = stdlib.EXTENSIONS["lists"][name]
+    fns.pop("reverse", None)  # strings v3 / lists v2 reverse: both exist upstream
+    fns["reverse"] = _reverse
+    fns.update({
+        "quantity": _quantity, "isQuantity": _is_quantity, "sign": _sign,
+        "isGreaterThan": _is_greater_than, "isLessThan": _is_less_than,
+        "compareTo": _compare_to, "add": _add, "sub": _sub, "isInteger": _is_integer,
+        "asInteger": _as_integer, "asApproximateFloat": _as_approximate_float,
+        "semver": _semver, "isSemver": _is_semver, "major": _major, "minor": _minor,
+        "patch": _patch,
+        "isSorted": _is_sorted, "sum": _sum, "min": _min, "max": _max,
+        "indexOf": _index_of, "lastIndexOf": _last_index_of, "includes": _includes,
+        "find": _find, "findAll": _find_all,
+        "ip": _ip, "cidr": _cidr, "isIP": _is_ip, "isCIDR": _is_cidr,
+        "ip.isCanonical": _ip_is_canonical, "family": _family,
+        "isUnspecified": _is_unspecified, "isLoopback": _is_loopback,
+        "isLinkLocalMulticast": _is_link_local_multicast,
+        "isLinkLocalUnicast": _is_link_local_unicast, "isGlobalUnicast": _is_global_unicast,
+        "containsIP": _contains_ip, "containsCIDR": _contains_cidr,
+        "prefixLength": _prefix_length, "masked": _masked,
+    })
+    return fns
+
+
+def _reverse(v: Any) -> Any:
+    if isinstance(v, str):
+        return v[::-1]
+    return list(reversed(_list(v, "reverse")))
+
+
+@cache
+def functions() -> dict[str, Callable[..., Any]]:
+    return _functions()
+
+
+# --- the device variable ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DeviceInput:
+    """What a selector sees of one device (cel.Device upstream): attributes and capacity
+    as on the wire (`{"int": 1}`, `{"version": "1.0.0"}`, `{"value": "1Gi"}`)."""
+
+    driver: str
+    attributes: Mapping[str, Mapping[str, Any]]
+    capacity: Mapping[str, Mapping[str, Any]]
+    allow_multiple_allocations: bool = False
+
+
+def _split(name: str, default_domain: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (default_domain, name)
+
+
+def attribute_value(attr: Mapping[str, Any]) -> Any:
+    """getAttributeValue: the CEL value of one wire attribute."""
+    if "ints" in attr and attr["ints"] is not None:
+        return list(attr["ints"])
+    if "bools" in attr and attr["bools"] is not None:
+        return list(attr["bools"])
+    if "strings" in attr and attr["strings"] is not None:
+        return list(attr["strings"])
+    if "versions" in attr and attr["versions"] is not None:
+        return [semver_value(parse_semver(v)) for v in attr["versions"]]
+    if attr.get("int") is not None:
+        return int(attr["int"])
+    if attr.get("bool") is not None:
+        return bool(attr["bool"])
+    if attr.get("string") is not None:
+        return str(attr["string"])
+    if attr.get("version") is not None:
+        return semver_value(parse_semver(str(attr["version"])))
+    raise CELError("unsupported attribute value")
+
+
+# --- compiled selectors --------------------------------------------------------------------
+
+_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                         "null_type", "type", "dyn", "null"})
+# Qualified function names (`ip.isCanonical(s)`, `sets.contains(a, b)`): the Rust core
+# lists their first part among an expression's variables.
+_NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64"})
+_MACRO_BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*"
+                          r"([A-Za-z_][A-Za-z0-9_]*)\s*,")
+
+
+def comprehension_depth(tokens: Sequence[Token]) -> int:
+    """The deepest nesting of comprehension macros (all, exists, exists_one, map,
+    filter)."""
+    code = [t for t in tokens if t.kind != "ws"]
+    stack: list[bool] = []
+    depth = deepest = 0
+    for k, t in enumerate(code):
+        if t.kind != "op":
+            continue
+        if t.text == "(":
+            is_macro = k >= 2 and code[k - 2].text == "." and code[k - 1].text in _MACROS
+            stack.append(is_macro)
+            if is_macro:
+                depth += 1
+                deepest = max(deepest, depth)
+        elif t.text == ")" and stack and stack.pop():
+            depth -= 1
+    return deepest
+
+
+def _indexed_domains(tokens: Sequence[Token]) -> frozenset[str]:
+    """The string literals used as `attributes["..."]` or `capacity["..."]` index: the
+    domains that must read as an empty map when the device lacks them."""
+    code = [t for t in tokens if t.kind != "ws"]
+    out = set()
+    for k in range(len(code) - 3):
+        a, b, c, d = code[k:k + 4]
+        if (a.kind == "ident" and a.text in ("attributes", "capacity") and b.text == "["
+                and c.kind == "str" and d.text == "]"):
+            out.add(c.value)
+    return frozenset(out)
+
+
+class Selector:
+    """One compiled selector expression. `matches` raises CELError on a runtime error."""
+
+    def __init__(self, source: str) -> None:
+        if len(source) > MAX_EXPRESSION_LENGTH:
+            raise CELError(f"the expression is {len(source)} characters long; the limit "
+                           f"is {MAX_EXPRESSION_LENGTH}")
+        self.source = source
+        expanded = expand_binds(source)
+        try:
+            self._program = _cel().compile(expanded)
+        except Exception as err:  # the library raises ValueError with the parser's text
+            raise CELError(f"compilation failed: {err}") from err
+        names = set(self._program.variables())
+        bound = set(_MACRO_BOUND.findall(expanded))
+        unknown = sorted(names - {"device"} - bound - _TYPE_NAMES - _NAMESPACES)
+        if unknown:
+            raise CELError(f"compilation failed: undeclared reference to "
+                           f"{', '.join(map(repr, unknown))}")
+        tokens = tokenize(expanded)
+        depth = comprehension_depth(tokens)
+        if depth > MAX_COMPREHENSION_DEPTH:
+            raise CELError(f"cost limit exceeded: comprehensions nest {depth} deep; the "
+                           f"limit is {MAX_COMPREHENSION_DEPTH}")
+        self._domains = _indexed_domains(tokens)
+        self._context = _cel().Context({}, functions())
+
+    def _maps(self, device: DeviceInput) -> tuple[dict[str, Any], dict[str, Any]]:
+        attributes: dict[str, dict[str, Any]] = {}
+        for name, attr in device.attributes.items():
+            domain, ident = _split(name, device.driver)
+            try:
+                attributes.setdefault(domain, {})[ident] = attribute_value(attr)
+            except CELError as err:
+                raise CELError(f"attribute {name}: {err}") from err
+        capacity: dict[str, dict[str, Any]] = {}
+        for name, cap in device.capacity.items():
+            domain, ident = _split(name, device.driver)
+            raw = cap.get("value") if isinstance(cap, Mapping) else cap
+            capacity.setdefault(domain, {})[ident] = quantity_value(Quantity.parse(raw))
+        for domain in self._domains:
+            attributes.setdefault(domain, {})
+            capacity.setdefault(domain, {})
+        return attributes, capacity
+
+    def matches(self, device: DeviceInput) -> bool:
+        attributes, capacity = self._maps(device)
+        self._context.add_variable("device", {
+            "driver": device.driver,
+            "allowMultipleAllocations": device.allow_multiple_allocations,
+            "attributes": attributes,
+            "capacity": capacity,
+        })
+        try:
+            result = self._program.execute(self._context)
+        except BaseException as err:  # the Rust core may raise pyo3's PanicException
+            if isinstance(err, KeyboardInterrupt | SystemExit):
+                raise
+            text = str(err) or type(err).__name__
+            if isinstance(err, KeyError) and err.args:
+                text = f"no such key: {err.args[0]}"
+            raise CELError(text) from err
+        if not isinstance(result, bool):
+            raise CELError(f"CEL result of type {_type_name(result)} could not be "
+                           "converted to bool")
+        return result
+
+
+_SELECTORS: dict[str, Selector | CELError] = {}
+_MAX_CACHED = 4096
+
+
+def compile_selector(source: str) -> Selector:
+    """A compiled selector, cached by its text (cel.Cache upstream); CELError when it
+    does not compile."""
+    hit = _SELECTORS.get(source)
+    if hit is None:
+        try:
+            hit = Selector(source)
+        except CELError as err:
+            hit = err
+        if len(_SELECTORS) >= _MAX_CACHED:
+            _SELECTORS.clear()
+        _SELECTORS[source] = hit
+    if isinstance(hit, CELError):
+        raise hit
+    return hit
+
+
+def iter_string_literals(source: str) -> Iterator[str]:
+    for t in tokenize(source):
+        if t.kind == "str":
+            yield t.value
+
+
+__all__ = ["CELError", "DeviceInput", "Selector", "compile_selector", "expand_binds",
+           "parse_semver", "compare_semver", "tokenize"]

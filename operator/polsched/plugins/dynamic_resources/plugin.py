@@ -1,0 +1,848 @@
+"""DynamicResources: allocate a pod's ResourceClaims, as kube-scheduler v1.37 does.
+
+Upstream: pkg/scheduler/framework/plugins/dynamicresources (dynamicresources.go). The
+claims, ResourceSlices and DeviceClasses come from the cache's listers (Handle.listers);
+the devices come from the structured allocator (allocator.py).
+
+- PreFilter: resolves the pod's claims (a claim from a template through
+  status.resourceClaimStatuses, owned by the pod); a claim that does not exist yet, is
+  being deleted, was not made for the pod, or is being allocated for another pod makes
+  the pod UnschedulableAndUnresolvable, as upstream. An allocated claim only allows the
+  nodes of its allocation's node selector. For the unallocated ones the DeviceClasses
+  must exist, and an allocator is built over all slices with every device that allocated
+  claims (and allocations in flight) use.
+- Filter: runs the allocator for the node ("cannot allocate all claims" when the claims
+  do not fit) and keeps its result for Reserve.
+- Reserve: records the node's allocation in flight (ClaimTracker), so that no other pod,
+  of this or another policy, gets the same devices before the claim's status says so.
+  Unreserve drops it, and takes the pod out of the reservedFor of a claim PreBind had
+  already reserved (a later step failed).
+- PreBind: adds the finalizer, writes status.allocation (with allocationTimestamp) and
+  the pod in status.reservedFor, retrying on conflicts; the allocation stays in flight
+  until the cache has seen it.
+- DeviceTaintRules: their taints are added to the devices they select before allocating.
+- Score (weight 2 in the default profile): prefers the nodes where a firstAvailable
+  request gets an earlier subrequest (computeScore).
+- Events: claim, slice, class and taint rule changes and node changes requeue pods (queueing hints
+  as upstream's isSchedulableAfterClaimChange).
+
+- PreEnqueue: the same checks keep the pod out of the queue, untried, until its claims
+  exist (a claim from a template comes with an update of the pod's status).
+
+- Binding conditions: PreBind waits (bindingTimeout, 600 s) until the allocated devices'
+  bindingConditions are True in the claim's status.devices (an error when a failure
+  condition is True); Filter skips allocated claims that failed or timed out.
+
+- PostFilter (before DefaultPreemption): deallocates an allocated claim that Filter found
+  unusable and that no other pod uses, so the next attempt can allocate it anew.
+
+Not yet (docs/differences.md): the BindingConditionsPending event, DRAExtendedResource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polsched.framework import events as ev
+from polsched.framework import listers as ls
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.diagnosis import FitError, PostFilterResult
+from polsched.framework.interfaces import (
+    ApiWriter,
+    FilterPlugin,
+    FrameworkHandle,
+    Handle,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    default_normalize,
+)
+from polsched.framework.registry import ArgsError
+from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+from polsched.plugins.dynamic_resources import model
+from polsched.plugins.dynamic_resources.allocator import (
+    AllocatedState,
+    Allocator,
+    AllocatorError,
+    Features,
+    MatchCache,
+    NodeAllocationError,
+    NodeRef,
+    node_matches,
+)
+from polsched.plugins.dynamic_resources.quantity import Quantity
+
+log = logging.getLogger(__name__)
+
+NAME = "DynamicResources"
+_STATE_KEY = "PreFilter" + NAME
+# fwk.ErrNotFound's text: what reading a state never written returns.
+ERR_NOT_FOUND = "not found"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+CLAIM_NOT_CREATED = "ResourceClaim not created yet"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+# DRASchedulerFilterTimeout's default (KubeSchedulerConfiguration DynamicResourcesArgs).
+FILTER_TIMEOUT_SECONDS = 10.0
+# DynamicResourcesArgs.bindingTimeout's default: how long PreBind waits for a device's
+# binding conditions, and after which Filter gives up on an allocated claim.
+BINDING_TIMEOUT_SECONDS = 600.0
+# How often PreBind looks at the cache's copy of the claims while it waits.
+BINDING_POLL_SECONDS = 0.2
+_CONFLICT_RETRIES = 5
+# resourceapi.FirstAvailableDeviceRequestMaxSize
+_FIRST_AVAILABLE_MAX = 8
+# v1.37's default feature gates.
+DEFAULT_FEATURES = Features()
+
+
+# --- claims in flight -------------------------------------------------------------------
+
+@dataclass
+class _InFlight:
+    allocation: dict[str, Any]
+    written_rv: str | None = None  # the claim's resourceVersion once PreBind wrote it
+
+
+class ClaimTracker:
+    """Allocations made in Reserve and not yet seen in the cache's claims (upstream's
+    inFlightAllocations plus the assume cache). One per cluster view (Listers), shared by
+    every policy's plugin, so that two policies never hand out the same device."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[str, _InFlight] = {}
+
+    def settle(self, listers: ls.Listers) -> None:
+        """Forget in-flight allocations the cache has caught up with."""
+        if not self.in_flight:
+            return
+        by_uid = {(c.get("metadata") or {}).get("uid"): c
+                  for c in listers.objects[ls.RESOURCE_CLAIM.name].values()}
+        for uid in list(self.in_flight):
+            entry = self.in_flight[uid]
+            if entry.written_rv is None:
+                continue
+            claim = by_uid.get(uid)
+            if claim is None:
+                del self.in_flight[uid]
+                continue
+            rv = (claim.get("metadata") or {}).get("resourceVersion") or ""
+            if _rv_at_least(rv, entry.written_rv):
+                del self.in_flight[uid]
+
+
+def _rv_at_least(rv: str, want: str) -> bool:
+    try:
+        return int(rv) >= int(want)
+    except ValueError:
+        return rv == want
+
+
+_TRACKERS: weakref.WeakKeyDictionary[ls.Listers, ClaimTracker] = weakref.WeakKeyDictionary()
+
+
+def tracker_for(listers: ls.Listers) -> ClaimTracker:
+    t = _TRACKERS.get(listers)
+    if t is None:
+        t = _TRACKERS[listers] = ClaimTracker()
+    return t
+
+
+# --- the cycle's state --------------------------------------------------------------------
+
+@dataclass
+class _ClaimInfo:
+    raw: Json
+    claim: model.Claim
+    uid: str
+    allocated: bool
+    node_filter: Json | None = None  # the allocation's node selector
+
+
+@dataclass
+class _State:
+    claims: list[_ClaimInfo] = field(default_factory=list)
+    allocator: Allocator | None = None
+    to_allocate: list[int] = field(default_factory=list)  # indexes into claims
+    by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    reserved: list[str] = field(default_factory=list)  # uids put in flight by Reserve
+    # Claims PreBind reserved for the pod ((namespace, name, uid)): Unreserve takes the pod
+    # out of their reservedFor again.
+    written: list[tuple[str, str, str]] = field(default_factory=list)
+    # Allocated claims that Filter found unusable on some node (upstream's
+    # unavailableClaims): PostFilter may deallocate one.
+    unavailable: set[int] = field(default_factory=set)
+
+
+def claim_name(pod: PodInfo, pod_claim: Mapping[str, Any]) -> tuple[str | None, bool, str]:
+    """resourceclaim.Name: (name, must check the owner, error)."""
+    if pod_claim.get("resourceClaimName"):
+        return str(pod_claim["resourceClaimName"]), False, ""
+    if pod_claim.get("resourceClaimTemplateName"):
+        statuses = (pod.raw.get("status") or {}).get("resourceClaimStatuses") or []
+        for s in statuses:
+            if s.get("name") == pod_claim.get("name"):
+                name = s.get("resourceClaimName")
+                return (str(name) if name else None), True, ""
+        return None, False, f'pod "{pod.namespace}/{pod.name}": {CLAIM_NOT_CREATED}'
+    return None, False, (f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim '
+                         f'"{pod_claim.get("name")}": none of the supported fields are set')
+
+
+def _is_for_pod(pod: PodInfo, claim: Json) -> str:
+    meta = claim.get("metadata") or {}
+    if meta.get("namespace") != pod.namespace:
+        return (f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} is not in the same "
+                f"namespace as Pod {pod.namespace}/{pod.name}")
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("uid") == pod.uid and ref.get("controller"):
+            return ""
+    return (f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} was not created for "
+            f"Pod {pod.namespace}/{pod.name} (Pod is not owner)")
+
+
+def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
+    return any(r.get("uid") == pod.uid
+               for r in (claim.get("status") or {}).get("reservedFor") or [])
+
+
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+                       ScorePlugin, ScoreExtensions, ReservePlugin, PreBindPlugin,
+                       ev.EnqueueExtensions):
+    NAME = NAME
+
+    def __init__(self, listers: ls.Listers, api: ApiWriter | None,
+                 features: Features = DEFAULT_FEATURES,
+                 filter_timeout: float = FILTER_TIMEOUT_SECONDS,
+                 binding_timeout: float = BINDING_TIMEOUT_SECONDS) -> None:
+        self.listers = listers
+        self.api = api
+        self.features = features
+        self.filter_timeout = filter_timeout
+        self.binding_timeout = binding_timeout
+        self.tracker = tracker_for(listers)
+        # Parsed objects per object identity (the cache replaces a dict on every change).
+        self._parsed: dict[int, tuple[Json, Any]] = {}
+        # Unreserve's API calls in flight (kept referenced until done).
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Selector verdicts per device, across pods (valid while the slice is unchanged).
+        self._matches: MatchCache = {}
+        # Slices with the DeviceTaintRules' taints, per parsed slice, for one generation of
+        # the rules.
+        self._patched: dict[int, tuple[model.Slice, model.Slice]] = {}
+        self._rules_gen = -1
+
+    # -- parsing, cached per object version ------------------------------------------------
+    def _parse(self, raw: Json, parse: Any) -> Any:
+        hit = self._parsed.get(id(raw))
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        value = parse(raw)
+        if len(self._parsed) > 100_000:
+            self._parsed.clear()
+        self._parsed[id(raw)] = (raw, value)
+        return value
+
+    # -- events ------------------------------------------------------------------------
+    def events_to_register(self) -> list[ev.ClusterEventWithHint]:
+        A = ev.ActionType
+        return [
+            ev.ClusterEventWithHint(ev.ClusterEvent(
+                ev.Resource.NODE, A.ADD | A.UPDATE_NODE_LABEL | A.UPDATE_NODE_ALLOCATABLE)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(
+                ev.Resource.RESOURCE_CLAIM, A.ADD | A.UPDATE | A.DELETE), self._claim_hint),
+            ev.ClusterEventWithHint(ev.ClusterEvent(
+                ev.Resource.TARGET_POD, A.UPDATE_POD_GENERATED_RESOURCE_CLAIM)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.DEVICE_CLASS, A.ADD | A.UPDATE)),
+            ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.RESOURCE_SLICE,
+                                                    A.ADD | A.UPDATE)),
+            # A rule's change patches slices (an Update of them, upstream).
+            ev.ClusterEventWithHint(ev.ClusterEvent(ev.Resource.DEVICE_TAINT_RULE,
+                                                    A.ADD | A.UPDATE | A.DELETE)),
+        ]
+
+    def _claim_hint(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterClaimChange."""
+        if new is None:
+            old_alloc = ((old or {}).get("status") or {}).get("allocation")
+            return ev.QueueingHint.QUEUE if old_alloc else ev.QueueingHint.QUEUE_SKIP
+        if old is not None and (old.get("status") or {}).get("allocation") and not (
+                new.get("status") or {}).get("allocation"):
+            return ev.QueueingHint.QUEUE
+        uid = (new.get("metadata") or {}).get("uid")
+        uses = False
+        for pc in pod.spec.get("resourceClaims") or []:
+            name, _, err = claim_name(pod, pc)
+            if err:
+                return ev.QueueingHint.QUEUE_SKIP
+            if name is None:
+                continue
+            c = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
+            if c is None:
+                return ev.QueueingHint.QUEUE_SKIP
+            if (c.get("metadata") or {}).get("uid") == uid:
+                uses = True
+        if not uses:
+            return ev.QueueingHint.QUEUE_SKIP
+        if old is None:
+            return ev.QueueingHint.QUEUE
+        if (old.get("status") or {}) == (new.get("status") or {}):
+            return ev.QueueingHint.QUEUE_SKIP
+        return ev.QueueingHint.QUEUE
+
+    # -- PreEnqueue -------------------------------------------------------------------------
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """The pod waits, untried, until each of its claims exists, is not being deleted
+        and (from a template) was made for it (foreachPodResourceClaim)."""
+        for pc in pod.spec.get("resourceClaims") or []:
+            _, why = self._resolve(pod, pc)
+            if why:
+                return Status.unresolvable(why)
+        return SUCCESS
+
+    def _resolve(self, pod: PodInfo, pc: Mapping[str, Any]) -> tuple[Json | None, str]:
+        """One pod claim: (the claim or None when the pod needs none, why it cannot be
+        used)."""
+        name, check_owner, err = claim_name(pod, pc)
+        if err:
+            return None, err
+        if name is None:
+            return None, ""
+        raw = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
+        if raw is None:
+            return None, f'resourceclaim.resource.k8s.io "{name}" not found'
+        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return None, f'resourceclaim "{name}" is being deleted'
+        if check_owner:
+            why = _is_for_pod(pod, raw)
+            if why:
+                return None, why
+        return raw, ""
+
+    # -- PreFilter --------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        s = _State()
+        state.write(_STATE_KEY, s)
+        pod_claims = pod.spec.get("resourceClaims") or []
+        if not pod_claims:
+            return SKIP
+        self.tracker.settle(self.listers)
+        for pc in pod_claims:
+            raw, why = self._resolve(pod, pc)
+            if why:
+                return Status.unresolvable(why)
+            if raw is None:
+                continue
+            meta = raw.get("metadata") or {}
+            try:
+                claim = self._parse(raw, model.parse_claim)
+            except model.ModelError as e:
+                return Status.error(str(e))
+            uid = str(meta.get("uid") or "")
+            allocation = (raw.get("status") or {}).get("allocation")
+            info = _ClaimInfo(raw, claim, uid, allocation is not None)
+            if allocation is not None:
+                info.node_filter = allocation.get("nodeSelector")
+            s.claims.append(info)
+        if not s.claims:
+            return SKIP
+        for i, info in enumerate(s.claims):
+            if info.allocated:
+                continue
+            if info.uid in self.tracker.in_flight:
+                return Status.unresolvable(
+                    f"resource claim {info.claim.key} is in the process of being allocated")
+            for req in info.claim.requests:
+                if req.exactly is not None:
+                    st = self._check_class(req.exactly.class_name, req.name)
+                elif req.first_available:
+                    if not self.features.prioritized_list:
+                        return Status.unresolvable(
+                            f"resource claim {info.claim.key}, request {req.name}: has "
+                            "subrequests, but the DRAPrioritizedList feature is disabled")
+                    st = SUCCESS
+                    for sub in req.first_available:
+                        st = self._check_class(sub.class_name, f"{req.name}/{sub.name}")
+                        if not st.ok:
+                            break
+                else:
+                    st = Status.unresolvable(f"resource claim {info.claim.key}, request "
+                                             f"{req.name}: unknown request type")
+                if not st.ok:
+                    return st
+            s.to_allocate.append(i)
+        if s.to_allocate:
+            s.allocator = self._allocator()
+        return SUCCESS
+
+    def _check_class(self, class_name: str, request: str) -> Status:
+        if not class_name:
+            return Status.error(f"request {request}: unsupported request type")
+        if self.listers.get(ls.DEVICE_CLASS, class_name) is None:
+            return Status.unresolvable(
+                f"request {request}: device class {class_name} does not exist")
+        return SUCCESS
+
+    def allocated_state(self) -> AllocatedState:
+        """GatherAllocatedState: devices of allocated claims and of allocations in flight."""
+        state = AllocatedState()
+        seen: set[str] = set()
+        for raw in self.listers.objects[ls.RESOURCE_CLAIM.name].values():
+            alloc = (raw.get("status") or {}).get("allocation")
+            if alloc is not None:
+                seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
+                _add_allocation(state, alloc)
+        for uid, entry in self.tracker.in_flight.items():
+            if uid not in seen:
+                _add_allocation(state, entry.allocation)
+        return state
+
+    def _allocator(self) -> Allocator:
+        classes = {}
+        for raw in self.listers.objects[ls.DEVICE_CLASS.name].values():
+            c = self._parse(raw, model.parse_class)
+            classes[c.name] = c
+        rules = [r for r in self.listers.objects[ls.DEVICE_TAINT_RULE.name].values()
+                 if isinstance((r.get("spec") or {}).get("deviceSelector"), Mapping)]
+        rules_gen = self.listers.generations[ls.DEVICE_TAINT_RULE.name]
+        if rules_gen != self._rules_gen:
+            self._patched.clear()
+            self._rules_gen = rules_gen
+        slices = []
+        for raw in self.listers.objects[ls.RESOURCE_SLICE.name].values():
+            try:
+                parsed = self._parse(raw, model.parse_slice)
+            except model.ModelError:
+                continue  # a slice we cannot read offers no devices
+            if rules:
+                hit = self._patched.get(id(parsed))
+                if hit is None or hit[0] is not parsed:
+                    hit = (parsed, apply_taint_rules(parsed, rules))
+                    self._patched[id(parsed)] = hit
+                parsed = hit[1]
+            slices.append(parsed)
+        return Allocator(self.features, self.allocated_state(), classes, slices,
+                         match_cache=self._matches)
+
+    # -- Filter --------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims:
+            return SUCCESS
+        ref = NodeRef(node.name, node.labels)
+        unavailable = []
+        for i, info in enumerate(s.claims):
+            if info.node_filter is not None:
+                try:
+                    ok = node_matches(ref, None, False, info.node_filter)
+                except AllocatorError as e:
+                    return Status.error(str(e))
+                if not ok:
+                    unavailable.append(i)
+                    continue
+            if info.allocated and self.features.device_binding_and_status:
+                # A claim whose devices failed to bind, or did not bind in time, is
+                # unavailable (PostFilter may deallocate it).
+                ready, failed = claim_ready_for_binding(info.raw)
+                if failed or (not ready and self.claim_timed_out(info.raw)):
+                    unavailable.append(i)
+        if unavailable:
+            s.unavailable.update(unavailable)
+            return Status.unresolvable(NOT_AVAILABLE)
+        if s.allocator is None:
+            return SUCCESS
+        s.allocator.deadline = time.monotonic() + self.filter_timeout
+        try:
+            results = s.allocator.allocate(ref, [s.claims[i].claim for i in s.to_allocate])
+        except NodeAllocationError as e:
+            return Status.unresolvable(str(e))
+        except AllocatorError as e:
+            if "took too long" in str(e):
+                return Status.error(f"node {node.name}: timed out trying to allocate devices")
+            return Status.error(str(e))
+        if results is None or len(results) != len(s.to_allocate):
+            return Status.unresolvable(CANNOT_ALLOCATE)
+        s.by_node[node.name] = results
+        return SUCCESS
+
+    # -- Score ---------------------------------------------------------------------------------
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """computeScore: per firstAvailable request, FirstAvailableDeviceRequestMaxSize (8)
+        minus the index of the subrequest that the node's allocation (or the claim's
+        existing one) uses."""
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims:
+            return 0
+        results = s.by_node.get(node.name)
+        if results is None:
+            return 0
+        pending = dict(zip(s.to_allocate, results, strict=False))
+        total = 0
+        for i, info in enumerate(s.claims):
+            alloc = ((info.raw.get("status") or {}).get("allocation") if info.allocated
+                     else pending.get(i))
+            if alloc is None:
+                continue
+            picked = {str(r.get("request", "")) for r in
+                      (alloc.get("devices") or {}).get("results") or []}
+            for req in info.claim.requests:
+                for k, sub in enumerate(req.first_available):
+                    if f"{req.name}/{sub.name}" in picked:
+                        total += _FIRST_AVAILABLE_MAX - k
+        return total
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """NormalizeScore: helper.DefaultNormalizeScore."""
+        return default_normalize(scores)
+
+    # -- PostFilter ------------------------------------------------------------------------
+    async def post_filter(self, handle: FrameworkHandle, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot, diagnosis: FitError
+                          ) -> tuple[PostFilterResult | None, Status]:
+        """PostFilter: reading the PreFilter's state fails with "not found" when an
+        earlier PreFilter ended the phase (kube-scheduler v1.37's error, which ends the
+        whole PostFilter phase); otherwise deallocateOrDeletePodClaims."""
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None:
+            return None, Status.error(ERR_NOT_FOUND)
+        return None, await self._deallocate(s, pod)
+
+    async def _deallocate(self, s: _State, pod: PodInfo) -> Status:
+        """deallocateOrDeletePodClaims: when a claim Filter found unusable is reserved for
+        no pod but this one, clear its allocation (and reservations and device status) so
+        that the next attempt can allocate it anew; Unschedulable either way."""
+        if not s.claims or self.api is None:
+            return Status.unschedulable()
+        for i in sorted(s.unavailable):
+            raw = s.claims[i].raw
+            reserved = (raw.get("status") or {}).get("reservedFor") or []
+            if len(reserved) > 1 or (len(reserved) == 1 and reserved[0].get("uid") != pod.uid):
+                continue
+            claim: dict[str, Any] = _copy(raw)
+            status = claim.setdefault("status", {})
+            for key in ("reservedFor", "allocation", "devices"):
+                status.pop(key, None)
+            meta = raw.get("metadata") or {}
+            path = (f"{RESOURCE_API}/namespaces/{meta.get('namespace')}/resourceclaims/"
+                    f"{meta.get('name')}/status")
+            try:
+                await self.api.request("PUT", path, body=claim)
+            except Exception as e:  # noqa: BLE001 - the client raises its own error types
+                return Status.error(str(e))
+            return Status.unschedulable("deallocation of ResourceClaim completed")
+        return Status.unschedulable()
+
+    # -- Reserve / Unreserve ------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.to_allocate:
+            return SUCCESS
+        results = s.by_node.get(node_name)
+        if results is None or len(results) != len(s.to_allocate):
+            return Status.error("claim allocation not found for node")
+        for i, alloc in zip(s.to_allocate, results, strict=True):
+            uid = s.claims[i].uid
+            if uid in self.tracker.in_flight:
+                return Status.error(f"internal error, claim {s.claims[i].claim.key} is "
+                                    "already being allocated")
+            self.tracker.in_flight[uid] = _InFlight(alloc)
+            s.reserved.append(uid)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None:
+            return
+        for uid in s.reserved:
+            entry = self.tracker.in_flight.get(uid)
+            if entry is not None and entry.written_rv is None:
+                del self.tracker.in_flight[uid]
+        s.reserved.clear()
+        # A claim PreBind already reserved for the pod (a later step failed): take the pod
+        # out of its reservedFor, as upstream's Unreserve does with a strategic merge patch
+        # of the status. The allocation stays (PostFilter may free it later). Unreserve is
+        # synchronous here, so the patch runs as a task of the engine's loop.
+        if s.written and self.api is not None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            for ns, name, uid in s.written:
+                task = loop.create_task(self._unreserve_claim(ns, name, uid, pod.uid))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            s.written.clear()
+
+    async def _unreserve_claim(self, ns: str, name: str, uid: str, pod_uid: str) -> None:
+        assert self.api is not None
+        patch = {"metadata": {"uid": uid},
+                 "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}}
+        try:
+            await self.api.request(
+                "PATCH", f"{RESOURCE_API}/namespaces/{ns}/resourceclaims/{name}/status",
+                body=patch, content_type="application/strategic-merge-patch+json")
+        except Exception:  # noqa: BLE001 - upstream logs and goes on; so do we
+            log.warning("unreserve: could not remove pod %s from claim %s/%s", pod_uid, ns,
+                        name, exc_info=True)
+
+    # -- PreBind --------------------------------------------------------------------------------
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        s: _State | None = state.get(_STATE_KEY)
+        if s is None or not s.claims:
+            return SUCCESS
+        if self.api is None:
+            return Status.error("no API client to write ResourceClaim status with")
+        results = dict(zip(s.to_allocate, s.by_node.get(node_name) or [], strict=False))
+        waits = False
+        for i, info in enumerate(s.claims):
+            if _reserved_for_pod(pod, info.raw):
+                alloc = (info.raw.get("status") or {}).get("allocation")
+            else:
+                try:
+                    written = await self._bind_claim(pod, info, results.get(i))
+                except _BindError as e:
+                    return Status.error(str(e))
+                meta = written.get("metadata") or {}
+                s.written.append((str(meta.get("namespace")), str(meta.get("name")),
+                                  str(meta.get("uid"))))
+                alloc = (written.get("status") or {}).get("allocation")
+            waits = waits or _has_binding_conditions(alloc)
+        if waits and self.features.device_binding_and_status:
+            return await self._wait_for_binding_conditions(s)
+        return SUCCESS
+
+    def claim_timed_out(self, claim: Json) -> bool:
+        """isClaimTimeout: allocated with binding conditions longer than bindingTimeout."""
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        stamp = alloc.get("allocationTimestamp")
+        if not stamp or not _has_binding_conditions(alloc):
+            return False
+        try:
+            at = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        age = datetime.datetime.now(datetime.UTC) - at
+        return age.total_seconds() > self.binding_timeout
+
+    async def _wait_for_binding_conditions(self, s: _State) -> Status:
+        """PreBind's wait (isPodReadyForBinding): until every device with binding
+        conditions has them True in the claim's status.devices, one of its failure
+        conditions is True (an error), or bindingTimeout passes."""
+        deadline = time.monotonic() + self.binding_timeout
+        while True:
+            ready = True
+            for info in s.claims:
+                meta = info.raw.get("metadata") or {}
+                claim = self.listers.get(ls.RESOURCE_CLAIM, str(meta.get("name")),
+                                         str(meta.get("namespace")))
+                if claim is None:
+                    return Status.error(f'resourceclaim "{meta.get("name")}" not found')
+                ok, failed = claim_ready_for_binding(claim)
+                if failed:
+                    return Status.error(f"device binding failed: {failed}")
+                if not ok:
+                    if self.claim_timed_out(claim):
+                        return Status.error(
+                            f"device binding timeout: claim={meta.get('name')}")
+                    ready = False
+            if ready:
+                return SUCCESS
+            if time.monotonic() >= deadline:
+                return Status.error("device binding timeout: context deadline exceeded")
+            await asyncio.sleep(BINDING_POLL_SECONDS)
+
+    async def _bind_claim(self, pod: PodInfo, info: _ClaimInfo,
+                          allocation: dict[str, Any] | None) -> dict[str, Any]:
+        """bindClaim: finalizer, then status.allocation and status.reservedFor."""
+        assert self.api is not None
+        meta = info.raw.get("metadata") or {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        path = f"{RESOURCE_API}/namespaces/{ns}/resourceclaims/{name}"
+        claim: dict[str, Any] = _copy(info.raw)
+        refresh = False
+        for _ in range(_CONFLICT_RETRIES):
+            if refresh:
+                claim = await self.api.request("GET", path)
+            refresh = True
+            cmeta = claim.setdefault("metadata", {})
+            if cmeta.get("deletionTimestamp"):
+                raise _BindError(f"claim {ns}/{name} got deleted in the meantime")
+            status = claim.setdefault("status", {})
+            try:
+                if allocation is not None:
+                    if status.get("allocation") is not None:
+                        raise _BindError(f"claim {ns}/{name} got allocated elsewhere in the "
+                                         "meantime")
+                    if FINALIZER not in (cmeta.get("finalizers") or []):
+                        cmeta["finalizers"] = [*(cmeta.get("finalizers") or []), FINALIZER]
+                        claim = await self.api.request("PUT", path, body=claim)
+                        status = claim.setdefault("status", {})
+                    status["allocation"] = allocation
+                if status.get("allocation") is None:
+                    raise _BindError(f"claim {ns}/{name} got deallocated elsewhere in the "
+                                     "meantime")
+                if self.features.device_binding_and_status and not status["allocation"].get(
+                        "allocationTimestamp"):
+                    status["allocation"] = {**status["allocation"], "allocationTimestamp":
+                                            _now()}
+                status["reservedFor"] = [*(status.get("reservedFor") or []),
+                                         {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+                written = await self.api.request("PUT", f"{path}/status", body=claim)
+            except _BindError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the client raises its own error types
+                if _is_conflict(e):
+                    continue
+                what = "add allocation and reservation to" if allocation is not None else \
+                    "add reservation to"
+                raise _BindError(f"{what} claim {ns}/{name}: {e}") from e
+            entry = self.tracker.in_flight.get(info.uid)
+            if entry is not None:
+                entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
+                                       or "")
+            return written
+        raise _BindError(f"claim {ns}/{name}: still conflicting after {_CONFLICT_RETRIES} "
+                         "attempts")
+
+
+class _BindError(Exception):
+    pass
+
+
+def apply_taint_rules(s: model.Slice, rules: list[Json]) -> model.Slice:
+    """The slice with the taints of the DeviceTaintRules that select its devices (by
+    driver, pool and device name; ResourceSlice tracker's applyPatches)."""
+    added: dict[int, list[Json]] = {}
+    for rule in rules:
+        spec = rule.get("spec") or {}
+        sel = spec.get("deviceSelector") or {}
+        if sel.get("driver") is not None and sel["driver"] != s.driver:
+            continue
+        if sel.get("pool") is not None and sel["pool"] != s.pool:
+            continue
+        taint = spec.get("taint")
+        if not isinstance(taint, Mapping):
+            continue
+        for i, d in enumerate(s.devices):
+            if sel.get("device") is not None and sel["device"] != d.name:
+                continue
+            added.setdefault(i, []).append(dict(taint))
+    if not added:
+        return s
+    devices = tuple(dataclasses.replace(d, taints=(*d.taints, *added[i])) if i in added else d
+                    for i, d in enumerate(s.devices))
+    return dataclasses.replace(s, devices=devices)
+
+
+def _has_binding_conditions(alloc: Mapping[str, Any] | None) -> bool:
+    return any(r.get("bindingConditions") for r in
+               ((alloc or {}).get("devices") or {}).get("results") or [])
+
+
+def claim_ready_for_binding(claim: Json) -> tuple[bool, str]:
+    """isClaimReadyForBinding: (ready, why binding failed)."""
+    status = claim.get("status") or {}
+    alloc = status.get("allocation")
+    if alloc is None:
+        return False, ""
+    devices = status.get("devices") or []
+    for r in (alloc.get("devices") or {}).get("results") or []:
+        if not r.get("bindingConditions"):
+            continue
+        dev = next((d for d in devices if (d.get("driver"), d.get("pool"), d.get("device"))
+                    == (r.get("driver"), r.get("pool"), r.get("device"))), None)
+        if dev is None:
+            return False, ""
+        conds = {c.get("type"): c for c in dev.get("conditions") or []}
+        for name in r.get("bindingFailureConditions") or []:
+            c = conds.get(name)
+            if c is not None and c.get("status") == "True":
+                meta = claim.get("metadata") or {}
+                return False, (f"claim={meta.get('name')}, reason={c.get('reason', '')}, "
+                               f"message={c.get('message', '')!r}")
+        for name in r.get("bindingConditions") or []:
+            c = conds.get(name)
+            if c is None or c.get("status") != "True":
+                return False, ""
+    return True, ""
+
+
+def _is_conflict(e: BaseException) -> bool:
+    return getattr(e, "status", None) == 409
+
+
+def _copy(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {k: _copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_copy(v) for v in obj]
+    return obj
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _add_allocation(state: AllocatedState, alloc: Mapping[str, Any]) -> None:
+    """The devices one allocation uses (upstream's allocatedDevices tracker)."""
+    for r in ((alloc.get("devices") or {}).get("results") or []):
+        did = (str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
+        if r.get("adminAccess"):
+            continue  # admin access does not take the device
+        share = r.get("shareID")
+        if share:
+            state.shared.add((did, str(share)))
+            consumed = r.get("consumedCapacity") or {}
+            if consumed:
+                entry = state.capacity.setdefault(did, {})
+                for n, q in consumed.items():
+                    qq = Quantity.parse(q)
+                    entry[n] = entry[n].add(qq) if n in entry else qq
+        else:
+            state.devices.add(did)
+
+
+def _seconds(args: Mapping[str, Any], key: str, default: float) -> float:
+    raw = args.get(key)
+    if raw is None:
+        return default
+    if not isinstance(raw, str) or not raw.endswith("s"):
+        raise ArgsError(key, 'must be a duration in seconds such as "10s"')
+    try:
+        value = float(raw[:-1])
+    except ValueError as e:
+        raise ArgsError(key, 'must be a duration in seconds such as "10s"') from e
+    if value < 0:
+        raise ArgsError(key, "must not be negative")
+    return value
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> DynamicResources:
+    """Args as DynamicResourcesArgs: filterTimeout (default 10s), bindingTimeout (600s)."""
+    args = args or {}
+    extra = sorted(set(args) - {"filterTimeout", "bindingTimeout"})
+    if extra:
+        raise ArgsError(extra[0], f"unknown field; {NAME} takes filterTimeout and "
+                                  "bindingTimeout")
+    return DynamicResources(handle.listers, handle.api,
+                            filter_timeout=_seconds(args, "filterTimeout",
+                                                    FILTER_TIMEOUT_SECONDS),
+                            binding_timeout=_seconds(args, "bindingTimeout",
+                                                     BINDING_TIMEOUT_SECONDS))
+
+
+__all__ = ["NAME", "DynamicResources", "ClaimTracker", "claim_name", "new"]
