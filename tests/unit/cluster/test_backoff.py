@@ -55,7 +55,7 @@ def test_token_bucket_refills_no_more_than_its_burst() -> None:
 
 def test_a_client_with_qps_throttles_a_burst_of_real_requests() -> None:
     """Against a real local server: 30 requests at once through a client of QPS 50 and burst 10:
-    ten go at once, twenty waited for tokens; the event bucket is apart."""
+    ten go at once, the others (about twenty) waited for tokens; the event bucket is apart."""
     async def ok(_: web.Request) -> web.Response:
         return web.json_response({"kind": "Status"})
 
@@ -70,7 +70,9 @@ def test_a_client_with_qps_throttles_a_burst_of_real_requests() -> None:
 
     client = run_server(ok, body)
     assert client.limiter is not None and client.event_limiter is not None
-    assert client.limiter.throttled == 20
+    # 20 when the 30 tasks take their tokens within one refill (1/50 s); a loaded machine
+    # can stretch that start by a few refills, which only lets a few more through at once.
+    assert 15 <= client.limiter.throttled <= 20
     assert client.event_limiter.throttled == 0
 
 
