@@ -47,7 +47,7 @@ import datetime
 import logging
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,7 @@ from polsched.framework.interfaces import (
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
@@ -221,7 +222,7 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
 
 
 class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
-                       ScorePlugin, ScoreExtensions, ReservePlugin, PreBindPlugin,
+                       PreScorePlugin, ScorePlugin, ScoreExtensions, ReservePlugin, PreBindPlugin,
                        ev.EnqueueExtensions):
     NAME = NAME
 
@@ -480,6 +481,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return SUCCESS
 
     # -- Score ---------------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  snapshot: Snapshot) -> Status:
+        """Skip for a pod without claims: its Score would be 0 on every node, and a call
+        per node per pod is what the plain workloads paid for it."""
+        s: _State | None = state.get(_STATE_KEY)
+        return SUCCESS if s is not None and s.claims else SKIP
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """computeScore: per firstAvailable request, FirstAvailableDeviceRequestMaxSize (8)
         minus the index of the subrequest that the node's allocation (or the claim's
