@@ -16,6 +16,7 @@ the ones under test.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,23 @@ async def claim_of(client: ApiClient, ns: str, pod: str) -> Json | None:
             return await client.get(
                 f"{RESOURCE}/namespaces/{ns}/resourceclaims/{s['resourceClaimName']}")
     return None
+
+
+async def run_engine_as_operator(cluster: Cluster, operator_kubeconfig: Path, scheduler: str,
+                                 body: Callable[[ApiClient], Awaitable[None]]) -> None:
+    """An engine running the default policy `scheduler` with the operator's
+    ServiceAccount credentials, while `body` acts on the cluster as the admin."""
+    admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
+    operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
+    engine = Engine(operator)
+    try:
+        await engine.start()
+        engine.apply(load_policy(policy(scheduler), CATALOG))
+        await body(admin)
+    finally:
+        await engine.stop()
+        await operator.close()
+        await admin.close()
 
 
 def test_gpu_pods_get_their_devices_on_the_node_that_has_them(
@@ -158,20 +176,7 @@ def test_gpu_pods_get_their_devices_on_the_node_that_has_them(
             assert [(r["pool"], r["device"]) for r in
                     claim["status"]["allocation"]["devices"]["results"]] == [(one, "gpu-0")]
 
-        async def main() -> None:
-            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
-            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
-            engine = Engine(operator)
-            try:
-                await engine.start()
-                engine.apply(load_policy(policy(scheduler), CATALOG))
-                await body(admin)
-            finally:
-                await engine.stop()
-                await operator.close()
-                await admin.close()
-
-        asyncio.run(main())
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
                         check=False)
@@ -243,20 +248,7 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
 
             assert await eventually(bound, 30, what="attach bound") == node
 
-        async def main() -> None:
-            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
-            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
-            engine = Engine(operator)
-            try:
-                await engine.start()
-                engine.apply(load_policy(policy(scheduler), CATALOG))
-                await body(admin)
-            finally:
-                await engine.stop()
-                await operator.close()
-                await admin.close()
-
-        asyncio.run(main())
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
                         check=False)
@@ -298,20 +290,7 @@ def test_a_pod_waits_untried_until_its_named_claim_exists(
 
             assert await eventually(bound, 30, what="waiter bound") == node
 
-        async def main() -> None:
-            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
-            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
-            engine = Engine(operator)
-            try:
-                await engine.start()
-                engine.apply(load_policy(policy(scheduler), CATALOG))
-                await body(admin)
-            finally:
-                await engine.stop()
-                await operator.close()
-                await admin.close()
-
-        asyncio.run(main())
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
                         check=False)
@@ -376,20 +355,7 @@ def test_a_claim_allocated_where_the_pod_cannot_go_is_deallocated_then_allocated
             assert [(r["pool"], r["device"]) for r in
                     after["status"]["allocation"]["devices"]["results"]] == [(b, "gpu-0")]
 
-        async def main() -> None:
-            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
-            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
-            engine = Engine(operator)
-            try:
-                await engine.start()
-                engine.apply(load_policy(policy(scheduler), CATALOG))
-                await body(admin)
-            finally:
-                await engine.stop()
-                await operator.close()
-                await admin.close()
-
-        asyncio.run(main())
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
                         check=False)
@@ -465,20 +431,7 @@ def test_a_device_that_fails_to_bind_is_released_and_allocated_again(
 
             assert await eventually(bound, 60, what="flaky bound") == node
 
-        async def main() -> None:
-            admin = ApiClient.from_kubeconfig(cluster.kubeconfig)
-            operator = ApiClient.from_kubeconfig(str(operator_kubeconfig))
-            engine = Engine(operator)
-            try:
-                await engine.start()
-                engine.apply(load_policy(policy(scheduler), CATALOG))
-                await body(admin)
-            finally:
-                await engine.stop()
-                await operator.close()
-                await admin.close()
-
-        asyncio.run(main())
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
                         check=False)
