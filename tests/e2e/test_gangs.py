@@ -9,6 +9,8 @@ grants are the ones under test).
   assumed: a plain pod then fits where the members were tried.
 - A lone member of a gang waits at PreEnqueue without any event, and binds with the next.
 - Lowering a waiting gang's minCount requeues its members.
+- A hot reload, a lost lease and a stop reject a gang's Permit waiters together, and
+  nothing stays assumed (a test plugin, Hold, keeps the members waiting at Permit).
 
 One control plane for all (tests/e2e/conftest.py `gated`, shared with test_feature_gates).
 """
@@ -16,7 +18,7 @@ One control plane for all (tests/e2e/conftest.py `gated`, shared with test_featu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,19 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
-from polsched.plugins import CATALOG
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import FilterPlugin, Handle, PermitPlugin
+from polsched.framework.registry import Catalog, PluginSpec, Registry
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework.waiting_pods import WaitingPod
+from polsched.plugins import (
+    CATALOG,
+    DEFAULT_FILTERS,
+    DEFAULT_PRE_ENQUEUE,
+    DEFAULT_SCORERS,
+    REGISTRY,
+)
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, node_manifest, unique
 from tests.e2e.rbac import (
@@ -229,3 +243,102 @@ def test_lowering_min_count_requeues_the_members(gang_cluster: tuple[Cluster, Pa
             assert await bound(g, m) == nodes[0]
 
     run(gang_cluster, [("n", "4")], body)
+
+
+# -- nothing partial: Permit waiters are rejected together -------------------------------
+class Hold(FilterPlugin, PermitPlugin):
+    """A test plugin that holds every pod at Permit (10 minutes), so that a gang's members
+    stay waiting after GangScheduling allowed them: what a hot reload, a lost lease or a
+    stop must then reject together."""
+
+    NAME = "Hold"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return SUCCESS
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        return Status(Code.WAIT, ("held by the test",)), 600.0
+
+
+def _hold(args: Mapping[str, Any] | None, handle: Handle) -> Hold:
+    return Hold()
+
+
+CATALOG_WITH_HOLD = Catalog(
+    Registry([*(s for n in REGISTRY.names() if (s := REGISTRY.get(n)) is not None),
+              PluginSpec(name="Hold", filter=_hold)]),
+    DEFAULT_FILTERS, DEFAULT_SCORERS, DEFAULT_PRE_ENQUEUE)
+
+
+def held_policy(name: str, generation: int, hold: bool) -> Json:
+    spec: Json = {"filters": [{"name": "Hold"}]} if hold else {}
+    return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": name, "generation": generation, "uid": "uid-" + name},
+            "spec": spec}
+
+
+@pytest.mark.parametrize("trigger", ["reload", "lost-lease", "stop"])
+def test_a_gangs_permit_waiters_are_rejected_together(
+        gang_cluster: tuple[Cluster, Path], trigger: str) -> None:
+    c, kubeconfig = gang_cluster
+    rid = unique("held")
+    node = f"{rid}-n"
+    c.kubectl("create", "namespace", rid)
+    c.apply(node_manifest(node, cpu="4", labels={RUN: rid}))
+    scheduler = unique("polsched-held")
+
+    async def main() -> None:
+        admin = ApiClient.from_kubeconfig(c.kubeconfig)
+        operator = ApiClient.from_kubeconfig(str(kubeconfig))
+        engine = Engine(operator)
+        g = Gang(admin, rid, scheduler, rid)
+        stopped = False
+        try:
+            await engine.start()
+            engine.apply(load_policy(held_policy(scheduler, 1, True), CATALOG_WITH_HOLD))
+            await g.pod_group("pair", 2)
+            await g.member("h1", "pair", "1")
+            await g.member("h2", "pair", "1")
+
+            async def both_held() -> list[WaitingPod] | None:
+                held = [w for w in engine.waiting_pods.values()
+                        if w.pod.scheduler_name == scheduler]
+                # GangScheduling allowed both; only Hold keeps them.
+                return held if len(held) == 2 and all(
+                    w.pending_plugins == ["Hold"] for w in held) else None
+
+            held = await eventually(both_held, 60, what="both members held at Permit")
+            if trigger == "reload":
+                engine.apply(load_policy(held_policy(scheduler, 2, False), CATALOG))
+            elif trigger == "lost-lease":
+                engine.set_leader(None, False)
+            else:
+                await engine.stop()
+                stopped = True
+            # One synchronous pass: both decided (rejected) before anything else ran.
+            assert [w.pending_plugins for w in held] == [[], []]
+            for w in held:
+                st = await w.wait()
+                assert st.code is Code.UNSCHEDULABLE, st
+
+            async def nothing_assumed() -> bool:
+                return not engine.cache.assumed_keys(scheduler)
+
+            assert await eventually(nothing_assumed, 30, what="the members forgotten")
+            if trigger == "reload":
+                # The new pipeline (without Hold) places the gang whole.
+                for m in ("h1", "h2"):
+                    assert await bound(g, m) == node
+            else:
+                assert await g.node_of("h1") == "" and await g.node_of("h2") == ""
+        finally:
+            if not stopped:
+                await engine.stop()
+            await operator.close()
+            await admin.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        c.kubectl("delete", "namespace", rid, "--wait=false", check=False)
+        c.kubectl("delete", "node", node, "--wait=false", check=False)
