@@ -9,6 +9,8 @@ grants are the ones under test).
   assumed: a plain pod then fits where the members were tried.
 - A lone member of a gang waits at PreEnqueue without any event, and binds with the next.
 - Lowering a waiting gang's minCount requeues its members.
+- After a crash between two Bindings, the bound member counts toward minCount and the
+  next process binds the rest.
 - A hot reload, a lost lease and a stop reject a gang's Permit waiters together, and
   nothing stays assumed (a test plugin, Hold, keeps the members waiting at Permit).
 
@@ -243,6 +245,52 @@ def test_lowering_min_count_requeues_the_members(gang_cluster: tuple[Cluster, Pa
             assert await bound(g, m) == nodes[0]
 
     run(gang_cluster, [("n", "4")], body)
+
+
+def test_after_a_crash_between_two_bindings_the_next_cycle_places_the_rest(
+        gang_cluster: tuple[Cluster, Path]) -> None:
+    """A scheduler that died after posting the first member's Binding and before the
+    others (the API has no transaction over Bindings): the new process lists the bound
+    member as assigned, counts it toward minCount, and binds the rest."""
+    c, kubeconfig = gang_cluster
+    rid = unique("crash")
+    node = f"{rid}-n"
+    c.kubectl("create", "namespace", rid)
+    c.apply(node_manifest(node, cpu="4", labels={RUN: rid}))
+    scheduler = unique("polsched-crash")
+
+    async def main() -> None:
+        admin = ApiClient.from_kubeconfig(c.kubeconfig)
+        g = Gang(admin, rid, scheduler, rid)
+        try:
+            await g.pod_group("trio", 3)
+            for m in ("c1", "c2", "c3"):
+                await g.member(m, "trio", "1")
+            # What the dead scheduler managed to do: c1's Binding.
+            await admin.post(f"/api/v1/namespaces/{rid}/pods/c1/binding", {
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": "c1", "namespace": rid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+            operator = ApiClient.from_kubeconfig(str(kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                state = engine.cache.pod_groups.state(f"{rid}/trio")
+                assert (state.all_pods_count, len(state.assigned)) == (3, 1)
+                engine.apply(load_policy(held_policy(scheduler, 1, False), CATALOG))
+                for m in ("c2", "c3"):
+                    assert await bound(g, m) == node
+            finally:
+                await engine.stop()
+                await operator.close()
+        finally:
+            await admin.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        c.kubectl("delete", "namespace", rid, "--wait=false", check=False)
+        c.kubectl("delete", "node", node, "--wait=false", check=False)
 
 
 # -- nothing partial: Permit waiters are rejected together -------------------------------

@@ -80,6 +80,8 @@ class SchedulerStats:
     # For a policy with load-aware scorers: (available, reason, message) of its
     # MetricsAvailable condition (scheduler.load_status); None for the others.
     node_metrics: tuple[bool, str, str] | None = None
+    # Gang PodGroups of this scheduler with minCount members bound now (status.boundGangs).
+    bound_gangs: int = 0
 
 
 @dataclass(frozen=True)
@@ -349,7 +351,8 @@ class Engine(CacheListener):
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
             last_preemption=c.last_preemption,
             node_metrics=load_status.condition(self.node_metrics, s.pipeline,
-                                               self.cache.snapshot))
+                                               self.cache.snapshot),
+            bound_gangs=self.cache.pod_groups.bound_gangs(scheduler_name))
 
     def pipeline(self, scheduler_name: str) -> Pipeline:
         """The pipeline a scheduler runs now (KeyError if none)."""
