@@ -188,7 +188,11 @@ def test_a_gang_that_cannot_fit_binds_and_holds_nothing(
             notes = [n for r, n in await g.events(pod) if r == "FailedScheduling"]
             return notes[0] if notes else ""
 
-        group_msg = "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"
+        # As the oracle's (docs/gangs.md): DefaultPreemption's PodGroupPostFilter finds no
+        # pod of lower priority to preempt, and says so.
+        group_msg = ("minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, "
+                     "pod group preemption: No preemption victims found for incoming "
+                     "preemptor")
         first = await eventually(lambda: failed("b1"), 60, what="b1 FailedScheduling")
         second = await eventually(lambda: failed("b2"), 60, what="b2 FailedScheduling")
         # The member that fit in the simulation carries the group's message; the other
