@@ -348,7 +348,7 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         if backlog:  # from the process's start, not the setup before it (kubectl applies)
             t_start = runner.started_at
         if not backlog:
-            warm = w.pod(0, runner.key, runner.scheduler_name)
+            warm = w.warmup_pod(runner.key, runner.scheduler_name)
             warm["metadata"]["name"] = "bench-warmup"
             await api.post(PODS, warm)
             await wait_bound(api, "bench-warmup", startup_timeout)

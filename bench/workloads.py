@@ -96,6 +96,11 @@ class Workload:
     def node(self, i: int) -> dict[str, Any]:
         return node(i)
 
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        """The pod that proves a scheduler schedules before the measured ones (named
+        bench-warmup by the runner): one like the first."""
+        return self.pod(0, scheduler, scheduler_name)
+
     def policy_spec(self) -> dict[str, Any]:
         """spec of the SchedulingPolicy polsched runs (schedulerName is added)."""
         return {"runtime": {"mode": "Shared"}}
@@ -136,7 +141,7 @@ class Gangs(Workload):
     def __post_init__(self) -> None:
         object.__setattr__(self, "pods", self.groups * self.per_group)
 
-    def scaled(self, scale: float) -> Workload:
+    def scaled(self, scale: float) -> Gangs:
         from dataclasses import replace
 
         if self.scale_size:
@@ -153,6 +158,10 @@ class Gangs(Workload):
         p = super().pod(i, scheduler, scheduler_name)
         p["spec"]["schedulingGroup"] = {"podGroupName": self.group_name(i // self.per_group)}
         return p
+
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        # Not a member: a lone member of a gang of 3 would be held forever.
+        return super().pod(0, scheduler, scheduler_name)
 
     def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
         return [(PODGROUPS, {"apiVersion": PODGROUP_API, "kind": "PodGroup",

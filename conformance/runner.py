@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -52,6 +53,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import aiohttp
 import yaml
 
 from conformance import extender as ext
@@ -80,10 +82,11 @@ FIRST_WAIT = 2.0  # then a probe tells whether the scheduler passed the pod over
 EVENT_TIMEOUT = 5.0
 PREEMPTION_TIMEOUT = 12.0  # a nominated pod's victims go, then it is retried after backoff
 SENTINEL_TIMEOUT = 30.0
-# Stepped scenarios: a step is settled once nothing of the scenario changed for QUIET
-# seconds after the probe (kube-scheduler's first backoff is 1s), or SETTLE_TIMEOUT.
-QUIET = 1.5
-SETTLE_TIMEOUT = 20.0
+# Stepped scenarios: a step is settled once, after the probe, nothing of the scenario
+# changed for QUIET seconds and the scheduler's active and backoff queues are empty (a
+# gang's backoff grows to 10s), or after SETTLE_TIMEOUT.
+QUIET = 1.0
+SETTLE_TIMEOUT = 30.0
 
 _SCORE_LINE = re.compile(
     r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(\d+)')
@@ -193,6 +196,9 @@ class Side:
         self.podgroups: dict[str, Json] = {}  # "ns/name" -> latest object
         self._watched_ns: set[str] = set()
         self._last_change = time.monotonic()
+        # Gated sides serve the scheduler's /metrics on this loopback port: the settling
+        # rule reads scheduler_pending_pods (kube-scheduler's and polsched's alike).
+        self.metrics_port = _free_port() if gates else 0
 
     def env(self) -> dict[str, str]:
         """The environment of the side's control plane and schedulers: its gates, or the
@@ -245,8 +251,12 @@ class Side:
             cfg["extenders"] = [ext.config(self.extender_url)]
         path = self.dir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(cfg))
+        serving = ["--secure-port", "0"]
+        if self.metrics_port:
+            serving = ["--secure-port", str(self.metrics_port), "--bind-address", "127.0.0.1",
+                       "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"]
         self.proc = subprocess.Popen(
-            [str(bin_dir / "kube-scheduler"), "--config", str(path), "--secure-port", "0",
+            [str(bin_dir / "kube-scheduler"), "--config", str(path), *serving,
              "--v", "0", "--vmodule", "schedule_one=10",
              *featuregates.kube_scheduler_args(self.env())],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
@@ -268,7 +278,8 @@ class Side:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "polsched.cli", "run", "--kubeconfig", self.kubeconfig,
              "--namespace", OPERATOR_NS, "--identity", "conformance", "--annotate-decisions",
-             "--metrics-listen", ""],
+             "--metrics-listen",
+             f"127.0.0.1:{self.metrics_port}" if self.metrics_port else ""],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         self._record_pid()
@@ -668,8 +679,11 @@ class Side:
         present, deleted ones gone); a probe pod created after it has been tried, so the
         scheduler has dequeued whatever the step queued before it (the probe has the
         lowest priority); then nothing of the scenario (pods, PodGroups, events) changed
-        for QUIET seconds, so that binding cycles and the retries that follow within the
-        first backoff are in (capped at SETTLE_TIMEOUT)."""
+        for QUIET seconds (binding cycles and status writes are in) and the scheduler's
+        active and backoff queues are empty (a gang retried after its backoff has been
+        retried; with a quiet spell alone, whether a 2-8 s backoff retry fell inside a
+        step or the next was a race: oracle-vs-oracle runs showed it). Capped at
+        SETTLE_TIMEOUT."""
         def seen() -> bool:
             for key, uid in uids.items():
                 cur = self.pods.get(key)
@@ -684,9 +698,30 @@ class Side:
         while True:
             now = time.monotonic()
             quiet_for = now - self._last_change
-            if quiet_for >= QUIET or now >= deadline:
+            if now >= deadline:
                 return
-            await asyncio.sleep(min(QUIET - quiet_for, deadline - now))
+            if quiet_for >= QUIET and not await self._queued():
+                return
+            await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
+
+    async def _queued(self) -> int:
+        """Pods the scheduler has in its active and backoff queues and, for a group in
+        its cycle, waiting to join it, from its /metrics (scheduler_pending_pods{queue=
+        active|backoff|pending}, kube-scheduler's gauge, which polsched reports too): a
+        rejected gang retried after its backoff is still to come while this is above 0.
+        The unschedulable pool is not counted: nothing takes a pod from it without a
+        cluster event, and every step's events are in."""
+        if not self.metrics_port:
+            return 0
+        scheme = "https" if self.scheduler == "kube" else "http"
+        url = f"{scheme}://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            async with aiohttp.ClientSession() as http, \
+                    http.get(url, ssl=False, timeout=aiohttp.ClientTimeout(total=5)) as r:
+                text = await r.text()
+        except (aiohttp.ClientError, TimeoutError):
+            return 1  # not answering (yet): not settled
+        return pending_in(text, ("active", "backoff", "pending"))
 
     def _snapshot(self, sc: scn.Scenario, step: int, pods: list[str], groups: list[str],
                   uids: dict[str, str], deleted: set[str]) -> list[PodResult]:
@@ -847,6 +882,26 @@ class Side:
             feasible = ann.get(FEASIBLE, "")
             n = int(feasible.split("/")[0]) if feasible.split("/")[0].isdigit() else 0
             res.unique = n <= 1 or bool(ann.get(DECIDING))
+
+
+_PENDING = re.compile(r'^scheduler_pending_pods\{([^}]*)\} ([0-9.e+]+)$', re.M)
+
+
+def pending_in(metrics_text: str, queues: tuple[str, ...]) -> int:
+    """The sum of scheduler_pending_pods over `queues` in a Prometheus text page."""
+    total = 0.0
+    for m in _PENDING.finditer(metrics_text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("queue") in queues:
+            total += float(m.group(2))
+    return int(total)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _condition_full(pod: Json | None) -> tuple[str, str, str]:
