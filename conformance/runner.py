@@ -87,6 +87,11 @@ SENTINEL_TIMEOUT = 30.0
 # gang's backoff grows to 10s), or after SETTLE_TIMEOUT.
 QUIET = 1.0
 SETTLE_TIMEOUT = 30.0
+# ... or once nothing changed for longer than the longest backoff (kube-scheduler's
+# podMaxBackoffSeconds 10, its backoff queue flushed every second): a group that fails
+# with an error (a validation error) goes back to backoff after every attempt, forever,
+# with the same message.
+BACKOFF_QUIET = 11.5
 
 _SCORE_LINE = re.compile(
     r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(\d+)')
@@ -682,8 +687,8 @@ class Side:
         for QUIET seconds (binding cycles and status writes are in) and the scheduler's
         active and backoff queues are empty (a gang retried after its backoff has been
         retried; with a quiet spell alone, whether a 2-8 s backoff retry fell inside a
-        step or the next was a race: oracle-vs-oracle runs showed it). Capped at
-        SETTLE_TIMEOUT."""
+        step or the next was a race: oracle-vs-oracle runs showed it), or nothing changed
+        for BACKOFF_QUIET (a group in an error loop). Capped at SETTLE_TIMEOUT."""
         def seen() -> bool:
             for key, uid in uids.items():
                 cur = self.pods.get(key)
@@ -700,7 +705,7 @@ class Side:
             quiet_for = now - self._last_change
             if now >= deadline:
                 return
-            if quiet_for >= QUIET and not await self._queued():
+            if quiet_for >= BACKOFF_QUIET or (quiet_for >= QUIET and not await self._queued()):
                 return
             await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
 
