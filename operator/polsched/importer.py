@@ -46,9 +46,11 @@ _WHY = {
 # (besides multiPoint) where a KubeSchedulerConfiguration enables or disables them.
 DEFAULT_PREEMPTION = "DefaultPreemption"
 SCHEDULING_GATES = "SchedulingGates"
+GANG_SCHEDULING = "GangScheduling"
 # The schedulerName a default-scheduler profile is imported under.
 IMPORTED_DEFAULT = "polsched-default"
-_OWN_POINT = {DEFAULT_PREEMPTION: "postFilter", SCHEDULING_GATES: "preEnqueue"}
+_OWN_POINT = {DEFAULT_PREEMPTION: "postFilter", SCHEDULING_GATES: "preEnqueue",
+              GANG_SCHEDULING: "preEnqueue"}
 PREEMPTION_ARGS = {"minCandidateNodesPercentage", "minCandidateNodesAbsolute"}
 
 # legacy_registry.go (v1.22): predicate -> plugins.
@@ -103,7 +105,7 @@ class Profile:
     args: dict[str, Json] = field(default_factory=dict)
     # DefaultPreemption and SchedulingGates: on, as in the default profile.
     others: dict[str, bool] = field(default_factory=lambda: {
-        DEFAULT_PREEMPTION: True, SCHEDULING_GATES: True})
+        DEFAULT_PREEMPTION: True, SCHEDULING_GATES: True, GANG_SCHEDULING: True})
     preemption_args: Json = field(default_factory=dict)
 
     @classmethod
@@ -355,6 +357,8 @@ class Importer:
                       "plugins need defaultPlugins: false, which switches it off too")
         if use_defaults and not gates:
             disabled.append(SCHEDULING_GATES)
+        if use_defaults and not prof.others[GANG_SCHEDULING]:
+            disabled.append(GANG_SCHEDULING)
         if not prof.others[DEFAULT_PREEMPTION]:
             disabled.append(DEFAULT_PREEMPTION)
         filters: list[Json] = []

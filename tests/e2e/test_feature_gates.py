@@ -3,26 +3,25 @@ Workload and PodGroup (scheduling.k8s.io/v1beta1) with the knob and keeps upstre
 defaults without it; kube-scheduler given the same gates (the conformance oracle's and the
 bench's, through polsched.cluster.featuregates) schedules a PodGroup as a gang.
 
-One extra control plane for the module (kwok off: binding needs no kubelet)."""
+One extra control plane, shared with the gang tests (tests/e2e/conftest.py `gated`; kwok
+off: binding needs no kubelet)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from polsched.cluster import featuregates
-from tests.conftest import HACK, Cluster, node_manifest, unique
+from tests.conftest import Cluster, node_manifest, unique
+from tests.e2e.conftest import GATES
 
 pytestmark = pytest.mark.e2e
-
-GATES = "GenericWorkload=true"
 
 
 def _cmdline(pid_file: Path) -> list[str]:
@@ -52,22 +51,6 @@ def _wait(what: str, cond: Callable[[], bool], timeout: float = 60) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-@pytest.fixture(scope="module")
-def gated(cluster: Cluster) -> Iterator[tuple[Cluster, Path]]:
-    """A second control plane started as `make cluster FEATURE_GATES=GenericWorkload=true`
-    starts it (cluster.sh with POLSCHED_FEATURE_GATES)."""
-    with tempfile.TemporaryDirectory(prefix="polsched-e2e-gates-") as d:
-        env = {**os.environ, featuregates.ENV: GATES, "POLSCHED_NO_KWOK": "1"}
-        up = subprocess.run([str(HACK / "cluster.sh"), "up", d], env=env,
-                            capture_output=True, text=True)
-        try:
-            if up.returncode != 0:
-                raise RuntimeError(f"the gated control plane did not start:\n{up.stderr}")
-            yield Cluster(str(Path(d) / "kubeconfig"), cluster.bin_dir), Path(d)
-        finally:
-            subprocess.run([str(HACK / "cluster.sh"), "down", d], capture_output=True)
 
 
 def test_knob_serves_workload_and_podgroup(gated: tuple[Cluster, Path]) -> None:

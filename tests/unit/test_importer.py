@@ -129,13 +129,14 @@ def test_default_preemption_and_scheduling_gates_follow_their_extension_points()
     assert loaded["minimal"].preemption is None and gates["minimal"] == []
     assert filters(policies[0]) == ["TaintToleration"]
     assert loaded["no-preemption"].preemption is None
-    assert gates["no-preemption"] == ["SchedulingGates", "DynamicResources"]
+    # GangScheduling stays as upstream's with GenericWorkload (a no-op without PodGroups).
+    assert gates["no-preemption"] == ["SchedulingGates", "DynamicResources", "GangScheduling"]
     assert len(loaded["no-preemption"].filters) > 1  # the other defaults stay
     tuned = loaded["tuned"]
     assert (tuned.filters, tuned.scorers) == ((), ())
     # DynamicResources is disabled with the filters (disabledPlugins is per plugin;
     # upstream would keep its PreEnqueue).
-    assert gates["tuned"] == ["SchedulingGates"]
+    assert gates["tuned"] == ["SchedulingGates", "GangScheduling"]
     assert tuned.preemption is not None
     assert (tuned.preemption.min_candidate_nodes_percentage,
             tuned.preemption.min_candidate_nodes_absolute) == (20, 5)

@@ -111,10 +111,11 @@ def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets()
                 continue
             writes = verbs & cluster_wide_writes
             # Pod deletion is preemption, as kube-scheduler's role; ResourceClaims and their
-            # status and binding are written by DynamicResources' PreBind, as kube-scheduler's.
+            # status and binding are written by DynamicResources' PreBind, as kube-scheduler's;
+            # a PodGroup's status gets PodGroupInitiallyScheduled, as kube-scheduler's.
             assert resources <= {"pods", "pods/status", "pods/binding", "events",
                                  "persistentvolumes", "persistentvolumeclaims",
                                  "schedulingpolicies", "schedulingpolicies/status",
                                  "resourceclaims", "resourceclaims/status",
-                                 "resourceclaims/binding"} \
+                                 "resourceclaims/binding", "podgroups/status"} \
                 or not writes, (role["metadata"]["name"], rule)

@@ -36,6 +36,7 @@ import aiohttp
 from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
+from polsched.framework.podgroups import PodGroups
 from polsched.framework.types import NODE_CHANGES, NodeInfo, PodInfo, Snapshot
 from polsched.objects import Json
 
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 NAMESPACES = ls.NAMESPACE.path
+# scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload): watched only when discovery
+# lists them, as kube-scheduler's informer exists only with the gate on.
+POD_GROUP_VERSION = "/apis/scheduling.k8s.io/v1beta1"
+POD_GROUPS = POD_GROUP_VERSION + "/podgroups"
 
 
 class CacheListener:
@@ -82,6 +87,9 @@ class CacheListener:
     def counts_changed(self, scheduler_name: str) -> None:
         """The number of bound or pending pods with this schedulerName changed."""
 
+    def pod_group_changed(self, old: Json | None, new: Json | None) -> None:
+        """A PodGroup was added (old None), updated or deleted (new None)."""
+
 
 def _counts_changed(listener: CacheListener, name: str) -> None:
     listener.counts_changed(name)
@@ -119,6 +127,9 @@ class ClusterCache:
         # The initial lists in flight (prefetch), by path, until start() applies them.
         self._lists: dict[str, asyncio.Future[Json]] | None = None
         self.synced = False
+        # PodGroups and their members' states (framework.podgroups); `served` once
+        # discovery at start() found scheduling.k8s.io/v1beta1 podgroups.
+        self.pod_groups = PodGroups()
 
     # -- listeners ----------------------------------------------------------------------
     def add_listener(self, listener: CacheListener) -> None:
@@ -171,6 +182,7 @@ class ClusterCache:
         assumed = PodInfo(*values)
         self._assumed[pod.key] = assumed
         self._place(assumed, node_name)
+        self.pod_groups.assume(assumed)
         return assumed
 
     def forget(self, pod: PodInfo) -> None:
@@ -178,6 +190,7 @@ class ClusterCache:
         the watch has already shown the pod bound, wherever that is."""
         if self._assumed.pop(pod.key, None) is None:
             return
+        self.pod_groups.forget(pod)
         current = self.pods.get(pod.key)
         if current is not None and current.node_name and not current.terminal:
             self._place(current, current.node_name)
@@ -199,6 +212,7 @@ class ClusterCache:
             old = None
         self.pods[key] = new
         self._recount(old, new)
+        self.pod_groups.pod_added(new)
         if new.node_name:
             self._assumed.pop(key, None)  # confirmed, or bound by someone else
             if new.terminal:
@@ -235,6 +249,7 @@ class ClusterCache:
         self._unplace(key)
         if old is None:
             return
+        self.pod_groups.pod_deleted(old)
         self._recount(old, None)
         if old.node_name:
             if not old.terminal:
@@ -289,6 +304,13 @@ class ClusterCache:
                 name = ls.object_key(kind, new)
                 self._notify(lambda x: x.namespace_changed(name, labels), "namespace_changed")
         self._notify(lambda x: x.object_changed(kind, old, new), "object_changed")
+
+    def on_pod_group_event(self, kind: str, obj: Json) -> None:
+        """A PodGroup: record it, tell the listeners."""
+        _drop_managed_fields(obj)
+        old = self.pod_groups.apply(kind, obj)
+        new = None if kind == "DELETED" else obj
+        self._notify(lambda x: x.pod_group_changed(old, new), "pod_group_changed")
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _place(self, pod: PodInfo, node_name: str) -> None:
@@ -376,8 +398,29 @@ class ClusterCache:
         # decided) as soon as it is listed, and plugins read these for it.
         for kind in ls.KINDS:
             resources.append((kind.path, functools.partial(self.on_object_event, kind)))
+        if self.pod_groups.served:  # before pods: PreEnqueue reads the groups
+            resources.append((POD_GROUPS, self.on_pod_group_event))
         resources.append((PODS, self.on_pod_event))
         return resources
+
+    async def discover(self) -> bool:
+        """Whether the API server serves scheduling.k8s.io/v1beta1 podgroups (discovery);
+        sets pod_groups.served. An error or a 404 counts as not served."""
+        if self._client is None:
+            return False
+        try:
+            doc = await self._client.get(POD_GROUP_VERSION)
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("discovery of %s failed: %s", POD_GROUP_VERSION, err)
+            doc = {}
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("discovery of %s failed: %s", POD_GROUP_VERSION, err)
+            doc = {}
+        served = any(isinstance(r, Mapping) and r.get("name") == "podgroups"
+                     for r in doc.get("resources") or ())
+        self.pod_groups.served = served
+        return served
 
     def prefetch(self) -> None:
         """Send the initial lists now; start() applies their answers. For a process that
@@ -397,6 +440,11 @@ class ClusterCache:
         """List nodes, namespaces and pods, start watching them; return once synced."""
         if self._client is None:
             raise RuntimeError("ClusterCache.start needs an ApiClient")
+        if not self.pod_groups.served and await self.discover() and self._lists is not None:
+            # prefetch() ran before discovery: the PodGroups' list is sent now.
+            client = self._client
+            self._lists[POD_GROUPS] = asyncio.ensure_future(
+                client.list_all(POD_GROUPS, page_size=self._page_size))
         resources = self._resources()
         # Every list is sent at once (one round trip, not thirteen in a row, before the
         # first pod can be queued), unless prefetch() sent them already; the answers are
@@ -436,6 +484,8 @@ class ClusterCache:
             return {k: p.raw for k, p in self.pods.items()}
         if path == NODES:
             return {n.name: n.raw for n in self.snapshot.nodes}
+        if path == POD_GROUPS:
+            return dict(self.pod_groups.objects)
         kind = next(k for k in ls.KINDS if k.path == path)
         return dict(self.listers.objects[kind.name])
 
@@ -453,7 +503,7 @@ class ClusterCache:
         for obj in listing.get("items") or ():
             meta = obj.get("metadata") or {}
             key = meta.get("name") or ""
-            if path == PODS or path in _NAMESPACED_PATHS:
+            if path in (PODS, POD_GROUPS) or path in _NAMESPACED_PATHS:
                 key = f"{meta.get('namespace') or ''}/{key}"
             seen.add(key)
             prev = known.get(key)

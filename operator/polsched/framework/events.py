@@ -90,6 +90,7 @@ class Resource(enum.StrEnum):
     STATEFUL_SET = "apps/StatefulSet"
     POD_DISRUPTION_BUDGET = "policy/PodDisruptionBudget"
     PRIORITY_CLASS = "scheduling.k8s.io/PriorityClass"
+    POD_GROUP = "scheduling.k8s.io/PodGroup"
     WILDCARD = "*"
 
 
@@ -184,6 +185,9 @@ UNSCHEDULED_POD_UPDATE = ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.UPDAT
 UNSCHEDULED_POD_DELETE = ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.DELETE)
 NODE_ADD = ClusterEvent(Resource.NODE, ActionType.ADD)
 NODE_DELETE = ClusterEvent(Resource.NODE, ActionType.DELETE)
+POD_GROUP_ADD = ClusterEvent(Resource.POD_GROUP, ActionType.ADD)
+POD_GROUP_UPDATE = ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE)
+POD_GROUP_DELETE = ClusterEvent(Resource.POD_GROUP, ActionType.DELETE)
 EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, ActionType.ALL,
                                            UNSCHEDULABLE_TIMEOUT)
 EVENT_FORCE_ACTIVATE = ClusterEvent(Resource.WILDCARD, ActionType.ALL, FORCE_ACTIVATE)

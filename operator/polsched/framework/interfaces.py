@@ -35,6 +35,7 @@ from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.listers import Listers
 from polsched.framework.load import LoadSource
 from polsched.framework.nominator import Nominator
+from polsched.framework.podgroups import PodGroups
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
@@ -60,6 +61,8 @@ class ExtensionPoint(enum.Enum):
     PRE_BIND = "PreBind"
     BIND = "Bind"
     POST_BIND = "PostBind"
+    # The pod-group cycle (framework.PlacementFeasiblePlugin, GenericWorkload).
+    PLACEMENT_FEASIBLE = "PlacementFeasible"
 
 
 class Plugin:
@@ -177,6 +180,37 @@ class PermitPlugin(Plugin):
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
         """Success to go on binding, Wait (with a timeout in seconds) to hold the pod in
         the binding cycle until allowed or rejected, or a rejection."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementProgress:
+    """framework.PlacementProgress: in a pod-group cycle, how many of the group's members
+    are still to be tried and how many are scheduled (assumed or bound, this cycle's
+    simulated ones included)."""
+
+    remaining: int
+    scheduled: int
+
+
+@dataclass(frozen=True)
+class PodGroupInfo:
+    """The pod group a pod-group cycle places (fwk.PodGroupInfo): its namespace, name and
+    PodGroup object (scheduling.k8s.io/v1beta1, as the API server sends it)."""
+
+    namespace: str
+    name: str
+    pod_group: Json
+
+
+class PlacementFeasiblePlugin(Plugin):
+    """framework.PlacementFeasiblePlugin: in the pod-group cycle, before any member is
+    tried and after each one, whether the group can still be placed: Success (it is
+    placed enough), Wait (not yet: go on with the next member), Unschedulable (it cannot
+    be: stop), or an error."""
+
+    def placement_feasible(self, state: CycleState, group: PodGroupInfo,
+                           progress: PlacementProgress) -> Status:
         raise NotImplementedError
 
 
@@ -336,6 +370,13 @@ class Handle:
     # process's one NodeMetricsWatcher, a snapshot's StaticLoad offline; None where no
     # usage is known (every node then has no metrics: Trimaran's neutral score).
     load: LoadSource | None = None
+    # Pod groups (scheduling.k8s.io/v1beta1): the PodGroup objects and each group's
+    # members (all, assumed, assigned), kept by the cluster cache; `served` says whether
+    # the cluster serves PodGroups at all (GenericWorkload). None offline.
+    pod_groups: PodGroups | None = None
+    # Handle.Activate: move these pending pods to the active queue (GangScheduling's
+    # Permit activates a group's unscheduled members). None where nothing is queued.
+    activate: Callable[[Sequence[PodInfo]], None] | None = None
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

@@ -40,7 +40,10 @@ from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
     PermitPlugin,
+    PlacementFeasiblePlugin,
+    PlacementProgress,
     Plugin,
+    PodGroupInfo,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -122,10 +125,13 @@ class PluginSet:
     permit: tuple[PermitPlugin, ...]
     pre_bind: tuple[PreBindPlugin, ...]
     post_bind: tuple[PostBindPlugin, ...]
+    # The pod-group cycle's PlacementFeasible plugins (GangScheduling).
+    placement_feasible: tuple[PlacementFeasiblePlugin, ...] = ()
 
     @classmethod
     def of(cls, filters: Sequence[FilterEntry], scorers: Sequence[ScoreEntry],
-           post_filter: Sequence[PostFilterPlugin]) -> PluginSet:
+           post_filter: Sequence[PostFilterPlugin],
+           pre_enqueue: Sequence[PreEnqueuePlugin] = ()) -> PluginSet:
         # A plugin listed as filter and scorer is one instance: reserved once, as
         # upstream's one plugin object per name.
         unique: dict[str, Plugin] = {}
@@ -133,6 +139,11 @@ class PluginSet:
             unique.setdefault(e.name, e.plugin)
         for se in scorers:
             unique.setdefault(se.name, se.plugin)
+        # A PreEnqueue plugin with other points (GangScheduling's Permit and
+        # PlacementFeasible) runs there too.
+        for p in pre_enqueue:
+            if isinstance(p, PermitPlugin | PlacementFeasiblePlugin):
+                unique.setdefault(p.name, p)
         plugins = tuple(unique.values())
         pre_filter = tuple(f for f in filters if isinstance(f.plugin, PreFilterPlugin))
         return cls(
@@ -151,6 +162,8 @@ class PluginSet:
             permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
             pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
             post_bind=tuple(p for p in plugins if isinstance(p, PostBindPlugin)),
+            placement_feasible=tuple(p for p in plugins
+                                     if isinstance(p, PlacementFeasiblePlugin)),
         )
 
     def at(self, point: ExtensionPoint) -> tuple[Plugin | FilterEntry | ScoreEntry, ...]:
@@ -164,6 +177,7 @@ class PluginSet:
             ExtensionPoint.SCORE: self.scorers,
             ExtensionPoint.RESERVE: self.reserve,
             ExtensionPoint.PERMIT: self.permit,
+            ExtensionPoint.PLACEMENT_FEASIBLE: self.placement_feasible,
             ExtensionPoint.PRE_BIND: self.pre_bind,
             ExtensionPoint.POST_BIND: self.post_bind,
         }
@@ -203,6 +217,12 @@ def filter_error(name: str, st: Status) -> PipelineError:
     """RunFilterPlugins: a Filter may only reject; an Error aborts the cycle."""
     return PipelineError(Status.error(
         f'running "{name}" filter plugin: {st.message}').with_plugin(name))
+
+
+# Code.String() of upstream, for the few messages that print a code.
+_GO_CODES = {Code.SUCCESS: "Success", Code.ERROR: "Error", Code.UNSCHEDULABLE: "Unschedulable",
+             Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+             Code.WAIT: "Wait", Code.SKIP: "Skip"}
 
 
 def _as_error(point: ExtensionPoint, plugin: str, st: Status) -> Status:
@@ -300,7 +320,8 @@ class Pipeline:
             str, tuple[NodeInfo, int, tuple[PodInfo, ...], NodeInfo]] = {}
         # The plugins of every point when every entry applies, and whether some entry
         # applies to some pods only (then plugins_for looks the pod's set up).
-        self._all = PluginSet.of(self.filters, self.scorers, self._post_filter)
+        self._all = PluginSet.of(self.filters, self.scorers, self._post_filter,
+                                 self.pre_enqueue_plugins)
         self._per_pod = any(e.when is not None for e in self.filters) or any(
             s.when is not None for s in self.scorers)
         self._sets: dict[tuple[bool, ...], PluginSet] = {}
@@ -339,7 +360,7 @@ class Pipeline:
             n = len(self.filters)
             got = PluginSet.of([f for f, m in zip(self.filters, mask[:n], strict=True) if m],
                                [s for s, m in zip(self.scorers, mask[n:], strict=True) if m],
-                               self._post_filter)
+                               self._post_filter, self.pre_enqueue_plugins)
             if len(self._sets) >= _PLUGIN_SETS_MAX:
                 self._sets.clear()
             self._sets[mask] = got
@@ -664,6 +685,32 @@ class Pipeline:
             return Status(Code.WAIT, ("one or more plugins asked to wait and no plugin "
                                       "rejected pod",)), waits
         return SUCCESS, {}
+
+    def run_placement_feasible_plugins(self, state: CycleState, group: PodGroupInfo,
+                                       progress: PlacementProgress,
+                                       plugins: PluginSet) -> Status:
+        """RunPlacementFeasiblePlugins: Unschedulable or an error from a plugin ends it;
+        a Wait is kept while the others run (the last one is returned); Success when
+        every plugin succeeds."""
+        status = SUCCESS
+        for p in plugins.placement_feasible:
+            try:
+                st = p.placement_feasible(state, group, progress)
+            except Exception as err:  # noqa: BLE001
+                st = Status.error(f"{type(err).__name__}: {err}")
+            if st.ok:
+                continue
+            if st.code is Code.WAIT:
+                status = Status(st.code, st.reasons, p.name)
+                continue
+            if st.code is Code.UNSCHEDULABLE:
+                return Status(st.code, st.reasons, p.name)
+            if st.code is Code.ERROR:
+                return Status(Code.ERROR, (f"running PlacementFeasible plugin: "
+                                           f"{st.message}",), p.name)
+            return Status(Code.ERROR, ("unexpected status from PlacementFeasible plugin: "
+                                       f"{_GO_CODES.get(st.code, st.code.name)}",), p.name)
+        return status
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node: str,
                                    plugins: PluginSet) -> Status:

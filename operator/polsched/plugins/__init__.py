@@ -13,6 +13,7 @@ from polsched.plugins import (
     default_preemption,
     dynamic_resources,
     expression,
+    gang_scheduling,
     image_locality,
     inter_pod_affinity,
     load_variation_risk_balancing,
@@ -56,6 +57,7 @@ REGISTRY = Registry([
     scheduling_gates.SPEC,
     dynamic_resources.SPEC,
     default_preemption.SPEC,
+    gang_scheduling.SPEC,
     target_load_packing.SPEC,
     load_variation_risk_balancing.SPEC,
     low_risk_over_commitment.SPEC,
@@ -81,7 +83,10 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "DynamicResources",
 )
 # PreEnqueue plugins of the default profile (gate pods before the active queue).
-DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates", "DynamicResources")
+# GangScheduling is upstream's with GenericWorkload on; it lets every pod through when the
+# cluster does not serve PodGroups (plugins/gang_scheduling.py).
+DEFAULT_PRE_ENQUEUE: tuple[str, ...] = ("SchedulingGates", "DynamicResources",
+                                        "GangScheduling")
 DEFAULT_SCORERS: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),

@@ -41,7 +41,7 @@ from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
 from polsched.scheduler.events import WARNING, EventBudget, EventRecorder
-from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
 from polsched.scheduler.schedule_one import (
@@ -137,7 +137,8 @@ class Engine(CacheListener):
         # What every policy's plugins are built with (framework.Handle).
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator,
-                             preempting=self.preemption.running, load=self.node_metrics)
+                             preempting=self.preemption.running, load=self.node_metrics,
+                             pod_groups=self.cache.pod_groups, activate=self._activate_pods)
         self._schedulers: dict[str, Profile] = {}
         # The cluster events kept for pods in flight, once for every policy's queue.
         self._journal = q.EventJournal()
@@ -230,7 +231,8 @@ class Engine(CacheListener):
             s.pipeline = pipeline  # the swap: one reference
             s.undecided = pipeline
             s.applied_at = time.monotonic()
-            s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
+            s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
+                              pod_group_key_fn(pipeline))
             self._reset(s, counters)
         self._changed(name)
 
@@ -432,6 +434,25 @@ class Engine(CacheListener):
         if s is not None and s.started:
             self._enqueue(s, pod)
             s.report_pending()
+        if old is None and self.cache.pod_groups.served:
+            # addPodToSchedulingQueue with GenericWorkload: a new member may complete
+            # the gang another member waits for.
+            self._move(ev.UNSCHEDULED_POD_ADD, None, pod)
+
+    def pod_group_changed(self, old: Json | None, new: Json | None) -> None:
+        if old is None:
+            self._move(ev.POD_GROUP_ADD, None, new)
+        elif new is None:
+            self._move(ev.POD_GROUP_DELETE, old, None)
+        else:
+            self._move(ev.POD_GROUP_UPDATE, old, new)
+
+    def _activate_pods(self, pods: Sequence[PodInfo]) -> None:
+        """Handle.Activate: these pending pods go to their queue's activeQ."""
+        for pod in pods:
+            s = self._schedulers.get(pod.scheduler_name)
+            if s is not None and s.queue.activate([pod.key]):
+                s.report_pending()
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.nominator.remove(pod.key)
@@ -534,11 +555,16 @@ class Engine(CacheListener):
                 log.exception("scheduler %s: popping its queue failed", s.name)
                 self._arm_due(s)
                 continue
+            entity: q.QueuedPod | q.QueuedPodGroup = qp
+            try:
+                entity = s.queue.pop_group(qp) or qp
+            except Exception:  # a bug: the pod is scheduled alone
+                log.exception("scheduler %s: popping %s's pod group failed", s.name, qp.key)
             if s.pipeline.extenders or s.shadows:
                 s.task = asyncio.get_running_loop().create_task(
-                    self._awaiting_cycle(s, qp), name=f"polsched-scheduler-{s.name}")
+                    self._awaiting_cycle(s, entity), name=f"polsched-scheduler-{s.name}")
                 continue
-            await self._cycle(s, qp)
+            await self._cycle(s, entity)
             self._mark_ready(s)  # at the back: the others with pods go first
             # Let watches, binds and the lease run between two cycles.
             await asyncio.sleep(0)
@@ -558,17 +584,21 @@ class Engine(CacheListener):
         s.due = None
         self._mark_ready(s)
 
-    async def _awaiting_cycle(self, s: Profile, qp: q.QueuedPod) -> None:
+    async def _awaiting_cycle(self, s: Profile,
+                              qp: q.QueuedPod | q.QueuedPodGroup) -> None:
         try:
             await self._cycle(s, qp)
         finally:
             s.task = None
             self._mark_ready(s)
 
-    async def _cycle(self, s: Profile, qp: q.QueuedPod) -> None:
+    async def _cycle(self, s: Profile, qp: q.QueuedPod | q.QueuedPodGroup) -> None:
         for cb in self._cycle_callbacks:
             cb(s.name)
-        await self._attempts.schedule_one(s, qp)
+        if isinstance(qp, q.QueuedPodGroup):
+            await self._attempts.schedule_pod_group(s, qp)
+        else:
+            await self._attempts.schedule_one(s, qp)
 
     def queue_state(self, scheduler_name: str, pod_key: str) -> q.Location | None:
         """Where a pending pod of that scheduler waits (None: not queued)."""

@@ -361,6 +361,13 @@ class EventRecorder:
             patch["status"]["nominatedNodeName"] = nominated_node_name or None
         self._spawn(self._patch_status(path, patch))
 
+    def set_pod_group_condition(self, namespace: str, name: str, condition: Json) -> None:
+        """Patch one condition into a PodGroup's status (util.PatchPodGroupStatus); the
+        caller decides whether it changed (updatePodGroupCondition)."""
+        path = (f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}"
+                "/status")
+        self._spawn(self._patch_status(path, {"status": {"conditions": [condition]}}))
+
     # -- plumbing -------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, None], event: bool = False) -> None:
         if event:

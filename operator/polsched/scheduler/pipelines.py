@@ -19,7 +19,7 @@ put into the handle here, so no caller can forget them. Pure: no I/O.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -37,8 +37,10 @@ from polsched.framework.interfaces import (
     ScorePlugin,
 )
 from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
+from polsched.framework.types import PodInfo
 from polsched.plugins import REGISTRY
 from polsched.plugins import default_preemption as dp
+from polsched.plugins import gang_scheduling as gang
 
 if TYPE_CHECKING:
     from polsched.api.model import PluginEntry, Policy
@@ -114,10 +116,23 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     # A PostFilter plugin with a PreEnqueue point gates there too (DefaultPreemption: a
     # preemptor waits out of the active queue while its victims are evicted).
     pre_enqueue += [p for p in post_filter if isinstance(p, PreEnqueuePlugin)]
+    # GangScheduling last, after DefaultPreemption, as applyGangScheduling appends it to
+    # upstream's MultiPoint list.
+    pre_enqueue.sort(key=lambda p: isinstance(p, gang.GangScheduling))
     pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
                         post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
     pipeline.built_from = tuple(built)
     return pipeline
+
+
+def pod_group_key_fn(pipeline: Pipeline) -> Callable[[PodInfo], str | None] | None:
+    """How the queue of `pipeline` tells a pod group's members (its GangScheduling
+    plugin's group_key); None when the pipeline does not run GangScheduling (every pod is
+    then scheduled alone, as upstream with the GenericWorkload gate off)."""
+    for p in pipeline.pre_enqueue_plugins:
+        if isinstance(p, gang.GangScheduling):
+            return p.group_key
+    return None
 
 
 class _Reusable:

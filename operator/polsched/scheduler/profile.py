@@ -17,6 +17,7 @@ from polsched.framework.types import PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.events import EventRecorder
+from polsched.scheduler.pipelines import pod_group_key_fn
 from polsched.scheduler.shadow import ShadowSet
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ class Profile:
         self.recorder = recorder
         self.counters = counters
         self.queue = q.SchedulingQueue(journal=journal)
-        self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
+        self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
+                             pod_group_key_fn(pipeline))
         self.runnable = asyncio.Event()
         # Started: its pods are queued and the dispatcher takes its cycles (Engine._run).
         self.started = False

@@ -115,6 +115,26 @@ class QueuedPod:
         return bool(self.gating_plugin)
 
 
+@dataclass(eq=False)
+class QueuedPodGroup:
+    """framework.QueuedPodGroupInfo: the members of one pod group popped together for
+    one pod-group cycle, in upstream's order (PodGroupMemberPodsOrderingFunc: higher
+    priority, then more attempts, then the earlier timestamp). Each member is an ordinary
+    QueuedPod in flight: the cycle ends each one's attempt (done, add_unschedulable,
+    add_backoff, restore) and then calls SchedulingQueue.group_done(key)."""
+
+    key: str  # "namespace/podGroupName"
+    members: list[QueuedPod]
+
+    @property
+    def namespace(self) -> str:
+        return self.key.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.partition("/")[2]
+
+
 @dataclass(frozen=True, slots=True)
 class _InFlightEvent:
     n: int
@@ -226,11 +246,21 @@ class SchedulingQueue:
         # Called whenever a pod may have become poppable: the engine's scheduling loop
         # gives the policy a turn (a queue found empty is polled again at next_due()).
         self.on_wake: Callable[[], None] | None = None
+        # The pod group a pod belongs to ("namespace/name"), None for a plain pod (set by
+        # configure when the pipeline runs GangScheduling on a cluster serving PodGroups).
+        self._group_of: Callable[[PodInfo], str | None] | None = None
+        # The groups in their pod-group cycle, and the members that arrived meanwhile
+        # (pendingPodGroupPods), merged back by group_done.
+        self._groups_in_flight: set[str] = set()
+        self._group_pending: dict[str, dict[str, PodInfo]] = {}
 
     # -- the policy's plugins -------------------------------------------------------------
     def configure(self, pre_enqueue: Sequence[PreEnqueuePlugin] = (),
-                  hints: HintMap | None = None) -> None:
-        """The pipeline's PreEnqueue plugins and queueing hints (on every apply)."""
+                  hints: HintMap | None = None,
+                  group_of: Callable[[PodInfo], str | None] | None = None) -> None:
+        """The pipeline's PreEnqueue plugins and queueing hints (on every apply), and
+        how to tell a pod group's members (None: every pod is scheduled alone)."""
+        self._group_of = group_of
         self._pre_enqueue = tuple(pre_enqueue)
         self._hints = dict(hints) if hints is not None else None
         self._interest.clear()
@@ -469,6 +499,12 @@ class SchedulingQueue:
                 return
             # Its predecessor is in flight: that one is gone, this one is new.
             flying._gone = True
+        if self._groups_in_flight and self._group_of is not None:
+            group = self._group_of(pod)
+            if group is not None and group in self._groups_in_flight and key not in self:
+                # Its group is in its cycle: merged back after it (pendingPodGroupPods).
+                self._group_pending.setdefault(group, {})[key] = pod
+                return
         for d in (self._active, self._backoff):
             qp = d.get(key)
             if qp is None:
@@ -503,6 +539,10 @@ class SchedulingQueue:
     def delete(self, key: str, uid: str | None = None) -> None:
         """The pod was deleted, bound (by us or elsewhere) or finished: it leaves. With
         `uid`, only that pod (not a successor under the same name)."""
+        for pending in self._group_pending.values():
+            held = pending.get(key)
+            if held is not None and (uid is None or held.uid == uid):
+                del pending[key]
         for d in (self._active, self._backoff):
             qp = d.get(key)
             if qp is not None and (uid is None or qp.uid == uid):
@@ -634,6 +674,59 @@ class SchedulingQueue:
         self._in_flight[qp.uid] = qp
         self._in_flight_keys[qp.key] = qp.uid
         return qp
+
+    def pop_group(self, qp: QueuedPod) -> QueuedPodGroup | None:
+        """After pop_nowait: when `qp` is a pod group member, its group as one unit, with
+        every other member waiting in activeQ, backoffQ or among the unschedulable pods
+        (not one a PreEnqueue plugin keeps out), all now in flight; None for a plain pod.
+        The group stays in its cycle until group_done."""
+        if self._group_of is None:
+            return None
+        key = self._group_of(qp.pod)
+        if key is None:
+            return None
+        members = [qp]
+        for d in (self._active, self._backoff, self._unschedulable):
+            for other in [o for o in d.values() if self._group_of(o.pod) == key]:
+                if other.gated:
+                    continue
+                if d is self._unschedulable:
+                    self._unpark(other.key)
+                else:
+                    del d[other.key]  # its heap entry goes stale
+                    other._seq = self._next_seq()
+                other.attempts += 1
+                other._gone = False
+                other._events_from = qp._events_from
+                self._in_flight[other.uid] = other
+                self._in_flight_keys[other.key] = other.uid
+                members.append(other)
+        members.sort(key=lambda m: (-m.pod.priority, -m.attempts, m.timestamp, m.key))
+        self._groups_in_flight.add(key)
+        return QueuedPodGroup(key, members)
+
+    def group_done(self, key: str) -> None:
+        """The group's cycle ended (AddAttemptedPodGroupIfNeeded): the members that arrived
+        meanwhile are queued now."""
+        self._groups_in_flight.discard(key)
+        for pod in self._group_pending.pop(key, {}).values():
+            self.add(pod)
+
+    def activate(self, keys: Iterable[str]) -> int:
+        """Activate: these pods go to activeQ from backoffQ or the unschedulable pool
+        (PreEnqueue runs again for a gated one). Returns how many moved."""
+        moved = 0
+        for key in keys:
+            qp = self._unschedulable.get(key)
+            if qp is not None:
+                self._unpark(key)
+                if self._move_to_active(qp):
+                    moved += 1
+                continue
+            qp = self._backoff.pop(key, None)
+            if qp is not None and self._move_to_active(qp, from_backoff=True):
+                moved += 1
+        return moved
 
     def next_due(self) -> float | None:
         """Seconds until a backoff expires or an unschedulable pod is flushed."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polsched.framework import events as ev
+from polsched.framework import podgroups as pgs
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     Explanation,
@@ -46,12 +47,15 @@ from polsched.framework.interfaces import (
     Extender,
     ExtenderError,
     NodeSetFilter,
+    PlacementProgress,
+    PodGroupInfo,
 )
 from polsched.framework.runtime import Pipeline, PluginSet, Scores, filter_error, go_list
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
+from polsched.objects import Json
 from polsched.scheduler import metrics
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
@@ -86,11 +90,13 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
 
 # -- the search ----------------------------------------------------------------------------
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
-                       explain: bool = False) -> ScheduleResult:
+                       explain: bool = False, post_filter: bool = True) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
-    `explain` evaluates every node and keeps every score (polsched explain)."""
+    `explain` evaluates every node and keeps every score (polsched explain).
+    `post_filter` False: no PostFilter for a member tried in a pod-group cycle
+    (schedulingAlgorithm with IsPodGroupSchedulingCycle)."""
     n_all = len(snapshot.nodes)
     if n_all == 0:
         return ScheduleResult(None, fit_error=FitError(0))
@@ -117,6 +123,8 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                 if n.name not in seen:
                     explanation.filters.setdefault(n.name, diagnosis.absent_status)
     if not feasible:
+        if not post_filter:
+            return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation)
         # Upstream runs PostFilter after a PreFilter rejection too.
         post = await pipeline.run_post_filter_plugins(state, pod, snapshot, diagnosis,
                                                       plugins)
@@ -472,6 +480,123 @@ def deciding_scorer(best: int, totals: list[int],
     return name if margin > 0 else ""
 
 
+# -- the pod-group algorithm (schedule_one_podgroup.go) ------------------------------------
+# errPodGroupUnschedulable
+POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+
+
+@dataclass
+class MemberResult:
+    """algorithmResult: one member's outcome in a pod-group cycle's simulation: Success
+    with the node it was assumed on (and the search's result and CycleState, which its
+    binding cycle goes on with), or its own rejection (with its FitError) or error."""
+
+    pod: PodInfo
+    status: Status
+    result: ScheduleResult | None = None
+    fit_error: FitError | None = None
+    node: str = ""
+    state: CycleState = field(default_factory=CycleState)
+
+
+@dataclass
+class PodGroupResult:
+    """podGroupAlgorithmResult: the group's status (Success: submit the members that fit;
+    Unschedulable: reject every member; Error) and the results of the members tried, in
+    order (the others were not tried)."""
+
+    status: Status
+    members: list[MemberResult] = field(default_factory=list)
+
+
+async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                              pods: Sequence[PodInfo]) -> PodGroupResult:
+    """runRootSchedulingAlgorithm + podGroupSchedulingDefaultAlgorithm: PlacementFeasible
+    first (Remaining = the members to try, Scheduled = the group's assumed and bound
+    members), then each member in order on the cache's snapshot (filters and scores, no
+    PostFilter), assumed and reserved so that the next one sees it, PlacementFeasible after
+    each. A final Wait is Unschedulable; Success with nothing scheduled too. Everything
+    assumed or reserved is reverted before this returns, whatever happens (try/finally):
+    the algorithm is a simulation."""
+    group_plugins = pipeline.plugins
+    cycle_state = CycleState()
+    out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE))
+    reverts: list[Callable[[], None]] = []
+    try:
+        gstate = cache.pod_groups.state(f"{group.namespace}/{group.name}")
+        progress = PlacementProgress(len(pods), gstate.scheduled_pods_count)
+        st = pipeline.run_placement_feasible_plugins(cycle_state, group, progress,
+                                                     group_plugins)
+        if st.code is Code.ERROR:
+            out.status = Status.error(f"failed to evaluate placement feasibility: {st.message}")
+            return out
+        if st.code is Code.UNSCHEDULABLE:
+            out.status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *st.reasons)
+            return out
+        status = st
+        any_scheduled = False
+        for pod in pods:
+            res = await _member_algorithm(pipeline, cache, pod, reverts)
+            out.members.append(res)
+            if not res.status.ok and not res.status.rejected:
+                status = Status.error("failed to schedule other pod from a pod group: "
+                                      f"{res.status.message}")
+                break
+            progress = PlacementProgress(progress.remaining - 1,
+                                         progress.scheduled + (1 if res.status.ok else 0))
+            st = pipeline.run_placement_feasible_plugins(cycle_state, group, progress,
+                                                         group_plugins)
+            if st.code is Code.ERROR:
+                status = Status.error(f"failed to evaluate placement feasibility: {st.message}")
+                break
+            status = st
+            if st.code is Code.UNSCHEDULABLE:
+                break
+            any_scheduled = any_scheduled or res.status.ok
+        if status.code is Code.WAIT:
+            status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *status.reasons)
+        if status.ok and not any_scheduled:
+            # The framework requires at least 1 pod to be scheduled.
+            status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
+        out.status = status
+        return out
+    finally:
+        for revert in reversed(reverts):
+            revert()
+
+
+async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
+                            reverts: list[Callable[[], None]]) -> MemberResult:
+    """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter), then
+    assume + Reserve with a revert (assumeAndReserveWithRevert)."""
+    snapshot = cache.snapshot
+    if not snapshot.nodes:
+        return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
+    try:
+        result = await schedule_pod(pipeline, pod, snapshot, post_filter=False)
+    except PipelineError as err:
+        return MemberResult(pod, Status.error(str(err)))
+    if result.node is None:
+        return MemberResult(pod, Status.unschedulable(), result, result.fit_error)
+    node = result.node
+    state = result.state if result.state is not None else CycleState()
+    plugins = pipeline.plugins_for(pod)
+    assumed = cache.assume(pod, node)
+    st = pipeline.run_reserve_plugins_reserve(state, assumed, node, plugins)
+
+    def revert() -> None:
+        pipeline.run_reserve_plugins_unreserve(state, assumed, node, plugins)
+        cache.forget(assumed)
+
+    if not st.ok:
+        revert()
+        if st.rejected:
+            return MemberResult(pod, st, result, FitError(1, {node: st}), node, state)
+        return MemberResult(pod, st, result, node=node, state=state)
+    reverts.append(revert)
+    return MemberResult(pod, SUCCESS, result, node=node, state=state)
+
+
 # -- the attempt ---------------------------------------------------------------------------
 # Annotations the Binding carries when ScheduleOne(annotate_decisions=True); the API server
 # copies a Binding's annotations onto the pod (pkg/registry/core/pod/storage
@@ -785,15 +910,16 @@ class ScheduleOne:
             self._hooks.move(ev.ASSIGNED_POD_DELETE, assumed, None)
             self.handle_failure(a, st)
 
-    def handle_failure(self, a: Attempt, st: Status, fit_error: FitError | None = None
-                       ) -> None:
+    def handle_failure(self, a: Attempt, st: Status, fit_error: FitError | None = None,
+                       *, group: bool = False) -> None:
         """handleSchedulingFailure, the one failure handler of an attempt. A rejection
         (Unschedulable, UnschedulableAndUnresolvable) parks the pod among the
         unschedulable pods, keyed by the plugins that rejected it (the search's
         diagnosis, or the rejecting Reserve/Permit/PreBind plugin on the chosen node),
         with PodScheduled reason Unschedulable, and applies the PostFilter's nomination
         and preemption; anything else backs off with reason SchedulerError. Both record
-        FailedScheduling and the attempt's metric."""
+        FailedScheduling and the attempt's metric. `group`: a pod-group member rejected
+        with its group's status (pod_group_cycle)."""
         s, qp = a.profile, a.queued
         elapsed = time.perf_counter() - a.started
         if not st.rejected:
@@ -802,6 +928,18 @@ class ScheduleOne:
             s.report_pending()
             s.recorder.failed_scheduling(qp.pod, st.message)
             s.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, st.message)
+            return
+        if group:
+            # A member rejected with its group's status (errPodGroupUnschedulable): the
+            # group's message, no rejecting plugin, the nomination cleared.
+            metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
+            self._nominator.add(qp.pod, "")
+            s.counters.unschedulable_attempts += 1
+            s.queue.add_unschedulable(qp, ())
+            s.report_pending()
+            s.recorder.failed_scheduling(qp.pod, st.message)
+            s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, st.message, "")
+            self._hooks.changed(s.name)
             return
         if fit_error is None:  # a Reserve, Permit or PreBind rejection: NumAllNodes 1
             fit_error = FitError(1, {a.node: st})
@@ -823,6 +961,194 @@ class ScheduleOne:
         s.recorder.failed_scheduling(qp.pod, message)
         s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
         self._hooks.changed(s.name)
+
+    # -- the pod-group cycle (schedule_one_podgroup.go) ----------------------------------
+    async def schedule_pod_group(self, profile: Profile, group: q.QueuedPodGroup) -> None:
+        """scheduleOnePodGroup for a popped pod group: validate it, simulate every member on
+        one snapshot (PlacementFeasible before and after each), revert the simulation, then
+        submit: the members that fit go to their own binding cycles when the group is
+        feasible; otherwise every member is rejected and nothing stays assumed or
+        reserved. A bug fails every member not yet handled as an error, never the loop."""
+        started = time.perf_counter()
+        attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
+        try:
+            if not profile.runnable.is_set():
+                for a in attempts.values():
+                    profile.queue.restore(a.queued)
+                profile.report_pending()
+                return
+            profile.report_pending()
+            await self._pod_group_cycle(profile, group, attempts)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise
+            log.error("scheduling pod group %s failed: a CancelledError nobody asked for",
+                      group.key)
+            for a in attempts.values():
+                self.handle_failure(a, Status.error("internal error: CancelledError"))
+        except Exception as err:  # a bug must not stop the scheduler
+            log.exception("scheduling pod group %s failed", group.key)
+            for a in attempts.values():
+                self.handle_failure(a, Status.error(f"internal error: {err}"))
+        finally:
+            profile.queue.group_done(group.key)
+
+    async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
+                               attempts: dict[str, Attempt]) -> None:
+        """The cycle's steps; every member handled leaves `attempts`."""
+        groups = self._cache.pod_groups
+        pod_group = groups.get(group.namespace, group.name)
+        if pod_group is None:
+            # reconcilePodGroupWithSnapshot: the group went away after the pop; its
+            # members go back without a condition (there is no object to write it on).
+            err = f'podgroup.scheduling.k8s.io "{group.name}" not found'
+            for key in list(attempts):
+                self.handle_failure(attempts.pop(key), Status.error(err))
+            return
+        info = PodGroupInfo(group.namespace, group.name, pod_group)
+        err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
+        if err:  # handlePodGroupFailureBeforeScheduling
+            for key in list(attempts):
+                self.handle_failure(attempts.pop(key), Status.error(err))
+            self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
+                                             err)
+            return
+        # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
+        live: list[Attempt] = []
+        for key in list(attempts):
+            a = attempts[key]
+            pod = self.current(a.queued.pod)
+            if pod is None:
+                s.queue.done(attempts.pop(key).queued)
+                continue
+            if not s.namespace_selected(pod, self._cache.namespaces):
+                s.queue.done(attempts.pop(key).queued)
+                self._hooks.enqueue(s, pod)
+                continue
+            a.queued.pod = a.pod = pod
+            live.append(a)
+        if not live:
+            s.report_pending()
+            return
+        pipeline = s.pipeline
+        for a in live:
+            a.pipeline = pipeline
+        outcome = await pod_group_algorithm(pipeline, self._cache, info,
+                                            [a.pod for a in live])
+        # PodGroupPostFilter (workload-aware preemption) is not implemented: a rejected
+        # group is not made room for (docs/gangs.md).
+        self._submit_pod_group(s, info, live, outcome)
+        for a in live:
+            attempts.pop(a.queued.key, None)
+
+    def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
+                            queued: Sequence[PodInfo]) -> str:
+        """validatePodGroup (PodGroupPreemptionPolicy off): the same schedulerName, the
+        group's priority and one preemption policy for every member, queued or already
+        scheduled; "" when valid, else upstream's error text."""
+        spec = info.pod_group.get("spec") or {}
+        priority = spec.get("priority")
+        group_priority = priority if isinstance(priority, int) else 0
+        scheduler_name = ""
+        preemption = ""
+
+        def validate(pod: PodInfo) -> str:
+            nonlocal preemption
+            if pod.scheduler_name != scheduler_name:
+                return ("all pods in a single pod group should have the same "
+                        f".spec.schedulerName set, got: {_go_q(pod.scheduler_name)} and "
+                        f"{_go_q(scheduler_name)}")
+            if pod.priority != group_priority:
+                return ("all pods in a single pod group should have the same priority as "
+                        f"the pod group's priority, got {pod.priority} and {group_priority}")
+            policy = pod.spec.get("preemptionPolicy") or "PreemptLowerPriority"
+            if not preemption:
+                preemption = policy
+            elif policy != preemption:
+                return ("all pods in a single pod group should have the same preemption "
+                        f"policy, got {policy} and {preemption}")
+            return ""
+
+        for pod in queued:
+            if not scheduler_name:
+                scheduler_name = pod.scheduler_name
+            err = validate(pod)
+            if err:
+                return err
+        state = self._cache.pod_groups.state(f"{info.namespace}/{info.name}")
+        for pod in state.scheduled_pods():
+            err = validate(pod)
+            if err:
+                return err
+        if scheduler_name != s.name:
+            return f"profile not found for scheduler name {_go_q(scheduler_name)}"
+        return ""
+
+    def _submit_pod_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
+                          outcome: PodGroupResult) -> None:
+        """submitPodGroupAlgorithmResult: each member's outcome, then the group's
+        PodGroupInitiallyScheduled condition."""
+        results, status = outcome.members, outcome.status
+        for i, a in enumerate(live):
+            res = results[i] if i < len(results) else None
+            own = res.status if res is not None else status
+            if status.code is Code.ERROR:
+                self.handle_failure(a, own if own.code is Code.ERROR else status)
+                continue
+            if res is not None:
+                a.result, a.node, a.state = res.result, res.node, res.state
+            if res is not None and res.status.ok:
+                if status.ok:
+                    # prepareForBindingCycle: assume and Reserve for real, Permit, and the
+                    # member's own binding cycle.
+                    self._assume_reserve_permit(a)
+                else:
+                    self.handle_failure(a, Status.unschedulable(POD_GROUP_UNSCHEDULABLE,
+                                                                status.message), group=True)
+                continue
+            if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
+                self.handle_failure(a, status, group=True)
+            elif res.status.rejected:
+                self.handle_failure(a, res.status, res.fit_error)
+            else:
+                self.handle_failure(a, res.status)
+        if status.ok:
+            self._update_pod_group_condition(s, info, "True", pgs.REASON_SCHEDULED,
+                                             status.message)
+            log.info("Successfully scheduled a pod group %s/%s", info.namespace, info.name)
+        elif status.rejected:
+            self._update_pod_group_condition(s, info, "False", pgs.REASON_UNSCHEDULABLE,
+                                             status.message)
+            log.info("Unable to schedule a pod group %s/%s: %s", info.namespace, info.name,
+                     status.message)
+        else:
+            self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
+                                             status.message)
+
+    def _update_pod_group_condition(self, s: Profile, info: PodGroupInfo, status: str,
+                                    reason: str, message: str) -> None:
+        """updatePodGroupCondition: never from True back to False; patched only when
+        SetStatusCondition changes something (observedGeneration included)."""
+        obj = info.pod_group
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        existing = next((c for c in conditions if isinstance(c, Mapping)
+                         and c.get("type") == pgs.POD_GROUP_INITIALLY_SCHEDULED), None)
+        if existing is not None and existing.get("status") == "True" and status != "True":
+            return
+        generation = (obj.get("metadata") or {}).get("generation") or 0
+        if existing is not None and existing.get("status") == status \
+                and existing.get("reason") == reason and existing.get("message") == message \
+                and (existing.get("observedGeneration") or 0) == generation:
+            return
+        transition = existing.get("lastTransitionTime") if existing is not None \
+            and existing.get("status") == status else None
+        condition: Json = {
+            "type": pgs.POD_GROUP_INITIALLY_SCHEDULED, "status": status, "reason": reason,
+            "message": message, "observedGeneration": generation,
+            "lastTransitionTime": transition or _rfc3339_now(),
+        }
+        s.recorder.set_pod_group_condition(info.namespace, info.name, condition)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""
@@ -863,6 +1189,11 @@ def _first_decision(s: Profile, pod: PodInfo, node: str | None, queued_at: float
     log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
              s.policy.name, generation, pod.key,
              f"node {node}" if node is not None else "unschedulable")
+
+
+def _go_q(s: str) -> str:
+    """Go's %q of a name."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _rfc3339_now() -> str:

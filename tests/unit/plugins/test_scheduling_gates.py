@@ -29,10 +29,11 @@ def pod(**spec: Any) -> PodInfo:
 def test_the_default_profile_gates_pods_with_scheduling_gates() -> None:
     pipeline = build_pipeline(policy({}))
     # Upstream order (default_plugins.go): SchedulingGates, DynamicResources, then
-    # DefaultPreemption (async preemption).
+    # DefaultPreemption (async preemption), then GangScheduling (applyGangScheduling).
     assert [p.name for p in pipeline.pre_enqueue_plugins] == ["SchedulingGates",
                                                              "DynamicResources",
-                                                             "DefaultPreemption"]
+                                                             "DefaultPreemption",
+                                                             "GangScheduling"]
     gates = pipeline.pre_enqueue_plugins[0]
     st = gates.pre_enqueue(pod(schedulingGates=[{"name": "a"}, {"name": "b/c"}]))
     # schedulinggates.PreEnqueue: UnschedulableAndUnresolvable, Go's %v of the names
@@ -49,7 +50,8 @@ def test_it_can_be_disabled(spec: dict[str, Any]) -> None:
     # the default filters and scorers that defaultPlugins: false turns off).
     names = [p.name for p in build_pipeline(policy(spec)).pre_enqueue_plugins]
     assert "SchedulingGates" not in names
-    want = {"*": [], "SchedulingGates": ["DynamicResources", "DefaultPreemption"]}
+    want = {"*": [], "SchedulingGates": ["DynamicResources", "DefaultPreemption",
+                                         "GangScheduling"]}
     assert names == want.get((spec.get("disabledPlugins") or [""])[0], ["DefaultPreemption"])
 
 

@@ -1,0 +1,209 @@
+"""Pod groups (scheduling.k8s.io/v1beta1 PodGroup): the objects and each group's members.
+
+As kube-scheduler's backend/cache/podgroupstate.go: per group ("namespace/name") the
+cache keeps every member pod it knows (a pod is a member when its
+`spec.schedulingGroup.podGroupName` names the group), and which of them are assumed
+(passed Reserve, bind in flight) or assigned (bound). `scheduled` = assumed + assigned;
+`unscheduled` = neither. The PodGroup objects themselves are kept beside the states, by
+the same key (a state may exist without its object, and the other way round).
+
+Who writes: the ClusterCache (pod and PodGroup watch events, assume and forget); offline
+callers through the same methods. Plugins (GangScheduling) and the pod-group cycle only
+read. Purely data: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
+
+# The PodGroup condition kube-scheduler writes (schedulingapi.PodGroupInitiallyScheduled)
+# and its reasons (PodGroupReasonUnschedulable, PodGroupReasonSchedulerError).
+POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+def pod_group_name(pod: PodInfo) -> str | None:
+    """The PodGroup a pod belongs to (spec.schedulingGroup.podGroupName), or None."""
+    group = pod.spec.get("schedulingGroup")
+    if not isinstance(group, Mapping):
+        return None
+    name = group.get("podGroupName")
+    return name if isinstance(name, str) and name else None
+
+
+def pod_group_key(pod: PodInfo) -> str | None:
+    """"namespace/podGroupName" of a member pod, or None (fwk.PodGroupKey)."""
+    name = pod_group_name(pod)
+    return None if name is None else f"{pod.namespace}/{name}"
+
+
+def object_key(obj: Json) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def min_count(pod_group: Json | None) -> int | None:
+    """spec.schedulingPolicy.gang.minCount; None for a basic (non-gang) group."""
+    policy = ((pod_group or {}).get("spec") or {}).get("schedulingPolicy") or {}
+    gang = policy.get("gang")
+    if not isinstance(gang, Mapping):
+        return None
+    value = gang.get("minCount")
+    return value if isinstance(value, int) else 0
+
+
+def effective_min_count(pod_group: Json | None) -> int:
+    """getMinCount: a basic group counts as minCount 1."""
+    n = min_count(pod_group)
+    return 1 if n is None else n
+
+
+@dataclass(eq=False)
+class PodGroupState:
+    """podGroupStateData: the members of one group, by uid."""
+
+    all_pods: dict[str, PodInfo] = field(default_factory=dict)
+    assumed: dict[str, PodInfo] = field(default_factory=dict)
+    assigned: set[str] = field(default_factory=set)
+    # Bumped on every change (the cycle's snapshot of the state is taken per cycle).
+    generation: int = 0
+
+    @property
+    def all_pods_count(self) -> int:
+        return len(self.all_pods)
+
+    @property
+    def scheduled_pods_count(self) -> int:
+        return len(self.assumed) + len(self.assigned)
+
+    def scheduled_pods(self) -> list[PodInfo]:
+        return [*(self.all_pods[u] for u in self.assigned if u in self.all_pods),
+                *self.assumed.values()]
+
+    def unscheduled_pods(self) -> list[PodInfo]:
+        return [p for u, p in self.all_pods.items()
+                if u not in self.assumed and u not in self.assigned]
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """addPod / updatePod: bound pods are assigned (no longer assumed)."""
+        self.generation += 1
+        self.all_pods[pod.uid] = pod
+        if pod.node_name:
+            self.assigned.add(pod.uid)
+            self.assumed.pop(pod.uid, None)
+
+    def delete_pod(self, uid: str) -> None:
+        self.generation += 1
+        self.all_pods.pop(uid, None)
+        self.assumed.pop(uid, None)
+        self.assigned.discard(uid)
+
+    def assume_pod(self, pod: PodInfo) -> None:
+        """assumePod: a member that is not (or no longer) known is ignored."""
+        stored = self.all_pods.get(pod.uid)
+        if stored is None:
+            return
+        self.generation += 1
+        if stored.node_name:
+            self.assigned.add(pod.uid)
+        else:
+            self.assumed[pod.uid] = pod
+
+    def forget_pod(self, uid: str) -> None:
+        stored = self.all_pods.get(uid)
+        if stored is None:
+            return
+        self.generation += 1
+        self.assumed.pop(uid, None)
+        if stored.node_name:
+            self.assigned.add(uid)
+
+
+class PodGroups:
+    """The PodGroup objects and the member states of one cluster (fwk.PodGroupManager's
+    PodGroups() and PodGroupStates())."""
+
+    def __init__(self, served: bool = False) -> None:
+        # Whether the cluster serves scheduling.k8s.io/v1beta1 podgroups (GenericWorkload
+        # on): set by the cache from discovery. Off, no pod is a group member here, as
+        # upstream's isPodGroupMember with the gate off.
+        self.served = served
+        self.objects: dict[str, Json] = {}
+        self.states: dict[str, PodGroupState] = {}
+
+    # -- reading --------------------------------------------------------------------------
+    def group_of(self, pod: PodInfo) -> str | None:
+        """The key of the group `pod` belongs to, when pod groups are served."""
+        return pod_group_key(pod) if self.served else None
+
+    def get(self, namespace: str, name: str) -> Json | None:
+        return self.objects.get(f"{namespace}/{name}")
+
+    def state(self, key: str) -> PodGroupState:
+        """The state of a group (an empty one when no member is known)."""
+        return self.states.get(key) or PodGroupState()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.objects)
+
+    # -- writing (the cache) --------------------------------------------------------------
+    def apply(self, event: str, obj: Json) -> Json | None:
+        """A PodGroup ADDED / MODIFIED / DELETED; returns the previous version."""
+        key = object_key(obj)
+        if event == "DELETED":
+            old = self.objects.pop(key, None)
+            state = self.states.get(key)
+            if state is not None and not state.all_pods:
+                del self.states[key]
+            return old
+        old = self.objects.get(key)
+        self.objects[key] = obj
+        return old
+
+    def pod_added(self, pod: PodInfo) -> None:
+        """A member was added or updated (bound members become assigned)."""
+        key = pod_group_key(pod)
+        if key is None:
+            return
+        if pod.terminal:
+            self.pod_deleted(pod)
+            return
+        state = self.states.get(key)
+        if state is None:
+            state = self.states[key] = PodGroupState()
+        state.add_pod(pod)
+
+    def pod_deleted(self, pod: PodInfo) -> None:
+        key = pod_group_key(pod)
+        if key is None:
+            return
+        state = self.states.get(key)
+        if state is None:
+            return
+        state.delete_pod(pod.uid)
+        if not state.all_pods and key not in self.objects:
+            del self.states[key]
+
+    def assume(self, pod: PodInfo) -> None:
+        key = pod_group_key(pod)
+        if key is None:
+            return
+        state = self.states.get(key)
+        if state is None:
+            state = self.states[key] = PodGroupState()
+            state.all_pods[pod.uid] = pod
+        state.assume_pod(pod)
+
+    def forget(self, pod: PodInfo) -> None:
+        key = pod_group_key(pod)
+        if key is None:
+            return
+        state = self.states.get(key)
+        if state is not None:
+            state.forget_pod(pod.uid)

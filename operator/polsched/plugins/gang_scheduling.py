@@ -1,0 +1,188 @@
+"""GangScheduling: a PodGroup with a gang policy is placed all or nothing.
+
+Copies kube-scheduler v1.37's gangscheduling plugin
+(pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go, CompositePodGroup off),
+which the default profile runs when the GenericWorkload gate is on; here it runs when the
+cluster serves scheduling.k8s.io/v1beta1 PodGroups (Handle.pod_groups.served) and
+otherwise lets every pod through. A pod is a member of the PodGroup its
+`spec.schedulingGroup.podGroupName` names, in its namespace.
+
+- PreEnqueue (preEnqueueHierarchiesDisabled): a member waits outside the active queue
+  until its PodGroup exists and, for a gang, until minCount members are known.
+- PlacementFeasible: in the pod-group cycle (scheduler.schedule_one), whether the members
+  tried so far and those left can still reach minCount (a basic group counts as 1).
+- Permit (permitPodGroup): a gang member waits (5 minutes at most) until minCount members
+  are assumed or bound; the member that completes the quorum allows the others.
+- EventsToRegister: a member added (unscheduled or bound), the PodGroup added, and a
+  PodGroup update only when its gang minCount decreased.
+
+Texts are upstream's word for word (including "pods's").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from polsched.framework import events as ev
+from polsched.framework import podgroups as pg
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import (
+    Handle,
+    PermitPlugin,
+    PlacementFeasiblePlugin,
+    PlacementProgress,
+    PodGroupInfo,
+    PreEnqueuePlugin,
+)
+from polsched.framework.registry import ArgsError, PluginSpec
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import PodInfo
+
+NAME = "GangScheduling"
+# permitTimeoutDuration: how long gang members wait at Permit for a quorum.
+PERMIT_TIMEOUT = 300.0
+# Resource for PodGroup events (fwk.PodGroup).
+POD_GROUP = ev.Resource.POD_GROUP
+
+
+class GangScheduling(PreEnqueuePlugin, PermitPlugin, PlacementFeasiblePlugin,
+                     ev.EnqueueExtensions):
+    NAME = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self._groups = handle.pod_groups
+        self._waiting = handle.waiting_pods
+        self._activate = handle.activate
+
+    def _group_of(self, pod: PodInfo) -> str | None:
+        groups = self._groups
+        if groups is None or not groups.served:
+            return None
+        return pg.pod_group_name(pod)
+
+    def group_key(self, pod: PodInfo) -> str | None:
+        """The key ("namespace/name") of the group the queue pops `pod` with, when pod
+        groups are served (isPodGroupMember); None for a plain pod."""
+        name = self._group_of(pod)
+        return None if name is None else f"{pod.namespace}/{name}"
+
+    # -- PreEnqueue -----------------------------------------------------------------------
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        name = self._group_of(pod)
+        if name is None:
+            return SUCCESS
+        assert self._groups is not None
+        group = self._groups.get(pod.namespace, name)
+        if group is None:
+            # The pod is unschedulable until its PodGroup object is created.
+            return Status.unresolvable(
+                f"waiting for pods's pod group {_go_quote(name)} to appear in scheduling "
+                "queue")
+        min_count = pg.min_count(group)
+        if min_count is None:  # this plugin only cares about gangs
+            return SUCCESS
+        if self._groups.state(f"{pod.namespace}/{name}").all_pods_count < min_count:
+            return Status.unresolvable(
+                "waiting for minCount pods from a gang to appear in scheduling queue")
+        return SUCCESS
+
+    # -- Permit ---------------------------------------------------------------------------
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        name = self._group_of(pod)
+        if name is None:
+            return SUCCESS, 0.0
+        assert self._groups is not None
+        group = self._groups.get(pod.namespace, name)
+        if group is None:
+            return Status.error(f"failed to get podGroup {pod.namespace}/{name}: "
+                                f'podgroup.scheduling.k8s.io "{name}" not found'), 0.0
+        min_count = pg.min_count(group)
+        if min_count is None:
+            return SUCCESS, 0.0
+        group_state = self._groups.state(f"{pod.namespace}/{name}")
+        if group_state.scheduled_pods_count < min_count:
+            # Activate the unscheduled members in case they waited for this one.
+            if self._activate is not None:
+                self._activate(group_state.unscheduled_pods())
+            return (Status(Code.WAIT, ("waiting for minCount pods from a gang to be "
+                                       "scheduled",)), PERMIT_TIMEOUT)
+        # The quorum is met: allow this pod and every member waiting on Permit.
+        for uid in list(group_state.assumed):
+            waiting = self._waiting.get(uid)
+            if waiting is not None:
+                waiting.allow(NAME)
+        return SUCCESS, 0.0
+
+    # -- PlacementFeasible ----------------------------------------------------------------
+    def placement_feasible(self, state: CycleState, group: PodGroupInfo,
+                           progress: PlacementProgress) -> Status:
+        min_count = pg.effective_min_count(group.pod_group)
+        remaining, scheduled = progress.remaining, progress.scheduled
+        if remaining + scheduled < min_count:
+            return Status.unschedulable(
+                f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, "
+                f"{remaining} remaining")
+        if scheduled < min_count:
+            return Status(Code.WAIT, (f"minCount ({min_count}) is not yet satisfied: "
+                                      f"{scheduled} scheduled, {remaining} remaining",))
+        return SUCCESS
+
+    # -- EnqueueExtensions ----------------------------------------------------------------
+    def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
+        return (
+            # A new member (unscheduled or bound) may complete the gang's minCount; the
+            # scheduling group is immutable, so pod updates are not registered.
+            ev.event(ev.Resource.UNSCHEDULED_POD, ev.ActionType.ADD, _after_pod_added),
+            ev.event(ev.Resource.ASSIGNED_POD, ev.ActionType.ADD, _after_pod_added),
+            ev.event(POD_GROUP, ev.ActionType.ADD, _after_pod_group_added),
+            ev.event(POD_GROUP, ev.ActionType.UPDATE, _after_pod_group_updated),
+        )
+
+
+def _go_quote(s: str) -> str:
+    """Go's %q for a Kubernetes name (no characters that need escaping)."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _group_key(obj: Any) -> str:
+    return pg.object_key(obj) if isinstance(obj, dict) else ""
+
+
+def _after_pod_added(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPodAdded: the added pod is in the same group."""
+    if not isinstance(new, PodInfo):
+        return ev.QUEUE
+    mine, added = pg.pod_group_key(pod), pg.pod_group_key(new)
+    if mine is None or added is None:
+        return ev.QUEUE_SKIP
+    return ev.QUEUE if mine == added else ev.QUEUE_SKIP
+
+
+def _after_pod_group_added(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPodGroupAdded: the pod's own group was added."""
+    mine = pg.pod_group_key(pod)
+    if mine is None:
+        return ev.QUEUE_SKIP
+    return ev.QUEUE if mine == _group_key(new) else ev.QUEUE_SKIP
+
+
+def _after_pod_group_updated(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+    """isSchedulableAfterPodGroupUpdated: the pod's group, a gang before and after, and
+    its minCount decreased."""
+    mine = pg.pod_group_key(pod)
+    if mine is None or mine != _group_key(new):
+        return ev.QUEUE_SKIP
+    before, after = pg.min_count(old), pg.min_count(new)
+    if before is None or after is None:
+        return ev.QUEUE_SKIP  # updates to non-gang policies do not help
+    return ev.QUEUE if after < before else ev.QUEUE_SKIP
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> GangScheduling:
+    if args:
+        raise ArgsError("", f"{NAME} takes no args; remove them")
+    return GangScheduling(handle)
+
+
+SPEC = PluginSpec(name=NAME, pre_enqueue=new)
