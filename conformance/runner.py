@@ -145,6 +145,9 @@ class PodResult:
     # the claims' status.allocation says (DRA).
     devices: list[str] = field(default_factory=list)
     error: str | None = None  # the runner's own trouble (an API error creating the pod)
+    # Stepped scenarios: every distinct event note seen for the object so far, in order
+    # (recorded for reading, not compared: see Side._snapshot).
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> Json:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], {}, "")}
@@ -197,7 +200,7 @@ class Side:
         # Stepped scenarios (gated sides): every event of the scenario's objects, by uid
         # ("Reason: message", distinct), the PodGroups, and when anything of the scenario
         # last changed (the settling rule waits for a quiet spell).
-        self.all_events: dict[str, set[str]] = {}
+        self.all_events: dict[str, list[str]] = {}
         self.podgroups: dict[str, Json] = {}  # "ns/name" -> latest object
         self._watched_ns: set[str] = set()
         self._last_change = time.monotonic()
@@ -372,10 +375,10 @@ class Side:
             return
         uid = inv.get("uid")
         if uid:
-            seen = self.all_events.setdefault(uid, set())
+            seen = self.all_events.setdefault(uid, [])
             note = f"{obj.get('reason')}: {obj.get('message') or ''}"
             if note not in seen:
-                seen.add(note)
+                seen.append(note)
                 self._last_change = time.monotonic()
 
     def _on_podgroup(self, kind: str, obj: Json) -> None:
@@ -732,7 +735,7 @@ class Side:
                   uids: dict[str, str], deleted: set[str]) -> list[PodResult]:
         """After step `step`: per pod (named "STEP/NAME"), bound or the PodScheduled
         reason and message, the node when the scenario decides it by construction, and
-        the distinct events ("Reason: message", sorted, joined by " | "); per PodGroup
+        its events (the first note per reason, see `events`); per PodGroup
         ("STEP/podgroup/NAME"), how many of its present members are bound, its
         conditions and its events. Node names are masked as <node> in texts unless the
         scenario's placement is exact."""
@@ -746,8 +749,22 @@ class Side:
             return text
 
         def events(uid: str) -> str | None:
-            notes = sorted({mask(e) for e in self.all_events.get(uid, ())})
-            return " | ".join(notes) or None
+            """The first note of each reason, reasons sorted. Not every distinct note:
+            kube-scheduler's recorder (client-go tools/events recordToSink, getKey) folds
+            an event into the series of an earlier one with the same regarding object
+            (resourceVersion included) and reason whatever its note, and its queue keeps
+            the pod object of the last non-status update, so a member's later failures
+            in one PodScheduled spell count up the first note's series; whether a later
+            note is written depends on when a pod update reached the queue (a race: an
+            oracle-vs-oracle run shows it). The condition message carries the latest
+            attempt's text instead."""
+            first: dict[str, str] = {}
+            for e in self.all_events.get(uid, ()):
+                first.setdefault(e.split(":", 1)[0], mask(e))
+            return " | ".join(first[r] for r in sorted(first)) or None
+
+        def notes(uid: str) -> list[str]:
+            return [mask(e) for e in self.all_events.get(uid, ())]
 
         out: list[PodResult] = []
         bound_in: dict[str, int] = defaultdict(int)
@@ -780,6 +797,7 @@ class Side:
             nominated = (cur.get("status") or {}).get("nominatedNodeName")
             res.nominated = mask(nominated) if nominated else None
             res.event = events(uids[key])
+            res.notes = notes(uids[key])
         for key in groups:
             ns, name = key.split("/", 1)
             res = PodResult(f"{step}/podgroup/{name}")
@@ -795,6 +813,7 @@ class Side:
                 for c in sorted((pg.get("status") or {}).get("conditions") or (),
                                 key=lambda c: str(c.get("type"))))
             res.event = events(pg["metadata"]["uid"])
+            res.notes = notes(pg["metadata"]["uid"])
         return out
 
     async def _devices(self, pod: Json) -> list[str]:
