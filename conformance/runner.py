@@ -85,7 +85,7 @@ SENTINEL_TIMEOUT = 30.0
 # Stepped scenarios: a step is settled once, after the probe, nothing of the scenario
 # changed for QUIET seconds and the scheduler's active and backoff queues are empty (a
 # gang's backoff grows to 10s), or after SETTLE_TIMEOUT.
-QUIET = 1.0
+QUIET = 1.5
 SETTLE_TIMEOUT = 30.0
 # ... or once nothing changed for longer than the longest backoff (kube-scheduler's
 # podMaxBackoffSeconds 10, its backoff queue flushed every second): a group that fails
@@ -687,7 +687,8 @@ class Side:
         present, deleted ones gone); a probe pod created after it has been tried, so the
         scheduler has dequeued whatever the step queued before it (the probe has the
         lowest priority); then nothing of the scenario (pods, PodGroups, events) changed
-        for QUIET seconds (binding cycles and status writes are in) and the scheduler's
+        for QUIET seconds (binding cycles and status writes are in), every bound pod's
+        Scheduled event has been seen, and the scheduler's
         active and backoff queues are empty (a gang retried after its backoff has been
         retried; with a quiet spell alone, whether a 2-8 s backoff retry fell inside a
         step or the next was a race: oracle-vs-oracle runs showed it), or nothing changed
@@ -700,6 +701,17 @@ class Side:
                     return False
             return True
 
+        def announced() -> bool:
+            # Both schedulers write a Scheduled event for every bind, in the background
+            # (polsched's through its client's event budget, which a burst can hold up).
+            for key, uid in uids.items():
+                cur = self.pods.get(key)
+                if cur is not None and cur["metadata"]["uid"] == uid and \
+                        cur["spec"].get("nodeName") and not any(
+                            e.startswith("Scheduled:") for e in self.all_events.get(uid, ())):
+                    return False
+            return True
+
         await self.until(seen, EVENT_TIMEOUT)
         await self._probe(sc.namespace_names()[0])
         deadline = time.monotonic() + SETTLE_TIMEOUT
@@ -708,7 +720,8 @@ class Side:
             quiet_for = now - self._last_change
             if now >= deadline:
                 return
-            if quiet_for >= BACKOFF_QUIET or (quiet_for >= QUIET and not await self._queued()):
+            if quiet_for >= BACKOFF_QUIET or (quiet_for >= QUIET and announced()
+                                              and not await self._queued()):
                 return
             await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
 
