@@ -1200,11 +1200,15 @@ def _competing(g: Gang) -> None:
 
 
 def _competing_at_once(g: Gang) -> None:
-    """Two gangs whose members are all there when their PodGroups arrive, in one step;
-    the room for one of them."""
+    """Two gangs held below minCount, let go in one step by lowering both minCounts; the
+    room for one of them. (Creating both PodGroups in one step instead, after their
+    members, raced inside kube-scheduler: one oracle-vs-oracle run tried gang b before
+    all its members had joined its entity and got DynamicResources' PodGroupPostFilter
+    error, `not found`, the other did not.)"""
     g.nodes(1, 2)
+    g.step(g.group("a", 3), g.group("b", 3))
     g.step(*g.members("a", 2, "900m"), *g.members("b", 2, "900m"))
-    g.step(g.group("a", 2), g.group("b", 2))
+    g.step(g.min_count("a", 2), g.min_count("b", 2))
 
 
 def _with_plain_pods(g: Gang) -> None:
