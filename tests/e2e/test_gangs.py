@@ -9,6 +9,10 @@ grants are the ones under test).
   assumed: a plain pod then fits where the members were tried.
 - A lone member of a gang waits at PreEnqueue without any event, and binds with the next.
 - Lowering a waiting gang's minCount requeues its members.
+- After a crash between two Bindings, the bound member counts toward minCount and the
+  next process binds the rest.
+- A hot reload, a lost lease and a stop reject a gang's Permit waiters together, and
+  nothing stays assumed (a test plugin, Hold, keeps the members waiting at Permit).
 
 One control plane for all (tests/e2e/conftest.py `gated`, shared with test_feature_gates).
 """
@@ -16,7 +20,7 @@ One control plane for all (tests/e2e/conftest.py `gated`, shared with test_featu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,19 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
-from polsched.plugins import CATALOG
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.interfaces import FilterPlugin, Handle, PermitPlugin
+from polsched.framework.registry import Catalog, PluginSpec, Registry
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import NodeInfo, PodInfo
+from polsched.framework.waiting_pods import WaitingPod
+from polsched.plugins import (
+    CATALOG,
+    DEFAULT_FILTERS,
+    DEFAULT_PRE_ENQUEUE,
+    DEFAULT_SCORERS,
+    REGISTRY,
+)
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, node_manifest, unique
 from tests.e2e.rbac import (
@@ -172,7 +188,11 @@ def test_a_gang_that_cannot_fit_binds_and_holds_nothing(
             notes = [n for r, n in await g.events(pod) if r == "FailedScheduling"]
             return notes[0] if notes else ""
 
-        group_msg = "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"
+        # As the oracle's (docs/gangs.md): DefaultPreemption's PodGroupPostFilter finds no
+        # pod of lower priority to preempt, and says so.
+        group_msg = ("minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, "
+                     "pod group preemption: No preemption victims found for incoming "
+                     "preemptor")
         first = await eventually(lambda: failed("b1"), 60, what="b1 FailedScheduling")
         second = await eventually(lambda: failed("b2"), 60, what="b2 FailedScheduling")
         # The member that fit in the simulation carries the group's message; the other
@@ -229,3 +249,148 @@ def test_lowering_min_count_requeues_the_members(gang_cluster: tuple[Cluster, Pa
             assert await bound(g, m) == nodes[0]
 
     run(gang_cluster, [("n", "4")], body)
+
+
+def test_after_a_crash_between_two_bindings_the_next_cycle_places_the_rest(
+        gang_cluster: tuple[Cluster, Path]) -> None:
+    """A scheduler that died after posting the first member's Binding and before the
+    others (the API has no transaction over Bindings): the new process lists the bound
+    member as assigned, counts it toward minCount, and binds the rest."""
+    c, kubeconfig = gang_cluster
+    rid = unique("crash")
+    node = f"{rid}-n"
+    c.kubectl("create", "namespace", rid)
+    c.apply(node_manifest(node, cpu="4", labels={RUN: rid}))
+    scheduler = unique("polsched-crash")
+
+    async def main() -> None:
+        admin = ApiClient.from_kubeconfig(c.kubeconfig)
+        g = Gang(admin, rid, scheduler, rid)
+        try:
+            await g.pod_group("trio", 3)
+            for m in ("c1", "c2", "c3"):
+                await g.member(m, "trio", "1")
+            # What the dead scheduler managed to do: c1's Binding.
+            await admin.post(f"/api/v1/namespaces/{rid}/pods/c1/binding", {
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": "c1", "namespace": rid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+            operator = ApiClient.from_kubeconfig(str(kubeconfig))
+            engine = Engine(operator)
+            try:
+                await engine.start()
+                state = engine.cache.pod_groups.state(f"{rid}/trio")
+                assert (state.all_pods_count, len(state.assigned)) == (3, 1)
+                engine.apply(load_policy(held_policy(scheduler, 1, False), CATALOG))
+                for m in ("c2", "c3"):
+                    assert await bound(g, m) == node
+            finally:
+                await engine.stop()
+                await operator.close()
+        finally:
+            await admin.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        c.kubectl("delete", "namespace", rid, "--wait=false", check=False)
+        c.kubectl("delete", "node", node, "--wait=false", check=False)
+
+
+# -- nothing partial: Permit waiters are rejected together -------------------------------
+class Hold(FilterPlugin, PermitPlugin):
+    """A test plugin that holds every pod at Permit (10 minutes), so that a gang's members
+    stay waiting after GangScheduling allowed them: what a hot reload, a lost lease or a
+    stop must then reject together."""
+
+    NAME = "Hold"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return SUCCESS
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        return Status(Code.WAIT, ("held by the test",)), 600.0
+
+
+def _hold(args: Mapping[str, Any] | None, handle: Handle) -> Hold:
+    return Hold()
+
+
+CATALOG_WITH_HOLD = Catalog(
+    Registry([*(s for n in REGISTRY.names() if (s := REGISTRY.get(n)) is not None),
+              PluginSpec(name="Hold", filter=_hold)]),
+    DEFAULT_FILTERS, DEFAULT_SCORERS, DEFAULT_PRE_ENQUEUE)
+
+
+def held_policy(name: str, generation: int, hold: bool) -> Json:
+    spec: Json = {"filters": [{"name": "Hold"}]} if hold else {}
+    return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": name, "generation": generation, "uid": "uid-" + name},
+            "spec": spec}
+
+
+@pytest.mark.parametrize("trigger", ["reload", "lost-lease", "stop"])
+def test_a_gangs_permit_waiters_are_rejected_together(
+        gang_cluster: tuple[Cluster, Path], trigger: str) -> None:
+    c, kubeconfig = gang_cluster
+    rid = unique("held")
+    node = f"{rid}-n"
+    c.kubectl("create", "namespace", rid)
+    c.apply(node_manifest(node, cpu="4", labels={RUN: rid}))
+    scheduler = unique("polsched-held")
+
+    async def main() -> None:
+        admin = ApiClient.from_kubeconfig(c.kubeconfig)
+        operator = ApiClient.from_kubeconfig(str(kubeconfig))
+        engine = Engine(operator)
+        g = Gang(admin, rid, scheduler, rid)
+        stopped = False
+        try:
+            await engine.start()
+            engine.apply(load_policy(held_policy(scheduler, 1, True), CATALOG_WITH_HOLD))
+            await g.pod_group("pair", 2)
+            await g.member("h1", "pair", "1")
+            await g.member("h2", "pair", "1")
+
+            async def both_held() -> list[WaitingPod] | None:
+                held = [w for w in engine.waiting_pods.values()
+                        if w.pod.scheduler_name == scheduler]
+                # GangScheduling allowed both; only Hold keeps them.
+                return held if len(held) == 2 and all(
+                    w.pending_plugins == ["Hold"] for w in held) else None
+
+            held = await eventually(both_held, 60, what="both members held at Permit")
+            if trigger == "reload":
+                engine.apply(load_policy(held_policy(scheduler, 2, False), CATALOG))
+            elif trigger == "lost-lease":
+                engine.set_leader(None, False)
+            else:
+                await engine.stop()
+                stopped = True
+            # One synchronous pass: both decided (rejected) before anything else ran.
+            assert [w.pending_plugins for w in held] == [[], []]
+            for w in held:
+                st = await w.wait()
+                assert st.code is Code.UNSCHEDULABLE, st
+
+            async def nothing_assumed() -> bool:
+                return not engine.cache.assumed_keys(scheduler)
+
+            assert await eventually(nothing_assumed, 30, what="the members forgotten")
+            if trigger == "reload":
+                # The new pipeline (without Hold) places the gang whole.
+                for m in ("h1", "h2"):
+                    assert await bound(g, m) == node
+            else:
+                assert await g.node_of("h1") == "" and await g.node_of("h2") == ""
+        finally:
+            if not stopped:
+                await engine.stop()
+            await operator.close()
+            await admin.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        c.kubectl("delete", "namespace", rid, "--wait=false", check=False)
+        c.kubectl("delete", "node", node, "--wait=false", check=False)

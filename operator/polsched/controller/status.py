@@ -83,6 +83,7 @@ def compose(view: StatusView, stats: SchedulerStats | None, previous: Mapping[st
         out["shadow"] = stats.shadow  # a shadow policy binds nothing: no bind counts
     elif stats is not None:
         out["boundPods"] = stats.bound_pods
+        out["boundGangs"] = stats.bound_gangs
         out["pendingPods"] = stats.pending_pods
         last_bind = stats.last_bind_time or previous.get("lastBindTime")
         if binds is not None:

@@ -149,6 +149,20 @@ class PodGroups:
         """The state of a group (an empty one when no member is known)."""
         return self.states.get(key) or PodGroupState()
 
+    def bound_gangs(self, scheduler_name: str) -> int:
+        """Gang PodGroups of this scheduler's pods (schedulerName of their bound members)
+        with at least minCount members bound now: the gangs placed whole."""
+        n = 0
+        for key, obj in self.objects.items():
+            need = min_count(obj)
+            state = self.states.get(key)
+            if need is None or state is None:
+                continue
+            bound = [state.all_pods[u] for u in state.assigned if u in state.all_pods]
+            if bound and len(bound) >= need and bound[0].scheduler_name == scheduler_name:
+                n += 1
+        return n
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.objects)
 

@@ -80,6 +80,8 @@ class SchedulerStats:
     # For a policy with load-aware scorers: (available, reason, message) of its
     # MetricsAvailable condition (scheduler.load_status); None for the others.
     node_metrics: tuple[bool, str, str] | None = None
+    # Gang PodGroups of this scheduler with minCount members bound now (status.boundGangs).
+    bound_gangs: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,12 @@ class Engine(CacheListener):
             self._loop_task.cancel()
             tasks.append(self._loop_task)
             self._loop_task = None
+        # With no cycle left to run, the pods held at Permit (a gang's members waiting for
+        # quorum) are rejected together and their binding cycles unwind (Unreserve,
+        # forget) before the parts they use close: none is bound by a half-stopped engine.
+        if self.reject_waiting(None, "rejected: the scheduler is stopping"):
+            for _ in range(2):
+                await asyncio.sleep(0)
         for t in tasks:
             if t.done():  # ended on its own (a fault /healthz reported): stop the rest
                 if not t.cancelled():
@@ -227,6 +235,11 @@ class Engine(CacheListener):
             if self._started:
                 self._start_scheduler(s)
         else:
+            # Pods held at Permit were decided by the pipeline being replaced: all are
+            # rejected together (a gang's waiters never split across two pipelines) and
+            # the new pipeline decides them again.
+            self.reject_waiting(name, f"rejected: SchedulingPolicy {policy.name} was "
+                                      "reloaded")
             s.policy = policy
             s.pipeline = pipeline  # the swap: one reference
             s.undecided = pipeline
@@ -261,6 +274,7 @@ class Engine(CacheListener):
         s = self._schedulers.pop(scheduler_name, None)
         if s is None:
             return
+        self.reject_waiting(scheduler_name, "rejected: the scheduler was removed")
         self._stop_scheduler(s)
         self._spawn(s.recorder.close())
         metrics.forget_profile(scheduler_name)
@@ -293,6 +307,9 @@ class Engine(CacheListener):
         Losing leadership drops the binds still queued before anything else runs: the
         next leader binds those pods (issue 11)."""
         if not leading:
+            # Held pods first, all in one pass: a gang's waiters are rejected together, so
+            # none of them goes on to bind after the lease is gone (nothing partial).
+            self.reject_waiting(scheduler_name, "rejected: the scheduler lost its lease")
             self.binder.drop_queued(scheduler_name)
         if scheduler_name is None:
             self._leading_default = leading
@@ -301,6 +318,19 @@ class Engine(CacheListener):
             self._leading[scheduler_name] = leading
         for s in self._schedulers.values():
             self._update_runnable(s)
+
+    def reject_waiting(self, scheduler_name: str | None, message: str) -> int:
+        """Reject every pod that Permit plugins hold for `scheduler_name` (None: for every
+        scheduler) in one synchronous pass (RejectWaitingPod for each): a pod group's
+        waiters are rejected together, before any of their binding cycles runs again.
+        Each binding cycle then unreserves and forgets its pod and requeues it
+        (handleBindingCycleError). Returns how many were rejected."""
+        rejected = 0
+        for waiting in list(self.waiting_pods.values()):
+            if scheduler_name is None or waiting.pod.scheduler_name == scheduler_name:
+                if waiting.reject("", message):
+                    rejected += 1
+        return rejected
 
     def stats(self, scheduler_name: str) -> SchedulerStats:
         if scheduler_name.startswith(SHADOW_PREFIX):  # a shadow policy's StatusView.running
@@ -321,7 +351,8 @@ class Engine(CacheListener):
             preemptions_total=c.preemptions_total, preemption_victims=c.preemption_victims,
             last_preemption=c.last_preemption,
             node_metrics=load_status.condition(self.node_metrics, s.pipeline,
-                                               self.cache.snapshot))
+                                               self.cache.snapshot),
+            bound_gangs=self.cache.pod_groups.bound_gangs(scheduler_name))
 
     def pipeline(self, scheduler_name: str) -> Pipeline:
         """The pipeline a scheduler runs now (KeyError if none)."""

@@ -56,6 +56,7 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
+from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import metrics
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
@@ -597,6 +598,36 @@ async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInf
     return MemberResult(pod, SUCCESS, result, node=node, state=state)
 
 
+def pod_group_post_filter(pipeline: Pipeline, snapshot: Snapshot, group: PodGroupInfo,
+                          pods: Sequence[PodInfo]) -> Status | None:
+    """RunPodGroupPostFilterPlugins for a rejected group, as far as polsched goes: no
+    PodGroupPostFilter plugin (DefaultPreemption off) gives an Unschedulable without
+    reasons (upstream then appends an empty reason); DefaultPreemption's
+    PodGroupPostFilter (framework/preemption/podgrouppreemption.go Preempt) is followed
+    up to its decisions that need no victim search: a group whose preemption policy is
+    Never is "not eligible", and a cluster without any pod of lower priority than the
+    group has "No preemption victims found for incoming preemptor". Where upstream would
+    go on (an ongoing preemption of nominated members, or victims to choose: workload-aware
+    preemption), polsched does not preempt and returns None: nothing is appended."""
+    if not any(p.name == DEFAULT_PREEMPTION for p in pipeline.plugins.post_filter):
+        return Status.unschedulable("")
+    policy = (pods[0].spec.get("preemptionPolicy") if pods else None) or \
+        "PreemptLowerPriority"
+    if policy == "Never":
+        return Status.unschedulable(
+            "pod group preemption: not eligible due to preemptionPolicy=Never.")
+    if any((p.raw.get("status") or {}).get("nominatedNodeName") for p in pods):
+        return None  # isOngoingPreemption: not followed
+    priority = (group.pod_group.get("spec") or {}).get("priority")
+    group_priority = priority if isinstance(priority, int) else 0
+    for node in snapshot.nodes:
+        for pod in node.pods.values():
+            if pod.priority < group_priority:
+                return None  # victims to choose: workload-aware preemption, not built
+    return Status.unresolvable(
+        "pod group preemption: No preemption victims found for incoming preemptor")
+
+
 # -- the attempt ---------------------------------------------------------------------------
 # Annotations the Binding carries when ScheduleOne(annotate_decisions=True); the API server
 # copies a Binding's annotations onto the pod (pkg/registry/core/pod/storage
@@ -1036,8 +1067,15 @@ class ScheduleOne:
             a.pipeline = pipeline
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
-        # PodGroupPostFilter (workload-aware preemption) is not implemented: a rejected
-        # group is not made room for (docs/gangs.md).
+        if outcome.status.code is Code.UNSCHEDULABLE:
+            # podGroupCycle: RunPodGroupPostFilterPlugins, its message appended to the
+            # group's (applyPodGroupPostFilterResult).
+            post = pod_group_post_filter(pipeline, self._cache.snapshot, info,
+                                         [a.pod for a in live])
+            if post is not None:
+                outcome.status = Status(outcome.status.code,
+                                        (*outcome.status.reasons, post.message),
+                                        outcome.status.plugin)
         self._submit_pod_group(s, info, live, outcome)
         for a in live:
             attempts.pop(a.queued.key, None)

@@ -174,3 +174,21 @@ def test_it_can_be_disabled() -> None:
         "metadata": {"name": "s"}, "spec": {"disabledPlugins": ["GangScheduling"]}}, CATALOG))
     assert "GangScheduling" not in [p.name for p in pipeline.pre_enqueue_plugins]
     assert not pipeline.plugins.placement_feasible
+
+
+def test_bound_gangs_counts_gangs_with_min_count_members_bound() -> None:
+    cache, _, _, _ = setup()
+    cache.on_pod_group_event("ADDED", pod_group("g", min_count=2))
+    cache.on_pod_group_event("ADDED", pod_group("basic", min_count=None))
+    for name, group, node in (("a", "g", "n1"), ("b", "g", ""), ("x", "basic", "n1")):
+        raw = member(name, group, node_name=node)
+        raw["spec"]["schedulerName"] = "s"
+        cache.on_pod_event("ADDED", raw)
+    assert cache.pod_groups.bound_gangs("s") == 0  # one of two bound; basic never counts
+    raw = member("b", "g", node_name="n1")
+    raw["spec"]["schedulerName"] = "s"
+    cache.on_pod_event("MODIFIED", raw)
+    assert cache.pod_groups.bound_gangs("s") == 1
+    assert cache.pod_groups.bound_gangs("other") == 0
+    cache.on_pod_event("DELETED", raw)
+    assert cache.pod_groups.bound_gangs("s") == 0

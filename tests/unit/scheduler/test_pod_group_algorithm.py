@@ -11,10 +11,15 @@ from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.status import Code
+from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import PodGroupResult, pod_group_algorithm
+from polsched.scheduler.schedule_one import (
+    PodGroupResult,
+    pod_group_algorithm,
+    pod_group_post_filter,
+)
 
 
 def node(name: str, cpu: str = "4") -> Json:
@@ -102,3 +107,35 @@ def test_no_members_to_try_is_unschedulable_before_any_search() -> None:
                                   "satisfied: 0 scheduled, 0 remaining")
     assert not out.members
     assert_nothing_assumed(cache)
+
+
+def post_filter_message(spec: Json, bound_priority: int | None,
+                        preemption_policy: str | None = None) -> str | None:
+    cache = ClusterCache(None)
+    cache.on_node_event("ADDED", node("n0"))
+    if bound_priority is not None:
+        cache.on_pod_event("ADDED", {
+            "metadata": {"name": "low", "namespace": "ns", "uid": "uid-low"},
+            "spec": {"nodeName": "n0", "priority": bound_priority,
+                     "containers": [{"name": "c", "image": "x"}]}})
+    raw = member("m0", "1")
+    if preemption_policy:
+        raw["spec"]["preemptionPolicy"] = preemption_policy
+    pipeline = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": spec}, CATALOG), Handle(listers=cache.listers))
+    group = PodGroupInfo("ns", "g", {**pod_group(2), "spec": {
+        **pod_group(2)["spec"], "priority": 10}})
+    st = pod_group_post_filter(pipeline, cache.snapshot, group, [PodInfo.from_json(raw)])
+    return None if st is None else st.message
+
+
+def test_pod_group_post_filter_as_far_as_polsched_follows_it() -> None:
+    none_found = "pod group preemption: No preemption victims found for incoming preemptor"
+    assert post_filter_message({}, None) == none_found
+    assert post_filter_message({}, 10) == none_found  # equal priority: not a victim
+    assert post_filter_message({}, 5) is None  # victims to choose: not built, nothing said
+    assert post_filter_message({}, None, "Never") == \
+        "pod group preemption: not eligible due to preemptionPolicy=Never."
+    # Preemption off: no PodGroupPostFilter plugin, an empty reason (as upstream appends).
+    assert post_filter_message({"disabledPlugins": ["DefaultPreemption"]}, None) == ""
