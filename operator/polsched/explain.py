@@ -33,9 +33,10 @@ from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_po
 from polsched.cluster.cache import ClusterCache
 from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
+from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
 from polsched.framework.diagnosis import PipelineError, PluginScore
-from polsched.framework.interfaces import Handle
+from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import (
     NODE_METRICS_KIND,
     NODE_METRICS_PATH,
@@ -45,14 +46,14 @@ from polsched.framework.load import (
 )
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
-from polsched.framework.status import Status
+from polsched.framework.status import Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.plugins.trimaran import LoadAwareScorer
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.schedule_one import pod_group_algorithm, pod_group_post_filter, schedule_pod
 
 
 class ExplainError(Exception):
@@ -99,6 +100,39 @@ class NodeReport:
     total: int | None = None
 
 
+@dataclass(frozen=True)
+class GangMember:
+    """One pending member in the pod-group cycle's simulation: the node it would get, or
+    why it fits nowhere (its own FailedScheduling text); `tried` False when the cycle
+    stopped before it."""
+
+    pod: str
+    node: str | None
+    reason: str = ""
+    tried: bool = True
+
+
+@dataclass(frozen=True)
+class GangReport:
+    """The pod group of the pod explained, as the pod-group cycle sees it now: minCount
+    (None: a basic group), members already scheduled, each pending member's outcome, and
+    the group's verdict (its PodGroupInitiallyScheduled message when rejected)."""
+
+    group: str
+    min_count: int | None
+    scheduled: int
+    members: list[GangMember]
+    fits: bool
+    message: str
+
+    def to_json(self) -> Json:
+        return {"podGroup": self.group, "minCount": self.min_count,
+                "alreadyScheduled": self.scheduled, "fits": self.fits,
+                "message": self.message,
+                "members": [{"pod": m.pod, "node": m.node, "reason": m.reason,
+                             "tried": m.tried} for m in self.members]}
+
+
 @dataclass
 class Report:
     pod: str
@@ -118,6 +152,8 @@ class Report:
     devices: dict[str, list[str]] = field(default_factory=dict)
     # For a policy with load-aware scorers: every node's usage as they read it.
     node_usage: list[NodeUsage] = field(default_factory=list)
+    # For a member of a PodGroup: the group as a whole (pod_group_algorithm).
+    gang: GangReport | None = None
 
     def preemption_json(self) -> Json | None:
         pr = self.preemption
@@ -170,6 +206,8 @@ class Report:
             out["preemption"] = preemption
         if self.node_usage:
             out["nodeUsage"] = [u.to_json() for u in self.node_usage]
+        if self.gang is not None:
+            out["gang"] = self.gang.to_json()
         return out
 
 
@@ -212,10 +250,15 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")
         if kind is not None:
             cache.on_object_event(kind, "ADDED", o)
+        elif o.get("kind") == "PodGroup":  # the cluster serves them: gangs as upstream
+            cache.pod_groups.served = True
+            cache.on_pod_group_event("ADDED", o)
     # The engine's construction, with listers filled from the objects given.
     pipeline: Pipeline = build_pipeline(
-        policy, Handle(listers=cache.listers, nominator=nominator, load=node_load), extenders)
+        policy, Handle(listers=cache.listers, nominator=nominator, load=node_load,
+                       pod_groups=cache.pod_groups), extenders)
     info = PodInfo.from_json(target)
+    gang = await _explain_gang(pipeline, cache, info)
     result = await schedule_pod(pipeline, info, cache.snapshot, explain=True)
     ex = result.explanation
     scores = {s.node: s for s in ex.scores} if ex is not None else {}
@@ -234,7 +277,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
                 if e.is_prioritizer() and e.is_interested(info)]
     report = Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
                     nodes=reports, scorers=scorers, winner=result.node,
-                    deciding_scorer=result.deciding_scorer)
+                    deciding_scorer=result.deciding_scorer, gang=gang)
     if info.spec.get("resourceClaims"):
         report.devices = _devices(pipeline, info, cache)
     if any(isinstance(s.plugin, LoadAwareScorer) for s in pipeline.scorers):
@@ -291,6 +334,59 @@ def _node_usage(cache: ClusterCache, source: LoadSource | None,
 
 
 # -- output ----------------------------------------------------------------------------
+async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
+                        ) -> GangReport | None:
+    """For a member of a served PodGroup: the pod-group cycle's simulation of its pending
+    members (the pod explained first), as the engine would run it now; None otherwise."""
+    key = cache.pod_groups.group_of(pod)
+    name = pgs.pod_group_name(pod)
+    if key is None or name is None:
+        return None
+    obj = cache.pod_groups.get(pod.namespace, name)
+    if obj is None:
+        return GangReport(key, None, 0, [], False,
+                          f'waiting for pods\'s pod group "{name}" to appear in scheduling '
+                          "queue")
+    state = cache.pod_groups.state(key)
+    members = [pod] + [p for p in state.unscheduled_pods()
+                       if p.key != pod.key and not p.node_name]
+    group = PodGroupInfo(pod.namespace, name, obj)
+    outcome = await pod_group_algorithm(pipeline, cache, group, members)
+    status = outcome.status
+    if status.code is Code.UNSCHEDULABLE:
+        post = pod_group_post_filter(pipeline, cache.snapshot, group, members)
+        if post is not None:
+            status = Status(status.code, (*status.reasons, post.message), status.plugin)
+    out: list[GangMember] = []
+    for i, m in enumerate(members):
+        if i >= len(outcome.members):
+            out.append(GangMember(m.key, None, "not tried: the cycle stopped before it",
+                                  tried=False))
+            continue
+        r = outcome.members[i]
+        if r.status.ok:
+            out.append(GangMember(m.key, r.node))
+        else:
+            out.append(GangMember(m.key, None, r.fit_error.message if r.fit_error
+                                  is not None else r.status.message))
+    return GangReport(key, pgs.min_count(obj), state.scheduled_pods_count, out,
+                      status.ok, status.message)
+
+
+def _format_gang(g: GangReport) -> list[str]:
+    kind = f"gang, minCount {g.min_count}" if g.min_count is not None else "basic group"
+    fit = sum(m.node is not None for m in g.members)
+    out = [f"PodGroup {g.group} ({kind}): {g.scheduled} member(s) already scheduled, "
+           f"{fit} of {len(g.members)} pending member(s) fit"]
+    rows = [["MEMBER", "NODE", "WHY NOT"]]
+    for m in g.members:
+        rows.append([m.pod, m.node or "-", m.reason])
+    out += [dryrun.table(rows)]
+    out.append("The group fits: its members bind together." if g.fits
+               else f"The group does not fit: {g.message}")
+    return out
+
+
 def format_report(r: Report) -> str:
     out = [f"Pod {r.pod}: SchedulingPolicy {r.policy} (schedulerName {r.scheduler_name}), "
            f"{len(r.nodes)} node(s), {sum(n.rejected is None for n in r.nodes)} feasible", ""]
@@ -335,6 +431,8 @@ def format_report(r: Report) -> str:
                          f"({_pct_text(u.memory or 0, u.memory_allocatable)})",
                          "-" if u.age is None else f"{u.age:.0f}s"])
         out += [dryrun.table(rows), *notes, ""]
+    if r.gang is not None:
+        out += [*_format_gang(r.gang), ""]
     if r.winner is None:
         out.append(f"No node fits: {r.message}")
         if r.preemption is not None:
@@ -460,12 +558,14 @@ async def offline(args: argparse.Namespace) -> Report:
         raise ExplainError(f"{args.nodes}: no Node objects")
     pods = _of_kind(node_objs, "Pod")
     # Namespaces, PVCs, Services... may come in the nodes file or any --pods file.
-    objects = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME]
+    objects = [o for o in node_objs if o.get("kind") in ls.KINDS_BY_NAME
+               or o.get("kind") == "PodGroup"]
     metrics = _of_kind(node_objs, NODE_METRICS_KIND)
     for f in args.pods or ():
         more = read_objects(f)
         pods += _of_kind(more, "Pod")
-        objects += [o for o in more if o.get("kind") in ls.KINDS_BY_NAME]
+        objects += [o for o in more if o.get("kind") in ls.KINDS_BY_NAME
+                    or o.get("kind") == "PodGroup"]
         metrics += _of_kind(more, NODE_METRICS_KIND)
     # NodeMetrics objects (`polsched snapshot --node-metrics`) are the load-aware scorers'
     # usage; their ages are counted from the newest of them.
@@ -508,6 +608,11 @@ async def live(args: argparse.Namespace) -> Report:
             except ApiError:
                 continue  # not served (an older server) or not allowed: left empty
             objects += [{**o, "kind": kind.name} for o in listed.get("items") or ()]
+        try:  # PodGroups, when the cluster serves them (GenericWorkload)
+            listed = await client.get("/apis/scheduling.k8s.io/v1beta1/podgroups")
+            objects += [{**o, "kind": "PodGroup"} for o in listed.get("items") or ()]
+        except ApiError:
+            pass
         # Node usage as the load-aware scorers read it now (nothing when the Metrics API
         # is not served), and when the running scheduler last saw the nodes without it.
         try:

@@ -50,6 +50,7 @@ from tests.e2e.rbac import (
     service_account_kubeconfig,
 )
 from tests.e2e.scheduling import RUN, eventually, pod_manifest
+from tests.e2e.test_rbac import DEDICATED, GANG_MAY, GANG_MAY_NOT, OPERATOR, wrong
 
 pytestmark = pytest.mark.e2e
 Json = dict[str, Any]
@@ -147,6 +148,12 @@ def run(gang_cluster: tuple[Cluster, Path], nodes: list[tuple[str, str]],
     finally:
         c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         c.kubectl("delete", "node", *names, "--wait=false", check=False)
+
+
+def test_rbac_is_kube_schedulers_for_pod_groups(gang_cluster: tuple[Cluster, Path]) -> None:
+    c, _ = gang_cluster
+    for user in (OPERATOR, DEDICATED):
+        assert wrong(c, user, GANG_MAY, GANG_MAY_NOT) == [], user
 
 
 def test_a_gang_that_fits_binds_whole(gang_cluster: tuple[Cluster, Path]) -> None:

@@ -120,6 +120,20 @@ OPERATOR_MAY_NOT: list[Check] = SCHEDULER_MAY_NOT + [
     ("create", "roles", NS, "no roles"),
 ]
 
+# GangScheduling, as system:kube-scheduler's GenericWorkload rules: checked by
+# tests/e2e/test_gangs.py against the gated control plane, which serves the kinds.
+GANG_MAY: list[Check] = [
+    ("watch", "podgroups.scheduling.k8s.io", None, "the pod groups"),
+    ("patch", "podgroups.scheduling.k8s.io:status", "default", "PodGroupInitiallyScheduled"),
+    ("update", "podgroups.scheduling.k8s.io:status", "default", "PodGroupInitiallyScheduled"),
+]
+GANG_MAY_NOT: list[Check] = [
+    ("create", "podgroups.scheduling.k8s.io", "default", "pod groups are the users'"),
+    ("update", "podgroups.scheduling.k8s.io", "default", "only their status"),
+    ("delete", "podgroups.scheduling.k8s.io", "default", "pod groups are the users'"),
+    ("get", "workloads.scheduling.k8s.io", "default", "kube-scheduler's role has no Workloads"),
+]
+
 DEDICATED_MAY: list[Check] = SCHEDULER_MAY + [
     ("create", "leases.coordination.k8s.io", NS, "its Lease"),
     ("get", "leases.coordination.k8s.io/polsched-scheduler-x", NS, "its Lease"),

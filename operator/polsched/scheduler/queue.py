@@ -102,6 +102,8 @@ class QueuedPod:
     key: str = field(default="", init=False)
     # The unschedulable pool's index entries of this pod (SchedulingQueue._index_add).
     _indexed: tuple[str, ...] = field(default=(), repr=False)
+    # Its pod group's key, once asked (spec.schedulingGroup is immutable); "" none.
+    _group: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.key = self.pod.key
@@ -686,8 +688,15 @@ class SchedulingQueue:
         if key is None:
             return None
         members = [qp]
+        group_of = self._group_of
+
+        def group(o: QueuedPod) -> str:
+            if o._group is None:
+                o._group = group_of(o.pod) or ""
+            return o._group
+
         for d in (self._active, self._backoff, self._unschedulable):
-            for other in [o for o in d.values() if self._group_of(o.pod) == key]:
+            for other in [o for o in d.values() if group(o) == key]:
                 if other.gated:
                     continue
                 if d is self._unschedulable:

@@ -139,3 +139,26 @@ def test_pod_group_post_filter_as_far_as_polsched_follows_it() -> None:
         "pod group preemption: not eligible due to preemptionPolicy=Never."
     # Preemption off: no PodGroupPostFilter plugin, an empty reason (as upstream appends).
     assert post_filter_message({"disabledPlugins": ["DefaultPreemption"]}, None) == ""
+
+
+def test_explain_says_why_a_gang_does_not_fit_as_a_whole() -> None:
+    from polsched.explain import explain, format_report
+
+    members = [member("m0", "3"), member("m1", "3")]
+    report = asyncio.run(explain(
+        load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                     "metadata": {"name": "s"}, "spec": {}}, CATALOG),
+        members[0], [node("n0")], members[1:],
+        objects=[{**pod_group(2), "kind": "PodGroup"}]))
+    gang = report.gang
+    assert gang is not None and not gang.fits
+    assert [(m.pod, m.node) for m in gang.members] == [("ns/m0", "n0"), ("ns/m1", None)]
+    assert gang.members[1].reason == "0/1 nodes are available: 1 Insufficient cpu."
+    assert gang.message == ("minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, "
+                            "pod group preemption: No preemption victims found for "
+                            "incoming preemptor")
+    text = format_report(report)
+    assert "PodGroup ns/g (gang, minCount 2): 0 member(s) already scheduled, 1 of 2" in text
+    assert "The group does not fit: minCount (2) cannot be satisfied" in text
+    # The single pod alone fits n0: its own verdict is kept beside the group's.
+    assert report.winner == "n0"
