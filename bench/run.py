@@ -45,6 +45,7 @@ if str(ROOT) not in sys.path:
 from bench import many, measure, reload, report, violations  # noqa: E402
 from bench import workloads as wl  # noqa: E402
 from bench.schedulers import RUNNERS, KubeScheduler, Polsched, Runner  # noqa: E402
+from polsched.cluster import featuregates  # noqa: E402
 
 SCHEDULERS = ("noop", "kube", "polsched")
 PODS = f"/api/v1/namespaces/{wl.NAMESPACE}/pods"
@@ -127,11 +128,28 @@ async def delete_all(api: Any, path: str, label_selector: str | None = None) -> 
     await wait_empty(api, path, label_selector)
 
 
+async def podgroups_served(api: Any) -> bool:
+    """Whether the control plane serves PodGroups (GenericWorkload on)."""
+    from polsched.cluster.client import ApiError
+
+    try:
+        await api.list(wl.PODGROUPS, limit=1)
+    except ApiError as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
 async def clean(api: Any) -> None:
     """Delete what a run leaves in the cluster: the bench's pods in both namespaces, their
-    events, the Services of workloads' extra_objects, and the bench nodes."""
+    events, the PodGroups of the gang workloads (after their pods: kube-controller-manager
+    lifts a PodGroup's protection finalizer once no pod names it), the Services of
+    workloads' extra_objects, and the bench nodes."""
     await delete_all(api, PODS)
     await delete_all(api, OTHER_PODS)
+    if await podgroups_served(api):
+        await delete_all(api, wl.PODGROUPS)
     for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
         await delete_all(api, f"/api/v1/namespaces/{ns}/events")
     # Services have no deletecollection: one by one (a workload makes one or two).
@@ -151,7 +169,12 @@ async def create_initial(ctx: Context, api: Any, w: wl.Workload, scheduler_name:
 
     if isinstance(w, wl.Preemption):  # its preemptors need their PriorityClass
         await ensure_priority_class(api)
-    for path, obj in w.extra_objects():
+    extra = w.extra_objects()
+    if len(extra) > 8:  # a gang workload's PodGroups: as many requests in flight as pods
+        await measure.create_objects(api, [path for path, _ in extra],
+                                     measure.encode([obj for _, obj in extra]),
+                                     ctx.args.concurrency)
+    for path, obj in extra if len(extra) <= 8 else ():
         try:
             await api.post(path, obj)
         except ApiError as err:
@@ -325,7 +348,7 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
         if backlog:  # from the process's start, not the setup before it (kubectl applies)
             t_start = runner.started_at
         if not backlog:
-            warm = w.pod(0, runner.key, runner.scheduler_name)
+            warm = w.warmup_pod(runner.key, runner.scheduler_name)
             warm["metadata"]["name"] = "bench-warmup"
             await api.post(PODS, warm)
             await wait_bound(api, "bench-warmup", startup_timeout)
@@ -749,49 +772,65 @@ def main(argv: list[str] | None = None) -> int:
     bin_dir = Path(subprocess.run([str(ROOT / "hack" / "build.sh")], check=True,
                                   capture_output=True, text=True).stdout.strip())
     started = dt.datetime.now(dt.UTC)
+    # One control plane per distinct gate list (the gang workloads need GenericWorkload,
+    # which the others must not get: it changes kube-scheduler's default profile), in the
+    # order the workloads were named; with --kubeconfig, the one given for all of them.
+    by_gates: dict[str, list[wl.Workload]] = {}
+    for w in workloads:
+        by_gates.setdefault(w.gates, []).append(w)
+    results: dict[str, Any] = {}
+    runners: list[Runner] = []
     with tempfile.TemporaryDirectory(prefix="polsched-bench-") as tmp:
         workdir = Path(tmp)
         own_cluster = not args.kubeconfig
-        cluster_dir = args.cluster_dir
-        if own_cluster:
-            cluster_dir = workdir / "cluster"
-            env = {**os.environ}
-            # A workload on real usage (load-aware) needs the Metrics API, which needs kwok.
-            metrics_api = any(w.metrics for w in workloads)
-            if metrics_api:
-                env["POLSCHED_METRICS"] = "1"
-                args.kwok = True
-            if not args.kwok:
-                env["POLSCHED_NO_KWOK"] = "1"
-            # Cleanup between runs deletes up to 30 000 pods, as many events and 15 000
-            # nodes by DELETE collection, one object at a time with the default single
-            # worker: unmeasured time only.
-            env["POLSCHED_APISERVER_ARGS"] = (env.get("POLSCHED_APISERVER_ARGS", "")
-                                              + " --delete-collection-workers=4").strip()
-            log(f"starting a control plane in {cluster_dir} (kwok {'on' if args.kwok else 'off'}"
-                f"{', Metrics API' if metrics_api else ''})")
-            subprocess.run([str(ROOT / "hack" / "cluster.sh"), "up", str(cluster_dir)],
-                           check=True, env=env)
-            kubeconfig = str(cluster_dir / "kubeconfig")
-        else:
-            kubeconfig = args.kubeconfig
-        try:
-            runners: list[Runner] = []
-            for k in keys:
-                if k == "kube":
-                    runners.append(KubeScheduler(kubeconfig, bin_dir, workdir,
-                                                 scheduler_name=args.kube_scheduler_name))
-                elif k == "polsched":
-                    runners.append(Polsched(kubeconfig, bin_dir, workdir,
-                                            mode=args.polsched_mode))
-                else:
-                    runners.append(RUNNERS[k](kubeconfig, bin_dir, workdir))
-            ctx = Context(args, kubeconfig, bin_dir, workdir, cluster_dir)
-            results = asyncio.run(bench(ctx, workloads, runners))
-        finally:
+        for gates, group in by_gates.items():
+            cluster_dir = args.cluster_dir
             if own_cluster:
-                subprocess.run([str(ROOT / "hack" / "cluster.sh"), "down", str(cluster_dir)],
-                               capture_output=True)
+                cluster_dir = workdir / (f"cluster-{gates.split('=')[0]}" if gates
+                                         else "cluster")
+                env = {**os.environ}
+                if gates:
+                    env[featuregates.ENV] = gates
+                # A workload on real usage (load-aware) needs the Metrics API, which needs kwok.
+                metrics_api = any(w.metrics for w in group)
+                if metrics_api:
+                    env["POLSCHED_METRICS"] = "1"
+                    args.kwok = True
+                if not args.kwok:
+                    env["POLSCHED_NO_KWOK"] = "1"
+                # Cleanup between runs deletes up to 30 000 pods, as many events and 15 000
+                # nodes by DELETE collection, one object at a time with the default single
+                # worker: unmeasured time only.
+                env["POLSCHED_APISERVER_ARGS"] = (env.get("POLSCHED_APISERVER_ARGS", "")
+                                                  + " --delete-collection-workers=4").strip()
+                log(f"starting a control plane in {cluster_dir} (kwok "
+                    f"{'on' if args.kwok else 'off'}{', Metrics API' if metrics_api else ''}"
+                    f"{', gates ' + gates if gates else ''})")
+                subprocess.run([str(ROOT / "hack" / "cluster.sh"), "up", str(cluster_dir)],
+                               check=True, env=env)
+                kubeconfig = str(cluster_dir / "kubeconfig")
+            else:
+                kubeconfig = args.kubeconfig
+                if gates:
+                    log(f"{', '.join(w.name for w in group)} need the gates {gates}: the "
+                        f"control plane at {kubeconfig} must have them")
+            try:
+                runners = []
+                for k in keys:
+                    if k == "kube":
+                        runners.append(KubeScheduler(kubeconfig, bin_dir, workdir,
+                                                     scheduler_name=args.kube_scheduler_name))
+                    elif k == "polsched":
+                        runners.append(Polsched(kubeconfig, bin_dir, workdir,
+                                                mode=args.polsched_mode))
+                    else:
+                        runners.append(RUNNERS[k](kubeconfig, bin_dir, workdir))
+                ctx = Context(args, kubeconfig, bin_dir, workdir, cluster_dir)
+                results.update(asyncio.run(bench(ctx, group, runners)))
+            finally:
+                if own_cluster:
+                    subprocess.run([str(ROOT / "hack" / "cluster.sh"), "down",
+                                    str(cluster_dir)], capture_output=True)
 
     argv_shown = sys.argv[1:] if argv is None else argv
     doc = {
@@ -803,6 +842,8 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             "control_plane": "own (hack/cluster.sh, kwok " + ("on)" if args.kwok else "off)")
             if own_cluster else f"reused: {args.kubeconfig}",
+            # Workloads with gates ran on a control plane of their own with these.
+            "feature_gates": {w.name: w.gates for w in workloads if w.gates},
             "creation_concurrency": args.concurrency,
             "schedulers": {r.key: r.settings() for r in runners},
             "order": keys,

@@ -165,7 +165,9 @@ class KubeScheduler(Runner):
         path = self.workdir / f"{workload.name}-kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return [str(self.bin_dir / "kube-scheduler"), "--config", str(path),
-                "--secure-port", "0", "--v", "0", *featuregates.kube_scheduler_args()]
+                "--secure-port", "0", "--v", "0",
+                *featuregates.kube_scheduler_args(
+                    {featuregates.ENV: workload.gates} if workload.gates else None)]
 
 
 class NoopBinder(Runner):

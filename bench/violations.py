@@ -33,6 +33,12 @@ EXPLAIN: dict[str, str] = {
                           "(fewest in a zone + 5), from the final placement",
     "mixed": "pods on a node outside their required zones, or on a tainted node they do not "
              "tolerate, plus the nodes whose pods request more cpu or memory than it has",
+    "gangs-of-3": "gangs bound in part (some but not all of a PodGroup's minCount "
+                  "members bound: a gang is bound whole or not at all), plus pods on a "
+                  "tainted node",
+    "gangs-of-1000": "gangs bound in part (some but not all of a PodGroup's minCount "
+                     "members bound: a gang is bound whole or not at all), plus pods on a "
+                     "tainted node",
     "default-spreading": "none can be: the system default constraints are ScheduleAnyway; "
                          "the final zone and hostname skews of the Service's pods are "
                          "reported for information",
@@ -51,6 +57,7 @@ class PodView:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     # requiredDuringScheduling nodeSelectorTerms (ORed; each term's expressions ANDed)
     node_terms: tuple[Mapping[str, Any], ...] = ()
+    group: str | None = None  # spec.schedulingGroup.podGroupName
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodView:
@@ -69,7 +76,8 @@ class PodView:
                    node=spec.get("nodeName") or None,
                    labels=dict(meta.get("labels") or {}), cpu_milli=cpu, memory=mem,
                    tolerations=tuple(spec.get("tolerations") or ()),
-                   node_terms=tuple(affinity.get("nodeSelectorTerms") or ()))
+                   node_terms=tuple(affinity.get("nodeSelectorTerms") or ()),
+                   group=(spec.get("schedulingGroup") or {}).get("podGroupName"))
 
 
 @dataclass
@@ -208,6 +216,24 @@ def beyond_skew(counts: Mapping[str, int], max_skew: int) -> int:
 
 
 # -- per workload ---------------------------------------------------------------------------
+def gang_counts(workload: wl.Gangs, pods: Iterable[PodView]) -> tuple[int, int, int]:
+    """(gangs bound whole, gangs bound in part, gangs with nothing bound) among the
+    workload's groups: a gang is whole when at least its minCount (`per_group`) members
+    are bound, in part when some but fewer are (all or nothing: the violation)."""
+    bound: Counter[str] = Counter(p.group for p in pods
+                                  if p.namespace == wl.NAMESPACE and p.node and p.group)
+    whole = partial = unbound = 0
+    for g in range(workload.groups):
+        n = bound[workload.group_name(g)]
+        if n >= workload.per_group:
+            whole += 1
+        elif n:
+            partial += 1
+        else:
+            unbound += 1
+    return whole, partial, unbound
+
+
 def legacy_rule(workload_name: str, extender: bool, node: Mapping[str, Any]) -> bool:
     """The first round's workloads: whether a node breaks the workload's rule (a taint
     always does: no bench pod of those workloads tolerates it)."""
@@ -258,6 +284,13 @@ def check(workload: wl.Workload, pods: Sequence[PodView],
                   round(sum(used) / len(used), 2) if used else None,
                   "mean_usage_cores_of_all_nodes": round(sum(every) / max(len(every), 1), 2),
                   "pods_on_nodes_using_under_4_cores": sum(1 for u in used if u < 4)}
+    elif isinstance(workload, wl.Gangs):
+        whole, partial, unbound = gang_counts(workload, pods)
+        bad = sum(1 for p in measured if p.node not in nodes
+                  or legacy_rule(workload.name, workload.extender, nodes[p.node or ""]))
+        v.by_kind = {"gangs bound in part": partial, "placement": bad}
+        v.violations = partial + bad
+        v.info = {"gangs_whole": whole, "gangs_unbound": unbound}
     elif isinstance(workload, wl.Mixed):
         outside = sum(1 for p in measured
                       if p.node in nodes and not required_affinity_holds(p, nodes[p.node]))

@@ -80,6 +80,9 @@ class Workload:
     rounds: int = 1
     # The workload needs the Metrics API (a control plane with METRICS=1 and kwok on).
     metrics: bool = False
+    # Feature gates the workload's control plane and kube-scheduler need (hack/cluster.sh's
+    # POLSCHED_FEATURE_GATES): run.py starts one control plane per distinct gate list.
+    gates: str = ""
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -92,6 +95,11 @@ class Workload:
 
     def node(self, i: int) -> dict[str, Any]:
         return node(i)
+
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        """The pod that proves a scheduler schedules before the measured ones (named
+        bench-warmup by the runner): one like the first."""
+        return self.pod(0, scheduler, scheduler_name)
 
     def policy_spec(self) -> dict[str, Any]:
         """spec of the SchedulingPolicy polsched runs (schedulerName is added)."""
@@ -107,6 +115,60 @@ class Workload:
         """(collection path, object) created before the pods (a Service, say); removed by
         the runner's cleanup."""
         return []
+
+
+GANG_GATES = "GenericWorkload=true"
+PODGROUP_API = "scheduling.k8s.io/v1beta1"
+PODGROUPS = f"/apis/{PODGROUP_API}/namespaces/{NAMESPACE}/podgroups"
+
+
+@dataclass(frozen=True)
+class Gangs(Workload):
+    """scheduler_perf's podgroup/gangscheduling (k8s.io/kubernetes@v1.37.1
+    test/integration/scheduler_perf/podgroup/gangscheduling/performance-config.yaml):
+    `groups` PodGroups gang-0..gang-N (gang policy, minCount = `per_group`) created before
+    the pods, then `per_group` pods per group naming it in spec.schedulingGroup (pod i in
+    gang-(i // per_group)), on a control plane with GenericWorkload on; kube-scheduler
+    gets the gate too, and polsched runs its default policy (GangScheduling where the
+    cluster serves PodGroups). `pods` is always groups x per_group (--pods cannot split a
+    gang). `scaled` scales the nodes and the number of groups, or, with `scale_size`, the
+    size of each group (3 gangs of 1000 stays 3 gangs)."""
+
+    groups: int = 1
+    per_group: int = 1
+    scale_size: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pods", self.groups * self.per_group)
+
+    def scaled(self, scale: float) -> Gangs:
+        from dataclasses import replace
+
+        if self.scale_size:
+            return replace(self, nodes=max(2, round(self.nodes * scale)),
+                           per_group=max(2, round(self.per_group * scale)))
+        return replace(self, nodes=max(2, round(self.nodes * scale)),
+                       groups=max(1, round(self.groups * scale)))
+
+    @staticmethod
+    def group_name(g: int) -> str:
+        return f"gang-{g}"
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = super().pod(i, scheduler, scheduler_name)
+        p["spec"]["schedulingGroup"] = {"podGroupName": self.group_name(i // self.per_group)}
+        return p
+
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        # Not a member: a lone member of a gang of 3 would be held forever.
+        return super().pod(0, scheduler, scheduler_name)
+
+    def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(PODGROUPS, {"apiVersion": PODGROUP_API, "kind": "PodGroup",
+                             "metadata": {"name": self.group_name(g), "namespace": NAMESPACE},
+                             "spec": {"schedulingPolicy": {"gang": {
+                                 "minCount": self.per_group}}}})
+                for g in range(self.groups)]
 
 
 def shadow_spec() -> dict[str, Any]:
@@ -489,6 +551,16 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "5000 initial pods (scheduler_perf DefaultTopologySpreading, reduced "
                      "from 10000 measured pods)", equivalence=DefaultSpreading.__doc__ or ""),
     Workload("scale", 15000, 30000, "plain pods at 15 000 nodes: throughput and peak RSS"),
+    # scheduler_perf's 5000Nodes_1000Gangs_3000Pods and 5000Nodes_3Gangs_3000Pods_1000PerGroup
+    # with the pods and gangs as upstream and a tenth of the nodes (500: a default run stays
+    # within minutes on a small machine; --nodes 5000 for upstream's).
+    Gangs("gangs-of-3", 500, 0, "1000 gangs of 3 (PodGroup minCount 3), GenericWorkload on "
+          "(scheduler_perf podgroup/gangscheduling 5000Nodes_1000Gangs_3000Pods, 500 nodes)",
+          equivalence=Gangs.__doc__ or "", gates=GANG_GATES, groups=1000, per_group=3),
+    Gangs("gangs-of-1000", 500, 0, "3 gangs of 1000 (PodGroup minCount 1000), GenericWorkload "
+          "on (scheduler_perf 5000Nodes_3Gangs_3000Pods_1000PerGroup, 500 nodes)",
+          equivalence=Gangs.__doc__ or "", gates=GANG_GATES, groups=3, per_group=1000,
+          scale_size=True),
     LoadAware("load-aware", 500, 2000,
               "load-aware: LoadVariationRiskBalancing on real usage from the Metrics API "
               "(kwok usage -> metrics-server) against the default plugins, same pods",

@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None,
                     help="control planes' directory (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="leave the control planes running")
+    ap.add_argument("--oracle-vs-oracle", action="store_true",
+                    help="run kube-scheduler on both sides: shows what is not deterministic")
     args = ap.parse_args(argv)
 
     families = [f for f in args.families.split(",") if f]
@@ -56,12 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[conformance {time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     progress(f"{len(scenarios)} scenarios, {sum(len(s.pods) for s in scenarios)} pods, "
+             f"{sum(len(s.steps) for s in scenarios)} steps, "
              f"seed {args.seed}; control planes in {workdir}")
     # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so that nothing is left running.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         results = asyncio.run(runner.run_sides(scenarios, workdir, progress=progress,
-                                               keep=args.keep))
+                                               keep=args.keep,
+                                               oracle_vs_oracle=args.oracle_vs_oracle))
     except KeyboardInterrupt:
         progress("interrupted; stopping the schedulers and control planes")
         runner.stop_leftovers(workdir)
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     c = compare.compare(scenarios, results["kube"], results["polsched"])
     wall = time.monotonic() - t0
     meta = {"seed": args.seed, "count": len(scenarios), "wall_seconds": round(wall, 1),
+            "oracle_vs_oracle": args.oracle_vs_oracle,
             "families_played": sorted({s.family for s in scenarios})}
     (out / "differences.json").write_text(
         json.dumps(compare.report_json(c, scenarios, meta), indent=1))

@@ -129,12 +129,12 @@ def compare(scenarios: list[Scenario], kube: list[ScenarioResult],
                                            1000 if s.pod["spec"].get("priorityClassName")
                                            else 0)
                       for s in sc.pods}
-        specs = {s.name: s.pod["spec"] for s in sc.pods}
+        specs: dict[str, Json] = {s.name: s.pod["spec"] for s in sc.pods}
         for k, p in zip(kr.pods, pr.pods, strict=True):
             st.pods += 1
             diff, tie = compare_pod(k, p, priorities)
-            why = next((w for _, w, pred in DOCUMENTED if diff and pred(specs[k.pod], p)),
-                       None)
+            why = next((w for _, w, pred in DOCUMENTED
+                        if diff and k.pod in specs and pred(specs[k.pod], p)), None)
             if why is not None:
                 st.documented += 1
                 out.documented.append({"scenario": sc.index, "family": sc.family,

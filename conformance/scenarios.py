@@ -80,6 +80,28 @@ class PodStep:
         return str(self.pod["metadata"]["namespace"])
 
 
+@dataclass(frozen=True)
+class Action:
+    """One change a stepped scenario (the gang family) makes to the cluster:
+    - "create": `obj` (a Pod, a PodGroup);
+    - "min-count": set PodGroup `name`'s spec.schedulingPolicy.gang.minCount to `value`;
+    - "delete": delete Pod `name`."""
+
+    op: str
+    namespace: str
+    name: str
+    obj: Json | None = None
+    value: int | None = None
+
+    def to_json(self) -> Json:
+        out: Json = {"op": self.op, "namespace": self.namespace, "name": self.name}
+        if self.obj is not None:
+            out["obj"] = self.obj
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
 @dataclass
 class Scenario:
     index: int
@@ -89,6 +111,14 @@ class Scenario:
     namespaces: list[Json] = field(default_factory=list)
     objects: list[Json] = field(default_factory=list)  # created in this order
     pods: list[PodStep] = field(default_factory=list)
+    # A stepped scenario (the gang family) has `steps` instead of `pods`: each step is a
+    # few actions made at once, after which the runner lets the scheduler settle and
+    # records every pod and PodGroup the scenario made so far.
+    steps: list[list[Action]] = field(default_factory=list)
+    # Stepped scenarios: whether each bound member's node is decided by construction (one
+    # feasible node), so that the node is compared; otherwise only counts per group are.
+    exact_nodes: bool = False
+    shape: str = ""  # the gang family's scenario shape (gang_fits, min_decrease, ...)
 
     @property
     def prefix(self) -> str:
@@ -98,19 +128,28 @@ class Scenario:
         return [n["metadata"]["name"] for n in self.namespaces]
 
     def to_json(self) -> Json:
-        return {"index": self.index, "seed": self.seed, "family": self.family,
-                "nodes": self.nodes, "namespaces": self.namespaces, "objects": self.objects,
-                "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {})}
-                         for s in self.pods]}
+        out: Json = {"index": self.index, "seed": self.seed, "family": self.family,
+                     "nodes": self.nodes, "namespaces": self.namespaces,
+                     "objects": self.objects,
+                     "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {})}
+                              for s in self.pods]}
+        if self.steps:
+            out["shape"] = self.shape
+            out["exact_nodes"] = self.exact_nodes
+            out["steps"] = [[a.to_json() for a in step] for step in self.steps]
+        return out
 
 
 # -- building blocks ------------------------------------------------------------------
 class Builder:
     """Names and manifests for one scenario."""
 
-    def __init__(self, sc: Scenario, rng: random.Random) -> None:
+    def __init__(self, sc: Scenario, rng: random.Random, ordinal: int = 0) -> None:
         self.sc = sc
         self.rng = rng
+        # The scenario's rank within its family in this run (0, 1, 2...): the gang family
+        # cycles its shapes with it, so that any run of N of its scenarios has N shapes.
+        self.ordinal = ordinal
         self.p = sc.prefix
         self._pods = 0
 
@@ -932,6 +971,335 @@ def fam_mixed(b: Builder) -> None:
         mix(b)
 
 
+
+# -- the gang family (scheduling.k8s.io/v1beta1 PodGroups, GenericWorkload on) ------------
+GANG_GATES = "GenericWorkload=true"
+PODGROUP_API = "scheduling.k8s.io/v1beta1"
+OTHER_SCHEDULER = "conformance-other"  # a scheduler name nobody serves
+
+
+def podgroup(ns: str, name: str, min_count: int | None, *,
+             priority_class: str | None = None) -> Json:
+    """A PodGroup with a gang policy of `min_count`, or a basic policy when None."""
+    policy: Json = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    spec: Json = {"schedulingPolicy": policy}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": PODGROUP_API, "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def member(ns: str, name: str, group: str | None, cpu: str, **spec: Any) -> Json:
+    """A pod of `group` (a plain pod when None) requesting `cpu` and 64Mi."""
+    body: Json = {"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": name, "namespace": ns},
+                  "spec": {"containers": [{"name": "c", "image": IMAGE, "resources": {
+                      "requests": {"cpu": cpu, "memory": "64Mi"}}}],
+                           "terminationGracePeriodSeconds": 0, **spec}}
+    if group is not None:
+        body["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return body
+
+
+class Gang:
+    """Steps of one gang scenario: each `step(...)` is a set of actions made at once."""
+
+    def __init__(self, b: Builder, shape: str) -> None:
+        self.b = b
+        b.sc.shape = shape
+        self.ns = b.namespace("g")
+
+    def step(self, *actions: Action) -> None:
+        self.b.sc.steps.append(list(actions))
+
+    def create(self, obj: Json) -> Action:
+        return Action("create", self.ns, obj["metadata"]["name"], obj=obj)
+
+    def group(self, name: str, min_count: int | None, **kw: Any) -> Action:
+        return self.create(podgroup(self.ns, name, min_count, **kw))
+
+    def pod(self, name: str, group: str | None, cpu: str, **spec: Any) -> Action:
+        return self.create(member(self.ns, name, group, cpu, **spec))
+
+    def min_count(self, group: str, value: int) -> Action:
+        return Action("min-count", self.ns, group, value=value)
+
+    def delete(self, name: str) -> Action:
+        return Action("delete", self.ns, name)
+
+    def members(self, group: str, count: int, cpu: str, *, start: int = 0,
+                **spec: Any) -> list[Action]:
+        return [self.pod(f"{group}{i}", group, cpu, **spec) for i in range(start, start + count)]
+
+    def nodes(self, count: int, cpu: int, **kw: Any) -> list[Json]:
+        """`count` nodes alike (`cpu` cores, 8Gi): which one a member lands on is a tie,
+        how many land is not."""
+        return [self.b.node(str(cpu), "8Gi", **kw) for _ in range(count)]
+
+    def each(self, actions: list[Action]) -> None:
+        """One step per action. Members that arrive together while their gang can go are
+        a race inside kube-scheduler itself: the cache counts a pod (PreEnqueue passes)
+        before the queue has put it in the group's entity, so an attempt may take only
+        some of them ("minCount (4) cannot be satisfied: 1 scheduled, 2 remaining" in
+        one run, "0 scheduled, 3 remaining" in the next; an oracle-vs-oracle run shows
+        it). A burst of members is only made where they are all held (no PodGroup yet,
+        or below minCount) until a later step lets the group go as one."""
+        for a in actions:
+            self.step(a)
+
+    def either(self, actions: list[Action]) -> None:
+        """The actions at once, or one step each (the seed decides): only for actions
+        whose pods are held (see `each`)."""
+        if self.b.maybe():
+            self.step(*actions)
+        else:
+            for a in actions:
+                self.step(a)
+
+
+def _gang_fits(g: Gang) -> None:
+    """A gang that fits whole: every member bound, the group Scheduled."""
+    r = g.b.rng
+    k = r.randint(2, 4)
+    g.nodes(r.randint(1, 3), 4)
+    g.step(g.group("a", k))
+    g.each(g.members("a", k, r.choice(["500m", "1", "1500m"])))
+
+
+def _gang_too_big(g: Gang) -> None:
+    """A gang one member too many for the nodes: nothing bound, the group Unschedulable."""
+    r = g.b.rng
+    n = r.randint(1, 2)
+    g.nodes(n, 2)
+    per_node = r.choice([1, 2])
+    cpu = "1500m" if per_node == 1 else "900m"
+    k = n * per_node + 1
+    g.step(g.group("a", k))
+    g.each(g.members("a", k, cpu))
+
+
+def _gang_more_than_min(g: Gang) -> None:
+    """More members than minCount, not all fit: the gang goes with the ones that fit."""
+    r = g.b.rng
+    g.nodes(1, 4)
+    k = r.randint(2, 3)
+    g.step(g.group("a", k))
+    g.each(g.members("a", k + 1, "1200m"))
+
+
+def _basic_group(g: Gang) -> None:
+    """A basic group: members scheduled one by one, some fit, some do not."""
+    r = g.b.rng
+    g.nodes(r.randint(1, 2), 2)
+    g.step(g.group("a", None))
+    g.each(g.members("a", r.randint(2, 5), r.choice(["700m", "1500m"])))
+
+
+def _min_decrease(g: Gang) -> None:
+    """minCount above the members present holds them; lowering it lets the gang go."""
+    r = g.b.rng
+    g.nodes(r.randint(1, 2), 4)
+    k = r.randint(2, 3)
+    g.step(g.group("a", k + 1))
+    g.step(*g.members("a", k, "1"))
+    g.step(g.min_count("a", k))
+
+
+def _min_decrease_rejected(g: Gang) -> None:
+    """A gang rejected for want of room; a lower minCount requeues it and it fits."""
+    g.nodes(1, 2)
+    g.step(g.group("a", 3))
+    g.each(g.members("a", 3, "900m"))
+    g.step(g.min_count("a", 2))
+
+
+def _min_increase(g: Gang) -> None:
+    """A rejected gang whose minCount goes up is not requeued; a new member requeues it."""
+    r = g.b.rng
+    g.nodes(1, 2)
+    g.step(g.group("a", 2))
+    g.each(g.members("a", 2, "1500m"))
+    g.step(g.min_count("a", 3))
+    g.step(g.pod("a2", "a", r.choice(["100m", "1500m"])))
+
+
+def _min_increase_held(g: Gang) -> None:
+    """Members held below minCount stay held when it goes up, until enough arrive."""
+    g.nodes(2, 4)
+    g.step(g.group("a", 2))
+    g.step(g.pod("a0", "a", "1"))
+    g.step(g.min_count("a", 3))
+    g.step(g.pod("a1", "a", "1"))
+    g.step(g.pod("a2", "a", "1"))
+
+
+def _members_first(g: Gang) -> None:
+    """Members that arrive before their PodGroup wait for it."""
+    r = g.b.rng
+    g.nodes(r.randint(1, 2), 4)
+    k = r.randint(2, 3)
+    g.either(g.members("a", k, "1"))
+    g.step(g.group("a", r.choice([k, k, None])))
+
+
+def _group_between(g: Gang) -> None:
+    """Some members, then the PodGroup, then the rest."""
+    r = g.b.rng
+    g.nodes(1, 4)
+    k = r.randint(3, 4)
+    first = r.randint(1, k - 1)
+    g.each(g.members("a", first, "1"))
+    g.step(g.group("a", k))
+    g.each(g.members("a", k - first, "1", start=first))
+
+
+def _scheduler_names(g: Gang) -> None:
+    """A member bound already under another schedulerName (validation error), or a member
+    for another scheduler that never joins the queue."""
+    g.nodes(1, 4)
+    node = g.b.sc.nodes[0]["metadata"]["name"]
+    g.step(g.group("a", 2))
+    if g.b.maybe():
+        g.step(g.pod("a0", "a", "1", schedulerName=OTHER_SCHEDULER, nodeName=node))
+        g.step(g.pod("a1", "a", "1"))
+        g.step(g.pod("a2", "a", "1"))
+    else:
+        g.step(g.pod("a0", "a", "1", schedulerName=OTHER_SCHEDULER))
+        g.step(g.pod("a1", "a", "1"))
+
+
+def _priorities(g: Gang) -> None:
+    """Members whose priority differs from the group's, or whose preemption policies
+    differ: a SchedulerError on the group."""
+    r = g.b.rng
+    g.nodes(1, 4)
+    kind = r.choice(["member", "group", "policy"])
+    if kind == "member":
+        g.step(g.group("a", 2))
+        g.each([g.pod("a0", "a", "500m"),
+                g.pod("a1", "a", "500m", priorityClassName="conformance-low")])
+    elif kind == "group":
+        g.step(g.group("a", 2, priority_class="conformance-mid"))
+        g.each(g.members("a", 2, "500m"))
+    else:
+        g.step(g.group("a", 2, priority_class="conformance-high"))
+        g.each([g.pod("a0", "a", "500m", priorityClassName="conformance-high"),
+                g.pod("a1", "a", "500m", priorityClassName=PRIORITY_NEVER)])
+
+
+def _competing(g: Gang) -> None:
+    """Two gangs for room that holds one: the first whole, the other nothing."""
+    r = g.b.rng
+    g.nodes(r.randint(1, 2), 2)
+    n = len(g.b.sc.nodes)
+    g.step(g.group("a", 2 * n), g.group("b", 2 * n))
+    g.each(g.members("a", 2 * n, "900m"))
+    g.each(g.members("b", 2 * n, "900m"))
+    if g.b.maybe():
+        g.step(g.delete("a0"))
+
+
+def _competing_at_once(g: Gang) -> None:
+    """Two gangs held below minCount, let go in one step by lowering both minCounts; the
+    room for one of them. (Creating both PodGroups in one step instead, after their
+    members, raced inside kube-scheduler: one oracle-vs-oracle run tried gang b before
+    all its members had joined its entity and got DynamicResources' PodGroupPostFilter
+    error, `not found`, the other did not.)"""
+    g.nodes(1, 2)
+    g.step(g.group("a", 3), g.group("b", 3))
+    g.step(*g.members("a", 2, "900m"), *g.members("b", 2, "900m"))
+    g.step(g.min_count("a", 2), g.min_count("b", 2))
+
+
+def _with_plain_pods(g: Gang) -> None:
+    """Plain pods before and after a gang take and leave room."""
+    r = g.b.rng
+    g.nodes(2, 2)
+    g.step(g.pod("p0", None, r.choice(["500m", "1500m"])))
+    g.step(g.group("a", 3))
+    g.each(g.members("a", 3, "1"))
+    g.step(g.pod("p1", None, "1"))
+    g.step(g.delete("p0"))
+
+
+def _selectors(g: Gang) -> None:
+    """Members whose node selector or affinity admits one node only: the gang fits only
+    if the one node holds enough of them; placement is decided by construction."""
+    r = g.b.rng
+    g.b.sc.exact_nodes = True
+    g.nodes(1, 2, labels={"pool": "a"})
+    g.nodes(1, 8, labels={"pool": "b"})
+    pool = r.choice(["a", "b"])
+    k = r.randint(2, 3)
+    basic = g.b.maybe(0.3)
+    g.step(g.group("a", None if basic else k))
+    acts: list[Action] = []
+    for i in range(k):
+        if r.random() < 0.5:
+            spec: Json = {"nodeSelector": {"pool": pool}}
+        else:
+            spec = {"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In",
+                                           "values": [pool]}]}]}}}}
+        acts.append(g.pod(f"a{i}", "a", "900m", **spec))
+    g.each(acts)
+
+
+def _member_deleted(g: Gang) -> None:
+    """A member is deleted: from a bound gang (nothing moves), or from a gang that was
+    held or rejected (the others are requeued with what is left)."""
+    r = g.b.rng
+    kind = r.choice(["bound", "held", "room"])
+    if kind == "bound":
+        g.nodes(1, 4)
+        g.step(g.group("a", 2))
+        g.each(g.members("a", 2, "1"))
+        g.step(g.delete("a1"))
+        g.step(g.pod("a2", "a", "1"))
+    elif kind == "held":
+        g.nodes(1, 4)
+        g.step(g.group("a", 3))
+        g.step(*g.members("a", 2, "1"))
+        g.step(g.delete("a0"))
+        g.each(g.members("a", 2, "1", start=2))
+    else:
+        g.nodes(1, 2)
+        g.step(g.pod("p0", None, "1500m"))
+        g.step(g.group("a", 2))
+        g.each(g.members("a", 2, "900m"))
+        g.step(g.delete("p0"))
+
+
+GANG_SHAPES: dict[str, Callable[[Gang], None]] = {
+    "gang_fits": _gang_fits,
+    "gang_too_big": _gang_too_big,
+    "gang_more_than_min": _gang_more_than_min,
+    "basic_group": _basic_group,
+    "min_decrease": _min_decrease,
+    "min_decrease_rejected": _min_decrease_rejected,
+    "min_increase": _min_increase,
+    "min_increase_held": _min_increase_held,
+    "members_first": _members_first,
+    "group_between": _group_between,
+    "scheduler_names": _scheduler_names,
+    "priorities": _priorities,
+    "competing": _competing,
+    "competing_at_once": _competing_at_once,
+    "with_plain_pods": _with_plain_pods,
+    "selectors": _selectors,
+    "member_deleted": _member_deleted,
+}
+
+
+def fam_gang(b: Builder) -> None:
+    """Gang and basic PodGroups (scheduling.k8s.io/v1beta1), played on control planes
+    with GANG_GATES: a stepped scenario of one of GANG_SHAPES, cycled by the scenario's
+    rank in the family, each drawn from the seed (sizes, counts, orders, variants)."""
+    shape = list(GANG_SHAPES)[b.ordinal % len(GANG_SHAPES)]
+    GANG_SHAPES[shape](Gang(b, shape))
+
+
 FAMILIES: dict[str, Callable[[Builder], None]] = {
     "resources": fam_resources,
     "init-sidecar": fam_init_sidecar,
@@ -953,17 +1321,25 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "mixed": fam_mixed,
     "csi-limits": fam_csi_limits,
     "extender": fam_extender,
+    "gang": fam_gang,
 }
 FAMILY_NAMES = list(FAMILIES)
+# Families played on control planes with feature gates of their own (hack/cluster.sh's
+# POLSCHED_FEATURE_GATES; the oracle gets them too): family -> gate list.
+FAMILY_GATES = {"gang": GANG_GATES}
 
 
-def generate(seed: int, index: int, family: str | None = None) -> Scenario:
-    """Scenario `index` of `seed` (its family: FAMILY_NAMES[index % len], unless given)."""
+def generate(seed: int, index: int, family: str | None = None,
+             ordinal: int | None = None) -> Scenario:
+    """Scenario `index` of `seed` (its family: FAMILY_NAMES[index % len], unless given;
+    `ordinal`, its rank within the family, defaults to what generate_all would give)."""
     if family is None:
         family = FAMILY_NAMES[index % len(FAMILY_NAMES)]
+        if ordinal is None:
+            ordinal = index // len(FAMILY_NAMES)
     rng = random.Random(f"{seed}/{index}/{family}")
     sc = Scenario(index=index, seed=seed, family=family)
-    FAMILIES[family](Builder(sc, rng))
+    FAMILIES[family](Builder(sc, rng, ordinal if ordinal is not None else index))
     return sc
 
 
@@ -971,4 +1347,5 @@ def generate_all(seed: int, count: int, families: list[str] | None = None) -> li
     """`count` scenarios; with `families`, only those (indices still distinct)."""
     if not families:
         return [generate(seed, i) for i in range(count)]
-    return [generate(seed, i, families[i % len(families)]) for i in range(count)]
+    return [generate(seed, i, families[i % len(families)], i // len(families))
+            for i in range(count)]

@@ -71,3 +71,25 @@ def test_bench_smoke_binds_every_pod_once_per_scheduler(cluster: Cluster, tmp_pa
     # Everything the run created is gone: the next test sees the cluster as it was.
     left = cluster.kubectl("get", "nodes", "-l", "polsched.io/bench=true", "-o", "name").stdout
     assert left.strip() == ""
+
+
+def test_bench_gang_workload_binds_every_gang_whole(tmp_path: Path) -> None:
+    """gangs-of-3 at a fiftieth (10 nodes, 20 gangs of 3) on the control plane bench/run.py
+    starts with GenericWorkload on: every scheduler binds every pod once, and no gang in
+    part (the ceiling binds everything, so whole too)."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--workloads", "gangs-of-3",
+         "--scale", "0.02", "--schedulers", "noop,kube,polsched", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stderr[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["settings"]["feature_gates"] == {"gangs-of-3": "GenericWorkload=true"}
+    results = doc["workloads"]["gangs-of-3"]["results"]
+    for key, r in results.items():
+        assert r["status"] == "ok", f"{key}: {r.get('error')}"
+        assert (r["pods"], r["bound"]) == (60, 60), key
+        assert r["bound_once"], key
+        assert r["violations_by_kind"]["gangs bound in part"] == 0, key
+        assert r["placement"] == {"gangs_whole": 20, "gangs_unbound": 0}, key
+    assert results["kube"]["violations"] == 0
+    assert results["polsched"]["violations"] == 0

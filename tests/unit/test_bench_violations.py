@@ -189,3 +189,31 @@ def test_cpu_quantities(quantity: str, milli: int) -> None:
                                             ("1000", 1000), ("2k", 2000)])
 def test_memory_quantities(quantity: str, size: int) -> None:
     assert v._bytes(quantity) == size
+
+
+# -- gangs ---------------------------------------------------------------------------------
+GANGS = wl.Gangs("gangs-of-3", 20, 0, "", groups=4, per_group=3)
+
+
+def test_gang_workload_pods_name_their_group_and_the_warmup_pod_none() -> None:
+    assert GANGS.pods == 12
+    assert [GANGS.pod(i, "kube", SCHED)["spec"]["schedulingGroup"]["podGroupName"]
+            for i in (0, 2, 3, 11)] == ["gang-0", "gang-0", "gang-1", "gang-3"]
+    assert "schedulingGroup" not in GANGS.warmup_pod("kube", SCHED)["spec"]
+    groups = [o for _, o in GANGS.extra_objects()]
+    assert [g["spec"]["schedulingPolicy"]["gang"]["minCount"] for g in groups] == [3] * 4
+    big = wl.Gangs("gangs-of-1000", 50, 0, "", groups=3, per_group=1000, scale_size=True)
+    small = big.scaled(0.1)
+    assert (small.nodes, small.groups, small.per_group, small.pods) == (5, 3, 100, 300)
+    assert GANGS.scaled(0.5).pods == 6
+
+
+def test_a_gang_bound_in_part_is_a_violation_whole_or_unbound_is_not() -> None:
+    nodes = nodes_of(GANGS)
+    pods = [GANGS.pod(i, "kube", SCHED) for i in range(GANGS.pods)]
+    views = [bound(p, 0) if i < 3 or 6 <= i < 8 else v.PodView.of(p)
+             for i, p in enumerate(pods)]  # gang-0 whole, gang-2 two of three
+    verdict = v.check(GANGS, views, nodes)
+    assert verdict.by_kind["gangs bound in part"] == 1
+    assert verdict.violations == 1
+    assert verdict.info == {"gangs_whole": 1, "gangs_unbound": 2}
