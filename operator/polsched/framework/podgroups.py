@@ -14,7 +14,7 @@ read. Purely data: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from polsched.framework.types import PodInfo
@@ -73,10 +73,20 @@ class PodGroupState:
     assigned: set[str] = field(default_factory=set)
     # Bumped on every change (the cycle's snapshot of the state is taken per cycle).
     generation: int = 0
+    # Whether an unscheduled member counts (None: all do). Upstream adds an unassigned pod
+    # to its group only from addPodToSchedulingQueue, i.e. when responsibleForPod: a
+    # member for a scheduler nobody here serves is not counted until it is bound.
+    counts: Callable[[PodInfo], bool] | None = field(default=None, repr=False)
+
+    def _counted(self, uid: str, pod: PodInfo) -> bool:
+        return (self.counts is None or uid in self.assigned or uid in self.assumed
+                or self.counts(pod))
 
     @property
     def all_pods_count(self) -> int:
-        return len(self.all_pods)
+        if self.counts is None:
+            return len(self.all_pods)
+        return sum(1 for u, p in self.all_pods.items() if self._counted(u, p))
 
     @property
     def scheduled_pods_count(self) -> int:
@@ -88,7 +98,7 @@ class PodGroupState:
 
     def unscheduled_pods(self) -> list[PodInfo]:
         return [p for u, p in self.all_pods.items()
-                if u not in self.assumed and u not in self.assigned]
+                if u not in self.assumed and u not in self.assigned and self._counted(u, p)]
 
     def add_pod(self, pod: PodInfo) -> None:
         """addPod / updatePod: bound pods are assigned (no longer assumed)."""
@@ -136,6 +146,15 @@ class PodGroups:
         self.served = served
         self.objects: dict[str, Json] = {}
         self.states: dict[str, PodGroupState] = {}
+        # The schedulerNames served here (the engine sets it to its profiles); None: all.
+        self.responsible: Callable[[str], bool] | None = None
+
+    def _counts(self, pod: PodInfo) -> bool:
+        return self.responsible is None or self.responsible(pod.scheduler_name)
+
+    def _new_state(self, key: str) -> PodGroupState:
+        state = self.states[key] = PodGroupState(counts=self._counts)
+        return state
 
     # -- reading --------------------------------------------------------------------------
     def group_of(self, pod: PodInfo) -> str | None:
@@ -190,7 +209,7 @@ class PodGroups:
             return
         state = self.states.get(key)
         if state is None:
-            state = self.states[key] = PodGroupState()
+            state = self._new_state(key)
         state.add_pod(pod)
 
     def pod_deleted(self, pod: PodInfo) -> None:
@@ -210,7 +229,7 @@ class PodGroups:
             return
         state = self.states.get(key)
         if state is None:
-            state = self.states[key] = PodGroupState()
+            state = self._new_state(key)
             state.all_pods[pod.uid] = pod
         state.assume_pod(pod)
 

@@ -142,6 +142,9 @@ class Engine(CacheListener):
                              preempting=self.preemption.running, load=self.node_metrics,
                              pod_groups=self.cache.pod_groups, activate=self._activate_pods)
         self._schedulers: dict[str, Profile] = {}
+        # A pending group member counts toward its group only when a profile here serves
+        # its schedulerName (upstream's responsibleForPod before AddPodGroupMember).
+        self.cache.pod_groups.responsible = self._schedulers.__contains__
         # The cluster events kept for pods in flight, once for every policy's queue.
         self._journal = q.EventJournal()
         # The scheduling loop of every policy (_run): the policies whose queue may have a

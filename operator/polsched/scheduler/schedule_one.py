@@ -508,6 +508,10 @@ class PodGroupResult:
 
     status: Status
     members: list[MemberResult] = field(default_factory=list)
+    # The status members that were not tried get: the group's before PodGroupPostFilter
+    # appends its message (completePodGroupAlgorithmResult clones it first, then
+    # applyPodGroupPostFilterResult appends to the group's only). None: `status`.
+    untried: Status | None = None
 
 
 async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
@@ -1073,6 +1077,7 @@ class ScheduleOne:
             post = pod_group_post_filter(pipeline, self._cache.snapshot, info,
                                          [a.pod for a in live])
             if post is not None:
+                outcome.untried = outcome.status
                 outcome.status = Status(outcome.status.code,
                                         (*outcome.status.reasons, post.message),
                                         outcome.status.plugin)
@@ -1146,7 +1151,7 @@ class ScheduleOne:
                                                                 status.message), group=True)
                 continue
             if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
-                self.handle_failure(a, status, group=True)
+                self.handle_failure(a, outcome.untried or status, group=True)
             elif res.status.rejected:
                 self.handle_failure(a, res.status, res.fit_error)
             else:

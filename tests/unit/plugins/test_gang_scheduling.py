@@ -192,3 +192,27 @@ def test_bound_gangs_counts_gangs_with_min_count_members_bound() -> None:
     assert cache.pod_groups.bound_gangs("other") == 0
     cache.on_pod_event("DELETED", raw)
     assert cache.pod_groups.bound_gangs("s") == 0
+
+
+def test_a_pending_member_for_a_scheduler_not_served_here_does_not_count() -> None:
+    """Upstream adds an unassigned member to its group state only when the scheduler is
+    responsible for it (addPodToSchedulingQueue -> AddPodGroupMember): a member whose
+    schedulerName nobody here serves does not make up minCount until it is bound."""
+    cache, gang, _, _ = setup()
+    served = {"default-scheduler"}
+    cache.pod_groups.responsible = served.__contains__
+    cache.on_pod_group_event("ADDED", pod_group(min_count=2))
+    other = member("other")
+    other["spec"]["schedulerName"] = "nobody"
+    cache.on_pod_event("ADDED", other)
+    cache.on_pod_event("ADDED", member("a"))
+    st = gang.pre_enqueue(info(member("a")))
+    assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.message == "waiting for minCount pods from a gang to appear in scheduling queue"
+    assert [p.name for p in cache.pod_groups.state("ns/g").unscheduled_pods()] == ["a"]
+    served.add("nobody")  # a profile for it appears: it counts at once
+    assert gang.pre_enqueue(info(member("a"))).ok
+    served.discard("nobody")
+    other["spec"]["nodeName"] = "n1"  # bound by its own scheduler: assigned, counted
+    cache.on_pod_event("MODIFIED", other)
+    assert gang.pre_enqueue(info(member("a"))).ok
