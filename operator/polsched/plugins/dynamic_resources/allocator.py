@@ -571,26 +571,60 @@ class _MaxSizeExceeded(Exception):
 _DEFAULT_PARENT = ""
 
 
+class SliceIndex:
+    """The slices an Allocator reads, indexed: per node name, the node-independent ones,
+    and per node the pools that GatherPools finds (computed on first use). Pools are
+    read-only during an allocation, so one index serves every pod and node while the
+    slices (and the features) stay the same; the plugin builds a new one when they
+    change. Without a node-independent slice a node's pools depend on its name only;
+    otherwise (node selectors) on its labels too, compared on each use."""
+
+    def __init__(self, slices: Sequence[Slice], features: Features) -> None:
+        self.features = features
+        self.all_slices = list(slices)
+        self.on_node: dict[str, list[Slice]] = {}
+        self.shared: list[Slice] = []
+        for s in self.all_slices:
+            if s.node_name:
+                self.on_node.setdefault(s.node_name, []).append(s)
+            else:
+                self.shared.append(s)
+        self._pools: dict[str, tuple[Mapping[str, str], list[Pool]]] = {}
+
+    def pools(self, node: NodeRef) -> list[Pool]:
+        """GatherPools for the node, in allocation order."""
+        hit = self._pools.get(node.name)
+        if hit is not None and (not self.shared or hit[0] == node.labels):
+            return hit[1]
+        pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node,
+                             self.features, self.all_slices)
+        if len(self._pools) > 100_000:
+            self._pools.clear()
+        self._pools[node.name] = (dict(node.labels), pools)
+        return pools
+
+
 class Allocator:
     """NewAllocator: built once per scheduling cycle from the cluster's slices, classes
-    and the devices in use; `allocate` then runs per node."""
+    and the devices in use; `allocate` then runs per node. `index`: the slices already
+    indexed (a SliceIndex of `slices` with these features), kept by the caller across
+    cycles while the slices do not change."""
 
     def __init__(self, features: Features, allocated: AllocatedState,
                  classes: Mapping[str, DeviceClass], slices: Sequence[Slice],
                  deadline: float | None = None,
                  share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-                 match_cache: MatchCache | None = None) -> None:
+                 match_cache: MatchCache | None = None,
+                 index: SliceIndex | None = None) -> None:
         self.features = features
         self.allocated = allocated
         self.classes = classes
-        self.all_slices = list(slices)
-        self.on_node: dict[str, list[Slice]] = {}
-        self.shared: list[Slice] = []
-        for s in slices:
-            if s.node_name:
-                self.on_node.setdefault(s.node_name, []).append(s)
-            else:
-                self.shared.append(s)
+        if index is None or index.features != features:
+            index = SliceIndex(slices, features)
+        self.index = index
+        self.all_slices = index.all_slices
+        self.on_node = index.on_node
+        self.shared = index.shared
         self.deadline = deadline
         self.share_id = share_id
         self.available_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
@@ -626,8 +660,7 @@ class _Run:
     # -- setup --------------------------------------------------------------------------
 
     def run(self) -> list[dict[str, Any]] | None:
-        slices_for_node = self.a.on_node.get(self.node.name, []) + self.a.shared
-        self.pools = gather_pools(slices_for_node, self.node, self.f, self.a.all_slices)
+        self.pools = self.a.index.pools(self.node)
         for ci, claim in enumerate(self.claims):
             for ri, req in enumerate(claim.requests):
                 if req.first_available:
@@ -1165,5 +1198,5 @@ def _add_requirements(src: Sequence[Json], dst: list[Json]) -> None:
 
 
 __all__ = ["Allocator", "AllocatedState", "AllocatorError", "Features", "NodeAllocationError",
-           "NodeRef", "gather_pools", "node_matches", "request_over_capacity", "tolerates",
+           "NodeRef", "SliceIndex", "gather_pools", "node_matches", "request_over_capacity", "tolerates",
            "ALLOCATION_RESULTS_MAX_SIZE", "_DEFAULT_PARENT"]

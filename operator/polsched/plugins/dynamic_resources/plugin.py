@@ -82,6 +82,7 @@ from polsched.plugins.dynamic_resources.allocator import (
     MatchCache,
     NodeAllocationError,
     NodeRef,
+    SliceIndex,
     node_matches,
 )
 from polsched.plugins.dynamic_resources.quantity import Quantity
@@ -246,6 +247,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # the rules.
         self._patched: dict[int, tuple[model.Slice, model.Slice]] = {}
         self._rules_gen = -1
+        # The devices allocated claims use, kept in step with the cache's claims.
+        self._allocated = AllocatedIndex()
+        # (generations of classes, slices and taint rules) -> the parsed classes and the
+        # indexed slices: rebuilt only when one of those kinds changed.
+        self._inputs: tuple[tuple[int, int, int], dict[str, model.DeviceClass],
+                            SliceIndex] | None = None
 
     # -- parsing, cached per object version ------------------------------------------------
     def _parse(self, raw: Json, parse: Any) -> Any:
@@ -399,20 +406,34 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return SUCCESS
 
     def allocated_state(self) -> AllocatedState:
-        """GatherAllocatedState: devices of allocated claims and of allocations in flight."""
-        state = AllocatedState()
-        seen: set[str] = set()
-        for raw in self.listers.objects[ls.RESOURCE_CLAIM.name].values():
-            alloc = (raw.get("status") or {}).get("allocation")
-            if alloc is not None:
-                seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
+        """GatherAllocatedState: devices of allocated claims and of allocations in flight.
+        The claims' part comes from an index kept across cycles (AllocatedIndex); the
+        state is the index's set itself unless allocations in flight add to it."""
+        idx = self._allocated
+        idx.refresh(self.listers)
+        state = idx.state()
+        extra = [entry.allocation for uid, entry in self.tracker.in_flight.items()
+                 if uid not in idx.uids]
+        if extra:
+            state = AllocatedState(set(state.devices), set(state.shared),
+                                   {d: dict(c) for d, c in state.capacity.items()})
+            for alloc in extra:
                 _add_allocation(state, alloc)
-        for uid, entry in self.tracker.in_flight.items():
-            if uid not in seen:
-                _add_allocation(state, entry.allocation)
         return state
 
     def _allocator(self) -> Allocator:
+        gens = self.listers.generations
+        key = (gens[ls.DEVICE_CLASS.name], gens[ls.RESOURCE_SLICE.name],
+               gens[ls.DEVICE_TAINT_RULE.name])
+        if self._inputs is None or self._inputs[0] != key:
+            classes, slices = self._classes_and_slices()
+            self._inputs = (key, classes, SliceIndex(slices, self.features))
+        _, classes, index = self._inputs
+        return Allocator(self.features, self.allocated_state(), classes, index.all_slices,
+                         match_cache=self._matches, index=index)
+
+    def _classes_and_slices(self) -> tuple[dict[str, model.DeviceClass], list[model.Slice]]:
+        """The parsed classes and slices (the DeviceTaintRules' taints applied)."""
         classes = {}
         for raw in self.listers.objects[ls.DEVICE_CLASS.name].values():
             c = self._parse(raw, model.parse_class)
@@ -436,8 +457,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     self._patched[id(parsed)] = hit
                 parsed = hit[1]
             slices.append(parsed)
-        return Allocator(self.features, self.allocated_state(), classes, slices,
-                         match_cache=self._matches)
+        return classes, slices
 
     # -- Filter --------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -803,6 +823,83 @@ def _copy(obj: Any) -> Any:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class AllocatedIndex:
+    """GatherAllocatedState's claims part, kept across cycles: what each allocated claim
+    uses, by claim key and claim object, with a count per device. Between two cycles only
+    a few claims change (the last pod's), so `refresh` re-reads only the claims whose
+    object changed (the cache replaces a claim's dict on every change) instead of every
+    allocation in the cluster (upstream keeps the same tally in its allocatedDevices
+    tracker, fed by claim events)."""
+
+    def __init__(self) -> None:
+        self._generation = -1
+        self._by_key: dict[str, tuple[Json, AllocatedState | None, str]] = {}
+        self._refs: dict[model.DeviceID, int] = {}
+        self.devices: set[model.DeviceID] = set()
+        self.uids: set[str] = set()  # of the claims with an allocation
+        # Claims with shared (consumable-capacity) results: rare, summed per state().
+        self._shared_keys: set[str] = set()
+
+    def refresh(self, listers: ls.Listers) -> None:
+        gen = listers.generations[ls.RESOURCE_CLAIM.name]
+        if gen == self._generation:
+            return
+        store = listers.objects[ls.RESOURCE_CLAIM.name]
+        by_key = self._by_key
+        for key, raw in store.items():
+            hit = by_key.get(key)
+            if hit is not None and hit[0] is raw:
+                continue
+            if hit is not None:
+                self._drop(key, hit)
+            alloc = (raw.get("status") or {}).get("allocation")
+            uid = str((raw.get("metadata") or {}).get("uid") or "")
+            part = None
+            if alloc is not None:
+                part = AllocatedState()
+                _add_allocation(part, alloc)
+                for d in part.devices:
+                    n = self._refs.get(d, 0)
+                    self._refs[d] = n + 1
+                    if not n:
+                        self.devices.add(d)
+                if part.shared or part.capacity:
+                    self._shared_keys.add(key)
+                self.uids.add(uid)
+            by_key[key] = (raw, part, uid)
+        if len(by_key) != len(store):
+            for key in [k for k in by_key if k not in store]:
+                self._drop(key, by_key.pop(key))
+        self._generation = gen
+
+    def _drop(self, key: str, hit: tuple[Json, AllocatedState | None, str]) -> None:
+        part = hit[1]
+        if part is None:
+            return
+        for d in part.devices:
+            n = self._refs[d] - 1
+            if n:
+                self._refs[d] = n
+            else:
+                del self._refs[d]
+                self.devices.discard(d)
+        self._shared_keys.discard(key)
+        self.uids.discard(hit[2])
+
+    def state(self) -> AllocatedState:
+        """The allocated state (read-only: its device set is the index's own)."""
+        state = AllocatedState(self.devices)
+        for key in self._shared_keys:
+            part = self._by_key[key][1]
+            assert part is not None
+            state.shared |= part.shared
+            for d, caps in part.capacity.items():
+                entry = state.capacity.setdefault(d, {})
+                for n, q in caps.items():
+                    entry[n] = entry[n].add(q) if n in entry else q
+        return state
 
 
 def _add_allocation(state: AllocatedState, alloc: Mapping[str, Any]) -> None:
