@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import itertools
 import logging
 import time
 import weakref
@@ -415,10 +416,17 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         extra = [entry.allocation for uid, entry in self.tracker.in_flight.items()
                  if uid not in idx.uids]
         if extra:
+            versions = dict(state.pool_versions or {})
             state = AllocatedState(set(state.devices), set(state.shared),
-                                   {d: dict(c) for d, c in state.capacity.items()})
+                                   {d: dict(c) for d, c in state.capacity.items()},
+                                   versions)
             for alloc in extra:
                 _add_allocation(state, alloc)
+                # The pools of in-flight devices get numbers of their own (never reused:
+                # the allocator's memo must not take them for the claims' state).
+                for r in ((alloc.get("devices") or {}).get("results") or ()):
+                    versions[(str(r.get("driver", "")), str(r.get("pool", "")))] = \
+                        next(_IN_FLIGHT_VERSIONS)
         return state
 
     def _allocator(self) -> Allocator:
@@ -506,7 +514,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         """Skip for a pod without claims: its Score would be 0 on every node, and a call
         per node per pod is what the plain workloads paid for it."""
         s: _State | None = state.get(_STATE_KEY)
-        return SUCCESS if s is not None and s.claims else SKIP
+        if s is None or not s.claims:
+            return SKIP
+        # Score counts only firstAvailable subrequests: without one it is 0 on every node.
+        if not any(req.first_available for info in s.claims for req in info.claim.requests):
+            return SKIP
+        return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """computeScore: per firstAvailable request, FirstAvailableDeviceRequestMaxSize (8)
@@ -582,6 +595,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         results = s.by_node.get(node_name)
         if results is None or len(results) != len(s.to_allocate):
             return Status.error("claim allocation not found for node")
+        # The allocator's results may be shared with other pods' cycles (its memo): the
+        # pod's own copies go in flight and into the claims.
+        results = s.by_node[node_name] = [_copy(r) for r in results]
         for i, alloc in zip(s.to_allocate, results, strict=True):
             uid = s.claims[i].uid
             if uid in self.tracker.in_flight:
@@ -825,13 +841,19 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Pool versions for states with allocations in flight: negative, so never one of an
+# AllocatedIndex's (which count up from 1).
+_IN_FLIGHT_VERSIONS = itertools.count(-1, -1)
+
+
 class AllocatedIndex:
     """GatherAllocatedState's claims part, kept across cycles: what each allocated claim
     uses, by claim key and claim object, with a count per device. Between two cycles only
-    a few claims change (the last pod's), so `refresh` re-reads only the claims whose
-    object changed (the cache replaces a claim's dict on every change) instead of every
-    allocation in the cluster (upstream keeps the same tally in its allocatedDevices
-    tracker, fed by claim events)."""
+    a few claims change (the last pod's), so `refresh` re-reads only the claims the
+    listers' journal names (Listers.changed_since) whose object changed (the cache
+    replaces a claim's dict on every change) instead of every allocation in the cluster
+    (upstream keeps the same tally in its allocatedDevices tracker, fed by claim
+    events)."""
 
     def __init__(self) -> None:
         self._generation = -1
@@ -839,6 +861,10 @@ class AllocatedIndex:
         self._refs: dict[model.DeviceID, int] = {}
         self.devices: set[model.DeviceID] = set()
         self.uids: set[str] = set()  # of the claims with an allocation
+        # Per pool (driver, pool name): a new number whenever one of its devices enters
+        # or leaves `devices` (AllocatedState.pool_versions).
+        self.pool_versions: dict[tuple[str, str], int] = {}
+        self._clock = itertools.count(1)
         # Claims with shared (consumable-capacity) results: rare, summed per state().
         self._shared_keys: set[str] = set()
 
@@ -848,12 +874,22 @@ class AllocatedIndex:
             return
         store = listers.objects[ls.RESOURCE_CLAIM.name]
         by_key = self._by_key
-        for key, raw in store.items():
+        keys = None if self._generation < 0 else listers.changed_since(ls.RESOURCE_CLAIM,
+                                                                       self._generation)
+        if keys is None:  # the first time, or too many changes since: walk them all
+            keys = list(store)
+            for key in [k for k in by_key if k not in store]:
+                self._drop(key, by_key.pop(key))
+        for key in keys:
+            raw = store.get(key)
             hit = by_key.get(key)
             if hit is not None and hit[0] is raw:
                 continue
             if hit is not None:
                 self._drop(key, hit)
+            if raw is None:  # deleted
+                by_key.pop(key, None)
+                continue
             alloc = (raw.get("status") or {}).get("allocation")
             uid = str((raw.get("metadata") or {}).get("uid") or "")
             part = None
@@ -865,13 +901,11 @@ class AllocatedIndex:
                     self._refs[d] = n + 1
                     if not n:
                         self.devices.add(d)
+                        self.pool_versions[(d[0], d[1])] = next(self._clock)
                 if part.shared or part.capacity:
                     self._shared_keys.add(key)
                 self.uids.add(uid)
             by_key[key] = (raw, part, uid)
-        if len(by_key) != len(store):
-            for key in [k for k in by_key if k not in store]:
-                self._drop(key, by_key.pop(key))
         self._generation = gen
 
     def _drop(self, key: str, hit: tuple[Json, AllocatedState | None, str]) -> None:
@@ -885,12 +919,13 @@ class AllocatedIndex:
             else:
                 del self._refs[d]
                 self.devices.discard(d)
+                self.pool_versions[(d[0], d[1])] = next(self._clock)
         self._shared_keys.discard(key)
         self.uids.discard(hit[2])
 
     def state(self) -> AllocatedState:
         """The allocated state (read-only: its device set is the index's own)."""
-        state = AllocatedState(self.devices)
+        state = AllocatedState(self.devices, pool_versions=self.pool_versions)
         for key in self._shared_keys:
             part = self._by_key[key][1]
             assert part is not None
