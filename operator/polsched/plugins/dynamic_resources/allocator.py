@@ -685,6 +685,7 @@ class Allocator:
         results are shared between calls: callers must not modify them."""
         if not self._memo:
             return _Run(self, node, list(claims)).run()
+        key: tuple[str, tuple[str, ...]]
         if len(claims) == 1:
             key = (node.name, (self._signature(claims[0]),))
         else:
@@ -1275,5 +1276,6 @@ def _add_requirements(src: Sequence[Json], dst: list[Json]) -> None:
 
 
 __all__ = ["Allocator", "AllocatedState", "AllocatorError", "Features", "NodeAllocationError",
-           "NodeRef", "SliceIndex", "gather_pools", "node_matches", "request_over_capacity", "tolerates",
+           "NodeRef", "SliceIndex", "gather_pools", "node_matches", "request_over_capacity",
+           "tolerates",
            "ALLOCATION_RESULTS_MAX_SIZE", "_DEFAULT_PARENT"]
