@@ -119,6 +119,7 @@ DEFAULT_FEATURES = Features()
 class _InFlight:
     allocation: dict[str, Any]
     written_rv: str | None = None  # the claim's resourceVersion once PreBind wrote it
+    key: str = ""  # the claim's "namespace/name" in the listers, when known
 
 
 class ClaimTracker:
@@ -133,13 +134,21 @@ class ClaimTracker:
         """Forget in-flight allocations the cache has caught up with."""
         if not self.in_flight:
             return
-        by_uid = {(c.get("metadata") or {}).get("uid"): c
-                  for c in listers.objects[ls.RESOURCE_CLAIM.name].values()}
+        store = listers.objects[ls.RESOURCE_CLAIM.name]
+        by_uid: dict[Any, Json] | None = None
         for uid in list(self.in_flight):
             entry = self.in_flight[uid]
             if entry.written_rv is None:
                 continue
-            claim = by_uid.get(uid)
+            # By key when known (one lookup, not a walk over every claim per pod).
+            if entry.key:
+                claim = store.get(entry.key)
+                if claim is not None and (claim.get("metadata") or {}).get("uid") != uid:
+                    claim = None
+            else:
+                if by_uid is None:
+                    by_uid = {(c.get("metadata") or {}).get("uid"): c for c in store.values()}
+                claim = by_uid.get(uid)
             if claim is None:
                 del self.in_flight[uid]
                 continue
@@ -603,7 +612,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if uid in self.tracker.in_flight:
                 return Status.error(f"internal error, claim {s.claims[i].claim.key} is "
                                     "already being allocated")
-            self.tracker.in_flight[uid] = _InFlight(alloc)
+            meta = s.claims[i].raw.get("metadata") or {}
+            self.tracker.in_flight[uid] = _InFlight(
+                alloc, key=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
             s.reserved.append(uid)
         return SUCCESS
 

@@ -209,3 +209,37 @@ def test_the_journal_names_what_changed_since_a_generation(
     assert listers.changed_since(ls.RESOURCE_CLAIM, gen - 2) == ["default/d8", "default/d9"]
     assert listers.changed_since(ls.RESOURCE_CLAIM, gen) == []
     assert listers.changed_since(ls.RESOURCE_CLAIM, gen + 1) is None
+
+
+def test_settle_finds_in_flight_claims_by_key() -> None:
+    """An allocation PreBind wrote leaves the tracker once the cache has the claim at
+    that resourceVersion, or once the claim under that name is gone or another one."""
+    listers = Listers()
+    listers.apply(ls.DEVICE_CLASS, "ADDED", device_class())
+    listers.apply(ls.RESOURCE_SLICE, "ADDED", slice_("node-0", 2))
+    plugin = DynamicResources(listers, None)
+    for name in ("a", "b", "c"):
+        listers.apply(ls.RESOURCE_CLAIM, "ADDED",
+                      {**claim(name, 1), "metadata": {**claim(name, 1)["metadata"],
+                                                      "resourceVersion": "5"}})
+    states = {}
+    for name in ("a", "b"):
+        p = pod(f"pod-{name}", name)
+        state, got = filter_all(plugin, p, [node_info("node-0")])
+        assert got["node-0"][0] == "SUCCESS"
+        assert plugin.reserve(state, p, "node-0").ok
+        states[name] = state
+    tracker = plugin.tracker
+    assert tracker.in_flight["uid-a"].key == "default/a"
+    tracker.in_flight["uid-a"].written_rv = "7"
+    tracker.in_flight["uid-b"].written_rv = "7"
+    tracker.settle(listers)
+    assert set(tracker.in_flight) == {"uid-a", "uid-b"}  # the cache is still at 5
+    old = listers.get(ls.RESOURCE_CLAIM, "a", "default") or {}
+    listers.apply(ls.RESOURCE_CLAIM, "MODIFIED",
+                  {**old, "metadata": {**old["metadata"], "resourceVersion": "7"}})
+    listers.apply(ls.RESOURCE_CLAIM, "MODIFIED",  # b deleted and made again: another uid
+                  {**claim("b", 1), "metadata": {**claim("b", 1)["metadata"],
+                                                 "uid": "uid-b2", "resourceVersion": "9"}})
+    tracker.settle(listers)
+    assert tracker.in_flight == {}
