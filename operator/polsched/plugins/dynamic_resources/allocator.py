@@ -89,10 +89,11 @@ class AllocatedState:
     devices: set[DeviceID] = field(default_factory=set)
     shared: set[tuple[DeviceID, str]] = field(default_factory=set)
     capacity: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
-    # Optional, for the allocator's memo (Allocator.allocate): per pool, a number that
-    # names which of its devices are in `devices` (a pool not listed: none). Whoever keeps
-    # it gives a new number, never used before, to a pool whose devices change.
-    pool_versions: Mapping[tuple[str, str], int] | None = None
+    # Optional, for the allocator's memo (Allocator.allocate): per pool, a hashable value
+    # that names which of its devices are in `devices` (a pool not listed: none). Whoever
+    # keeps it gives a pool whose devices change a value never used before for another
+    # set.
+    pool_versions: Mapping[tuple[str, str], Any] | None = None
 
     def is_allocated(self, d: DeviceID) -> bool:
         """internal.IsDeviceAllocated."""

@@ -425,17 +425,24 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         extra = [entry.allocation for uid, entry in self.tracker.in_flight.items()
                  if uid not in idx.uids]
         if extra:
-            versions = dict(state.pool_versions or {})
+            versions: dict[tuple[str, str], Any] = dict(state.pool_versions or {})
             state = AllocatedState(set(state.devices), set(state.shared),
                                    {d: dict(c) for d, c in state.capacity.items()},
                                    versions)
+            added: dict[tuple[str, str], set[model.DeviceID]] = {}
             for alloc in extra:
                 _add_allocation(state, alloc)
-                # The pools of in-flight devices get numbers of their own (never reused:
-                # the allocator's memo must not take them for the claims' state).
                 for r in ((alloc.get("devices") or {}).get("results") or ()):
-                    versions[(str(r.get("driver", "")), str(r.get("pool", "")))] = \
-                        next(_IN_FLIGHT_VERSIONS)
+                    did = (str(r.get("driver", "")), str(r.get("pool", "")),
+                           str(r.get("device", "")))
+                    devs = added.setdefault(did[:2], set())
+                    if not r.get("adminAccess") and not r.get("shareID"):
+                        devs.add(did)  # what _add_allocation put into state.devices
+            # A pool with devices in flight: its claims' version and the in-flight devices
+            # name its allocated set (the allocator's memo keys on it; consecutive cycles
+            # with the same allocations in flight share entries).
+            for pid, devs in added.items():
+                versions[pid] = (versions.get(pid, 0), frozenset(devs))
         return state
 
     def _allocator(self) -> Allocator:
@@ -850,11 +857,6 @@ def _copy(obj: Any) -> Any:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# Pool versions for states with allocations in flight: negative, so never one of an
-# AllocatedIndex's (which count up from 1).
-_IN_FLIGHT_VERSIONS = itertools.count(-1, -1)
 
 
 class AllocatedIndex:
