@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+from polsched.framework import device_classes as dc
 from polsched.framework import events as ev
+from polsched.framework import listers as ls
 from polsched.framework import names
 from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
@@ -384,6 +386,9 @@ class _PodRequest:
     memory: int
     ephemeral: int
     scalars: tuple[tuple[str, int, str], ...]
+    # The scalars a DeviceClass serves (DRAExtendedResource): on a node that does not
+    # advertise them they are DynamicResources' to allocate (shouldDelegateResourceToDRA).
+    dra: frozenset[str] = frozenset()
 
     @property
     def empty(self) -> bool:
@@ -395,8 +400,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
     NAME = NAME
 
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
-                 strategy: ScoringStrategy) -> None:
+                 strategy: ScoringStrategy, listers: ls.Listers | None = None) -> None:
         self.ignored_resources = ignored_resources
+        self.classes = dc.resolver_for(listers) if listers is not None else None
         self.ignored_groups = ignored_groups
         self.strategy = strategy
         self.vectors = ResourceVectors([n for n, _ in strategy.resources], use_requested=False)
@@ -426,9 +432,13 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
                     or (self.ignored_groups and name.split("/", 1)[0] in self.ignored_groups)):
                 continue
             scalars.append((name, qty, f"Insufficient {name}"))
+        dra: frozenset[str] = frozenset()
+        if scalars and self.classes is not None and self.classes.any_class():
+            dra = frozenset(n for n, _, _ in scalars if dc.is_dra_extended_resource_name(n)
+                            and self.classes.get_device_class(n) is not None)
         r = pod.requests
         return _PodRequest(r.get(res.CPU, 0), r.get(res.MEMORY, 0),
-                           r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars))
+                           r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars), dra)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         req = self._pod_request(pod)
@@ -568,6 +578,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
                 unresolvable = unresolvable or req.ephemeral > cap
         for name, qty, reason in req.scalars:
             cap = alloc.get(name, 0)
+            if cap <= 0 and name in req.dra:
+                continue  # served by devices here: DynamicResources allocates them
             if qty > cap - used.get(name, 0):
                 reasons.append(reason)
                 unresolvable = unresolvable or qty > cap
@@ -677,7 +689,24 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
             ev.event(r.ASSIGNED_POD, a.UPDATE_POD_SCALE_DOWN,
                      self._after_assigned_pod_scale_down),
             ev.event(r.TARGET_POD, a.UPDATE_POD_SCALE_DOWN, ev.queue_always),
+            # A pod may wait for a class that serves its extended resource (DRAExtendedResource).
+            ev.event(r.DEVICE_CLASS, a.ADD | a.UPDATE, self._after_device_class_change),
         )
+
+    def _after_device_class_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterDeviceClassEvent: a class added that serves one of the pod's
+        requests by its implicit name, or whose extendedResourceName changed to one."""
+        new_ern = ((new or {}).get("spec") or {}).get("extendedResourceName") or ""
+        if old is not None:
+            if (((old.get("spec") or {}).get("extendedResourceName") or "") == new_ern):
+                return ev.QUEUE_SKIP
+        else:
+            name = ((new or {}).get("metadata") or {}).get("name") or ""
+            if dc.DEVICE_CLASS_PREFIX + name in pod.requests:
+                return ev.QUEUE
+        if new_ern and new_ern in pod.requests:
+            return ev.QUEUE
+        return ev.QUEUE_SKIP
 
     def _after_assigned_pod_delete(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
         deleted: PodInfo = old
@@ -731,7 +760,8 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesFit:
     groups = _parse_names(args.get("ignoredResourceGroups"), "ignoredResourceGroups",
                           group=True)
     strategy = parse_scoring_strategy(args.get("scoringStrategy"))
-    return NodeResourcesFit(ignored | handle.ignored_resources, groups, strategy)
+    return NodeResourcesFit(ignored | handle.ignored_resources, groups, strategy,
+                            handle.listers)
 
 
 SPEC = PluginSpec(name=NAME, filter=new, score=new, default_args=DEFAULT_ARGS)
