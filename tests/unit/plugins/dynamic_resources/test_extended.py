@@ -15,12 +15,12 @@ from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import events as ev
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.device_classes import resolver_for
+from polsched.framework.interfaces import Handle
 from polsched.framework.listers import Listers
 from polsched.plugins.dynamic_resources import extended
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
 from polsched.plugins.node_resources_fit import DEFAULT_ARGS, NodeResourcesFit
 from polsched.plugins.node_resources_fit import new as new_fit
-from polsched.framework.interfaces import Handle
 from polsched.scheduler.schedule_one import schedule_pod
 from tests.unit.pipelines import build, listers_of
 
