@@ -11,6 +11,9 @@ the ones under test.
 - PreEnqueue keeps pods untried until the controller has made their claims.
 - A device with binding conditions: the claim is allocated, but the pod binds only once
   the driver (here the test) reports the condition True in the claim's status.devices.
+- DRAExtendedResource: a pod asking for an extended resource that a DeviceClass serves
+  gets devices; the scheduler creates the claim, owned by the pod, and records it in the
+  pod's status.extendedResourceClaimStatus.
 """
 
 from __future__ import annotations
@@ -276,8 +279,22 @@ def test_a_pod_waits_untried_until_its_named_claim_exists(
             manifest = pod_manifest(namespace, "waiter", scheduler, rid, resourceClaims=[
                 {"name": "gpu", "resourceClaimName": "later"}])
             await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
-            await asyncio.sleep(3)
+            # A probe through the same queue, created after the waiter, that fits nowhere
+            # (a node selector no node has): once its FailedScheduling is out, the waiter
+            # would have been tried before it, had PreEnqueue let it in.
+            probe = pod_manifest(namespace, "probe", scheduler, rid,
+                                 nodeSelector={"absent": rid})
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", probe)
+
+            async def probe_tried() -> bool:
+                return any(name == "probe" and reason == "FailedScheduling"
+                           for name, reason, _ in await _events(client, namespace))
+
+            await eventually(probe_tried, 30, what="the probe pod tried")
             assert [e for e in await _events(client, namespace) if e[0] == "waiter"] == []
+            waiter = await client.get(f"/api/v1/namespaces/{namespace}/pods/waiter")
+            assert not [c for c in (waiter.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "PodScheduled"]
             template = claim_template(namespace, "later", klass, 1)
             claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                      "metadata": {"name": "later", "namespace": namespace},
@@ -437,4 +454,93 @@ def test_a_device_that_fails_to_bind_is_released_and_allocated_again(
                         check=False)
         cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
                         check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def extended_class(name: str, driver: str, resource: str) -> Json:
+    klass = device_class(name, driver)
+    klass["spec"]["extendedResourceName"] = resource
+    return klass
+
+
+def test_an_extended_resource_served_by_a_device_class_gets_devices(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """DRAExtendedResource: `<driver>/gpu: 2` in a container's limits, on nodes that do
+    not advertise it. The pod lands where two devices are free; PreBind creates the claim
+    (`<pod>-extended-resources-*`, annotated, controlled by the pod) with one request for
+    the container, allocated and reserved for the pod, and the pod's status maps the
+    container's resource to that request. A pod asking for three gets the allocator's
+    message and no claim."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("draext")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    resource = f"{driver}/gpu"
+    one, two = nodes(f"{rid}-one", labels={RUN: rid}), nodes(f"{rid}-two", labels={RUN: rid})
+    scheduler = unique("polsched-draext")
+    cluster.apply([extended_class(klass, driver, resource), resource_slice(driver, one, 1),
+                   resource_slice(driver, two, 2)])
+
+    def ext_pod(name: str, count: int) -> Json:
+        manifest = pod_manifest(namespace, name, scheduler, rid)
+        manifest["spec"]["containers"][0]["resources"] = {"limits": {resource: str(count)}}
+        return manifest
+
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [one, two])
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", ext_pod("wide", 2))
+
+            async def bound(pod: str) -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+                return str(p["spec"].get("nodeName") or "")
+
+            try:
+                node = await eventually(lambda: bound("wide"), 60, what="wide bound")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            assert node == two
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/wide")
+            status = pod["status"]["extendedResourceClaimStatus"]
+            assert status["requestMappings"] == [{"containerName": "c",
+                                                  "resourceName": resource,
+                                                  "requestName": "container-0-request-0"}]
+            name = status["resourceClaimName"]
+            assert name.startswith("wide-extended-resources-")
+            claim = await client.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{name}")
+            meta = claim["metadata"]
+            assert meta["annotations"]["resource.kubernetes.io/extended-resource-claim"] == \
+                "true"
+            assert [(r["kind"], r["name"], r["uid"], r.get("controller"))
+                    for r in meta["ownerReferences"]] == [
+                ("Pod", "wide", pod["metadata"]["uid"], True)]
+            assert claim["spec"]["devices"]["requests"] == [
+                {"name": "container-0-request-0", "exactly": {
+                    "deviceClassName": klass, "allocationMode": "ExactCount", "count": 2}}]
+            alloc = claim["status"]["allocation"]
+            assert sorted((r["request"], r["pool"], r["device"])
+                          for r in alloc["devices"]["results"]) == [
+                ("container-0-request-0", two, "gpu-0"), ("container-0-request-0", two, "gpu-1")]
+            assert [r["uid"] for r in claim["status"]["reservedFor"]] == [
+                pod["metadata"]["uid"]]
+
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", ext_pod("wider", 3))
+
+            async def failed() -> list[str]:
+                return [m for n, r, m in await _events(client, namespace)
+                        if n == "wider" and r == "FailedScheduling"]
+
+            [message, *_] = await eventually(failed, 60, what="FailedScheduling for wider")
+            assert message.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
+            claims = (await client.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims"))
+            assert [c["metadata"]["name"] for c in claims["items"]] == [name]
+
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{one}-{driver}", f"{two}-{driver}",
+                        "--wait=false", check=False)
         cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)

@@ -467,7 +467,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return found
         return extended.special_claim(pod.namespace, pod.name, pod.uid)
 
-    def _filter_extended(self, s: _State, node: NodeInfo) -> Status | None:
+    def filter_extended(self, s: _State, node: NodeInfo) -> Status | None:
         """filterExtendedResources: records the node's variant of the special claim (its
         requests for the resources the node's allocatable lacks) and the requestMappings."""
         if s.extended is None:
@@ -560,7 +560,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.claims:
             return SUCCESS
-        st = self._filter_extended(s, node)
+        st = self.filter_extended(s, node)
         if st is not None:
             return st
         if s.extended is not None and s.user_claims() == 0 and \
