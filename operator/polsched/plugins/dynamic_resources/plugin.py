@@ -583,15 +583,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 ready, failed = claim_ready_for_binding(info.raw)
                 if failed or (not ready and self.claim_timed_out(info.raw)):
                     unavailable.append(i)
-        if unavailable:
-            s.unavailable.update(unavailable)
-            return Status.unresolvable(NOT_AVAILABLE)
-        if s.allocator is None:
-            return SUCCESS
-        s.allocator.deadline = time.monotonic() + self.filter_timeout
-        indexes = s.allocating(node.name)
+        # As upstream, the allocator runs before the unusable claims are reported: when
+        # the other claims do not fit either, that is what the node says.
+        indexes = s.allocating(node.name) if s.allocator is not None else []
         if not indexes:
-            return SUCCESS
+            return self._unavailable(s, unavailable)
+        assert s.allocator is not None
+        s.allocator.deadline = time.monotonic() + self.filter_timeout
         claims = [s.claims[i].claim for i in indexes]
         if s.extended is not None and s.extended in indexes:
             variant = s.ext_by_node[node.name]
@@ -607,8 +605,18 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return Status.error(str(e))
         if results is None or len(results) != len(indexes):
             return Status.unresolvable(CANNOT_ALLOCATE)
+        if unavailable:
+            return self._unavailable(s, unavailable)
         s.by_node[node.name] = results
         return SUCCESS
+
+    @staticmethod
+    def _unavailable(s: _State, unavailable: list[int]) -> Status:
+        """Remember the claims unusable on the node (PostFilter may deallocate one)."""
+        if not unavailable:
+            return SUCCESS
+        s.unavailable.update(unavailable)
+        return Status.unresolvable(NOT_AVAILABLE)
 
     # -- Score ---------------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
