@@ -105,6 +105,18 @@ _PATHS = {
 }
 
 
+def _asks_extended(pod: Json) -> bool:
+    """Whether a container asks for an extended resource a DeviceClass of the suite's
+    serves (scenarios.EXTENDED_RESOURCES)."""
+    spec = pod.get("spec") or {}
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        res = c.get("resources") or {}
+        for names in (res.get("requests") or {}, res.get("limits") or {}):
+            if any(n in scn.EXTENDED_RESOURCES for n in names):
+                return True
+    return False
+
+
 def collection(obj: Json) -> str:
     tmpl, namespaced = _PATHS[obj["kind"]]
     return tmpl.format(ns=obj["metadata"].get("namespace", "")) if namespaced else tmpl
@@ -424,10 +436,16 @@ class Side:
         return ScenarioResult(sc.index, sc.family, results, seconds=time.monotonic() - t0)
 
     async def _setup(self, sc: scn.Scenario) -> None:
+        assert self.client is not None
         for ns in sc.namespaces:
             await self.create(ns)
         for obj in sc.objects:
             made = await self.create(obj)
+            if obj.get("status") and obj["kind"] == "ResourceClaim" and made:
+                # A claim allocated before the pods come (the status is a subresource).
+                await self.client.request(
+                    "PUT", f"{collection(obj)}/{obj['metadata']['name']}/status",
+                    body={**made, "status": obj["status"]})
             if obj["kind"] == "ReplicaSet" and made:
                 self._owners[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = \
                     made["metadata"]["uid"]
@@ -553,36 +571,45 @@ class Side:
         return res
 
     async def _devices(self, pod: Json) -> list[str]:
-        """The devices a bound pod's claims got (status.allocation of each claim)."""
+        """The devices a bound pod's claims got (status.allocation of each claim), and
+        for extended resources served by devices (DRAExtendedResource) the scheduler's
+        claim ("extended/<request>") and the pod's requestMappings."""
         assert self.client is not None
         spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
-        if not spec_claims:
+        extended = _asks_extended(pod)
+        if not spec_claims and not extended:
             return []
         ns = pod["metadata"]["namespace"]
         path = f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}"
         current = await self.client.get(path)
+        status = current.get("status") or {}
         generated = {s["name"]: s.get("resourceClaimName") for s in
-                     (current.get("status") or {}).get("resourceClaimStatuses") or []}
-        out = []
-        for pc in spec_claims:
-            name = pc.get("resourceClaimName") or generated.get(pc["name"])
+                     status.get("resourceClaimStatuses") or []}
+        wanted = [(str(pc["name"]), pc.get("resourceClaimName") or generated.get(pc["name"]))
+                  for pc in spec_claims]
+        ext = status.get("extendedResourceClaimStatus") or {}
+        if extended:
+            wanted.append(("extended", ext.get("resourceClaimName")))
+        out = [f"map {m.get('containerName')}/{m.get('resourceName')}: {m.get('requestName')}"
+               for m in ext.get("requestMappings") or []]
+        for label, name in wanted:
             if not name:
-                out.append(f"{pc['name']}: no claim")
+                out.append(f"{label}: no claim")
                 continue
             try:
                 claim = await self.client.get(
                     f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")
             except ApiError as e:
-                out.append(f"{pc['name']}: {e.status}")
+                out.append(f"{label}: {e.status}")
                 continue
             alloc = (claim.get("status") or {}).get("allocation")
             if not alloc:
-                out.append(f"{pc['name']}: not allocated")
+                out.append(f"{label}: not allocated")
                 continue
             for r in (alloc.get("devices") or {}).get("results") or []:
                 used = ",".join(f"{k}={v}" for k, v in
                                 sorted((r.get("consumedCapacity") or {}).items()))
-                out.append(f"{pc['name']}/{r['request']}: {r['pool']}/{r['device']}"
+                out.append(f"{label}/{r['request']}: {r['pool']}/{r['device']}"
                            + (f" ({used})" if used else ""))
         return out
 

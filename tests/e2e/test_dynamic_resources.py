@@ -232,8 +232,14 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
             [result] = claim["status"]["allocation"]["devices"]["results"]
             assert result["bindingConditions"] == ["attached"]
             assert result["bindingFailureConditions"] == ["failed"]
-            # PreBind waits: the pod is not bound while the condition is not True.
-            await asyncio.sleep(2)
+            # PreBind waits, and says so (a Normal event, as upstream): the pod is not
+            # bound while the condition is not True.
+            async def pending() -> list[str]:
+                return [m for n, r, m in await _events(client, namespace)
+                        if n == "attach" and r == "BindingConditionsPending"]
+
+            notes = await eventually(pending, 30, what="BindingConditionsPending")
+            assert notes == [f"waiting for binding conditions for device on node {node}"]
             pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/attach")
             assert not pod["spec"].get("nodeName")
             # The driver reports the device attached.

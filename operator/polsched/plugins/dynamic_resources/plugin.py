@@ -29,14 +29,22 @@ the devices come from the structured allocator (allocator.py).
 - PreEnqueue: the same checks keep the pod out of the queue, untried, until its claims
   exist (a claim from a template comes with an update of the pod's status).
 
-- Binding conditions: PreBind waits (bindingTimeout, 600 s) until the allocated devices'
-  bindingConditions are True in the claim's status.devices (an error when a failure
-  condition is True); Filter skips allocated claims that failed or timed out.
+- Binding conditions: PreBind records a Normal BindingConditionsPending event and waits
+  (bindingTimeout, 600 s) until the allocated devices' bindingConditions are True in the
+  claim's status.devices (an error when a failure condition is True); Filter skips
+  allocated claims that failed or timed out.
+
+- DRAExtendedResource (extended.py): a container's request for an extended resource a
+  DeviceClass serves gets devices through a special claim: PreFilter finds the one an
+  earlier attempt created or makes one in memory; Filter gives each node its variant
+  (requests for what the node's allocatable lacks); Reserve puts it in flight; PreBind
+  creates it, allocates and reserves it, and writes the pod's
+  status.extendedResourceClaimStatus; Unreserve and PostFilter delete a created one.
 
 - PostFilter (before DefaultPreemption): deallocates an allocated claim that Filter found
   unusable and that no other pod uses, so the next attempt can allocate it anew.
 
-Not yet (docs/differences.md): the BindingConditionsPending event, DRAExtendedResource.
+Not yet (docs/differences.md): DRA-backed extended resources in NodeResourcesFit's score.
 """
 
 from __future__ import annotations
@@ -57,10 +65,12 @@ from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.interfaces import (
+    EVENT_RECORDER_KEY,
     ApiWriter,
     FilterPlugin,
     FrameworkHandle,
     Handle,
+    PodEventRecorder,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
@@ -98,6 +108,8 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 CLAIM_NOT_CREATED = "ResourceClaim not created yet"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+# PreBind's Normal event while it waits for devices' binding conditions.
+BINDING_CONDITIONS_PENDING = "BindingConditionsPending"
 # filterExtendedResources' reasons.
 EXTENDED_STALE = "cannot schedule extended resource claim"
 EXTENDED_NO_FIT = "cannot fit resource"
@@ -691,7 +703,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             try:
                 await self.api.request("PUT", path, body=claim)
             except Exception as e:  # noqa: BLE001 - the client raises its own error types
-                return Status.error(str(e))
+                return Status.error(_api_message(e))
             return Status.unschedulable("deallocation of ResourceClaim completed")
         if ext is not None and not extended.is_special(ext.raw):
             # The special claim of an earlier attempt: delete it, so the next attempt
@@ -700,7 +712,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             try:
                 await self.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
             except Exception as e:  # noqa: BLE001 - the client raises its own error types
-                return Status.error(str(e))
+                return Status.error(_api_message(e))
             return Status.unschedulable("deletion of ResourceClaim completed")
         return Status.unschedulable()
 
@@ -836,6 +848,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 alloc = (written.get("status") or {}).get("allocation")
             waits = waits or _has_binding_conditions(alloc)
         if waits and self.features.device_binding_and_status:
+            recorder: PodEventRecorder | None = state.get(EVENT_RECORDER_KEY)
+            if recorder is not None:
+                recorder.event(pod, "Normal", BINDING_CONDITIONS_PENDING, "Scheduling",
+                               f"waiting for binding conditions for device on node {node_name}")
             return await self._wait_for_binding_conditions(s)
         return SUCCESS
 
@@ -857,7 +873,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             created = await self.api.request(
                 "POST", f"{RESOURCE_API}/namespaces/{ns}/resourceclaims", body=body)
         except Exception as e:  # noqa: BLE001 - the client raises its own error types
-            raise _BindError(f"create claim for extended resources {ns}/: {e}") from e
+            raise _BindError(f"create claim for extended resources {ns}/: "
+                             f"{_api_message(e)}") from e
         cmeta = created.get("metadata") or {}
         s.ext_created = (ns, str(cmeta.get("name") or ""))
         new_uid = str(cmeta.get("uid") or "")
@@ -885,7 +902,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 body=patch, content_type="application/strategic-merge-patch+json")
         except Exception as e:  # noqa: BLE001 - the client raises its own error types
             raise _BindError(f"update pod {pod.namespace}/{pod.name} "
-                             f"ExtendedResourceClaimStatus: {e}") from e
+                             f"ExtendedResourceClaimStatus: {_api_message(e)}") from e
 
     def claim_timed_out(self, claim: Json) -> bool:
         """isClaimTimeout: allocated with binding conditions longer than bindingTimeout."""
@@ -971,7 +988,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     continue
                 what = "add allocation and reservation to" if allocation is not None else \
                     "add reservation to"
-                raise _BindError(f"{what} claim {ns}/{name}: {e}") from e
+                raise _BindError(f"{what} claim {ns}/{name}: {_api_message(e)}") from e
             entry = self.tracker.in_flight.get(info.uid)
             if entry is not None:
                 entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
@@ -1041,6 +1058,13 @@ def claim_ready_for_binding(claim: Json) -> tuple[bool, str]:
             if c is None or c.get("status") != "True":
                 return False, ""
     return True, ""
+
+
+def _api_message(e: BaseException) -> str:
+    """An API error's text as client-go's StatusError gives it: the server's message,
+    without the code and reason our client puts in front."""
+    message = getattr(e, "message", None)
+    return message if isinstance(message, str) and message else str(e)
 
 
 def _is_conflict(e: BaseException) -> bool:
