@@ -874,14 +874,16 @@ def fam_dra_allocated(b: Builder) -> None:
         name = f"{b.p}-claim{i}"
         result: Json = {"request": "gpu", "driver": DRA_DRIVER, "pool": node,
                         "device": device}
+        # With allocationTimestamp, as v1.37 writes it: PreBind adds one to an allocation
+        # without, which the API server refuses (the allocation is immutable), on both.
         status: Json = {"allocation": {
             "devices": {"results": [result]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            "allocationTimestamp": "2026-01-01T00:00:00Z"}}
         if b.maybe(0.4):
             result["bindingConditions"] = ["attached"]
             result["bindingFailureConditions"] = ["failed"]
-            status["allocation"]["allocationTimestamp"] = "2026-01-01T00:00:00Z"
             status["devices"] = [{"driver": DRA_DRIVER, "pool": node, "device": device,
                                   "conditions": [{
                                       "type": "attached", "status": "True",

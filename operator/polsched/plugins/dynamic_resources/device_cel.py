@@ -234,6 +234,236 @@ def expand_binds(source: str) -> str:
                            f"{MAX_EXPANDED_LENGTH} characters")
 
 
+# --- syntax the Rust core lacks, rewritten into what it has -------------------------------
+#
+# Each rewrite replaces one construct by an equivalent expression and starts again on the
+# new text, until none is left (as expand_binds); every name it introduces starts with
+# "__" and a number, so it never meets a user's. The rewritten text is bounded by
+# MAX_EXPANDED_LENGTH, and its comprehensions count against MAX_COMPREHENSION_DEPTH.
+
+_TWO_VAR = {"all": 3, "exists": 3, "existsOne": 3, "exists_one": 3,
+            "transformList": (3, 4), "transformMap": (3, 4)}
+
+
+def _matching(tokens: Sequence[Token], code: list[int], p: int) -> int:
+    """The code index of the bracket that closes (or, for a closer, opens) code[p]."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    opener = tokens[code[p]].text
+    step = 1 if opener in pairs else -1
+    depth = 0
+    q = p
+    while 0 <= q < len(code):
+        t = tokens[code[q]]
+        if t.kind == "op" and t.text in "([{":
+            depth += step
+        elif t.kind == "op" and t.text in ")]}":
+            depth -= step
+        if depth == 0:
+            return q
+        q += step
+    raise CELError("unbalanced brackets")
+
+
+def _arguments(tokens: Sequence[Token], code: list[int], p: int) -> tuple[list[list[int]],
+                                                                         int]:
+    """The top-level comma-separated arguments (code indexes) of the call whose "(" is
+    code[p], and the code index of its ")"."""
+    end = _matching(tokens, code, p)
+    args: list[list[int]] = [[]]
+    depth = 0
+    for q in range(p + 1, end):
+        t = tokens[code[q]]
+        if t.kind == "op" and t.text in "([{":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]}":
+            depth -= 1
+        if t.kind == "op" and t.text == "," and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(q)
+    return ([] if args == [[]] else args), end
+
+
+def _operand_start(tokens: Sequence[Token], code: list[int], end: int) -> int:
+    """The code index where the member chain (a.b[c].d(e)...) ending at code[end]
+    starts: the receiver of a `.?` or `[?` that follows it."""
+    k = end
+    while True:
+        t = tokens[code[k]]
+        if t.kind == "op" and t.text in ")]}":
+            k = _matching(tokens, code, k)
+            before = tokens[code[k - 1]] if k > 0 else None
+            if t.text == ")" and before is not None and before.kind == "ident":
+                k -= 1  # a call: its name
+            elif t.text == "]" and before is not None and before.text != "in" and (
+                    before.kind in ("ident", "str", "num") or before.text in ")]}"):
+                k -= 1  # an index: its operand
+                continue
+        elif t.kind not in ("ident", "str", "num"):
+            raise CELError(f"optional syntax after {t.text!r}: expected an operand")
+        if k >= 2 and tokens[code[k - 1]].text == "." and tokens[code[k - 2]].kind != "op":
+            k -= 2
+        elif k >= 2 and tokens[code[k - 1]].text == "." and \
+                tokens[code[k - 2]].text in ")]}":
+            k -= 2
+        elif k >= 3 and tokens[code[k - 1]].text == "?" and tokens[code[k - 2]].text == ".":
+            k -= 3
+        else:
+            return k
+
+
+def _text(tokens: Sequence[Token], code: list[int], first: int, last: int) -> str:
+    return "".join(t.text for t in tokens[code[first]:code[last] + 1])
+
+
+def _is_optional(name: str) -> str:
+    return f"type({name}) == type(optional.none())"
+
+
+def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
+    """`E.?f` and `E[?k]` (cel-go's optional selection and index, on a value or on an
+    optional) as cel.bind expressions over optional.of / optional.none; None when the
+    text has neither."""
+    code = _code(tokens)
+    for p in range(1, len(code) - 1):
+        a, b = tokens[code[p]], tokens[code[p + 1]]
+        if a.kind != "op" or b.text != "?" or a.text not in (".", "["):
+            continue
+        if a.text == "[" and not (tokens[code[p - 1]].kind in ("ident", "str", "num")
+                                  or tokens[code[p - 1]].text in ")]}"):
+            continue  # an optional element of a list literal: not supported
+        start = _operand_start(tokens, code, p - 1)
+        receiver = _text(tokens, code, start, p - 1)
+        o, v = f"__o{serial}", f"__v{serial}"
+        if a.text == ".":
+            if p + 2 >= len(code) or tokens[code[p + 2]].kind != "ident":
+                raise CELError("optional selection: expected a field name after '.?'")
+            field = tokens[code[p + 2]].text
+            last = p + 2
+            # a field of a map (has() is false for a missing key) or of an optional
+            plain = f"(has({v}.{field}) ? optional.of({v}.{field}) : optional.none())"
+        else:
+            close = _matching(tokens, code, p)
+            if close == p + 1 or close == p + 2 and False:
+                raise CELError("optional index: expected a key after '[?'")
+            key = _text(tokens, code, p + 2, close - 1)
+            last = close
+            k = f"__k{serial}"
+            plain = (f"cel.bind({k}, {key}, type({v}) == list ? ({k} >= 0 && {k} < size({v})"
+                     f" ? optional.of({v}[{k}]) : optional.none()) : ({k} in {v} ? "
+                     f"optional.of({v}[{k}]) : optional.none()))")
+        replacement = (f"cel.bind({o}, {receiver}, {_is_optional(o)} ? ({o}.hasValue() ? "
+                       f"cel.bind({v}, {o}.value(), {plain}) : optional.none()) : "
+                       f"cel.bind({v}, {o}, {plain}))")
+        head = "".join(t.text for t in tokens[:code[start]])
+        tail = "".join(t.text for t in tokens[code[last] + 1:])
+        return head + "(" + replacement + ")" + tail
+    return None
+
+
+def _substitute(tokens: Sequence[Token], names: Mapping[str, str]) -> str:
+    """The text with each variable in `names` (an identifier not after ".") replaced."""
+    out, prev = [], ""
+    for t in tokens:
+        if t.kind == "ident" and t.text in names and prev != ".":
+            out.append(names[t.text])
+        else:
+            out.append(t.text)
+        if t.kind != "ws":
+            prev = t.text
+    return "".join(out)
+
+
+def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
+    """The last two-variable comprehension (cel-go ext.TwoVarComprehensions: all, exists,
+    existsOne, transformList, transformMap with an index or key and a value) as a
+    one-variable macro over `__pairs(range)`, the [key, value] pairs of a map or the
+    [index, value] pairs of a list; None when there is none."""
+    code = _code(tokens)
+    found = None
+    for p in range(1, len(code) - 2):
+        a, b, c = (tokens[code[p + q]] for q in range(3))
+        if a.text != "." or b.text not in _TWO_VAR or c.text != "(":
+            continue
+        args, end = _arguments(tokens, code, p + 2)
+        counts = _TWO_VAR[b.text]
+        if len(args) not in (counts if isinstance(counts, tuple) else (counts,)):
+            continue
+        if b.text in _MACROS and (len(args[1]) != 1 or
+                                  tokens[code[args[1][0]]].kind != "ident"):
+            continue  # the one-variable form (x, predicate) or map(x, p, e)
+        found = (p, args, end)
+    if found is None:
+        return None
+    p, args, end = found
+    method = tokens[code[p + 1]].text
+    names = []
+    for arg in args[:2]:
+        if len(arg) != 1 or tokens[code[arg[0]]].kind != "ident":
+            raise CELError(f"{method}: the first two arguments must be variable names")
+        names.append(tokens[code[arg[0]]].text)
+    if names[0] == names[1]:
+        raise CELError(f"{method}: the two variables must differ")
+    pair = f"__p{serial}"
+    subst = {names[0]: f"{pair}[0]", names[1]: f"{pair}[1]"}
+    rest = ["".join([" "] + [_substitute(tokens[code[arg[0]]:code[arg[-1]] + 1], subst)])
+            for arg in args[2:]]
+    start = _operand_start(tokens, code, p - 1)
+    pairs = f"__pairs({_text(tokens, code, start, p - 1)})"
+    if method in ("all", "exists", "existsOne", "exists_one"):
+        macro = "exists_one" if method == "existsOne" else method
+        new = f"{pairs}.{macro}({pair},{rest[0]})"
+    elif method == "transformList":
+        new = f"{pairs}.map({pair},{','.join(rest)})"
+    else:  # transformMap
+        keys = f"{pairs}.map({pair},{rest[0] + ', ' if len(rest) == 2 else ''}{pair}[0])"
+        new = f"__to_map({keys}, {pairs}.map({pair},{','.join(rest)}))"
+    head = "".join(t.text for t in tokens[:code[start]])
+    tail = "".join(t.text for t in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
+def _rewrite_one_string(tokens: list[Token], serial: int) -> str | None:
+    """The last `string(x)` not yet rewritten, as a conversion that also knows the IP
+    and CIDR values of this library (library/ip.go and cidr.go's String)."""
+    code = _code(tokens)
+    found = None
+    for p in range(len(code) - 1):
+        t = tokens[code[p]]
+        if t.kind == "ident" and t.text == "string" and tokens[code[p + 1]].text == "(" \
+                and (p == 0 or tokens[code[p - 1]].text != "."):
+            found = p
+    if found is None:
+        return None
+    args, end = _arguments(tokens, code, found + 1)
+    if len(args) != 1:
+        return None  # left to the core, which reports the overload
+    arg = _text(tokens, code, args[0][0], args[0][-1])
+    s = f"__s{serial}"
+    new = f"cel.bind({s}, {arg}, __is_address({s}) ? __address_text({s}) : __string({s}))"
+    head = "".join(t.text for t in tokens[:code[found]])
+    tail = "".join(t.text for t in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
+def rewrite_syntax(source: str) -> str:
+    """The selector with optional selection and index, two-variable comprehensions and
+    string() of IPs and CIDRs rewritten into what the Rust core runs."""
+    text = source
+    serial = 0
+    for rewrite in (_rewrite_one_optional, _rewrite_one_two_var, _rewrite_one_string):
+        while True:
+            new = rewrite(tokenize(text), serial)
+            if new is None:
+                break
+            text = new
+            serial += 1
+            if len(text) > MAX_EXPANDED_LENGTH:
+                raise CELError(f"the expression, rewritten for the CEL core, is longer "
+                               f"than {MAX_EXPANDED_LENGTH} characters")
+    return text.replace("__string(", "string(")
+
+
 # --- Kubernetes CEL values -------------------------------------------------------------
 
 def quantity_value(q: Quantity) -> dict[str, str]:
