@@ -28,7 +28,12 @@ types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
 - cel-go's ext.Strings (v2), ext.Sets and ext.Lists (v3) functions, from the package's
   stdlib where it has them;
 - `cel.bind(name, init, body)` (ext.Bindings), by substituting `(init)` for `name` in
-  `body` before compiling; CEL has no side effects, so the result is the same.
+  `body` before compiling; CEL has no side effects, so the result is the same;
+- optional selection and index (`m.?f`, `m[?k]`, also on an optional), as cel.bind
+  expressions over the core's optional.of / optional.none; two-variable comprehensions
+  (`all`, `exists`, `existsOne`, `transformList`, `transformMap` with an index or key and
+  a value) as one-variable macros over the [key, value] pairs; `string()` of an IP, a
+  CIDR or a bool (rewrite_syntax).
 
 Quantities, semvers, IPs and CIDRs travel through CEL as one-key maps holding a
 canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
@@ -36,10 +41,11 @@ canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
 implement (1Gi == 1024Mi; semver build metadata ignored).
 
 Known differences from cel-go, all outside what DRA drivers' documentation uses: no
-optional syntax (`.?`, `optional.of`), no two-variable comprehensions, no `string()` of
-an IP or CIDR, no URL and format libraries, no cost tracking: instead of the runtime cost
-limit the length is bounded and comprehensions may nest at most MAX_COMPREHENSION_DEPTH
-deep, and
+optional elements in list and map literals (`[?x]`, `{?k: v}`), no field selection on an
+optional without `.?` (`m.?a.b`), no `transformMapEntry`, no URL and format libraries, no
+cost tracking: instead of the runtime cost limit the length (after the rewrites, which
+repeat a receiver, so a long chain of `.?` hits it) is bounded and comprehensions (the
+rewritten ones too) may nest at most MAX_COMPREHENSION_DEPTH deep, and
 the empty-map default for an unknown domain is provided for the domains the expression
 spells out as a literal index (`device.attributes["gpu.example.com"]`), which
 `size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
@@ -344,7 +350,7 @@ def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
             plain = f"(has({v}.{field}) ? optional.of({v}.{field}) : optional.none())"
         else:
             close = _matching(tokens, code, p)
-            if close == p + 1 or close == p + 2 and False:
+            if close <= p + 2:
                 raise CELError("optional index: expected a key after '[?'")
             key = _text(tokens, code, p + 2, close - 1)
             last = close
@@ -415,9 +421,9 @@ def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
         new = f"{pairs}.{macro}({pair},{rest[0]})"
     elif method == "transformList":
         new = f"{pairs}.map({pair},{','.join(rest)})"
-    else:  # transformMap
-        keys = f"{pairs}.map({pair},{rest[0] + ', ' if len(rest) == 2 else ''}{pair}[0])"
-        new = f"__to_map({keys}, {pairs}.map({pair},{','.join(rest)}))"
+    else:  # transformMap: one walk, since a map's order may differ between two
+        keep = rest[0] + "," if len(rest) == 2 else ""
+        new = f"__from_pairs({pairs}.map({pair},{keep} [{pair}[0],{rest[-1]}]))"
     head = "".join(t.text for t in tokens[:code[start]])
     tail = "".join(t.text for t in tokens[code[end] + 1:])
     return head + "(" + new + ")" + tail
@@ -440,7 +446,9 @@ def _rewrite_one_string(tokens: list[Token], serial: int) -> str | None:
         return None  # left to the core, which reports the overload
     arg = _text(tokens, code, args[0][0], args[0][-1])
     s = f"__s{serial}"
-    new = f"cel.bind({s}, {arg}, __is_address({s}) ? __address_text({s}) : __string({s}))"
+    # string(bool) too, which the core lacks.
+    new = (f"cel.bind({s}, {arg}, __is_address({s}) ? __address_text({s}) : type({s}) == "
+           f"bool ? ({s} ? \"true\" : \"false\") : __string({s}))")
     head = "".join(t.text for t in tokens[:code[found]])
     tail = "".join(t.text for t in tokens[code[end] + 1:])
     return head + "(" + new + ")" + tail
@@ -969,8 +977,37 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "isLinkLocalUnicast": _is_link_local_unicast, "isGlobalUnicast": _is_global_unicast,
         "containsIP": _contains_ip, "containsCIDR": _contains_cidr,
         "prefixLength": _prefix_length, "masked": _masked,
+        # for rewrite_syntax
+        "__pairs": _pairs, "__from_pairs": _from_pairs, "__is_address": _is_address,
+        "__address_text": _address_text,
     })
     return fns
+
+
+def _pairs(v: Any) -> list[list[Any]]:
+    """[key, value] pairs of a map, [index, value] pairs of a list."""
+    if isinstance(v, Mapping) and not _is_value_map(v):
+        return [[k, x] for k, x in v.items()]
+    if isinstance(v, list | tuple):
+        return [[i, x] for i, x in enumerate(v)]
+    raise CELError(f"no such overload: comprehension over {_type_name(v)}")
+
+
+def _is_value_map(v: Mapping[Any, Any]) -> bool:
+    """A quantity, semver, IP or CIDR (a one-key map standing for a value)."""
+    return len(v) == 1 and next(iter(v)) in (_Q, _S, _IP, _CIDR)
+
+
+def _from_pairs(pairs: Any) -> dict[Any, Any]:
+    return {p[0]: p[1] for p in _list(pairs, "transformMap")}
+
+
+def _is_address(v: Any) -> bool:
+    return isinstance(v, Mapping) and len(v) == 1 and next(iter(v)) in (_IP, _CIDR)
+
+
+def _address_text(v: Any) -> str:
+    return str(next(iter(v.values())))
 
 
 def _reverse(v: Any) -> Any:
@@ -1029,7 +1066,7 @@ _TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "li
                          "null_type", "type", "dyn", "null"})
 # Qualified function names (`ip.isCanonical(s)`, `sets.contains(a, b)`): the Rust core
 # lists their first part among an expression's variables.
-_NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64"})
+_NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64", "optional"})
 _MACRO_BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*"
                           r"([A-Za-z_][A-Za-z0-9_]*)\s*,")
 
@@ -1075,7 +1112,7 @@ class Selector:
             raise CELError(f"the expression is {len(source)} characters long; the limit "
                            f"is {MAX_EXPRESSION_LENGTH}")
         self.source = source
-        expanded = expand_binds(source)
+        expanded = expand_binds(rewrite_syntax(source))
         try:
             self._program = _cel().compile(expanded)
         except Exception as err:  # the library raises ValueError with the parser's text
