@@ -52,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import json
 import logging
 import time
 import weakref
@@ -968,7 +969,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                                          "meantime")
                     if FINALIZER not in (cmeta.get("finalizers") or []):
                         cmeta["finalizers"] = [*(cmeta.get("finalizers") or []), FINALIZER]
-                        claim = await self.api.request("PUT", path, body=claim)
+                        try:
+                            claim = await self.api.request("PUT", path, body=claim)
+                        except Exception as e:  # noqa: BLE001 - the client's own types
+                            if _is_conflict(e):
+                                raise
+                            raise _BindError(f"add finalizer to claim {ns}/{name}: "
+                                             f"{_api_message(e)}") from e
                         status = claim.setdefault("status", {})
                     status["allocation"] = allocation
                 if status.get("allocation") is None:
@@ -1051,8 +1058,11 @@ def claim_ready_for_binding(claim: Json) -> tuple[bool, str]:
             c = conds.get(name)
             if c is not None and c.get("status") == "True":
                 meta = claim.get("metadata") or {}
+                # Go's %q of the message (a JSON string is that, for the text drivers
+                # write).
+                quoted = json.dumps(str(c.get("message", "")), ensure_ascii=False)
                 return False, (f"claim={meta.get('name')}, reason={c.get('reason', '')}, "
-                               f"message={c.get('message', '')!r}")
+                               f"message={quoted}")
         for name in r.get("bindingConditions") or []:
             c = conds.get(name)
             if c is None or c.get("status") != "True":

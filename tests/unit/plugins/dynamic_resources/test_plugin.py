@@ -247,3 +247,12 @@ def test_the_allocator_speaks_before_an_unusable_allocated_claim() -> None:
     assert plugin.pre_filter(state, p, snapshot).ok
     assert plugin.filter(state, p, snapshot.nodes[0]).reasons == (
         "resourceclaim not available on the node",)
+
+
+def test_a_failed_binding_reads_as_upstreams_error() -> None:
+    """isClaimReadyForBinding's text: the message quoted as Go's %q (double quotes)."""
+    from polsched.plugins.dynamic_resources.plugin import claim_ready_for_binding
+    c = bound_claim("c", [{"type": "failed", "status": "True", "reason": "Detached",
+                           "message": "it's gone"}])
+    assert claim_ready_for_binding(c) == (
+        False, 'claim=c, reason=Detached, message="it\'s gone"')
