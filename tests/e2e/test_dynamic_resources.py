@@ -550,3 +550,69 @@ def test_an_extended_resource_served_by_a_device_class_gets_devices(
         cluster.kubectl("delete", "resourceslice", f"{one}-{driver}", f"{two}-{driver}",
                         "--wait=false", check=False)
         cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_an_extended_resource_claim_left_by_an_earlier_attempt_is_deleted(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """A claim for the pod's extended resources that an earlier attempt created (and never
+    cleaned up): Filter refuses it on every node, PostFilter deletes it (taking the
+    finalizer off first), and FailedScheduling says both, word for word as upstream."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("drastale")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    resource = f"{driver}/gpu"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-drastale")
+    cluster.apply([extended_class(klass, driver, resource), resource_slice(driver, node, 1)])
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            manifest = pod_manifest(namespace, "again", scheduler, rid,
+                                    schedulingGates=[{"name": "example.com/hold"}])
+            manifest["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
+            pod = await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+            path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+            await client.post(path, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {
+                    "name": "again-extended-resources-old", "namespace": namespace,
+                    "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                    "finalizers": ["resource.kubernetes.io/delete-protection"],
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "again",
+                                         "uid": pod["metadata"]["uid"], "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+                                                   "exactly": {"deviceClassName": klass,
+                                                               "allocationMode": "ExactCount",
+                                                               "count": 1}}]}}})
+            await client.patch(f"/api/v1/namespaces/{namespace}/pods/again",
+                               [{"op": "remove", "path": "/spec/schedulingGates"}], "json")
+
+            async def failed() -> list[str]:
+                return [m for n, r, m in await _events(client, namespace)
+                        if n == "again" and r == "FailedScheduling"]
+
+            try:
+                [message, *_] = await eventually(failed, 60, what="FailedScheduling")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            assert message.startswith(
+                "0/1 nodes are available: 1 cannot schedule extended resource claim. "
+                "deletion of ResourceClaim completed"), message
+
+            async def gone() -> bool:
+                claims = (await client.get(path))["items"]
+                return not any(c["metadata"]["name"] == "again-extended-resources-old"
+                               for c in claims)
+
+            await eventually(gone, 30, what="the old claim deleted")
+
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
