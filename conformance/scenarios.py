@@ -809,8 +809,8 @@ def fam_dra_extended(b: Builder) -> None:
     and some whose device plugin advertises the resource in allocatable (those serve it
     themselves). Init containers and sidecars ask too, so the claim's requests and the
     pod's requestMappings follow upstream's rules; some pods also have a claim of their
-    own (only where no device plugin advertises the resource: upstream's Reserve does not
-    survive a pod with a claim that a device plugin's node serves)."""
+    own (only where no device plugin advertises the resource: kube-scheduler fails such a
+    pod in PreBind on a node whose device plugin serves it, docs/differences.md)."""
     r = b.rng
     nodes = b.nodes(r.randint(1, 3))
     plugin_nodes = b.maybe(0.3)

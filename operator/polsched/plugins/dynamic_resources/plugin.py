@@ -500,9 +500,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             elif name not in node.allocatable:
                 return Status.unresolvable(EXTENDED_NO_FIT)
         if not needed or info.allocated:
-            # The node's device plugins serve them all (upstream would still allocate
-            # the request-less claim when the pod has claims of its own; it has nothing
-            # to allocate, so it is left out here).
+            # The node's device plugins serve them all. Upstream still gives the node a
+            # request-less variant when the pod has claims of its own, and its PreBind
+            # then fails ("nil or empty request mappings", docs/differences.md); it has
+            # nothing to allocate, so it is left out here.
             s.ext_by_node[node.name] = None
             return None
         key = ",".join(sorted(needed))
