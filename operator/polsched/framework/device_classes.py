@@ -76,6 +76,14 @@ class DeviceClassResolver:
         return bool(self._listers.objects[ls.DEVICE_CLASS.name])
 
 
+def scored_by_devices(listers: ls.Listers, names: tuple[str, ...]) -> bool:
+    """getDRAPreScoredParams' test: one of a scorer's resources is served by a class."""
+    r = resolver_for(listers)
+    return r.any_class() and any(
+        is_dra_extended_resource_name(n) and r.get_device_class(n) is not None
+        for n in names)
+
+
 _RESOLVERS: weakref.WeakKeyDictionary[ls.Listers, DeviceClassResolver] = \
     weakref.WeakKeyDictionary()
 
@@ -89,4 +97,4 @@ def resolver_for(listers: ls.Listers) -> DeviceClassResolver:
 
 
 __all__ = ["DEVICE_CLASS_PREFIX", "DeviceClassResolver", "is_dra_extended_resource_name",
-           "resolver_for"]
+           "resolver_for", "scored_by_devices"]

@@ -223,6 +223,23 @@ def _kind(name: str) -> int:
     return _SCALAR if is_scalar_resource_name(name) else _NONE
 
 
+# (node, resource) -> (devices the class serving it selects there, those in use)
+DeviceTotalsFn = Callable[[NodeInfo, str], tuple[int, int]]
+# CycleState key of a scorer's DeviceTotalsFn (written in PreScore when one of its
+# resources is served by devices).
+_DEVICE_TOTALS_KEY = "PreScoreNodeResourcesFit/DeviceTotals"
+
+
+def device_totals(listers: ls.Listers | None, names: tuple[str, ...]
+                  ) -> DeviceTotalsFn | None:
+    """getDRAPreScoredParams: the cycle's device totals when a DeviceClass serves one of
+    `names` (the DRA package is imported only then)."""
+    if listers is None or not dc.scored_by_devices(listers, names):
+        return None
+    from polsched.plugins.dynamic_resources.extended_score import DeviceTotals
+    return DeviceTotals(listers).totals
+
+
 class ResourceVectors:
     """resourceAllocationScorer's calculateNodeAllocatableRequest for a fixed resource list:
     per resource, the node's allocatable, what is allocated on it, and that plus the pod.
@@ -263,9 +280,12 @@ class ResourceVectors:
                 out.append(requests.get(name, 0))
         return tuple(out)
 
-    def node(self, node: NodeInfo, pod_requests: Sequence[int]
-             ) -> tuple[list[int], list[int], list[int]]:
-        """(requested incl. the pod, allocated, allocatable), one entry per resource."""
+    def node(self, node: NodeInfo, pod_requests: Sequence[int],
+             devices: DeviceTotalsFn | None = None) -> tuple[list[int], list[int], list[int]]:
+        """(requested incl. the pod, allocated, allocatable), one entry per resource.
+        `devices`: for a scalar resource the node does not advertise, the (devices the
+        DeviceClass serving it selects on the node, those in use), as upstream's
+        calculateDRAExtendedResourceAllocatableRequest (DeviceTotals.totals)."""
         n = len(self.names)
         requested, allocated, allocatable = [0] * n, [0] * n, [0] * n
         alloc_map = node.allocatable
@@ -284,10 +304,12 @@ class ResourceVectors:
                 cap = alloc_map.get(name, 0)
                 used = req_map.get(name, 0)
             elif kind == _SCALAR:
-                if pod_req == 0 or name not in alloc_map:
+                if pod_req == 0:
                     continue
-                cap = alloc_map[name]
+                cap = alloc_map.get(name, 0)
                 used = req_map.get(name, 0)
+                if cap == 0 and devices is not None:
+                    cap, used = devices(node, name)
             else:
                 continue
             if cap == 0:
@@ -402,6 +424,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
                  strategy: ScoringStrategy, listers: ls.Listers | None = None) -> None:
         self.ignored_resources = ignored_resources
+        self.listers = listers
         self.classes = dc.resolver_for(listers) if listers is not None else None
         self.ignored_groups = ignored_groups
         self.strategy = strategy
@@ -593,7 +616,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
                   snapshot: Snapshot) -> Status:
         requests = self.vectors.pod_requests(pod)
         state.write(_PRE_SCORE_KEY, requests)
-        if self._cpu_memory_weights is not None:
+        if self._cpu_memory_weights is None:
+            state.write(_DEVICE_TOTALS_KEY, device_totals(self.listers, self.vectors.names))
+        else:
             # The scores of a request seen before, current for this snapshot's nodes.
             state.write(_SCORES_KEY, self._scores.table_if_repeated(requests, snapshot))
         return SUCCESS
@@ -603,7 +628,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
         return requests if requests is not None else self.vectors.pod_requests(pod)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        requested, _, allocatable = self.vectors.node(node, self._requests(state, pod))
+        requested, _, allocatable = self.vectors.node(node, self._requests(state, pod),
+                                                      state.get(_DEVICE_TOTALS_KEY))
         return self._scorer(requested, allocatable)
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
@@ -613,9 +639,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
             return self._least_allocated_cpu_memory(pod_requests, nodes,
                                                     state.get(_SCORES_KEY))
         vectors, scorer = self.vectors.node, self._scorer
+        devices: DeviceTotalsFn | None = state.get(_DEVICE_TOTALS_KEY)
         out = []
         for node in nodes:
-            requested, _, allocatable = vectors(node, pod_requests)
+            requested, _, allocatable = vectors(node, pod_requests, devices)
             out.append(scorer(requested, allocatable))
         return out
 

@@ -44,7 +44,8 @@ the devices come from the structured allocator (allocator.py).
 - PostFilter (before DefaultPreemption): deallocates an allocated claim that Filter found
   unusable and that no other pod uses, so the next attempt can allocate it anew.
 
-Not yet (docs/differences.md): DRA-backed extended resources in NodeResourcesFit's score.
+NodeResourcesFit and BalancedAllocation score such resources from the node's devices
+(extended_score.py).
 """
 
 from __future__ import annotations
@@ -530,17 +531,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def allocated_state(self) -> AllocatedState:
         """GatherAllocatedState: devices of allocated claims and of allocations in flight."""
-        state = AllocatedState()
-        seen: set[str] = set()
-        for raw in self.listers.objects[ls.RESOURCE_CLAIM.name].values():
-            alloc = (raw.get("status") or {}).get("allocation")
-            if alloc is not None:
-                seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
-                _add_allocation(state, alloc)
-        for uid, entry in self.tracker.in_flight.items():
-            if uid not in seen:
-                _add_allocation(state, entry.allocation)
-        return state
+        return allocated_state(self.listers)
 
     def _allocator(self) -> Allocator:
         classes = {}
@@ -1008,6 +999,22 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
 class _BindError(Exception):
     pass
+
+
+def allocated_state(listers: ls.Listers) -> AllocatedState:
+    """GatherAllocatedState over a cluster view: devices of allocated claims and of the
+    allocations its ClaimTracker holds in flight."""
+    state = AllocatedState()
+    seen: set[str] = set()
+    for raw in listers.objects[ls.RESOURCE_CLAIM.name].values():
+        alloc = (raw.get("status") or {}).get("allocation")
+        if alloc is not None:
+            seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
+            _add_allocation(state, alloc)
+    for uid, entry in tracker_for(listers).in_flight.items():
+        if uid not in seen:
+            _add_allocation(state, entry.allocation)
+    return state
 
 
 def apply_taint_rules(s: model.Slice, rules: list[Json]) -> model.Slice:

@@ -237,3 +237,46 @@ def test_fit_requeues_the_pod_when_a_class_for_its_resource_appears() -> None:
     q = gpu_pod(1)
     assert hint(q, device_class("gpu"), device_class("gpu", GPU)) is ev.QUEUE
     assert hint(q, device_class("gpu", GPU), device_class("gpu", GPU)) is ev.QUEUE_SKIP
+
+
+def test_scoring_an_extended_resource_counts_the_nodes_devices() -> None:
+    """calculateDRAExtendedResourceAllocatableRequest: a scoring resource served by a
+    DeviceClass, on nodes that do not advertise it, has the class's devices on the node
+    as allocatable and those allocated claims use as allocated (LeastAllocated: a has
+    4 - 3 in use - 1 asked = 0 left of 4, b 3 of 4)."""
+    from polsched.plugins.node_resources_balanced_allocation import new as new_balanced
+    allocation = {"devices": {"results": [
+        {"request": "r", "driver": DRIVER, "pool": "a", "device": f"gpu-{i}"}
+        for i in range(3)]}}
+    used = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "used", "namespace": "default", "uid": "u1"},
+            "spec": {"devices": {"requests": []}}, "status": {"allocation": allocation}}
+    devices = [f"gpu-{i}" for i in range(4)]
+    listers = listers_of([device_class("gpu", GPU), slice_("a", *devices),
+                          slice_("b", *devices), used])
+    args = {"scoringStrategy": {"type": "LeastAllocated",
+                                "resources": [{"name": GPU, "weight": 1}]}}
+    fit = new_fit(args, Handle(listers=listers))
+    p = gpu_pod(1)
+    nodes = [node("a"), node("b")]
+    state = CycleState()
+    assert fit.pre_score(state, p, nodes, Snapshot(nodes)).ok
+    assert fit.score_nodes(state, p, nodes) == [0, 75]
+    assert [fit.score(state, p, n) for n in nodes] == [0, 75]
+    # Without the class, the resource is left out of the score.
+    bare = new_fit(args, Handle(listers=listers_of([slice_("a", *devices)])))
+    state = CycleState()
+    assert bare.pre_score(state, p, nodes, Snapshot(nodes)).ok
+    assert bare.score_nodes(state, p, nodes) == [0, 0]
+    # BalancedAllocation over cpu and the GPUs (v1.37: how much the pod improves the
+    # node's balance): on a the GPU share goes 3/4 -> 4/4 and cpu 0 -> 1/2, balance 62
+    # -> 75, score 50 + (50 + 75 - 62) // 2 = 81; on b 0 -> 1/4 and 0 -> 1/2, balance
+    # 100 -> 87, score 50 + (50 + 87 - 100) // 2 = 68.
+    balanced = new_balanced({"resources": [{"name": "cpu", "weight": 1},
+                                           {"name": GPU, "weight": 1}]},
+                            Handle(listers=listers))
+    q = PodInfo.from_json({"metadata": {"name": "q", "namespace": "default", "uid": "q"},
+                           "spec": {"containers": [container("c", {"cpu": "2", GPU: "1"})]}})
+    state = CycleState()
+    assert balanced.pre_score(state, q, nodes, Snapshot(nodes)).ok
+    assert balanced.score_nodes(state, q, nodes) == [81, 68]
