@@ -78,6 +78,7 @@ FEASIBLE = "polsched.io/feasible-nodes"
 DECISION_TIMEOUT = 15.0  # a pod neither bound nor failed by then is "pending"
 FIRST_WAIT = 2.0  # then a probe tells whether the scheduler passed the pod over
 EVENT_TIMEOUT = 5.0
+BINDING_PENDING = "BindingConditionsPending"
 PREEMPTION_TIMEOUT = 12.0  # a nominated pod's victims go, then it is retried after backoff
 SENTINEL_TIMEOUT = 30.0
 
@@ -178,6 +179,8 @@ class Side:
         self.deleted: list[Json] = []  # pods deleted, in order
         self.own_deletes: set[str] = set()  # uids the runner deleted itself
         self.events: dict[str, list[str]] = {}  # pod uid -> FailedScheduling notes
+        # pod uid -> BindingConditionsPending notes (DynamicResources' PreBind)
+        self.waits: dict[str, list[str]] = {}
         self._cond = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._prev_namespaces: list[str] = []
@@ -208,6 +211,8 @@ class Side:
             await self.create(obj)
         self._tasks.append(asyncio.create_task(self._watch_pods()))
         self._tasks.append(asyncio.create_task(self._watch_events()))
+        self._tasks.append(asyncio.create_task(self._watch("/api/v1/events", self._on_wait,
+                                                           f"reason={BINDING_PENDING}")))
         if self.key == "kube":
             self._start_kube_scheduler(bin_dir)
         else:
@@ -337,6 +342,14 @@ class Side:
         uid = (obj.get("involvedObject") or {}).get("uid")
         if uid:
             self.events.setdefault(uid, []).append(str(obj.get("message") or ""))
+
+    def _on_wait(self, kind: str, obj: Json) -> None:
+        if kind != "ADDED":
+            return
+        uid = (obj.get("involvedObject") or {}).get("uid")
+        if uid:
+            self.waits.setdefault(uid, []).append(
+                f"{obj.get('type')} {BINDING_PENDING}: {obj.get('message') or ''}")
 
     async def _watch_pods(self) -> None:
         await self._watch("/api/v1/pods", self._on_pod)
@@ -592,6 +605,7 @@ class Side:
             wanted.append(("extended", ext.get("resourceClaimName")))
         out = [f"map {m.get('containerName')}/{m.get('resourceName')}: {m.get('requestName')}"
                for m in ext.get("requestMappings") or []]
+        waited = False
         for label, name in wanted:
             if not name:
                 out.append(f"{label}: no claim")
@@ -611,6 +625,13 @@ class Side:
                                 sorted((r.get("consumedCapacity") or {}).items()))
                 out.append(f"{label}/{r['request']}: {r['pool']}/{r['device']}"
                            + (f" ({used})" if used else ""))
+                waited = waited or bool(r.get("bindingConditions"))
+        if waited:
+            # PreBind waited for the devices' binding conditions: its event, written in
+            # the background, is compared too.
+            uid = pod["metadata"]["uid"]
+            notes = await self.until(lambda: self.waits.get(uid), EVENT_TIMEOUT)
+            out.extend(notes or [f"no {BINDING_PENDING} event"])
         return out
 
     async def _check_gated(self, ns: str, key: str, uid: str) -> str:
