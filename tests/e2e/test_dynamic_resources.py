@@ -616,3 +616,84 @@ def test_an_extended_resource_claim_left_by_an_earlier_attempt_is_deleted(
         cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
                         check=False)
         cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_a_failed_device_for_an_extended_resource_gets_a_new_claim(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """The scheduler's claim for an extended resource, on a device with binding
+    conditions: the driver reports the device failed, PreBind fails and Unreserve
+    deletes the claim it created; the next attempt creates another, and once its device
+    reports attached the pod binds, its status naming the new claim."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("draextbc")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    resource = f"{driver}/gpu"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-draextbc")
+    cluster.apply([extended_class(klass, driver, resource),
+                   resource_slice(driver, node, 1, bindingConditions=["attached"],
+                                  bindingFailureConditions=["failed"])])
+    path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            manifest = pod_manifest(namespace, "flaky", scheduler, rid)
+            manifest["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+
+            async def reserved(but_not: str = "") -> Json | None:
+                for c in (await client.get(path))["items"]:
+                    status = c.get("status") or {}
+                    if c["metadata"]["name"] != but_not and status.get("reservedFor") \
+                            and not status.get("devices"):
+                        return c
+                return None
+
+            async def report(claim: Json, condition: str) -> None:
+                [result] = claim["status"]["allocation"]["devices"]["results"]
+                claim["status"]["devices"] = [{
+                    "driver": driver, "pool": node, "device": result["device"],
+                    "conditions": [{"type": condition, "status": "True", "reason": "Driver",
+                                    "message": condition,
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+                await client.request("PUT", f"{path}/{claim['metadata']['name']}/status",
+                                     body=claim)
+
+            try:
+                first = await eventually(reserved, 60, what="the scheduler's claim reserved")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            old = first["metadata"]["name"]
+            assert old.startswith("flaky-extended-resources-")
+            await report(first, "failed")
+
+            async def gone() -> bool:
+                return all(c["metadata"]["name"] != old
+                           for c in (await client.get(path))["items"])
+
+            await eventually(gone, 60, what="the failed claim deleted")
+            second = await eventually(lambda: reserved(old), 90, what="a new claim reserved")
+            await report(second, "attached")
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/flaky")
+                return str(p["spec"].get("nodeName") or "")
+
+            assert await eventually(bound, 60, what="flaky bound") == node
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/flaky")
+            assert pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == \
+                second["metadata"]["name"]
+            notes = [m for n, r, m in await _events(client, namespace)
+                     if n == "flaky" and r == "FailedScheduling"]
+            assert any("device binding failed" in m for m in notes), notes
+
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
