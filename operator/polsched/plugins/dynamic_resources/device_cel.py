@@ -387,7 +387,7 @@ def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
     [index, value] pairs of a list; None when there is none."""
     code = _code(tokens)
     found = None
-    for p in range(1, len(code) - 2):
+    for p in range(len(code) - 3, 0, -1):  # the last one: none inside its arguments
         a, b, c = (tokens[code[p + q]] for q in range(3))
         if a.text != "." or b.text not in _TWO_VAR or c.text != "(":
             continue
@@ -399,6 +399,7 @@ def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
                                   tokens[code[args[1][0]]].kind != "ident"):
             continue  # the one-variable form (x, predicate) or map(x, p, e)
         found = (p, args, end)
+        break
     if found is None:
         return None
     p, args, end = found
@@ -454,11 +455,36 @@ def _rewrite_one_string(tokens: list[Token], serial: int) -> str | None:
     return head + "(" + new + ")" + tail
 
 
+# Each rewrite tokenizes the whole text again: a bound on their number, counted before
+# the first, keeps a hostile selector (thousands of `.?`) from costing seconds to
+# compile. Real selectors use a few.
+MAX_REWRITES = 32
+
+
+def _rewrite_candidates(tokens: Sequence[Token]) -> int:
+    """An upper bound of the rewrites a text needs (each `.?`, `[?`, call of a
+    two-variable macro name and `string(`)."""
+    code = [t for t in tokens if t.kind != "ws"]
+    n = 0
+    for k in range(1, len(code)):
+        a, b = code[k - 1], code[k]
+        if b.text == "?" and a.kind == "op" and a.text in (".", "["):
+            n += 1
+        elif a.text == "." and b.kind == "ident" and b.text in _TWO_VAR:
+            n += 1
+        elif b.kind == "ident" and b.text == "string" and a.text != ".":
+            n += 1
+    return n + (1 if code and code[0].text == "string" else 0)
+
+
 def rewrite_syntax(source: str) -> str:
     """The selector with optional selection and index, two-variable comprehensions and
     string() of IPs and CIDRs rewritten into what the Rust core runs."""
     text = source
     serial = 0
+    if _rewrite_candidates(tokenize(source)) > MAX_REWRITES * 4:
+        raise CELError(f"more than {MAX_REWRITES} uses of optional syntax, two-variable "
+                       "comprehensions and string() in one expression")
     for rewrite in (_rewrite_one_optional, _rewrite_one_two_var, _rewrite_one_string):
         while True:
             new = rewrite(tokenize(text), serial)
@@ -466,6 +492,9 @@ def rewrite_syntax(source: str) -> str:
                 break
             text = new
             serial += 1
+            if serial > MAX_REWRITES:
+                raise CELError(f"more than {MAX_REWRITES} uses of optional syntax, "
+                               "two-variable comprehensions and string() in one expression")
             if len(text) > MAX_EXPANDED_LENGTH:
                 raise CELError(f"the expression, rewritten for the CEL core, is longer "
                                f"than {MAX_EXPANDED_LENGTH} characters")

@@ -230,3 +230,9 @@ def test_rewritten_comprehensions_count_against_the_nesting_limit() -> None:
     nested = "[[[[1]]]].all(a, b, b.all(c, d, d.all(e, f, f.all(g, h, h > 0))))"
     with pytest.raises(CELError, match="comprehensions nest 4 deep"):
         compile_selector(nested)
+
+
+def test_a_selector_with_too_many_rewrites_is_refused_quickly() -> None:
+    hostile = " && ".join(["[1].all(i, v, true)"] * 400)
+    with pytest.raises(CELError, match="more than 32 uses"):
+        compile_selector(hostile)
