@@ -937,6 +937,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         new_uid = str(cmeta.get("uid") or "")
         entry = self.tracker.in_flight.pop(info.uid, None)
         if entry is not None:
+            entry.key = f"{ns}/{cmeta.get('name') or ''}"  # settle finds it by key
             self.tracker.in_flight[new_uid] = entry
         s.reserved = [new_uid if u == info.uid else u for u in s.reserved]
         info.raw, info.uid = created, new_uid
