@@ -648,7 +648,8 @@ class Allocator:
         self.features = features
         self.allocated = allocated
         self.classes = classes
-        if index is None or index.features != features:
+        kept = index is not None and index.features == features
+        if index is None or not kept:
             index = SliceIndex(slices, features)
         self.index = index
         self.all_slices = index.all_slices
@@ -663,9 +664,9 @@ class Allocator:
         self._match_cache: MatchCache = match_cache if match_cache is not None else {}
         # Allocations are remembered across allocators only in an index the caller keeps
         # (across cycles); within one allocator every node is asked once anyway.
-        self._memo = index is not None and not index.shared and not allocated.shared \
+        self._memo = kept and not index.shared and not allocated.shared \
             and not allocated.capacity
-        if self._memo and index is not None and index.memo_classes is not classes:
+        if self._memo and index.memo_classes is not classes:
             index.memo.clear()
             index.memo_classes = classes
         self._signatures: dict[int, tuple[Claim, str]] = {}
