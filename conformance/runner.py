@@ -530,6 +530,12 @@ class Side:
             return res
         uid = made["metadata"]["uid"]
         key = f"{ns}/{name}"
+        for obj in step.after:
+            obj = copy.deepcopy(obj)
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                if ref.get("uid") == scn.POD_UID:
+                    ref["uid"] = uid
+            await self.create(obj)
         if step.gated:
             res.gated = await self._check_gated(ns, key, uid)
             assert self.client is not None

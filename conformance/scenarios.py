@@ -32,6 +32,7 @@ ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 IMAGE = "registry.k8s.io/pause:3.10"
 GPU = "example.com/gpu"
+POD_UID = "$POD_UID"  # PodStep.after: the pod's uid, once it exists
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # Cluster-wide objects every scenario may use; a runner creates them once per control plane.
@@ -76,6 +77,9 @@ class PodStep:
     # A ReplicaSet (same namespace) that the runner makes the pod's controller owner: its
     # uid is only known once the ReplicaSet exists.
     owner: str | None = None
+    # Objects created once the (gated) pod exists, before its gates go: an ownerReference
+    # whose uid is POD_UID gets the pod's (a claim an earlier attempt left behind).
+    after: list[Json] = field(default_factory=list)
 
     @property
     def gated(self) -> bool:
@@ -110,7 +114,8 @@ class Scenario:
     def to_json(self) -> Json:
         return {"index": self.index, "seed": self.seed, "family": self.family,
                 "nodes": self.nodes, "namespaces": self.namespaces, "objects": self.objects,
-                "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {})}
+                "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {}),
+                          **({"after": s.after} if s.after else {})}
                          for s in self.pods]}
 
 
@@ -852,6 +857,25 @@ def fam_dra_extended(b: Builder) -> None:
             p["spec"]["resourceClaims"] = [{"name": "gpu",
                                             "resourceClaimTemplateName": template}]
             c["resources"]["claims"] = [{"name": "gpu"}]
+        elif b.maybe(0.1):
+            # A claim for its extended resources that an earlier attempt left behind:
+            # Filter refuses it, PostFilter deletes it (the pod then waits for a flush).
+            name = p["metadata"]["name"]
+            p["spec"]["schedulingGates"] = [{"name": "example.com/queue"}]
+            b.sc.pods[-1].after.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": f"{name}-extended-resources-old", "namespace": ns,
+                             "annotations": {
+                                 "resource.kubernetes.io/extended-resource-claim": "true"},
+                             "finalizers": ["resource.kubernetes.io/delete-protection"],
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                                  "name": name, "uid": POD_UID,
+                                                  "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+                                                   "exactly": {
+                                                       "deviceClassName": DEVICE_CLASS_EXT,
+                                                       "allocationMode": "ExactCount",
+                                                       "count": 1}}]}}})
 
 
 def fam_dra_allocated(b: Builder) -> None:
