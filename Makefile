@@ -23,7 +23,7 @@ endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
+.PHONY: all venv build build-metrics cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
 
 all: test
 
@@ -43,6 +43,9 @@ build:
 	@hack/build.sh >/dev/null
 	@[[ -z "$(METRICS)" ]] || hack/metrics.sh build >/dev/null
 
+build-metrics:
+	@hack/metrics.sh build >/dev/null
+
 cluster: build
 	@POLSCHED_REAL_NODE=$(REAL_NODE) POLSCHED_METRICS=$(METRICS) hack/cluster.sh up $(DEV_DIR)
 
@@ -59,14 +62,16 @@ cluster-down:
 
 # Every test: unit, then e2e against a real kube-apiserver the test session starts
 # (or the one from `make cluster` when POLSCHED_KUBECONFIG is set).
-test: venv build
+# make test also needs metrics-server (tests/e2e/test_load_aware.py): built here, with its
+# progress shown, so a cold machine does not compile it inside a test fixture's timeout.
+test: venv build build-metrics
 	-@hack/install-deps.sh lua
 	$(PY) -m pytest tests -m 'not install' $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
 
-test-e2e: venv build
+test-e2e: venv build build-metrics
 	$(PY) -m pytest tests -m e2e $(PYTEST_ARGS)
 
 # The install as a user meets it (tests/install): make image, a control plane with a real

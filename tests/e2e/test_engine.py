@@ -173,6 +173,14 @@ def test_label_rule_waits_for_the_label_then_prefers_the_higher_value(
         assert scheduled[0]["type"] == "Normal" and scheduled[0]["action"] == "Binding"
 
         await label_node(client, b, {PRIORITY: "10"})
+
+        async def engine_sees_b_at_10() -> bool:
+            # The node and pod watches are separate streams: on a loaded machine the new
+            # pod can arrive before b's label does, and then a is (rightly) the best node.
+            info = engine.cache.snapshot.get(b)
+            return info is not None and info.labels.get(PRIORITY) == "10"
+
+        await eventually(engine_sees_b_at_10, what="the engine seeing b's new priority")
         await create_pod(client, namespace, "second", sched, rid)
         assert await eventually(lambda: node_of(client, namespace, "second")) == b
 
