@@ -641,7 +641,6 @@ class Allocator:
 
     def __init__(self, features: Features, allocated: AllocatedState,
                  classes: Mapping[str, DeviceClass], slices: Sequence[Slice],
-                 deadline: float | None = None,
                  share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
                  match_cache: MatchCache | None = None,
                  index: SliceIndex | None = None) -> None:
@@ -655,7 +654,9 @@ class Allocator:
         self.all_slices = index.all_slices
         self.on_node = index.on_node
         self.shared = index.shared
-        self.deadline = deadline
+        # time.monotonic() after which a search gives up (the Filter timeout): the
+        # caller sets it before each allocate call.
+        self.deadline: float | None = None
         self.share_id = share_id
         self.available_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.num_allocate_one = 0
