@@ -60,6 +60,7 @@ from bench import workloads as wl  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
+from polsched.framework.interfaces import Handle  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
@@ -97,9 +98,16 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
             "kubernetes.io/metadata.name": ns}}})
     kinds = {k.path.rsplit("/", 1)[-1]: k for k in ls.KINDS}
     for k, (path, obj) in enumerate(workload.extra_objects()):
+        kind = kinds.get(path.rsplit("/", 1)[-1])
+        if kind is None:  # not a kind the scheduler reads (a ResourceClaimTemplate)
+            continue
         obj = {**obj, "metadata": {**obj["metadata"], "uid": f"extra-{k}",
                                    "resourceVersion": str(50000 + k)}}
-        cache.on_object_event(kinds[path.rsplit("/", 1)[-1]], "ADDED", obj)
+        cache.on_object_event(kind, "ADDED", obj)
+    if isinstance(workload, wl.DynamicResources):  # allocated before the scheduler starts
+        for k, c in enumerate(workload.init_claims()):
+            c["metadata"].update(uid=f"init-claim-{k:06d}", resourceVersion=str(40000 + k))
+            cache.on_object_event(ls.RESOURCE_CLAIM, "ADDED", c)
     # scheduler_perf's unmeasured initial pods, bound before the scheduler starts
     for k, p in enumerate(workload.init_pods(SCHEDULER_NAME)):
         p["metadata"].update(uid=f"init-{k:06d}", resourceVersion=str(60000 + k),
@@ -108,7 +116,8 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
     policy_obj = polsched_policy(workload, None)
     policy_obj["metadata"]["generation"] = 1
     policy_obj["spec"]["schedulerName"] = SCHEDULER_NAME
-    pipeline = build_pipeline(load_policy(policy_obj, CATALOG))
+    # The engine's handle: plugins read the cache's listers (the DRA objects, Services).
+    pipeline = build_pipeline(load_policy(policy_obj, CATALOG), Handle(listers=cache.listers))
     pipeline.rng = random.Random(7)  # a fixed tie-break sequence: comparable digests
     pods = []
     for i in range(workload.pods):
@@ -121,14 +130,45 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
         p["spec"].setdefault("tolerations", []).extend(
             {"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute",
              "tolerationSeconds": 300} for k in ("not-ready", "unreachable"))
+        if isinstance(workload, wl.DynamicResources):
+            # What the resourceclaim controller does before the pod can be tried: the claim
+            # from the template, owned by the pod, named in the pod's status.
+            claim = workload.generated_claim(p)
+            claim["metadata"].update(uid=f"claim-{i:06d}", resourceVersion=str(70000 + i))
+            cache.on_object_event(ls.RESOURCE_CLAIM, "ADDED", claim)
+            p["status"] = {"resourceClaimStatuses": [{
+                "name": wl.DRA_POD_CLAIM, "resourceClaimName": claim["metadata"]["name"]}]}
         pods.append(p)
     return cache, pipeline, pods
+
+
+def write_allocations(cache: ClusterCache, pod: Any, node: str, result: Any) -> bytes:
+    """What the engine's PreBind writes and its watch then delivers: each claim the pod's
+    DynamicResources Filter allocated on `node` gets status.allocation and the pod in
+    reservedFor (a MODIFIED event). Returns the devices, for the placement digest."""
+    from polsched.framework import listers as ls
+
+    state = result.state.get("PreFilterDynamicResources") if result.state else None
+    if state is None or not state.to_allocate:
+        return b""
+    out = []
+    for i, alloc in zip(state.to_allocate, state.by_node[node], strict=True):
+        raw = state.claims[i].raw
+        meta = raw["metadata"]
+        updated = {**raw, "metadata": {**meta, "resourceVersion": str(
+                       int(meta["resourceVersion"]) + 1_000_000)},
+                   "status": {"allocation": alloc, "reservedFor": [
+                       {"resource": "pods", "name": pod.name, "uid": pod.uid}]}}
+        cache.on_object_event(ls.RESOURCE_CLAIM, "MODIFIED", updated)
+        out += [f"{r['pool']}/{r['device']}" for r in alloc["devices"]["results"]]
+    return (" " + " ".join(out)).encode()
 
 
 def run_workload(workload: wl.Workload) -> dict[str, Any]:
     cache, pipeline, pods = build(workload)
     snapshot = cache.snapshot
     shadows = shadow_set(workload)
+    dra = workload.dra
     # CPU time, not wall time: the machine is shared, and a decision never waits.
     clock, wallclock = time.process_time, time.perf_counter
     decide = cache_t = shadow_t = 0.0
@@ -157,7 +197,8 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
             cache_t += t1 - t0
             decide += t2 - ts
             continue
-        digest.update(node.encode() + b"\n")
+        devices = write_allocations(cache, pod, node, result) if dra else b""
+        digest.update(node.encode() + devices + b"\n")
         cache.assume(pod, node)
         if shadows is not None:
             shadows.assumed(pod, verdicts)
@@ -243,6 +284,8 @@ def plugin_times(workload: wl.Workload) -> dict[str, float]:
         result = run_sync(schedule_pod(pipeline, pod, snapshot))
         t_all += clock() - t
         if result.node is not None:
+            if workload.dra:
+                write_allocations(cache, pod, result.node, result)
             cache.assume(pod, result.node)
             cache.on_pod_event("MODIFIED", {**obj, "spec": {**obj["spec"],
                                                              "nodeName": result.node}})

@@ -198,6 +198,12 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
             ("bound exactly once", lambda r: "yes" if r.get("bound_once") else "NO"),
             ("violations", lambda r: r.get("violations")),
             ("violations by kind", _by_kind),
+            ("devices allocated (initial claims included)",
+             lambda r: (r.get("placement") or {}).get("allocated_devices")),
+            ("allocated devices digest", lambda r: (r.get("placement") or {}).get(
+                "allocated_devices_digest")),
+            ("devices per node digest", lambda r: (r.get("placement") or {}).get(
+                "devices_per_node_digest")),
             ("zone skew (final)", lambda r: (r.get("placement") or {}).get("zone_skew")),
             ("hostname skew (final)", lambda r: (r.get("placement") or {}).get(
                 "hostname_skew")),
@@ -235,6 +241,11 @@ def render(doc: dict[str, Any], notes: str | None = None) -> str:
                    else "" for k in keys]
             lines.append(f"| {label} | " + " | ".join(row) + " | | |")
         lines += _rounds(entry.get("rounds"))
+        dra = entry.get("dra_allocations")
+        if dra is not None:
+            lines += ["", "Allocations (the devices allocated at the end, and how many per node): "
+                      + ("identical between polsched and kube-scheduler." if dra["identical"]
+                         else "**DIFFERENT** between polsched and kube-scheduler.")]
         reload = p.get("reload")
         if reload is not None:
             lat = reload.get("latency_ms") or {}

@@ -157,7 +157,97 @@ async def clean(api: Any) -> None:
         path = f"/api/v1/namespaces/{ns}/services"
         for svc in (await api.list(path)).get("items") or ():
             await api.delete(f"{path}/{svc['metadata']['name']}")
+    await clean_dra(api)
     await delete_all(api, "/api/v1/nodes", f"{wl.NODE_LABEL}=true")
+
+
+async def clean_dra(api: Any) -> None:
+    """The DRA workload's objects: claims in both namespaces (their delete-protection
+    finalizer removed: no driver or kubelet runs here to release the devices), templates,
+    slices and the class. Cheap when there are none."""
+    res = wl.RESOURCE_API
+    for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
+        path = f"{res}/namespaces/{ns}/resourceclaims"
+        await delete_all_dra(api, path)
+        await delete_all(api, f"{res}/namespaces/{ns}/resourceclaimtemplates")
+    await delete_all(api, f"{res}/resourceslices")
+    for dc in (await api.list(f"{res}/deviceclasses")).get("items") or ():
+        if dc["metadata"]["name"] == wl.DRA_CLASS:
+            await api.delete(f"{res}/deviceclasses/{wl.DRA_CLASS}")
+
+
+async def delete_all_dra(api: Any, path: str) -> None:
+    """DELETE the claims, then take the finalizer off those that stay (deleting ones)."""
+    if not await remaining(api, path):
+        return
+    await delete_all_once(api, path)
+    while True:
+        items = (await api.list(path)).get("items") or ()
+        if not items:
+            return
+        stuck = [c for c in items if (c.get("metadata") or {}).get("finalizers")]
+        bodies = measure.encode([{"metadata": {"finalizers": None}} for _ in stuck])
+        await measure.create_objects(api, [f"{path}/{c['metadata']['name']}" for c in stuck],
+                                     bodies, 16, method="PATCH",
+                                     content_type="application/merge-patch+json")
+        if len(stuck) < len(items):
+            await delete_all_once(api, path)
+        await asyncio.sleep(0.2)
+
+
+async def delete_all_once(api: Any, path: str) -> None:
+    from polsched.cluster.client import ApiError
+
+    body = b'{"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0}'
+    try:
+        await api.send("DELETE", path, body, timeout=600)
+    except ApiError as err:
+        if err.status not in (404, 429, 500, 503, 504):
+            raise
+
+
+async def create_dra_init(ctx: Context, api: Any, w: wl.DynamicResources) -> int:
+    """The DRA workload's allocated claims (scheduler_perf's allocResourceClaims): created,
+    then their status.allocation written through the status subresource."""
+    claims = w.init_claims()
+    path = f"{wl.RESOURCE_API}/namespaces/{wl.OTHER_NAMESPACE}/resourceclaims"
+    await measure.create_objects(
+        api, path, measure.encode([{k: v for k, v in c.items() if k != "status"}
+                                   for c in claims]), ctx.args.concurrency)
+    await measure.create_objects(
+        api, [f"{path}/{c['metadata']['name']}/status" for c in claims],
+        measure.encode([{"status": c["status"]} for c in claims]), ctx.args.concurrency,
+        method="PATCH", content_type="application/merge-patch+json")
+    return len(claims)
+
+
+async def wait_claims(api: Any, w: wl.Workload, timeout: float) -> None:
+    """Backlog mode: until the resourceclaim controller has made every measured pod's
+    claim (unmeasured: the scheduler starts on a cluster where every pod can be tried)."""
+    path = f"{wl.RESOURCE_API}/namespaces/{wl.NAMESPACE}/resourceclaims"
+    deadline = time.monotonic() + timeout
+    have = 0
+    while time.monotonic() < deadline:
+        have = await remaining(api, path)
+        if have >= w.pods:
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"the resourceclaim controller made {have}/{w.pods} claims in "
+                       f"{timeout}s")
+
+
+async def list_claims(api: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
+        cont: str | None = None
+        while True:
+            page = await api.list(f"{wl.RESOURCE_API}/namespaces/{ns}/resourceclaims",
+                                  limit=500, continue_=cont)
+            out.extend(page.get("items") or ())
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                break
+    return out
 
 
 async def create_initial(ctx: Context, api: Any, w: wl.Workload, scheduler_name: str
@@ -180,6 +270,8 @@ async def create_initial(ctx: Context, api: Any, w: wl.Workload, scheduler_name:
         except ApiError as err:
             if err.status != 409:
                 raise
+    if isinstance(w, wl.DynamicResources):
+        await create_dra_init(ctx, api, w)
     pods = w.init_pods(scheduler_name)
     paths = [f"/api/v1/namespaces/{p['metadata'].get('namespace') or wl.OTHER_NAMESPACE}/pods"
              for p in pods]
@@ -334,6 +426,8 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             api, PODS, measure.encode([w.pod(i, runner.key, runner.scheduler_name)
                                        for i in range(w.pods)]), ctx.args.concurrency)
         harness_cpu = time.process_time() - cpu0
+        if w.dra:
+            await wait_claims(api, w, 60 + w.pods / 10)
     t_start = time.monotonic()
     runner.start(w, extender_url)
     assert runner.proc is not None
@@ -400,7 +494,9 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             else:
                 times = await measure.create_objects(api, PODS, bodies, ctx.args.concurrency)
             harness_cpu = time.process_time() - cpu0
-        timeout = ctx.args.bind_timeout or 60 + w.pods / 20
+        # DRA: scheduler_perf's thresholds are 56-70 pods/s on a dedicated machine; on a
+        # shared 2-core one kube-scheduler took 16-23 ms of CPU per pod.
+        timeout = ctx.args.bind_timeout or 60 + w.pods / (5 if w.dra else 20)
         seen = await asyncio.to_thread(watcher.result, timeout)
         if w.metrics:
             # The Metrics API's whole cost, counted by the API server (every client's
@@ -468,7 +564,9 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
     res["scheduled_events"] = await count_events(api, wl.NAMESPACE, "Scheduled")
     # Violations, from the pods on the server: measured and initial ones (bench/violations.py).
     views = await pod_views(api, PODS) + await pod_views(api, OTHER_PODS)
-    verdict = violations.check(w, views, by_name)
+    claims = await list_claims(api) if w.dra else []
+    verdict = violations.check(w, views, by_name, claims)
+    del claims
     res["violations"] = verdict.violations
     res["violations_by_kind"] = verdict.by_kind
     if verdict.info:
@@ -673,6 +771,9 @@ async def bench(ctx: Context, workloads: list[wl.Workload], runners: list[Runner
                         runs[r.key].append(res)
                 for key, results in runs.items():
                     entry["results"][key] = headline(results)
+                if w.dra:
+                    entry["dra_allocations"] = violations.compare_allocations(
+                        entry["results"])
                 if rounds > 1:
                     entry["rounds"] = {key: [round_summary(res) for res in results]
                                        for key, results in runs.items()}
@@ -748,7 +849,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "and preemption; 5 for many-policies and its baseline)")
     p.add_argument("--startup-timeout", type=float, default=120)
     p.add_argument("--bind-timeout", type=float, default=0,
-                   help="seconds to wait for all binds (default 60 + pods/20)")
+                   help="seconds to wait for all binds (default 60 + pods/20; DRA: pods/5)")
     return p.parse_args(argv)
 
 
@@ -803,6 +904,13 @@ def main(argv: list[str] | None = None) -> int:
                 # worker: unmeasured time only.
                 env["POLSCHED_APISERVER_ARGS"] = (env.get("POLSCHED_APISERVER_ARGS", "")
                                                   + " --delete-collection-workers=4").strip()
+                if any(w.dra for w in group):
+                    # The resourceclaim controller makes two writes per pod (the claim, the
+                    # pod's status); kube-controller-manager's default client budget (20
+                    # qps, burst 30) would make it, not the scheduler, the bottleneck.
+                    env["POLSCHED_KCM_ARGS"] = (env.get("POLSCHED_KCM_ARGS", "")
+                                                + " --kube-api-qps=5000 --kube-api-burst=5000"
+                                                ).strip()
                 log(f"starting a control plane in {cluster_dir} (kwok "
                     f"{'on' if args.kwok else 'off'}{', Metrics API' if metrics_api else ''}"
                     f"{', gates ' + gates if gates else ''})")

@@ -39,6 +39,9 @@ EXPLAIN: dict[str, str] = {
     "gangs-of-1000": "gangs bound in part (some but not all of a PodGroup's minCount "
                      "members bound: a gang is bound whole or not at all), plus pods on a "
                      "tainted node",
+    "dra": "measured pods bound without an allocated claim, or with a device from another "
+           "node's pool, plus devices allocated to more than one claim (initial claims "
+           "included)",
     "default-spreading": "none can be: the system default constraints are ScheduleAnyway; "
                          "the final zone and hostname skews of the Service's pods are "
                          "reported for information",
@@ -250,13 +253,73 @@ def legacy_rule(workload_name: str, extender: bool, node: Mapping[str, Any]) -> 
     return False
 
 
+def dra_allocations(pods: Sequence[PodView], claims: Sequence[Mapping[str, Any]]) -> Verdict:
+    """The DRA workload's checks, from the claims on the server: each bound measured pod's
+    claim (the one it owns) is allocated, from the pool of the pod's node (the workload
+    names each node's pool after it); no device is in two claims' allocations. Facts: how
+    many devices are allocated, and digests of the allocated devices and of the devices
+    per node, which a workload that fills every device makes the same for any correct
+    scheduler (run.py compares them between schedulers)."""
+    import hashlib
+
+    by_owner: dict[str, list[Mapping[str, Any]]] = {}
+    holders: Counter[tuple[str, str, str]] = Counter()
+    for c in claims:
+        meta = c.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("kind") == "Pod" and ref.get("controller"):
+                by_owner.setdefault(f"{meta.get('namespace')}/{ref.get('name')}", []).append(c)
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or ():
+            holders[(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))] += 1
+    unallocated = wrong_node = 0
+    for p in pods:
+        if p.namespace != wl.NAMESPACE or not p.node:
+            continue
+        owned = by_owner.get(f"{p.namespace}/{p.name}") or []
+        allocs = [(c.get("status") or {}).get("allocation") for c in owned]
+        if not owned or any(a is None for a in allocs):
+            unallocated += 1
+            continue
+        if any(r.get("pool") != p.node for a in allocs if a
+               for r in (a.get("devices") or {}).get("results") or ()):
+            wrong_node += 1
+    twice = sum(n - 1 for n in holders.values() if n > 1)
+    per_node: Counter[str] = Counter(pool for _d, pool, _dev in holders)
+    devices = "\n".join("/".join(d) for d in sorted(holders)).encode()
+    counts = "\n".join(f"{k}={v}" for k, v in sorted(per_node.items())).encode()
+    v = Verdict()
+    v.by_kind = {"bound without an allocated claim": unallocated,
+                 "device from another node": wrong_node, "device allocated twice": twice}
+    v.violations = unallocated + wrong_node + twice
+    v.info = {"allocated_devices": len(holders),
+              "allocated_devices_digest": hashlib.sha256(devices).hexdigest()[:16],
+              "devices_per_node_digest": hashlib.sha256(counts).hexdigest()[:16]}
+    return v
+
+
+def compare_allocations(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Whether polsched and kube-scheduler left the same devices allocated (and the same
+    count per node): None unless both runs have the DRA digests."""
+    got = {k: (results.get(k) or {}).get("placement") or {} for k in ("polsched", "kube")}
+    if not all("allocated_devices_digest" in g for g in got.values()):
+        return None
+    keys = ("allocated_devices_digest", "devices_per_node_digest")
+    return {"identical": all(got["polsched"][k] == got["kube"][k] for k in keys),
+            **{f"{s}_{k}": got[s][k] for s in got for k in keys}}
+
+
 def check(workload: wl.Workload, pods: Sequence[PodView],
-          nodes: Mapping[str, Mapping[str, Any]]) -> Verdict:
+          nodes: Mapping[str, Mapping[str, Any]],
+          claims: Sequence[Mapping[str, Any]] = ()) -> Verdict:
     """`pods`: every pod of the bench's namespaces after the run (measured ones in
-    wl.NAMESPACE, initial ones in wl.OTHER_NAMESPACE); `nodes` by name."""
+    wl.NAMESPACE, initial ones in wl.OTHER_NAMESPACE); `nodes` by name; `claims`: the
+    ResourceClaims of both namespaces (the DRA workload)."""
     measured = [p for p in pods if p.namespace == wl.NAMESPACE and p.node]
     v = Verdict()
-    if isinstance(workload, wl.PodAntiAffinity):
+    if isinstance(workload, wl.DynamicResources):
+        v = dra_allocations(pods, claims)
+    elif isinstance(workload, wl.PodAntiAffinity):
         green: Counter[str] = Counter(p.node for p in pods
                                       if p.node and p.labels.get("color") == "green")
         shared = sum(1 for p in measured

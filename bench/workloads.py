@@ -83,6 +83,9 @@ class Workload:
     # Feature gates the workload's control plane and kube-scheduler need (hack/cluster.sh's
     # POLSCHED_FEATURE_GATES): run.py starts one control plane per distinct gate list.
     gates: str = ""
+    # The workload uses DRA objects (ResourceSlices, claims): the bench cleans them up and
+    # checks the allocations.
+    dra: bool = False
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -510,6 +513,162 @@ class LoadAware(Workload):
                              "args": {"metricsIntervalSeconds": 10}}]}
 
 
+# -- Dynamic Resource Allocation (issue 28) -----------------------------------------------
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+DRA_TEMPLATE = "test-claim-template"
+DRA_POD_CLAIM = "resource"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class DynamicResources(Workload):
+    """scheduler_perf SchedulingWithResourceClaimTemplate/5000pods_500nodes
+    (test/integration/scheduler_perf/dra/performance-config.yaml): every node
+    (node-with-dra-test-driver.yaml: 4 CPU, 32Gi, 110 pods) has one ResourceSlice of
+    `devices_per_node` devices (resourceslice-basic-devices.yaml: 14 attributes, 2
+    capacities each, pool "<node name>"), one DeviceClass selects the driver in CEL
+    (deviceclass.yaml), `init_claims_per_node` x nodes claims in bench-other are allocated
+    before the scheduler starts (allocResourceClaims; here each on a node drawn from a
+    seeded RNG, first free device, so every scheduler starts from the same allocations),
+    and every measured pod (pod-with-claim-template.yaml, no requests) gets its claim from
+    the ResourceClaimTemplate through kube-controller-manager's resourceclaim controller.
+    The defaults fill the cluster exactly: at the end every device is allocated once, so
+    the set of allocated devices and the devices per node are the same for any correct
+    scheduler (which pod gets which node is a tie-break). The same pods for every
+    scheduler (polsched: default plugins, DynamicResources)."""
+
+    devices_per_node: int = 10
+    init_claims_per_node: int = 5
+    dra: bool = True
+
+    def node(self, i: int) -> dict[str, Any]:
+        n = perf_node(i, 3)
+        n["metadata"]["labels"]["node-with-dra"] = "true"
+        return n
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = pod_base(f"bench-pod-{i:05d}", scheduler_name)
+        c = p["spec"]["containers"][0]
+        c["resources"] = {"claims": [{"name": DRA_POD_CLAIM}]}
+        p["spec"]["resourceClaims"] = [{"name": DRA_POD_CLAIM,
+                                        "resourceClaimTemplateName": DRA_TEMPLATE}]
+        return p
+
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        """A plain pod: a warm-up with a claim would hold a device until the controller
+        has deleted its claim, and the measured pods fill every device."""
+        return pod_base("bench-warmup", scheduler_name)
+
+    def init_count(self) -> int:
+        return min(self.nodes * self.init_claims_per_node,
+                   self.nodes * self.devices_per_node)
+
+    @staticmethod
+    def pool(i: int) -> str:
+        return node_name(i)
+
+    def device_class(self) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": {"name": DRA_CLASS},
+                "spec": {"selectors": [{"cel": {
+                    "expression": f'device.driver == "{DRA_DRIVER}"'}}]}}
+
+    def claim_template(self) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": DRA_TEMPLATE, "namespace": NAMESPACE},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]}}}}
+
+    def resource_slice(self, i: int) -> dict[str, Any]:
+        roots = 2
+        devices = []
+        for d in range(self.devices_per_node):
+            devices.append({
+                "name": f"basic-device-{d}",
+                "attributes": {
+                    "driver": {"string": "xe"},
+                    "driverVersion": {"version": "1.2.3"},
+                    "resource.k8s.io/pciRoot": {"string": str(d % roots)},
+                    "family": {"string": "Arc Pro B-Series"},
+                    "health": {"string": "Healthy"},
+                    "model": {"string": "B60"},
+                    "pciAddress": {"string": f"0000:0{d}:00.0"},
+                    "pciId": {"string": "0xe211"},
+                    "pciRoot": {"string": f"0{d % roots}"},
+                    "resource.kubernetes.io/pciBusID": {"string": f"0000:0{d}:00.0"},
+                    "resource.kubernetes.io/pciRoot": {"string": f"pci0000:0{d % roots}"},
+                    "sriov": {"bool": True},
+                    "type": {"string": "gpu"},
+                },
+                "capacity": {"memory": {"value": "24480Mi"}, "millicores": {"value": "1k"}},
+            })
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"resourceslice-{i:05d}"},
+                "spec": {"pool": {"name": self.pool(i), "generation": 1,
+                                  "resourceSliceCount": 1},
+                         "driver": DRA_DRIVER, "nodeName": node_name(i),
+                         "devices": devices}}
+
+    def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        out = [(f"{RESOURCE_API}/deviceclasses", self.device_class()),
+               (f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaimtemplates",
+                self.claim_template())]
+        out += [(f"{RESOURCE_API}/resourceslices", self.resource_slice(i))
+                for i in range(self.nodes)]
+        return out
+
+    @staticmethod
+    def allocation(node: str, pool: str, device: str, request: str = "req-0"
+                   ) -> dict[str, Any]:
+        """status.allocation of a one-device claim on `node` (what the allocator writes for
+        a node-local slice: the result and a node selector on metadata.name)."""
+        return {"devices": {"results": [{"request": request, "driver": DRA_DRIVER,
+                                         "pool": pool, "device": device}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{
+                    "key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+
+    def init_claims(self) -> list[dict[str, Any]]:
+        """The allocated claims that exist before the scheduler starts (resourceclaim.yaml,
+        namespace bench-other), each with its status.allocation (written after the
+        create, through the status subresource)."""
+        import random
+
+        r = random.Random(28)
+        used = [0] * self.nodes
+        open_nodes = list(range(self.nodes))
+        out = []
+        for k in range(self.init_count()):
+            j = r.randrange(len(open_nodes))
+            i = open_nodes[j]
+            device = f"basic-device-{used[i]}"
+            used[i] += 1
+            if used[i] == self.devices_per_node:
+                open_nodes[j] = open_nodes[-1]
+                open_nodes.pop()
+            out.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": f"test-claim-{k:05d}", "namespace": OTHER_NAMESPACE},
+                "spec": {"devices": {"requests": [
+                    {"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]}},
+                "status": {"allocation": self.allocation(node_name(i), self.pool(i),
+                                                         device)}})
+        return out
+
+    def generated_claim(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """The claim the resourceclaim controller makes for a measured pod from the
+        template (owned by the pod; name <pod>-<claim>-<suffix>), for offline use."""
+        meta = pod["metadata"]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {
+                    "name": f"{meta['name']}-{DRA_POD_CLAIM}-x", "namespace": meta["namespace"],
+                    "annotations": {"resource.kubernetes.io/pod-claim-name": DRA_POD_CLAIM},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                         "name": meta["name"], "uid": meta.get("uid", ""),
+                                         "controller": True, "blockOwnerDeletion": True}]},
+                "spec": self.claim_template()["spec"]["spec"]}
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)",
              rounds=3),
@@ -561,6 +720,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
           "on (scheduler_perf 5000Nodes_3Gangs_3000Pods_1000PerGroup, 500 nodes)",
           equivalence=Gangs.__doc__ or "", gates=GANG_GATES, groups=3, per_group=1000,
           scale_size=True),
+    DynamicResources("dra", 500, 2500,
+                     "Dynamic Resource Allocation: a claim per pod from a "
+                     "ResourceClaimTemplate, 10 devices per node, half allocated before the "
+                     "run (scheduler_perf SchedulingWithResourceClaimTemplate "
+                     "5000pods_500nodes)", equivalence=DynamicResources.__doc__ or ""),
     LoadAware("load-aware", 500, 2000,
               "load-aware: LoadVariationRiskBalancing on real usage from the Metrics API "
               "(kwok usage -> metrics-server) against the default plugins, same pods",

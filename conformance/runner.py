@@ -80,6 +80,7 @@ FEASIBLE = "polsched.io/feasible-nodes"
 DECISION_TIMEOUT = 15.0  # a pod neither bound nor failed by then is "pending"
 FIRST_WAIT = 2.0  # then a probe tells whether the scheduler passed the pod over
 EVENT_TIMEOUT = 5.0
+BINDING_PENDING = "BindingConditionsPending"
 PREEMPTION_TIMEOUT = 12.0  # a nominated pod's victims go, then it is retried after backoff
 SENTINEL_TIMEOUT = 30.0
 # Stepped scenarios: a step is settled once, after the probe, nothing of the scenario
@@ -116,6 +117,18 @@ _PATHS = {
     "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
     "PodGroup": (f"/apis/{scn.PODGROUP_API}/namespaces/{{ns}}/podgroups", True),
 }
+
+
+def _asks_extended(pod: Json) -> bool:
+    """Whether a container asks for an extended resource a DeviceClass of the suite's
+    serves (scenarios.EXTENDED_RESOURCES)."""
+    spec = pod.get("spec") or {}
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        res = c.get("resources") or {}
+        for names in (res.get("requests") or {}, res.get("limits") or {}):
+            if any(n in scn.EXTENDED_RESOURCES for n in names):
+                return True
+    return False
 
 
 def collection(obj: Json) -> str:
@@ -191,6 +204,8 @@ class Side:
         self.deleted: list[Json] = []  # pods deleted, in order
         self.own_deletes: set[str] = set()  # uids the runner deleted itself
         self.events: dict[str, list[str]] = {}  # pod uid -> FailedScheduling notes
+        # pod uid -> BindingConditionsPending notes (DynamicResources' PreBind)
+        self.waits: dict[str, list[str]] = {}
         self._cond = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._prev_namespaces: list[str] = []
@@ -244,6 +259,8 @@ class Side:
                                                                self._on_any_event)))
             self._tasks.append(asyncio.create_task(self._watch(
                 f"/apis/{scn.PODGROUP_API}/podgroups", self._on_podgroup)))
+        self._tasks.append(asyncio.create_task(self._watch("/api/v1/events", self._on_wait,
+                                                           f"reason={BINDING_PENDING}")))
         if self.scheduler == "kube":
             self._start_kube_scheduler(bin_dir)
         else:
@@ -409,6 +426,14 @@ class Side:
         if uid:
             self.events.setdefault(uid, []).append(str(obj.get("message") or ""))
 
+    def _on_wait(self, kind: str, obj: Json) -> None:
+        if kind != "ADDED":
+            return
+        uid = (obj.get("involvedObject") or {}).get("uid")
+        if uid:
+            self.waits.setdefault(uid, []).append(
+                f"{obj.get('type')} {BINDING_PENDING}: {obj.get('message') or ''}")
+
     async def _watch_pods(self) -> None:
         await self._watch("/api/v1/pods", self._on_pod)
 
@@ -516,10 +541,16 @@ class Side:
         return ScenarioResult(sc.index, sc.family, results, seconds=time.monotonic() - t0)
 
     async def _setup(self, sc: scn.Scenario) -> None:
+        assert self.client is not None
         for ns in sc.namespaces:
             await self.create(ns)
         for obj in sc.objects:
             made = await self.create(obj)
+            if obj.get("status") and obj["kind"] == "ResourceClaim" and made:
+                # A claim allocated before the pods come (the status is a subresource).
+                await self.client.request(
+                    "PUT", f"{collection(obj)}/{obj['metadata']['name']}/status",
+                    body={**made, "status": obj["status"]})
             if obj["kind"] == "ReplicaSet" and made:
                 self._owners[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = \
                     made["metadata"]["uid"]
@@ -591,6 +622,12 @@ class Side:
             return res
         uid = made["metadata"]["uid"]
         key = f"{ns}/{name}"
+        for obj in step.after:
+            obj = copy.deepcopy(obj)
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                if ref.get("uid") == scn.POD_UID:
+                    ref["uid"] = uid
+            await self.create(obj)
         if step.gated:
             res.gated = await self._check_gated(ns, key, uid)
             assert self.client is not None
@@ -832,37 +869,54 @@ class Side:
         return out
 
     async def _devices(self, pod: Json) -> list[str]:
-        """The devices a bound pod's claims got (status.allocation of each claim)."""
+        """The devices a bound pod's claims got (status.allocation of each claim), and
+        for extended resources served by devices (DRAExtendedResource) the scheduler's
+        claim ("extended/<request>") and the pod's requestMappings."""
         assert self.client is not None
         spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
-        if not spec_claims:
+        extended = _asks_extended(pod)
+        if not spec_claims and not extended:
             return []
         ns = pod["metadata"]["namespace"]
         path = f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}"
         current = await self.client.get(path)
+        status = current.get("status") or {}
         generated = {s["name"]: s.get("resourceClaimName") for s in
-                     (current.get("status") or {}).get("resourceClaimStatuses") or []}
-        out = []
-        for pc in spec_claims:
-            name = pc.get("resourceClaimName") or generated.get(pc["name"])
+                     status.get("resourceClaimStatuses") or []}
+        wanted = [(str(pc["name"]), pc.get("resourceClaimName") or generated.get(pc["name"]))
+                  for pc in spec_claims]
+        ext = status.get("extendedResourceClaimStatus") or {}
+        if extended:
+            wanted.append(("extended", ext.get("resourceClaimName")))
+        out = [f"map {m.get('containerName')}/{m.get('resourceName')}: {m.get('requestName')}"
+               for m in ext.get("requestMappings") or []]
+        waited = False
+        for label, name in wanted:
             if not name:
-                out.append(f"{pc['name']}: no claim")
+                out.append(f"{label}: no claim")
                 continue
             try:
                 claim = await self.client.get(
                     f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")
             except ApiError as e:
-                out.append(f"{pc['name']}: {e.status}")
+                out.append(f"{label}: {e.status}")
                 continue
             alloc = (claim.get("status") or {}).get("allocation")
             if not alloc:
-                out.append(f"{pc['name']}: not allocated")
+                out.append(f"{label}: not allocated")
                 continue
             for r in (alloc.get("devices") or {}).get("results") or []:
                 used = ",".join(f"{k}={v}" for k, v in
                                 sorted((r.get("consumedCapacity") or {}).items()))
-                out.append(f"{pc['name']}/{r['request']}: {r['pool']}/{r['device']}"
+                out.append(f"{label}/{r['request']}: {r['pool']}/{r['device']}"
                            + (f" ({used})" if used else ""))
+                waited = waited or bool(r.get("bindingConditions"))
+        if waited:
+            # PreBind waited for the devices' binding conditions: its event, written in
+            # the background, is compared too.
+            uid = pod["metadata"]["uid"]
+            notes = await self.until(lambda: self.waits.get(uid), EVENT_TIMEOUT)
+            out.extend(notes or [f"no {BINDING_PENDING} event"])
         return out
 
     async def _check_gated(self, ns: str, key: str, uid: str) -> str:

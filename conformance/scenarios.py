@@ -32,6 +32,7 @@ ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 IMAGE = "registry.k8s.io/pause:3.10"
 GPU = "example.com/gpu"
+POD_UID = "$POD_UID"  # PodStep.after: the pod's uid, once it exists
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # Cluster-wide objects every scenario may use; a runner creates them once per control plane.
@@ -40,6 +41,12 @@ PRIORITY_CLASSES = {"conformance-lowest": 5, "conformance-low": 10, "conformance
 PRIORITY_NEVER = "conformance-high-never"  # high priority, preemptionPolicy: Never
 RUNTIME_CLASS = "conformance-overhead"
 DEVICE_CLASS = "conformance-gpu"
+# DRAExtendedResource: a class that serves an extended resource by name; every class also
+# serves its implicit name.
+DEVICE_CLASS_EXT = "conformance-gpu-ext"
+EXT_RESOURCE = "gpu.example.com/gpu"
+IMPLICIT_RESOURCE = "deviceclass.resource.kubernetes.io/" + DEVICE_CLASS
+EXTENDED_RESOURCES = (EXT_RESOURCE, IMPLICIT_RESOURCE)
 
 
 def global_objects() -> list[Json]:
@@ -57,6 +64,10 @@ def global_objects() -> list[Json]:
                  "metadata": {"name": DEVICE_CLASS},
                  "spec": {"selectors": [{"cel": {
                      "expression": 'device.driver == "gpu.example.com"'}}]}})
+    objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                 "metadata": {"name": DEVICE_CLASS_EXT},
+                 "spec": {"extendedResourceName": EXT_RESOURCE, "selectors": [{"cel": {
+                     "expression": 'device.driver == "gpu.example.com"'}}]}})
     return objs
 
 
@@ -66,6 +77,9 @@ class PodStep:
     # A ReplicaSet (same namespace) that the runner makes the pod's controller owner: its
     # uid is only known once the ReplicaSet exists.
     owner: str | None = None
+    # Objects created once the (gated) pod exists, before its gates go: an ownerReference
+    # whose uid is POD_UID gets the pod's (a claim an earlier attempt left behind).
+    after: list[Json] = field(default_factory=list)
 
     @property
     def gated(self) -> bool:
@@ -131,7 +145,8 @@ class Scenario:
         out: Json = {"index": self.index, "seed": self.seed, "family": self.family,
                      "nodes": self.nodes, "namespaces": self.namespaces,
                      "objects": self.objects,
-                     "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {})}
+                     "pods": [{"pod": s.pod, **({"owner": s.owner} if s.owner else {}),
+                               **({"after": s.after} if s.after else {})}
                               for s in self.pods]}
         if self.steps:
             out["shape"] = self.shape
@@ -809,6 +824,165 @@ def fam_dra(b: Builder) -> None:
             p["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
 
 
+def _gpu_slice(b: Builder, node: Json, count: int, taints: bool = True) -> list[Json]:
+    """A ResourceSlice on `node` with `count` GPUs (model, NUMA node, memory; some
+    tainted); returns its devices."""
+    r = b.rng
+    name = node["metadata"]["name"]
+    devices: list[Json] = []
+    for i in range(count):
+        d: Json = {"name": f"gpu-{i}",
+                   "attributes": {"model": {"string": r.choice(["a100", "h100"])},
+                                  "numa": {"int": i % 2}},
+                   "capacity": {"memory": {"value": r.choice(["40Gi", "80Gi"])}}}
+        if taints and b.maybe(0.15):
+            d["taints"] = [{"key": "ecc", "value": "bad",
+                            "effect": r.choice(["NoSchedule", "None"])}]
+        devices.append(d)
+    b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+           "metadata": {"name": f"{name}-gpu", "labels": {NODE_LABEL: "true"}},
+           "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices}})
+    return devices
+
+
+def fam_dra_extended(b: Builder) -> None:
+    """DRAExtendedResource: containers ask for `gpu.example.com/gpu` (a DeviceClass's
+    extendedResourceName) or a class's implicit name, on nodes whose slices offer 0-4 GPUs
+    and some whose device plugin advertises the resource in allocatable (those serve it
+    themselves). Init containers and sidecars ask too, so the claim's requests and the
+    pod's requestMappings follow upstream's rules; some pods also have a claim of their
+    own (only where no device plugin advertises the resource: kube-scheduler fails such a
+    pod in PreBind on a node whose device plugin serves it, docs/differences.md)."""
+    r = b.rng
+    nodes = b.nodes(r.randint(1, 3))
+    plugin_nodes = b.maybe(0.3)
+    for n in nodes:
+        if plugin_nodes and b.maybe(0.5):
+            for key in ("capacity", "allocatable"):
+                n["status"][key][EXT_RESOURCE] = str(r.randint(0, 2))
+        if b.maybe(0.85):
+            _gpu_slice(b, n, r.randint(0, 4))
+    ns = b.namespace("a")
+    template = f"{b.p}-template"
+    own_claims = not plugin_nodes and b.maybe(0.4)
+    if own_claims:
+        b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+               "metadata": {"name": template, "namespace": ns},
+               "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                   "deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount",
+                   "count": 1}}]}}}})
+    for _ in range(r.randint(2, 5)):
+        p = b.pod(ns, cpu=b.cpu(hi=500), memory=r.choice(["64Mi", "256Mi"]))
+        c = p["spec"]["containers"][0]
+        res = r.choice([EXT_RESOURCE, EXT_RESOURCE, IMPLICIT_RESOURCE])
+        c["resources"]["limits"] = {res: str(r.randint(1, 3))}
+        if b.maybe(0.2):
+            c["resources"]["limits"][r.choice(EXTENDED_RESOURCES)] = "1"
+        if b.maybe(0.25):
+            p["spec"]["containers"].append({"name": "c2", "image": IMAGE, "resources": {
+                "limits": {EXT_RESOURCE: str(r.randint(1, 2))}}})
+        if b.maybe(0.25):
+            inits = []
+            for i in range(r.randint(1, 2)):
+                ic: Json = {"name": f"init{i}", "image": IMAGE, "resources": {
+                    "limits": {res: str(r.randint(1, 3))}}}
+                if b.maybe(0.4):
+                    ic["restartPolicy"] = "Always"
+                inits.append(ic)
+            p["spec"]["initContainers"] = inits
+        if own_claims and b.maybe(0.6):
+            p["spec"]["resourceClaims"] = [{"name": "gpu",
+                                            "resourceClaimTemplateName": template}]
+            c["resources"]["claims"] = [{"name": "gpu"}]
+        elif b.maybe(0.1):
+            # A claim for its extended resources that an earlier attempt left behind:
+            # Filter refuses it, PostFilter deletes it (the pod then waits for a flush).
+            name = p["metadata"]["name"]
+            p["spec"]["schedulingGates"] = [{"name": "example.com/queue"}]
+            b.sc.pods[-1].after.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": f"{name}-extended-resources-old", "namespace": ns,
+                             "annotations": {
+                                 "resource.kubernetes.io/extended-resource-claim": "true"},
+                             "finalizers": ["resource.kubernetes.io/delete-protection"],
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                                  "name": name, "uid": POD_UID,
+                                                  "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+                                                   "exactly": {
+                                                       "deviceClassName": DEVICE_CLASS_EXT,
+                                                       "allocationMode": "ExactCount",
+                                                       "count": 1}}]}}})
+
+
+def fam_dra_allocated(b: Builder) -> None:
+    """Claims allocated before their pods come: on one node's devices (the allocation's
+    node selector keeps the pods there, and other claims cannot have those devices), some
+    with binding conditions the driver already reports True (PreBind waits for them, as
+    upstream, and finds them met); pods share them by name, and some bring a claim of
+    their own from a template, which must find other devices."""
+    r = b.rng
+    nodes = b.nodes(r.randint(1, 3))
+    ns = b.namespace("a")
+    offered = {n["metadata"]["name"]: _gpu_slice(b, n, r.randint(1, 3), taints=False)
+               for n in nodes if b.maybe(0.9)}
+    claims = []
+    for i in range(r.randint(1, 2)):
+        if not offered:
+            break
+        node = r.choice(sorted(offered))
+        device = r.choice(offered[node])["name"]
+        name = f"{b.p}-claim{i}"
+        result: Json = {"request": "gpu", "driver": DRA_DRIVER, "pool": node,
+                        "device": device}
+        # With allocationTimestamp, as v1.37 writes it: PreBind adds one to an allocation
+        # without, which the API server refuses (the allocation is immutable), on both.
+        status: Json = {"allocation": {
+            "devices": {"results": [result]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            "allocationTimestamp": "2026-01-01T00:00:00Z"}}
+        if b.maybe(0.4):
+            result["bindingConditions"] = ["attached"]
+            result["bindingFailureConditions"] = ["failed"]
+            status["devices"] = [{"driver": DRA_DRIVER, "pool": node, "device": device,
+                                  "conditions": [{
+                                      "type": "attached", "status": "True",
+                                      "reason": "Attached", "message": "",
+                                      "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+        b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": name, "namespace": ns,
+                            "finalizers": ["resource.kubernetes.io/delete-protection"]},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                   "deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount",
+                   "count": 1}}]}},
+               "status": status})
+        claims.append(name)
+    template = f"{b.p}-template"
+    b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+           "metadata": {"name": template, "namespace": ns},
+           "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+               "deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount",
+               "count": r.choice([1, 1, 2])}}]}}}})
+    for _ in range(r.randint(2, 4)):
+        # Either a claim allocated before (with requests small enough for its node) or
+        # one of its own, never both: a pod that does not fit where its claim is
+        # allocated makes PostFilter deallocate that, and the retry that follows races
+        # the unschedulable status write (which kube-scheduler drops when the binding
+        # overtakes it).
+        if claims and b.maybe(0.7):
+            p = b.pod(ns, cpu="100m", memory="64Mi")
+            refs = [{"name": "shared", "resourceClaimName": r.choice(claims)}]
+        else:
+            p = b.pod(ns, cpu=b.cpu(hi=500), memory=r.choice(["64Mi", "256Mi", "1Gi"]))
+            refs = [{"name": "own", "resourceClaimTemplateName": template}]
+        p["spec"]["resourceClaims"] = refs
+        p["spec"]["containers"][0].setdefault("resources", {})["claims"] = [
+            {"name": ref["name"]} for ref in refs]
+
+
 def fam_preemption(b: Builder) -> None:
     r = b.rng
     nodes = [b.node(str(c), f"{m}Gi") for c, m in
@@ -1317,6 +1491,8 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "no-nodes": fam_no_nodes,
     "unschedulable": fam_unschedulable,
     "dra": fam_dra,
+    "dra-extended": fam_dra_extended,
+    "dra-allocated": fam_dra_allocated,
     "preemption": fam_preemption,
     "mixed": fam_mixed,
     "csi-limits": fam_csi_limits,

@@ -12,7 +12,8 @@
 #   hack/cluster.sh status [DIR]
 #
 # DIR/kubeconfig is the admin kubeconfig (user polsched-admin in group system:masters).
-# Environment: POLSCHED_NO_KWOK=1 skips kwok; POLSCHED_APISERVER_ARGS adds flags.
+# Environment: POLSCHED_NO_KWOK=1 skips kwok; POLSCHED_APISERVER_ARGS and
+# POLSCHED_KCM_ARGS add flags to kube-apiserver and kube-controller-manager.
 # POLSCHED_FEATURE_GATES (`make cluster FEATURE_GATES=GenericWorkload=true`), a
 # comma-separated list of Name=true|false, goes as --feature-gates to kube-apiserver,
 # kube-controller-manager and kube-scheduler; with GenericWorkload=true kube-apiserver
@@ -241,11 +242,13 @@ up() {
   # provisioner). The statefulset and ephemeral-volume controllers create the claims of
   # volumeClaimTemplates and of generic ephemeral volumes.
   log "starting kube-controller-manager (namespace, garbagecollector, serviceaccount, statefulset, ephemeral-volume, persistentvolume-binder, resourceclaim)"
+  # POLSCHED_KCM_ARGS: extra flags (the bench's DRA workload raises the client budget).
+  # shellcheck disable=SC2086
   setsid "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
     --controllers "$controllers" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --v=0 \
-    ${gate_args[@]+"${gate_args[@]}"} \
+    ${gate_args[@]+"${gate_args[@]}"} ${POLSCHED_KCM_ARGS:-} \
     >"$dir/kube-controller-manager.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-controller-manager.pid"
   if [[ -z "${POLSCHED_NO_KWOK:-}" ]]; then

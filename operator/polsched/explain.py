@@ -35,6 +35,7 @@ from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
+from polsched.framework.device_classes import is_dra_extended_resource_name
 from polsched.framework.diagnosis import PipelineError, PluginScore
 from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import (
@@ -278,7 +279,10 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     report = Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
                     nodes=reports, scorers=scorers, winner=result.node,
                     deciding_scorer=result.deciding_scorer, gang=gang)
-    if info.spec.get("resourceClaims"):
+    # A pod with claims, or with extended resources a DeviceClass may serve
+    # (DRAExtendedResource): diagnose says which (None when none).
+    if info.spec.get("resourceClaims") or any(
+            is_dra_extended_resource_name(n) for n in info.requests):
         report.devices = _devices(pipeline, info, cache)
     if any(isinstance(s.plugin, LoadAwareScorer) for s in pipeline.scorers):
         report.node_usage = _node_usage(cache, node_load, last_seen or {})
@@ -306,7 +310,7 @@ def _devices(pipeline: Pipeline, pod: PodInfo, cache: ClusterCache) -> dict[str,
         return {}
     out: dict[str, list[str]] = {}
     for node in cache.snapshot.nodes:
-        report = diagnose(plugin, pod, NodeRef(node.name, node.labels))
+        report = diagnose(plugin, pod, NodeRef(node.name, node.labels), node)
         if report is not None:
             out[node.name] = report.lines()
     return out

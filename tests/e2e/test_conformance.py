@@ -1,12 +1,14 @@
 """The differential conformance suite's fast subset: kube-scheduler and polsched's default
 policy, side by side on two control planes, agree pod by pod.
 
-`make conformance` plays the whole suite (conformance/, every family, 540 scenarios);
+`make conformance` plays the whole suite (conformance/, every family, 575 scenarios);
 this test plays FAST_COUNT scenarios of the families in FAST_FAMILIES through the same
 runner and comparison, and fails with the table and the differing pods.
 
 Every family of the suite is in the fast subset (main has every feature they exercise).
-The dra family compares the devices each bound pod's claims got, too.
+The DRA families (dra, dra-extended, dra-allocated) compare the devices each bound pod's
+claims got, too, and for extended resources served by devices the scheduler's claim and
+the pod's requestMappings.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from conformance import scenarios as scn
 pytestmark = pytest.mark.e2e
 
 SEED = 7
-FAST_COUNT = 60  # three scenarios of each family
+FAST_COUNT = 66  # three scenarios of each family
 FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "pod-resources", "taints",
                  "node-affinity", "node-selector", "pod-affinity", "spread", "host-ports",
                  "gates", "no-nodes", "unschedulable", "preemption", "default-spread",
-                 "dra", "volumes", "mixed", "csi-limits", "extender"]
+                 "dra", "dra-extended", "dra-allocated", "volumes", "mixed", "csi-limits",
+                 "extender"]
 
 
 def test_polsched_decides_as_kube_scheduler_on_the_fast_subset(tmp_path: Path) -> None:

@@ -11,6 +11,9 @@ the ones under test.
 - PreEnqueue keeps pods untried until the controller has made their claims.
 - A device with binding conditions: the claim is allocated, but the pod binds only once
   the driver (here the test) reports the condition True in the claim's status.devices.
+- DRAExtendedResource: a pod asking for an extended resource that a DeviceClass serves
+  gets devices; the scheduler creates the claim, owned by the pod, and records it in the
+  pod's status.extendedResourceClaimStatus.
 """
 
 from __future__ import annotations
@@ -229,8 +232,14 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
             [result] = claim["status"]["allocation"]["devices"]["results"]
             assert result["bindingConditions"] == ["attached"]
             assert result["bindingFailureConditions"] == ["failed"]
-            # PreBind waits: the pod is not bound while the condition is not True.
-            await asyncio.sleep(2)
+            # PreBind waits, and says so (a Normal event, as upstream): the pod is not
+            # bound while the condition is not True.
+            async def pending() -> list[str]:
+                return [m for n, r, m in await _events(client, namespace)
+                        if n == "attach" and r == "BindingConditionsPending"]
+
+            notes = await eventually(pending, 30, what="BindingConditionsPending")
+            assert notes == [f"waiting for binding conditions for device on node {node}"]
             pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/attach")
             assert not pod["spec"].get("nodeName")
             # The driver reports the device attached.
@@ -276,8 +285,22 @@ def test_a_pod_waits_untried_until_its_named_claim_exists(
             manifest = pod_manifest(namespace, "waiter", scheduler, rid, resourceClaims=[
                 {"name": "gpu", "resourceClaimName": "later"}])
             await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
-            await asyncio.sleep(3)
+            # A probe through the same queue, created after the waiter, that fits nowhere
+            # (a node selector no node has): once its FailedScheduling is out, the waiter
+            # would have been tried before it, had PreEnqueue let it in.
+            probe = pod_manifest(namespace, "probe", scheduler, rid,
+                                 nodeSelector={"absent": rid})
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", probe)
+
+            async def probe_tried() -> bool:
+                return any(name == "probe" and reason == "FailedScheduling"
+                           for name, reason, _ in await _events(client, namespace))
+
+            await eventually(probe_tried, 30, what="the probe pod tried")
             assert [e for e in await _events(client, namespace) if e[0] == "waiter"] == []
+            waiter = await client.get(f"/api/v1/namespaces/{namespace}/pods/waiter")
+            assert not [c for c in (waiter.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "PodScheduled"]
             template = claim_template(namespace, "later", klass, 1)
             claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                      "metadata": {"name": "later", "namespace": namespace},
@@ -430,6 +453,242 @@ def test_a_device_that_fails_to_bind_is_released_and_allocated_again(
                 return str(p["spec"].get("nodeName") or "")
 
             assert await eventually(bound, 60, what="flaky bound") == node
+
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def extended_class(name: str, driver: str, resource: str) -> Json:
+    klass = device_class(name, driver)
+    klass["spec"]["extendedResourceName"] = resource
+    return klass
+
+
+def test_an_extended_resource_served_by_a_device_class_gets_devices(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """DRAExtendedResource: `<driver>/gpu: 2` in a container's limits, on nodes that do
+    not advertise it. The pod lands where two devices are free; PreBind creates the claim
+    (`<pod>-extended-resources-*`, annotated, controlled by the pod) with one request for
+    the container, allocated and reserved for the pod, and the pod's status maps the
+    container's resource to that request. A pod asking for three gets the allocator's
+    message and no claim."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("draext")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    resource = f"{driver}/gpu"
+    one, two = nodes(f"{rid}-one", labels={RUN: rid}), nodes(f"{rid}-two", labels={RUN: rid})
+    scheduler = unique("polsched-draext")
+    cluster.apply([extended_class(klass, driver, resource), resource_slice(driver, one, 1),
+                   resource_slice(driver, two, 2)])
+
+    def ext_pod(name: str, count: int) -> Json:
+        manifest = pod_manifest(namespace, name, scheduler, rid)
+        manifest["spec"]["containers"][0]["resources"] = {"limits": {resource: str(count)}}
+        return manifest
+
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [one, two])
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", ext_pod("wide", 2))
+
+            async def bound(pod: str) -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+                return str(p["spec"].get("nodeName") or "")
+
+            try:
+                node = await eventually(lambda: bound("wide"), 60, what="wide bound")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            assert node == two
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/wide")
+            status = pod["status"]["extendedResourceClaimStatus"]
+            assert status["requestMappings"] == [{"containerName": "c",
+                                                  "resourceName": resource,
+                                                  "requestName": "container-0-request-0"}]
+            name = status["resourceClaimName"]
+            assert name.startswith("wide-extended-resources-")
+            claim = await client.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{name}")
+            meta = claim["metadata"]
+            assert meta["annotations"]["resource.kubernetes.io/extended-resource-claim"] == \
+                "true"
+            assert [(r["kind"], r["name"], r["uid"], r.get("controller"))
+                    for r in meta["ownerReferences"]] == [
+                ("Pod", "wide", pod["metadata"]["uid"], True)]
+            assert claim["spec"]["devices"]["requests"] == [
+                {"name": "container-0-request-0", "exactly": {
+                    "deviceClassName": klass, "allocationMode": "ExactCount", "count": 2}}]
+            alloc = claim["status"]["allocation"]
+            assert sorted((r["request"], r["pool"], r["device"])
+                          for r in alloc["devices"]["results"]) == [
+                ("container-0-request-0", two, "gpu-0"), ("container-0-request-0", two, "gpu-1")]
+            assert [r["uid"] for r in claim["status"]["reservedFor"]] == [
+                pod["metadata"]["uid"]]
+
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", ext_pod("wider", 3))
+
+            async def failed() -> list[str]:
+                return [m for n, r, m in await _events(client, namespace)
+                        if n == "wider" and r == "FailedScheduling"]
+
+            [message, *_] = await eventually(failed, 60, what="FailedScheduling for wider")
+            assert message.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
+            claims = (await client.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims"))
+            assert [c["metadata"]["name"] for c in claims["items"]] == [name]
+
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{one}-{driver}", f"{two}-{driver}",
+                        "--wait=false", check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_an_extended_resource_claim_left_by_an_earlier_attempt_is_deleted(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """A claim for the pod's extended resources that an earlier attempt created (and never
+    cleaned up): Filter refuses it on every node, PostFilter deletes it (taking the
+    finalizer off first), and FailedScheduling says both, word for word as upstream."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("drastale")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    resource = f"{driver}/gpu"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-drastale")
+    cluster.apply([extended_class(klass, driver, resource), resource_slice(driver, node, 1)])
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            manifest = pod_manifest(namespace, "again", scheduler, rid,
+                                    schedulingGates=[{"name": "example.com/hold"}])
+            manifest["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
+            pod = await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+            path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+            await client.post(path, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {
+                    "name": "again-extended-resources-old", "namespace": namespace,
+                    "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                    "finalizers": ["resource.kubernetes.io/delete-protection"],
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "again",
+                                         "uid": pod["metadata"]["uid"], "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+                                                   "exactly": {"deviceClassName": klass,
+                                                               "allocationMode": "ExactCount",
+                                                               "count": 1}}]}}})
+            await client.patch(f"/api/v1/namespaces/{namespace}/pods/again",
+                               [{"op": "remove", "path": "/spec/schedulingGates"}], "json")
+
+            async def failed() -> list[str]:
+                return [m for n, r, m in await _events(client, namespace)
+                        if n == "again" and r == "FailedScheduling"]
+
+            try:
+                [message, *_] = await eventually(failed, 60, what="FailedScheduling")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            assert message.startswith(
+                "0/1 nodes are available: 1 cannot schedule extended resource claim. "
+                "deletion of ResourceClaim completed"), message
+
+            async def gone() -> bool:
+                claims = (await client.get(path))["items"]
+                return not any(c["metadata"]["name"] == "again-extended-resources-old"
+                               for c in claims)
+
+            await eventually(gone, 30, what="the old claim deleted")
+
+        asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "resourceslice", f"{node}-{driver}", "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "deviceclass", klass, "--wait=false", check=False)
+
+
+def test_a_failed_device_for_an_extended_resource_gets_a_new_claim(
+        cluster: Cluster, nodes: NodeFactory, namespace: str, tmp_path: Path) -> None:
+    """The scheduler's claim for an extended resource, on a device with binding
+    conditions: the driver reports the device failed, PreBind fails and Unreserve
+    deletes the claim it created; the next attempt creates another, and once its device
+    reports attached the pod binds, its status naming the new claim."""
+    install_rbac(cluster)
+    operator_kubeconfig = service_account_kubeconfig(
+        cluster, OPERATOR_NAMESPACE, OPERATOR_SA, tmp_path / "operator.kubeconfig")
+    rid = unique("draextbc")
+    driver = f"{rid}.example.com"
+    klass = f"gpu.{driver}"
+    resource = f"{driver}/gpu"
+    node = nodes(f"{rid}-n", labels={RUN: rid})
+    scheduler = unique("polsched-draextbc")
+    cluster.apply([extended_class(klass, driver, resource),
+                   resource_slice(driver, node, 1, bindingConditions=["attached"],
+                                  bindingFailureConditions=["failed"])])
+    path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    try:
+        async def body(client: ApiClient) -> None:
+            await nodes_ready(client, [node])
+            manifest = pod_manifest(namespace, "flaky", scheduler, rid)
+            manifest["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
+            await client.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+
+            async def reserved(but_not: str = "") -> Json | None:
+                for c in (await client.get(path))["items"]:
+                    status = c.get("status") or {}
+                    if c["metadata"]["name"] != but_not and status.get("reservedFor") \
+                            and not status.get("devices"):
+                        return c
+                return None
+
+            async def report(claim: Json, condition: str) -> None:
+                [result] = claim["status"]["allocation"]["devices"]["results"]
+                claim["status"]["devices"] = [{
+                    "driver": driver, "pool": node, "device": result["device"],
+                    "conditions": [{"type": condition, "status": "True", "reason": "Driver",
+                                    "message": condition,
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+                await client.request("PUT", f"{path}/{claim['metadata']['name']}/status",
+                                     body=claim)
+
+            try:
+                first = await eventually(reserved, 60, what="the scheduler's claim reserved")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; events: {await _events(client, namespace)}") from e
+            old = first["metadata"]["name"]
+            assert old.startswith("flaky-extended-resources-")
+            await report(first, "failed")
+
+            async def gone() -> bool:
+                return all(c["metadata"]["name"] != old
+                           for c in (await client.get(path))["items"])
+
+            await eventually(gone, 60, what="the failed claim deleted")
+            second = await eventually(lambda: reserved(old), 90, what="a new claim reserved")
+            await report(second, "attached")
+
+            async def bound() -> str:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/flaky")
+                return str(p["spec"].get("nodeName") or "")
+
+            assert await eventually(bound, 60, what="flaky bound") == node
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/flaky")
+            assert pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == \
+                second["metadata"]["name"]
+            notes = [m for n, r, m in await _events(client, namespace)
+                     if n == "flaky" and r == "FailedScheduling"]
+            assert any("device binding failed" in m for m in notes), notes
 
         asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:

@@ -51,6 +51,11 @@ SCHEDULER_MAY: list[Check] = [
      "PreBind's allocation and reservedFor"),
     ("update", "resourceclaims.resource.k8s.io:binding", "default",
      "granular status authorization of the allocation"),
+    ("create", "resourceclaims.resource.k8s.io", "default",
+     "DRAExtendedResource: the claim for extended resources served by devices"),
+    ("delete", "resourceclaims.resource.k8s.io", "default",
+     "DRAExtendedResource: Unreserve and PostFilter delete that claim"),
+    ("update", "pods:finalizers", "default", "as system:kube-scheduler (owned claims)"),
 ]
 SCHEDULER_MAY_NOT: list[Check] = [
     ("create", "clusterrolebindings", None, "would grant itself anything"),
@@ -69,8 +74,9 @@ SCHEDULER_MAY_NOT: list[Check] = [
     ("create", "deployments.apps", "default", "no workloads outside its namespace"),
     ("patch", "nodes", None, "nodes are read-only"),
     ("create", "resourceslices.resource.k8s.io", None, "devices are the drivers'"),
-    ("create", "resourceclaims.resource.k8s.io", "default",
-     "claims are the users' (DRAExtendedResource's own claims: not implemented)"),
+    ("create", "resourceclaimtemplates.resource.k8s.io", "default",
+     "templates are the users'"),
+    ("delete", "resourceslices.resource.k8s.io", None, "devices are the drivers'"),
     ("delete", "namespaces", None, "read-only"),
     ("delete", "schedulingpolicies.polsched.io", None, "policies belong to their authors"),
     ("update", "customresourcedefinitions.apiextensions.k8s.io", None, "no CRD writes"),

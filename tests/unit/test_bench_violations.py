@@ -217,3 +217,61 @@ def test_a_gang_bound_in_part_is_a_violation_whole_or_unbound_is_not() -> None:
     assert verdict.by_kind["gangs bound in part"] == 1
     assert verdict.violations == 1
     assert verdict.info == {"gangs_whole": 1, "gangs_unbound": 2}
+
+
+# -- DRA ------------------------------------------------------------------------------------
+DRA = wl.DynamicResources("dra", 4, 8, "", devices_per_node=3, init_claims_per_node=1)
+
+
+def dra_claim(pod: dict[str, Any], node: int | None, device: int) -> dict[str, Any]:
+    """The claim the resourceclaim controller makes for `pod`, allocated as a scheduler
+    would on `node` (None: not allocated)."""
+    pod["metadata"]["uid"] = "uid-" + pod["metadata"]["name"]
+    c = DRA.generated_claim(pod)
+    if node is not None:
+        c["status"] = {"allocation": DRA.allocation(wl.node_name(node), DRA.pool(node),
+                                                    f"basic-device-{device}")}
+    return c
+
+
+def test_dra_initial_claims_fill_nodes_from_their_first_device_and_never_twice() -> None:
+    init = DRA.init_claims()
+    assert len(init) == 4
+    taken = [(r["pool"], r["device"]) for c in init
+             for r in c["status"]["allocation"]["devices"]["results"]]
+    assert len(set(taken)) == len(taken)
+    assert v.check(DRA, [], nodes_of(DRA), init).violations == 0
+
+
+def test_dra_counts_unallocated_claims_foreign_devices_and_devices_taken_twice() -> None:
+    init = DRA.init_claims()
+    first = init[0]["status"]["allocation"]["devices"]["results"][0]
+    node_of_first = int(first["pool"].rsplit("-", 1)[-1])
+    pods = [DRA.pod(i, "polsched", SCHED) for i in range(4)]
+    claims = [dra_claim(pods[0], 2, 2),                       # fine
+              dra_claim(pods[1], None, 0),                    # bound, claim not allocated
+              dra_claim(pods[2], 3, 2),                       # bound to node 1: foreign
+              dra_claim(pods[3], node_of_first, int(first["device"].rsplit("-", 1)[-1]))]
+    views = [bound(pods[0], 2), bound(pods[1], 0), bound(pods[2], 1),
+             bound(pods[3], node_of_first)]
+    verdict = v.check(DRA, views, nodes_of(DRA), init + claims)
+    assert verdict.by_kind == {"bound without an allocated claim": 1,
+                               "device from another node": 1, "device allocated twice": 1}
+    assert verdict.violations == 3
+    assert verdict.info["allocated_devices"] == 4 + 2  # init + node 2 and node 3 devices
+
+
+def test_dra_digests_compare_between_schedulers() -> None:
+    init = DRA.init_claims()
+    pods = [DRA.pod(i, "polsched", SCHED) for i in range(2)]
+    a = v.check(DRA, [], nodes_of(DRA), init + [dra_claim(pods[0], 0, 2),
+                                                 dra_claim(pods[1], 1, 2)]).info
+    b = v.check(DRA, [], nodes_of(DRA), init + [dra_claim(pods[1], 0, 2),
+                                                 dra_claim(pods[0], 1, 2)]).info
+    c = v.check(DRA, [], nodes_of(DRA), init + [dra_claim(pods[0], 0, 2),
+                                                 dra_claim(pods[1], 2, 2)]).info
+    same = v.compare_allocations({"polsched": {"placement": a}, "kube": {"placement": b}})
+    assert same is not None and same["identical"]  # which pod got which: a tie-break
+    differ = v.compare_allocations({"polsched": {"placement": a}, "kube": {"placement": c}})
+    assert differ is not None and not differ["identical"]
+    assert v.compare_allocations({"polsched": {"placement": a}, "kube": {}}) is None

@@ -23,7 +23,9 @@ def test_a_run_of_the_family_cycles_every_shape_and_a_seed_changes_it() -> None:
 
 
 def test_the_default_run_has_at_least_25_gang_scenarios_on_gated_planes() -> None:
-    gang = [s for s in scn.generate_all(1, 540) if s.family == "gang"]
+    from conformance.__main__ import DEFAULT_COUNT
+
+    gang = [s for s in scn.generate_all(1, DEFAULT_COUNT) if s.family == "gang"]
     assert len(gang) >= 25
     assert scn.FAMILY_GATES["gang"] == "GenericWorkload=true"
     assert all(s.steps and not s.pods for s in gang)

@@ -231,3 +231,40 @@ def test_a_gpu_pod_gets_every_devices_verdict_per_node() -> None:
         f"{driver}/n2/gpu-0",
         f"  allocation: default/train/gpu: {driver}/n2/gpu-0"]
     assert report.to_json()["nodes"][0]["devices"] == report.devices["n1"]
+
+
+def test_an_extended_resource_served_by_devices_gets_its_devices_verdicts() -> None:
+    """DRAExtendedResource: per node, where the extended resource comes from (the node's
+    device plugin or a DeviceClass's devices), then the special claim's request with
+    every device's verdict, as for a claim of the pod's own."""
+    driver = "gpu.example.com"
+    gpu_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                 "metadata": {"name": "gpu"},
+                 "spec": {"extendedResourceName": "example.com/gpu",
+                          "selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+    gpu_slice = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                 "metadata": {"name": "n2-gpu"},
+                 "spec": {"driver": driver, "nodeName": "n2",
+                          "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
+                          "pool": {"name": "n2", "generation": 1, "resourceSliceCount": 1}}}
+    p = pod("trainer")  # requests cpu too: the request's index is the resource's, 1
+    p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    with_plugin = node("n1")
+    with_plugin["status"]["allocatable"]["example.com/gpu"] = "4"
+    policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+              "metadata": {"name": "gpus"}, "spec": {"schedulerName": "label-priority"}}
+    report = asyncio.run(explain(load_policy(policy, CATALOG), p,
+                                 [with_plugin, node("n2"), node("n3")],
+                                 objects=[gpu_class, gpu_slice]))
+    assert report.devices["n1"] == [
+        "  extended resource example.com/gpu (2): from the node's allocatable (a device "
+        "plugin), not from devices"]
+    assert report.devices["n2"] == [
+        "  extended resource example.com/gpu (2): from devices of DeviceClass gpu (the node "
+        "does not advertise it)",
+        "  claim default/<extended-resources>, request container-0-request-1: wants 2 "
+        f"device(s) of class gpu; 2 candidate(s): {driver}/n2/gpu-0, {driver}/n2/gpu-1",
+        "  allocation: default/<extended-resources>/container-0-request-1: "
+        f"{driver}/n2/gpu-0, default/<extended-resources>/container-0-request-1: "
+        f"{driver}/n2/gpu-1"]
+    assert report.devices["n3"][-1] == "  allocation: none (cannot allocate all claims)"

@@ -113,7 +113,8 @@ def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets()
             # Pod deletion is preemption, as kube-scheduler's role; ResourceClaims and their
             # status and binding are written by DynamicResources' PreBind, as kube-scheduler's;
             # a PodGroup's status gets PodGroupInitiallyScheduled, as kube-scheduler's.
-            assert resources <= {"pods", "pods/status", "pods/binding", "events",
+            assert resources <= {"pods", "pods/status", "pods/binding", "pods/finalizers",
+                                 "events",
                                  "persistentvolumes", "persistentvolumeclaims",
                                  "schedulingpolicies", "schedulingpolicies/status",
                                  "resourceclaims", "resourceclaims/status",

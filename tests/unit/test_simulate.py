@@ -377,3 +377,29 @@ def test_dra_pods_each_get_a_device_of_their_own(capsys: pytest.CaptureFixture[s
     assert [p["name"] for p in doc["pods"] if p["node"] is None] == ["p2"]
     [late] = [p for p in doc["pods"] if p["name"] == "p2"]
     assert "cannot allocate all claims" in late["reason"]
+
+
+def test_extended_resources_served_by_devices_take_devices_in_turn(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """DRAExtendedResource offline: pods asking for `example.com/gpu`, which a DeviceClass
+    serves and no node advertises, get a device each; the third finds none left."""
+    objs = [o for o in dra_cluster() if o["kind"] not in ("ResourceClaim", "Pod")]
+    for o in objs:
+        if o["kind"] == "DeviceClass":
+            o["spec"]["extendedResourceName"] = "example.com/gpu"
+    for i in range(3):
+        p = pod(f"p{i}", created=f"2026-01-01T00:00:0{i}Z", cpu="100m")
+        p["spec"]["containers"][0]["resources"]["limits"] = {"example.com/gpu": "1"}
+        p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+        objs.append(p)
+    snap = tmp_path / "dra.json"
+    snap.write_text(snapshot.dump(snapshot.as_list(objs), "json"))
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump(policy()))
+    code, out, err = run(capsys, "-f", str(f), "--snapshot", str(snap), "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    nodes = {p["name"]: p["node"] for p in doc["pods"]}
+    assert sorted(n for n in nodes.values() if n) == ["n1", "n2"]
+    [late] = [p for p in doc["pods"] if p["node"] is None]
+    assert "cannot allocate all claims" in late["reason"]

@@ -330,6 +330,22 @@ class FrameworkHandle(Protocol):
         """The extenders with a preemptVerb interested in `pod`, in order."""
 
 
+class PodEventRecorder(Protocol):
+    """The profile's event recorder (upstream's Handle.EventRecorder), for a binding cycle
+    plugin that reports progress (DynamicResources' BindingConditionsPending). The engine
+    writes it into the binding cycle's CycleState under EVENT_RECORDER_KEY; absent where
+    no events are written (explain, simulate, unit tests)."""
+
+    def event(self, pod: PodInfo, type_: str, reason: str, action: str, note: str,
+              related: PodInfo | None = None) -> None: ...
+
+
+# The CycleState key of the profile's PodEventRecorder during a binding cycle. Per cycle,
+# not per plugin: a plugin may be shared by several policies' pipelines, and an event is
+# reported under the policy that schedules the pod.
+EVENT_RECORDER_KEY = "polsched.io/event-recorder"
+
+
 class ApiWriter(Protocol):
     """The API calls a PreBind plugin may make (polsched.cluster.client.ApiClient has this
     shape); None where nothing may be written (explain, simulate, unit tests)."""

@@ -64,6 +64,10 @@ def object_key(kind: Kind, obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or ''}/{name}" if kind.namespaced else name
 
 
+# How many changes per kind Listers.changed_since reaches back at least.
+JOURNAL_LENGTH = 4096
+
+
 @dataclass(eq=False)
 class Listers:
     """Read-only views (for plugins) of the cluster's other objects, kept by the cache."""
@@ -77,6 +81,10 @@ class Listers:
     # kind name -> bumped on every change of an object of that kind; plugin caches keyed on
     # it stay valid while it is unchanged.
     generations: dict[str, int] = field(default_factory=lambda: {k.name: 0 for k in KINDS})
+    # kind name -> the keys of its latest changes, oldest first: the change that made
+    # generation g is at index g - journal_start[kind] (see changed_since). Bounded.
+    journal: dict[str, list[str]] = field(default_factory=lambda: {k.name: [] for k in KINDS})
+    journal_start: dict[str, int] = field(default_factory=lambda: {k.name: 1 for k in KINDS})
 
     # -- writing (the cache, or an offline loader) ----------------------------------------
     def apply(self, kind: Kind, event: str, obj: Json) -> Json | None:
@@ -93,7 +101,22 @@ class Listers:
             if kind is NAMESPACE:
                 self.namespace_labels[key] = (obj.get("metadata") or {}).get("labels") or {}
         self.generations[kind.name] += 1
+        journal = self.journal[kind.name]
+        journal.append(key)
+        if len(journal) > 2 * JOURNAL_LENGTH:
+            del journal[:JOURNAL_LENGTH]
+            self.journal_start[kind.name] += JOURNAL_LENGTH
         return old
+
+    def changed_since(self, kind: Kind, generation: int) -> list[str] | None:
+        """The keys of the objects of `kind` added, changed or deleted after the kind was
+        at `generation` (oldest first, repeats possible), for a reader that keeps its own
+        view up to date without walking every object; None when the journal no longer
+        reaches that far back (the reader must walk them all)."""
+        start = self.journal_start[kind.name]
+        if generation + 1 < start or generation > self.generations[kind.name]:
+            return None
+        return self.journal[kind.name][generation + 1 - start:]
 
     def load(self, objects: Iterable[Json]) -> int:
         """Add every object of a known kind (by its `kind` field); returns how many."""

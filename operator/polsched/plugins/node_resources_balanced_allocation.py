@@ -24,18 +24,22 @@ from polsched.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from polsched.framework.listers import Listers
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.node_memo import SyncedValues
 from polsched.plugins.node_resources_fit import (
     DEFAULT_RESOURCES,
+    DeviceTotalsFn,
     ResourceVectors,
+    device_totals,
     div_trunc,
     parse_resources,
 )
 
 NAME = "NodeResourcesBalancedAllocation"
+_DEVICE_TOTALS_KEY = "PreScore" + NAME + "/DeviceTotals"
 
 DEFAULT_ARGS: Mapping[str, Any] = {
     "resources": [{"name": n, "weight": w} for n, w in DEFAULT_RESOURCES],
@@ -80,8 +84,10 @@ def balanced_score(requested: Sequence[int], allocated: Sequence[int],
 class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     NAME = NAME
 
-    def __init__(self, resources: Sequence[str]) -> None:
+    def __init__(self, resources: Sequence[str], listers: Listers | None = None) -> None:
         self.vectors = ResourceVectors(resources, use_requested=True)
+        # DRAExtendedResource: a resource a DeviceClass serves counts the node's devices.
+        self.listers = listers
         # The default resources get an unrolled score_nodes (see _score_cpu_memory).
         self._cpu_memory = tuple(resources) == (res.CPU, res.MEMORY)
         # A node's score depends only on the pod's requests and the node's allocatable and
@@ -101,6 +107,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         state.write(_PRE_SCORE_KEY, requests)
         if self._cpu_memory:
             state.write(_SCORES_KEY, self._memo.table_if_repeated(requests, snapshot))
+        else:
+            state.write(_DEVICE_TOTALS_KEY, device_totals(self.listers, self.vectors.names))
         return SUCCESS
 
     def _requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
@@ -111,7 +119,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._requests(state, pod)
         if not any(requests):
             return 0
-        return balanced_score(*self.vectors.node(node, requests))
+        return balanced_score(*self.vectors.node(node, requests,
+                                                 state.get(_DEVICE_TOTALS_KEY)))
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
                     nodes: Sequence[NodeInfo]) -> list[int]:
@@ -121,7 +130,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         if self._cpu_memory:
             return self._score_cpu_memory(requests, nodes, state.get(_SCORES_KEY))
         vectors = self.vectors.node
-        return [balanced_score(*vectors(n, requests)) for n in nodes]
+        devices: DeviceTotalsFn | None = state.get(_DEVICE_TOTALS_KEY)
+        return [balanced_score(*vectors(n, requests, devices)) for n in nodes]
 
     def _score_cpu_memory(self, requests: Sequence[int], nodes: Sequence[NodeInfo],
                           memo: dict[str, int] | None) -> list[int]:
@@ -220,7 +230,7 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesBalanced
         seen.add(name)
         if weight != 1:
             raise ArgsError(f"resources[{i}].weight", f"invalid value {weight}: must be 1")
-    return NodeResourcesBalancedAllocation([n for n, _ in resources])
+    return NodeResourcesBalancedAllocation([n for n, _ in resources], handle.listers)
 
 
 SPEC = PluginSpec(name=NAME, score=new, default_args=DEFAULT_ARGS)

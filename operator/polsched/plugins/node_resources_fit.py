@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+from polsched.framework import device_classes as dc
 from polsched.framework import events as ev
+from polsched.framework import listers as ls
 from polsched.framework import names
 from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
@@ -221,6 +223,23 @@ def _kind(name: str) -> int:
     return _SCALAR if is_scalar_resource_name(name) else _NONE
 
 
+# (node, resource) -> (devices the class serving it selects there, those in use)
+DeviceTotalsFn = Callable[[NodeInfo, str], tuple[int, int]]
+# CycleState key of a scorer's DeviceTotalsFn (written in PreScore when one of its
+# resources is served by devices).
+_DEVICE_TOTALS_KEY = "PreScoreNodeResourcesFit/DeviceTotals"
+
+
+def device_totals(listers: ls.Listers | None, names: tuple[str, ...]
+                  ) -> DeviceTotalsFn | None:
+    """getDRAPreScoredParams: the cycle's device totals when a DeviceClass serves one of
+    `names` (the DRA package is imported only then)."""
+    if listers is None or not dc.scored_by_devices(listers, names):
+        return None
+    from polsched.plugins.dynamic_resources.extended_score import DeviceTotals
+    return DeviceTotals(listers).totals
+
+
 class ResourceVectors:
     """resourceAllocationScorer's calculateNodeAllocatableRequest for a fixed resource list:
     per resource, the node's allocatable, what is allocated on it, and that plus the pod.
@@ -261,9 +280,12 @@ class ResourceVectors:
                 out.append(requests.get(name, 0))
         return tuple(out)
 
-    def node(self, node: NodeInfo, pod_requests: Sequence[int]
-             ) -> tuple[list[int], list[int], list[int]]:
-        """(requested incl. the pod, allocated, allocatable), one entry per resource."""
+    def node(self, node: NodeInfo, pod_requests: Sequence[int],
+             devices: DeviceTotalsFn | None = None) -> tuple[list[int], list[int], list[int]]:
+        """(requested incl. the pod, allocated, allocatable), one entry per resource.
+        `devices`: for a scalar resource the node does not advertise, the (devices the
+        DeviceClass serving it selects on the node, those in use), as upstream's
+        calculateDRAExtendedResourceAllocatableRequest (DeviceTotals.totals)."""
         n = len(self.names)
         requested, allocated, allocatable = [0] * n, [0] * n, [0] * n
         alloc_map = node.allocatable
@@ -282,10 +304,12 @@ class ResourceVectors:
                 cap = alloc_map.get(name, 0)
                 used = req_map.get(name, 0)
             elif kind == _SCALAR:
-                if pod_req == 0 or name not in alloc_map:
+                if pod_req == 0:
                     continue
-                cap = alloc_map[name]
+                cap = alloc_map.get(name, 0)
                 used = req_map.get(name, 0)
+                if cap == 0 and devices is not None:
+                    cap, used = devices(node, name)
             else:
                 continue
             if cap == 0:
@@ -384,6 +408,9 @@ class _PodRequest:
     memory: int
     ephemeral: int
     scalars: tuple[tuple[str, int, str], ...]
+    # The scalars a DeviceClass serves (DRAExtendedResource): on a node that does not
+    # advertise them they are DynamicResources' to allocate (shouldDelegateResourceToDRA).
+    dra: frozenset[str] = frozenset()
 
     @property
     def empty(self) -> bool:
@@ -395,8 +422,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
     NAME = NAME
 
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
-                 strategy: ScoringStrategy) -> None:
+                 strategy: ScoringStrategy, listers: ls.Listers | None = None) -> None:
         self.ignored_resources = ignored_resources
+        self.listers = listers
+        self.classes = dc.resolver_for(listers) if listers is not None else None
         self.ignored_groups = ignored_groups
         self.strategy = strategy
         self.vectors = ResourceVectors([n for n, _ in strategy.resources], use_requested=False)
@@ -426,9 +455,13 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
                     or (self.ignored_groups and name.split("/", 1)[0] in self.ignored_groups)):
                 continue
             scalars.append((name, qty, f"Insufficient {name}"))
+        dra: frozenset[str] = frozenset()
+        if scalars and self.classes is not None and self.classes.any_class():
+            dra = frozenset(n for n, _, _ in scalars if dc.is_dra_extended_resource_name(n)
+                            and self.classes.get_device_class(n) is not None)
         r = pod.requests
         return _PodRequest(r.get(res.CPU, 0), r.get(res.MEMORY, 0),
-                           r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars))
+                           r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars), dra)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         req = self._pod_request(pod)
@@ -568,6 +601,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
                 unresolvable = unresolvable or req.ephemeral > cap
         for name, qty, reason in req.scalars:
             cap = alloc.get(name, 0)
+            if cap <= 0 and name in req.dra:
+                continue  # served by devices here: DynamicResources allocates them
             if qty > cap - used.get(name, 0):
                 reasons.append(reason)
                 unresolvable = unresolvable or qty > cap
@@ -581,7 +616,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
                   snapshot: Snapshot) -> Status:
         requests = self.vectors.pod_requests(pod)
         state.write(_PRE_SCORE_KEY, requests)
-        if self._cpu_memory_weights is not None:
+        if self._cpu_memory_weights is None:
+            state.write(_DEVICE_TOTALS_KEY, device_totals(self.listers, self.vectors.names))
+        else:
             # The scores of a request seen before, current for this snapshot's nodes.
             state.write(_SCORES_KEY, self._scores.table_if_repeated(requests, snapshot))
         return SUCCESS
@@ -591,7 +628,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
         return requests if requests is not None else self.vectors.pod_requests(pod)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        requested, _, allocatable = self.vectors.node(node, self._requests(state, pod))
+        requested, _, allocatable = self.vectors.node(node, self._requests(state, pod),
+                                                      state.get(_DEVICE_TOTALS_KEY))
         return self._scorer(requested, allocatable)
 
     def score_nodes(self, state: CycleState, pod: PodInfo,
@@ -601,9 +639,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
             return self._least_allocated_cpu_memory(pod_requests, nodes,
                                                     state.get(_SCORES_KEY))
         vectors, scorer = self.vectors.node, self._scorer
+        devices: DeviceTotalsFn | None = state.get(_DEVICE_TOTALS_KEY)
         out = []
         for node in nodes:
-            requested, _, allocatable = vectors(node, pod_requests)
+            requested, _, allocatable = vectors(node, pod_requests, devices)
             out.append(scorer(requested, allocatable))
         return out
 
@@ -677,7 +716,24 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
             ev.event(r.ASSIGNED_POD, a.UPDATE_POD_SCALE_DOWN,
                      self._after_assigned_pod_scale_down),
             ev.event(r.TARGET_POD, a.UPDATE_POD_SCALE_DOWN, ev.queue_always),
+            # A pod may wait for a class that serves its extended resource (DRAExtendedResource).
+            ev.event(r.DEVICE_CLASS, a.ADD | a.UPDATE, self._after_device_class_change),
         )
+
+    def _after_device_class_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
+        """isSchedulableAfterDeviceClassEvent: a class added that serves one of the pod's
+        requests by its implicit name, or whose extendedResourceName changed to one."""
+        new_ern = ((new or {}).get("spec") or {}).get("extendedResourceName") or ""
+        if old is not None:
+            if (((old.get("spec") or {}).get("extendedResourceName") or "") == new_ern):
+                return ev.QUEUE_SKIP
+        else:
+            name = ((new or {}).get("metadata") or {}).get("name") or ""
+            if dc.DEVICE_CLASS_PREFIX + name in pod.requests:
+                return ev.QUEUE
+        if new_ern and new_ern in pod.requests:
+            return ev.QUEUE
+        return ev.QUEUE_SKIP
 
     def _after_assigned_pod_delete(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
         deleted: PodInfo = old
@@ -731,7 +787,8 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesFit:
     groups = _parse_names(args.get("ignoredResourceGroups"), "ignoredResourceGroups",
                           group=True)
     strategy = parse_scoring_strategy(args.get("scoringStrategy"))
-    return NodeResourcesFit(ignored | handle.ignored_resources, groups, strategy)
+    return NodeResourcesFit(ignored | handle.ignored_resources, groups, strategy,
+                            handle.listers)
 
 
 SPEC = PluginSpec(name=NAME, filter=new, score=new, default_args=DEFAULT_ARGS)

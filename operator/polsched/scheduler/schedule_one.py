@@ -42,6 +42,7 @@ from polsched.framework.diagnosis import (
     ScheduleResult,
 )
 from polsched.framework.interfaces import (
+    EVENT_RECORDER_KEY,
     MAX_EXTENDER_PRIORITY,
     MAX_NODE_SCORE,
     Extender,
@@ -861,6 +862,7 @@ class ScheduleOne:
                 if not st.ok:
                     self.handle_binding_cycle_error(a, st)
                     return
+            a.state.write(EVENT_RECORDER_KEY, a.profile.recorder)
             st = await pipeline.run_pre_bind_plugins(a.state, assumed, a.node, a.plugins)
             if not st.ok:
                 self.handle_binding_cycle_error(a, st)

@@ -89,6 +89,11 @@ class AllocatedState:
     devices: set[DeviceID] = field(default_factory=set)
     shared: set[tuple[DeviceID, str]] = field(default_factory=set)
     capacity: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
+    # Optional, for the allocator's memo (Allocator.allocate): per pool, a hashable value
+    # that names which of its devices are in `devices` (a pool not listed: none). Whoever
+    # keeps it gives a pool whose devices change a value never used before for another
+    # set.
+    pool_versions: Mapping[tuple[str, str], Any] | None = None
 
     def is_allocated(self, d: DeviceID) -> bool:
         """internal.IsDeviceAllocated."""
@@ -571,39 +576,149 @@ class _MaxSizeExceeded(Exception):
 _DEFAULT_PARENT = ""
 
 
-class Allocator:
-    """NewAllocator: built once per scheduling cycle from the cluster's slices, classes
-    and the devices in use; `allocate` then runs per node."""
+class SliceIndex:
+    """The slices an Allocator reads, indexed: per node name, the node-independent ones,
+    and per node the pools that GatherPools finds (computed on first use). Pools are
+    read-only during an allocation, so one index serves every pod and node while the
+    slices (and the features) stay the same; the plugin builds a new one when they
+    change. Without a node-independent slice a node's pools depend on its name only;
+    otherwise (node selectors) on its labels too, compared on each use."""
 
-    def __init__(self, features: Features, allocated: AllocatedState,
-                 classes: Mapping[str, DeviceClass], slices: Sequence[Slice],
-                 deadline: float | None = None,
-                 share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-                 match_cache: MatchCache | None = None) -> None:
+    def __init__(self, slices: Sequence[Slice], features: Features) -> None:
         self.features = features
-        self.allocated = allocated
-        self.classes = classes
         self.all_slices = list(slices)
         self.on_node: dict[str, list[Slice]] = {}
         self.shared: list[Slice] = []
-        for s in slices:
+        for s in self.all_slices:
             if s.node_name:
                 self.on_node.setdefault(s.node_name, []).append(s)
             else:
                 self.shared.append(s)
-        self.deadline = deadline
+        self._pools: dict[str, tuple[Mapping[str, str], list[Pool], frozenset[DeviceID],
+                                     tuple[PoolID, ...]]] = {}
+        # Allocation results per (node, claims' signature), with the devices of the node's
+        # pools that were allocated then (Allocator.allocate's memo), for one `classes`.
+        self.memo: dict[tuple[str, tuple[str, ...]],
+                        tuple[Any, list[dict[str, Any]] | None]] = {}
+        self.memo_classes: Mapping[str, DeviceClass] | None = None
+
+    def _entry(self, node: NodeRef) -> tuple[Mapping[str, str], list[Pool],
+                                             frozenset[DeviceID], tuple[PoolID, ...]]:
+        hit = self._pools.get(node.name)
+        if hit is not None and (not self.shared or hit[0] == node.labels):
+            return hit
+        pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node,
+                             self.features, self.all_slices)
+        # Every device whose being allocated can change an allocation on the node: those
+        # of its pools, counter-sharing slices that do not target the node included.
+        ids = frozenset((s.driver, s.pool, d.name) for p in pools
+                        for group in (p.slices, p.slices_not_targeting)
+                        for s in group for d in s.devices)
+        if len(self._pools) > 100_000:
+            self._pools.clear()
+        entry = (dict(node.labels), pools, ids, tuple(p.id for p in pools))
+        self._pools[node.name] = entry
+        return entry
+
+    def pools(self, node: NodeRef) -> list[Pool]:
+        """GatherPools for the node, in allocation order."""
+        return self._entry(node)[1]
+
+    def device_ids(self, node: NodeRef) -> frozenset[DeviceID]:
+        """The devices of the node's pools (and of the slices sharing their counters)."""
+        return self._entry(node)[2]
+
+    def pool_ids(self, node: NodeRef) -> tuple[PoolID, ...]:
+        """The ids of the node's pools, in allocation order."""
+        return self._entry(node)[3]
+
+
+class Allocator:
+    """NewAllocator: built once per scheduling cycle from the cluster's slices, classes
+    and the devices in use; `allocate` then runs per node. `index`: the slices already
+    indexed (a SliceIndex of `slices` with these features), kept by the caller across
+    cycles while the slices do not change."""
+
+    def __init__(self, features: Features, allocated: AllocatedState,
+                 classes: Mapping[str, DeviceClass], slices: Sequence[Slice],
+                 share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+                 match_cache: MatchCache | None = None,
+                 index: SliceIndex | None = None) -> None:
+        self.features = features
+        self.allocated = allocated
+        self.classes = classes
+        kept = index is not None and index.features == features
+        if index is None or not kept:
+            index = SliceIndex(slices, features)
+        self.index = index
+        self.all_slices = index.all_slices
+        self.on_node = index.on_node
+        self.shared = index.shared
+        # time.monotonic() after which a search gives up (the Filter timeout): the
+        # caller sets it before each allocate call.
+        self.deadline: float | None = None
         self.share_id = share_id
         self.available_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.num_allocate_one = 0
         # A selector's verdict depends only on the device: kept across nodes, and across
         # pods when the caller passes one cache to every allocator.
         self._match_cache: MatchCache = match_cache if match_cache is not None else {}
+        # Allocations are remembered across allocators only in an index the caller keeps
+        # (across cycles); within one allocator every node is asked once anyway.
+        self._memo = kept and not index.shared and not allocated.shared \
+            and not allocated.capacity
+        if self._memo and index.memo_classes is not classes:
+            index.memo.clear()
+            index.memo_classes = classes
+        self._signatures: dict[int, tuple[Claim, str]] = {}
 
     def allocate(self, node: NodeRef, claims: Sequence[Claim]) -> list[dict[str, Any]] | None:
         """The allocation results, one per claim (status.allocation's JSON), or None when
         the claims do not fit on the node. AllocatorError when the input is broken,
-        NodeAllocationError when only this node's pools are."""
-        return _Run(self, node, list(claims)).run()
+        NodeAllocationError when only this node's pools are.
+
+        With a caller's SliceIndex (the plugin's, kept while slices and classes do not
+        change) the outcome is remembered per node and claims' signature (their spec, not
+        their name) together with which of the node's devices were allocated: the search
+        is a function of those (and of the slices, classes and features the index is
+        for), so an equal situation gets the remembered outcome, the same devices, without
+        searching again. Between two pods only the last pod's node changes. Not used when
+        consumable capacity is in play (shared allocations, share IDs) or node-independent
+        slices exist (the node's labels would matter); errors are never remembered. The
+        results are shared between calls: callers must not modify them."""
+        if not self._memo:
+            return _Run(self, node, list(claims)).run()
+        key: tuple[str, tuple[str, ...]]
+        if len(claims) == 1:
+            key = (node.name, (self._signature(claims[0]),))
+        else:
+            key = (node.name, tuple(self._signature(c) for c in claims))
+        versions = self.allocated.pool_versions
+        used: Any
+        if versions is not None:
+            used = tuple([versions.get(p, 0) for p in self.index.pool_ids(node)])
+        else:
+            used = self.allocated.devices.intersection(self.index.device_ids(node))
+        memo = self.index.memo
+        hit = memo.get(key)
+        if hit is not None and hit[0] == used:
+            return hit[1]
+        results = _Run(self, node, list(claims)).run()
+        if results is None or not any("shareID" in r for alloc in results
+                                       for r in alloc["devices"]["results"]):
+            if len(memo) > 200_000:
+                memo.clear()
+            memo[key] = (used, results)
+        return results
+
+    def _signature(self, claim: Claim) -> str:
+        """What of a claim the search reads: its requests, constraints and config."""
+        hit = self._signatures.get(id(claim))
+        if hit is not None and hit[0] is claim:
+            return hit[1]
+        sig = repr((claim.requests, claim.constraints, claim.config))
+        self._signatures[id(claim)] = (claim, sig)
+        return sig
 
 
 class _Run:
@@ -626,8 +741,7 @@ class _Run:
     # -- setup --------------------------------------------------------------------------
 
     def run(self) -> list[dict[str, Any]] | None:
-        slices_for_node = self.a.on_node.get(self.node.name, []) + self.a.shared
-        self.pools = gather_pools(slices_for_node, self.node, self.f, self.a.all_slices)
+        self.pools = self.a.index.pools(self.node)
         for ci, claim in enumerate(self.claims):
             for ri, req in enumerate(claim.requests):
                 if req.first_available:
@@ -1165,5 +1279,6 @@ def _add_requirements(src: Sequence[Json], dst: list[Json]) -> None:
 
 
 __all__ = ["Allocator", "AllocatedState", "AllocatorError", "Features", "NodeAllocationError",
-           "NodeRef", "gather_pools", "node_matches", "request_over_capacity", "tolerates",
+           "NodeRef", "SliceIndex", "gather_pools", "node_matches", "request_over_capacity",
+           "tolerates",
            "ALLOCATION_RESULTS_MAX_SIZE", "_DEFAULT_PARENT"]

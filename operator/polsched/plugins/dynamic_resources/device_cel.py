@@ -28,7 +28,12 @@ types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
 - cel-go's ext.Strings (v2), ext.Sets and ext.Lists (v3) functions, from the package's
   stdlib where it has them;
 - `cel.bind(name, init, body)` (ext.Bindings), by substituting `(init)` for `name` in
-  `body` before compiling; CEL has no side effects, so the result is the same.
+  `body` before compiling; CEL has no side effects, so the result is the same;
+- optional selection and index (`m.?f`, `m[?k]`, also on an optional), as cel.bind
+  expressions over the core's optional.of / optional.none; two-variable comprehensions
+  (`all`, `exists`, `existsOne`, `transformList`, `transformMap` with an index or key and
+  a value) as one-variable macros over the [key, value] pairs; `string()` of an IP, a
+  CIDR or a bool (rewrite_syntax).
 
 Quantities, semvers, IPs and CIDRs travel through CEL as one-key maps holding a
 canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
@@ -36,10 +41,11 @@ canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
 implement (1Gi == 1024Mi; semver build metadata ignored).
 
 Known differences from cel-go, all outside what DRA drivers' documentation uses: no
-optional syntax (`.?`, `optional.of`), no two-variable comprehensions, no `string()` of
-an IP or CIDR, no URL and format libraries, no cost tracking: instead of the runtime cost
-limit the length is bounded and comprehensions may nest at most MAX_COMPREHENSION_DEPTH
-deep, and
+optional elements in list and map literals (`[?x]`, `{?k: v}`), no field selection on an
+optional without `.?` (`m.?a.b`), no `transformMapEntry`, no URL and format libraries, no
+cost tracking: instead of the runtime cost limit the length (after the rewrites, which
+repeat a receiver, so a long chain of `.?` hits it) is bounded and comprehensions (the
+rewritten ones too) may nest at most MAX_COMPREHENSION_DEPTH deep, and
 the empty-map default for an unknown domain is provided for the domains the expression
 spells out as a literal index (`device.attributes["gpu.example.com"]`), which
 `size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
@@ -232,6 +238,267 @@ def expand_binds(source: str) -> str:
         if sum(len(t.text) for t in tokens) > MAX_EXPANDED_LENGTH:
             raise CELError(f"expanding cel.bind makes the expression longer than "
                            f"{MAX_EXPANDED_LENGTH} characters")
+
+
+# --- syntax the Rust core lacks, rewritten into what it has -------------------------------
+#
+# Each rewrite replaces one construct by an equivalent expression and starts again on the
+# new text, until none is left (as expand_binds); every name it introduces starts with
+# "__" and a number, so it never meets a user's. The rewritten text is bounded by
+# MAX_EXPANDED_LENGTH, and its comprehensions count against MAX_COMPREHENSION_DEPTH.
+
+_TWO_VAR = {"all": 3, "exists": 3, "existsOne": 3, "exists_one": 3,
+            "transformList": (3, 4), "transformMap": (3, 4)}
+
+
+def _matching(tokens: Sequence[Token], code: list[int], p: int) -> int:
+    """The code index of the bracket that closes (or, for a closer, opens) code[p]."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    opener = tokens[code[p]].text
+    step = 1 if opener in pairs else -1
+    depth = 0
+    q = p
+    while 0 <= q < len(code):
+        t = tokens[code[q]]
+        if t.kind == "op" and t.text in "([{":
+            depth += step
+        elif t.kind == "op" and t.text in ")]}":
+            depth -= step
+        if depth == 0:
+            return q
+        q += step
+    raise CELError("unbalanced brackets")
+
+
+def _arguments(tokens: Sequence[Token], code: list[int], p: int) -> tuple[list[list[int]],
+                                                                         int]:
+    """The top-level comma-separated arguments (code indexes) of the call whose "(" is
+    code[p], and the code index of its ")"."""
+    end = _matching(tokens, code, p)
+    args: list[list[int]] = [[]]
+    depth = 0
+    for q in range(p + 1, end):
+        t = tokens[code[q]]
+        if t.kind == "op" and t.text in "([{":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]}":
+            depth -= 1
+        if t.kind == "op" and t.text == "," and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(q)
+    return ([] if args == [[]] else args), end
+
+
+def _operand_start(tokens: Sequence[Token], code: list[int], end: int) -> int:
+    """The code index where the member chain (a.b[c].d(e)...) ending at code[end]
+    starts: the receiver of a `.?` or `[?` that follows it."""
+    k = end
+    while True:
+        t = tokens[code[k]]
+        if t.kind == "op" and t.text in ")]}":
+            k = _matching(tokens, code, k)
+            before = tokens[code[k - 1]] if k > 0 else None
+            if t.text == ")" and before is not None and before.kind == "ident":
+                k -= 1  # a call: its name
+            elif t.text == "]" and before is not None and before.text != "in" and (
+                    before.kind in ("ident", "str", "num") or before.text in ")]}"):
+                k -= 1  # an index: its operand
+                continue
+        elif t.kind not in ("ident", "str", "num"):
+            raise CELError(f"optional syntax after {t.text!r}: expected an operand")
+        if k >= 2 and tokens[code[k - 1]].text == "." and tokens[code[k - 2]].kind != "op":
+            k -= 2
+        elif k >= 2 and tokens[code[k - 1]].text == "." and \
+                tokens[code[k - 2]].text in ")]}":
+            k -= 2
+        elif k >= 3 and tokens[code[k - 1]].text == "?" and tokens[code[k - 2]].text == ".":
+            k -= 3
+        else:
+            return k
+
+
+def _text(tokens: Sequence[Token], code: list[int], first: int, last: int) -> str:
+    return "".join(t.text for t in tokens[code[first]:code[last] + 1])
+
+
+def _is_optional(name: str) -> str:
+    return f"type({name}) == type(optional.none())"
+
+
+def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
+    """`E.?f` and `E[?k]` (cel-go's optional selection and index, on a value or on an
+    optional) as cel.bind expressions over optional.of / optional.none; None when the
+    text has neither."""
+    code = _code(tokens)
+    for p in range(1, len(code) - 1):
+        a, b = tokens[code[p]], tokens[code[p + 1]]
+        if a.kind != "op" or b.text != "?" or a.text not in (".", "["):
+            continue
+        if a.text == "[" and not (tokens[code[p - 1]].kind in ("ident", "str", "num")
+                                  or tokens[code[p - 1]].text in ")]}"):
+            continue  # an optional element of a list literal: not supported
+        start = _operand_start(tokens, code, p - 1)
+        receiver = _text(tokens, code, start, p - 1)
+        o, v = f"__o{serial}", f"__v{serial}"
+        if a.text == ".":
+            if p + 2 >= len(code) or tokens[code[p + 2]].kind != "ident":
+                raise CELError("optional selection: expected a field name after '.?'")
+            field = tokens[code[p + 2]].text
+            last = p + 2
+            # a field of a map (has() is false for a missing key) or of an optional
+            plain = f"(has({v}.{field}) ? optional.of({v}.{field}) : optional.none())"
+        else:
+            close = _matching(tokens, code, p)
+            if close <= p + 2:
+                raise CELError("optional index: expected a key after '[?'")
+            key = _text(tokens, code, p + 2, close - 1)
+            last = close
+            k = f"__k{serial}"
+            plain = (f"cel.bind({k}, {key}, type({v}) == list ? ({k} >= 0 && {k} < size({v})"
+                     f" ? optional.of({v}[{k}]) : optional.none()) : ({k} in {v} ? "
+                     f"optional.of({v}[{k}]) : optional.none()))")
+        replacement = (f"cel.bind({o}, {receiver}, {_is_optional(o)} ? ({o}.hasValue() ? "
+                       f"cel.bind({v}, {o}.value(), {plain}) : optional.none()) : "
+                       f"cel.bind({v}, {o}, {plain}))")
+        head = "".join(t.text for t in tokens[:code[start]])
+        tail = "".join(t.text for t in tokens[code[last] + 1:])
+        return head + "(" + replacement + ")" + tail
+    return None
+
+
+def _substitute(tokens: Sequence[Token], names: Mapping[str, str]) -> str:
+    """The text with each variable in `names` (an identifier not after ".") replaced."""
+    out, prev = [], ""
+    for t in tokens:
+        if t.kind == "ident" and t.text in names and prev != ".":
+            out.append(names[t.text])
+        else:
+            out.append(t.text)
+        if t.kind != "ws":
+            prev = t.text
+    return "".join(out)
+
+
+def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
+    """The last two-variable comprehension (cel-go ext.TwoVarComprehensions: all, exists,
+    existsOne, transformList, transformMap with an index or key and a value) as a
+    one-variable macro over `__pairs(range)`, the [key, value] pairs of a map or the
+    [index, value] pairs of a list; None when there is none."""
+    code = _code(tokens)
+    found = None
+    for p in range(len(code) - 3, 0, -1):  # the last one: none inside its arguments
+        a, b, c = (tokens[code[p + q]] for q in range(3))
+        if a.text != "." or b.text not in _TWO_VAR or c.text != "(":
+            continue
+        args, end = _arguments(tokens, code, p + 2)
+        counts = _TWO_VAR[b.text]
+        if len(args) not in (counts if isinstance(counts, tuple) else (counts,)):
+            continue
+        if b.text in _MACROS and (len(args[1]) != 1 or
+                                  tokens[code[args[1][0]]].kind != "ident"):
+            continue  # the one-variable form (x, predicate) or map(x, p, e)
+        found = (p, args, end)
+        break
+    if found is None:
+        return None
+    p, args, end = found
+    method = tokens[code[p + 1]].text
+    names = []
+    for arg in args[:2]:
+        if len(arg) != 1 or tokens[code[arg[0]]].kind != "ident":
+            raise CELError(f"{method}: the first two arguments must be variable names")
+        names.append(tokens[code[arg[0]]].text)
+    if names[0] == names[1]:
+        raise CELError(f"{method}: the two variables must differ")
+    pair = f"__p{serial}"
+    subst = {names[0]: f"{pair}[0]", names[1]: f"{pair}[1]"}
+    rest = ["".join([" "] + [_substitute(tokens[code[arg[0]]:code[arg[-1]] + 1], subst)])
+            for arg in args[2:]]
+    start = _operand_start(tokens, code, p - 1)
+    pairs = f"__pairs({_text(tokens, code, start, p - 1)})"
+    if method in ("all", "exists", "existsOne", "exists_one"):
+        macro = "exists_one" if method == "existsOne" else method
+        new = f"{pairs}.{macro}({pair},{rest[0]})"
+    elif method == "transformList":
+        new = f"{pairs}.map({pair},{','.join(rest)})"
+    else:  # transformMap: one walk, since a map's order may differ between two
+        keep = rest[0] + "," if len(rest) == 2 else ""
+        new = f"__from_pairs({pairs}.map({pair},{keep} [{pair}[0],{rest[-1]}]))"
+    head = "".join(t.text for t in tokens[:code[start]])
+    tail = "".join(t.text for t in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
+def _rewrite_one_string(tokens: list[Token], serial: int) -> str | None:
+    """The last `string(x)` not yet rewritten, as a conversion that also knows the IP
+    and CIDR values of this library (library/ip.go and cidr.go's String)."""
+    code = _code(tokens)
+    found = None
+    for p in range(len(code) - 1):
+        t = tokens[code[p]]
+        if t.kind == "ident" and t.text == "string" and tokens[code[p + 1]].text == "(" \
+                and (p == 0 or tokens[code[p - 1]].text != "."):
+            found = p
+    if found is None:
+        return None
+    args, end = _arguments(tokens, code, found + 1)
+    if len(args) != 1:
+        return None  # left to the core, which reports the overload
+    arg = _text(tokens, code, args[0][0], args[0][-1])
+    s = f"__s{serial}"
+    # string(bool) too, which the core lacks.
+    new = (f"cel.bind({s}, {arg}, __is_address({s}) ? __address_text({s}) : type({s}) == "
+           f"bool ? ({s} ? \"true\" : \"false\") : __string({s}))")
+    head = "".join(t.text for t in tokens[:code[found]])
+    tail = "".join(t.text for t in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
+# Each rewrite tokenizes the whole text again: a bound on their number, counted before
+# the first, keeps a hostile selector (thousands of `.?`) from costing seconds to
+# compile. Real selectors use a few.
+MAX_REWRITES = 32
+
+
+def _rewrite_candidates(tokens: Sequence[Token]) -> int:
+    """An upper bound of the rewrites a text needs (each `.?`, `[?`, call of a
+    two-variable macro name and `string(`)."""
+    code = [t for t in tokens if t.kind != "ws"]
+    n = 0
+    for k in range(1, len(code)):
+        a, b = code[k - 1], code[k]
+        if b.text == "?" and a.kind == "op" and a.text in (".", "["):
+            n += 1
+        elif a.text == "." and b.kind == "ident" and b.text in _TWO_VAR:
+            n += 1
+        elif b.kind == "ident" and b.text == "string" and a.text != ".":
+            n += 1
+    return n + (1 if code and code[0].text == "string" else 0)
+
+
+def rewrite_syntax(source: str) -> str:
+    """The selector with optional selection and index, two-variable comprehensions and
+    string() of IPs and CIDRs rewritten into what the Rust core runs."""
+    text = source
+    serial = 0
+    if _rewrite_candidates(tokenize(source)) > MAX_REWRITES * 4:
+        raise CELError(f"more than {MAX_REWRITES} uses of optional syntax, two-variable "
+                       "comprehensions and string() in one expression")
+    for rewrite in (_rewrite_one_optional, _rewrite_one_two_var, _rewrite_one_string):
+        while True:
+            new = rewrite(tokenize(text), serial)
+            if new is None:
+                break
+            text = new
+            serial += 1
+            if serial > MAX_REWRITES:
+                raise CELError(f"more than {MAX_REWRITES} uses of optional syntax, "
+                               "two-variable comprehensions and string() in one expression")
+            if len(text) > MAX_EXPANDED_LENGTH:
+                raise CELError(f"the expression, rewritten for the CEL core, is longer "
+                               f"than {MAX_EXPANDED_LENGTH} characters")
+    return text.replace("__string(", "string(")
 
 
 # --- Kubernetes CEL values -------------------------------------------------------------
@@ -739,8 +1006,37 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "isLinkLocalUnicast": _is_link_local_unicast, "isGlobalUnicast": _is_global_unicast,
         "containsIP": _contains_ip, "containsCIDR": _contains_cidr,
         "prefixLength": _prefix_length, "masked": _masked,
+        # for rewrite_syntax
+        "__pairs": _pairs, "__from_pairs": _from_pairs, "__is_address": _is_address,
+        "__address_text": _address_text,
     })
     return fns
+
+
+def _pairs(v: Any) -> list[list[Any]]:
+    """[key, value] pairs of a map, [index, value] pairs of a list."""
+    if isinstance(v, Mapping) and not _is_value_map(v):
+        return [[k, x] for k, x in v.items()]
+    if isinstance(v, list | tuple):
+        return [[i, x] for i, x in enumerate(v)]
+    raise CELError(f"no such overload: comprehension over {_type_name(v)}")
+
+
+def _is_value_map(v: Mapping[Any, Any]) -> bool:
+    """A quantity, semver, IP or CIDR (a one-key map standing for a value)."""
+    return len(v) == 1 and next(iter(v)) in (_Q, _S, _IP, _CIDR)
+
+
+def _from_pairs(pairs: Any) -> dict[Any, Any]:
+    return {p[0]: p[1] for p in _list(pairs, "transformMap")}
+
+
+def _is_address(v: Any) -> bool:
+    return isinstance(v, Mapping) and len(v) == 1 and next(iter(v)) in (_IP, _CIDR)
+
+
+def _address_text(v: Any) -> str:
+    return str(next(iter(v.values())))
 
 
 def _reverse(v: Any) -> Any:
@@ -799,7 +1095,7 @@ _TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "li
                          "null_type", "type", "dyn", "null"})
 # Qualified function names (`ip.isCanonical(s)`, `sets.contains(a, b)`): the Rust core
 # lists their first part among an expression's variables.
-_NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64"})
+_NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64", "optional"})
 _MACRO_BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*"
                           r"([A-Za-z_][A-Za-z0-9_]*)\s*,")
 
@@ -845,7 +1141,7 @@ class Selector:
             raise CELError(f"the expression is {len(source)} characters long; the limit "
                            f"is {MAX_EXPRESSION_LENGTH}")
         self.source = source
-        expanded = expand_binds(source)
+        expanded = expand_binds(rewrite_syntax(source))
         try:
             self._program = _cel().compile(expanded)
         except Exception as err:  # the library raises ValueError with the parser's text

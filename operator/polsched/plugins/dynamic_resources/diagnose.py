@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from polsched.framework import device_classes as dc
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.types import PodInfo, Snapshot
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.dynamic_resources import device_cel
 from polsched.plugins.dynamic_resources.allocator import (
     AllocatorError,
@@ -47,9 +48,13 @@ class NodeDevices:
     error: str = ""
     requests: list[RequestReport] = field(default_factory=list)
     allocated_claims: list[str] = field(default_factory=list)  # "claim: allocated ..."
+    # DRAExtendedResource: per extended resource, where it comes from on this node.
+    extended: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = []
+        for e in self.extended:
+            out.append(f"  {e}")
         for c in self.allocated_claims:
             out.append(f"  {c}")
         for r in self.requests:
@@ -89,8 +94,32 @@ def _wants(r: Request) -> str:
     return f"{r.count} device(s) of class {r.class_name}"
 
 
-def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef) -> NodeDevices | None:
-    """The device-level report for one node; None when the pod has no claims."""
+def _extended(plugin: DynamicResources, s: _State, node_info: NodeInfo,
+              report: NodeDevices) -> None:
+    """Where each extended resource a DeviceClass serves comes from on this node."""
+    classes = dc.resolver_for(plugin.listers)
+    for name, qty in sorted(s.pod_scalars.items()):
+        klass = classes.get_device_class(name)
+        if not qty or klass is None:
+            continue
+        if node_info.allocatable.get(name, 0) > 0:
+            report.extended.append(f"extended resource {name} ({qty}): from the node's "
+                                   "allocatable (a device plugin), not from devices")
+        else:
+            report.extended.append(
+                f"extended resource {name} ({qty}): from devices of DeviceClass "
+                f"{(klass.get('metadata') or {}).get('name')} (the node does not "
+                "advertise it)")
+    st = plugin.filter_extended(s, node_info)
+    if st is not None and not st.ok:
+        report.error = st.message
+
+
+def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef,
+             node_info: NodeInfo | None = None) -> NodeDevices | None:
+    """The device-level report for one node; None when the pod has no claims (neither
+    its own nor one for extended resources served by devices). Without `node_info` the
+    extended resources' claim is left out."""
     state = CycleState()
     st = plugin.pre_filter(state, pod, Snapshot([]))
     s: _State | None = state.get(_STATE_KEY)
@@ -101,6 +130,15 @@ def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef) -> NodeDevic
     if not st.ok:
         report.error = st.message
         return report
+    indexes = list(s.to_allocate)
+    if s.extended is not None:
+        if node_info is None:
+            indexes = [i for i in indexes if i != s.extended]
+        else:
+            _extended(plugin, s, node_info, report)
+            if report.error:
+                return report
+            indexes = s.allocating(node.name)
     for info in s.claims:
         if info.allocated:
             alloc = (info.raw.get("status") or {}).get("allocation") or {}
@@ -111,9 +149,12 @@ def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef) -> NodeDevic
             report.allocated_claims.append(
                 f"claim {info.claim.key}: already allocated ({', '.join(devs)}), usable on "
                 f"{where}")
-    if s.allocator is None:
+    if s.allocator is None or not indexes:
         return report
-    claims = [s.claims[i].claim for i in s.to_allocate]
+    claims = [s.claims[i].claim for i in indexes]
+    variant = s.ext_by_node.get(node.name)
+    if s.extended is not None and s.extended in indexes and variant is not None:
+        claims[indexes.index(s.extended)] = variant.claim
     try:
         results = s.allocator.allocate(node, claims)
     except AllocatorError as e:

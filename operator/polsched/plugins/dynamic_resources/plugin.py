@@ -29,14 +29,23 @@ the devices come from the structured allocator (allocator.py).
 - PreEnqueue: the same checks keep the pod out of the queue, untried, until its claims
   exist (a claim from a template comes with an update of the pod's status).
 
-- Binding conditions: PreBind waits (bindingTimeout, 600 s) until the allocated devices'
-  bindingConditions are True in the claim's status.devices (an error when a failure
-  condition is True); Filter skips allocated claims that failed or timed out.
+- Binding conditions: PreBind records a Normal BindingConditionsPending event and waits
+  (bindingTimeout, 600 s) until the allocated devices' bindingConditions are True in the
+  claim's status.devices (an error when a failure condition is True); Filter skips
+  allocated claims that failed or timed out.
+
+- DRAExtendedResource (extended.py): a container's request for an extended resource a
+  DeviceClass serves gets devices through a special claim: PreFilter finds the one an
+  earlier attempt created or makes one in memory; Filter gives each node its variant
+  (requests for what the node's allocatable lacks); Reserve puts it in flight; PreBind
+  creates it, allocates and reserves it, and writes the pod's
+  status.extendedResourceClaimStatus; Unreserve and PostFilter delete a created one.
 
 - PostFilter (before DefaultPreemption): deallocates an allocated claim that Filter found
   unusable and that no other pod uses, so the next attempt can allocate it anew.
 
-Not yet (docs/differences.md): the BindingConditionsPending event, DRAExtendedResource.
+NodeResourcesFit and BalancedAllocation score such resources from the node's devices
+(extended_score.py).
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import itertools
+import json
 import logging
 import time
 import weakref
@@ -51,15 +62,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.framework import device_classes as dc
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.interfaces import (
+    EVENT_RECORDER_KEY,
     ApiWriter,
     FilterPlugin,
     FrameworkHandle,
     Handle,
+    PodEventRecorder,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
@@ -73,7 +87,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
-from polsched.plugins.dynamic_resources import model
+from polsched.plugins.dynamic_resources import extended, model
 from polsched.plugins.dynamic_resources.allocator import (
     AllocatedState,
     Allocator,
@@ -82,6 +96,7 @@ from polsched.plugins.dynamic_resources.allocator import (
     MatchCache,
     NodeAllocationError,
     NodeRef,
+    SliceIndex,
     node_matches,
 )
 from polsched.plugins.dynamic_resources.quantity import Quantity
@@ -97,6 +112,11 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 CLAIM_NOT_CREATED = "ResourceClaim not created yet"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+# PreBind's Normal event while it waits for devices' binding conditions.
+BINDING_CONDITIONS_PENDING = "BindingConditionsPending"
+# filterExtendedResources' reasons.
+EXTENDED_STALE = "cannot schedule extended resource claim"
+EXTENDED_NO_FIT = "cannot fit resource"
 # DRASchedulerFilterTimeout's default (KubeSchedulerConfiguration DynamicResourcesArgs).
 FILTER_TIMEOUT_SECONDS = 10.0
 # DynamicResourcesArgs.bindingTimeout's default: how long PreBind waits for a device's
@@ -117,6 +137,7 @@ DEFAULT_FEATURES = Features()
 class _InFlight:
     allocation: dict[str, Any]
     written_rv: str | None = None  # the claim's resourceVersion once PreBind wrote it
+    key: str = ""  # the claim's "namespace/name" in the listers, when known
 
 
 class ClaimTracker:
@@ -131,13 +152,21 @@ class ClaimTracker:
         """Forget in-flight allocations the cache has caught up with."""
         if not self.in_flight:
             return
-        by_uid = {(c.get("metadata") or {}).get("uid"): c
-                  for c in listers.objects[ls.RESOURCE_CLAIM.name].values()}
+        store = listers.objects[ls.RESOURCE_CLAIM.name]
+        by_uid: dict[Any, Json] | None = None
         for uid in list(self.in_flight):
             entry = self.in_flight[uid]
             if entry.written_rv is None:
                 continue
-            claim = by_uid.get(uid)
+            # By key when known (one lookup, not a walk over every claim per pod).
+            if entry.key:
+                claim = store.get(entry.key)
+                if claim is not None and (claim.get("metadata") or {}).get("uid") != uid:
+                    claim = None
+            else:
+                if by_uid is None:
+                    by_uid = {(c.get("metadata") or {}).get("uid"): c for c in store.values()}
+                claim = by_uid.get(uid)
             if claim is None:
                 del self.in_flight[uid]
                 continue
@@ -172,6 +201,18 @@ class _ClaimInfo:
     uid: str
     allocated: bool
     node_filter: Json | None = None  # the allocation's node selector
+    # The special claim for extended resources served by devices (DRAExtendedResource):
+    # in memory (extended.SPECIAL_NAME) until PreBind creates it.
+    extended: bool = False
+
+
+@dataclass(frozen=True)
+class _NodeClaim:
+    """The special claim's variant for a node, and the pod's requestMappings."""
+
+    raw: Json
+    claim: model.Claim
+    mappings: list[dict[str, str]]
 
 
 @dataclass
@@ -187,6 +228,28 @@ class _State:
     # Allocated claims that Filter found unusable on some node (upstream's
     # unavailableClaims): PostFilter may deallocate one.
     unavailable: set[int] = field(default_factory=set)
+    # DRAExtendedResource: the pod's scalar requests, the index of the special claim in
+    # `claims`, and per node the claim's variant for that node (None: the node's device
+    # plugins serve them all) with the pod's requestMappings. The claims allocated on a
+    # node are `to_allocate` without the special claim where its variant is None.
+    pod_scalars: dict[str, int] = field(default_factory=dict)
+    extended: int | None = None
+    ext_by_node: dict[str, _NodeClaim | None] = field(default_factory=dict)
+    ext_variants: dict[str, _NodeClaim] = field(default_factory=dict)  # by resources
+    pod_spec: Json = field(default_factory=dict)
+    # The claim PreBind created ((namespace, name)): Unreserve deletes it.
+    ext_created: tuple[str, str] | None = None
+
+    def allocating(self, node_name: str) -> list[int]:
+        """The indexes into claims whose allocations by_node[node_name] holds."""
+        if self.extended is None or self.extended not in self.to_allocate:
+            return self.to_allocate
+        if self.ext_by_node.get(node_name) is not None:
+            return self.to_allocate
+        return [i for i in self.to_allocate if i != self.extended]
+
+    def user_claims(self) -> int:
+        return len(self.claims) - (1 if self.extended is not None else 0)
 
 
 def claim_name(pod: PodInfo, pod_claim: Mapping[str, Any]) -> tuple[str | None, bool, str]:
@@ -246,6 +309,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # the rules.
         self._patched: dict[int, tuple[model.Slice, model.Slice]] = {}
         self._rules_gen = -1
+        # The devices allocated claims use, kept in step with the cache's claims.
+        self._allocated = AllocatedIndex()
+        # (generations of classes, slices and taint rules) -> the parsed classes and the
+        # indexed slices: rebuilt only when one of those kinds changed.
+        self._inputs: tuple[tuple[int, int, int], dict[str, model.DeviceClass],
+                            SliceIndex] | None = None
 
     # -- parsing, cached per object version ------------------------------------------------
     def _parse(self, raw: Json, parse: Any) -> Any:
@@ -339,7 +408,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         s = _State()
         state.write(_STATE_KEY, s)
         pod_claims = pod.spec.get("resourceClaims") or []
-        if not pod_claims:
+        ext_raw = self._pre_filter_extended(pod, s)
+        if not pod_claims and ext_raw is None:
             return SKIP
         self.tracker.settle(self.listers)
         for pc in pod_claims:
@@ -359,6 +429,19 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if allocation is not None:
                 info.node_filter = allocation.get("nodeSelector")
             s.claims.append(info)
+        if ext_raw is not None:
+            try:
+                ext_claim = model.parse_claim(ext_raw)
+            except model.ModelError as e:
+                return Status.error(str(e))
+            ext_alloc = (ext_raw.get("status") or {}).get("allocation")
+            ext = _ClaimInfo(ext_raw, ext_claim,
+                             str((ext_raw.get("metadata") or {}).get("uid") or ""),
+                             ext_alloc is not None, extended=True)
+            if ext_alloc is not None:
+                ext.node_filter = ext_alloc.get("nodeSelector")
+            s.extended = len(s.claims)
+            s.claims.append(ext)
         if not s.claims:
             return SKIP
         for i, info in enumerate(s.claims):
@@ -367,6 +450,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if info.uid in self.tracker.in_flight:
                 return Status.unresolvable(
                     f"resource claim {info.claim.key} is in the process of being allocated")
+            if info.extended:
+                # Not validated here: the in-memory claim has no requests yet, and one
+                # from an earlier attempt is Filter's to refuse.
+                s.to_allocate.append(i)
+                continue
             for req in info.claim.requests:
                 if req.exactly is not None:
                     st = self._check_class(req.exactly.class_name, req.name)
@@ -390,6 +478,66 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             s.allocator = self._allocator()
         return SUCCESS
 
+    def _pre_filter_extended(self, pod: PodInfo, s: _State) -> Json | None:
+        """preFilterExtendedResources: when a DeviceClass serves one of the pod's
+        (non-zero) extended resource requests, the claim an earlier attempt created, or
+        a new in-memory one."""
+        classes = dc.resolver_for(self.listers)
+        if not classes.any_class():
+            return None
+        if not any(q and dc.is_dra_extended_resource_name(n)
+                   and classes.get_device_class(n) is not None
+                   for n, q in pod.requests.items()):
+            return None
+        s.pod_scalars = {n: q for n, q in pod.requests.items()
+                         if dc.is_dra_extended_resource_name(n)}
+        s.pod_spec = pod.spec
+        found = extended.find_claim(pod.name, pod.uid,
+                                    self.listers.list(ls.RESOURCE_CLAIM, pod.namespace))
+        if found is not None:
+            return found
+        return extended.special_claim(pod.namespace, pod.name, pod.uid)
+
+    def filter_extended(self, s: _State, node: NodeInfo) -> Status | None:
+        """filterExtendedResources: records the node's variant of the special claim (its
+        requests for the resources the node's allocatable lacks) and the requestMappings."""
+        if s.extended is None:
+            return None
+        info = s.claims[s.extended]
+        if info.claim.requests:
+            # From an earlier attempt: PostFilter deletes it, and the pod starts anew.
+            return Status.unresolvable(EXTENDED_STALE)
+        classes = dc.resolver_for(self.listers)
+        needed: list[str] = []
+        for name, qty in s.pod_scalars.items():
+            if not qty:
+                continue
+            backed = classes.get_device_class(name) is not None
+            if backed and node.allocatable.get(name, 0) == 0:
+                needed.append(name)
+            elif name not in node.allocatable:
+                return Status.unresolvable(EXTENDED_NO_FIT)
+        if not needed or info.allocated:
+            # The node's device plugins serve them all. Upstream still gives the node a
+            # request-less variant when the pod has claims of its own, and its PreBind
+            # then fails ("nil or empty request mappings", docs/differences.md); it has
+            # nothing to allocate, so it is left out here.
+            s.ext_by_node[node.name] = None
+            return None
+        key = ",".join(sorted(needed))
+        hit = s.ext_variants.get(key)
+        if hit is None:
+            requests, mappings = extended.requests_and_mappings(s.pod_spec, needed, classes)
+            node_claim: dict[str, Any] = _copy(info.raw)
+            node_claim["spec"] = {"devices": {"requests": requests}}
+            try:
+                hit = _NodeClaim(node_claim, model.parse_claim(node_claim), mappings)
+            except model.ModelError as e:
+                return Status.error(str(e))
+            s.ext_variants[key] = hit
+        s.ext_by_node[node.name] = hit
+        return None
+
     def _check_class(self, class_name: str, request: str) -> Status:
         if not class_name:
             return Status.error(f"request {request}: unsupported request type")
@@ -399,20 +547,48 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return SUCCESS
 
     def allocated_state(self) -> AllocatedState:
-        """GatherAllocatedState: devices of allocated claims and of allocations in flight."""
-        state = AllocatedState()
-        seen: set[str] = set()
-        for raw in self.listers.objects[ls.RESOURCE_CLAIM.name].values():
-            alloc = (raw.get("status") or {}).get("allocation")
-            if alloc is not None:
-                seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
+        """GatherAllocatedState: devices of allocated claims and of allocations in flight.
+        The claims' part comes from an index kept across cycles (AllocatedIndex); the
+        state is the index's set itself unless allocations in flight add to it."""
+        idx = self._allocated
+        idx.refresh(self.listers)
+        state = idx.state()
+        extra = [entry.allocation for uid, entry in self.tracker.in_flight.items()
+                 if uid not in idx.uids]
+        if extra:
+            versions: dict[tuple[str, str], Any] = dict(state.pool_versions or {})
+            state = AllocatedState(set(state.devices), set(state.shared),
+                                   {d: dict(c) for d, c in state.capacity.items()},
+                                   versions)
+            added: dict[tuple[str, str], set[model.DeviceID]] = {}
+            for alloc in extra:
                 _add_allocation(state, alloc)
-        for uid, entry in self.tracker.in_flight.items():
-            if uid not in seen:
-                _add_allocation(state, entry.allocation)
+                for r in ((alloc.get("devices") or {}).get("results") or ()):
+                    did = (str(r.get("driver", "")), str(r.get("pool", "")),
+                           str(r.get("device", "")))
+                    devs = added.setdefault(did[:2], set())
+                    if not r.get("adminAccess") and not r.get("shareID"):
+                        devs.add(did)  # what _add_allocation put into state.devices
+            # A pool with devices in flight: its claims' version and the in-flight devices
+            # name its allocated set (the allocator's memo keys on it; consecutive cycles
+            # with the same allocations in flight share entries).
+            for pid, devs in added.items():
+                versions[pid] = (versions.get(pid, 0), frozenset(devs))
         return state
 
     def _allocator(self) -> Allocator:
+        gens = self.listers.generations
+        key = (gens[ls.DEVICE_CLASS.name], gens[ls.RESOURCE_SLICE.name],
+               gens[ls.DEVICE_TAINT_RULE.name])
+        if self._inputs is None or self._inputs[0] != key:
+            classes, slices = self._classes_and_slices()
+            self._inputs = (key, classes, SliceIndex(slices, self.features))
+        _, classes, index = self._inputs
+        return Allocator(self.features, self.allocated_state(), classes, index.all_slices,
+                         match_cache=self._matches, index=index)
+
+    def _classes_and_slices(self) -> tuple[dict[str, model.DeviceClass], list[model.Slice]]:
+        """The parsed classes and slices (the DeviceTaintRules' taints applied)."""
         classes = {}
         for raw in self.listers.objects[ls.DEVICE_CLASS.name].values():
             c = self._parse(raw, model.parse_class)
@@ -436,14 +612,19 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     self._patched[id(parsed)] = hit
                 parsed = hit[1]
             slices.append(parsed)
-        return Allocator(self.features, self.allocated_state(), classes, slices,
-                         match_cache=self._matches)
+        return classes, slices
 
     # -- Filter --------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.claims:
             return SUCCESS
+        st = self.filter_extended(s, node)
+        if st is not None:
+            return st
+        if s.extended is not None and s.user_claims() == 0 and \
+                s.ext_by_node[node.name] is None:
+            return SUCCESS  # device plugins serve it all, and the pod has no claims
         ref = NodeRef(node.name, node.labels)
         unavailable = []
         for i, info in enumerate(s.claims):
@@ -461,24 +642,40 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 ready, failed = claim_ready_for_binding(info.raw)
                 if failed or (not ready and self.claim_timed_out(info.raw)):
                     unavailable.append(i)
-        if unavailable:
-            s.unavailable.update(unavailable)
-            return Status.unresolvable(NOT_AVAILABLE)
-        if s.allocator is None:
-            return SUCCESS
+        # As upstream, the allocator runs before the unusable claims are reported: when
+        # the other claims do not fit either, that is what the node says.
+        indexes = s.allocating(node.name) if s.allocator is not None else []
+        if not indexes:
+            return self._unavailable(s, unavailable)
+        assert s.allocator is not None
         s.allocator.deadline = time.monotonic() + self.filter_timeout
+        claims = [s.claims[i].claim for i in indexes]
+        if s.extended is not None and s.extended in indexes:
+            variant = s.ext_by_node[node.name]
+            assert variant is not None  # allocating() leaves the claim out otherwise
+            claims[indexes.index(s.extended)] = variant.claim
         try:
-            results = s.allocator.allocate(ref, [s.claims[i].claim for i in s.to_allocate])
+            results = s.allocator.allocate(ref, claims)
         except NodeAllocationError as e:
             return Status.unresolvable(str(e))
         except AllocatorError as e:
             if "took too long" in str(e):
                 return Status.error(f"node {node.name}: timed out trying to allocate devices")
             return Status.error(str(e))
-        if results is None or len(results) != len(s.to_allocate):
+        if results is None or len(results) != len(indexes):
             return Status.unresolvable(CANNOT_ALLOCATE)
+        if unavailable:
+            return self._unavailable(s, unavailable)
         s.by_node[node.name] = results
         return SUCCESS
+
+    @staticmethod
+    def _unavailable(s: _State, unavailable: list[int]) -> Status:
+        """Remember the claims unusable on the node (PostFilter may deallocate one)."""
+        if not unavailable:
+            return SUCCESS
+        s.unavailable.update(unavailable)
+        return Status.unresolvable(NOT_AVAILABLE)
 
     # -- Score ---------------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
@@ -486,7 +683,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         """Skip for a pod without claims: its Score would be 0 on every node, and a call
         per node per pod is what the plain workloads paid for it."""
         s: _State | None = state.get(_STATE_KEY)
-        return SUCCESS if s is not None and s.claims else SKIP
+        if s is None or not s.claims:
+            return SKIP
+        # Score counts only firstAvailable subrequests: without one it is 0 on every node.
+        if not any(req.first_available for info in s.claims for req in info.claim.requests):
+            return SKIP
+        return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """computeScore: per firstAvailable request, FirstAvailableDeviceRequestMaxSize (8)
@@ -498,7 +700,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         results = s.by_node.get(node.name)
         if results is None:
             return 0
-        pending = dict(zip(s.to_allocate, results, strict=False))
+        pending = dict(zip(s.allocating(node.name), results, strict=False))
         total = 0
         for i, info in enumerate(s.claims):
             alloc = ((info.raw.get("status") or {}).get("allocation") if info.allocated
@@ -535,7 +737,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         that the next attempt can allocate it anew; Unschedulable either way."""
         if not s.claims or self.api is None:
             return Status.unschedulable()
+        ext = s.claims[s.extended] if s.extended is not None else None
         for i in sorted(s.unavailable):
+            if i == s.extended:
+                continue  # deleted below when it exists
             raw = s.claims[i].raw
             reserved = (raw.get("status") or {}).get("reservedFor") or []
             if len(reserved) > 1 or (len(reserved) == 1 and reserved[0].get("uid") != pod.uid):
@@ -550,8 +755,17 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             try:
                 await self.api.request("PUT", path, body=claim)
             except Exception as e:  # noqa: BLE001 - the client raises its own error types
-                return Status.error(str(e))
+                return Status.error(_api_message(e))
             return Status.unschedulable("deallocation of ResourceClaim completed")
+        if ext is not None and not extended.is_special(ext.raw):
+            # The special claim of an earlier attempt: delete it, so the next attempt
+            # starts anew.
+            meta = ext.raw.get("metadata") or {}
+            try:
+                await self.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
+            except Exception as e:  # noqa: BLE001 - the client raises its own error types
+                return Status.error(_api_message(e))
+            return Status.unschedulable("deletion of ResourceClaim completed")
         return Status.unschedulable()
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
@@ -559,15 +773,23 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.to_allocate:
             return SUCCESS
+        indexes = s.allocating(node_name)
+        if not indexes:
+            return SUCCESS  # only the special claim, and the node's device plugins serve it
         results = s.by_node.get(node_name)
-        if results is None or len(results) != len(s.to_allocate):
+        if results is None or len(results) != len(indexes):
             return Status.error("claim allocation not found for node")
-        for i, alloc in zip(s.to_allocate, results, strict=True):
+        # The allocator's results may be shared with other pods' cycles (its memo): the
+        # pod's own copies go in flight and into the claims.
+        results = s.by_node[node_name] = [_copy(r) for r in results]
+        for i, alloc in zip(indexes, results, strict=True):
             uid = s.claims[i].uid
             if uid in self.tracker.in_flight:
                 return Status.error(f"internal error, claim {s.claims[i].claim.key} is "
                                     "already being allocated")
-            self.tracker.in_flight[uid] = _InFlight(alloc)
+            meta = s.claims[i].raw.get("metadata") or {}
+            self.tracker.in_flight[uid] = _InFlight(
+                alloc, key=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
             s.reserved.append(uid)
         return SUCCESS
 
@@ -580,6 +802,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if entry is not None and entry.written_rv is None:
                 del self.tracker.in_flight[uid]
         s.reserved.clear()
+        created, s.ext_created = s.ext_created, None
         # A claim PreBind already reserved for the pod (a later step failed): take the pod
         # out of its reservedFor, as upstream's Unreserve does with a strategic merge patch
         # of the status. The allocation stays (PostFilter may free it later). Unreserve is
@@ -594,6 +817,50 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             s.written.clear()
+        if created is not None and self.api is not None:
+            # unreserveExtendedResourceClaim: the claim PreBind created goes again.
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            task = loop.create_task(self._delete_extended_claim(*created))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _delete_extended_claim(self, ns: str, name: str) -> None:
+        try:
+            await self.delete_claim(ns, name)
+        except Exception:  # noqa: BLE001 - upstream logs and goes on; so do we
+            log.warning("unreserve: could not delete extended resource claim %s/%s", ns, name,
+                        exc_info=True)
+
+    async def delete_claim(self, ns: str, name: str) -> None:
+        """deleteClaim: drop the delete-protection finalizer (retrying on conflicts),
+        then delete the claim; a claim already gone is fine."""
+        assert self.api is not None
+        path = f"{RESOURCE_API}/namespaces/{ns}/resourceclaims/{name}"
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                claim = await self.api.request("GET", path)
+            except Exception as e:  # noqa: BLE001 - the client raises its own error types
+                if getattr(e, "status", None) == 404:
+                    return
+                raise
+            finalizers = (claim.get("metadata") or {}).get("finalizers") or []
+            if FINALIZER not in finalizers:
+                break
+            claim["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            try:
+                await self.api.request("PUT", path, body=claim)
+                break
+            except Exception as e:  # noqa: BLE001
+                if not _is_conflict(e) or attempt == _CONFLICT_RETRIES - 1:
+                    raise
+        try:
+            await self.api.request("DELETE", path)
+        except Exception as e:  # noqa: BLE001
+            if getattr(e, "status", None) != 404:
+                raise
 
     async def _unreserve_claim(self, ns: str, name: str, uid: str, pod_uid: str) -> None:
         assert self.api is not None
@@ -614,24 +881,86 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return SUCCESS
         if self.api is None:
             return Status.error("no API client to write ResourceClaim status with")
-        results = dict(zip(s.to_allocate, s.by_node.get(node_name) or [], strict=False))
+        results = dict(zip(s.allocating(node_name), s.by_node.get(node_name) or [],
+                           strict=False))
         waits = False
         for i, info in enumerate(s.claims):
             if _reserved_for_pod(pod, info.raw):
                 alloc = (info.raw.get("status") or {}).get("allocation")
             else:
+                if info.extended and results.get(i) is None and not info.claim.requests:
+                    continue  # the node's device plugins serve the extended resources
                 try:
+                    if info.extended and extended.is_special(info.raw):
+                        await self._create_extended_claim(s, info, node_name)
                     written = await self._bind_claim(pod, info, results.get(i))
+                    if info.extended:
+                        await self._patch_extended_status(pod, s, written, node_name)
                 except _BindError as e:
                     return Status.error(str(e))
                 meta = written.get("metadata") or {}
-                s.written.append((str(meta.get("namespace")), str(meta.get("name")),
-                                  str(meta.get("uid"))))
+                if not info.extended:
+                    s.written.append((str(meta.get("namespace")), str(meta.get("name")),
+                                      str(meta.get("uid"))))
                 alloc = (written.get("status") or {}).get("allocation")
             waits = waits or _has_binding_conditions(alloc)
         if waits and self.features.device_binding_and_status:
+            recorder: PodEventRecorder | None = state.get(EVENT_RECORDER_KEY)
+            if recorder is not None:
+                recorder.event(pod, "Normal", BINDING_CONDITIONS_PENDING, "Scheduling",
+                               f"waiting for binding conditions for device on node {node_name}")
             return await self._wait_for_binding_conditions(s)
         return SUCCESS
+
+    async def _create_extended_claim(self, s: _State, info: _ClaimInfo,
+                                     node_name: str) -> None:
+        """createExtendedResourceClaimInAPI: the node's variant of the special claim,
+        created under its generateName; the allocation in flight moves to its uid."""
+        assert self.api is not None
+        variant = s.ext_by_node.get(node_name)
+        if variant is None:
+            raise _BindError(f"extended resource claim not found for node {node_name}")
+        body: dict[str, Any] = _copy(variant.raw)
+        meta = body["metadata"]
+        ns = str(meta.get("namespace") or "")
+        for key in ("name", "uid"):
+            meta.pop(key, None)
+        body.pop("status", None)
+        try:
+            created = await self.api.request(
+                "POST", f"{RESOURCE_API}/namespaces/{ns}/resourceclaims", body=body)
+        except Exception as e:  # noqa: BLE001 - the client raises its own error types
+            raise _BindError(f"create claim for extended resources {ns}/: "
+                             f"{_api_message(e)}") from e
+        cmeta = created.get("metadata") or {}
+        s.ext_created = (ns, str(cmeta.get("name") or ""))
+        new_uid = str(cmeta.get("uid") or "")
+        entry = self.tracker.in_flight.pop(info.uid, None)
+        if entry is not None:
+            entry.key = f"{ns}/{cmeta.get('name') or ''}"  # settle finds it by key
+            self.tracker.in_flight[new_uid] = entry
+        s.reserved = [new_uid if u == info.uid else u for u in s.reserved]
+        info.raw, info.uid = created, new_uid
+
+    async def _patch_extended_status(self, pod: PodInfo, s: _State, claim: Json,
+                                     node_name: str) -> None:
+        """patchPodExtendedResourceClaimStatus: status.extendedResourceClaimStatus maps
+        each container's extended resource to its request in the claim."""
+        assert self.api is not None
+        variant = s.ext_by_node.get(node_name)
+        if variant is None or not variant.mappings:
+            raise _BindError(f"nil or empty request mappings, no update of pod "
+                             f"{pod.namespace}/{pod.name} ExtendedResourceClaimStatus")
+        name = (claim.get("metadata") or {}).get("name")
+        patch = {"status": {"extendedResourceClaimStatus": {
+            "requestMappings": variant.mappings, "resourceClaimName": name}}}
+        try:
+            await self.api.request(
+                "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                body=patch, content_type="application/strategic-merge-patch+json")
+        except Exception as e:  # noqa: BLE001 - the client raises its own error types
+            raise _BindError(f"update pod {pod.namespace}/{pod.name} "
+                             f"ExtendedResourceClaimStatus: {_api_message(e)}") from e
 
     def claim_timed_out(self, claim: Json) -> bool:
         """isClaimTimeout: allocated with binding conditions longer than bindingTimeout."""
@@ -697,7 +1026,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                                          "meantime")
                     if FINALIZER not in (cmeta.get("finalizers") or []):
                         cmeta["finalizers"] = [*(cmeta.get("finalizers") or []), FINALIZER]
-                        claim = await self.api.request("PUT", path, body=claim)
+                        try:
+                            claim = await self.api.request("PUT", path, body=claim)
+                        except Exception as e:  # noqa: BLE001 - the client's own types
+                            if _is_conflict(e):
+                                raise
+                            raise _BindError(f"add finalizer to claim {ns}/{name}: "
+                                             f"{_api_message(e)}") from e
                         status = claim.setdefault("status", {})
                     status["allocation"] = allocation
                 if status.get("allocation") is None:
@@ -717,7 +1052,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     continue
                 what = "add allocation and reservation to" if allocation is not None else \
                     "add reservation to"
-                raise _BindError(f"{what} claim {ns}/{name}: {e}") from e
+                raise _BindError(f"{what} claim {ns}/{name}: {_api_message(e)}") from e
             entry = self.tracker.in_flight.get(info.uid)
             if entry is not None:
                 entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
@@ -729,6 +1064,22 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
 class _BindError(Exception):
     pass
+
+
+def allocated_state(listers: ls.Listers) -> AllocatedState:
+    """GatherAllocatedState over a cluster view: devices of allocated claims and of the
+    allocations its ClaimTracker holds in flight."""
+    state = AllocatedState()
+    seen: set[str] = set()
+    for raw in listers.objects[ls.RESOURCE_CLAIM.name].values():
+        alloc = (raw.get("status") or {}).get("allocation")
+        if alloc is not None:
+            seen.add(str((raw.get("metadata") or {}).get("uid") or ""))
+            _add_allocation(state, alloc)
+    for uid, entry in tracker_for(listers).in_flight.items():
+        if uid not in seen:
+            _add_allocation(state, entry.allocation)
+    return state
 
 
 def apply_taint_rules(s: model.Slice, rules: list[Json]) -> model.Slice:
@@ -780,13 +1131,23 @@ def claim_ready_for_binding(claim: Json) -> tuple[bool, str]:
             c = conds.get(name)
             if c is not None and c.get("status") == "True":
                 meta = claim.get("metadata") or {}
+                # Go's %q of the message (a JSON string is that, for the text drivers
+                # write).
+                quoted = json.dumps(str(c.get("message", "")), ensure_ascii=False)
                 return False, (f"claim={meta.get('name')}, reason={c.get('reason', '')}, "
-                               f"message={c.get('message', '')!r}")
+                               f"message={quoted}")
         for name in r.get("bindingConditions") or []:
             c = conds.get(name)
             if c is None or c.get("status") != "True":
                 return False, ""
     return True, ""
+
+
+def _api_message(e: BaseException) -> str:
+    """An API error's text as client-go's StatusError gives it: the server's message,
+    without the code and reason our client puts in front."""
+    message = getattr(e, "message", None)
+    return message if isinstance(message, str) and message else str(e)
 
 
 def _is_conflict(e: BaseException) -> bool:
@@ -803,6 +1164,97 @@ def _copy(obj: Any) -> Any:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class AllocatedIndex:
+    """GatherAllocatedState's claims part, kept across cycles: what each allocated claim
+    uses, by claim key and claim object, with a count per device. Between two cycles only
+    a few claims change (the last pod's), so `refresh` re-reads only the claims the
+    listers' journal names (Listers.changed_since) whose object changed (the cache
+    replaces a claim's dict on every change) instead of every allocation in the cluster
+    (upstream keeps the same tally in its allocatedDevices tracker, fed by claim
+    events)."""
+
+    def __init__(self) -> None:
+        self._generation = -1
+        self._by_key: dict[str, tuple[Json, AllocatedState | None, str]] = {}
+        self._refs: dict[model.DeviceID, int] = {}
+        self.devices: set[model.DeviceID] = set()
+        self.uids: set[str] = set()  # of the claims with an allocation
+        # Per pool (driver, pool name): a new number whenever one of its devices enters
+        # or leaves `devices` (AllocatedState.pool_versions).
+        self.pool_versions: dict[tuple[str, str], int] = {}
+        self._clock = itertools.count(1)
+        # Claims with shared (consumable-capacity) results: rare, summed per state().
+        self._shared_keys: set[str] = set()
+
+    def refresh(self, listers: ls.Listers) -> None:
+        gen = listers.generations[ls.RESOURCE_CLAIM.name]
+        if gen == self._generation:
+            return
+        store = listers.objects[ls.RESOURCE_CLAIM.name]
+        by_key = self._by_key
+        keys = None if self._generation < 0 else listers.changed_since(ls.RESOURCE_CLAIM,
+                                                                       self._generation)
+        if keys is None:  # the first time, or too many changes since: walk them all
+            keys = list(store)
+            for key in [k for k in by_key if k not in store]:
+                self._drop(key, by_key.pop(key))
+        for key in keys:
+            raw = store.get(key)
+            hit = by_key.get(key)
+            if hit is not None and hit[0] is raw:
+                continue
+            if hit is not None:
+                self._drop(key, hit)
+            if raw is None:  # deleted
+                by_key.pop(key, None)
+                continue
+            alloc = (raw.get("status") or {}).get("allocation")
+            uid = str((raw.get("metadata") or {}).get("uid") or "")
+            part = None
+            if alloc is not None:
+                part = AllocatedState()
+                _add_allocation(part, alloc)
+                for d in part.devices:
+                    n = self._refs.get(d, 0)
+                    self._refs[d] = n + 1
+                    if not n:
+                        self.devices.add(d)
+                        self.pool_versions[(d[0], d[1])] = next(self._clock)
+                if part.shared or part.capacity:
+                    self._shared_keys.add(key)
+                self.uids.add(uid)
+            by_key[key] = (raw, part, uid)
+        self._generation = gen
+
+    def _drop(self, key: str, hit: tuple[Json, AllocatedState | None, str]) -> None:
+        part = hit[1]
+        if part is None:
+            return
+        for d in part.devices:
+            n = self._refs[d] - 1
+            if n:
+                self._refs[d] = n
+            else:
+                del self._refs[d]
+                self.devices.discard(d)
+                self.pool_versions[(d[0], d[1])] = next(self._clock)
+        self._shared_keys.discard(key)
+        self.uids.discard(hit[2])
+
+    def state(self) -> AllocatedState:
+        """The allocated state (read-only: its device set is the index's own)."""
+        state = AllocatedState(self.devices, pool_versions=self.pool_versions)
+        for key in self._shared_keys:
+            part = self._by_key[key][1]
+            assert part is not None
+            state.shared |= part.shared
+            for d, caps in part.capacity.items():
+                entry = state.capacity.setdefault(d, {})
+                for n, q in caps.items():
+                    entry[n] = entry[n].add(q) if n in entry else q
+        return state
 
 
 def _add_allocation(state: AllocatedState, alloc: Mapping[str, Any]) -> None:

@@ -182,3 +182,57 @@ def test_ip_and_cidr_library(expression: str, want: bool) -> None:
 def test_ip_and_cidr_errors(expression: str) -> None:
     with pytest.raises(CELError):
         evaluate(expression, GPU)
+
+
+# Optional syntax (cel-go's OptionalTypes, in Kubernetes' base environment), two-variable
+# comprehensions (ext.TwoVarComprehensions) and string() of IPs and CIDRs
+# (library/ip.go, cidr.go): the Rust core lacks them, device_cel.rewrite_syntax adds them.
+# Cases after cel-go's optional and comprehension tests and apiserver's ip/cidr tests.
+@pytest.mark.parametrize("expression, want", [
+    ('device.attributes["gpu.example.com"].?model.orValue("none") == "a100"', True),
+    ('device.attributes["gpu.example.com"].?vendor.orValue("none") == "none"', True),
+    ('!device.attributes["gpu.example.com"].?vendor.hasValue()', True),
+    ('device.attributes.?missing.?model.orValue("x") == "x"', True),
+    ('device.attributes.?"gpu.example.com"', None),  # a field name must be an identifier
+    ('device.attributes[?"gpu.example.com"].?model.value() == "a100"', True),
+    ('device.attributes[?"nope.example.com"].?model.orValue(1) == 1', True),
+    ('[1, 2, 3][?1].orValue(0) == 2 && [1, 2, 3][?5].orValue(0) == 0', True),
+    ('[1, 2, 3][?-1].hasValue()', False),
+    ('{"a": {"b": 1}}.?a.?b.value() == 1', True),
+    ('optional.of(1).or(optional.none()).value() == 1', True),
+    ('[1, 2, 3].all(i, v, i < v)', True),
+    ('[1, 2, 3].exists(i, v, i == 1 && v == 2)', True),
+    ('[1, 2, 3].existsOne(i, v, i == v)', False),
+    ('{"hello": "world"}.all(k, v, k.startsWith("hello") && v == "world")', True),
+    ('device.attributes["gpu.example.com"].exists(k, v, k == "model" && v == "a100")',
+     True),
+    ('[1, 2, 3].transformList(i, v, i * v) == [0, 2, 6]', True),
+    ('[1, 2, 3].transformList(i, v, i > 0, v) == [2, 3]', True),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v + 1) == {"a": 2, "b": 3}', True),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v > 1, v * 10) == {"b": 20}', True),
+    ('[[1, 2], [3]].all(i, l, l.all(j, v, v > i))', True),
+    ('[1].all(x, x, true)', None),  # the two variables must differ
+    ('string(ip("192.168.0.1")) == "192.168.0.1"', True),
+    ('string(ip("2001:DB8::1")) == "2001:db8::1"', True),
+    ('string(cidr("192.168.0.1/24")) == "192.168.0.1/24"', True),
+    ('string(cidr("192.168.0.0/24").ip()) == "192.168.0.0"', True),
+    ('string(1) == "1" && string(true) == "true" && string("x") == "x"', True),
+])
+def test_syntax_the_core_lacks(expression: str, want: bool | None) -> None:
+    if want is None:
+        with pytest.raises(CELError):
+            evaluate(expression, GPU)
+    else:
+        assert evaluate(expression, GPU) is want
+
+
+def test_rewritten_comprehensions_count_against_the_nesting_limit() -> None:
+    nested = "[[[[1]]]].all(a, b, b.all(c, d, d.all(e, f, f.all(g, h, h > 0))))"
+    with pytest.raises(CELError, match="comprehensions nest 4 deep"):
+        compile_selector(nested)
+
+
+def test_a_selector_with_too_many_rewrites_is_refused_quickly() -> None:
+    hostile = " && ".join(["[1].all(i, v, true)"] * 400)
+    with pytest.raises(CELError, match="more than 32 uses"):
+        compile_selector(hostile)

@@ -223,3 +223,36 @@ def test_score_prefers_the_node_where_the_first_choice_of_a_prioritized_list_fit
               for ps in (ns.plugins["DynamicResources"],)}
     # (raw, normalized, weighted)
     assert scores == {"a": (7, 87, 174), "b": (8, 100, 200)}
+
+
+def test_the_allocator_speaks_before_an_unusable_allocated_claim() -> None:
+    """Filter as upstream: the unallocated claims are allocated first; only when they fit
+    does a node say that an allocated claim is not available there (and only then may
+    PostFilter deallocate it)."""
+    allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "b",
+                                           "device": "gpu-0"}]},
+                  "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                      {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}
+    listers = listers_of([device_class(), slice_("a", "gpu-0"), slice_("b", "gpu-0"),
+                          claim("pinned", allocation=allocation), claim("two", count=2),
+                          claim("one")])
+    plugin = DynamicResources(listers, None)
+    snapshot = Snapshot([node("a")])
+    state = CycleState()
+    p = pod("pinned", "two")
+    assert plugin.pre_filter(state, p, snapshot).ok
+    assert plugin.filter(state, p, snapshot.nodes[0]).reasons == ("cannot allocate all claims",)
+    state = CycleState()
+    p = pod("pinned", "one")
+    assert plugin.pre_filter(state, p, snapshot).ok
+    assert plugin.filter(state, p, snapshot.nodes[0]).reasons == (
+        "resourceclaim not available on the node",)
+
+
+def test_a_failed_binding_reads_as_upstreams_error() -> None:
+    """isClaimReadyForBinding's text: the message quoted as Go's %q (double quotes)."""
+    from polsched.plugins.dynamic_resources.plugin import claim_ready_for_binding
+    c = bound_claim("c", [{"type": "failed", "status": "True", "reason": "Detached",
+                           "message": "it's gone"}])
+    assert claim_ready_for_binding(c) == (
+        False, 'claim=c, reason=Detached, message="it\'s gone"')
