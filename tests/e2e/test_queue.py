@@ -108,9 +108,13 @@ def test_a_gated_pod_is_left_alone_until_its_gates_are_removed(
         assert s.unschedulable_attempts == 1  # the sentinel only
 
         # The queue controller lets the pods go.
-        for name in ("gated-fits", "gated-too-big"):
+        for name in ("gated-fits", "gated-too-big", "gated-elsewhere"):
             await client.patch(f"/api/v1/namespaces/{namespace}/pods/{name}",
                                {"spec": {"schedulingGates": None}}, "merge")
+        # Ungated, the pod the namespaceSelector leaves out gets its warning now: the
+        # queue's PreEnqueue answered for it while it stayed out of the queue.
+        note = await failed_scheduling(client, namespace, "gated-elsewhere")
+        assert "is not selected by spec.namespaceSelector" in note
         assert await bound_node(client, namespace, "gated-fits") == node
         note = await failed_scheduling(client, namespace, "gated-too-big")
         assert "Insufficient cpu" in note

@@ -12,8 +12,9 @@ The runners here are upstream's, one per point, with its messages: RunPreFilterP
 RunFilterPlugins, RunFilterPluginsWithNominatedPods, RunPreFilterExtensionAddPod /
 RemovePod, RunPostFilterPlugins, RunPreScorePlugins, RunScorePlugins (Score, NormalizeScore
 and the weights), RunReservePluginsReserve / Unreserve, RunPermitPlugins,
-RunPreBindPlugins and RunPostBindPlugins; PreEnqueue runs in the scheduling queue, through
-run_pre_enqueue_plugins. Bind is the scheduler's (the Binder, or a binding extender).
+RunPreBindPlugins and RunPostBindPlugins. PreEnqueue runs in the scheduling queue
+(scheduler.queue, runPreEnqueuePlugins there as upstream), on `pre_enqueue_plugins`.
+Bind is the scheduler's (the Binder, or a binding extender).
 The search over nodes that calls them is scheduler.schedule_one's.
 
 A Pipeline is immutable once built; hot reload builds a new one and swaps the reference.
@@ -377,15 +378,6 @@ class Pipeline:
         for p in self.pre_enqueue_plugins:
             plugins.setdefault(p.name, p)
         return events.hint_map(plugins)
-
-    # -- PreEnqueue --------------------------------------------------------------------
-    def run_pre_enqueue_plugins(self, pod: PodInfo) -> Status:
-        """RunPreEnqueuePlugins: the first plugin that does not let the pod in."""
-        for p in self.pre_enqueue_plugins:
-            st = p.pre_enqueue(pod)
-            if not st.ok:
-                return st.with_plugin(p.name)
-        return SUCCESS
 
     # -- PreFilter and Filter ----------------------------------------------------------
     def run_pre_filter_plugins(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,

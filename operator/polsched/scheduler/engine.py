@@ -448,9 +448,9 @@ class Engine(CacheListener):
         if not s.namespace_selected(pod, self.cache.namespaces):
             s.queue.delete(pod.key, pod.uid)
             s.blocked[pod.key] = pod
-            # A gated pod is left alone, even by this warning (SchedulingGates).
-            gated = not s.pipeline.run_pre_enqueue_plugins(pod).ok
-            if pod.key not in s.warned and not gated:
+            # A gated pod is left alone, even by this warning (SchedulingGates): the
+            # queue's PreEnqueue says which, as it would if the pod were queued.
+            if pod.key not in s.warned and not s.queue.gating_plugin(pod):
                 s.warned.add(pod.key)
                 s.recorder.event(
                     pod, WARNING, "FailedScheduling", "Scheduling",

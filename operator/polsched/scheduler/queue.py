@@ -339,19 +339,27 @@ class SchedulingQueue:
         return self.backoff_expiry(qp) > now
 
     # -- PreEnqueue ---------------------------------------------------------------------
-    def _run_pre_enqueue(self, qp: QueuedPod) -> None:
-        """runPreEnqueuePlugins: the gating plugin first, then the others; the first that
-        does not succeed gates the pod (and counts as a rejecting plugin)."""
+    def gating_plugin(self, pod: PodInfo, first: str = "") -> str:
+        """runPreEnqueuePlugins (scheduling_queue.go), the queue's one PreEnqueue runner:
+        the name of the first plugin that does not let `pod` in ("" when all do), trying
+        `first` (the plugin that gated it last time) before the others. The engine asks it
+        too, for a pod it keeps out of the queue (a namespace the policy's
+        namespaceSelector does not select), to leave a gated pod without a warning."""
         plugins = self._pre_enqueue
-        if qp.gating_plugin:
-            first = [p for p in plugins if p.name == qp.gating_plugin]
-            plugins = (*first, *(p for p in plugins if p.name != qp.gating_plugin))
+        if first:
+            plugins = (*(p for p in plugins if p.name == first),
+                       *(p for p in plugins if p.name != first))
         for p in plugins:
-            if not p.pre_enqueue(qp.pod).ok:
-                qp.gating_plugin = p.name
-                qp.rejected_by = qp.rejected_by | {p.name}
-                return
-        qp.gating_plugin = ""
+            if not p.pre_enqueue(pod).ok:
+                return p.name
+        return ""
+
+    def _run_pre_enqueue(self, qp: QueuedPod) -> None:
+        """PreEnqueue for a queued pod: the first plugin that does not succeed gates it
+        (and counts as a rejecting plugin)."""
+        gate = qp.gating_plugin = self.gating_plugin(qp.pod, qp.gating_plugin)
+        if gate:
+            qp.rejected_by = qp.rejected_by | {gate}
 
     # -- moving between the queues --------------------------------------------------------
     def _next_seq(self) -> int:

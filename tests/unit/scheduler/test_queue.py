@@ -430,3 +430,36 @@ def test_a_preemptor_waits_gated_until_activated_once_its_preemption_is_done() -
     assert queue.activate_gated("SchedulingGates") == 0  # another plugin's gate: no
     assert queue.activate_gated(NAME) == 1
     assert queue.where("ns/p") == q.Location.ACTIVE
+
+
+def test_the_queue_runs_the_one_pre_enqueue_for_pods_it_holds_and_pods_it_does_not() -> None:
+    """runPreEnqueuePlugins lives in the queue only: the engine asks `gating_plugin` about a
+    pod it keeps out of the queue (a namespace the namespaceSelector leaves out), and gets
+    the plugin that would gate it if queued, with the queue left as it was. Plugins from
+    the production builder's default policy, in their order (SchedulingGates first)."""
+    from polsched.api import load_policy
+    from polsched.plugins import CATALOG
+    from polsched.scheduler.pipelines import build_pipeline
+
+    pipeline = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": {}}, CATALOG))
+    queue = q.SchedulingQueue(clock=Clock())
+    queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
+    held = pod("held", schedulingGates=[{"name": "example.com/hold"}])
+    assert queue.gating_plugin(held) == "SchedulingGates"
+    assert queue.gating_plugin(pod("free")) == ""
+    assert len(queue) == 0 and queue.sizes() == (0, 0, 0, 0)  # asking queues nothing
+    # The same answer gates the pod once it is queued, and names the rejecting plugin.
+    queue.add(held)
+    assert queue.where("ns/held") == q.Location.GATED
+    qp = queue.get("ns/held")
+    assert qp is not None and qp.gating_plugin == "SchedulingGates"
+    assert "SchedulingGates" in qp.rejected_by
+    # Without the plugin in the policy, nothing gates it, in or out of the queue.
+    bare = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": {"disabledPlugins": ["SchedulingGates"]}},
+        CATALOG))
+    queue.configure(bare.pre_enqueue_plugins, bare.queueing_hints())
+    assert queue.gating_plugin(held) == ""
