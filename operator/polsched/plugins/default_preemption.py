@@ -58,7 +58,7 @@ from polsched.framework.interfaces import (
     PreEnqueuePlugin,
     Victims,
 )
-from polsched.framework.podgroups import PodGroups
+from polsched.framework.podgroups import PodGroups, pod_group_name
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.runtime import node_copy
 from polsched.framework.selectors import SelectorError, compile_label_selector
@@ -290,7 +290,18 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
         """default_preemption.go PreEnqueue: a pod whose victims are still being evicted
         waits out of the active queue (async preemption); the scheduler activates it
         when the evictions are done or the cache shows the victims gone."""
-        if self._preempting is not None and self._preempting(pod.uid):
+        if self._preempting is None:
+            return SUCCESS
+        uid = pod.uid
+        group = pod_group_name(pod)
+        if group is not None and self.pod_groups is not None:
+            # A member waits on its group's preemption (the PodGroup is the preemptor);
+            # a member whose PodGroup is not known is not held here.
+            pg = self.pod_groups.get(pod.namespace, group)
+            if pg is None:
+                return SUCCESS
+            uid = str((pg.get("metadata") or {}).get("uid") or "")
+        if self._preempting(uid):
             return Status.unresolvable(WAITING_FOR_PREEMPTION)
         return SUCCESS
 
