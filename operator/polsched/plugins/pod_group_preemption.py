@@ -35,7 +35,7 @@ EndMutations), in a `finally`. The rerun awaits only extenders, as every cycle d
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from polsched.framework.cycle_state import CycleState
@@ -107,7 +107,7 @@ class DomainVictim:
         return min((_start(p, now) for p in self.pods), default=now)
 
 
-def more_important_key(now: float) -> object:
+def more_important_key(now: float) -> Callable[[DomainVictim], tuple[int, int, int, float]]:
     """MoreImportantVictim as a sort key: higher priority, a group before a pod, more
     pods, earlier start."""
     def key(v: DomainVictim) -> tuple[int, int, int, float]:
@@ -123,18 +123,16 @@ def possible_victims(snapshot: Snapshot, groups: PodGroups | None) -> list[Domai
     for node in snapshot.nodes:
         for pod in node.pods.values():
             key = pod_group_key(pod)
-            pg = None
             if key is not None and groups is not None:
                 ns, _, name = key.partition("/")
                 pg = groups.get(ns, name)
-            if key is not None and pg is not None and _disrupts_all(pg):
-                if key in seen:
+                if pg is not None and _disrupts_all(pg):
+                    if key not in seen:
+                        seen.add(key)
+                        members = [p for p in groups.state(key).scheduled_pods()
+                                   if p.node_name]
+                        out.append(DomainVictim(members or [pod], group_priority(pg), key))
                     continue
-                seen.add(key)
-                members = [p for p in groups.state(key).scheduled_pods()  # type: ignore[union-attr]
-                           if p.node_name]
-                out.append(DomainVictim(members or [pod], group_priority(pg), key))
-                continue
             if pod.key in seen:
                 continue
             seen.add(pod.key)
@@ -168,6 +166,15 @@ class _Mutations:
         node.add_pod(pod)
         self._count(node, 1, pod)
         self.undo.append(("remove", node, pod))
+
+    def place(self, pod: PodInfo, node: NodeInfo, sign: int) -> None:
+        """A member counted on (1) or taken off (-1) a node while a victim is tried; the
+        caller undoes it before it returns."""
+        if sign > 0:
+            node.add_pod(pod)
+        else:
+            node.remove_pod(pod)
+        self._count(node, sign, pod)
 
     def rollback(self) -> None:
         while self.undo:
@@ -231,7 +238,7 @@ async def preempt(handle: FrameworkHandle, group: PodGroupInfo, pods: Sequence[P
         if not st.ok:
             return None, st
         now = time.time()
-        potential.sort(key=more_important_key(now))  # type: ignore[arg-type]
+        potential.sort(key=more_important_key(now))
         # FilterVictimsWithPDBViolation over victims: a victim violates when one of its
         # pods does (the budgets spent in importance order).
         by_pod = {id(p): v for v in potential for p in v.pods}
@@ -253,7 +260,7 @@ async def preempt(handle: FrameworkHandle, group: PodGroupInfo, pods: Sequence[P
         for v in non_violating:
             if not _reprieve(handle, m, v, valid, snapshot):
                 to_preempt.append(v)
-        to_preempt.sort(key=more_important_key(now))  # type: ignore[arg-type]
+        to_preempt.sort(key=more_important_key(now))
         victims = [p for v in to_preempt for p in v.pods]
         result = PodGroupPostFilterResult(nominating={a.pod.key: a.node for a in valid},
                                           victims=victims)
@@ -288,18 +295,14 @@ def _reprieve(handle: FrameworkHandle, m: _Mutations, v: DomainVictim,
         if not st.ok:
             fits = False
             break
-        node.add_pod(a.pod)
-        m._count(node, 1, a.pod)
+        m.place(a.pod, node, 1)
         placed.append((a.pod, node))
     for pod, node in reversed(placed):
-        node.remove_pod(pod)
-        m._count(node, -1, pod)
+        m.place(pod, node, -1)
     if not fits:
-        for p, node in added:
-            node.remove_pod(p)
-            m.undo.append(("add", node, p))
-            m.snapshot.pods_with_affinity -= p.has_affinity
-            m.snapshot.pods_with_required_anti_affinity -= p.has_required_anti_affinity
+        for p, _node in added:
+            m.remove(p)
             for a in assignments:
-                handle.run_pre_filter_extension_remove_pod(states[a.pod.key], a.pod, p, node)
+                handle.run_pre_filter_extension_remove_pod(states[a.pod.key], a.pod, p,
+                                                           _node)
     return fits
