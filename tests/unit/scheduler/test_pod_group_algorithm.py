@@ -283,3 +283,39 @@ def test_explain_says_why_a_gang_does_not_fit_as_a_whole() -> None:
     assert "The group does not fit: minCount (2) cannot be satisfied" in text
     # The single pod alone fits n0: its own verdict is kept beside the group's.
     assert report.winner == "n0"
+
+
+def test_an_ongoing_preemption_on_a_nominated_node_keeps_the_group_waiting() -> None:
+    # A member is nominated to n0, where a lower-priority pod is terminating by
+    # preemption: the group waits (Success), nominations kept, nothing new evicted.
+    terminating = bound("going", "n0", "3")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    terminating["status"]["conditions"] = [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    cache = ClusterCache(None)
+    cache.pod_groups.served = True
+    cache.on_node_event("ADDED", node("n0"))
+    group_obj = {**pod_group(2), "spec": {**pod_group(2)["spec"], "priority": 10}}
+    cache.on_pod_group_event("ADDED", group_obj)
+    cache.on_pod_event("ADDED", terminating)
+    for i in range(2):
+        raw = member(f"m{i}", "1")
+        raw["spec"]["priority"] = 10
+        raw["status"] = {"nominatedNodeName": "n0"}
+        cache.on_pod_event("ADDED", raw)
+    pipeline = build_pipeline(load_policy({
+        "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "s"}, "spec": {}}, CATALOG),
+        Handle(listers=cache.listers, pod_groups=cache.pod_groups))
+    group = PodGroupInfo("ns", "g", group_obj)
+    pods = [cache.pods[f"ns/m{i}"] for i in range(2)]
+
+    async def go() -> tuple[PodGroupPostFilterResult | None, Status]:
+        outcome = await pod_group_algorithm(pipeline, cache, group, pods)
+        assert outcome.status.code is Code.UNSCHEDULABLE
+        return await pod_group_post_filter(pipeline, cache, group, pods, outcome)
+
+    res, st = asyncio.run(go())
+    assert st.ok and st.message == "pod group preemption: ongoing preemption on nominated nodes"
+    assert res is not None and not res.victims
+    assert res.nominating == {"ns/m0": "n0", "ns/m1": "n0"}
