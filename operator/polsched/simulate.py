@@ -166,7 +166,9 @@ class GroupChange:
     group: str
     baseline: str  # its state under the baseline ("" when the baseline had no cycle)
     candidate: str
-    kind: str  # "now placed", "no longer placed", "moved", "changed"
+    # "now placed", "no longer placed", "moved", "changed"; "now a group" / "no longer a
+    # group" when one of the policies does not run GangScheduling.
+    kind: str
 
 
 @dataclass
@@ -784,7 +786,9 @@ def group_changes(baseline: Sequence[GroupOutcome], candidate: Sequence[GroupOut
         b, c = base.get(key), cand.get(key)
         bs, cs = (b.state if b else ""), (c.state if c else "")
         if bs != cs:
-            kind = "now placed" if cs == PLACED else \
+            # "": that policy runs no pod-group cycle for it (GangScheduling off).
+            kind = "now a group" if not bs else "no longer a group" if not cs else \
+                "now placed" if cs == PLACED else \
                 "no longer placed" if bs == PLACED else "changed"
             out.append(GroupChange(key, bs, cs, kind))
         elif c is not None and any(b_node.get(m) != c_node.get(m) for m in c.members):
@@ -873,7 +877,8 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
     if r.baseline_groups is not None and (r.groups or r.baseline_groups):
         rows = [["POD GROUP", "CHANGE", "BASELINE", "CANDIDATE"]]
         for gc in r.group_changes:
-            rows.append([gc.group, gc.kind, gc.baseline or "-", gc.candidate or "-"])
+            rows.append([gc.group, gc.kind, gc.baseline or "no group cycle",
+                         gc.candidate or "no group cycle"])
         out.append((f"Pod group changes against {r.baseline}",
                     "" if r.group_changes else "None.",
                     rows if r.group_changes else None))
