@@ -394,6 +394,10 @@ class Plan:
     # Pending pods a PreEnqueue plugin (SchedulingGates, GangScheduling...) keeps out of
     # the queue: never attempted, as in the engine. (pod, plugin, its message)
     gated: list[tuple[Json, str, str]] = field(default_factory=list)
+    # The scheduler whose pods are decided ("": the policy's), and whether the cluster
+    # serves PodGroups (None: when the objects hold any).
+    scheduler_name: str = ""
+    pod_groups: bool | None = None
 
     @property
     def pods(self) -> list[Planned]:
@@ -466,12 +470,11 @@ def _gated_reason(plugin: str, message: str) -> str:
 
 async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                  extenders: Sequence[Any] = (), progress: Progress | None = None,
-                 done_before: int = 0, total: int = 0, *, pod_groups: bool | None = None,
-                 scheduler_name: str | None = None,
+                 done_before: int = 0, total: int = 0,
                  ) -> tuple[list[Decision], list[GroupOutcome], ClusterCache]:
     """Every planned cycle run by `policy`'s pipeline, each pod assumed where it goes."""
-    cache = build_cache(objects, redecide=the_plan.redecide, pod_groups=pod_groups,
-                        scheduler_name=scheduler_name or policy.scheduler_name)
+    cache = build_cache(objects, redecide=the_plan.redecide, pod_groups=the_plan.pod_groups,
+                        scheduler_name=the_plan.scheduler_name or policy.scheduler_name)
     # The engine's builder, its plugins reading the listers the cache was fed.
     # Load-aware scorers read the snapshot's NodeMetrics (`polsched snapshot --node-metrics`);
     # the pods placed during the simulation are in flight on their nodes.
@@ -694,8 +697,10 @@ def _plan_for(policy: Policy, objects: Sequence[Json], scheduler_name: str, repl
     members?), and its GangScheduling tells the group members."""
     gates = build_pipeline(policy, Handle(listers=gate_cache.listers,
                                           pod_groups=gate_cache.pod_groups))
-    return plan(objects, scheduler_name, replay, gates.pre_enqueue_plugins,
-                pod_group_key_fn(gates))
+    out = plan(objects, scheduler_name, replay, gates.pre_enqueue_plugins,
+               pod_group_key_fn(gates))
+    out.scheduler_name, out.pod_groups = scheduler_name, gate_cache.pod_groups.served
+    return out
 
 
 def missing_pod_groups(objects: Sequence[Json], scheduler_name: str, replay: bool
@@ -715,17 +720,25 @@ def missing_pod_groups(objects: Sequence[Json], scheduler_name: str, replay: boo
     return out
 
 
-async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool = False,
-                   compare: Baseline | None = None, source: str = "",
-                   extenders: Sequence[Any] = (),
-                   progress: Progress | None = None,
-                   pod_groups: bool | None = None) -> Report:
-    """`pod_groups`: whether the cluster serves PodGroups (live: discovery); None for
+@dataclass(frozen=True)
+class Cluster:
+    """The cluster simulated: its objects, where they came from (for the report), and
+    whether it serves PodGroups (live: discovery, as the engine's cache decides; None for
     objects from a file, where they are served when the file has any, and a pod to decide
-    whose PodGroup the file lacks is an error (SimulateError)."""
+    whose PodGroup the file lacks is an error)."""
+
+    objects: Sequence[Json]
+    source: str = ""
+    pod_groups: bool | None = None
+
+
+async def simulate(candidate: Policy, cluster: Cluster, *, replay: bool = False,
+                   compare: Baseline | None = None, extenders: Sequence[Any] = (),
+                   progress: Progress | None = None) -> Report:
     started = time.perf_counter()
     baseline = compare.policy if compare is not None else None
     name = candidate.scheduler_name
+    objects, source, pod_groups = cluster.objects, cluster.source, cluster.pod_groups
     if pod_groups is None:
         missing = missing_pod_groups(objects, name, replay)
         if missing:
@@ -744,8 +757,7 @@ async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool =
     the_plan = _plan_for(candidate, objects, name, replay, before_cache)
     total = len(the_plan.pods) * (2 if baseline is not None else 1)
     decisions, groups, after = await decide(candidate, objects, the_plan, extenders, progress,
-                                            0, total, pod_groups=pod_groups,
-                                            scheduler_name=name)
+                                            0, total)
     report = Report(policy=candidate.name, scheduler_name=name,
                     source=source, nodes=len(after.snapshot.nodes), decisions=decisions,
                     before=_usage(before_cache), after=_usage(after), groups=groups)
@@ -756,8 +768,7 @@ async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool =
         assert compare is not None
         base_plan = _plan_for(baseline, objects, name, replay, before_cache)
         base, base_groups, _ = await decide(baseline, objects, base_plan, compare.extenders,
-                                            progress, len(the_plan.pods), total,
-                                            pod_groups=pod_groups, scheduler_name=name)
+                                            progress, len(the_plan.pods), total)
         report.baseline = compare.label or baseline.name
         report.baseline_decisions = base
         report.baseline_groups = base_groups
@@ -1200,9 +1211,9 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
         bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
         try:
             compare = Baseline(baseline, label, base_exts) if baseline is not None else None
-            return await simulate(candidate, objects, replay=args.replay, compare=compare,
-                                  source=source, extenders=exts, progress=bar,
-                                  pod_groups=served)
+            return await simulate(candidate, Cluster(objects, source, served),
+                                  replay=args.replay, compare=compare, extenders=exts,
+                                  progress=bar)
         finally:
             if bar is not None:
                 bar.close()

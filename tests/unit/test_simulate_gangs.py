@@ -251,3 +251,18 @@ def test_a_group_that_fails_validation_is_an_error_with_upstreams_text(
                             "as the pod group's priority, got 10 and 0")
     assert nodes_of(doc) == {"a": None, "b": None}
     assert doc["summary"]["gangs"]["error"] == 1
+
+
+def test_the_documented_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/gitops.md shows this run of docs/examples/gang-*.yaml line for line."""
+    root = Path(__file__).resolve().parents[2]
+    code = cli.main(["simulate", "-f", str(root / "docs/examples/gang-policy.yaml"),
+                     "--snapshot", str(root / "docs/examples/gang-snapshot.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    doc = (root / "docs/gitops.md").read_text()
+    shown = doc[doc.index("```text\nSummary:\n7 pod(s)") + 8:]
+    shown = shown[:shown.index("```")]
+    for line in shown.splitlines():
+        if line != "...":
+            assert line in out.splitlines(), line

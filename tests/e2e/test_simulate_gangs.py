@@ -1,0 +1,96 @@
+"""`polsched simulate` against a live cluster that serves PodGroups (the gated control
+plane, GenericWorkload on): it lists the PodGroups, places a gang all or nothing and
+reports the members GangScheduling's PreEnqueue holds, with upstream's texts, and binds
+and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from polsched import cli
+from tests.conftest import Cluster, node_manifest, unique
+from tests.e2e.scheduling import RUN, pod_manifest
+
+pytestmark = pytest.mark.e2e
+
+
+def pod_group(ns: str, name: str, min_count: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+
+
+def apply_when_admitted(c: Cluster, docs: list[dict[str, Any]]) -> None:
+    """Pods of a new namespace are refused until its default ServiceAccount exists."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            c.apply(docs)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_live_simulate_places_a_gang_all_or_nothing_and_reports_held_members(
+        gated: tuple[Cluster, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    c, _ = gated
+    rid = unique("gsim")
+    ns, scheduler, node = rid, unique("polsched-gsim"), f"{rid}-n"
+    c.kubectl("create", "namespace", ns)
+    try:
+        c.apply([node_manifest(node, cpu="4", labels={RUN: rid}),
+                 pod_group(ns, "tight", 2), pod_group(ns, "short", 3)])
+
+        def member(name: str, group: str, cpu: str) -> dict[str, Any]:
+            return pod_manifest(ns, name, scheduler, rid, cpu,
+                                schedulingGroup={"podGroupName": group})
+
+        apply_when_admitted(c, [
+            # minCount 2, 3 CPUs each, one node of 4 CPUs: the group does not fit.
+            member("t1", "tight", "3"), member("t2", "tight", "3"),
+            # minCount 3 with one member, and a member whose PodGroup does not exist.
+            member("s1", "short", "1"), member("g1", "ghost", "1")])
+        # Created last: queued after the gang, it gets the room the gang does not hold.
+        apply_when_admitted(c, [pod_manifest(ns, "later", scheduler, rid, "3")])
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": scheduler}, "spec": {"schedulerName": scheduler}}))
+        before = c.kubectl_json("get", "pods", "-n", ns)
+
+        code = cli.main(["simulate", "-f", str(policy), "--kubeconfig", c.kubeconfig,
+                         "--baseline", "none", "-o", "json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        doc = json.loads(out)
+        pods = {p["name"]: p for p in doc["pods"]}
+        assert {k: p["node"] for k, p in pods.items()} == {
+            "t1": None, "t2": None, "later": node, "s1": None, "g1": None}
+        groups = {g["podGroup"]: g for g in doc["podGroups"]}
+        assert groups[f"{ns}/tight"]["outcome"] == "not placed"
+        assert groups[f"{ns}/tight"]["message"].startswith(
+            "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining")
+        assert pods["s1"]["reason"] == \
+            "waiting for minCount pods from a gang to appear in scheduling queue"
+        assert pods["g1"]["reason"] == \
+            'waiting for pods\'s pod group "ghost" to appear in scheduling queue'
+        assert groups[f"{ns}/ghost"]["kind"] == "unknown"
+        assert doc["summary"]["gangs"] == {"total": 2, "placed": 0, "notPlaced": 1,
+                                           "waiting": 1, "error": 0}
+        # Nothing was bound or written.
+        after = c.kubectl_json("get", "pods", "-n", ns)
+        assert [p["metadata"]["resourceVersion"] for p in after["items"]] == \
+            [p["metadata"]["resourceVersion"] for p in before["items"]]
+        assert all(not p["spec"].get("nodeName") for p in after["items"])
+    finally:
+        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        c.kubectl("delete", "node", node, "--wait=false", check=False)
