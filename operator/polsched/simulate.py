@@ -432,7 +432,9 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     queue = SchedulingQueue(clock=lambda: 0.0)
     queue.configure(pre_enqueue, group_of=group_of)
     by_key: dict[str, Json] = {}
-    for o, i in infos:
+    # Added oldest first, as the pods reached the running scheduler: the queue orders by
+    # priority, then by when a pod was added (ties by name: timestamps have seconds).
+    for o, i in sorted(infos, key=lambda oi: (oi[1].creation, oi[1].key)):
         if i.scheduler_name == scheduler_name and not i.node_name and not i.terminal \
                 and not (o.get("metadata") or {}).get("deletionTimestamp"):
             queue.add(i)

@@ -59,8 +59,10 @@ def test_live_simulate_places_a_gang_all_or_nothing_and_reports_held_members(
             member("t1", "tight", "3"), member("t2", "tight", "3"),
             # minCount 3 with one member, and a member whose PodGroup does not exist.
             member("s1", "short", "1"), member("g1", "ghost", "1")])
-        # Created last: queued after the gang, it gets the room the gang does not hold.
-        apply_when_admitted(c, [pod_manifest(ns, "later", scheduler, rid, "3")])
+        # Created last (and named last: creationTimestamp has seconds, and the queue
+        # breaks ties by name), so queued after the gang: it gets the room the gang does
+        # not hold.
+        apply_when_admitted(c, [pod_manifest(ns, "z-later", scheduler, rid, "3")])
         policy = tmp_path / "policy.yaml"
         policy.write_text(yaml.safe_dump({
             "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
@@ -74,7 +76,7 @@ def test_live_simulate_places_a_gang_all_or_nothing_and_reports_held_members(
         doc = json.loads(out)
         pods = {p["name"]: p for p in doc["pods"]}
         assert {k: p["node"] for k, p in pods.items()} == {
-            "t1": None, "t2": None, "later": node, "s1": None, "g1": None}
+            "t1": None, "t2": None, "z-later": node, "s1": None, "g1": None}
         groups = {g["podGroup"]: g for g in doc["podGroups"]}
         assert groups[f"{ns}/tight"]["outcome"] == "not placed"
         assert groups[f"{ns}/tight"]["message"].startswith(
