@@ -200,9 +200,13 @@ async def _live(kubeconfig: str | None, node_metrics: bool = False) -> list[Json
 
     client = ApiClient.from_kubeconfig(kubeconfig)
     kinds = (*KINDS, NODE_METRICS) if node_metrics else KINDS
+    def warn(message: str) -> None:
+        # A cluster without GenericWorkload serves no PodGroups: nothing to say.
+        if not message.startswith(f"{POD_GROUPS.plural} left out: 404"):
+            print(f"polsched snapshot: {message}", file=sys.stderr)
+
     try:
-        return await collect(client, kinds, warn=lambda m: print(f"polsched snapshot: {m}",
-                                                                 file=sys.stderr))
+        return await collect(client, kinds, warn=warn)
     finally:
         await client.close()
 
