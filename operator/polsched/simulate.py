@@ -410,7 +410,8 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     """The engine's queue (scheduler.queue.SchedulingQueue, configured with the policy's
     PreEnqueue plugins and `group_of`, pipelines.pod_group_key_fn) emptied in pop order:
     a pod group's members come out together (pop_group). Replayed pods go first, in
-    creation order; replayed members of one group form one cycle, at its first member."""
+    creation order; the replayed members of a group form one cycle, at its first member,
+    with its pending members."""
     pods = [o for o in objects if o.get("kind") == "Pod"]
     infos = [(o, PodInfo.from_json(o)) for o in pods]
     replayed = sorted(((o, i) for o, i in infos if i.scheduler_name == scheduler_name
@@ -427,8 +428,6 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
             by_group[key].pods.append(item)
         else:
             entries.append(by_group.setdefault(key, Entry([item], key)))
-    for e in by_group.values():  # PodGroupMemberPodsOrderingFunc: priority first
-        e.pods.sort(key=lambda it: -PodInfo.from_json(it[0]).priority)
     queue = SchedulingQueue(clock=lambda: 0.0)
     queue.configure(pre_enqueue, group_of=group_of)
     by_key: dict[str, Json] = {}
@@ -446,10 +445,17 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
         for m in members:
             queue.done(m)
             popped.add(m.key)
-        entries.append(Entry([(by_key[m.key], False, None) for m in members],
-                             group.key if group is not None else ""))
+        items: list[Planned] = [(by_key[m.key], False, None) for m in members]
         if group is not None:
             queue.group_done(group.key)
+            if group.key in by_group:
+                # On the cluster emptied of its replayed members, they and these wait in
+                # the queue together: one cycle.
+                by_group[group.key].pods += items
+                continue
+        entries.append(Entry(items, group.key if group is not None else ""))
+    for e in by_group.values():  # PodGroupMemberPodsOrderingFunc: priority first
+        e.pods.sort(key=lambda it: -PodInfo.from_json(it[0]).priority)
     gated = []
     plugins = {p.name: p for p in pre_enqueue}
     for k, o in by_key.items():
