@@ -829,6 +829,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             s.written.clear()
+        if created is not None:
+            # The claim PreBind created is being deleted: from now on its absence from
+            # the cache means it is gone (ClaimTracker.settle), not "not seen yet".
+            key = f"{created[0]}/{created[1]}"
+            for entry in self.tracker.in_flight.values():
+                if entry.key == key:
+                    entry.seen = True
         if created is not None and self.api is not None:
             # unreserveExtendedResourceClaim: the claim PreBind created goes again.
             try:
