@@ -894,6 +894,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                         name, exc_info=True)
 
     # -- PreBind --------------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """PreBindPreFlight: PreBind has work when the pod has claims."""
+        s: _State | None = state.get(_STATE_KEY)
+        return SUCCESS if s is not None and s.claims else SKIP
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.claims:
