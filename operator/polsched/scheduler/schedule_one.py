@@ -899,6 +899,14 @@ class ScheduleOne:
         assert a.assumed is not None and a.pipeline is not None and a.plugins is not None
         assumed, pipeline = a.assumed, a.pipeline
         try:
+            # NominatedNodeNameForExpectation: PreBindPreFlight; when PreBind has work or
+            # the pod waits on Permit, the pod is nominated to its node first.
+            pre = pipeline.run_pre_bind_pre_flights(a.state, assumed, a.node, a.plugins)
+            if pre.code is Code.ERROR:
+                self.handle_binding_cycle_error(a, pre)
+                return
+            if pre.ok or a.waiting is not None:
+                await a.profile.recorder.nominate_for_binding(assumed, a.node)
             if a.waiting is not None:
                 try:
                     st = await a.waiting.wait()
