@@ -1,10 +1,12 @@
 """`polsched simulate` against a live cluster that serves PodGroups (the gated control
 plane, GenericWorkload on): it lists the PodGroups, places a gang all or nothing and
 reports the members GangScheduling's PreEnqueue holds, with upstream's texts, and binds
-and writes nothing."""
+and writes nothing; the engine, started afterwards with the same policy, then does what
+simulate said (the gang's PodGroup condition carries simulate's group message)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -14,8 +16,14 @@ import pytest
 import yaml
 
 from polsched import cli
+from polsched.api import load_policy
+from polsched.cluster.client import ApiClient
+from polsched.plugins import CATALOG
+from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, node_manifest, unique
-from tests.e2e.scheduling import RUN, pod_manifest
+from tests.e2e.scheduling import RUN, eventually, pod_manifest
+
+GROUPS = "/apis/scheduling.k8s.io/v1beta1"
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +45,33 @@ def apply_when_admitted(c: Cluster, docs: list[dict[str, Any]]) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+async def engine_outcome(c: Cluster, ns: str, policy: dict[str, Any]
+                         ) -> tuple[str, dict[str, str]]:
+    """Run the engine with `policy` until the PodGroup `tight` has its
+    PodGroupInitiallyScheduled condition and z-later is bound: the condition's message and
+    every pod's node then."""
+    client = ApiClient.from_kubeconfig(c.kubeconfig)
+    engine = Engine(client)
+    try:
+        await engine.start()
+        engine.apply(load_policy({**policy, "metadata": {
+            **policy["metadata"], "generation": 1, "uid": unique("uid")}}, CATALOG))
+
+        async def settled() -> str:
+            pg = await client.get(f"{GROUPS}/namespaces/{ns}/podgroups/tight")
+            cond = next((x for x in (pg.get("status") or {}).get("conditions") or ()
+                         if x.get("type") == "PodGroupInitiallyScheduled"), None)
+            bound = await client.get(f"/api/v1/namespaces/{ns}/pods/z-later")
+            return str(cond["message"]) if cond and bound["spec"].get("nodeName") else ""
+
+        message = str(await eventually(settled, 60, what="the gang tried, z-later bound"))
+        pods = (await client.get(f"/api/v1/namespaces/{ns}/pods")).get("items") or ()
+        return message, {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods}
+    finally:
+        await engine.stop()
+        await client.close()
 
 
 def test_live_simulate_places_a_gang_all_or_nothing_and_reports_held_members(
@@ -93,6 +128,12 @@ def test_live_simulate_places_a_gang_all_or_nothing_and_reports_held_members(
         assert [p["metadata"]["resourceVersion"] for p in after["items"]] == \
             [p["metadata"]["resourceVersion"] for p in before["items"]]
         assert all(not p["spec"].get("nodeName") for p in after["items"])
+
+        # The engine, started now with the same policy, does what simulate said: the
+        # gang's PodGroup gets simulate's message, z-later the node, the gang nothing.
+        got = asyncio.run(engine_outcome(c, ns, yaml.safe_load(policy.read_text())))
+        assert got == (groups[f"{ns}/tight"]["message"],
+                       {"t1": "", "t2": "", "z-later": node, "s1": "", "g1": ""})
     finally:
         c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         c.kubectl("delete", "node", node, "--wait=false", check=False)
