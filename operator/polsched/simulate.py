@@ -732,8 +732,9 @@ def missing_pod_groups(objects: Sequence[Json], scheduler_name: str, replay: boo
 class Cluster:
     """The cluster simulated: its objects, where they came from (for the report), and
     whether it serves PodGroups (live: discovery, as the engine's cache decides; None for
-    objects from a file, where they are served when the file has any, and a pod to decide
-    whose PodGroup the file lacks is an error)."""
+    objects from a file, where they are served when the file has any: a member whose
+    PodGroup the file lacks then waits, as live; in a file with no PodGroup at all, a pod
+    to decide that names one is an error)."""
 
     objects: Sequence[Json]
     source: str = ""
@@ -748,7 +749,12 @@ async def simulate(candidate: Policy, cluster: Cluster, *, replay: bool = False,
     name = candidate.scheduler_name
     objects, source, pod_groups = cluster.objects, cluster.source, cluster.pod_groups
     if pod_groups is None:
-        missing = missing_pod_groups(objects, name, replay)
+        # Objects from a file serve PodGroups when they hold any: then a member whose
+        # PodGroup is missing waits at PreEnqueue, as in a live cluster (a snapshot may
+        # catch a pod before its group). A file with none, whose pods name groups, most
+        # likely left the PodGroups out: that is an error.
+        pod_groups = any(o.get("kind") == pgs.KIND for o in objects)
+        missing = [] if pod_groups else missing_pod_groups(objects, name, replay)
         if missing:
             pod, group = missing[0]
             more = f" (and {len(missing) - 1} more member(s))" if len(missing) > 1 else ""
@@ -759,7 +765,6 @@ async def simulate(candidate: Policy, cluster: Cluster, *, replay: bool = False,
                 "serves scheduling.k8s.io/v1beta1). In the cluster the pod would wait at "
                 f'PreEnqueue: waiting for pods\'s pod group "{group}" to appear in '
                 "scheduling queue")
-        pod_groups = any(o.get("kind") == pgs.KIND for o in objects)
     # The cluster as it is: the gates' view and the utilisation before.
     before_cache = build_cache(objects, pod_groups=pod_groups, scheduler_name=name)
     the_plan = _plan_for(candidate, objects, name, replay, before_cache)

@@ -171,11 +171,28 @@ def test_a_basic_group_places_what_fits(tmp_path: Path,
 
 def test_a_member_whose_pod_group_is_not_in_the_file_is_an_error_naming_both(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file with no PodGroup at all, whose pod names one: the PodGroups were most
+    likely left out of the snapshot."""
     objs = [*base(), pod("lost", "1", group="nowhere")]
     code, _, err = simulate(tmp_path, capsys, objs)
     assert code == 1
     assert f"pod {NS}/lost names PodGroup 'nowhere'" in err
     assert "spec.schedulingGroup.podGroupName" in err
+
+
+def test_with_pod_groups_in_the_file_a_member_of_a_missing_one_waits_as_live(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A snapshot of a cluster that serves PodGroups may catch a pod before its group:
+    it waits at PreEnqueue, as in the cluster, and the other pods are decided."""
+    objs = [*base(), pod_group("g", 1), pod("a", "1", group="g", created=1),
+            pod("early", "1", group="later", created=2), pod("plain", "1", created=3)]
+    doc = as_json(tmp_path, capsys, objs)
+    assert nodes_of(doc)["early"] is None
+    assert nodes_of(doc)["a"] and nodes_of(doc)["plain"]
+    early = next(p for p in doc["pods"] if p["name"] == "early")
+    assert early["reason"] == ('waiting for pods\'s pod group "later" to appear in '
+                               "scheduling queue")
+    assert group(doc, "later")["outcome"] == "waiting"
 
 
 def test_two_policies_compare_gangs(tmp_path: Path,
