@@ -29,7 +29,9 @@ DefaultPreemption prefixes every message with `pod group preemption: `.
 
 The snapshot is the cache's live one: the victims are taken off their NodeInfos and put
 back before this returns (upstream's MutableSnapshotSharedLister StartMutations /
-EndMutations), in a `finally`. The rerun awaits only extenders, as every cycle does.
+EndMutations), in a `finally`. The rerun awaits only filter extenders, as every cycle
+does; a victim whose deletion the watch applies during that await is put back by the
+rollback all the same (a known gap, docs/differences.md).
 """
 
 from __future__ import annotations
