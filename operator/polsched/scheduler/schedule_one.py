@@ -1008,14 +1008,16 @@ class ScheduleOne:
         reserved. A bug fails every member not yet handled as an error, never the loop."""
         started = time.perf_counter()
         attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
+        # How the cycle ended, for the queue's requeue of the group (an exception: error).
+        outcome = q.GroupOutcome.ERROR
         try:
             if not profile.runnable.is_set():
                 for a in attempts.values():
                     profile.queue.restore(a.queued)
-                profile.report_pending()
+                outcome = q.GroupOutcome.RESTORED
                 return
             profile.report_pending()
-            await self._pod_group_cycle(profile, group, attempts)
+            outcome = await self._pod_group_cycle(profile, group, attempts)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or task.cancelling():
@@ -1029,11 +1031,14 @@ class ScheduleOne:
             for a in attempts.values():
                 self.handle_failure(a, Status.error(f"internal error: {err}"))
         finally:
-            profile.queue.group_done(group.key)
+            # AddAttemptedPodGroupIfNeeded, after every member's own requeue.
+            profile.queue.group_done(group.key, outcome)
+            profile.report_pending()
 
     async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
-                               attempts: dict[str, Attempt]) -> None:
-        """The cycle's steps; every member handled leaves `attempts`."""
+                               attempts: dict[str, Attempt]) -> q.GroupOutcome:
+        """The cycle's steps; every member handled leaves `attempts`. Returns the root
+        status's outcome for the queue."""
         groups = self._cache.pod_groups
         pod_group = groups.get(group.namespace, group.name)
         if pod_group is None:
@@ -1042,7 +1047,7 @@ class ScheduleOne:
             err = f'podgroup.scheduling.k8s.io "{group.name}" not found'
             for key in list(attempts):
                 self.handle_failure(attempts.pop(key), Status.error(err))
-            return
+            return q.GroupOutcome.ERROR
         info = PodGroupInfo(group.namespace, group.name, pod_group)
         err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
         if err:  # handlePodGroupFailureBeforeScheduling
@@ -1050,7 +1055,7 @@ class ScheduleOne:
                 self.handle_failure(attempts.pop(key), Status.error(err))
             self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
                                              err)
-            return
+            return q.GroupOutcome.ERROR
         # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
         live: list[Attempt] = []
         for key in list(attempts):
@@ -1067,7 +1072,7 @@ class ScheduleOne:
             live.append(a)
         if not live:
             s.report_pending()
-            return
+            return q.GroupOutcome.SUCCESS
         pipeline = s.pipeline
         for a in live:
             a.pipeline = pipeline
@@ -1086,6 +1091,10 @@ class ScheduleOne:
         self._submit_pod_group(s, info, live, outcome)
         for a in live:
             attempts.pop(a.queued.key, None)
+        status = outcome.status
+        if status.ok:
+            return q.GroupOutcome.SUCCESS
+        return q.GroupOutcome.REJECTED if status.rejected else q.GroupOutcome.ERROR
 
     def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
                             queued: Sequence[PodInfo]) -> str:
