@@ -349,6 +349,19 @@ class SchedulingQueue:
         self._reindex()
         if group_of is None:
             self._dissolve_groups()
+        else:
+            self._regroup()
+
+    def _regroup(self) -> None:
+        """Pods queued alone that are pod group members now (the pipeline runs
+        GangScheduling since this configure) join their groups."""
+        assert self._group_of is not None
+        now = self._clock()
+        for d in (self._active, self._backoff, self._unschedulable):
+            for qp in [e for e in d.values() if isinstance(e, QueuedPod)]:
+                if self._group_of(qp.pod) is not None:
+                    self._take(qp)
+                    self._add_member(qp, now)
 
     def _dissolve_groups(self) -> None:
         """The pipeline no longer schedules pod groups (GangScheduling switched off): the

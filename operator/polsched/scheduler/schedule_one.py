@@ -59,13 +59,13 @@ from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import metrics
+from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache
     from polsched.framework.nominator import Nominator
-    from polsched.scheduler import queue as q
     from polsched.scheduler.preemption import Executor
     from polsched.scheduler.profile import Profile
     from polsched.scheduler.shadow import Verdicts

@@ -65,9 +65,15 @@ class Env:
         pipeline = build_pipeline(load_policy({
             "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
             "metadata": {"name": "s"}, "spec": {}}, CATALOG), handle)
+        self.pipeline = pipeline
         self.queue = q.SchedulingQueue(clock=self.clock)
-        self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
-                             pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
+        self.configure()
+
+    def configure(self) -> None:
+        """As the engine configures the queue from the pipeline (every apply)."""
+        p = self.pipeline
+        self.queue.configure(p.pre_enqueue_plugins, p.queueing_hints(), pod_group_key_fn(p),
+                             pod_group_lookup_fn(p))
 
     def group(self, obj: Json, kind: str = "ADDED") -> None:
         old = self.cache.pod_groups.get("ns", obj["metadata"]["name"])
@@ -378,3 +384,14 @@ def test_switching_gang_scheduling_off_queues_the_members_as_pods() -> None:
     assert env.queue.where("ns/b") is q.Location.ACTIVE
     popped = {env.queue.pop_nowait().pod.name for _ in range(2)}  # type: ignore[union-attr]
     assert popped == {"a", "b"}
+
+
+def test_switching_gang_scheduling_on_queues_waiting_members_as_their_group() -> None:
+    env = Env()
+    env.queue.configure()  # a pipeline without GangScheduling
+    env.group(pod_group())
+    env.pod(member("a"))
+    env.pod(member("b"))
+    assert env.queue.group("ns/g") is None
+    env.configure()
+    assert names(env.pop()) == ["a", "b"]
