@@ -296,6 +296,10 @@ class SchedulingQueue:
         # bind's event visits every policy's queue: 250 000 calls with 50 policies).
         self.unschedulable_pods: Mapping[str, _Entry] = self._unschedulable
         self._gated = 0
+        # A group's members beyond its first, per queue (sizes() in O(1)): a group's
+        # members only change while it is out of the queues.
+        self._extra = {Location.ACTIVE: 0, Location.BACKOFF: 0, Location.UNSCHEDULABLE: 0,
+                       Location.GATED: 0}
         # In flight, by uid; and the uid in flight per key.
         self._in_flight: dict[str, QueuedPod] = {}
         self._in_flight_keys: dict[str, str] = {}
@@ -453,23 +457,13 @@ class SchedulingQueue:
 
     def sizes(self) -> tuple[int, int, int, int]:
         """How many pods wait in activeQ, backoffQ, unschedulable and gated, a group
-        counting its members as upstream's QueuedEntitiesRecorder does (O(groups), for the
+        counting its members as upstream's QueuedEntitiesRecorder does (O(1), for the
         scheduler_pending_pods gauge)."""
-        active, backoff = len(self._active), len(self._backoff)
-        unschedulable, gated = len(self._unschedulable) - self._gated, self._gated
-        for g in self._groups.values():
-            extra = len(g.members) - 1
-            k = g._qkey
-            if k in self._active:
-                active += extra
-            elif k in self._backoff:
-                backoff += extra
-            elif k in self._unschedulable:
-                if g.gated:
-                    gated += extra
-                else:
-                    unschedulable += extra
-        return active, backoff, unschedulable, gated
+        x = self._extra
+        return (len(self._active) + x[Location.ACTIVE],
+                len(self._backoff) + x[Location.BACKOFF],
+                len(self._unschedulable) - self._gated + x[Location.UNSCHEDULABLE],
+                self._gated + x[Location.GATED])
 
     def group_sizes(self) -> tuple[int, int]:
         """How many members wait for their group's cycle to end (pending) and for their
@@ -571,6 +565,7 @@ class SchedulingQueue:
         if qp._qkey in self._unschedulable:
             self._unpark(qp._qkey)
         self._unschedulable[qp._qkey] = qp
+        self._extra[Location.GATED if qp.gated else Location.UNSCHEDULABLE] += _extra(qp)
         if qp.gated:
             self._gated += 1
         self._index_add(qp)
@@ -578,6 +573,7 @@ class SchedulingQueue:
     def _unpark(self, key: str) -> _Entry | None:
         qp = self._unschedulable.pop(key, None)
         if qp is not None:
+            self._extra[Location.GATED if qp.gated else Location.UNSCHEDULABLE] -= _extra(qp)
             if qp.gated:
                 self._gated -= 1
             for plugin in qp._indexed:
@@ -616,8 +612,10 @@ class SchedulingQueue:
         k = qp._qkey
         if loc is Location.ACTIVE:
             del self._active[k]  # its heap entry goes stale
+            self._extra[Location.ACTIVE] -= _extra(qp)
         elif loc is Location.BACKOFF:
             del self._backoff[k]
+            self._extra[Location.BACKOFF] -= _extra(qp)
         elif loc is not None:
             self._unpark(k)
         qp._seq = self._next_seq()
@@ -634,6 +632,7 @@ class SchedulingQueue:
         self._unpark(qp._qkey)
         qp._seq = self._next_seq()
         self._active[qp._qkey] = qp
+        self._extra[Location.ACTIVE] += _extra(qp)
         heapq.heappush(self._active_heap,
                        (-qp.priority, qp.timestamp, qp._seq, qp._qkey))
         self._wake()
@@ -649,6 +648,7 @@ class SchedulingQueue:
         self._unpark(qp._qkey)
         qp._seq = self._next_seq()
         self._backoff[qp._qkey] = qp
+        self._extra[Location.BACKOFF] += _extra(qp)
         heapq.heappush(self._backoff_heap, (self.backoff_expiry(qp), -qp.priority,
                                             qp.timestamp, qp._seq, qp._qkey))
         self._wake()
@@ -968,6 +968,7 @@ class SchedulingQueue:
             if qp is None or qp._seq != seq:
                 continue
             del self._backoff[key]
+            self._extra[Location.BACKOFF] -= _extra(qp)
             self._move_to_active(qp, from_backoff=self._pop_from_backoff)
         if now < self._next_leftover_flush:
             return
@@ -995,6 +996,7 @@ class SchedulingQueue:
         if best is None:
             return None
         qp = self._backoff.pop(best[4])
+        self._extra[Location.BACKOFF] -= _extra(qp)
         qp._seq = self._next_seq()  # its heap entry goes stale
         return qp
 
@@ -1011,6 +1013,7 @@ class SchedulingQueue:
             if cand is None or cand._seq != seq:
                 continue
             del self._active[key]
+            self._extra[Location.ACTIVE] -= _extra(cand)
             qp = cand
             break
         if qp is None and self._pop_from_backoff and self._backoff:
@@ -1123,6 +1126,7 @@ class SchedulingQueue:
                     moved += 1
             elif loc is Location.BACKOFF:
                 del self._backoff[entry._qkey]
+                self._extra[Location.BACKOFF] -= _extra(entry)
                 if self._move_to_active(entry, from_backoff=True):
                     moved += 1
         return moved
@@ -1252,6 +1256,11 @@ def _pod_entry(d: Mapping[str, _Entry], key: str) -> QueuedPod | None:
     """The pod entry of that pod key in one of the queue's dicts (never a group's)."""
     qp = d.get(key)
     return qp if isinstance(qp, QueuedPod) else None
+
+
+def _extra(entry: _Entry) -> int:
+    """The pods an entity counts beyond one (a group's other members)."""
+    return len(entry.members) - 1 if isinstance(entry, QueuedPodGroup) else 0
 
 
 def _pods_of(entry: _Entry) -> Sequence[QueuedPod]:

@@ -395,3 +395,83 @@ def test_switching_gang_scheduling_on_queues_waiting_members_as_their_group() ->
     assert env.queue.group("ns/g") is None
     env.configure()
     assert names(env.pop()) == ["a", "b"]
+
+
+def where_all(env: Env, live: set[str]) -> dict[str, q.Location | None]:
+    return {k: env.queue.where(k) for k in sorted(live)}
+
+
+def test_random_transitions_never_lose_or_duplicate_a_member() -> None:
+    """Random adds, pops with every outcome, deletes, activations, events, PodGroup
+    deletions and re-creations and time: every live pod waits in exactly one place (or
+    is in flight), sizes() counts each once, and nothing is popped twice at once."""
+    import random
+
+    rng = random.Random(7)
+    env = Env()
+    live: set[str] = set()
+    in_cycle: list[q.QueuedPodGroup] = []
+    groups = {"g": 2, "h": None}
+    env.group(pod_group("g", min_count=2))
+    env.group(pod_group("h"))
+    n = 0
+    for _ in range(3000):
+        op = rng.random()
+        if op < 0.3:
+            n += 1
+            group = rng.choice(["g", "h", "x", None])
+            obj = member(f"p{n}", group)
+            env.pod(obj)
+            live.add(f"ns/p{n}")
+        elif op < 0.5 and not in_cycle:
+            first = env.queue.pop_nowait()
+            if first is not None:
+                g = env.queue.pop_group(first)
+                if g is None:
+                    env.queue.add_unschedulable(first, ("NodeResourcesFit",))
+                else:
+                    assert len({m.key for m in g.members}) == len(g.members)
+                    in_cycle.append(g)
+        elif op < 0.6 and in_cycle:
+            g = in_cycle.pop()
+            outcome = rng.choice(list(q.GroupOutcome))
+            for m in g.members:
+                if outcome is q.GroupOutcome.RESTORED:
+                    env.queue.restore(m)
+                elif outcome is q.GroupOutcome.SUCCESS and rng.random() < 0.5:
+                    env.queue.done(m)  # bound: it leaves
+                    live.discard(m.key)
+                    env.cache.on_pod_event("DELETED", member(m.pod.name, None))
+                elif outcome is q.GroupOutcome.ERROR:
+                    env.queue.add_backoff(m)
+                else:
+                    env.queue.add_unschedulable(m, rng.choice([(), (GANG,)]))
+            env.queue.group_done(g.key, outcome)
+        elif op < 0.7 and live:
+            key = rng.choice(sorted(live))
+            env.cache.on_pod_event("DELETED", member(key.partition("/")[2], None))
+            env.queue.delete(key)
+            live.discard(key)
+        elif op < 0.75 and live:
+            env.queue.activate([rng.choice(sorted(live))])
+        elif op < 0.8:
+            env.queue.move(rng.choice([ev.NODE_ADD, ev.EVENT_POLICY_CHANGE]))
+        elif op < 0.83 and not in_cycle:
+            name = rng.choice(sorted(groups))
+            if env.cache.pod_groups.get("ns", name) is not None:
+                env.group(pod_group(name, min_count=groups[name]), "DELETED")
+            else:
+                env.group(pod_group(name, min_count=groups[name]))
+        else:
+            env.clock.now += rng.choice([0.5, 2, 11, 400])
+        places = where_all(env, live)
+        flying = {m.key for g in in_cycle for m in g.members}
+        for key, loc in places.items():
+            assert loc is not None, key  # never dropped
+            assert (loc is q.Location.IN_FLIGHT) == (key in flying), (key, loc)
+        counted = [sum(loc is want for loc in places.values()) for want in (
+            q.Location.ACTIVE, q.Location.BACKOFF, q.Location.UNSCHEDULABLE,
+            q.Location.GATED, q.Location.PENDING, q.Location.INCOMPLETE)]
+        assert [*env.queue.sizes(), *env.queue.group_sizes()] == counted
+        # A pod deleted during its group's cycle stays in flight until the cycle ends.
+        assert live <= env.queue.keys() <= live | flying
