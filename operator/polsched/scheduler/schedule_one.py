@@ -1202,7 +1202,8 @@ class ScheduleOne:
             "message": message, "observedGeneration": generation,
             "lastTransitionTime": transition or _rfc3339_now(),
         }
-        s.recorder.set_pod_group_condition(info.namespace, info.name, condition)
+        s.recorder.set_pod_group_condition(info.namespace, info.name,
+                                           condition_patch(existing, condition))
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""
@@ -1243,6 +1244,19 @@ def _first_decision(s: Profile, pod: PodInfo, node: str | None, queued_at: float
     log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
              s.policy.name, generation, pod.key,
              f"node {node}" if node is not None else "unschedulable")
+
+
+def condition_patch(existing: Mapping[str, Any] | None, condition: Json) -> Json:
+    """The condition as PatchPodGroupStatus sends it: CreateTwoWayMergePatch(old, new)
+    merges conditions by type, so against the version the cycle read (`existing`) only the
+    fields that changed go, with the type. A True written meanwhile (not seen yet) then
+    keeps its status when a later rejection changes only the message, as upstream's
+    condition does."""
+    if existing is None:
+        return condition
+    return {k: v for k, v in condition.items()
+            if k == "type" or (existing.get(k) or
+                               (0 if k == "observedGeneration" else "")) != v}
 
 
 def _go_q(s: str) -> str:
