@@ -42,9 +42,11 @@ def objects(workload: wl.Workload) -> tuple[list[dict[str, Any]], dict[str, Any]
     """The cluster's objects and the candidate policy."""
     out: list[dict[str, Any]] = []
     for i in range(workload.nodes):
-        out.append({"apiVersion": "v1", "kind": "Node", **wl.node(i)})
+        out.append({"apiVersion": "v1", "kind": "Node", **workload.node(i)})
     out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": wl.NAMESPACE, "labels": {"kubernetes.io/metadata.name": wl.NAMESPACE}}})
+    # What the bench creates before the pods (a gang workload's PodGroups, a Service).
+    out += [obj for _path, obj in workload.extra_objects()]
     applied = polsched_policy(workload, None)
     applied["spec"]["schedulerName"] = SCHEDULER_NAME
     out.append(applied)

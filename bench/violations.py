@@ -34,11 +34,13 @@ EXPLAIN: dict[str, str] = {
     "mixed": "pods on a node outside their required zones, or on a tainted node they do not "
              "tolerate, plus the nodes whose pods request more cpu or memory than it has",
     "gangs-of-3": "gangs bound in part (some but not all of a PodGroup's minCount "
-                  "members bound: a gang is bound whole or not at all), plus pods on a "
-                  "tainted node",
+                  "members bound: a gang is bound whole or not at all), plus pods on an "
+                  "unknown node and nodes whose pods request more cpu or memory than it "
+                  "has (scheduler_perf's 4-CPU nodes)",
     "gangs-of-1000": "gangs bound in part (some but not all of a PodGroup's minCount "
-                     "members bound: a gang is bound whole or not at all), plus pods on a "
-                     "tainted node",
+                     "members bound: a gang is bound whole or not at all), plus pods on an "
+                     "unknown node and nodes whose pods request more cpu or memory than it "
+                     "has (scheduler_perf's 4-CPU nodes)",
     "dra": "measured pods bound without an allocated claim, or with a device from another "
            "node's pool, plus devices allocated to more than one claim (initial claims "
            "included)",
@@ -137,7 +139,8 @@ def untolerated_taint(pod: PodView, node: Mapping[str, Any]) -> bool:
 
 
 def _expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op, values = expr["key"], expr["operator"], expr.get("values") or ()
+    key, op = expr["key"], expr["operator"]
+    values: list[str] = list(expr.get("values") or ())
     if op == "In":
         return key in labels and labels[key] in values
     if op == "NotIn":
@@ -349,16 +352,17 @@ def check(workload: wl.Workload, pods: Sequence[PodView],
                   "pods_on_nodes_using_under_4_cores": sum(1 for u in used if u < 4)}
     elif isinstance(workload, wl.Gangs):
         whole, partial, unbound = gang_counts(workload, pods)
-        bad = sum(1 for p in measured if p.node not in nodes
-                  or legacy_rule(workload.name, workload.extender, nodes[p.node or ""]))
-        v.by_kind = {"gangs bound in part": partial, "placement": bad}
-        v.violations = partial + bad
+        unknown = sum(1 for p in measured if p.node not in nodes)
+        over_nodes = len(overcommitted_nodes(pods, nodes))
+        v.by_kind = {"gangs bound in part": partial, "on an unknown node": unknown,
+                     "overcommitted nodes": over_nodes}
+        v.violations = partial + unknown + over_nodes
         v.info = {"gangs_whole": whole, "gangs_unbound": unbound}
     elif isinstance(workload, wl.Mixed):
-        outside = sum(1 for p in measured
-                      if p.node in nodes and not required_affinity_holds(p, nodes[p.node]))
-        tainted = sum(1 for p in measured
-                      if p.node in nodes and untolerated_taint(p, nodes[p.node]))
+        outside = sum(1 for p in measured if p.node is not None and p.node in nodes
+                      and not required_affinity_holds(p, nodes[p.node]))
+        tainted = sum(1 for p in measured if p.node is not None and p.node in nodes
+                      and untolerated_taint(p, nodes[p.node]))
         over_nodes = len(overcommitted_nodes(pods, nodes))
         unknown = sum(1 for p in measured if p.node not in nodes)
         v.by_kind = {"outside required zones": outside, "untolerated taint": tainted,

@@ -5,6 +5,8 @@ topology.kubernetes.io/zone (zone-0..9), bench.polsched.io/tier (gold, silver, b
 turns) and bench.polsched.io/priority (0..9); every 20th node carries the taint
 bench.polsched.io/maintenance=true:NoSchedule, which no bench pod tolerates. Every pod
 requests 100m CPU and 128Mi, so capacity never runs out and every pod is schedulable.
+The gang workloads (`Gangs`) take scheduler_perf's own nodes and pods instead (4 CPU, 32Gi,
+no labels or taints; 100m and 100Mi), as podgroup/gangscheduling creates them.
 
 Where a workload's rule lives in the SchedulingPolicy for polsched, kube-scheduler gets
 the equivalent in the pod (see `LabelRules`); the no-op binder ignores every rule: it
@@ -157,14 +159,36 @@ class Gangs(Workload):
     def group_name(g: int) -> str:
         return f"gang-{g}"
 
+    def node(self, i: int) -> dict[str, Any]:
+        """scheduler_perf's templates/node-default.yaml (createNodes without a template):
+        4 CPU, 32Gi, 110 pods, Ready, no taint and no topology label, allocatable as
+        capacity; only the bench's cleanup label and the hostname are added."""
+        name = node_name(i)
+        res = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                      NODE_LABEL: "true"}},
+                "spec": {},
+                "status": {"capacity": res, "allocatable": res,
+                           "conditions": [{"type": "Ready", "status": "True",
+                                           "reason": "Bench"}]}}
+
+    def _pod(self, name: str, scheduler_name: str) -> dict[str, Any]:
+        """templates/gang-pod.yaml's container: pause 3.10.1, 100m CPU and 100Mi."""
+        p = pod_base(name, scheduler_name)
+        p["spec"]["containers"] = [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                    "resources": {"requests": {"cpu": "100m",
+                                                               "memory": "100Mi"}}}]
+        return p
+
     def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
-        p = super().pod(i, scheduler, scheduler_name)
+        p = self._pod(f"bench-pod-{i:05d}", scheduler_name)
         p["spec"]["schedulingGroup"] = {"podGroupName": self.group_name(i // self.per_group)}
         return p
 
     def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
         # Not a member: a lone member of a gang of 3 would be held forever.
-        return super().pod(0, scheduler, scheduler_name)
+        return self._pod("bench-pod-00000", scheduler_name)
 
     def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
         return [(PODGROUPS, {"apiVersion": PODGROUP_API, "kind": "PodGroup",

@@ -176,7 +176,8 @@ def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "snapshot", help="write everything scheduling reads as one diff-friendly file",
         description="List the nodes, pods, namespaces, PVs, PVCs, StorageClasses, CSINodes, "
                     "CSIDrivers, PriorityClasses, Services, ReplicationControllers, "
-                    "ReplicaSets, StatefulSets, PodDisruptionBudgets and SchedulingPolicies "
+                    "ReplicaSets, StatefulSets, PodDisruptionBudgets, SchedulingPolicies "
+                    "and PodGroups (where served) "
                     "(reads only; KUBECONFIG honoured) and print them as a v1 List sorted by "
                     "kind, namespace and name, without managedFields, resourceVersions and "
                     "heartbeats: a fixture for `polsched simulate --snapshot`. With -f, "
@@ -207,8 +208,10 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                     "the pending pods of its schedulerName, in queue order (--replay: the "
                     "bound ones too), against a snapshot file or the live cluster, and "
                     "report where each pod would go or why not, what changes against the "
-                    "baseline and the utilisation before and after. Binds and writes "
-                    "nothing.")
+                    "baseline and the utilisation before and after. PodGroups "
+                    "(scheduling.k8s.io/v1beta1) in the snapshot, or served live, are "
+                    "placed all or nothing as the operator places them, and reported per "
+                    "group. Binds and writes nothing.")
     p.add_argument("-f", "--file", required=True, metavar="FILE",
                    help="the candidate SchedulingPolicy (YAML or JSON)")
     p.add_argument("--policy", metavar="NAME", default=None,

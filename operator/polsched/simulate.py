@@ -22,6 +22,18 @@ with itself shows no change.
 A pod that does not fit when its turn comes stays unschedulable in the report; the live
 scheduler would retry it on later cluster events, which a simulation without time has
 none of.
+
+Pod groups (scheduling.k8s.io/v1beta1 PodGroup, where the policy runs GangScheduling and
+the input has PodGroups or the live cluster serves them): the queue pops a group's
+members as one unit (SchedulingQueue.pop_group), and the unit goes through the engine's
+pod-group cycle: validate_pod_group, pod_group_algorithm (every member searched on one
+snapshot, the simulation reverted), pod_group_post_filter for a rejected group, then the
+members that fit are assumed and reserved only when the group as a whole succeeded
+(submitPodGroupAlgorithmResult). A gang that does not fit places none of its members and
+holds nothing for the pods after it. Members that GangScheduling's PreEnqueue holds (no
+PodGroup yet, fewer than minCount members) are reported as waiting, with its text. From a
+file, a member whose PodGroup is not in the file is an error (the snapshot is incomplete);
+live, it waits for its group as it does in the cluster.
 """
 
 from __future__ import annotations
@@ -44,17 +56,27 @@ from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
+from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
-from polsched.framework.diagnosis import PipelineError
-from polsched.framework.interfaces import Handle
+from polsched.framework.diagnosis import FitError, PipelineError
+from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import static_load
 from polsched.framework.runtime import Pipeline
+from polsched.framework.status import Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
-from polsched.scheduler.pipelines import build_pipeline
+from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
+from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn
 from polsched.scheduler.queue import SchedulingQueue
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.schedule_one import (
+    POD_GROUP_UNSCHEDULABLE,
+    MemberResult,
+    pod_group_algorithm,
+    pod_group_post_filter,
+    schedule_pod,
+    validate_pod_group,
+)
 from polsched.snapshot import KIND_ORDER, SnapshotError, read_snapshot
 
 SEED = 0
@@ -86,10 +108,67 @@ class Decision:
     replayed: bool = False
     # Where it runs now (replayed pods only).
     current_node: str | None = None
+    # The pod group it was decided with ("namespace/name"), "" for a pod decided alone.
+    group: str = ""
+    # The PreEnqueue plugin that keeps it out of the queue ("" when it was decided).
+    gated_by: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+# What became of a pod group (GroupOutcome.state).
+PLACED = "placed"  # the cycle succeeded: its members that fit are placed
+NOT_PLACED = "not placed"  # rejected as a whole: none of its members is placed
+WAITING = "waiting"  # held at PreEnqueue: no cycle
+GROUP_ERROR = "error"  # the cycle failed (validation, a plugin error)
+
+
+@dataclass
+class GroupOutcome:
+    """One pod group in the simulation: its pod-group cycle's verdict (PLACED, NOT_PLACED,
+    GROUP_ERROR) with the group's message (its PodGroupInitiallyScheduled message, as
+    `polsched explain` gives it), or WAITING with the PreEnqueue text; the members, in the
+    cycle's order, and how many were already bound."""
+
+    group: str  # "namespace/name"
+    min_count: int | None  # None: a basic group
+    state: str
+    message: str = ""
+    members: list[str] = field(default_factory=list)  # pod keys
+    already_scheduled: int = 0
+    # False: the PodGroup object does not exist (its members wait for it).
+    exists: bool = True
+
+    @property
+    def gang(self) -> bool:
+        return self.min_count is not None
+
+    @property
+    def kind(self) -> str:
+        return "gang" if self.gang else "basic" if self.exists else "unknown"
+
+    def to_json(self, decisions: Mapping[str, Decision]) -> Json:
+        return {"podGroup": self.group, "minCount": self.min_count,
+                "kind": self.kind, "outcome": self.state,
+                "message": self.message, "alreadyScheduled": self.already_scheduled,
+                "members": [{"pod": k, "node": decisions[k].node if k in decisions else None,
+                             "reason": (decisions[k].reason or None) if k in decisions
+                             else None} for k in self.members]}
+
+
+@dataclass
+class GroupChange:
+    """A pod group whose outcome differs between the baseline and the candidate (or whose
+    members moved)."""
+
+    group: str
+    baseline: str  # its state under the baseline ("" when the baseline had no cycle)
+    candidate: str
+    # "now placed", "no longer placed", "moved", "changed"; "now a group" / "no longer a
+    # group" when one of the policies does not run GangScheduling.
+    kind: str
 
 
 @dataclass
@@ -152,6 +231,9 @@ class Report:
     before: dict[str, Usage] = field(default_factory=dict)  # node -> usage
     after: dict[str, Usage] = field(default_factory=dict)
     seconds: float = 0.0
+    groups: list[GroupOutcome] = field(default_factory=list)
+    baseline_groups: list[GroupOutcome] | None = None
+    group_changes: list[GroupChange] = field(default_factory=list)
 
     # -- derived ----------------------------------------------------------------------
     @property
@@ -192,6 +274,11 @@ class Report:
                      "unschedulable": self.unschedulable,
                      "replayed": sum(d.replayed for d in self.decisions),
                      "nodes": self.nodes, "seconds": round(self.seconds, 3)}
+        if self.groups or self.baseline_groups:
+            out["gangs"] = gang_counts(self.groups)
+        if self.groups:
+            out["basicGroups"] = sum(g.kind == "basic" for g in self.groups)
+            out["waitingForPodGroup"] = sum(not g.exists for g in self.groups)
         if self.baseline_decisions is not None:
             out["baseline"] = {
                 "scheduled": sum(d.node is not None for d in self.baseline_decisions),
@@ -201,7 +288,20 @@ class Report:
             out["moved"] = sum(c.kind == "moved" for c in self.changes)
             out["newUnschedulable"] = len(self.new_unschedulable())
             out["newSchedulable"] = sum(c.kind == "now schedulable" for c in self.changes)
+            if self.groups or self.baseline_groups:
+                out["baseline"]["gangs"] = gang_counts(self.baseline_groups or [])
+                out["groupChanges"] = len(self.group_changes)
         return out
+
+
+def gang_counts(groups: Sequence[GroupOutcome]) -> Json:
+    """Gangs (groups with a minCount) by outcome: placed whole, not placed, waiting at
+    PreEnqueue, failed."""
+    gangs = [g for g in groups if g.gang]
+    return {"total": len(gangs), "placed": sum(g.state == PLACED for g in gangs),
+            "notPlaced": sum(g.state == NOT_PLACED for g in gangs),
+            "waiting": sum(g.state == WAITING for g in gangs),
+            "error": sum(g.state == GROUP_ERROR for g in gangs)}
 
 
 # -- feeding the cache --------------------------------------------------------------------
@@ -209,25 +309,42 @@ def _ingesters(cache: ClusterCache) -> dict[str, Callable[[str, Json], None]]:
     """kind -> the cache's ingest method for it, the one its watch calls. Kinds the cache
     does not hold are not fed (scheduling does not read them)."""
     out: dict[str, Callable[[str, Json], None]] = {
-        "Node": cache.on_node_event, "Pod": cache.on_pod_event}
+        "Node": cache.on_node_event, "Pod": cache.on_pod_event,
+        pgs.KIND: cache.on_pod_group_event}
     for kind in ls.KINDS:
         out[kind.name] = functools.partial(cache.on_object_event, kind)
     return out
 
 
-def build_cache(objects: Sequence[Json], leave_out: frozenset[str] = frozenset()
-                ) -> ClusterCache:
-    """A ClusterCache holding `objects` (pods whose key is in `leave_out` excepted), fed
-    as the watches would: nodes first, then the rest, pods last. No API client."""
+def build_cache(objects: Sequence[Json], leave_out: frozenset[str] = frozenset(), *,
+                redecide: frozenset[str] = frozenset(), pod_groups: bool | None = None,
+                scheduler_name: str | None = None) -> ClusterCache:
+    """A ClusterCache holding `objects` (pods whose key is in `leave_out` excepted; those
+    in `redecide` as pending copies, off their nodes), fed as the watches would: nodes
+    first, then the rest, pods last. No API client.
+
+    `pod_groups`: whether the cluster serves PodGroups (None: when `objects` hold any);
+    `scheduler_name`: the one scheduler simulated, whose pending members count in their
+    groups (as the engine counts only the members of the schedulers it serves)."""
     cache = ClusterCache(None)
+    groups = cache.pod_groups
+    groups.served = any(o.get("kind") == pgs.KIND for o in objects) if pod_groups is None \
+        else pod_groups
+    if scheduler_name is not None:
+        groups.responsible = scheduler_name.__eq__
     feed = _ingesters(cache)
     for obj in sorted(objects, key=lambda o: KIND_ORDER.get(str(o.get("kind")), -1)):
         kind = str(obj.get("kind"))
         fn = feed.get(kind)
         if fn is None:
             continue
-        if kind == "Pod" and _key(obj) in leave_out:
-            continue
+        if kind == "Pod":
+            key = _key(obj)
+            if key in leave_out:
+                continue
+            if key in redecide:
+                fn("ADDED", dryrun.pending_copy(obj))
+                continue
         fn("ADDED", _copy(obj))
     return cache
 
@@ -254,75 +371,144 @@ def _usage(cache: ClusterCache) -> dict[str, Usage]:
 
 # -- the run ------------------------------------------------------------------------------
 Progress = Callable[[int, int], None]
+# (pending pod object, replayed, current node)
+Planned = tuple[Json, bool, str | None]
+
+
+@dataclass
+class Entry:
+    """What one scheduling cycle decides: one pod, or a pod group's members popped
+    together (`group` its "namespace/name"), in the cycle's order."""
+
+    pods: list[Planned]
+    group: str = ""
 
 
 @dataclass
 class Plan:
-    """The pods to decide, in order, and the pods the cluster is emptied of."""
+    """The cycles to run, in order, and the pods the cluster is emptied of."""
 
-    pods: list[tuple[Json, bool, str | None]]  # (pending pod object, replayed, current node)
-    leave_out: frozenset[str]
-    # Pending pods a PreEnqueue plugin (SchedulingGates) keeps out of the queue: never
-    # attempted, as in the engine.
-    gated: list[Json] = field(default_factory=list)
+    entries: list[Entry]
+    # Bound pods decided again (--replay): fed to the cache as pending copies.
+    redecide: frozenset[str]
+    # Pending pods a PreEnqueue plugin (SchedulingGates, GangScheduling...) keeps out of
+    # the queue: never attempted, as in the engine. (pod, plugin, its message)
+    gated: list[tuple[Json, str, str]] = field(default_factory=list)
+    # The scheduler whose pods are decided ("": the policy's), and whether the cluster
+    # serves PodGroups (None: when the objects hold any).
+    scheduler_name: str = ""
+    pod_groups: bool | None = None
+
+    @property
+    def pods(self) -> list[Planned]:
+        return [p for e in self.entries for p in e.pods]
 
 
 def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
-         pre_enqueue: Sequence[Any] = ()) -> Plan:
+         pre_enqueue: Sequence[Any] = (),
+         group_of: Callable[[PodInfo], str | None] | None = None) -> Plan:
+    """The engine's queue (scheduler.queue.SchedulingQueue, configured with the policy's
+    PreEnqueue plugins and `group_of`, pipelines.pod_group_key_fn) emptied in pop order:
+    a pod group's members come out together (pop_group). Replayed pods go first, in
+    creation order; the replayed members of a group form one cycle, at its first member,
+    with its pending members."""
     pods = [o for o in objects if o.get("kind") == "Pod"]
     infos = [(o, PodInfo.from_json(o)) for o in pods]
     replayed = sorted(((o, i) for o, i in infos if i.scheduler_name == scheduler_name
                        and i.node_name and not i.terminal and replay),
                       key=lambda oi: (oi[1].creation, oi[1].key))
+    entries: list[Entry] = []
+    by_group: dict[str, Entry] = {}
+    for o, i in replayed:
+        item = (dryrun.pending_copy(o), True, i.node_name)
+        key = group_of(i) if group_of is not None else None
+        if key is None:
+            entries.append(Entry([item]))
+        elif key in by_group:
+            by_group[key].pods.append(item)
+        else:
+            entries.append(by_group.setdefault(key, Entry([item], key)))
     queue = SchedulingQueue(clock=lambda: 0.0)
-    queue.configure(pre_enqueue)
+    queue.configure(pre_enqueue, group_of=group_of)
     by_key: dict[str, Json] = {}
-    for o, i in infos:
+    # Added oldest first, as the pods reached the running scheduler: the queue orders by
+    # priority, then by when a pod was added (ties by name: timestamps have seconds).
+    for o, i in sorted(infos, key=lambda oi: (oi[1].creation, oi[1].key)):
         if i.scheduler_name == scheduler_name and not i.node_name and not i.terminal \
                 and not (o.get("metadata") or {}).get("deletionTimestamp"):
             queue.add(i)
             by_key[i.key] = o
-    order: list[tuple[Json, bool, str | None]] = [
-        (dryrun.pending_copy(o), True, i.node_name) for o, i in replayed]
     popped = set()
     while (qp := queue.pop_nowait()) is not None:
-        queue.done(qp)
-        popped.add(qp.key)
-        order.append((by_key[qp.key], False, None))
-    gated = [o for k, o in by_key.items() if k not in popped]
-    return Plan(order, frozenset(i.key for _, i in replayed), gated)
+        group = queue.pop_group(qp)
+        members = group.members if group is not None else [qp]
+        for m in members:
+            queue.done(m)
+            popped.add(m.key)
+        items: list[Planned] = [(by_key[m.key], False, None) for m in members]
+        if group is not None:
+            queue.group_done(group.key)
+            if group.key in by_group:
+                # On the cluster emptied of its replayed members, they and these wait in
+                # the queue together: one cycle.
+                by_group[group.key].pods += items
+                continue
+        entries.append(Entry(items, group.key if group is not None else ""))
+    for e in by_group.values():  # PodGroupMemberPodsOrderingFunc: priority first
+        e.pods.sort(key=lambda it: -PodInfo.from_json(it[0]).priority)
+    gated = []
+    plugins = {p.name: p for p in pre_enqueue}
+    for k, o in by_key.items():
+        if k in popped:
+            continue
+        name = queue.gated_by(k)
+        p = plugins.get(name)
+        message = p.pre_enqueue(PodInfo.from_json(o)).message if p is not None else ""
+        gated.append((o, name, message))
+    return Plan(entries, frozenset(i.key for _, i in replayed), gated)
+
+
+def _gated_reason(plugin: str, message: str) -> str:
+    if plugin == GANG_SCHEDULING and message:
+        return message  # upstream's text, as the member's wait in the cluster has it
+    return (f"gated: {plugin or 'a PreEnqueue plugin'} keeps it out of the scheduling queue"
+            + (f" ({message})" if message else ""))
 
 
 async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                  extenders: Sequence[Any] = (), progress: Progress | None = None,
                  done_before: int = 0, total: int = 0,
-                 ) -> tuple[list[Decision], ClusterCache]:
-    """Every planned pod decided by `policy`'s pipeline, each assumed where it goes."""
-    cache = build_cache(objects, the_plan.leave_out)
+                 ) -> tuple[list[Decision], list[GroupOutcome], ClusterCache]:
+    """Every planned cycle run by `policy`'s pipeline, each pod assumed where it goes."""
+    cache = build_cache(objects, redecide=the_plan.redecide, pod_groups=the_plan.pod_groups,
+                        scheduler_name=the_plan.scheduler_name or policy.scheduler_name)
     # The engine's builder, its plugins reading the listers the cache was fed.
     # Load-aware scorers read the snapshot's NodeMetrics (`polsched snapshot --node-metrics`);
     # the pods placed during the simulation are in flight on their nodes.
     pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
-                                                       load=static_load(objects)), extenders,
-                                        rng=random.Random(SEED))
-    selector = policy.namespace_selector
+                                                       load=static_load(objects),
+                                                       pod_groups=cache.pod_groups),
+                                        extenders, rng=random.Random(SEED))
     out: list[Decision] = []
+    groups: list[GroupOutcome] = []
     last = time.monotonic()
-    for i, (obj, replayed, current) in enumerate(the_plan.pods):
-        if progress is not None and (i & 63) == 0 and time.monotonic() - last > 0.2:
+    i = 0
+    for entry in the_plan.entries:
+        if progress is not None and time.monotonic() - last > 0.2:
             last = time.monotonic()
             progress(done_before + i, total)
+        i += len(entry.pods)
+        if entry.group:
+            decisions, outcome = await _decide_group(policy, pipeline, cache, entry)
+            out += decisions
+            groups.append(outcome)
+            continue
+        obj, replayed, current = entry.pods[0]
         pod = PodInfo.from_json(obj)
         d = Decision(pod.namespace, pod.name, None, replayed=replayed, current_node=current)
         out.append(d)
-        if selector is not None:
-            labels = cache.namespaces.get(pod.namespace) or {
-                "kubernetes.io/metadata.name": pod.namespace}
-            if not selector(labels):
-                d.reason = (f'namespace "{pod.namespace}" is not selected by '
-                            f'spec.namespaceSelector of SchedulingPolicy "{policy.name}"')
-                d.reasons = ("namespace not selected",)
-                continue
+        if _not_selected(policy, cache, pod, d):
+            continue
         try:
             result = await schedule_pod(pipeline, pod, cache.snapshot)
         except PipelineError as e:
@@ -330,15 +516,7 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             d.reasons = (d.reason,)
             continue
         if result.node is None:
-            fe = result.fit_error
-            d.reason = fe.message if fe is not None else "no node fits"
-            if fe is not None and fe.pre_filter_msg:
-                d.reasons = (fe.pre_filter_msg,)
-            elif fe is not None:
-                d.reasons = tuple(sorted({r for st in fe.node_statuses.values()
-                                          for r in st.reasons})) or (d.reason,)
-            else:
-                d.reasons = (d.reason,)
+            _unschedulable(d, result.fit_error)
             continue
         # Reserve, as the engine does before binding: what a plugin holds for the pod
         # (DynamicResources' devices) is held from the next pod too.
@@ -350,12 +528,149 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
         cache.assume(pod, result.node)
-    for obj in the_plan.gated:
+    waiting: dict[str, GroupOutcome] = {}
+    for obj, plugin, message in the_plan.gated:
         pod = PodInfo.from_json(obj)
-        out.append(Decision(pod.namespace, pod.name, None,
-                            reason="gated: a PreEnqueue plugin (such as SchedulingGates) keeps "
-                                   "it out of the scheduling queue", reasons=("gated",)))
-    return out, cache
+        reason = _gated_reason(plugin, message)
+        key = cache.pod_groups.group_of(pod) or ""
+        out.append(Decision(pod.namespace, pod.name, None, reason=reason,
+                            reasons=(f"{plugin}: {message}" if message else "gated",),
+                            group=key if key and plugin == GANG_SCHEDULING else "",
+                            gated_by=plugin or "PreEnqueue"))
+        if key and plugin == GANG_SCHEDULING:
+            if key not in waiting:
+                # No PodGroup object: its kind is unknown (reported as basic, minCount None).
+                obj_group = cache.pod_groups.get(pod.namespace, key.partition("/")[2])
+                waiting[key] = GroupOutcome(
+                    key, pgs.min_count(obj_group), WAITING, message,
+                    already_scheduled=cache.pod_groups.state(key).scheduled_pods_count,
+                    exists=obj_group is not None)
+            waiting[key].members.append(pod.key)
+    groups += waiting.values()
+    return out, groups, cache
+
+
+def _not_selected(policy: Policy, cache: ClusterCache, pod: PodInfo, d: Decision) -> bool:
+    """The policy's namespaceSelector leaves the pod out (the engine never queues it)."""
+    selector = policy.namespace_selector
+    if selector is None:
+        return False
+    labels = cache.namespaces.get(pod.namespace) or {
+        "kubernetes.io/metadata.name": pod.namespace}
+    if selector(labels):
+        return False
+    d.reason = (f'namespace "{pod.namespace}" is not selected by '
+                f'spec.namespaceSelector of SchedulingPolicy "{policy.name}"')
+    d.reasons = ("namespace not selected",)
+    return True
+
+
+def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
+    d.reason = fe.message if fe is not None else fallback
+    if fe is not None and fe.pre_filter_msg:
+        d.reasons = (fe.pre_filter_msg,)
+    elif fe is not None:
+        d.reasons = tuple(sorted({r for st in fe.node_statuses.values()
+                                  for r in st.reasons})) or (d.reason,)
+    else:
+        d.reasons = (d.reason,)
+
+
+async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
+                        entry: Entry) -> tuple[list[Decision], GroupOutcome]:
+    """One pod-group cycle, as ScheduleOne.schedule_pod_group runs it: validate the group,
+    run pod_group_algorithm (a simulation it reverts), PodGroupPostFilter for a rejected
+    group, then submit as submitPodGroupAlgorithmResult: only when the group succeeded are
+    its members that fit assumed and reserved; a rejected group places nothing, its
+    members that fit getting `pod group is unschedulable, <the group's message>`."""
+    namespace, _, name = entry.group.partition("/")
+    decisions: list[Decision] = []
+    live: list[tuple[Decision, PodInfo]] = []
+    for obj, replayed, current in entry.pods:
+        pod = PodInfo.from_json(obj)
+        d = Decision(pod.namespace, pod.name, None, replayed=replayed, current_node=current,
+                     group=entry.group)
+        decisions.append(d)
+        if not _not_selected(policy, cache, pod, d):
+            live.append((d, pod))
+    groups = cache.pod_groups
+    obj_group = groups.get(namespace, name)
+    outcome = GroupOutcome(entry.group, pgs.min_count(obj_group), GROUP_ERROR,
+                           members=[d.key for d in decisions],
+                           already_scheduled=groups.state(entry.group).scheduled_pods_count)
+    if obj_group is None:  # PreEnqueue lets no member through without it: not reached
+        outcome.message = f'podgroup.scheduling.k8s.io "{name}" not found'
+    if not live or obj_group is None:
+        for d in decisions:
+            d.reason = d.reason or f"error: {outcome.message}"
+            d.reasons = d.reasons or (d.reason,)
+        return decisions, outcome
+    info = PodGroupInfo(namespace, name, obj_group)
+    pods = [p for _, p in live]
+    err = validate_pod_group(groups, info, pods, policy.scheduler_name)
+    if err:
+        outcome.message = err
+        for d, _ in live:
+            d.reason = f"error: {err}"
+            d.reasons = (d.reason,)
+        return decisions, outcome
+    result = await pod_group_algorithm(pipeline, cache, info, pods)
+    status = untried = result.status
+    if status.code is Code.UNSCHEDULABLE:
+        post = pod_group_post_filter(pipeline, cache.snapshot, info, pods)
+        if post is not None:
+            status = Status(status.code, (*status.reasons, post.message), status.plugin)
+    outcome.message = status.message
+    outcome.state = PLACED if status.ok else NOT_PLACED if status.rejected else GROUP_ERROR
+    placed: list[tuple[Decision, PodInfo, MemberResult]] = []
+    for i, (d, pod) in enumerate(live):
+        r = result.members[i] if i < len(result.members) else None
+        if status.code is Code.ERROR:
+            own = r.status if r is not None and r.status.code is Code.ERROR else status
+            d.reason = f"error: {own.message}"
+            d.reasons = (d.reason,)
+        elif r is None:  # not tried: the group's status before PodGroupPostFilter's text
+            d.reason = untried.message
+            d.reasons = (untried.message,)
+        elif r.status.ok and status.ok:
+            placed.append((d, pod, r))
+        elif r.status.ok:
+            d.reason = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, status.message).message
+            d.reasons = (d.reason,)
+        elif r.status.rejected:
+            _unschedulable(d, r.fit_error, r.status.message)
+        else:
+            d.reason = f"error: {r.status.message}"
+            d.reasons = (d.reason,)
+    # prepareForBindingCycle: assume and Reserve for real, so the pods after the group
+    # see its members (Permit lets a gang through: the cycle reached minCount).
+    held: list[tuple[Decision, PodInfo, MemberResult]] = []
+    for d, pod, r in placed:
+        assumed = cache.assume(pod, r.node)
+        rejected = _reserve(pipeline, r.state, assumed, r.node)
+        if rejected:
+            cache.forget(assumed)
+            d.reason = rejected
+            d.reasons = (rejected,)
+            continue
+        held.append((d, assumed, r))
+    need = pgs.min_count(obj_group)
+    if need is not None and held and len(held) < len(placed) and \
+            groups.state(entry.group).scheduled_pods_count < need:
+        # A member failed Reserve and the gang is short of minCount: the others would
+        # wait at GangScheduling's Permit until it times out, bound to nothing.
+        for d, assumed, r in held:
+            pipeline.run_reserve_plugins_unreserve(r.state, assumed, r.node,
+                                                   pipeline.plugins_for(assumed))
+            cache.forget(assumed)
+            d.reason = "waiting for minCount pods from a gang to be scheduled"
+            d.reasons = (d.reason,)
+        held = []
+        outcome.state = NOT_PLACED
+    for d, _, r in held:
+        d.node = r.node
+        d.deciding_scorer = r.result.deciding_scorer if r.result is not None else ""
+    return decisions, outcome
 
 
 @dataclass(frozen=True)
@@ -382,40 +697,126 @@ def _reserve(pipeline: Pipeline, state: Any, pod: PodInfo, node: str) -> str:
     return f'running Reserve plugin "{st.plugin}": {st.message}'
 
 
-async def simulate(candidate: Policy, objects: Sequence[Json], *, replay: bool = False,
-                   compare: Baseline | None = None, source: str = "",
-                   extenders: Sequence[Any] = (),
+def _plan_for(policy: Policy, objects: Sequence[Json], scheduler_name: str, replay: bool,
+              gate_cache: ClusterCache) -> Plan:
+    """The plan of `policy`'s queue: its PreEnqueue plugins read the cluster (DynamicResources:
+    do the pod's claims exist? GangScheduling: does the group exist, with enough
+    members?), and its GangScheduling tells the group members."""
+    gates = build_pipeline(policy, Handle(listers=gate_cache.listers,
+                                          pod_groups=gate_cache.pod_groups))
+    out = plan(objects, scheduler_name, replay, gates.pre_enqueue_plugins,
+               pod_group_key_fn(gates))
+    out.scheduler_name, out.pod_groups = scheduler_name, gate_cache.pod_groups.served
+    return out
+
+
+def missing_pod_groups(objects: Sequence[Json], scheduler_name: str, replay: bool
+                       ) -> list[tuple[str, str]]:
+    """(pod key, PodGroup name) of the pods to decide whose PodGroup is not in `objects`."""
+    present = {pgs.object_key(o) for o in objects if o.get("kind") == pgs.KIND}
+    out = []
+    for o in objects:
+        if o.get("kind") != "Pod":
+            continue
+        i = PodInfo.from_json(o)
+        if i.scheduler_name != scheduler_name or i.terminal or (i.node_name and not replay):
+            continue
+        key, name = pgs.pod_group_key(i), pgs.pod_group_name(i)
+        if key is not None and name is not None and key not in present:
+            out.append((i.key, name))
+    return out
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The cluster simulated: its objects, where they came from (for the report), and
+    whether it serves PodGroups (live: discovery, as the engine's cache decides; None for
+    objects from a file, where they are served when the file has any: a member whose
+    PodGroup the file lacks then waits, as live; in a file with no PodGroup at all, a pod
+    to decide that names one is an error)."""
+
+    objects: Sequence[Json]
+    source: str = ""
+    pod_groups: bool | None = None
+
+
+async def simulate(candidate: Policy, cluster: Cluster, *, replay: bool = False,
+                   compare: Baseline | None = None, extenders: Sequence[Any] = (),
                    progress: Progress | None = None) -> Report:
     started = time.perf_counter()
     baseline = compare.policy if compare is not None else None
-    # PreEnqueue plugins read the cluster (DynamicResources: do the pod's claims exist?).
-    gate_listers = ls.Listers()
-    gate_listers.load(objects)
-    gates = build_pipeline(candidate, Handle(listers=gate_listers)).pre_enqueue_plugins
-    the_plan = plan(objects, candidate.scheduler_name, replay, gates)
-    n = len(the_plan.pods)
-    total = n * (2 if baseline is not None else 1)
-    decisions, after = await decide(candidate, objects, the_plan, extenders, progress, 0, total)
-    before_cache = build_cache(objects)
-    report = Report(policy=candidate.name, scheduler_name=candidate.scheduler_name,
+    name = candidate.scheduler_name
+    objects, source, pod_groups = cluster.objects, cluster.source, cluster.pod_groups
+    if pod_groups is None:
+        # Objects from a file serve PodGroups when they hold any: then a member whose
+        # PodGroup is missing waits at PreEnqueue, as in a live cluster (a snapshot may
+        # catch a pod before its group). A file with none, whose pods name groups, most
+        # likely left the PodGroups out: that is an error.
+        pod_groups = any(o.get("kind") == pgs.KIND for o in objects)
+        missing = [] if pod_groups else missing_pod_groups(objects, name, replay)
+        if missing:
+            pod, group = missing[0]
+            more = f" (and {len(missing) - 1} more member(s))" if len(missing) > 1 else ""
+            raise SimulateError(
+                f"{source or 'the input'}: pod {pod} names PodGroup {group!r} "
+                f"(spec.schedulingGroup.podGroupName), which is not in the input{more}; "
+                "add the PodGroup (`polsched snapshot` lists podgroups where the cluster "
+                "serves scheduling.k8s.io/v1beta1). In the cluster the pod would wait at "
+                f'PreEnqueue: waiting for pods\'s pod group "{group}" to appear in '
+                "scheduling queue")
+    # The cluster as it is: the gates' view and the utilisation before.
+    before_cache = build_cache(objects, pod_groups=pod_groups, scheduler_name=name)
+    the_plan = _plan_for(candidate, objects, name, replay, before_cache)
+    total = len(the_plan.pods) * (2 if baseline is not None else 1)
+    decisions, groups, after = await decide(candidate, objects, the_plan, extenders, progress,
+                                            0, total)
+    report = Report(policy=candidate.name, scheduler_name=name,
                     source=source, nodes=len(after.snapshot.nodes), decisions=decisions,
-                    before=_usage(before_cache), after=_usage(after))
+                    before=_usage(before_cache), after=_usage(after), groups=groups)
     for node in after.snapshot.nodes:
         zone = next((node.labels[k] for k in ZONE_LABELS if k in node.labels), "")
         report.node_zone[node.name] = zone
     if baseline is not None:
         assert compare is not None
-        base, _ = await decide(baseline, objects, the_plan, compare.extenders, progress, n,
-                               total)
+        base_plan = _plan_for(baseline, objects, name, replay, before_cache)
+        base, base_groups, _ = await decide(baseline, objects, base_plan, compare.extenders,
+                                            progress, len(the_plan.pods), total)
         report.baseline = compare.label or baseline.name
         report.baseline_decisions = base
-        for b, c in zip(base, decisions, strict=True):
-            if b.node != c.node:
+        report.baseline_groups = base_groups
+        by_key = {d.key: d for d in base}
+        for c in decisions:
+            b = by_key.get(c.key)
+            if b is not None and b.node != c.node:
                 report.changes.append(Change(c.key, b, c))
+        report.group_changes = group_changes(base_groups, groups, base, decisions)
     report.seconds = time.perf_counter() - started
     if progress is not None:
         progress(total, total)
     return report
+
+
+def group_changes(baseline: Sequence[GroupOutcome], candidate: Sequence[GroupOutcome],
+                  base_decisions: Sequence[Decision], decisions: Sequence[Decision]
+                  ) -> list[GroupChange]:
+    """The groups whose outcome differs, or whose members land elsewhere."""
+    base = {g.group: g for g in baseline}
+    cand = {g.group: g for g in candidate}
+    b_node = {d.key: d.node for d in base_decisions}
+    c_node = {d.key: d.node for d in decisions}
+    out = []
+    for key in [*cand, *(k for k in base if k not in cand)]:
+        b, c = base.get(key), cand.get(key)
+        bs, cs = (b.state if b else ""), (c.state if c else "")
+        if bs != cs:
+            # "": that policy runs no pod-group cycle for it (GangScheduling off).
+            kind = "now a group" if not bs else "no longer a group" if not cs else \
+                "now placed" if cs == PLACED else \
+                "no longer placed" if bs == PLACED else "changed"
+            out.append(GroupChange(key, bs, cs, kind))
+        elif c is not None and any(b_node.get(m) != c_node.get(m) for m in c.members):
+            out.append(GroupChange(key, bs, cs, "moved"))
+    return out
 
 
 # -- output -------------------------------------------------------------------------------
@@ -429,11 +830,23 @@ def to_json(r: Report) -> Json:
         if d.replayed:
             entry["replayed"] = True
             entry["currentNode"] = d.current_node
+        if d.group:
+            entry["podGroup"] = d.group
+        if d.gated_by:
+            entry["gatedBy"] = d.gated_by
         pods.append(entry)
     out: Json = {"policy": r.policy, "schedulerName": r.scheduler_name, "source": r.source,
                  "baseline": r.baseline, "summary": r.summary(),
                  "reasons": [{"reason": k, "pods": v} for k, v in r.reason_histogram()],
                  "pods": pods}
+    if r.groups or r.baseline_groups:
+        by_key = {d.key: d for d in r.decisions}
+        out["podGroups"] = [g.to_json(by_key) for g in r.groups]
+    if r.baseline_groups is not None and (r.groups or r.baseline_groups):
+        out["groupChanges"] = [{"podGroup": c.group, "change": c.kind,
+                                "baseline": c.baseline or None,
+                                "candidate": c.candidate or None}
+                               for c in r.group_changes]
     if r.baseline_decisions is not None:
         out["changes"] = [
             {"namespace": c.candidate.namespace, "name": c.candidate.name, "change": c.kind,
@@ -479,7 +892,19 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
                  f"{s['newSchedulable']} newly schedulable.")
     else:
         line += " No baseline to compare with."
+    if r.groups or r.baseline_groups:
+        line += " " + _gang_line(r)
     out: list[tuple[str, str, list[list[str]] | None]] = [("Summary", line, None)]
+    if r.groups:
+        out.append(("Pod groups", "", _group_rows(r)))
+    if r.baseline_groups is not None and (r.groups or r.baseline_groups):
+        rows = [["POD GROUP", "CHANGE", "BASELINE", "CANDIDATE"]]
+        for gc in r.group_changes:
+            rows.append([gc.group, gc.kind, gc.baseline or "no group cycle",
+                         gc.candidate or "no group cycle"])
+        out.append((f"Pod group changes against {r.baseline}",
+                    "" if r.group_changes else "None.",
+                    rows if r.group_changes else None))
     hist = r.reason_histogram()
     if hist:
         out.append(("Why pods would not schedule", "",
@@ -517,6 +942,46 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
     out.append(("Pods", "" if r.decisions else "No pod to decide.",
                 rows if r.decisions else None))
     return out
+
+
+def _gang_line(r: Report) -> str:
+    g = gang_counts(r.groups)
+    line = (f"{g['total']} gang(s): {g['placed']} placed whole, {g['notPlaced']} not placed, "
+            f"{g['waiting']} waiting at PreEnqueue" + (f", {g['error']} failed" if g["error"]
+                                                      else "") + ".")
+    basic = sum(x.kind == "basic" for x in r.groups)
+    if basic:
+        line += f" {basic} basic group(s)."
+    missing = sum(not x.exists for x in r.groups)
+    if missing:
+        line += f" {missing} group(s) waiting for their PodGroup."
+    if r.baseline_groups is not None:
+        b = gang_counts(r.baseline_groups)
+        line += (f" Under {r.baseline}: {b['placed']} gang(s) placed whole; "
+                 f"{len(r.group_changes)} group(s) change.")
+    return line
+
+
+_OUTCOME_TEXT = {PLACED: "placed", NOT_PLACED: "not placed", WAITING: "waiting",
+                 GROUP_ERROR: "error"}
+
+
+def _group_rows(r: Report) -> list[list[str]]:
+    """Per group: its kind, the outcome, each member's node (or -), the group's message."""
+    nodes = {d.key: d.node for d in r.decisions}
+    rows = [["POD GROUP", "KIND", "OUTCOME", "MEMBERS (NODE)", "MESSAGE"]]
+    for g in r.groups:
+        kind = f"gang, minCount {g.min_count}" if g.gang else g.kind
+        outcome = _OUTCOME_TEXT[g.state]
+        if g.state == PLACED:
+            n = sum(nodes.get(m) is not None for m in g.members)
+            outcome = "placed whole" if g.gang else f"placed {n} of {len(g.members)}"
+        if g.already_scheduled:
+            outcome += f" ({g.already_scheduled} bound before)"
+        members = ", ".join(f"{m.partition('/')[2]} ({nodes.get(m) or '-'})"
+                            for m in g.members)
+        rows.append([g.group, kind, outcome, members, g.message or "-"])
+    return rows
 
 
 def _interleave(a: tuple[str, str], b: tuple[str, str]) -> list[str]:
@@ -700,6 +1165,8 @@ def _reads_load(policy: Policy) -> bool:
 async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report:
     candidate = load_candidate(args.file, args.policy)
     client = None
+    # From a file: PodGroups where the file has them (simulate checks every member's).
+    served: bool | None = None
     try:
         if args.snapshot and args.snapshot != "live":
             source = args.snapshot
@@ -709,17 +1176,23 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
                 raise SimulateError(str(e)) from e
         else:
             from polsched.cluster.client import ApiClient
-            from polsched.snapshot import KINDS, NODE_METRICS, collect
+            from polsched.snapshot import KINDS, NODE_METRICS, POD_GROUPS, collect
 
             source = "the live cluster"
             client = ApiClient.from_kubeconfig(args.kubeconfig)
             # Node usage too when the candidate has a load-aware scorer (the Metrics API;
             # left out with a warning where it is not served).
             kinds = (*KINDS, NODE_METRICS) if _reads_load(candidate) else KINDS
-            def warn(message: str) -> None:  # only about node usage, as before
+            # PodGroups where discovery lists them, as the engine's cache decides.
+            served = await ClusterCache(client).discover()
+
+            def warn(message: str) -> None:  # node usage, and PodGroups served but hidden
                 if message.startswith(f"{NODE_METRICS.plural} left out"):
                     print(f"polsched simulate: node usage (metrics.k8s.io) {message}; the "
                           "load-aware scorers see no metrics", file=sys.stderr)
+                elif served and message.startswith(f"{POD_GROUPS.plural} left out"):
+                    print(f"polsched simulate: {message}; every gang member looks as if "
+                          "its PodGroup did not exist", file=sys.stderr)
 
             try:
                 objects = await collect(client, kinds, warn=warn)
@@ -750,8 +1223,9 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
         bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
         try:
             compare = Baseline(baseline, label, base_exts) if baseline is not None else None
-            return await simulate(candidate, objects, replay=args.replay, compare=compare,
-                                  source=source, extenders=exts, progress=bar)
+            return await simulate(candidate, Cluster(objects, source, served),
+                                  replay=args.replay, compare=compare, extenders=exts,
+                                  progress=bar)
         finally:
             if bar is not None:
                 bar.close()

@@ -28,6 +28,7 @@ import yaml
 from polsched.api.model import API_VERSION, KIND, PLURAL
 from polsched.framework import listers as ls
 from polsched.framework import load
+from polsched.framework import podgroups as pgs
 from polsched.objects import Json
 
 
@@ -55,11 +56,15 @@ def _kind(lister: ls.Kind, required: bool = False) -> Kind:
 
 # Nodes, every kind the cache keeps for plugins (framework.listers.KINDS: namespaces,
 # volumes, services, workload controllers, PDBs, priority classes), the policies (the
-# baseline `current` of a simulation) and, last, pods: the order they are fed to a cache.
+# baseline `current` of a simulation), PodGroups (scheduling.k8s.io/v1beta1, where the
+# cluster serves them: the gangs `polsched simulate` places all or nothing) and, last,
+# pods: the order they are fed to a cache.
+POD_GROUPS = Kind(pgs.API_VERSION, pgs.KIND, pgs.PATH)
 KINDS: tuple[Kind, ...] = (
     Kind("v1", "Node", "/api/v1/nodes", required=True),
     *(_kind(k, required=k is ls.NAMESPACE) for k in ls.KINDS),
     Kind(API_VERSION, KIND, f"/apis/{API_VERSION}/{PLURAL}"),
+    POD_GROUPS,
     Kind("v1", "Pod", "/api/v1/pods", required=True),
 )
 # `--node-metrics`: the Metrics API's node usage, for the load-aware scorers (simulate
@@ -195,9 +200,13 @@ async def _live(kubeconfig: str | None, node_metrics: bool = False) -> list[Json
 
     client = ApiClient.from_kubeconfig(kubeconfig)
     kinds = (*KINDS, NODE_METRICS) if node_metrics else KINDS
+    def warn(message: str) -> None:
+        # A cluster without GenericWorkload serves no PodGroups: nothing to say.
+        if not message.startswith(f"{POD_GROUPS.plural} left out: 404"):
+            print(f"polsched snapshot: {message}", file=sys.stderr)
+
     try:
-        return await collect(client, kinds, warn=lambda m: print(f"polsched snapshot: {m}",
-                                                                 file=sys.stderr))
+        return await collect(client, kinds, warn=warn)
     finally:
         await client.close()
 

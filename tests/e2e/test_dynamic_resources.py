@@ -242,6 +242,9 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
             assert notes == [f"waiting for binding conditions for device on node {node}"]
             pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/attach")
             assert not pod["spec"].get("nodeName")
+            # NominatedNodeNameForExpectation: PreBind has work, so the pod was nominated
+            # to its node before PreBind began.
+            assert pod["status"].get("nominatedNodeName") == node
             # The driver reports the device attached.
             claim["status"]["devices"] = [{
                 "driver": driver, "pool": node, "device": result["device"],
@@ -256,6 +259,10 @@ def test_a_pod_binds_once_its_device_reports_its_binding_condition(
                 return str(p["spec"].get("nodeName") or "")
 
             assert await eventually(bound, 30, what="attach bound") == node
+            # The API server clears the nomination with the binding
+            # (ClearingNominatedNodeNameAfterBinding): the scheduler wrote it before.
+            pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/attach")
+            assert not pod["status"].get("nominatedNodeName")
 
         asyncio.run(run_engine_as_operator(cluster, operator_kubeconfig, scheduler, body))
     finally:

@@ -103,6 +103,7 @@ def test_simulate_from_a_snapshot_matches_the_operator_pod_by_pod(
     snap = tmp_path / "cluster.json"
     p = polsched(h.cluster, "snapshot", "--out", str(snap))
     assert p.returncode == 0, p.stderr
+    assert "podgroups" not in p.stderr  # not served (GenericWorkload off): nothing to say
     objs = json.loads(snap.read_text())["items"]
     assert {o["metadata"]["name"] for o in objs if o["kind"] == "SchedulingPolicy"} >= {name}
     ours = [o for o in objs if o["kind"] == "Pod" and o["metadata"]["namespace"] == namespace]

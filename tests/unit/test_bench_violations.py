@@ -219,6 +219,23 @@ def test_a_gang_bound_in_part_is_a_violation_whole_or_unbound_is_not() -> None:
     assert verdict.info == {"gangs_whole": 1, "gangs_unbound": 2}
 
 
+def test_gang_workload_nodes_and_pods_are_scheduler_perfs() -> None:
+    """podgroup/gangscheduling: createNodes with templates/node-default.yaml (4 CPU, 32Gi,
+    110 pods, no taint) and templates/gang-pod.yaml (100m CPU, 100Mi); 41 members on one
+    node overcommit its CPU, which the check counts."""
+    n = GANGS.node(19)  # the 20th node: tainted in the other workloads
+    assert n["spec"] == {} and n["status"]["allocatable"] == {
+        "pods": "110", "cpu": "4", "memory": "32Gi"}
+    assert GANGS.pod(0, "kube", SCHED)["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "100m", "memory": "100Mi"}}
+    full = wl.Gangs("gangs-of-3", 2, 0, "", groups=14, per_group=3)
+    pods = [bound(full.pod(i, "kube", SCHED), 0) for i in range(41)]
+    verdict = v.check(full, pods, nodes_of(full))
+    assert verdict.by_kind["overcommitted nodes"] == 1
+    assert verdict.by_kind["gangs bound in part"] == 1  # gang-13: 2 of 3
+    assert verdict.violations == 2
+
+
 # -- DRA ------------------------------------------------------------------------------------
 DRA = wl.DynamicResources("dra", 4, 8, "", devices_per_node=3, init_claims_per_node=1)
 

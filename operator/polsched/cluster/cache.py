@@ -36,6 +36,7 @@ import aiohttp
 from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
+from polsched.framework import podgroups as pgs
 from polsched.framework.podgroups import PodGroups
 from polsched.framework.types import NODE_CHANGES, NodeInfo, PodInfo, Snapshot
 from polsched.objects import Json
@@ -47,8 +48,8 @@ PODS = "/api/v1/pods"
 NAMESPACES = ls.NAMESPACE.path
 # scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload): watched only when discovery
 # lists them, as kube-scheduler's informer exists only with the gate on.
-POD_GROUP_VERSION = "/apis/scheduling.k8s.io/v1beta1"
-POD_GROUPS = POD_GROUP_VERSION + "/podgroups"
+POD_GROUP_VERSION = "/apis/" + pgs.API_VERSION
+POD_GROUPS = pgs.PATH
 
 
 class CacheListener:

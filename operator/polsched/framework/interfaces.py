@@ -220,6 +220,13 @@ class PreBindPlugin(Plugin):
         server through Handle.api. A failure unreserves and requeues the pod."""
         raise NotImplementedError
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """PreBindPreFlight: whether PreBind will do something for this pod (SUCCESS), or
+        not (SKIP), or an error. Before the binding cycle waits on Permit; a SUCCESS of any
+        plugin sets the pod's nominatedNodeName (NominatedNodeNameForExpectation). A
+        plugin that does not say is taken to have work."""
+        return Status()
+
 
 class PostBindPlugin(Plugin):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 
+# The API (served with the GenericWorkload gate and runtime-config scheduling.k8s.io/v1beta1).
+API_VERSION = "scheduling.k8s.io/v1beta1"
+KIND = "PodGroup"
+PATH = f"/apis/{API_VERSION}/podgroups"
+
 # The PodGroup condition kube-scheduler writes (schedulingapi.PodGroupInitiallyScheduled)
 # and its reasons (PodGroupReasonUnschedulable, PodGroupReasonSchedulerError).
 POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"

@@ -60,7 +60,7 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.nominator import Nominator
 from polsched.framework.selectors import Matcher
-from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.status import SKIP, SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
 log = logging.getLogger(__name__)
@@ -703,6 +703,28 @@ class Pipeline:
             return Status(Code.ERROR, ("unexpected status from PlacementFeasible plugin: "
                                        f"{_GO_CODES.get(st.code, st.code.name)}",), p.name)
         return status
+
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: str,
+                                 plugins: PluginSet) -> Status:
+        """RunPreBindPreFlights: SUCCESS when any PreBind plugin has work, SKIP when none
+        has; the first error as `running PreBindPreFlight "<plugin>": <message>`."""
+        out = SKIP
+        for p in plugins.pre_bind:
+            try:
+                st = p.pre_bind_pre_flight(state, pod, node)
+            except Exception as err:  # noqa: BLE001
+                st = Status.error(f"{type(err).__name__}: {err}")
+            if st.ok:
+                out = SUCCESS
+            elif st.code is Code.ERROR:
+                return Status(Code.ERROR, (f'running PreBindPreFlight "{p.name}": '
+                                           f"{st.message}",), p.name)
+            elif st.code is not Code.SKIP:
+                return Status(Code.ERROR, (
+                    f"PreBindPreFlight {p.name} returned \"{_GO_CODES[st.code]}\", which "
+                    "is unsupported. It is supposed to return Success, Skip, or Error "
+                    "status",), p.name)
+        return out
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node: str,
                                    plugins: PluginSet) -> Status:

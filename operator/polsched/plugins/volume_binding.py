@@ -490,6 +490,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
             self.pvcs.restore(vc.claim_key(pvc), pvc)
 
     # -- PreBind ----------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """PreBindPreFlight: PreBind has work unless every volume is bound already (Reserve
+        says so). A missing state is left for PreBind to report."""
+        s: _State | None = state.get(_STATE_KEY)
+        return SUCCESS if s is not None and not s.all_bound else SKIP
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         s: _State | None = state.get(_STATE_KEY)
         if s is None:

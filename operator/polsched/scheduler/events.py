@@ -361,6 +361,24 @@ class EventRecorder:
             patch["status"]["nominatedNodeName"] = nominated_node_name or None
         self._spawn(self._patch_status(path, patch))
 
+    async def nominate_for_binding(self, pod: PodInfo, node_name: str) -> None:
+        """NominatedNodeNameForExpectation (on by default since v1.35): before a binding
+        cycle that waits on Permit or whose PreBind has work, status.nominatedNodeName is
+        set to the chosen node, unless the pod already says so (updatePod with
+        ModeOverride), so that other components (the cluster autoscaler) know where the pod
+        is going. Awaited before the binding, so it never lands after it (the API server
+        clears the field when the pod is bound: ClearingNominatedNodeNameAfterBinding).
+        One call; a failure is logged and the binding goes on, as upstream."""
+        if (pod.raw.get("status") or {}).get("nominatedNodeName") == node_name:
+            return
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        try:
+            await self._client.patch(path, {"status": {"nominatedNodeName": node_name}},
+                                     "strategic")
+        except (ApiError, aiohttp.ClientError, TimeoutError) as err:
+            log.warning("Failed to update the nominated node name in the binding cycle: "
+                        "pod %s, nominatedNodeName %s: %s", pod.key, node_name, err)
+
     def set_pod_group_condition(self, namespace: str, name: str, condition: Json) -> None:
         """Patch one condition into a PodGroup's status (util.PatchPodGroupStatus); the
         caller decides whether it changed (updatePodGroupCondition)."""

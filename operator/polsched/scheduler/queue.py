@@ -450,6 +450,12 @@ class SchedulingQueue:
         held = self._held(key)
         return held[1] if held is not None else None
 
+    def gated_by(self, key: str) -> str:
+        """The PreEnqueue plugin keeping the pod of that key out of activeQ: a member's is
+        its group's (the group is gated when any member is); "" when not gated."""
+        entry: _Entry | None = self._member_of.get(key) or self.get(key)
+        return entry.gating_plugin if entry is not None else ""
+
     def group(self, key: str) -> QueuedPodGroup | None:
         """The pod group entity of that group key ("namespace/name"), queued or in its
         cycle."""

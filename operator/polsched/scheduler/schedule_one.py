@@ -633,6 +633,51 @@ def pod_group_post_filter(pipeline: Pipeline, snapshot: Snapshot, group: PodGrou
         "pod group preemption: No preemption victims found for incoming preemptor")
 
 
+def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequence[PodInfo],
+                       scheduler_name: str) -> str:
+    """validatePodGroup (PodGroupPreemptionPolicy off): the same schedulerName, the group's
+    priority and one preemption policy for every member, queued or already scheduled (in
+    `groups`), and a profile (`scheduler_name`) for them; "" when valid, else upstream's
+    error text. The engine's pod-group cycle and `polsched simulate` both ask it."""
+    spec = info.pod_group.get("spec") or {}
+    priority = spec.get("priority")
+    group_priority = priority if isinstance(priority, int) else 0
+    name = ""
+    preemption = ""
+
+    def validate(pod: PodInfo) -> str:
+        nonlocal preemption
+        if pod.scheduler_name != name:
+            return ("all pods in a single pod group should have the same "
+                    f".spec.schedulerName set, got: {_go_q(pod.scheduler_name)} and "
+                    f"{_go_q(name)}")
+        if pod.priority != group_priority:
+            return ("all pods in a single pod group should have the same priority as "
+                    f"the pod group's priority, got {pod.priority} and {group_priority}")
+        policy = pod.spec.get("preemptionPolicy") or "PreemptLowerPriority"
+        if not preemption:
+            preemption = policy
+        elif policy != preemption:
+            return ("all pods in a single pod group should have the same preemption "
+                    f"policy, got {policy} and {preemption}")
+        return ""
+
+    for pod in queued:
+        if not name:
+            name = pod.scheduler_name
+        err = validate(pod)
+        if err:
+            return err
+    state = groups.state(f"{info.namespace}/{info.name}")
+    for pod in state.scheduled_pods():
+        err = validate(pod)
+        if err:
+            return err
+    if name != scheduler_name:
+        return f"profile not found for scheduler name {_go_q(name)}"
+    return ""
+
+
 # -- the attempt ---------------------------------------------------------------------------
 # Annotations the Binding carries when ScheduleOne(annotate_decisions=True); the API server
 # copies a Binding's annotations onto the pod (pkg/registry/core/pod/storage
@@ -854,6 +899,14 @@ class ScheduleOne:
         assert a.assumed is not None and a.pipeline is not None and a.plugins is not None
         assumed, pipeline = a.assumed, a.pipeline
         try:
+            # NominatedNodeNameForExpectation: PreBindPreFlight; when PreBind has work or
+            # the pod waits on Permit, the pod is nominated to its node first.
+            pre = pipeline.run_pre_bind_pre_flights(a.state, assumed, a.node, a.plugins)
+            if pre.code is Code.ERROR:
+                self.handle_binding_cycle_error(a, pre)
+                return
+            if pre.ok or a.waiting is not None:
+                await a.profile.recorder.nominate_for_binding(assumed, a.node)
             if a.waiting is not None:
                 try:
                     st = await a.waiting.wait()
@@ -1098,46 +1151,7 @@ class ScheduleOne:
 
     def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
                             queued: Sequence[PodInfo]) -> str:
-        """validatePodGroup (PodGroupPreemptionPolicy off): the same schedulerName, the
-        group's priority and one preemption policy for every member, queued or already
-        scheduled; "" when valid, else upstream's error text."""
-        spec = info.pod_group.get("spec") or {}
-        priority = spec.get("priority")
-        group_priority = priority if isinstance(priority, int) else 0
-        scheduler_name = ""
-        preemption = ""
-
-        def validate(pod: PodInfo) -> str:
-            nonlocal preemption
-            if pod.scheduler_name != scheduler_name:
-                return ("all pods in a single pod group should have the same "
-                        f".spec.schedulerName set, got: {_go_q(pod.scheduler_name)} and "
-                        f"{_go_q(scheduler_name)}")
-            if pod.priority != group_priority:
-                return ("all pods in a single pod group should have the same priority as "
-                        f"the pod group's priority, got {pod.priority} and {group_priority}")
-            policy = pod.spec.get("preemptionPolicy") or "PreemptLowerPriority"
-            if not preemption:
-                preemption = policy
-            elif policy != preemption:
-                return ("all pods in a single pod group should have the same preemption "
-                        f"policy, got {policy} and {preemption}")
-            return ""
-
-        for pod in queued:
-            if not scheduler_name:
-                scheduler_name = pod.scheduler_name
-            err = validate(pod)
-            if err:
-                return err
-        state = self._cache.pod_groups.state(f"{info.namespace}/{info.name}")
-        for pod in state.scheduled_pods():
-            err = validate(pod)
-            if err:
-                return err
-        if scheduler_name != s.name:
-            return f"profile not found for scheduler name {_go_q(scheduler_name)}"
-        return ""
+        return validate_pod_group(self._cache.pod_groups, info, queued, s.name)
 
     def _submit_pod_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
                           outcome: PodGroupResult) -> None:

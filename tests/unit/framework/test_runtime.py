@@ -73,6 +73,13 @@ class Steps(FilterPlugin, ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPl
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         return self._answer("preBind")
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        what = self.args.get("preFlight", "skip")
+        self.log.append(f"preFlight:{self.name}")
+        if what == "skip":
+            return Status(Code.SKIP)
+        return self._answer("preFlight")
+
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         self._answer("postBind")
 
@@ -291,3 +298,22 @@ def test_post_filter_error_or_unresolvable_ends_the_phase() -> None:
     Steps.log.clear()
     got = post_filter({"postFilter": "unresolvable"}, {})
     assert Steps.log == ["postFilter:A"] and got is not None and got.message == "A gives up"
+
+
+def test_pre_bind_pre_flights_say_whether_any_pre_bind_has_work() -> None:
+    """RunPreBindPreFlights: Skip when every plugin skips, Success when one has work, the
+    first error wrapped as upstream, an unsupported code an error."""
+    pl, bp = plugins_for(pod())
+    assert pl.run_pre_bind_pre_flights(CycleState(), pod(), "n1", bp).code is Code.SKIP
+    pl, bp = plugins_for(pod(), second={"preFlight": "ok"})
+    assert pl.run_pre_bind_pre_flights(CycleState(), pod(), "n1", bp).ok
+    pl, bp = plugins_for(pod(), first={"preFlight": "error"}, second={"preFlight": "ok"})
+    st = pl.run_pre_bind_pre_flights(CycleState(), pod(), "n1", bp)
+    assert st.code is Code.ERROR and st.plugin == "First"
+    assert st.message == 'running PreBindPreFlight "First": boom'
+    pl, bp = plugins_for(pod(), second={"preFlight": "reject"})
+    st = pl.run_pre_bind_pre_flights(CycleState(), pod(), "n1", bp)
+    assert st.code is Code.ERROR
+    assert st.message == ('PreBindPreFlight Second returned "Unschedulable", which is '
+                          "unsupported. It is supposed to return Success, Skip, or Error "
+                          "status")

@@ -125,6 +125,8 @@ BINDING_TIMEOUT_SECONDS = 600.0
 # How often PreBind looks at the cache's copy of the claims while it waits.
 BINDING_POLL_SECONDS = 0.2
 _CONFLICT_RETRIES = 5
+# How long a claim PreBind created stays in flight while the cache has not shown it.
+UNSEEN_GRACE_SECONDS = 60.0
 # resourceapi.FirstAvailableDeviceRequestMaxSize
 _FIRST_AVAILABLE_MAX = 8
 # v1.37's default feature gates.
@@ -138,6 +140,10 @@ class _InFlight:
     allocation: dict[str, Any]
     written_rv: str | None = None  # the claim's resourceVersion once PreBind wrote it
     key: str = ""  # the claim's "namespace/name" in the listers, when known
+    # False for a claim PreBind created (the extended-resources claim) until the cache
+    # has shown it: its absence then means "not seen yet", not "deleted".
+    seen: bool = True
+    created_at: float = 0.0  # time.monotonic() of that create
 
 
 class ClaimTracker:
@@ -168,8 +174,14 @@ class ClaimTracker:
                     by_uid = {(c.get("metadata") or {}).get("uid"): c for c in store.values()}
                 claim = by_uid.get(uid)
             if claim is None:
-                del self.in_flight[uid]
+                # Gone from the cache: deleted, so its devices are free. A claim created
+                # by PreBind that the watch has not delivered yet is still in flight (its
+                # devices must not be handed out again), for at most UNSEEN_GRACE_SECONDS
+                # (a claim deleted before the watch ever showed it).
+                if entry.seen or time.monotonic() - entry.created_at > UNSEEN_GRACE_SECONDS:
+                    del self.in_flight[uid]
                 continue
+            entry.seen = True
             rv = (claim.get("metadata") or {}).get("resourceVersion") or ""
             if _rv_at_least(rv, entry.written_rv):
                 del self.in_flight[uid]
@@ -817,6 +829,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             s.written.clear()
+        if created is not None:
+            # The claim PreBind created is being deleted: from now on its absence from
+            # the cache means it is gone (ClaimTracker.settle), not "not seen yet".
+            key = f"{created[0]}/{created[1]}"
+            for entry in self.tracker.in_flight.values():
+                if entry.key == key:
+                    entry.seen = True
         if created is not None and self.api is not None:
             # unreserveExtendedResourceClaim: the claim PreBind created goes again.
             try:
@@ -875,6 +894,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                         name, exc_info=True)
 
     # -- PreBind --------------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """PreBindPreFlight: PreBind has work when the pod has claims."""
+        s: _State | None = state.get(_STATE_KEY)
+        return SUCCESS if s is not None and s.claims else SKIP
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.claims:
@@ -938,6 +962,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         entry = self.tracker.in_flight.pop(info.uid, None)
         if entry is not None:
             entry.key = f"{ns}/{cmeta.get('name') or ''}"  # settle finds it by key
+            entry.seen, entry.created_at = False, time.monotonic()
             self.tracker.in_flight[new_uid] = entry
         s.reserved = [new_uid if u == info.uid else u for u in s.reserved]
         info.raw, info.uid = created, new_uid
