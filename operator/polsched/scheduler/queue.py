@@ -167,6 +167,8 @@ class QueuedPodGroup:
     _indexed: tuple[str, ...] = field(default=(), repr=False)
     # BackoffExpiration: computed once from the counters, reset when they change.
     _expiry: float | None = field(default=None, repr=False)
+    # Its tie-break in activeQ among equal priorities and timestamps (SchedulingQueue).
+    _order: int = field(default=0, repr=False)
     _qkey: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -283,8 +285,10 @@ class SchedulingQueue:
         self._max_in_unschedulable = max_in_unschedulable
         self._pop_from_backoff = pop_from_backoff
         self._seq = 0
-        # heap of (-priority, timestamp, seq, key); stale entries skipped on pop
-        self._active_heap: list[tuple[int, float, int, str]] = []
+        # heap of (-priority, timestamp, order, seq, key); stale entries skipped on pop. A
+        # pod's order is its seq; a group's is fixed when its timestamp is set, so that a
+        # member joining it does not send it behind entities of the same timestamp.
+        self._active_heap: list[tuple[int, float, int, int, str]] = []
         # Entities by queue key: a pod ("namespace/name") or a pod group ("podgroup:...").
         self._active: dict[str, _Entry] = {}
         # heap of (expiry, -priority, timestamp, seq, key)
@@ -639,8 +643,9 @@ class SchedulingQueue:
         qp._seq = self._next_seq()
         self._active[qp._qkey] = qp
         self._extra[Location.ACTIVE] += _extra(qp)
+        order = qp._order if isinstance(qp, QueuedPodGroup) else qp._seq
         heapq.heappush(self._active_heap,
-                       (-qp.priority, qp.timestamp, qp._seq, qp._qkey))
+                       (-qp.priority, qp.timestamp, order, qp._seq, qp._qkey))
         self._wake()
         return True
 
@@ -831,7 +836,7 @@ class SchedulingQueue:
             self._group_pending.setdefault(key, {})[qp.key] = qp
             return
         g = QueuedPodGroup(key, [qp], timestamp=qp.timestamp,
-                           priority=self._group_priority(key, qp))
+                           priority=self._group_priority(key, qp), _order=self._next_seq())
         self._groups[key] = g
         self._member_of[qp.key] = g
         self._move_to_active(g)
@@ -1014,7 +1019,7 @@ class SchedulingQueue:
         heap = self._active_heap
         qp: _Entry | None = None
         while heap:
-            _, _, seq, key = heapq.heappop(heap)
+            *_, seq, key = heapq.heappop(heap)
             cand = self._active.get(key)
             if cand is None or cand._seq != seq:
                 continue
@@ -1099,14 +1104,14 @@ class SchedulingQueue:
         if outcome is GroupOutcome.SUCCESS:
             g.consecutive_errors = g.unschedulable_count = 0
             if not had_unschedulable:
-                g.timestamp = now
+                g.timestamp, g._order = now, self._next_seq()
         elif outcome is GroupOutcome.REJECTED:
             g.unschedulable_count += 1
             g.consecutive_errors = 0
-            g.timestamp = now
+            g.timestamp, g._order = now, self._next_seq()
         else:
             g.consecutive_errors += 1
-            g.timestamp = now
+            g.timestamp, g._order = now, self._next_seq()
         g.flush_timestamp = 0.0
         if outcome is not GroupOutcome.SUCCESS and self._backing_off(g, now):
             self._move_to_backoff(g)

@@ -475,3 +475,14 @@ def test_random_transitions_never_lose_or_duplicate_a_member() -> None:
         assert [*env.queue.sizes(), *env.queue.group_sizes()] == counted
         # A pod deleted during its group's cycle stays in flight until the cycle ends.
         assert live <= env.queue.keys() <= live | flying
+
+
+def test_a_member_joining_keeps_its_groups_place_among_equal_timestamps() -> None:
+    """With one timestamp for all (simulate's clock), a group stays where its first
+    member put it when more members join, as its timestamp does live."""
+    env = Env()
+    env.group(pod_group())
+    env.pod(member("a"))
+    env.pod(member("plain", None))
+    env.pod(member("b"))
+    assert names(env.pop()) == ["a", "b"]
