@@ -45,9 +45,10 @@ canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
 implement (1Gi == 1024Mi; semver build metadata ignored).
 
 Known differences from cel-go, all outside what DRA drivers' documentation uses: no URL
-and format libraries; a selection on an optional that no `.?` or `[?` chain leads to
-(`(m.?a).b`, `optional.of(m).b`, `cel.bind(o, m.?a, o.b)`) is an error here, an optional
-of the field in cel-go; `transformMapEntry` with an entry that is no map fails when it
+and format libraries; a selection on an optional is optional (as cel-go) after a `.?`
+or `[?` chain, on a parenthesized expression or call that can yield one and on a
+cel.bind variable holding one (rewrite_optional_operands), but an optional taken out of
+a list or map (`[m.?a][0].b`) is an error here; `transformMapEntry` with an entry that is no map fails when it
 runs, not when it compiles; a map cannot hold both `true` and `1` as keys (Python's dict
 has them equal); no cost tracking: instead of the runtime cost limit the length and the
 number of rewrites (MAX_REWRITES) are bounded and comprehensions (the rewritten ones
@@ -214,24 +215,32 @@ def _expand_one_bind(tokens: list[Token]) -> list[Token] | None:
     bcode = _code(original)
     for q in range(len(bcode) - 2):
         x, y, z = (original[bcode[q + r]] for r in range(3))
+        # (two-variable forms are rewritten before binds are expanded: their variables
+        # are substituted already)
         if x.text == "." and y.text in _MACROS and z.text == "(" and q + 3 < len(bcode):
             if original[bcode[q + 3]].text == name:
                 raise CELError(f"cel.bind: the variable {name!r} is bound again by "
                                f"{y.text}() inside the expression; rename one of them")
     body: list[Token] = []
-    prev = ""
+    prev = prev2 = ""
     for k in body_range:
         t = tokens[k]
-        if t.kind == "ident" and t.text == name and prev != ".":
+        if t.kind == "ident" and t.text == name and not _is_field_name(prev, prev2):
             body.append(Token("op", "("))
             body.extend(init)
             body.append(Token("op", ")"))
         else:
             body.append(t)
         if t.kind != "ws":
-            prev = t.text
+            prev, prev2 = t.text, prev
     first, last = code[start], code[end]
     return tokens[:first] + [Token("op", "(")] + body + [Token("op", ")")] + tokens[last + 1:]
+
+
+def _is_field_name(prev: str, prev2: str) -> bool:
+    """Whether an identifier after these two tokens names a field (`.f`, `.?f`), not a
+    variable."""
+    return prev == "." or (prev == "?" and prev2 == ".")
 
 
 def expand_binds(source: str) -> str:
@@ -364,14 +373,14 @@ def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
 
 def _substitute(tokens: Sequence[Token], names: Mapping[str, str]) -> str:
     """The text with each variable in `names` (an identifier not after ".") replaced."""
-    out, prev = [], ""
+    out, prev, prev2 = [], "", ""
     for t in tokens:
-        if t.kind == "ident" and t.text in names and prev != ".":
+        if t.kind == "ident" and t.text in names and not _is_field_name(prev, prev2):
             out.append(names[t.text])
         else:
             out.append(t.text)
         if t.kind != "ws":
-            prev = t.text
+            prev, prev2 = t.text, prev
     return "".join(out)
 
 
@@ -533,6 +542,81 @@ def _rewrite_one_optional_literal(tokens: list[Token], serial: int) -> str | Non
         tail = "".join(x.text for x in tokens[code[end] + 1:])
         return head + "(" + new + ")" + tail
     return None
+
+
+# What a call or a parenthesized group must show for its value to be possibly an
+# optional (the helpers above, the optional.* functions, and the methods returning one).
+_OPTIONAL_CALLS = frozenset({"__optional_field", "__optional_index", "__select"})
+_OPTIONAL_METHODS = frozenset({"or", "first", "last"})
+
+
+def _may_be_optional(tokens: Sequence[Token], code: list[int], open_: int,
+                     close: int) -> bool:
+    before = tokens[code[open_ - 1]] if open_ > 0 else None
+    if before is not None and before.kind == "ident":  # a call
+        if before.text in _OPTIONAL_CALLS:
+            return True
+        dot = tokens[code[open_ - 2]] if open_ > 1 else None
+        owner = tokens[code[open_ - 3]] if open_ > 2 else None
+        return dot is not None and dot.text == "." and (
+            before.text in _OPTIONAL_METHODS or (
+                owner is not None and owner.text == "optional"
+                and before.text in ("of", "ofNonZeroValue", "none")))
+    for q in range(open_ + 1, close):
+        t = tokens[code[q]]
+        if t.kind == "ident" and (t.text in _OPTIONAL_CALLS or t.text == "optional" or (
+                t.text in _OPTIONAL_METHODS and tokens[code[q - 1]].text == ".")):
+            return True
+    return False
+
+
+def _rewrite_one_optional_operand(tokens: list[Token], serial: int) -> str | None:
+    """A field selection or index on a value that may be an optional without a `.?`
+    chain leading to it (`(m.?a).b`, `optional.of(m).b`, a cel.bind variable holding
+    `m.?a`): cel-go selects optionally when the value is an optional at run time
+    (applyQualifiers), so these become `__select(operand, key, is_field)`, which does
+    either. None when there is none."""
+    code = _code(tokens)
+    for p in range(len(code) - 1):
+        t, nxt = tokens[code[p]], tokens[code[p + 1]]
+        if t.kind != "op" or t.text != ")":
+            continue
+        if nxt.text == "." and p + 2 < len(code) and tokens[code[p + 2]].kind == "ident" \
+                and not (p + 3 < len(code) and tokens[code[p + 3]].text == "("):
+            key, last, field = repr(tokens[code[p + 2]].text), p + 2, "true"
+        elif nxt.kind == "op" and nxt.text == "[":
+            close = _matching(tokens, code, p + 1)
+            if close == p + 2:
+                continue
+            key, last, field = _text(tokens, code, p + 2, close - 1), close, "false"
+        else:
+            continue
+        open_ = _matching(tokens, code, p)
+        if not _may_be_optional(tokens, code, open_, p):
+            continue
+        start = _operand_start(tokens, code, p) if open_ > 0 and \
+            tokens[code[open_ - 1]].kind == "ident" else open_
+        receiver = _text(tokens, code, start, p)
+        head = "".join(x.text for x in tokens[:code[start]])
+        tail = "".join(x.text for x in tokens[code[last] + 1:])
+        return f"{head}(__select({receiver}, {key}, {field})){tail}"
+    return None
+
+
+def rewrite_optional_operands(source: str) -> str:
+    """rewrite_syntax's last step, once cel.bind is expanded (a bound variable may hold
+    an optional)."""
+    text = source
+    for serial in range(MAX_REWRITES + 1):
+        new = _rewrite_one_optional_operand(tokenize(text), serial)
+        if new is None:
+            return text
+        text = new
+        if len(text) > MAX_EXPANDED_LENGTH:
+            raise CELError(f"the expression, rewritten for the CEL core, is longer "
+                           f"than {MAX_EXPANDED_LENGTH} characters")
+    raise CELError(f"more than {MAX_REWRITES} selections on optional values in one "
+                   "expression")
 
 
 def _chain_optional_qualifiers(source: str) -> str:
@@ -1133,7 +1217,7 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "__address_text": _address_text, "__merge_entries": _merge_entries,
         "__map_entries": _map_entries, "__optional_element": _optional_element,
         "__optional_entry": _optional_entry, "__optional_field": _optional_field,
-        "__optional_index": _optional_index,
+        "__optional_index": _optional_index, "__select": _select,
     })
     return fns
 
@@ -1219,6 +1303,26 @@ def _optional_entry(k: Any, v: Any) -> list[list[Any]]:
         raise CELError(f"cannot initialize optional entry '{_go_text(k)}' from "
                        f"non-optional value {_go_text(v)}")
     return [[k, v.value()]] if v.has_value() else [[k]]
+
+
+def _select(v: Any, k: Any, field: bool) -> Any:
+    """`v.k` (field) or `v[k]` where v may be an optional: on an optional, an optional
+    selection (applyQualifiers); on a value, the plain one with its errors."""
+    if _is_optional_value(v):
+        return _optional_field(v, k) if field else _optional_index(v, k)
+    if isinstance(v, list | tuple) and not field:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise CELError(f"unsupported index type '{_type_name(k)}' in list")
+        if not 0 <= k < len(v):
+            raise CELError(f"index out of bounds: {k}")
+        return v[k]
+    if not isinstance(v, Mapping) or _is_value_map(v):
+        raise CELError(f"no such overload: selection of {_go_text(k)!r} on "
+                       f"{_type_name(v)}")
+    found, value = _find_key(v, k)
+    if not found:
+        raise CELError(f"no such key: {_go_text(k)}")
+    return value
 
 
 def _find_key(m: Mapping[Any, Any], k: Any) -> tuple[bool, Any]:
@@ -1380,7 +1484,7 @@ class Selector:
             raise CELError(f"the expression is {len(source)} characters long; the limit "
                            f"is {MAX_EXPRESSION_LENGTH}")
         self.source = source
-        expanded = expand_binds(rewrite_syntax(source))
+        expanded = rewrite_optional_operands(expand_binds(rewrite_syntax(source)))
         try:
             self._program = _cel().compile(expanded)
         except Exception as err:  # the library raises ValueError with the parser's text

@@ -95,6 +95,46 @@ def test_selection_after_an_optional_is_optional(expression: str) -> None:
     assert evaluate(expression) is True
 
 
+# The same when no `.?` chain leads to the selection: cel-go decides by the value
+# (applyQualifiers unwraps an optional operand), so a parenthesized optional, a function
+# returning one and a cel.bind variable holding one select optionally too.
+@pytest.mark.parametrize("expression", [
+    "({'a': {'b': 1}}.?a).b == optional.of(1)",
+    "optional.of({'b': 1}).b == optional.of(1)",
+    "optional.of({'b': 1}).c == optional.none()",
+    "optional.none().b == optional.none()",
+    "(optional.of([1, 2]))[1] == optional.of(2)",
+    "[{'x': 3}].first().x == optional.of(3)",
+    "cel.bind(o, {'a': {'b': [4]}}.?a, o.b[0].value() == 4)",
+    'cel.bind(gpu, device.attributes[?"gpu.example.com"], gpu.model.orValue("") == "a100")',
+    "({'a': 1}).a == 1",  # no optional: a plain selection
+    "cel.bind(m, {'a': 1}, m.a == 1)",
+])
+def test_selection_on_an_optional_value_is_optional(expression: str) -> None:
+    assert evaluate(expression) is True
+
+
+@pytest.mark.parametrize("expression, error", [
+    ("({'a': 1}).b == 1", "no such key"),  # not optional: the plain selection's error
+    ("optional.of('s').b == optional.none()", "no such overload"),
+])
+def test_selection_on_a_possible_optional_keeps_the_plain_errors(expression: str,
+                                                                 error: str) -> None:
+    with pytest.raises(CELError, match=error):
+        evaluate(expression)
+
+
+def test_a_plain_bind_is_not_routed_through_the_optional_helper() -> None:
+    # cel.bind is DRA's documented idiom: its selections stay the core's own.
+    from polsched.plugins.dynamic_resources.device_cel import (
+        expand_binds,
+        rewrite_optional_operands,
+        rewrite_syntax,
+    )
+    source = 'cel.bind(d, device.attributes["gpu.example.com"], d.model == "a100")'
+    assert "__select" not in rewrite_optional_operands(expand_binds(rewrite_syntax(source)))
+
+
 # ext/comprehensions_test.go (TestTwoVarComprehensions, ...RuntimeErrors): each entry is
 # a map inserted into the result; a key already there is an error.
 @pytest.mark.parametrize("expression", [
@@ -165,6 +205,8 @@ def test_true_is_no_key_one() -> None:
 
 HOSTILE = {
     # optional chaining turns each of these fields into a rewrite
+    "40 selections on optional values":
+        ("optional.of({})" + ".a" * 40 + " == optional.none()", "more than 32 selections"),
     "a chain of 2000 fields after .?":
         ("device.attributes.?a" + ".b" * 2000 + " == optional.none()", "more than 32 uses"),
     "4 nested transformMapEntry":
