@@ -35,27 +35,35 @@ types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
   optional elements of list and map literals (`[a, ?b]`, `{?k: v}`) as concatenations
   of what is present; two-variable comprehensions (`all`, `exists`, `existsOne`,
   `transformList`, `transformMap`, `transformMapEntry` with an index or key and a value)
-  as one-variable macros over the [key, value] pairs; `string()` of an IP, a CIDR or a
-  bool (rewrite_syntax). A helper call evaluates its argument once, so these rewrites do
-  not duplicate text; nested ones stay as long as they were written.
+  as one-variable macros over the [key, value] pairs; the macros `sortBy` (ext.Lists),
+  `optMap` and `optFlatMap` (the optional library) over the core's map(); `string()` of
+  an IP, a CIDR or a bool (rewrite_syntax); `optional.unwrap` / `unwrapOpt` as
+  functions. A helper call evaluates its argument once, so these rewrites do not
+  duplicate text; nested ones stay as long as they were written.
 
 Quantities, semvers, IPs and CIDRs travel through CEL as one-key maps holding a
 canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
 {"__ip__": "::1"}), so `==` between two of them is the semantic equality upstream's types
 implement (1Gi == 1024Mi; semver build metadata ignored).
 
-Known differences from cel-go, all outside what DRA drivers' documentation uses: no URL
-and format libraries; a selection on an optional is optional (as cel-go) after a `.?`
-or `[?` chain, on a parenthesized expression or call that can yield one and on a
-cel.bind variable holding one (rewrite_optional_operands), but an optional taken out of
-a list or map (`[m.?a][0].b`) is an error here; `transformMapEntry` with an entry that is no map fails when it
-runs, not when it compiles; a map cannot hold both `true` and `1` as keys (Python's dict
-has them equal); no cost tracking: instead of the runtime cost limit the length and the
-number of rewrites (MAX_REWRITES) are bounded and comprehensions (the rewritten ones
-too) may nest at most MAX_COMPREHENSION_DEPTH deep, and the empty-map default for an
-unknown domain is provided for the domains the expression spells out
-(`device.attributes["gpu.example.com"]`, `[?"..."]`, `.?name`), which
-`size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
+Known differences from cel-go, all outside what DRA drivers' documentation uses:
+- no URL, format (`format.named`) and string `format()` libraries;
+- a selection on an optional is optional (as cel-go) after a `.?` or `[?` chain, on a
+  parenthesized expression or call that can yield one and on a cel.bind variable
+  holding one (rewrite_optional_operands), but not on an optional taken out of a list or
+  map (`[m.?a][0].b`, an error here);
+- the core's map() (so also transformList and transformMap) unwraps an optional.of
+  result (`[1].map(x, optional.of(x))` gives [1]);
+- no type checker: what cel-go refuses at compile time (a transformMapEntry entry that
+  is no map, mixed types in a literal under HomogeneousAggregateLiterals) fails, or
+  not, when it runs; a map cannot hold both `true` and `1` as keys (Python's dict has
+  them equal); sortBy sorts stably, Go's sort.Slice only for short lists;
+- no cost tracking: instead of the runtime cost limit the length and the number of
+  rewrites (MAX_REWRITES) are bounded and comprehensions (the rewritten ones too) may
+  nest at most MAX_COMPREHENSION_DEPTH deep;
+- the empty-map default for an unknown domain is provided for the domains the
+  expression spells out (`device.attributes["gpu.example.com"]`, `[?"..."]`, `.?name`),
+  which `size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
 mismatch) are errors, as upstream: the allocator reports them instead of treating the
 device as unsuitable.
 Pure data: no I/O.
@@ -436,6 +444,49 @@ def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
     return head + "(" + new + ")" + tail
 
 
+# Macros of cel-go's ext.Lists (v2+: sortBy) and optional library (v1: optMap,
+# optFlatMap) that the core lacks; each takes a variable name and an expression.
+_ONE_VAR = frozenset({"sortBy", "optMap", "optFlatMap"})
+
+
+def _rewrite_one_macro(tokens: list[Token], serial: int) -> str | None:
+    """The last sortBy / optMap / optFlatMap call as the core's map macro over the list
+    (or, for an optional, the zero or one values it holds) and a helper; None when
+    there is none. sortByMacro (ext/lists.go) and optMap / optFlatMap (cel/library.go)
+    bind the variable the same way, in a comprehension."""
+    code = _code(tokens)
+    found = None
+    for p in range(len(code) - 3, 0, -1):
+        a, b, c = (tokens[code[p + q]] for q in range(3))
+        if a.text == "." and b.kind == "ident" and b.text in _ONE_VAR and c.text == "(":
+            found = p
+            break
+    if found is None:
+        return None
+    p = found
+    method = tokens[code[p + 1]].text
+    args, end = _arguments(tokens, code, p + 2)
+    if len(args) != 2:
+        raise CELError(f"{method}() takes a variable name and an expression")
+    if len(args[0]) != 1 or tokens[code[args[0][0]]].kind != "ident":
+        raise CELError(f"{method}() variable name must be a simple identifier")
+    var = tokens[code[args[0][0]]].text
+    body = _text(tokens, code, args[1][0], args[1][-1])
+    start = _operand_start(tokens, code, p - 1)
+    target = _text(tokens, code, start, p - 1)
+    if method == "sortBy":
+        new = f"__sort_by(({target}).map({var}, [{var}, {body}]))"
+    elif method == "optMap":
+        new = f"__optional_first(__optional_values({target}).map({var}, {body}))"
+    else:
+        # boxed: the core's map() unwraps an optional result
+        new = (f"__optional_flat(__optional_values({target}).map({var}, "
+               f"__optional_box({body})))")
+    head = "".join(t.text for t in tokens[:code[start]])
+    tail = "".join(t.text for t in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
 def _rewrite_one_string(tokens: list[Token], serial: int) -> str | None:
     """The last `string(x)` not yet rewritten, as a conversion that also knows the IP
     and CIDR values of this library (library/ip.go and cidr.go's String)."""
@@ -674,7 +725,8 @@ def _rewrite_candidates(tokens: Sequence[Token]) -> int:
         a, b = code[k - 1], code[k]
         if b.text == "?" and a.kind == "op" and a.text in (".", "[", "{", ","):
             n += 1
-        elif a.text == "." and b.kind == "ident" and b.text in _TWO_VAR:
+        elif a.text == "." and b.kind == "ident" and (b.text in _TWO_VAR or
+                                                      b.text in _ONE_VAR):
             n += 1
         elif b.kind == "ident" and b.text == "string" and a.text != ".":
             n += 1
@@ -691,7 +743,7 @@ def rewrite_syntax(source: str) -> str:
         raise CELError(f"more than {MAX_REWRITES} uses of optional syntax, two-variable "
                        "comprehensions and string() in one expression")
     for rewrite in (_rewrite_one_optional_literal, _rewrite_one_optional,
-                    _rewrite_one_two_var, _rewrite_one_string):
+                    _rewrite_one_two_var, _rewrite_one_macro, _rewrite_one_string):
         while True:
             new = rewrite(tokenize(text), serial)
             if new is None:
@@ -1218,6 +1270,10 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "__map_entries": _map_entries, "__optional_element": _optional_element,
         "__optional_entry": _optional_entry, "__optional_field": _optional_field,
         "__optional_index": _optional_index, "__select": _select,
+        "__optional_values": _optional_values, "__optional_first": _optional_first,
+        "__optional_flat": _optional_flat, "__optional_box": _optional_box,
+        "__sort_by": _sort_by,
+        "optional.unwrap": _unwrap_optionals, "unwrapOpt": _unwrap_optionals,
     })
     return fns
 
@@ -1323,6 +1379,70 @@ def _select(v: Any, k: Any, field: bool) -> Any:
     if not found:
         raise CELError(f"no such key: {_go_text(k)}")
     return value
+
+
+def _optional_values(v: Any) -> list[Any]:
+    """The value an optional holds, as a list of zero or one (optMap's target)."""
+    if not _is_optional_value(v):
+        raise CELError(f"no such overload: optMap / optFlatMap applied to "
+                       f"{_type_name(v)}")
+    return [v.value()] if v.has_value() else []
+
+
+def _optional_first(values: Any) -> Any:
+    opt = _cel().OptionalValue
+    return opt.of(values[0]) if values else opt.none()
+
+
+_BOX = "__optional_box__"
+
+
+def _optional_box(v: Any) -> dict[str, list[Any]]:
+    """optFlatMap's expression value, which must be an optional, boxed as a map (the
+    core's map() would unwrap an optional)."""
+    if not _is_optional_value(v):
+        raise CELError(f"no such overload: optFlatMap expression of type "
+                       f"{_type_name(v)}, want an optional")
+    return {_BOX: [v.value()] if v.has_value() else []}
+
+
+def _optional_flat(values: Any) -> Any:
+    """optFlatMap: the expression's own optional (boxed), or none for an absent
+    target."""
+    opt = _cel().OptionalValue
+    if not values or not values[0][_BOX]:
+        return opt.none()
+    return opt.of(values[0][_BOX][0])
+
+
+def _unwrap_optionals(v: Any) -> list[Any]:
+    """optional.unwrap(list) and list.unwrapOpt() (optUnwrap, optional library v2)."""
+    out = []
+    for x in _list(v, "optional.unwrap"):
+        if not _is_optional_value(x):
+            raise CELError(f"value {_go_text(x)} is not optional")
+        if x.has_value():
+            out.append(x.value())
+    return out
+
+
+_SORTABLE = (int, float, str, bytes)
+
+
+def _sort_by(pairs: Any) -> list[Any]:
+    """@sortByAssociatedKeys (ext/lists.go): the elements ordered by their keys, which
+    must share one comparable type (Python's sort is stable; Go's sort.Slice is for
+    the short lists insertion sort handles)."""
+    items = _list(pairs, "sortBy")
+    if not items:
+        return []
+    first = items[0][1]
+    if not isinstance(first, _SORTABLE + (bool,)) or isinstance(first, Mapping):
+        raise CELError("list elements must be comparable")
+    kind = type(first)
+    if any(type(p[1]) is not kind for p in items):
+        raise CELError("list elements must have the same type")
+    return [p[0] for p in sorted(items, key=lambda p: p[1])]
 
 
 def _find_key(m: Mapping[Any, Any], k: Any) -> tuple[bool, Any]:

@@ -201,6 +201,57 @@ def test_true_is_no_key_one() -> None:
     assert evaluate("{1: 'x'}[?1u] == optional.of('x')")  # 1 == 1u: one key
 
 
+# The other macros of the libraries Kubernetes' base environment has that the core
+# lacks: ext.Lists' sortBy (ext/lists_test.go) and the optional library's optMap,
+# optFlatMap (cel/cel_test.go, TestOptionalValues) and optional.unwrap / unwrapOpt
+# (cel/cel_test.go).
+@pytest.mark.parametrize("expression", [
+    "[].sortBy(e, e) == []",
+    "['a'].sortBy(e, e) == ['a']",
+    "[-3, 1, -5, -2, 4].sortBy(e, -(e * e)) == [-5, 4, -3, -2, 1]",
+    "[-3, 1, -5, -2, 4].map(e, e * 2).sortBy(e, -(e * e)) == [-10, 8, -6, -4, 2]",
+    "lists.range(3).sortBy(e, -e) == [2, 1, 0]",
+    "['a', 'c', 'b', 'first'].sortBy(e, e == 'first' ? '' : e) == ['first', 'a', 'b', 'c']",
+    "[{'field': 'lo'}, {'field': 'hi'}].sortBy(m, m.field) == [{'field': 'hi'}, "
+    "{'field': 'lo'}]",
+    "[{'x':4}, {'x':3}].sortBy(m, m['x']) == [{'x':3}, {'x':4}]",
+    "optional.none().optMap(y, y + 1) == optional.none()",
+    "optional.of(42).optMap(y, y + 1) == optional.of(43)",
+    "{}.?key.optFlatMap(k, k.?subkey) == optional.none()",
+    "{'key': {}}.?key.optFlatMap(k, k.?subkey) == optional.none()",
+    "{'key': {'subkey': 'subvalue'}}.?key.optFlatMap(k, k.?subkey) "
+    "== optional.of('subvalue')",
+    "{'key': {'subkey': ''}}.?key.optFlatMap(k, k.?subkey) == optional.of('')",
+    "{'key': {'subkey': ''}}.?key.optFlatMap(k, optional.ofNonZeroValue(k.subkey)) "
+    "== optional.none()",
+    'device.attributes["gpu.example.com"].?model.optMap(m, m.upperAscii()).orValue("") '
+    '== "A100"',
+    "optional.unwrap([]) == []",
+    "optional.unwrap([optional.none(), optional.none()]) == []",
+    "optional.unwrap([optional.of(42), optional.none(), optional.of('a')]) == [42, 'a']",
+    "[optional.of(42), optional.none(), optional.of('a')].unwrapOpt() == [42, 'a']",
+    # a cel.bind variable named like a field after .? is not substituted into it
+    'cel.bind(model, 1, device.attributes["gpu.example.com"].?model.value() == "a100")',
+    # a two-variable comprehension's variable shadows a cel.bind one, as in cel-go
+    "cel.bind(v, 1, [2].all(k, v, v > 1))",
+])
+def test_other_macros_the_core_lacks(expression: str) -> None:
+    assert evaluate(expression) is True
+
+
+@pytest.mark.parametrize("expression, error", [
+    ("[1, 2].sortBy(x, x == 1 ? 'a' : 1) == []", "list elements must have the same type"),
+    ("[1].sortBy(x, [x]) == []", "list elements must be comparable"),
+    ("[1].sortBy(x.y, x) == []", "must be a simple identifier"),
+    ("optional.of(1).optFlatMap(x, x) == optional.none()", "want an optional"),
+    ("1.optMap(x, x) == optional.none()", "no such overload"),
+    ("[1].unwrapOpt() == [1]", "value 1 is not optional"),
+])
+def test_other_macro_errors(expression: str, error: str) -> None:
+    with pytest.raises(CELError, match=error):
+        evaluate(expression)
+
+
 # --- bounds: a selector is untrusted input -------------------------------------------
 
 HOSTILE = {
