@@ -545,54 +545,66 @@ def _rewrite_one_optional_literal(tokens: list[Token], serial: int) -> str | Non
     from [key, value] entries, where an absent optional entry removes its key (evalList
     and evalMap in cel-go's interpreter/interpretable.go). None when there is none."""
     code = _code(tokens)
-    for p in range(len(code) - 1):
-        t = tokens[code[p]]
-        if t.kind != "op" or t.text not in "[{" or (p > 0 and _is_operand_end(
-                tokens[code[p - 1]])) or (p > 0 and tokens[code[p - 1]].text == "."):
-            continue
-        args, end = _arguments(tokens, code, p)
-        if args and not args[-1]:
-            args.pop()  # a trailing comma
-        if not any(a and tokens[code[a[0]]].text == "?" for a in args):
-            continue
-        parts: list[str] = []
-        plain: list[str] = []
-        for arg in args:
-            if not arg:
-                raise CELError("list or map literal: empty element")
-            optional = tokens[code[arg[0]]].text == "?"
-            body = arg[1:] if optional else arg
-            if not body:
-                raise CELError("optional element: expected an expression after '?'")
-            if t.text == "[":
-                text = _text(tokens, code, body[0], body[-1])
-                if not optional:
-                    plain.append(text)
-                    continue
-                item = f"__optional_element({text})"
-            else:
-                colon = _entry_colon(tokens, code, body)
-                if colon == 0 or colon == len(body) - 1:
-                    raise CELError("map literal: expected 'key: value'")
-                key = _text(tokens, code, body[0], body[colon - 1])
-                value = _text(tokens, code, body[colon + 1], body[-1])
-                if not optional:
-                    plain.append(f"[({key}), ({value})]")
-                    continue
-                item = f"__optional_entry({key}, {value})"
-            if plain:
-                parts.append("[" + ", ".join(plain) + "]")
-                plain = []
-            parts.append(item)
+    # One linear pass finds the first literal with an element that starts with `?`
+    # (`[?`, `{?`, `, ?` inside it), so a deep nest of plain brackets costs no more.
+    stack: list[int] = []
+    marked = -1
+    for q in range(len(code)):
+        t = tokens[code[q]]
+        if t.kind == "op" and t.text in "([{":
+            stack.append(q)
+        elif t.kind == "op" and t.text in ")]}":
+            if stack:
+                stack.pop()
+        elif t.text == "?" and q > 0 and stack and tokens[code[q - 1]].text in "[{,":
+            o = stack[-1]
+            if tokens[code[o]].text in "[{" and not (o > 0 and (_is_operand_end(
+                    tokens[code[o - 1]]) or tokens[code[o - 1]].text == ".")):
+                marked = o if marked < 0 else min(marked, o)
+    if marked < 0:
+        return None
+    p = marked
+    t = tokens[code[p]]
+    args, end = _arguments(tokens, code, p)
+    if args and not args[-1]:
+        args.pop()  # a trailing comma
+    parts: list[str] = []
+    plain: list[str] = []
+    for arg in args:
+        if not arg:
+            raise CELError("list or map literal: empty element")
+        optional = tokens[code[arg[0]]].text == "?"
+        body = arg[1:] if optional else arg
+        if not body:
+            raise CELError("optional element: expected an expression after '?'")
+        if t.text == "[":
+            text = _text(tokens, code, body[0], body[-1])
+            if not optional:
+                plain.append(text)
+                continue
+            item = f"__optional_element({text})"
+        else:
+            colon = _entry_colon(tokens, code, body)
+            if colon == 0 or colon == len(body) - 1:
+                raise CELError("map literal: expected 'key: value'")
+            key = _text(tokens, code, body[0], body[colon - 1])
+            value = _text(tokens, code, body[colon + 1], body[-1])
+            if not optional:
+                plain.append(f"[({key}), ({value})]")
+                continue
+            item = f"__optional_entry({key}, {value})"
         if plain:
             parts.append("[" + ", ".join(plain) + "]")
-        new = " + ".join(parts)
-        if t.text == "{":
-            new = f"__map_entries({new})"
-        head = "".join(x.text for x in tokens[:code[p]])
-        tail = "".join(x.text for x in tokens[code[end] + 1:])
-        return head + "(" + new + ")" + tail
-    return None
+            plain = []
+        parts.append(item)
+    if plain:
+        parts.append("[" + ", ".join(plain) + "]")
+    new = " + ".join(parts)
+    if t.text == "{":
+        new = f"__map_entries({new})"
+    head = "".join(x.text for x in tokens[:code[p]])
+    tail = "".join(x.text for x in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
 
 
 # What a call or a parenthesized group must show for its value to be possibly an
@@ -601,24 +613,10 @@ _OPTIONAL_CALLS = frozenset({"__optional_field", "__optional_index", "__select"}
 _OPTIONAL_METHODS = frozenset({"or", "first", "last"})
 
 
-def _may_be_optional(tokens: Sequence[Token], code: list[int], open_: int,
-                     close: int) -> bool:
-    before = tokens[code[open_ - 1]] if open_ > 0 else None
-    if before is not None and before.kind == "ident":  # a call
-        if before.text in _OPTIONAL_CALLS:
-            return True
-        dot = tokens[code[open_ - 2]] if open_ > 1 else None
-        owner = tokens[code[open_ - 3]] if open_ > 2 else None
-        return dot is not None and dot.text == "." and (
-            before.text in _OPTIONAL_METHODS or (
-                owner is not None and owner.text == "optional"
-                and before.text in ("of", "ofNonZeroValue", "none")))
-    for q in range(open_ + 1, close):
-        t = tokens[code[q]]
-        if t.kind == "ident" and (t.text in _OPTIONAL_CALLS or t.text == "optional" or (
-                t.text in _OPTIONAL_METHODS and tokens[code[q - 1]].text == ".")):
-            return True
-    return False
+def _is_optional_marker(tokens: Sequence[Token], code: list[int], q: int) -> bool:
+    t = tokens[code[q]]
+    return t.kind == "ident" and (t.text in _OPTIONAL_CALLS or t.text == "optional" or (
+        t.text in _OPTIONAL_METHODS and q > 0 and tokens[code[q - 1]].text == "."))
 
 
 def _rewrite_one_optional_operand(tokens: list[Token], serial: int) -> str | None:
@@ -626,27 +624,55 @@ def _rewrite_one_optional_operand(tokens: list[Token], serial: int) -> str | Non
     chain leading to it (`(m.?a).b`, `optional.of(m).b`, a cel.bind variable holding
     `m.?a`): cel-go selects optionally when the value is an optional at run time
     (applyQualifiers), so these become `__select(operand, key, is_field)`, which does
-    either. None when there is none."""
+    either. A parenthesized group qualifies when it holds a call that can yield an
+    optional; a call when it is one. None when there is none. Linear in the text: the
+    brackets are matched and the markers counted once."""
     code = _code(tokens)
+    opener: dict[int, int] = {}
+    closer: dict[int, int] = {}
+    stack: list[int] = []
+    marks = [0]
+    for q, k in enumerate(code):
+        t = tokens[k]
+        if t.kind == "op" and t.text in "([{":
+            stack.append(q)
+        elif t.kind == "op" and t.text in ")]}":
+            if not stack:
+                raise CELError("unbalanced brackets")
+            o = stack.pop()
+            opener[q], closer[o] = o, q
+        marks.append(marks[-1] + _is_optional_marker(tokens, code, q))
     for p in range(len(code) - 1):
         t, nxt = tokens[code[p]], tokens[code[p + 1]]
-        if t.kind != "op" or t.text != ")":
+        if t.kind != "op" or t.text != ")" or p not in opener:
             continue
         if nxt.text == "." and p + 2 < len(code) and tokens[code[p + 2]].kind == "ident" \
                 and not (p + 3 < len(code) and tokens[code[p + 3]].text == "("):
             key, last, field = repr(tokens[code[p + 2]].text), p + 2, "true"
-        elif nxt.kind == "op" and nxt.text == "[":
-            close = _matching(tokens, code, p + 1)
+        elif nxt.kind == "op" and nxt.text == "[" and p + 1 in closer:
+            close = closer[p + 1]
             if close == p + 2:
                 continue
             key, last, field = _text(tokens, code, p + 2, close - 1), close, "false"
         else:
             continue
-        open_ = _matching(tokens, code, p)
-        if not _may_be_optional(tokens, code, open_, p):
-            continue
-        start = _operand_start(tokens, code, p) if open_ > 0 and \
-            tokens[code[open_ - 1]].kind == "ident" else open_
+        open_ = opener[p]
+        before = tokens[code[open_ - 1]] if open_ > 0 else None
+        if before is not None and before.kind == "ident":  # a call
+            dot = tokens[code[open_ - 2]] if open_ > 1 else None
+            owner = tokens[code[open_ - 3]] if open_ > 2 else None
+            optional = before.text in _OPTIONAL_CALLS or (
+                dot is not None and dot.text == "." and (
+                    before.text in _OPTIONAL_METHODS or (
+                        owner is not None and owner.text == "optional"
+                        and before.text in ("of", "ofNonZeroValue", "none"))))
+            if not optional:
+                continue
+            start = _operand_start(tokens, code, p)
+        else:
+            if marks[p] - marks[open_ + 1] == 0:
+                continue
+            start = open_
         receiver = _text(tokens, code, start, p)
         head = "".join(x.text for x in tokens[:code[start]])
         tail = "".join(x.text for x in tokens[code[last] + 1:])
