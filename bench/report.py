@@ -45,8 +45,9 @@ def _machine_cpu(r: dict[str, Any]) -> float | None:
     others = r.get("others_cpu_s") or {}
     if "kube-apiserver" not in others or r.get("cpu_s") is None:
         return None
-    return round(r["cpu_s"] + others["kube-apiserver"] + others.get("etcd", 0.0)
-                 + (r.get("harness_cpu_s") or 0.0), 2)
+    total: float = (r["cpu_s"] + others["kube-apiserver"] + others.get("etcd", 0.0)
+                    + (r.get("harness_cpu_s") or 0.0))
+    return round(total, 2)
 
 
 def _cores_busy(r: dict[str, Any]) -> float | None:

@@ -67,7 +67,7 @@ async def probe(kubeconfig: str, w: wl.Workload, runs: int, pyspy: str | None) -
                            "--format", "raw", "--nonblocking", "--duration", "5",
                            "-o", f"{pyspy}-{r}.raw", "--", *cmd]
                 return cmd
-            runner.command = timed  # type: ignore[method-assign]
+            runner.command = timed  # type: ignore[method-assign,assignment]
             runner.start(w, None)
             assert runner.proc is not None and runner.log_path is not None
             meter = measure.ProcessMeter(runner.proc.pid)

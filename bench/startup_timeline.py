@@ -98,7 +98,7 @@ def main() -> int:
             heavy()
             return main
         return run(args, loaded)
-    boot.run = booted  # type: ignore[assignment]
+    boot.run = booted
     atexit.register(lambda: mark("exit", once=False))
     return polsched.cli.main(sys.argv[1:])
 
@@ -128,9 +128,8 @@ def heavy() -> None:
 
     async def sent(self: Binder, *a: Any, **k: Any) -> Any:
         mark("first Binding sent", note=f"  ({decided[0]} cycles started)")
-        r = await send(self, *a, **k)
+        await send(self, *a, **k)
         mark("first Binding answered", note=f"  ({decided[0]} cycles started)")
-        return r
     Binder._send = sent  # type: ignore[method-assign]
 
 

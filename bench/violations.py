@@ -139,7 +139,8 @@ def untolerated_taint(pod: PodView, node: Mapping[str, Any]) -> bool:
 
 
 def _expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op, values = expr["key"], expr["operator"], expr.get("values") or ()
+    key, op = expr["key"], expr["operator"]
+    values: list[str] = list(expr.get("values") or ())
     if op == "In":
         return key in labels and labels[key] in values
     if op == "NotIn":
@@ -358,10 +359,10 @@ def check(workload: wl.Workload, pods: Sequence[PodView],
         v.violations = partial + unknown + over_nodes
         v.info = {"gangs_whole": whole, "gangs_unbound": unbound}
     elif isinstance(workload, wl.Mixed):
-        outside = sum(1 for p in measured
-                      if p.node in nodes and not required_affinity_holds(p, nodes[p.node]))
-        tainted = sum(1 for p in measured
-                      if p.node in nodes and untolerated_taint(p, nodes[p.node]))
+        outside = sum(1 for p in measured if p.node is not None and p.node in nodes
+                      and not required_affinity_holds(p, nodes[p.node]))
+        tainted = sum(1 for p in measured if p.node is not None and p.node in nodes
+                      and untolerated_taint(p, nodes[p.node]))
         over_nodes = len(overcommitted_nodes(pods, nodes))
         unknown = sum(1 for p in measured if p.node not in nodes)
         v.by_kind = {"outside required zones": outside, "untolerated taint": tainted,
