@@ -714,6 +714,12 @@ def _dra_request(b: Builder, name: str) -> Json:
         f'quantity("{r.choice(["40Gi", "80Gi"])}")) >= 0',
         f'device.attributes["{DRA_DRIVER}"].numa == {r.randint(0, 1)}',
         f'cel.bind(g, device.attributes["{DRA_DRIVER}"], g.model == "h100" || g.numa == 0)',
+        # cel-go's optional literals and chaining, transformMapEntry (device_cel rewrites)
+        f'[?device.attributes["{DRA_DRIVER}"].?model, '
+        f'?device.attributes["{DRA_DRIVER}"].?vendor].exists(m, m == "a100") || '
+        f'device.attributes[?"{DRA_DRIVER}"].numa.orValue(9) == {r.randint(0, 1)} && '
+        f'device.attributes["{DRA_DRIVER}"].transformMapEntry(k, v, k == "model", '
+        f'{{v: k}}).size() == 1',
     ])
     exactly: Json = {"deviceClassName": DEVICE_CLASS}
     if b.maybe(0.1):

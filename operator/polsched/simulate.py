@@ -461,8 +461,7 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     for k, o in by_key.items():
         if k in popped:
             continue
-        held = queue.get(k)
-        name = held.gating_plugin if held is not None else ""
+        name = queue.gated_by(k)
         p = plugins.get(name)
         message = p.pre_enqueue(PodInfo.from_json(o)).message if p is not None else ""
         gated.append((o, name, message))

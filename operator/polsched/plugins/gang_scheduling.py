@@ -38,6 +38,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
+from polsched.objects import Json
 
 NAME = "GangScheduling"
 # permitTimeoutDuration: how long gang members wait at Permit for a quorum.
@@ -66,6 +67,15 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin, PlacementFeasiblePlugin,
         groups are served (isPodGroupMember); None for a plain pod."""
         name = self._group_of(pod)
         return None if name is None else f"{pod.namespace}/{name}"
+
+    def pod_group(self, key: str) -> Json | None:
+        """The PodGroup object of a group key ("namespace/name") in the cache, None while
+        it is not observed (the queue keeps its members in incompletePodGroupPods)."""
+        groups = self._groups
+        if groups is None:
+            return None
+        namespace, _, name = key.partition("/")
+        return groups.get(namespace, name)
 
     # -- PreEnqueue -----------------------------------------------------------------------
     def pre_enqueue(self, pod: PodInfo) -> Status:

@@ -30,6 +30,7 @@ from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.cluster.node_metrics import DEFAULT_INTERVAL_SECONDS, NodeMetricsWatcher
 from polsched.framework import events as ev
+from polsched.framework import podgroups as pg
 from polsched.framework.interfaces import Extender, Handle
 from polsched.framework.listers import Kind
 from polsched.framework.nominator import Nominator
@@ -41,7 +42,7 @@ from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
 from polsched.scheduler.events import WARNING, EventBudget, EventRecorder
-from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn
+from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
 from polsched.scheduler.schedule_one import (
@@ -248,7 +249,7 @@ class Engine(CacheListener):
             s.undecided = pipeline
             s.applied_at = time.monotonic()
             s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
-                              pod_group_key_fn(pipeline))
+                              pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
             self._reset(s, counters)
         self._changed(name)
 
@@ -474,6 +475,17 @@ class Engine(CacheListener):
             self._move(ev.UNSCHEDULED_POD_ADD, None, pod)
 
     def pod_group_changed(self, old: Json | None, new: Json | None) -> None:
+        # AddPodGroup / DeletePodGroup first (members join or leave the queue as a
+        # group), then the event's queueing hints.
+        obj = new if new is not None else old
+        if obj is not None and (old is None or new is None):
+            key = pg.object_key(obj)
+            for s in self._schedulers.values():
+                if new is None:
+                    s.queue.pod_group_deleted(key)
+                else:
+                    s.queue.pod_group_added(key)
+                s.report_pending()
         if old is None:
             self._move(ev.POD_GROUP_ADD, None, new)
         elif new is None:

@@ -32,6 +32,10 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE_QUEUE = "unschedulable"
 GATED = "gated"
+# Pod group members waiting for their group's cycle to end, and for their PodGroup
+# (metrics.PendingPodGroupPods, IncompletePodGroupPods).
+PENDING = "pending"
+INCOMPLETE = "incomplete"
 
 # metrics.ExponentialBuckets(0.001, 2, 15), as schedulingLatency.
 ATTEMPT_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))

@@ -37,7 +37,7 @@ from polsched.framework.interfaces import (
     ScorePlugin,
 )
 from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
-from polsched.framework.types import PodInfo
+from polsched.framework.types import Json, PodInfo
 from polsched.plugins import REGISTRY
 from polsched.plugins import default_preemption as dp
 from polsched.plugins import gang_scheduling as gang
@@ -123,6 +123,16 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
                         post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
     pipeline.built_from = tuple(built)
     return pipeline
+
+
+def pod_group_lookup_fn(pipeline: Pipeline) -> Callable[[str], Json | None] | None:
+    """How the queue of `pipeline` finds a pod group's PodGroup object by its key (its
+    GangScheduling plugin's pod_group); None when the pipeline does not run
+    GangScheduling."""
+    for p in pipeline.pre_enqueue_plugins:
+        if isinstance(p, gang.GangScheduling):
+            return p.pod_group
+    return None
 
 
 def pod_group_key_fn(pipeline: Pipeline) -> Callable[[PodInfo], str | None] | None:

@@ -17,7 +17,7 @@ from polsched.framework.types import PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.events import EventRecorder
-from polsched.scheduler.pipelines import pod_group_key_fn
+from polsched.scheduler.pipelines import pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.shadow import ShadowSet
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class Profile:
         self.counters = counters
         self.queue = q.SchedulingQueue(journal=journal)
         self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
-                             pod_group_key_fn(pipeline))
+                             pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
         self.runnable = asyncio.Event()
         # Started: its pods are queued and the dispatcher takes its cycles (Engine._run).
         self.started = False
@@ -99,3 +99,6 @@ class Profile:
         metrics.pending_pods(name, metrics.BACKOFF, backoff)
         metrics.pending_pods(name, metrics.UNSCHEDULABLE_QUEUE, unschedulable)
         metrics.pending_pods(name, metrics.GATED, len(self.blocked) + gated)
+        pending, incomplete = self.queue.group_sizes()
+        metrics.pending_pods(name, metrics.PENDING, pending)
+        metrics.pending_pods(name, metrics.INCOMPLETE, incomplete)

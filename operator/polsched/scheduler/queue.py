@@ -67,6 +67,21 @@ class Location(enum.StrEnum):
     GATED = "gated"
     # Popped: its attempt is under way.
     IN_FLIGHT = "in-flight"
+    # A pod group member waiting for its group's cycle to end (pendingPodGroupPods).
+    PENDING = "pending"
+    # A pod group member whose PodGroup object is not observed yet (incompletePodGroupPods).
+    INCOMPLETE = "incomplete"
+
+
+class GroupOutcome(enum.Enum):
+    """How a pod group's cycle ended, for SchedulingQueue.group_done
+    (AddAttemptedPodGroupIfNeeded's status)."""
+
+    SUCCESS = "success"
+    REJECTED = "rejected"
+    ERROR = "error"
+    # The scheduler was paused: the group goes back as it was, uncounted.
+    RESTORED = "restored"
 
 
 class Strategy(enum.IntEnum):
@@ -102,31 +117,62 @@ class QueuedPod:
     key: str = field(default="", init=False)
     # The unschedulable pool's index entries of this pod (SchedulingQueue._index_add).
     _indexed: tuple[str, ...] = field(default=(), repr=False)
-    # Its pod group's key, once asked (spec.schedulingGroup is immutable); "" none.
-    _group: str | None = field(default=None, repr=False)
+    # Its key in the queue's dicts: the pod's key (a group's is prefixed).
+    _qkey: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.key = self.pod.key
+        self.key = self._qkey = self.pod.key
 
     @property
     def uid(self) -> str:
         return self.pod.uid
 
     @property
+    def priority(self) -> int:
+        return self.pod.priority
+
+    @property
     def gated(self) -> bool:
         return bool(self.gating_plugin)
 
 
+# The queue's key of a pod group entity: never a pod's "namespace/name" (a namespace has
+# no ":").
+_GROUP_PREFIX = "podgroup:"
+
+
 @dataclass(eq=False)
 class QueuedPodGroup:
-    """framework.QueuedPodGroupInfo: the members of one pod group popped together for
-    one pod-group cycle, in upstream's order (PodGroupMemberPodsOrderingFunc: higher
-    priority, then more attempts, then the earlier timestamp). Each member is an ordinary
-    QueuedPod in flight: the cycle ends each one's attempt (done, add_unschedulable,
-    add_backoff, restore) and then calls SchedulingQueue.group_done(key)."""
+    """framework.QueuedPodGroupInfo: one pod group as one queue entity. It waits in activeQ,
+    backoffQ or the unschedulable pool as a whole, with its own history (attempts,
+    unschedulable count, consecutive errors, timestamp, backoff), and holds its queued
+    members, each an ordinary QueuedPod. Popped, its members are in flight in upstream's
+    order (PodGroupMemberPodsOrderingFunc: higher priority, then more attempts, then the
+    earlier timestamp, then the name); the cycle ends each member's attempt (done,
+    add_unschedulable, add_backoff, restore) and then calls
+    SchedulingQueue.group_done(key, outcome) (AddAttemptedPodGroupIfNeeded)."""
 
     key: str  # "namespace/podGroupName"
     members: list[QueuedPod]
+    timestamp: float = 0.0
+    # The PodGroup's priority (PodGroupPriority): orders the group in activeQ.
+    priority: int = 0
+    attempts: int = 0
+    unschedulable_count: int = 0
+    consecutive_errors: int = 0
+    # The group is gated when any member is (runPreEnqueuePlugins): that member's plugin.
+    gating_plugin: str = ""
+    flush_timestamp: float = 0.0
+    _seq: int = field(default=0, repr=False)
+    _indexed: tuple[str, ...] = field(default=(), repr=False)
+    # BackoffExpiration: computed once from the counters, reset when they change.
+    _expiry: float | None = field(default=None, repr=False)
+    # Its tie-break in activeQ among equal priorities and timestamps (SchedulingQueue).
+    _order: int = field(default=0, repr=False)
+    _qkey: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._qkey = _GROUP_PREFIX + self.key
 
     @property
     def namespace(self) -> str:
@@ -135,6 +181,27 @@ class QueuedPodGroup:
     @property
     def name(self) -> str:
         return self.key.partition("/")[2]
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.gating_plugin)
+
+    @property
+    def rejected_by(self) -> frozenset[str]:
+        """Upstream never sets a group's own UnschedulablePlugins: a group in backoffQ
+        waits in the error backoff heap, never popped early by PopFromBackoffQ."""
+        return frozenset()
+
+    def member(self, pod_key: str) -> QueuedPod | None:
+        return next((m for m in self.members if m.key == pod_key), None)
+
+    def sort(self) -> None:
+        """PodGroupMemberPodsOrderingFunc."""
+        self.members.sort(key=lambda m: (-m.pod.priority, -m.attempts, m.timestamp,
+                                         m.pod.name))
+
+
+_Entry = QueuedPod | QueuedPodGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,18 +285,25 @@ class SchedulingQueue:
         self._max_in_unschedulable = max_in_unschedulable
         self._pop_from_backoff = pop_from_backoff
         self._seq = 0
-        # heap of (-priority, timestamp, seq, key); stale entries skipped on pop
-        self._active_heap: list[tuple[int, float, int, str]] = []
-        self._active: dict[str, QueuedPod] = {}
+        # heap of (-priority, timestamp, order, seq, key); stale entries skipped on pop. A
+        # pod's order is its seq; a group's is fixed when its timestamp is set, so that a
+        # member joining it does not send it behind entities of the same timestamp.
+        self._active_heap: list[tuple[int, float, int, int, str]] = []
+        # Entities by queue key: a pod ("namespace/name") or a pod group ("podgroup:...").
+        self._active: dict[str, _Entry] = {}
         # heap of (expiry, -priority, timestamp, seq, key)
         self._backoff_heap: list[tuple[float, int, float, int, str]] = []
-        self._backoff: dict[str, QueuedPod] = {}
-        self._unschedulable: dict[str, QueuedPod] = {}
+        self._backoff: dict[str, _Entry] = {}
+        self._unschedulable: dict[str, _Entry] = {}
         # The same dict, read-only for the engine: a queue with no unschedulable pod has
         # nothing for a journaled move() to do, and the engine skips the call (every
         # bind's event visits every policy's queue: 250 000 calls with 50 policies).
-        self.unschedulable_pods: Mapping[str, QueuedPod] = self._unschedulable
+        self.unschedulable_pods: Mapping[str, _Entry] = self._unschedulable
         self._gated = 0
+        # A group's members beyond its first, per queue (sizes() in O(1)): a group's
+        # members only change while it is out of the queues.
+        self._extra = {Location.ACTIVE: 0, Location.BACKOFF: 0, Location.UNSCHEDULABLE: 0,
+                       Location.GATED: 0}
         # In flight, by uid; and the uid in flight per key.
         self._in_flight: dict[str, QueuedPod] = {}
         self._in_flight_keys: dict[str, str] = {}
@@ -251,32 +325,110 @@ class SchedulingQueue:
         # The pod group a pod belongs to ("namespace/name"), None for a plain pod (set by
         # configure when the pipeline runs GangScheduling on a cluster serving PodGroups).
         self._group_of: Callable[[PodInfo], str | None] | None = None
-        # The groups in their pod-group cycle, and the members that arrived meanwhile
-        # (pendingPodGroupPods), merged back by group_done.
-        self._groups_in_flight: set[str] = set()
-        self._group_pending: dict[str, dict[str, PodInfo]] = {}
+        # The PodGroup object of a group key (None: not observed yet); None: every group
+        # exists, with its first member's priority (tests without a cache).
+        self._pod_group: Callable[[str], Json | None] | None = None
+        # Groups queued in activeQ, backoffQ or the unschedulable pool, by group key; and
+        # the group of each of their members, by pod key.
+        self._groups: dict[str, QueuedPodGroup] = {}
+        self._member_of: dict[str, QueuedPodGroup] = {}
+        # The groups in their pod-group cycle, and the members that arrived or came back
+        # meanwhile (pendingPodGroupPods), merged back by group_done.
+        self._groups_in_flight: dict[str, QueuedPodGroup] = {}
+        self._group_pending: dict[str, dict[str, QueuedPod]] = {}
+        # Members whose PodGroup is not observed yet (incompletePodGroupPods).
+        self._incomplete: dict[str, dict[str, QueuedPod]] = {}
+        # The group pop_nowait popped last, until pop_group claims it.
+        self._popped_group: QueuedPodGroup | None = None
 
     # -- the policy's plugins -------------------------------------------------------------
     def configure(self, pre_enqueue: Sequence[PreEnqueuePlugin] = (),
                   hints: HintMap | None = None,
-                  group_of: Callable[[PodInfo], str | None] | None = None) -> None:
-        """The pipeline's PreEnqueue plugins and queueing hints (on every apply), and
-        how to tell a pod group's members (None: every pod is scheduled alone)."""
+                  group_of: Callable[[PodInfo], str | None] | None = None,
+                  pod_group: Callable[[str], Json | None] | None = None) -> None:
+        """The pipeline's PreEnqueue plugins and queueing hints (on every apply), how to
+        tell a pod group's members (None: every pod is scheduled alone) and how to find a
+        group's PodGroup object by its key (None: every group counts as observed)."""
         self._group_of = group_of
+        self._pod_group = pod_group
         self._pre_enqueue = tuple(pre_enqueue)
         self._hints = dict(hints) if hints is not None else None
         self._interest.clear()
         self._reindex()
+        if group_of is None:
+            self._dissolve_groups()
+        else:
+            self._regroup()
+
+    def _regroup(self) -> None:
+        """Pods queued alone that are pod group members now (the pipeline runs
+        GangScheduling since this configure) join their groups."""
+        assert self._group_of is not None
+        now = self._clock()
+        for d in (self._active, self._backoff, self._unschedulable):
+            for qp in [e for e in d.values() if isinstance(e, QueuedPod)]:
+                if self._group_of(qp.pod) is not None:
+                    self._take(qp)
+                    self._add_member(qp, now)
+
+    def _dissolve_groups(self) -> None:
+        """The pipeline no longer schedules pod groups (GangScheduling switched off): the
+        members of queued groups, and those held for a PodGroup, are queued as pods (a
+        group in its cycle ends it first; its members then come back as pods)."""
+        members: list[QueuedPod] = []
+        for g in list(self._groups.values()):
+            self._take(g)
+            members.extend(g.members)
+        self._groups.clear()
+        self._member_of.clear()
+        for held in self._incomplete.values():
+            members.extend(held.values())
+        self._incomplete.clear()
+        for qp in members:
+            if qp.key not in self._in_flight_keys:
+                self._move_to_active(qp)
 
     # -- introspection ----------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._active) + len(self._backoff) + len(self._unschedulable)
+        """How many pods wait in activeQ, backoffQ and the unschedulable pool (a group
+        counts its members)."""
+        return sum(self.sizes())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._active or key in self._backoff or key in self._unschedulable
+        """A pod of that key waits in activeQ, backoffQ or the unschedulable pool (alone or
+        in its queued group), or waits for its group's cycle or PodGroup."""
+        if key in self._active or key in self._backoff or key in self._unschedulable:
+            return True
+        if not isinstance(key, str):
+            return False
+        return key in self._member_of or self._held(key) is not None
+
+    def _held(self, key: str) -> tuple[Location, QueuedPod] | None:
+        """A member waiting for its group's cycle to end, or for its PodGroup."""
+        for loc, area in ((Location.PENDING, self._group_pending),
+                          (Location.INCOMPLETE, self._incomplete)):
+            for held in area.values():
+                qp = held.get(key)
+                if qp is not None:
+                    return loc, qp
+        return None
+
+    def _location(self, entry: _Entry) -> Location | None:
+        k = entry._qkey
+        if k in self._unschedulable:
+            return Location.GATED if entry.gated else Location.UNSCHEDULABLE
+        if k in self._active:
+            return Location.ACTIVE
+        if k in self._backoff:
+            return Location.BACKOFF
+        return None
 
     def where(self, key: str) -> Location | None:
-        """Where the pod of that key waits; None: not queued."""
+        """Where the pod of that key waits (a group member: where its group waits); None:
+        not queued."""
+        g = self._member_of.get(key)
+        if g is not None:
+            return self._location(g)
         qp = self._unschedulable.get(key)
         if qp is not None:
             return Location.GATED if qp.gated else Location.UNSCHEDULABLE
@@ -284,26 +436,60 @@ class SchedulingQueue:
                         (Location.IN_FLIGHT, self._in_flight_keys)):
             if key in d:
                 return name
-        return None
+        held = self._held(key)
+        return held[0] if held is not None else None
 
     def get(self, key: str) -> QueuedPod | None:
         """The queued (or in-flight) pod of that key."""
+        g = self._member_of.get(key)
+        if g is not None:
+            return g.member(key)
         for d in (self._active, self._backoff, self._unschedulable):
             qp = d.get(key)
-            if qp is not None:
+            if isinstance(qp, QueuedPod):
                 return qp
         uid = self._in_flight_keys.get(key)
-        return self._in_flight.get(uid) if uid is not None else None
+        if uid is not None:
+            return self._in_flight.get(uid)
+        held = self._held(key)
+        return held[1] if held is not None else None
+
+    def gated_by(self, key: str) -> str:
+        """The PreEnqueue plugin keeping the pod of that key out of activeQ: a member's is
+        its group's (the group is gated when any member is); "" when not gated."""
+        entry: _Entry | None = self._member_of.get(key) or self.get(key)
+        return entry.gating_plugin if entry is not None else ""
+
+    def group(self, key: str) -> QueuedPodGroup | None:
+        """The pod group entity of that group key ("namespace/name"), queued or in its
+        cycle."""
+        return self._groups.get(key) or self._groups_in_flight.get(key)
 
     def sizes(self) -> tuple[int, int, int, int]:
-        """How many pods wait in activeQ, backoffQ, unschedulable and gated (O(1), for the
+        """How many pods wait in activeQ, backoffQ, unschedulable and gated, a group
+        counting its members as upstream's QueuedEntitiesRecorder does (O(1), for the
         scheduler_pending_pods gauge)."""
-        return (len(self._active), len(self._backoff),
-                len(self._unschedulable) - self._gated, self._gated)
+        x = self._extra
+        return (len(self._active) + x[Location.ACTIVE],
+                len(self._backoff) + x[Location.BACKOFF],
+                len(self._unschedulable) - self._gated + x[Location.UNSCHEDULABLE],
+                self._gated + x[Location.GATED])
+
+    def group_sizes(self) -> tuple[int, int]:
+        """How many members wait for their group's cycle to end (pending) and for their
+        PodGroup (incomplete): scheduler_pending_pods{queue="pending"|"incomplete"}."""
+        return (sum(len(h) for h in self._group_pending.values()),
+                sum(len(h) for h in self._incomplete.values()))
 
     def keys(self) -> set[str]:
         """Every pod waiting or in flight."""
-        return {*self._active, *self._backoff, *self._unschedulable, *self._in_flight_keys}
+        keys = {k for d in (self._active, self._backoff, self._unschedulable) for k in d
+                if not k.startswith(_GROUP_PREFIX)}
+        keys.update(self._member_of, self._in_flight_keys)
+        for area in (self._group_pending, self._incomplete):
+            for held in area.values():
+                keys.update(held)
+        return keys
 
     def in_flight_events(self) -> int:
         return len(self._events)
@@ -315,27 +501,36 @@ class SchedulingQueue:
         return min(p._events_from for p in self._in_flight.values())
 
     # -- backoff --------------------------------------------------------------------------
-    def backoff_duration(self, qp: QueuedPod) -> float:
-        """backoff_queue.go calculateBackoffDuration: 1 s, 2 s, 4 s, ... up to 10 s."""
+    def backoff_duration(self, qp: _Entry) -> float:
+        """backoff_queue.go calculateBackoffDuration: 1 s, 2 s, 4 s, ... up to 10 s; for a
+        pod group the maximum grows with the square root of its queued members."""
         count = qp.consecutive_errors or qp.unschedulable_count
         if count == 0:
             return 0.0
+        max_backoff = self._max_backoff
+        if isinstance(qp, QueuedPodGroup) and len(qp.members) > 1:
+            max_backoff *= math.sqrt(len(qp.members))
         d: float = self._initial_backoff * float(2 ** min(count - 1, 62))
-        return min(d, self._max_backoff)
+        return min(d, max_backoff)
 
-    def backoff_expiry(self, qp: QueuedPod) -> float:
+    def backoff_expiry(self, qp: _Entry) -> float:
         """When the pod stops backing off. With PopFromBackoffQ, upstream truncates the
         expiry to its ordering window and the pod backs off while that window has not
         passed (alignToWindow, isEntityBackingoff): it leaves at the start of the window
-        after the one its backoff ends in, 1-2 s after a first failure."""
+        after the one its backoff ends in, 1-2 s after a first failure. A group's expiry
+        is computed once and kept until its counters change (BackoffExpiration)."""
+        if isinstance(qp, QueuedPodGroup) and qp._expiry is not None:
+            return qp._expiry
         duration = self.backoff_duration(qp)
         t = qp.timestamp + duration
         w = self._backoff_window
         if duration and w > 0:
-            return (math.floor(t / w) + 1) * w
+            t = (math.floor(t / w) + 1) * w
+        if isinstance(qp, QueuedPodGroup) and duration:
+            qp._expiry = t
         return t
 
-    def _backing_off(self, qp: QueuedPod, now: float) -> bool:
+    def _backing_off(self, qp: _Entry, now: float) -> bool:
         return self.backoff_expiry(qp) > now
 
     # -- PreEnqueue ---------------------------------------------------------------------
@@ -354,9 +549,18 @@ class SchedulingQueue:
                 return p.name
         return ""
 
-    def _run_pre_enqueue(self, qp: QueuedPod) -> None:
+    def _run_pre_enqueue(self, qp: _Entry) -> None:
         """PreEnqueue for a queued pod: the first plugin that does not succeed gates it
-        (and counts as a rejecting plugin)."""
+        (and counts as a rejecting plugin). For a group, every member runs it and the
+        group is gated when any member is (runPreEnqueuePlugins: the last gated member's
+        plugin)."""
+        if isinstance(qp, QueuedPodGroup):
+            gate = ""
+            for m in qp.members:
+                self._run_pre_enqueue(m)
+                gate = m.gating_plugin or gate
+            qp.gating_plugin = gate
+            return
         gate = qp.gating_plugin = self.gating_plugin(qp.pod, qp.gating_plugin)
         if gate:
             qp.rejected_by = qp.rejected_by | {gate}
@@ -366,18 +570,20 @@ class SchedulingQueue:
         self._seq += 1
         return self._seq
 
-    def _park(self, qp: QueuedPod) -> None:
+    def _park(self, qp: _Entry) -> None:
         """Into the unschedulable pool (gated or not)."""
-        if qp.key in self._unschedulable:
-            self._unpark(qp.key)
-        self._unschedulable[qp.key] = qp
+        if qp._qkey in self._unschedulable:
+            self._unpark(qp._qkey)
+        self._unschedulable[qp._qkey] = qp
+        self._extra[Location.GATED if qp.gated else Location.UNSCHEDULABLE] += _extra(qp)
         if qp.gated:
             self._gated += 1
         self._index_add(qp)
 
-    def _unpark(self, key: str) -> QueuedPod | None:
+    def _unpark(self, key: str) -> _Entry | None:
         qp = self._unschedulable.pop(key, None)
         if qp is not None:
+            self._extra[Location.GATED if qp.gated else Location.UNSCHEDULABLE] -= _extra(qp)
             if qp.gated:
                 self._gated -= 1
             for plugin in qp._indexed:
@@ -387,25 +593,45 @@ class SchedulingQueue:
             qp._indexed = ()
         return qp
 
-    def _index_add(self, qp: QueuedPod) -> None:
+    def _index_add(self, qp: _Entry) -> None:
         """Index the parked pod by its rejecting plugins, so that an event visits only
         the pods one of whose plugins registered it; a pod with no rejecting plugin, or one
-        this pipeline does not know (an extender), is visited by every event ("*")."""
+        this pipeline does not know (an extender), is visited by every event ("*"). A
+        group is indexed by every member's plugins (isEntityWorthRequeuing asks each)."""
         hints = self._hints
-        rejected = qp.rejected_by
-        if hints is None or not rejected or any(p not in hints for p in rejected):
+        if isinstance(qp, QueuedPodGroup):
+            rejections = [m.rejected_by for m in qp.members]
+        else:
+            rejections = [qp.rejected_by]
+        if hints is None or any(not r or any(p not in hints for p in r)
+                                for r in rejections):
             qp._indexed = ("*",)
         else:
-            qp._indexed = tuple(rejected)
+            qp._indexed = tuple(frozenset().union(*rejections))
         for plugin in qp._indexed:
-            self._index.setdefault(plugin, set()).add(qp.key)
+            self._index.setdefault(plugin, set()).add(qp._qkey)
 
     def _reindex(self) -> None:
         self._index.clear()
         for qp in self._unschedulable.values():
             self._index_add(qp)
 
-    def _move_to_active(self, qp: QueuedPod, from_backoff: bool = False) -> bool:
+    def _take(self, qp: _Entry) -> Location | None:
+        """Take a waiting entity out of its queue (deleteFromAnyQueue); where it was."""
+        loc = self._location(qp)
+        k = qp._qkey
+        if loc is Location.ACTIVE:
+            del self._active[k]  # its heap entry goes stale
+            self._extra[Location.ACTIVE] -= _extra(qp)
+        elif loc is Location.BACKOFF:
+            del self._backoff[k]
+            self._extra[Location.BACKOFF] -= _extra(qp)
+        elif loc is not None:
+            self._unpark(k)
+        qp._seq = self._next_seq()
+        return loc
+
+    def _move_to_active(self, qp: _Entry, from_backoff: bool = False) -> bool:
         """moveToActiveQ: PreEnqueue first (not again for a pod leaving backoffQ, which ran
         it on entering); a gated pod goes to the unschedulable pool instead."""
         if not from_backoff:
@@ -413,30 +639,33 @@ class SchedulingQueue:
         if qp.gated:
             self._park(qp)
             return False
-        self._unpark(qp.key)
+        self._unpark(qp._qkey)
         qp._seq = self._next_seq()
-        self._active[qp.key] = qp
+        self._active[qp._qkey] = qp
+        self._extra[Location.ACTIVE] += _extra(qp)
+        order = qp._order if isinstance(qp, QueuedPodGroup) else qp._seq
         heapq.heappush(self._active_heap,
-                       (-qp.pod.priority, qp.timestamp, qp._seq, qp.key))
+                       (-qp.priority, qp.timestamp, order, qp._seq, qp._qkey))
         self._wake()
         return True
 
-    def _move_to_backoff(self, qp: QueuedPod) -> bool:
+    def _move_to_backoff(self, qp: _Entry) -> bool:
         """moveToBackoffQ: with PopFromBackoffQ, PreEnqueue runs on entering backoffQ."""
         if self._pop_from_backoff:
             self._run_pre_enqueue(qp)
             if qp.gated:
                 self._park(qp)
                 return False
-        self._unpark(qp.key)
+        self._unpark(qp._qkey)
         qp._seq = self._next_seq()
-        self._backoff[qp.key] = qp
-        heapq.heappush(self._backoff_heap, (self.backoff_expiry(qp), -qp.pod.priority,
-                                            qp.timestamp, qp._seq, qp.key))
+        self._backoff[qp._qkey] = qp
+        self._extra[Location.BACKOFF] += _extra(qp)
+        heapq.heappush(self._backoff_heap, (self.backoff_expiry(qp), -qp.priority,
+                                            qp.timestamp, qp._seq, qp._qkey))
         self._wake()
         return True
 
-    def _requeue(self, qp: QueuedPod, strategy: Strategy, now: float) -> Location:
+    def _requeue(self, qp: _Entry, strategy: Strategy, now: float) -> Location:
         """requeueEntityWithQueueingStrategy; returns where the pod went."""
         if strategy is Strategy.SKIP:
             self._park(qp)
@@ -450,11 +679,17 @@ class SchedulingQueue:
             self.on_wake()
 
     # -- queueing hints -------------------------------------------------------------------
-    def worth_requeuing(self, qp: QueuedPod, event: ev.ClusterEvent, old: Any,
+    def worth_requeuing(self, qp: _Entry, event: ev.ClusterEvent, old: Any,
                         new: Any) -> Strategy:
         """isPodWorthRequeuing: Queue from one of the pod's rejecting plugins for this
         event; a pod with no rejecting plugin (an error, or only extenders rejected it)
-        moves on any event."""
+        moves on any event. A group moves when any member would
+        (isEntityWorthRequeuing)."""
+        if isinstance(qp, QueuedPodGroup):
+            for m in qp.members:
+                if self.worth_requeuing(m, event, old, new) is not Strategy.SKIP:
+                    return Strategy.AFTER_BACKOFF
+            return Strategy.SKIP
         rejected = qp.rejected_by
         if not rejected:
             return Strategy.AFTER_BACKOFF
@@ -509,14 +744,12 @@ class SchedulingQueue:
                 return
             # Its predecessor is in flight: that one is gone, this one is new.
             flying._gone = True
-        if self._groups_in_flight and self._group_of is not None:
-            group = self._group_of(pod)
-            if group is not None and group in self._groups_in_flight and key not in self:
-                # Its group is in its cycle: merged back after it (pendingPodGroupPods).
-                self._group_pending.setdefault(group, {})[key] = pod
-                return
+        group = self._group_of(pod) if self._group_of is not None else None
+        if group is not None:
+            self._add_group_pod(group, pod, now)
+            return
         for d in (self._active, self._backoff):
-            qp = d.get(key)
+            qp = _pod_entry(d, key)
             if qp is None:
                 continue
             if qp.uid != pod.uid:
@@ -527,37 +760,152 @@ class SchedulingQueue:
             if d is self._active and prev_priority != pod.priority:
                 self._move_to_active(qp, from_backoff=True)  # the old heap entry goes stale
             return
-        qp = self._unschedulable.get(key)
+        qp = _pod_entry(self._unschedulable, key)
         if qp is not None:
             if qp.uid != pod.uid:
                 self._unpark(key)
             else:
-                prev = qp.pod
-                qp.pod = pod
-                if not _pod_updated(prev.raw, pod.raw):
-                    return  # status only (our own condition patch): nothing new
-                for e in ev.pod_update_events(pod, prev, target=True):
-                    strategy = self.worth_requeuing(qp, e, prev, pod)
-                    if strategy is Strategy.SKIP:
-                        continue
-                    self._unpark(key)
-                    if self._requeue(qp, strategy, now) is not Location.UNSCHEDULABLE:
-                        break
+                self._updated_parked(qp, qp, pod, now)
                 return
         self._move_to_active(QueuedPod(pod, timestamp=now))
+
+    def _updated_parked(self, entry: _Entry, qp: QueuedPod, pod: PodInfo,
+                        now: float) -> None:
+        """A pod of a parked entity (itself, or a member of a parked group) was updated:
+        its update events may move the entity (Update: isEntityWorthRequeuing)."""
+        prev = qp.pod
+        qp.pod = pod
+        if not _pod_updated(prev.raw, pod.raw):
+            return  # status only (our own condition patch): nothing new
+        for e in ev.pod_update_events(pod, prev, target=True):
+            strategy = self.worth_requeuing(entry, e, prev, pod)
+            if strategy is Strategy.SKIP:
+                continue
+            self._unpark(entry._qkey)
+            if self._requeue(entry, strategy, now) is not Location.UNSCHEDULABLE:
+                break
+
+    def _add_group_pod(self, group: str, pod: PodInfo, now: float) -> None:
+        """Add / Update of a pod group member that is not in flight."""
+        key = pod.key
+        for area in (self._group_pending, self._incomplete):
+            held = area.get(group)
+            qp = held.get(key) if held is not None else None
+            if qp is None:
+                continue
+            assert held is not None
+            if qp.uid == pod.uid:
+                qp.pod = pod
+                return
+            del held[key]  # a predecessor of the same name: this one is new
+            break
+        g = self._member_of.get(key)
+        if g is not None:
+            qp = g.member(key)
+            if qp is not None and qp.uid == pod.uid:
+                if self._location(g) in (Location.UNSCHEDULABLE, Location.GATED):
+                    self._updated_parked(g, qp, pod, now)
+                else:
+                    qp.pod = pod  # activeQ / backoffQ: updated in place
+                return
+            self._remove_member(g, key)
+        self._add_member(QueuedPod(pod, timestamp=now), now)
+
+    def _add_member(self, qp: QueuedPod, now: float) -> None:
+        """addPodGroupMember: a member (new, or back from its attempt) joins its group: to
+        incompletePodGroupPods while the PodGroup is not observed; into the queued group
+        wherever it waits, requeued with that queue's strategy; to pendingPodGroupPods
+        while the group is in its cycle; else a new group entity in activeQ."""
+        assert self._group_of is not None
+        key = self._group_of(qp.pod)
+        assert key is not None
+        if self._pod_group is not None and self._pod_group(key) is None:
+            self._incomplete.setdefault(key, {})[qp.key] = qp
+            return
+        g = self._groups.get(key)
+        if g is not None:
+            loc = self._take(g)
+            g.members.append(qp)
+            self._member_of[qp.key] = g
+            strategy = (Strategy.IMMEDIATELY if loc is Location.ACTIVE
+                        else Strategy.AFTER_BACKOFF if loc is Location.BACKOFF
+                        else Strategy.SKIP)
+            self._requeue(g, strategy, now)
+            return
+        if key in self._groups_in_flight:
+            self._group_pending.setdefault(key, {})[qp.key] = qp
+            return
+        g = QueuedPodGroup(key, [qp], timestamp=qp.timestamp,
+                           priority=self._group_priority(key, qp), _order=self._next_seq())
+        self._groups[key] = g
+        self._member_of[qp.key] = g
+        self._move_to_active(g)
+
+    def _group_priority(self, key: str, first: QueuedPod) -> int:
+        """PodGroupPriority: the PodGroup's spec.priority (0 when unset)."""
+        if self._pod_group is None:
+            return first.pod.priority
+        obj = self._pod_group(key) or {}
+        priority = (obj.get("spec") or {}).get("priority")
+        return priority if isinstance(priority, int) else 0
+
+    def _remove_member(self, g: QueuedPodGroup, key: str) -> None:
+        """deletePodGroupMember: the member leaves its queued group; the group is requeued
+        with the strategy of the queue it was in, or dropped when empty."""
+        loc = self._take(g)
+        g.members = [m for m in g.members if m.key != key]
+        self._member_of.pop(key, None)
+        if not g.members:
+            self._groups.pop(g.key, None)
+            return
+        strategy = (Strategy.IMMEDIATELY if loc is Location.ACTIVE
+                    else Strategy.AFTER_BACKOFF if loc is Location.BACKOFF
+                    else Strategy.SKIP)
+        self._requeue(g, strategy, self._clock())
+
+    def pod_group_added(self, key: str) -> None:
+        """AddPodGroup: the PodGroup of that key is observed; its members waiting for it
+        (incompletePodGroupPods) join the queue."""
+        held = self._incomplete.pop(key, None)
+        if not held:
+            return
+        now = self._clock()
+        for qp in held.values():
+            self._add_member(qp, now)
+
+    def pod_group_deleted(self, key: str) -> None:
+        """DeletePodGroup: the members of that group, queued or held for its cycle, wait
+        for a PodGroup again (incompletePodGroupPods)."""
+        moved: list[QueuedPod] = list(self._group_pending.pop(key, {}).values())
+        g = self._groups.pop(key, None)
+        if g is not None:
+            self._take(g)
+            for m in g.members:
+                self._member_of.pop(m.key, None)
+            moved.extend(g.members)
+        if moved:
+            held = self._incomplete.setdefault(key, {})
+            for qp in moved:
+                held[qp.key] = qp
 
     def delete(self, key: str, uid: str | None = None) -> None:
         """The pod was deleted, bound (by us or elsewhere) or finished: it leaves. With
         `uid`, only that pod (not a successor under the same name)."""
-        for pending in self._group_pending.values():
-            held = pending.get(key)
-            if held is not None and (uid is None or held.uid == uid):
-                del pending[key]
+        for area in (self._group_pending, self._incomplete):
+            for held in area.values():
+                qp = held.get(key)
+                if qp is not None and (uid is None or qp.uid == uid):
+                    del held[key]
+        g = self._member_of.get(key)
+        if g is not None:
+            member = g.member(key)
+            if member is not None and (uid is None or member.uid == uid):
+                self._remove_member(g, key)
         for d in (self._active, self._backoff):
-            qp = d.get(key)
+            qp = _pod_entry(d, key)
             if qp is not None and (uid is None or qp.uid == uid):
                 del d[key]
-        qp = self._unschedulable.get(key)
+        qp = _pod_entry(self._unschedulable, key)
         if qp is not None and (uid is None or qp.uid == uid):
             self._unpark(key)
         flying_uid = self._in_flight_keys.get(key)
@@ -594,7 +942,8 @@ class SchedulingQueue:
                 keys.update(self._index.get(plugin, ()))
             candidates = [self._unschedulable[k] for k in keys]
         for qp in candidates:
-            if pre_check is not None and not pre_check(qp.pod):
+            if pre_check is not None and not any(
+                    pre_check(m.pod) for m in _pods_of(qp)):
                 continue
             if qp.gated and not event.is_wildcard and not any(
                     eh.event.matches(event)
@@ -603,7 +952,7 @@ class SchedulingQueue:
             strategy = self.worth_requeuing(qp, event, old, new)
             if strategy is Strategy.SKIP:
                 continue
-            self._unpark(qp.key)
+            self._unpark(qp._qkey)
             if self._requeue(qp, strategy, now) is not Location.UNSCHEDULABLE:
                 moved += 1
         if not journaled:
@@ -630,6 +979,7 @@ class SchedulingQueue:
             if qp is None or qp._seq != seq:
                 continue
             del self._backoff[key]
+            self._extra[Location.BACKOFF] -= _extra(qp)
             self._move_to_active(qp, from_backoff=self._pop_from_backoff)
         if now < self._next_leftover_flush:
             return
@@ -641,10 +991,10 @@ class SchedulingQueue:
             qp.flush_timestamp = now
             event = ev.EVENT_UNSCHEDULABLE_TIMEOUT
             strategy = self.worth_requeuing(qp, event, None, None)
-            self._unpark(qp.key)
+            self._unpark(qp._qkey)
             self._requeue(qp, strategy, now)
 
-    def _pop_backoff(self) -> QueuedPod | None:
+    def _pop_backoff(self) -> _Entry | None:
         """PopFromBackoffQ: activeQ is empty; the first pod of backoffQ that plugins
         rejected (not one that failed with an error) goes now."""
         best: tuple[float, int, float, int, str] | None = None
@@ -657,92 +1007,139 @@ class SchedulingQueue:
         if best is None:
             return None
         qp = self._backoff.pop(best[4])
+        self._extra[Location.BACKOFF] -= _extra(qp)
         qp._seq = self._next_seq()  # its heap entry goes stale
         return qp
 
     def pop_nowait(self) -> QueuedPod | None:
-        """The next pod to schedule, now in flight; None when nothing can go now."""
+        """The next entity to schedule, now in flight; None when nothing can go now. A pod
+        group is popped as one unit: every queued member is in flight and the first in
+        upstream's order is returned; pop_group then gives the group."""
         self.flush()
         heap = self._active_heap
-        qp: QueuedPod | None = None
+        qp: _Entry | None = None
         while heap:
-            _, _, seq, key = heapq.heappop(heap)
+            *_, seq, key = heapq.heappop(heap)
             cand = self._active.get(key)
             if cand is None or cand._seq != seq:
                 continue
             del self._active[key]
+            self._extra[Location.ACTIVE] -= _extra(cand)
             qp = cand
             break
         if qp is None and self._pop_from_backoff and self._backoff:
             qp = self._pop_backoff()
         if qp is None:
             return None
-        qp.attempts += 1
         self.scheduling_cycle += 1
-        qp._gone = False
-        qp._events_from = self._journal.n if self._journal is not None else self._event_n
-        self._in_flight[qp.uid] = qp
-        self._in_flight_keys[qp.key] = qp.uid
+        events_from = self._journal.n if self._journal is not None else self._event_n
+        qp.attempts += 1
+        if isinstance(qp, QueuedPodGroup):
+            # IncAttempts of the group and of every member; all in flight.
+            self._groups.pop(qp.key, None)
+            self._groups_in_flight[qp.key] = qp
+            for m in qp.members:
+                m.attempts += 1
+                self._fly(m, events_from)
+                self._member_of.pop(m.key, None)
+            qp.sort()
+            self._popped_group = qp
+            return qp.members[0]
+        self._fly(qp, events_from)
         return qp
 
+    def _fly(self, qp: QueuedPod, events_from: int) -> None:
+        qp._gone = False
+        qp._events_from = events_from
+        self._in_flight[qp.uid] = qp
+        self._in_flight_keys[qp.key] = qp.uid
+
     def pop_group(self, qp: QueuedPod) -> QueuedPodGroup | None:
-        """After pop_nowait: when `qp` is a pod group member, its group as one unit, with
-        every other member waiting in activeQ, backoffQ or among the unschedulable pods
-        (not one a PreEnqueue plugin keeps out), all now in flight; None for a plain pod.
-        The group stays in its cycle until group_done."""
-        if self._group_of is None:
+        """After pop_nowait: the pod group popped as one unit when `qp` is the first of its
+        members (every queued member now in flight, in upstream's order); None for a plain
+        pod. The group stays in its cycle until group_done."""
+        g = self._popped_group
+        if g is None or not g.members or g.members[0] is not qp:
             return None
-        key = self._group_of(qp.pod)
-        if key is None:
-            return None
-        members = [qp]
-        group_of = self._group_of
+        self._popped_group = None
+        return g
 
-        def group(o: QueuedPod) -> str:
-            if o._group is None:
-                o._group = group_of(o.pod) or ""
-            return o._group
-
-        for d in (self._active, self._backoff, self._unschedulable):
-            for other in [o for o in d.values() if group(o) == key]:
-                if other.gated:
-                    continue
-                if d is self._unschedulable:
-                    self._unpark(other.key)
-                else:
-                    del d[other.key]  # its heap entry goes stale
-                    other._seq = self._next_seq()
-                other.attempts += 1
-                other._gone = False
-                other._events_from = qp._events_from
-                self._in_flight[other.uid] = other
-                self._in_flight_keys[other.key] = other.uid
-                members.append(other)
-        members.sort(key=lambda m: (-m.pod.priority, -m.attempts, m.timestamp, m.key))
-        self._groups_in_flight.add(key)
-        return QueuedPodGroup(key, members)
-
-    def group_done(self, key: str) -> None:
-        """The group's cycle ended (AddAttemptedPodGroupIfNeeded): the members that arrived
-        meanwhile are queued now."""
-        self._groups_in_flight.discard(key)
-        for pod in self._group_pending.pop(key, {}).values():
-            self.add(pod)
+    def group_done(self, key: str, outcome: GroupOutcome = GroupOutcome.SUCCESS) -> None:
+        """AddAttemptedPodGroupIfNeeded: the group's cycle ended with `outcome`, each
+        member's attempt ended already (a member that failed came back to
+        pendingPodGroupPods, with the members that arrived meanwhile). With none there the
+        group leaves the queue. Otherwise it is queued again as one entity: after a
+        success straight to activeQ with its counters reset (its timestamp kept when a
+        member of this cycle is among them, so that preemption is tried at once); after a
+        rejection UnschedulableCount++ and after an error ConsecutiveErrorsCount++, then
+        backoffQ while backing off, else activeQ."""
+        g = self._groups_in_flight.pop(key, None)
+        pending = self._group_pending.pop(key, {})
+        if self._popped_group is g:
+            self._popped_group = None
+        if g is None or self._group_of is None:
+            # Not popped as a group, or the pipeline no longer schedules groups: the
+            # members that came back are queued as pods.
+            for qp in pending.values():
+                self._move_to_active(qp)
+            return
+        if not pending:
+            return
+        if self._pod_group is not None and self._pod_group(key) is None:
+            self._incomplete.setdefault(key, {}).update(pending)
+            return
+        tried = {m.uid for m in g.members}
+        had_unschedulable = any(qp.uid in tried for qp in pending.values())
+        g.members = list(pending.values())
+        for qp in g.members:
+            self._member_of[qp.key] = g
+        self._groups[key] = g
+        g.priority = self._group_priority(key, g.members[0])
+        now = self._clock()
+        if outcome is GroupOutcome.RESTORED:
+            g.attempts -= 1
+            self._move_to_active(g, from_backoff=True)
+            return
+        g._expiry = None
+        if outcome is GroupOutcome.SUCCESS:
+            g.consecutive_errors = g.unschedulable_count = 0
+            if not had_unschedulable:
+                g.timestamp, g._order = now, self._next_seq()
+        elif outcome is GroupOutcome.REJECTED:
+            g.unschedulable_count += 1
+            g.consecutive_errors = 0
+            g.timestamp, g._order = now, self._next_seq()
+        else:
+            g.consecutive_errors += 1
+            g.timestamp, g._order = now, self._next_seq()
+        g.flush_timestamp = 0.0
+        if outcome is not GroupOutcome.SUCCESS and self._backing_off(g, now):
+            self._move_to_backoff(g)
+        else:
+            self._move_to_active(g)
 
     def activate(self, keys: Iterable[str]) -> int:
         """Activate: these pods go to activeQ from backoffQ or the unschedulable pool
-        (PreEnqueue runs again for a gated one). Returns how many moved."""
+        (PreEnqueue runs again for a gated one); a group member activates its whole group.
+        Returns how many moved."""
         moved = 0
         for key in keys:
-            qp = self._unschedulable.get(key)
-            if qp is not None:
-                self._unpark(key)
-                if self._move_to_active(qp):
-                    moved += 1
+            g = self._member_of.get(key)
+            entry: _Entry | None = g
+            if entry is None:
+                entry = _pod_entry(self._unschedulable, key) or _pod_entry(self._backoff, key)
+            if entry is None:
                 continue
-            qp = self._backoff.pop(key, None)
-            if qp is not None and self._move_to_active(qp, from_backoff=True):
-                moved += 1
+            loc = self._location(entry)
+            if loc in (Location.UNSCHEDULABLE, Location.GATED):
+                self._unpark(entry._qkey)
+                if self._move_to_active(entry):
+                    moved += 1
+            elif loc is Location.BACKOFF:
+                del self._backoff[entry._qkey]
+                self._extra[Location.BACKOFF] -= _extra(entry)
+                if self._move_to_active(entry, from_backoff=True):
+                    moved += 1
         return moved
 
     def next_due(self) -> float | None:
@@ -806,9 +1203,12 @@ class SchedulingQueue:
     def add_unschedulable(self, qp: QueuedPod, rejected_by: Iterable[str] = ()) -> None:
         """Rejected by plugins, or failed (AddUnschedulablePodIfNotPresent): no rejecting
         plugin means an error (counts a consecutive error; retried after backoff on any
-        event)."""
+        event). A pod group member goes back into its group (addUnschedulablePodGroupMember:
+        while the group is in its cycle, to pendingPodGroupPods), which group_done requeues
+        as a whole."""
         qp.rejected_by = frozenset(rejected_by)
-        strategy = self._in_flight_strategy(qp)
+        member = self._group_of is not None and self._group_of(qp.pod) is not None
+        strategy = Strategy.SKIP if member else self._in_flight_strategy(qp)
         if not self._finish(qp):
             return
         now = self._clock()
@@ -819,6 +1219,9 @@ class SchedulingQueue:
             qp.consecutive_errors += 1
         qp.timestamp = now
         qp.flush_timestamp = 0.0
+        if member:
+            self._add_member(qp, now)
+            return
         self._requeue(qp, strategy, now)
 
     def activate_gated(self, plugin: str) -> int:
@@ -843,10 +1246,14 @@ class SchedulingQueue:
         self.add_unschedulable(qp, ())
 
     def restore(self, qp: QueuedPod) -> None:
-        """Put a popped pod back as it was, uncounted (the scheduler is paused)."""
+        """Put a popped pod back as it was, uncounted (the scheduler is paused). A group
+        member waits for its group (group_done with GroupOutcome.RESTORED)."""
         if not self._finish(qp):
             return
         qp.attempts -= 1
+        if self._group_of is not None and self._group_of(qp.pod) is not None:
+            self._add_member(qp, self._clock())
+            return
         self._move_to_active(qp, from_backoff=True)
 
     def close(self) -> None:
@@ -854,6 +1261,21 @@ class SchedulingQueue:
         self.on_wake = None
         if self._journal is not None and self in self._journal._queues:
             self._journal._queues.remove(self)
+
+
+def _pod_entry(d: Mapping[str, _Entry], key: str) -> QueuedPod | None:
+    """The pod entry of that pod key in one of the queue's dicts (never a group's)."""
+    qp = d.get(key)
+    return qp if isinstance(qp, QueuedPod) else None
+
+
+def _extra(entry: _Entry) -> int:
+    """The pods an entity counts beyond one (a group's other members)."""
+    return len(entry.members) - 1 if isinstance(entry, QueuedPodGroup) else 0
+
+
+def _pods_of(entry: _Entry) -> Sequence[QueuedPod]:
+    return entry.members if isinstance(entry, QueuedPodGroup) else (entry,)
 
 
 _IGNORED_META = ("resourceVersion", "generation", "managedFields", "finalizers")

@@ -61,13 +61,13 @@ from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
 from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
+from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache
     from polsched.framework.nominator import Nominator
-    from polsched.scheduler import queue as q
     from polsched.scheduler.preemption import Executor
     from polsched.scheduler.profile import Profile
     from polsched.scheduler.shadow import Verdicts
@@ -1068,14 +1068,16 @@ class ScheduleOne:
         reserved. A bug fails every member not yet handled as an error, never the loop."""
         started = time.perf_counter()
         attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
+        # How the cycle ended, for the queue's requeue of the group (an exception: error).
+        outcome = q.GroupOutcome.ERROR
         try:
             if not profile.runnable.is_set():
                 for a in attempts.values():
                     profile.queue.restore(a.queued)
-                profile.report_pending()
+                outcome = q.GroupOutcome.RESTORED
                 return
             profile.report_pending()
-            await self._pod_group_cycle(profile, group, attempts)
+            outcome = await self._pod_group_cycle(profile, group, attempts)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or task.cancelling():
@@ -1089,11 +1091,14 @@ class ScheduleOne:
             for a in attempts.values():
                 self.handle_failure(a, Status.error(f"internal error: {err}"))
         finally:
-            profile.queue.group_done(group.key)
+            # AddAttemptedPodGroupIfNeeded, after every member's own requeue.
+            profile.queue.group_done(group.key, outcome)
+            profile.report_pending()
 
     async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
-                               attempts: dict[str, Attempt]) -> None:
-        """The cycle's steps; every member handled leaves `attempts`."""
+                               attempts: dict[str, Attempt]) -> q.GroupOutcome:
+        """The cycle's steps; every member handled leaves `attempts`. Returns the root
+        status's outcome for the queue."""
         groups = self._cache.pod_groups
         pod_group = groups.get(group.namespace, group.name)
         if pod_group is None:
@@ -1102,7 +1107,7 @@ class ScheduleOne:
             err = f'podgroup.scheduling.k8s.io "{group.name}" not found'
             for key in list(attempts):
                 self.handle_failure(attempts.pop(key), Status.error(err))
-            return
+            return q.GroupOutcome.ERROR
         info = PodGroupInfo(group.namespace, group.name, pod_group)
         err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
         if err:  # handlePodGroupFailureBeforeScheduling
@@ -1110,7 +1115,7 @@ class ScheduleOne:
                 self.handle_failure(attempts.pop(key), Status.error(err))
             self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
                                              err)
-            return
+            return q.GroupOutcome.ERROR
         # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
         live: list[Attempt] = []
         for key in list(attempts):
@@ -1127,7 +1132,7 @@ class ScheduleOne:
             live.append(a)
         if not live:
             s.report_pending()
-            return
+            return q.GroupOutcome.SUCCESS
         pipeline = s.pipeline
         for a in live:
             a.pipeline = pipeline
@@ -1154,6 +1159,10 @@ class ScheduleOne:
         self._submit_pod_group(s, info, live, outcome, waiting)
         for a in live:
             attempts.pop(a.queued.key, None)
+        status = outcome.status
+        if status.ok:
+            return q.GroupOutcome.SUCCESS
+        return q.GroupOutcome.REJECTED if status.rejected else q.GroupOutcome.ERROR
 
     def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
                             queued: Sequence[PodInfo]) -> str:
@@ -1231,7 +1240,8 @@ class ScheduleOne:
             "message": message, "observedGeneration": generation,
             "lastTransitionTime": transition or _rfc3339_now(),
         }
-        s.recorder.set_pod_group_condition(info.namespace, info.name, condition)
+        s.recorder.set_pod_group_condition(info.namespace, info.name,
+                                           condition_patch(existing, condition))
 
     def _preempt_for_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
                            post: PodGroupPostFilterResult) -> None:
@@ -1297,6 +1307,19 @@ def _first_decision(s: Profile, pod: PodInfo, node: str | None, queued_at: float
     log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
              s.policy.name, generation, pod.key,
              f"node {node}" if node is not None else "unschedulable")
+
+
+def condition_patch(existing: Mapping[str, Any] | None, condition: Json) -> Json:
+    """The condition as PatchPodGroupStatus sends it: CreateTwoWayMergePatch(old, new)
+    merges conditions by type, so against the version the cycle read (`existing`) only the
+    fields that changed go, with the type. A True written meanwhile (not seen yet) then
+    keeps its status when a later rejection changes only the message, as upstream's
+    condition does."""
+    if existing is None:
+        return condition
+    return {k: v for k, v in condition.items()
+            if k == "type" or (existing.get(k) or
+                               (0 if k == "observedGeneration" else "")) != v}
 
 
 def _go_q(s: str) -> str:

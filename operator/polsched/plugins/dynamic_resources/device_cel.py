@@ -29,26 +29,41 @@ types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
   stdlib where it has them;
 - `cel.bind(name, init, body)` (ext.Bindings), by substituting `(init)` for `name` in
   `body` before compiling; CEL has no side effects, so the result is the same;
-- optional selection and index (`m.?f`, `m[?k]`, also on an optional), as cel.bind
-  expressions over the core's optional.of / optional.none; two-variable comprehensions
-  (`all`, `exists`, `existsOne`, `transformList`, `transformMap` with an index or key and
-  a value) as one-variable macros over the [key, value] pairs; `string()` of an IP, a
-  CIDR or a bool (rewrite_syntax).
+- optional selection and index (`m.?f`, `m[?k]`, also on an optional), as calls of
+  helpers that return the core's OptionalValue; the plain selections and indexes
+  chained after one (`m.?a.b` is an optional of the field, as cel-go's applyQualifiers);
+  optional elements of list and map literals (`[a, ?b]`, `{?k: v}`) as concatenations
+  of what is present; two-variable comprehensions (`all`, `exists`, `existsOne`,
+  `transformList`, `transformMap`, `transformMapEntry` with an index or key and a value)
+  as one-variable macros over the [key, value] pairs; the macros `sortBy` (ext.Lists),
+  `optMap` and `optFlatMap` (the optional library) over the core's map(); `string()` of
+  an IP, a CIDR or a bool (rewrite_syntax); `optional.unwrap` / `unwrapOpt` as
+  functions. A helper call evaluates its argument once, so these rewrites do not
+  duplicate text; nested ones stay as long as they were written.
 
 Quantities, semvers, IPs and CIDRs travel through CEL as one-key maps holding a
 canonical text ({"__quantity__": "1073741824"}, {"__semver__": "1.2.3-rc.1"},
 {"__ip__": "::1"}), so `==` between two of them is the semantic equality upstream's types
 implement (1Gi == 1024Mi; semver build metadata ignored).
 
-Known differences from cel-go, all outside what DRA drivers' documentation uses: no
-optional elements in list and map literals (`[?x]`, `{?k: v}`), no field selection on an
-optional without `.?` (`m.?a.b`), no `transformMapEntry`, no URL and format libraries, no
-cost tracking: instead of the runtime cost limit the length (after the rewrites, which
-repeat a receiver, so a long chain of `.?` hits it) is bounded and comprehensions (the
-rewritten ones too) may nest at most MAX_COMPREHENSION_DEPTH deep, and
-the empty-map default for an unknown domain is provided for the domains the expression
-spells out as a literal index (`device.attributes["gpu.example.com"]`), which
-`size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
+Known differences from cel-go, all outside what DRA drivers' documentation uses:
+- no URL, format (`format.named`) and string `format()` libraries;
+- a selection on an optional is optional (as cel-go) after a `.?` or `[?` chain, on a
+  parenthesized expression or call that can yield one and on a cel.bind variable
+  holding one (rewrite_optional_operands), but not on an optional taken out of a list or
+  map (`[m.?a][0].b`, an error here);
+- the core's map() (so also transformList and transformMap) unwraps an optional.of
+  result (`[1].map(x, optional.of(x))` gives [1]);
+- no type checker: what cel-go refuses at compile time (a transformMapEntry entry that
+  is no map, mixed types in a literal under HomogeneousAggregateLiterals) fails, or
+  not, when it runs; a map cannot hold both `true` and `1` as keys (Python's dict has
+  them equal); sortBy sorts stably, Go's sort.Slice only for short lists;
+- no cost tracking: instead of the runtime cost limit the length and the number of
+  rewrites (MAX_REWRITES) are bounded and comprehensions (the rewritten ones too) may
+  nest at most MAX_COMPREHENSION_DEPTH deep;
+- the empty-map default for an unknown domain is provided for the domains the
+  expression spells out (`device.attributes["gpu.example.com"]`, `[?"..."]`, `.?name`),
+  which `size(device.attributes)` would notice. Runtime errors (a missing attribute, a type
 mismatch) are errors, as upstream: the allocator reports them instead of treating the
 device as unsuitable.
 Pure data: no I/O.
@@ -208,24 +223,32 @@ def _expand_one_bind(tokens: list[Token]) -> list[Token] | None:
     bcode = _code(original)
     for q in range(len(bcode) - 2):
         x, y, z = (original[bcode[q + r]] for r in range(3))
+        # (two-variable forms are rewritten before binds are expanded: their variables
+        # are substituted already)
         if x.text == "." and y.text in _MACROS and z.text == "(" and q + 3 < len(bcode):
             if original[bcode[q + 3]].text == name:
                 raise CELError(f"cel.bind: the variable {name!r} is bound again by "
                                f"{y.text}() inside the expression; rename one of them")
     body: list[Token] = []
-    prev = ""
+    prev = prev2 = ""
     for k in body_range:
         t = tokens[k]
-        if t.kind == "ident" and t.text == name and prev != ".":
+        if t.kind == "ident" and t.text == name and not _is_field_name(prev, prev2):
             body.append(Token("op", "("))
             body.extend(init)
             body.append(Token("op", ")"))
         else:
             body.append(t)
         if t.kind != "ws":
-            prev = t.text
+            prev, prev2 = t.text, prev
     first, last = code[start], code[end]
     return tokens[:first] + [Token("op", "(")] + body + [Token("op", ")")] + tokens[last + 1:]
+
+
+def _is_field_name(prev: str, prev2: str) -> bool:
+    """Whether an identifier after these two tokens names a field (`.f`, `.?f`), not a
+    variable."""
+    return prev == "." or (prev == "?" and prev2 == ".")
 
 
 def expand_binds(source: str) -> str:
@@ -248,7 +271,8 @@ def expand_binds(source: str) -> str:
 # MAX_EXPANDED_LENGTH, and its comprehensions count against MAX_COMPREHENSION_DEPTH.
 
 _TWO_VAR = {"all": 3, "exists": 3, "existsOne": 3, "exists_one": 3,
-            "transformList": (3, 4), "transformMap": (3, 4)}
+            "transformList": (3, 4), "transformMap": (3, 4),
+            "transformMapEntry": (3, 4)}
 
 
 def _matching(tokens: Sequence[Token], code: list[int], p: int) -> int:
@@ -322,10 +346,6 @@ def _text(tokens: Sequence[Token], code: list[int], first: int, last: int) -> st
     return "".join(t.text for t in tokens[code[first]:code[last] + 1])
 
 
-def _is_optional(name: str) -> str:
-    return f"type({name}) == type(optional.none())"
-
-
 def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
     """`E.?f` and `E[?k]` (cel-go's optional selection and index, on a value or on an
     optional) as cel.bind expressions over optional.of / optional.none; None when the
@@ -340,27 +360,19 @@ def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
             continue  # an optional element of a list literal: not supported
         start = _operand_start(tokens, code, p - 1)
         receiver = _text(tokens, code, start, p - 1)
-        o, v = f"__o{serial}", f"__v{serial}"
         if a.text == ".":
             if p + 2 >= len(code) or tokens[code[p + 2]].kind != "ident":
                 raise CELError("optional selection: expected a field name after '.?'")
             field = tokens[code[p + 2]].text
             last = p + 2
-            # a field of a map (has() is false for a missing key) or of an optional
-            plain = f"(has({v}.{field}) ? optional.of({v}.{field}) : optional.none())"
+            replacement = f"__optional_field({receiver}, {field!r})"
         else:
             close = _matching(tokens, code, p)
             if close <= p + 2:
                 raise CELError("optional index: expected a key after '[?'")
             key = _text(tokens, code, p + 2, close - 1)
             last = close
-            k = f"__k{serial}"
-            plain = (f"cel.bind({k}, {key}, type({v}) == list ? ({k} >= 0 && {k} < size({v})"
-                     f" ? optional.of({v}[{k}]) : optional.none()) : ({k} in {v} ? "
-                     f"optional.of({v}[{k}]) : optional.none()))")
-        replacement = (f"cel.bind({o}, {receiver}, {_is_optional(o)} ? ({o}.hasValue() ? "
-                       f"cel.bind({v}, {o}.value(), {plain}) : optional.none()) : "
-                       f"cel.bind({v}, {o}, {plain}))")
+            replacement = f"__optional_index({receiver}, {key})"
         head = "".join(t.text for t in tokens[:code[start]])
         tail = "".join(t.text for t in tokens[code[last] + 1:])
         return head + "(" + replacement + ")" + tail
@@ -369,14 +381,14 @@ def _rewrite_one_optional(tokens: list[Token], serial: int) -> str | None:
 
 def _substitute(tokens: Sequence[Token], names: Mapping[str, str]) -> str:
     """The text with each variable in `names` (an identifier not after ".") replaced."""
-    out, prev = [], ""
+    out, prev, prev2 = [], "", ""
     for t in tokens:
-        if t.kind == "ident" and t.text in names and prev != ".":
+        if t.kind == "ident" and t.text in names and not _is_field_name(prev, prev2):
             out.append(names[t.text])
         else:
             out.append(t.text)
         if t.kind != "ws":
-            prev = t.text
+            prev, prev2 = t.text, prev
     return "".join(out)
 
 
@@ -422,9 +434,54 @@ def _rewrite_one_two_var(tokens: list[Token], serial: int) -> str | None:
         new = f"{pairs}.{macro}({pair},{rest[0]})"
     elif method == "transformList":
         new = f"{pairs}.map({pair},{','.join(rest)})"
-    else:  # transformMap: one walk, since a map's order may differ between two
+    elif method == "transformMap":  # one walk, since a map's order may differ between two
         keep = rest[0] + "," if len(rest) == 2 else ""
         new = f"__from_pairs({pairs}.map({pair},{keep} [{pair}[0],{rest[-1]}]))"
+    else:  # transformMapEntry: the entries (maps) merged, a repeated key an error
+        new = f"__merge_entries({pairs}.map({pair},{','.join(rest)}))"
+    head = "".join(t.text for t in tokens[:code[start]])
+    tail = "".join(t.text for t in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
+# Macros of cel-go's ext.Lists (v2+: sortBy) and optional library (v1: optMap,
+# optFlatMap) that the core lacks; each takes a variable name and an expression.
+_ONE_VAR = frozenset({"sortBy", "optMap", "optFlatMap"})
+
+
+def _rewrite_one_macro(tokens: list[Token], serial: int) -> str | None:
+    """The last sortBy / optMap / optFlatMap call as the core's map macro over the list
+    (or, for an optional, the zero or one values it holds) and a helper; None when
+    there is none. sortByMacro (ext/lists.go) and optMap / optFlatMap (cel/library.go)
+    bind the variable the same way, in a comprehension."""
+    code = _code(tokens)
+    found = None
+    for p in range(len(code) - 3, 0, -1):
+        a, b, c = (tokens[code[p + q]] for q in range(3))
+        if a.text == "." and b.kind == "ident" and b.text in _ONE_VAR and c.text == "(":
+            found = p
+            break
+    if found is None:
+        return None
+    p = found
+    method = tokens[code[p + 1]].text
+    args, end = _arguments(tokens, code, p + 2)
+    if len(args) != 2:
+        raise CELError(f"{method}() takes a variable name and an expression")
+    if len(args[0]) != 1 or tokens[code[args[0][0]]].kind != "ident":
+        raise CELError(f"{method}() variable name must be a simple identifier")
+    var = tokens[code[args[0][0]]].text
+    body = _text(tokens, code, args[1][0], args[1][-1])
+    start = _operand_start(tokens, code, p - 1)
+    target = _text(tokens, code, start, p - 1)
+    if method == "sortBy":
+        new = f"__sort_by(({target}).map({var}, [{var}, {body}]))"
+    elif method == "optMap":
+        new = f"__optional_first(__optional_values({target}).map({var}, {body}))"
+    else:
+        # boxed: the core's map() unwraps an optional result
+        new = (f"__optional_flat(__optional_values({target}).map({var}, "
+               f"__optional_box({body})))")
     head = "".join(t.text for t in tokens[:code[start]])
     tail = "".join(t.text for t in tokens[code[end] + 1:])
     return head + "(" + new + ")" + tail
@@ -455,6 +512,230 @@ def _rewrite_one_string(tokens: list[Token], serial: int) -> str | None:
     return head + "(" + new + ")" + tail
 
 
+def _is_operand_end(t: Token) -> bool:
+    """Whether a bracket after t indexes (or calls) t, rather than opening a literal."""
+    return (t.kind in ("str", "num") or (t.kind == "ident" and t.text != "in")
+            or (t.kind == "op" and t.text in ")]}"))
+
+
+def _entry_colon(tokens: Sequence[Token], code: list[int], arg: list[int]) -> int:
+    """The position in arg of the `:` between a map entry's key and value (a `?:` of a
+    conditional in the key does not count)."""
+    depth = pending = 0
+    for n, q in enumerate(arg):
+        t = tokens[code[q]]
+        if t.kind != "op":
+            continue
+        if t.text in "([{":
+            depth += 1
+        elif t.text in ")]}":
+            depth -= 1
+        elif depth == 0 and t.text == "?" and n > 0:
+            pending += 1
+        elif depth == 0 and t.text == ":":
+            if pending == 0:
+                return n
+            pending -= 1
+    raise CELError("map literal: expected 'key: value'")
+
+
+def _rewrite_one_optional_literal(tokens: list[Token], serial: int) -> str | None:
+    """The first list or map literal with an optional element (`[a, ?b]`, `{?k: v}`,
+    cel-go's OptionalTypes): a list of what is present, concatenated, or a map built
+    from [key, value] entries, where an absent optional entry removes its key (evalList
+    and evalMap in cel-go's interpreter/interpretable.go). None when there is none."""
+    code = _code(tokens)
+    # One linear pass finds the first literal with an element that starts with `?`
+    # (`[?`, `{?`, `, ?` inside it), so a deep nest of plain brackets costs no more.
+    stack: list[int] = []
+    marked = -1
+    for q in range(len(code)):
+        t = tokens[code[q]]
+        if t.kind == "op" and t.text in "([{":
+            stack.append(q)
+        elif t.kind == "op" and t.text in ")]}":
+            if stack:
+                stack.pop()
+        elif t.text == "?" and q > 0 and stack and tokens[code[q - 1]].text in "[{,":
+            o = stack[-1]
+            if tokens[code[o]].text in "[{" and not (o > 0 and (_is_operand_end(
+                    tokens[code[o - 1]]) or tokens[code[o - 1]].text == ".")):
+                marked = o if marked < 0 else min(marked, o)
+    if marked < 0:
+        return None
+    p = marked
+    t = tokens[code[p]]
+    args, end = _arguments(tokens, code, p)
+    if args and not args[-1]:
+        args.pop()  # a trailing comma
+    parts: list[str] = []
+    plain: list[str] = []
+    for arg in args:
+        if not arg:
+            raise CELError("list or map literal: empty element")
+        optional = tokens[code[arg[0]]].text == "?"
+        body = arg[1:] if optional else arg
+        if not body:
+            raise CELError("optional element: expected an expression after '?'")
+        if t.text == "[":
+            text = _text(tokens, code, body[0], body[-1])
+            if not optional:
+                plain.append(text)
+                continue
+            item = f"__optional_element({text})"
+        else:
+            colon = _entry_colon(tokens, code, body)
+            if colon == 0 or colon == len(body) - 1:
+                raise CELError("map literal: expected 'key: value'")
+            key = _text(tokens, code, body[0], body[colon - 1])
+            value = _text(tokens, code, body[colon + 1], body[-1])
+            if not optional:
+                plain.append(f"[({key}), ({value})]")
+                continue
+            item = f"__optional_entry({key}, {value})"
+        if plain:
+            parts.append("[" + ", ".join(plain) + "]")
+            plain = []
+        parts.append(item)
+    if plain:
+        parts.append("[" + ", ".join(plain) + "]")
+    new = " + ".join(parts)
+    if t.text == "{":
+        new = f"__map_entries({new})"
+    head = "".join(x.text for x in tokens[:code[p]])
+    tail = "".join(x.text for x in tokens[code[end] + 1:])
+    return head + "(" + new + ")" + tail
+
+
+# What a call or a parenthesized group must show for its value to be possibly an
+# optional (the helpers above, the optional.* functions, and the methods returning one).
+_OPTIONAL_CALLS = frozenset({"__optional_field", "__optional_index", "__select"})
+_OPTIONAL_METHODS = frozenset({"or", "first", "last"})
+
+
+def _is_optional_marker(tokens: Sequence[Token], code: list[int], q: int) -> bool:
+    t = tokens[code[q]]
+    return t.kind == "ident" and (t.text in _OPTIONAL_CALLS or t.text == "optional" or (
+        t.text in _OPTIONAL_METHODS and q > 0 and tokens[code[q - 1]].text == "."))
+
+
+def _rewrite_one_optional_operand(tokens: list[Token], serial: int) -> str | None:
+    """A field selection or index on a value that may be an optional without a `.?`
+    chain leading to it (`(m.?a).b`, `optional.of(m).b`, a cel.bind variable holding
+    `m.?a`): cel-go selects optionally when the value is an optional at run time
+    (applyQualifiers), so these become `__select(operand, key, is_field)`, which does
+    either. A parenthesized group qualifies when it holds a call that can yield an
+    optional; a call when it is one. None when there is none. Linear in the text: the
+    brackets are matched and the markers counted once."""
+    code = _code(tokens)
+    opener: dict[int, int] = {}
+    closer: dict[int, int] = {}
+    stack: list[int] = []
+    marks = [0]
+    for q, k in enumerate(code):
+        t = tokens[k]
+        if t.kind == "op" and t.text in "([{":
+            stack.append(q)
+        elif t.kind == "op" and t.text in ")]}":
+            if not stack:
+                raise CELError("unbalanced brackets")
+            o = stack.pop()
+            opener[q], closer[o] = o, q
+        marks.append(marks[-1] + _is_optional_marker(tokens, code, q))
+    for p in range(len(code) - 1):
+        t, nxt = tokens[code[p]], tokens[code[p + 1]]
+        if t.kind != "op" or t.text != ")" or p not in opener:
+            continue
+        if nxt.text == "." and p + 2 < len(code) and tokens[code[p + 2]].kind == "ident" \
+                and not (p + 3 < len(code) and tokens[code[p + 3]].text == "("):
+            key, last, field = repr(tokens[code[p + 2]].text), p + 2, "true"
+        elif nxt.kind == "op" and nxt.text == "[" and p + 1 in closer:
+            close = closer[p + 1]
+            if close == p + 2:
+                continue
+            key, last, field = _text(tokens, code, p + 2, close - 1), close, "false"
+        else:
+            continue
+        open_ = opener[p]
+        before = tokens[code[open_ - 1]] if open_ > 0 else None
+        if before is not None and before.kind == "ident":  # a call
+            dot = tokens[code[open_ - 2]] if open_ > 1 else None
+            owner = tokens[code[open_ - 3]] if open_ > 2 else None
+            optional = before.text in _OPTIONAL_CALLS or (
+                dot is not None and dot.text == "." and (
+                    before.text in _OPTIONAL_METHODS or (
+                        owner is not None and owner.text == "optional"
+                        and before.text in ("of", "ofNonZeroValue", "none"))))
+            if not optional:
+                continue
+            start = _operand_start(tokens, code, p)
+        else:
+            if marks[p] - marks[open_ + 1] == 0:
+                continue
+            start = open_
+        receiver = _text(tokens, code, start, p)
+        head = "".join(x.text for x in tokens[:code[start]])
+        tail = "".join(x.text for x in tokens[code[last] + 1:])
+        return f"{head}(__select({receiver}, {key}, {field})){tail}"
+    return None
+
+
+def rewrite_optional_operands(source: str) -> str:
+    """rewrite_syntax's last step, once cel.bind is expanded (a bound variable may hold
+    an optional)."""
+    text = source
+    for serial in range(MAX_REWRITES + 1):
+        new = _rewrite_one_optional_operand(tokenize(text), serial)
+        if new is None:
+            return text
+        text = new
+        if len(text) > MAX_EXPANDED_LENGTH:
+            raise CELError(f"the expression, rewritten for the CEL core, is longer "
+                           f"than {MAX_EXPANDED_LENGTH} characters")
+    raise CELError(f"more than {MAX_REWRITES} selections on optional values in one "
+                   "expression")
+
+
+def _chain_optional_qualifiers(source: str) -> str:
+    """cel-go's optional chaining: after `.?f` or `[?k]`, the plain field selections and
+    indexes that follow are optional too (`m.?a.b` is `m.?a.?b`, an optional of the
+    field; applyQualifiers in cel-go's interpreter/attributes.go). A method call ends
+    the chain."""
+    tokens = tokenize(source)
+    code = _code(tokens)
+    insert: set[int] = set()  # code indexes after which a "?" goes
+    p = 0
+    while p < len(code) - 1:
+        a, b = tokens[code[p]], tokens[code[p + 1]]
+        in_chain = a.kind == "op" and b.text == "?" and (
+            a.text == "." or (a.text == "[" and p > 0 and _is_operand_end(
+                tokens[code[p - 1]])))
+        if not in_chain:
+            p += 1
+            continue
+        q = p
+        while q < len(code):
+            t = tokens[code[q]]
+            nxt = tokens[code[q + 1]] if q + 1 < len(code) else None
+            if t.text == "." and nxt is not None and nxt.text == "?":
+                q += 3  # `.?f`
+            elif t.text == "." and nxt is not None and nxt.kind == "ident" and not (
+                    q + 2 < len(code) and tokens[code[q + 2]].text == "("):
+                insert.add(q)
+                q += 2
+            elif t.text == "[" and t.kind == "op":
+                if nxt is None or nxt.text != "?":
+                    insert.add(q)
+                q = _matching(tokens, code, q) + 1
+            else:
+                break
+        p = max(q, p + 1)
+    if not insert:
+        return source
+    at = {code[q] for q in insert}
+    return "".join(t.text + ("?" if k in at else "") for k, t in enumerate(tokens))
+
+
 # Each rewrite tokenizes the whole text again: a bound on their number, counted before
 # the first, keeps a hostile selector (thousands of `.?`) from costing seconds to
 # compile. Real selectors use a few.
@@ -468,9 +749,10 @@ def _rewrite_candidates(tokens: Sequence[Token]) -> int:
     n = 0
     for k in range(1, len(code)):
         a, b = code[k - 1], code[k]
-        if b.text == "?" and a.kind == "op" and a.text in (".", "["):
+        if b.text == "?" and a.kind == "op" and a.text in (".", "[", "{", ","):
             n += 1
-        elif a.text == "." and b.kind == "ident" and b.text in _TWO_VAR:
+        elif a.text == "." and b.kind == "ident" and (b.text in _TWO_VAR or
+                                                      b.text in _ONE_VAR):
             n += 1
         elif b.kind == "ident" and b.text == "string" and a.text != ".":
             n += 1
@@ -480,12 +762,14 @@ def _rewrite_candidates(tokens: Sequence[Token]) -> int:
 def rewrite_syntax(source: str) -> str:
     """The selector with optional selection and index, two-variable comprehensions and
     string() of IPs and CIDRs rewritten into what the Rust core runs."""
-    text = source
     serial = 0
-    if _rewrite_candidates(tokenize(source)) > MAX_REWRITES * 4:
+    # Counted after chaining: each qualifier chained after an optional one is a rewrite.
+    text = _chain_optional_qualifiers(source)
+    if _rewrite_candidates(tokenize(text)) > MAX_REWRITES * 4:
         raise CELError(f"more than {MAX_REWRITES} uses of optional syntax, two-variable "
                        "comprehensions and string() in one expression")
-    for rewrite in (_rewrite_one_optional, _rewrite_one_two_var, _rewrite_one_string):
+    for rewrite in (_rewrite_one_optional_literal, _rewrite_one_optional,
+                    _rewrite_one_two_var, _rewrite_one_macro, _rewrite_one_string):
         while True:
             new = rewrite(tokenize(text), serial)
             if new is None:
@@ -1008,7 +1292,14 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "prefixLength": _prefix_length, "masked": _masked,
         # for rewrite_syntax
         "__pairs": _pairs, "__from_pairs": _from_pairs, "__is_address": _is_address,
-        "__address_text": _address_text,
+        "__address_text": _address_text, "__merge_entries": _merge_entries,
+        "__map_entries": _map_entries, "__optional_element": _optional_element,
+        "__optional_entry": _optional_entry, "__optional_field": _optional_field,
+        "__optional_index": _optional_index, "__select": _select,
+        "__optional_values": _optional_values, "__optional_first": _optional_first,
+        "__optional_flat": _optional_flat, "__optional_box": _optional_box,
+        "__sort_by": _sort_by,
+        "optional.unwrap": _unwrap_optionals, "unwrapOpt": _unwrap_optionals,
     })
     return fns
 
@@ -1029,6 +1320,197 @@ def _is_value_map(v: Mapping[Any, Any]) -> bool:
 
 def _from_pairs(pairs: Any) -> dict[Any, Any]:
     return {p[0]: p[1] for p in _list(pairs, "transformMap")}
+
+
+def _go_text(v: Any) -> str:
+    """A value as cel-go's %v prints it in an error (close enough for the common
+    types)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_go_text(x) for x in v) + "]"
+    return str(v)
+
+
+def _key(k: Any) -> tuple[bool, Any]:
+    """A map key under CEL equality: 0 and 0u are one key, true and 1 are not."""
+    return (isinstance(k, bool), k)
+
+
+def _merge_entries(entries: Any) -> dict[Any, Any]:
+    """transformMapEntry's accumulation: each entry (a map) inserted into the result,
+    a key already there an error (cel.@mapInsert, types.InsertMapKeyValue)."""
+    out: dict[tuple[bool, Any], tuple[Any, Any]] = {}
+    for entry in _list(entries, "transformMapEntry"):
+        if not isinstance(entry, Mapping) or _is_value_map(entry):
+            raise CELError(f"no matching overload for 'cel.@mapInsert' applied to "
+                           f"'(map, {_type_name(entry)})'")
+        for k, v in entry.items():
+            if _key(k) in out:
+                raise CELError(f"insert failed: key {_go_text(k)} already exists")
+            out[_key(k)] = (k, v)
+    return dict(out.values())
+
+
+def _map_entries(entries: Any) -> dict[Any, Any]:
+    """A map literal with optional entries: [key, value] sets a key, [key] (an absent
+    optional entry) removes it (evalMap)."""
+    out: dict[tuple[bool, Any], tuple[Any, Any]] = {}
+    for entry in _list(entries, "map literal"):
+        if len(entry) == 2:
+            out[_key(entry[0])] = (entry[0], entry[1])
+        else:
+            out.pop(_key(entry[0]), None)
+    return dict(out.values())
+
+
+def _is_optional_value(v: Any) -> bool:
+    return isinstance(v, _cel().OptionalValue)
+
+
+def _optional_element(v: Any) -> list[Any]:
+    """`?v` in a list literal: [the value], or [] when v is an absent optional (evalList;
+    a value that is no optional is invalidOptionalElementInit's error)."""
+    if not _is_optional_value(v):
+        raise CELError(f"cannot initialize optional list element from non-optional value "
+                       f"{_go_text(v)}")
+    return [v.value()] if v.has_value() else []
+
+
+def _optional_entry(k: Any, v: Any) -> list[list[Any]]:
+    """`?k: v` in a map literal: [[k, value]], or [[k]] (remove k) when v is an absent
+    optional (evalMap; invalidOptionalEntryInit's error for a value that is no
+    optional)."""
+    if not _is_optional_value(v):
+        raise CELError(f"cannot initialize optional entry '{_go_text(k)}' from "
+                       f"non-optional value {_go_text(v)}")
+    return [[k, v.value()]] if v.has_value() else [[k]]
+
+
+def _select(v: Any, k: Any, field: bool) -> Any:
+    """`v.k` (field) or `v[k]` where v may be an optional: on an optional, an optional
+    selection (applyQualifiers); on a value, the plain one with its errors."""
+    if _is_optional_value(v):
+        return _optional_field(v, k) if field else _optional_index(v, k)
+    if isinstance(v, list | tuple) and not field:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise CELError(f"unsupported index type '{_type_name(k)}' in list")
+        if not 0 <= k < len(v):
+            raise CELError(f"index out of bounds: {k}")
+        return v[k]
+    if not isinstance(v, Mapping) or _is_value_map(v):
+        raise CELError(f"no such overload: selection of {_go_text(k)!r} on "
+                       f"{_type_name(v)}")
+    found, value = _find_key(v, k)
+    if not found:
+        raise CELError(f"no such key: {_go_text(k)}")
+    return value
+
+
+def _optional_values(v: Any) -> list[Any]:
+    """The value an optional holds, as a list of zero or one (optMap's target)."""
+    if not _is_optional_value(v):
+        raise CELError(f"no such overload: optMap / optFlatMap applied to "
+                       f"{_type_name(v)}")
+    return [v.value()] if v.has_value() else []
+
+
+def _optional_first(values: Any) -> Any:
+    opt = _cel().OptionalValue
+    return opt.of(values[0]) if values else opt.none()
+
+
+_BOX = "__optional_box__"
+
+
+def _optional_box(v: Any) -> dict[str, list[Any]]:
+    """optFlatMap's expression value, which must be an optional, boxed as a map (the
+    core's map() would unwrap an optional)."""
+    if not _is_optional_value(v):
+        raise CELError(f"no such overload: optFlatMap expression of type "
+                       f"{_type_name(v)}, want an optional")
+    return {_BOX: [v.value()] if v.has_value() else []}
+
+
+def _optional_flat(values: Any) -> Any:
+    """optFlatMap: the expression's own optional (boxed), or none for an absent
+    target."""
+    opt = _cel().OptionalValue
+    if not values or not values[0][_BOX]:
+        return opt.none()
+    return opt.of(values[0][_BOX][0])
+
+
+def _unwrap_optionals(v: Any) -> list[Any]:
+    """optional.unwrap(list) and list.unwrapOpt() (optUnwrap, optional library v2)."""
+    out = []
+    for x in _list(v, "optional.unwrap"):
+        if not _is_optional_value(x):
+            raise CELError(f"value {_go_text(x)} is not optional")
+        if x.has_value():
+            out.append(x.value())
+    return out
+
+
+_SORTABLE = (int, float, str, bytes)
+
+
+def _sort_by(pairs: Any) -> list[Any]:
+    """@sortByAssociatedKeys (ext/lists.go): the elements ordered by their keys, which
+    must share one comparable type (Python's sort is stable; Go's sort.Slice is for
+    the short lists insertion sort handles)."""
+    items = _list(pairs, "sortBy")
+    if not items:
+        return []
+    first = items[0][1]
+    if not isinstance(first, _SORTABLE + (bool,)) or isinstance(first, Mapping):
+        raise CELError("list elements must be comparable")
+    kind = type(first)
+    if any(type(p[1]) is not kind for p in items):
+        raise CELError("list elements must have the same type")
+    return [p[0] for p in sorted(items, key=lambda p: p[1])]
+
+
+def _find_key(m: Mapping[Any, Any], k: Any) -> tuple[bool, Any]:
+    """A map lookup under CEL equality (true is no key 1)."""
+    if k in m:
+        for kk in m:
+            if _key(kk) == _key(k):
+                return True, m[kk]
+    return False, None
+
+
+def _optional_field(v: Any, field: str) -> Any:
+    """`v.?field`: optional.of the field when v (a map, or an optional of one) has it,
+    optional.none() otherwise (cel-go's optional selection, QualifyIfPresent)."""
+    opt = _cel().OptionalValue
+    if _is_optional_value(v):
+        if not v.has_value():
+            return opt.none()
+        v = v.value()
+    if not isinstance(v, Mapping) or _is_value_map(v):
+        raise CELError(f"no such overload: optional field selection '.?{field}' on "
+                       f"{_type_name(v)}")
+    found, value = _find_key(v, field)
+    return opt.of(value) if found else opt.none()
+
+
+def _optional_index(v: Any, k: Any) -> Any:
+    """`v[?k]`: optional.of the element or entry when it exists, optional.none()
+    otherwise; on a list an int index (cel-go's optional index, QualifyIfPresent)."""
+    opt = _cel().OptionalValue
+    if _is_optional_value(v):
+        if not v.has_value():
+            return opt.none()
+        v = v.value()
+    if isinstance(v, list | tuple):
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise CELError(f"unsupported index type '{_type_name(k)}' in list")
+        return opt.of(v[k]) if 0 <= k < len(v) else opt.none()
+    if not isinstance(v, Mapping) or _is_value_map(v):
+        raise CELError(f"no such overload: optional index on {_type_name(v)}")
+    found, value = _find_key(v, k)
+    return opt.of(value) if found else opt.none()
 
 
 def _is_address(v: Any) -> bool:
@@ -1121,15 +1603,22 @@ def comprehension_depth(tokens: Sequence[Token]) -> int:
 
 
 def _indexed_domains(tokens: Sequence[Token]) -> frozenset[str]:
-    """The string literals used as `attributes["..."]` or `capacity["..."]` index: the
-    domains that must read as an empty map when the device lacks them."""
+    """The domains an expression names literally after `attributes` or `capacity`
+    (`["..."]`, `[?"..."]`, `.?name`): those that must read as an empty map when the
+    device lacks them. Upstream's maps find every key (mapper.Find in compile.go), so
+    `device.attributes[?"x.example.com"]` holds a value there too."""
     code = [t for t in tokens if t.kind != "ws"]
     out = set()
     for k in range(len(code) - 3):
         a, b, c, d = code[k:k + 4]
-        if (a.kind == "ident" and a.text in ("attributes", "capacity") and b.text == "["
-                and c.kind == "str" and d.text == "]"):
+        if a.kind != "ident" or a.text not in ("attributes", "capacity"):
+            continue
+        if b.text == "[" and c.text == "?" and k + 4 < len(code):
+            c, d = code[k + 3], code[k + 4]
+        if b.text == "[" and c.kind == "str" and d.text == "]":
             out.add(c.value)
+        elif b.text == "." and c.text == "?" and d.kind == "ident":
+            out.add(d.text)
     return frozenset(out)
 
 
@@ -1141,7 +1630,7 @@ class Selector:
             raise CELError(f"the expression is {len(source)} characters long; the limit "
                            f"is {MAX_EXPRESSION_LENGTH}")
         self.source = source
-        expanded = expand_binds(rewrite_syntax(source))
+        expanded = rewrite_optional_operands(expand_binds(rewrite_syntax(source)))
         try:
             self._program = _cel().compile(expanded)
         except Exception as err:  # the library raises ValueError with the parser's text
@@ -1157,7 +1646,7 @@ class Selector:
         if depth > MAX_COMPREHENSION_DEPTH:
             raise CELError(f"cost limit exceeded: comprehensions nest {depth} deep; the "
                            f"limit is {MAX_COMPREHENSION_DEPTH}")
-        self._domains = _indexed_domains(tokens)
+        self._domains = _indexed_domains(tokens) | _indexed_domains(tokenize(source))
         self._context = _cel().Context({}, functions())
 
     def _maps(self, device: DeviceInput) -> tuple[dict[str, Any], dict[str, Any]]:
