@@ -82,6 +82,10 @@ class PodGroupState:
     # to its group only from addPodToSchedulingQueue, i.e. when responsibleForPod: a
     # member for a scheduler nobody here serves is not counted until it is bound.
     counts: Callable[[PodInfo], bool] | None = field(default=None, repr=False)
+    # What `counts` answers may change without the state changing (a profile added or
+    # removed): its version, part of all_pods_count's cache key.
+    counts_epoch: Callable[[], int] | None = field(default=None, repr=False)
+    _count_cache: tuple[int, int, int] = field(default=(-1, -1, 0), repr=False)
 
     def _counted(self, uid: str, pod: PodInfo) -> bool:
         return (self.counts is None or uid in self.assigned or uid in self.assumed
@@ -89,9 +93,18 @@ class PodGroupState:
 
     @property
     def all_pods_count(self) -> int:
+        """Members that count, computed once per change of the state or of `counts`:
+        GangScheduling's PreEnqueue asks it for every member of a group on every queue
+        move, so a walk per call made filling a gang of n members O(n^3)."""
         if self.counts is None:
             return len(self.all_pods)
-        return sum(1 for u, p in self.all_pods.items() if self._counted(u, p))
+        epoch = self.counts_epoch() if self.counts_epoch is not None else 0
+        generation, cached_epoch, count = self._count_cache
+        if generation == self.generation and cached_epoch == epoch:
+            return count
+        count = sum(1 for u, p in self.all_pods.items() if self._counted(u, p))
+        self._count_cache = (self.generation, epoch, count)
+        return count
 
     @property
     def scheduled_pods_count(self) -> int:
@@ -153,12 +166,22 @@ class PodGroups:
         self.states: dict[str, PodGroupState] = {}
         # The schedulerNames served here (the engine sets it to its profiles); None: all.
         self.responsible: Callable[[str], bool] | None = None
+        # Bumped (responsible_changed) whenever what `responsible` answers may change.
+        self.responsible_epoch = 0
+
+    def responsible_changed(self) -> None:
+        """The set of schedulerNames served changed: counts are computed again."""
+        self.responsible_epoch += 1
+
+    def _responsible_epoch(self) -> int:
+        return self.responsible_epoch
 
     def _counts(self, pod: PodInfo) -> bool:
         return self.responsible is None or self.responsible(pod.scheduler_name)
 
     def _new_state(self, key: str) -> PodGroupState:
-        state = self.states[key] = PodGroupState(counts=self._counts)
+        state = self.states[key] = PodGroupState(counts=self._counts,
+                                                 counts_epoch=self._responsible_epoch)
         return state
 
     # -- reading --------------------------------------------------------------------------

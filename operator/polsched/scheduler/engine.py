@@ -235,6 +235,7 @@ class Engine(CacheListener):
                            Counters(**vars(counters)) if counters else Counters(),
                            self._journal)
             self._schedulers[name] = s
+            self.cache.pod_groups.responsible_changed()
             self._update_runnable(s)
             if self._started:
                 self._start_scheduler(s)
@@ -278,6 +279,7 @@ class Engine(CacheListener):
         s = self._schedulers.pop(scheduler_name, None)
         if s is None:
             return
+        self.cache.pod_groups.responsible_changed()
         self.reject_waiting(scheduler_name, "rejected: the scheduler was removed")
         self._stop_scheduler(s)
         self._spawn(s.recorder.close())

@@ -210,9 +210,14 @@ def test_a_pending_member_for_a_scheduler_not_served_here_does_not_count() -> No
     assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert st.message == "waiting for minCount pods from a gang to appear in scheduling queue"
     assert [p.name for p in cache.pod_groups.state("ns/g").unscheduled_pods()] == ["a"]
-    served.add("nobody")  # a profile for it appears: it counts at once
+    # The count is cached per state change (a gang's members all ask it on every queue
+    # move): a changed answer of `responsible` without the engine's notice is not seen.
+    served.add("nobody")
+    assert not gang.pre_enqueue(info(member("a"))).ok
+    cache.pod_groups.responsible_changed()  # as the engine does when a profile appears
     assert gang.pre_enqueue(info(member("a"))).ok
     served.discard("nobody")
+    cache.pod_groups.responsible_changed()
     other["spec"]["nodeName"] = "n1"  # bound by its own scheduler: assigned, counted
     cache.on_pod_event("MODIFIED", other)
     assert gang.pre_enqueue(info(member("a"))).ok

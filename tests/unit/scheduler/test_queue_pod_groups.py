@@ -486,3 +486,27 @@ def test_a_member_joining_keeps_its_groups_place_among_equal_timestamps() -> Non
     env.pod(member("plain", None))
     env.pod(member("b"))
     assert names(env.pop()) == ["a", "b"]
+
+
+def test_filling_a_gang_counts_its_members_once_per_change() -> None:
+    """Every queue move runs PreEnqueue for each member of the group (upstream's
+    runPreEnqueuePlugins), and GangScheduling's PreEnqueue asks how many members the group
+    has: the count is cached per change of the group, so filling a gang of n members asks
+    `responsible` O(n^2) times, not O(n^3) (a gang of 1000 kept the engine's loop busy for
+    minutes before the fix)."""
+    env = Env()
+    calls = 0
+
+    def responsible(name: str) -> bool:
+        nonlocal calls
+        calls += 1
+        return True
+
+    env.cache.pod_groups.responsible = responsible
+    n = 100
+    env.group(pod_group("g", n))
+    for i in range(n):
+        env.pod(member(f"m{i:03d}"))
+    assert env.queue.sizes()[0] == n
+    assert env.pop().key == "ns/g"
+    assert calls <= n * n, calls  # a walk per PreEnqueue call: ~n^3 / 2 = 500000
