@@ -1451,6 +1451,28 @@ def _member_deleted(g: Gang) -> None:
         g.step(g.delete("p0"))
 
 
+def _preempt_fits(g: Gang) -> None:
+    """Workload-aware preemption: a high-priority gang evicts just enough lower-priority
+    pods (the victims' priorities differ, so which ones go is decided: the more
+    important is reprieved first) and binds whole."""
+    r = g.b.rng
+    g.nodes(1, 4)
+    g.step(g.pod("low", None, "2", priorityClassName="conformance-low"),
+           g.pod("lowest", None, "2", priorityClassName="conformance-lowest"))
+    g.step(g.group("a", 2, priority_class="conformance-high"))
+    g.each(g.members("a", 2, r.choice(["500m", "1"]), priorityClassName="conformance-high"))
+
+
+def _preempt_not_enough(g: Gang) -> None:
+    """A high-priority gang that cannot fit even with every lower-priority pod gone
+    evicts nothing."""
+    r = g.b.rng
+    g.nodes(1, 4)
+    g.step(g.pod("low", None, r.choice(["500m", "1"]), priorityClassName="conformance-low"))
+    g.step(g.group("a", 2, priority_class="conformance-high"))
+    g.each(g.members("a", 2, "3", priorityClassName="conformance-high"))
+
+
 GANG_SHAPES: dict[str, Callable[[Gang], None]] = {
     "gang_fits": _gang_fits,
     "gang_too_big": _gang_too_big,
@@ -1469,6 +1491,8 @@ GANG_SHAPES: dict[str, Callable[[Gang], None]] = {
     "with_plain_pods": _with_plain_pods,
     "selectors": _selectors,
     "member_deleted": _member_deleted,
+    "preempt_fits": _preempt_fits,
+    "preempt_not_enough": _preempt_not_enough,
 }
 
 

@@ -358,9 +358,13 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
     outcome = await pod_group_algorithm(pipeline, cache, group, members)
     status = outcome.status
     if status.code is Code.UNSCHEDULABLE:
-        post = pod_group_post_filter(pipeline, cache.snapshot, group, members)
-        if post is not None:
-            status = Status(status.code, (*status.reasons, post.message), status.plugin)
+        # The PodGroupPostFilter plugins as the engine runs them (the pipeline has no API
+        # writer here: DynamicResources deallocates nothing; victims are only chosen).
+        _, pst = await pod_group_post_filter(pipeline, cache, group, members, outcome)
+        if pst.code is Code.ERROR:
+            status = pst
+        else:
+            status = Status(status.code, (*status.reasons, pst.message), status.plugin)
     out: list[GangMember] = []
     for i, m in enumerate(members):
         if i >= len(outcome.members):

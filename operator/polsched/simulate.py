@@ -617,9 +617,14 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
     result = await pod_group_algorithm(pipeline, cache, info, pods)
     status = untried = result.status
     if status.code is Code.UNSCHEDULABLE:
-        post = pod_group_post_filter(pipeline, cache.snapshot, info, pods)
-        if post is not None:
-            status = Status(status.code, (*status.reasons, post.message), status.plugin)
+        # The PodGroupPostFilter phase as the engine runs it (no API writer here: nothing
+        # is deallocated; DefaultPreemption only chooses victims, and a group that would
+        # preempt is reported not placed with its message, as the first cycle leaves it).
+        _, pst = await pod_group_post_filter(pipeline, cache, info, pods, result)
+        if pst.code is Code.ERROR:
+            status = pst
+        else:
+            status = Status(status.code, (*status.reasons, pst.message), status.plugin)
     outcome.message = status.message
     outcome.state = PLACED if status.ok else NOT_PLACED if status.rejected else GROUP_ERROR
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []

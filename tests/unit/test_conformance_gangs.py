@@ -18,7 +18,8 @@ def test_a_run_of_the_family_cycles_every_shape_and_a_seed_changes_it() -> None:
     b = scn.generate_all(2, len(scn.GANG_SHAPES), ["gang"])
     assert [s.to_json() for s in a] != [s.to_json() for s in b]
     # In a run of every family, the gang family still cycles its shapes.
-    every = [s for s in scn.generate_all(1, 17 * len(scn.FAMILY_NAMES)) if s.family == "gang"]
+    every = [s for s in scn.generate_all(1, len(scn.GANG_SHAPES) * len(scn.FAMILY_NAMES))
+             if s.family == "gang"]
     assert sorted(s.shape for s in every) == sorted(scn.GANG_SHAPES)
 
 

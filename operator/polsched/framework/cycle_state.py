@@ -6,10 +6,15 @@ from typing import Any
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "pod_group", "skip_filter", "skip_score")
 
-    def __init__(self) -> None:
+    def __init__(self, pod_group: CycleState | None = None) -> None:
         self._data: dict[str, Any] = {}
+        # In a pod-group cycle, the group's own CycleState (upstream's
+        # CycleState.GetPodGroupSchedulingCycle), which every member's cycle shares:
+        # DynamicResources keeps each member's PreFilter state there for its
+        # PodGroupPostFilter. None outside a pod-group cycle.
+        self.pod_group = pod_group
         # Plugins whose PreFilter / PreScore returned Skip in this cycle.
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
@@ -28,7 +33,7 @@ class CycleState:
         """A copy for a what-if (nominated pods, preemption's victims), as upstream's
         CycleState.Clone. Shallow: a PreFilterExtensions add_pod/remove_pod must write a
         new value for its key (copy on write), never change the one it read in place."""
-        out = CycleState()
+        out = CycleState(self.pod_group)
         out._data = dict(self._data)
         out.skip_filter = set(self.skip_filter)
         out.skip_score = set(self.skip_score)

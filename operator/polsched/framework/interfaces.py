@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -63,6 +63,8 @@ class ExtensionPoint(enum.Enum):
     POST_BIND = "PostBind"
     # The pod-group cycle (framework.PlacementFeasiblePlugin, GenericWorkload).
     PLACEMENT_FEASIBLE = "PlacementFeasible"
+    # A rejected pod group (framework.PodGroupPostFilterPlugin, GenericWorkload).
+    POD_GROUP_POST_FILTER = "PodGroupPostFilter"
 
 
 class Plugin:
@@ -211,6 +213,51 @@ class PlacementFeasiblePlugin(Plugin):
 
     def placement_feasible(self, state: CycleState, group: PodGroupInfo,
                            progress: PlacementProgress) -> Status:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ProposedAssignment:
+    """fwk.ProposedAssignment: a member the pod-group algorithm placed (node "" when it
+    did not fit), with the CycleState its search filled, as the algorithm left it."""
+
+    pod: PodInfo
+    node: str
+    state: CycleState
+
+
+# fwk.PodGroupSchedulingFunc: reruns the pod-group algorithm (on the snapshot as it is
+# then, with a fresh group CycleState) and returns every member's assignment and the
+# group's status. Whatever it assumes is reverted before it returns.
+PodGroupSchedulingFunc = Callable[[], Awaitable[tuple[list[ProposedAssignment], Status]]]
+
+
+@dataclass
+class PodGroupPostFilterResult:
+    """fwk.PodGroupPostFilterResult: the node each member is nominated to (by pod key,
+    "namespace/name"), and, beyond upstream's type (whose executor evicts from inside the
+    plugin), the victims the scheduler is to evict before the group is tried again."""
+
+    nominating: dict[str, str] = field(default_factory=dict)
+    victims: list[PodInfo] = field(default_factory=list)
+
+
+class PodGroupPostFilterPlugin(Plugin):
+    """framework.PodGroupPostFilterPlugin: runs when a pod-group cycle rejects the group
+    (Unschedulable), in the profile's order: DynamicResources' before DefaultPreemption's.
+    Success (the group waits on preemption, its members nominated) ends the phase;
+    Unschedulable lets the next plugin try (its reasons join the phase's message);
+    UnschedulableAndUnresolvable ends it; anything else is an Error that the runtime wraps
+    as `error in "<Plugin>" PodGroupPostFilter plugins: <msg>`
+    (RunPodGroupPostFilterPlugins)."""
+
+    async def pod_group_post_filter(self, handle: FrameworkHandle, state: CycleState,
+                                    group: PodGroupInfo, pods: Sequence[PodInfo],
+                                    snapshot: Snapshot, schedule: PodGroupSchedulingFunc
+                                    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """`state` is the group's CycleState of the cycle that rejected it, `pods` the
+        group's members of that cycle (the unscheduled ones), `schedule` reruns the
+        group's algorithm."""
         raise NotImplementedError
 
 

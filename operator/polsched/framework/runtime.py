@@ -45,6 +45,9 @@ from polsched.framework.interfaces import (
     PlacementProgress,
     Plugin,
     PodGroupInfo,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSchedulingFunc,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -128,6 +131,9 @@ class PluginSet:
     post_bind: tuple[PostBindPlugin, ...]
     # The pod-group cycle's PlacementFeasible plugins (GangScheduling).
     placement_feasible: tuple[PlacementFeasiblePlugin, ...] = ()
+    # A rejected group's PodGroupPostFilter plugins, in the PostFilter order
+    # (DynamicResources, DefaultPreemption).
+    pod_group_post_filter: tuple[PodGroupPostFilterPlugin, ...] = ()
 
     @classmethod
     def of(cls, filters: Sequence[FilterEntry], scorers: Sequence[ScoreEntry],
@@ -147,6 +153,10 @@ class PluginSet:
                 unique.setdefault(p.name, p)
         plugins = tuple(unique.values())
         pre_filter = tuple(f for f in filters if isinstance(f.plugin, PreFilterPlugin))
+        # The filters' PostFilter plugins (DynamicResources) before the policy's own
+        # (DefaultPreemption), as upstream's default profile orders them.
+        post = tuple(p for p in plugins if isinstance(p, PostFilterPlugin)) \
+            + tuple(p for p in post_filter if p.name not in unique)
         return cls(
             filters=tuple(filters), scorers=tuple(scorers), pre_filter=pre_filter,
             pre_filter_add=tuple(f for f in filters if _implements(f.plugin, "add_pod")),
@@ -155,16 +165,15 @@ class PluginSet:
             pre_score=tuple(s for s in scorers if isinstance(s.plugin, PreScorePlugin)),
             normalize=frozenset(s.name for s in scorers
                                 if isinstance(s.plugin, ScoreExtensions)),
-            # The filters' PostFilter plugins (DynamicResources) before the policy's own
-            # (DefaultPreemption), as upstream's default profile orders them.
-            post_filter=tuple(p for p in plugins if isinstance(p, PostFilterPlugin))
-            + tuple(p for p in post_filter if p.name not in unique),
+            post_filter=post,
             reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
             permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
             pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
             post_bind=tuple(p for p in plugins if isinstance(p, PostBindPlugin)),
             placement_feasible=tuple(p for p in plugins
                                      if isinstance(p, PlacementFeasiblePlugin)),
+            pod_group_post_filter=tuple(p for p in post
+                                        if isinstance(p, PodGroupPostFilterPlugin)),
         )
 
     def at(self, point: ExtensionPoint) -> tuple[Plugin | FilterEntry | ScoreEntry, ...]:
@@ -179,6 +188,7 @@ class PluginSet:
             ExtensionPoint.RESERVE: self.reserve,
             ExtensionPoint.PERMIT: self.permit,
             ExtensionPoint.PLACEMENT_FEASIBLE: self.placement_feasible,
+            ExtensionPoint.POD_GROUP_POST_FILTER: self.pod_group_post_filter,
             ExtensionPoint.PRE_BIND: self.pre_bind,
             ExtensionPoint.POST_BIND: self.post_bind,
         }
@@ -703,6 +713,37 @@ class Pipeline:
             return Status(Code.ERROR, ("unexpected status from PlacementFeasible plugin: "
                                        f"{_GO_CODES.get(st.code, st.code.name)}",), p.name)
         return status
+
+    async def run_pod_group_post_filter_plugins(
+            self, state: CycleState, group: PodGroupInfo, pods: Sequence[PodInfo],
+            snapshot: Snapshot, schedule: PodGroupSchedulingFunc, plugins: PluginSet,
+    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """RunPodGroupPostFilterPlugins (framework/runtime/framework.go): in order; a
+        Success returns at once (the group waits on preemption); Unschedulable and
+        Unresolvable returns at once with that plugin's status; an Unschedulable adds its
+        reasons and the next plugin runs; anything else ends it as an Error
+        `error in "<Plugin>" PodGroupPostFilter plugins: <msg>`. Without a plugin, or when
+        every one was Unschedulable, an Unschedulable with the reasons gathered (none:
+        the group's message then gets an empty reason, as upstream's)."""
+        reasons: list[str] = []
+        rejector = ""
+        for p in plugins.pod_group_post_filter:
+            try:
+                res, st = await p.pod_group_post_filter(self, state, group, pods, snapshot,
+                                                        schedule)
+            except PipelineError as err:
+                st, res = Status.error(str(err)), None
+            if st.ok:
+                return res, Status(st.code, st.reasons, p.name)
+            if st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return res, Status(st.code, st.reasons, p.name)
+            if st.code is Code.UNSCHEDULABLE:
+                reasons.extend(st.reasons)
+                rejector = rejector or p.name
+                continue
+            return None, Status(Code.ERROR, (f'error in "{p.name}" PodGroupPostFilter '
+                                             f"plugins: {st.message}",), p.name)
+        return None, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
 
     def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: str,
                                  plugins: PluginSet) -> Status:

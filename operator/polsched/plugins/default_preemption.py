@@ -50,15 +50,21 @@ from polsched.framework.interfaces import (
     ExtenderError,
     FrameworkHandle,
     Handle,
+    PodGroupInfo,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSchedulingFunc,
     PostFilterPlugin,
     PreEnqueuePlugin,
     Victims,
 )
+from polsched.framework.podgroups import PodGroups, pod_group_name
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.runtime import node_copy
 from polsched.framework.selectors import SelectorError, compile_label_selector
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+from polsched.plugins import pod_group_preemption
 
 NAME = "DefaultPreemption"
 
@@ -262,7 +268,8 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float | N
 
 
 # -- the plugin ----------------------------------------------------------------------------
-class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, ev.EnqueueExtensions):
+class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePlugin,
+                        ev.EnqueueExtensions):
     """The PostFilter plugin, and the PreEnqueue gate of async preemption; see the
     module docstring."""
 
@@ -271,8 +278,10 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, ev.EnqueueExtensions
     def __init__(self, listers: ls.Listers | None = None,
                  args: DefaultPreemptionArgs | None = None,
                  rng: random.Random | None = None,
-                 preempting: Callable[[str], bool] | None = None) -> None:
+                 preempting: Callable[[str], bool] | None = None,
+                 pod_groups: PodGroups | None = None) -> None:
         self.listers = listers
+        self.pod_groups = pod_groups
         self.args = args or DefaultPreemptionArgs()
         self._rng = rng or random.Random()
         self._preempting = preempting
@@ -281,9 +290,34 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, ev.EnqueueExtensions
         """default_preemption.go PreEnqueue: a pod whose victims are still being evicted
         waits out of the active queue (async preemption); the scheduler activates it
         when the evictions are done or the cache shows the victims gone."""
-        if self._preempting is not None and self._preempting(pod.uid):
+        if self._preempting is None:
+            return SUCCESS
+        uid = pod.uid
+        group = pod_group_name(pod)
+        if group is not None and self.pod_groups is not None:
+            # A member waits on its group's preemption (the PodGroup is the preemptor);
+            # a member whose PodGroup is not known is not held here.
+            pg = self.pod_groups.get(pod.namespace, group)
+            if pg is None:
+                return SUCCESS
+            uid = str((pg.get("metadata") or {}).get("uid") or "")
+        if self._preempting(uid):
             return Status.unresolvable(WAITING_FOR_PREEMPTION)
         return SUCCESS
+
+    async def pod_group_post_filter(self, handle: FrameworkHandle, state: CycleState,
+                                    group: PodGroupInfo, pods: Sequence[PodInfo],
+                                    snapshot: Snapshot, schedule: PodGroupSchedulingFunc
+                                    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """default_preemption.go PodGroupPostFilter: workload-aware preemption
+        (plugins/pod_group_preemption.py), every message prefixed `pod group
+        preemption: `."""
+        pdbs = self.listers.list(ls.POD_DISRUPTION_BUDGET) if self.listers else []
+        res, st = await pod_group_preemption.preempt(handle, group, pods, snapshot, schedule,
+                                                     self.pod_groups, pdbs)
+        if st.message:
+            return res, Status(st.code, (pod_group_preemption.PREFIX + st.message,))
+        return res, st
 
     def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
         """As upstream: AssignedPod Delete with a hint that always skips; the pod's other
@@ -514,7 +548,7 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> DefaultPreemption:
         path, message = problems[0]
         raise ArgsError(path.lstrip("."), message)
     return DefaultPreemption(handle.listers, parsed, rng=handle.rng,
-                             preempting=handle.preempting)
+                             preempting=handle.preempting, pod_groups=handle.pod_groups)
 
 
 def _skip(pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from polsched.cluster.client import ApiClient, ApiError
@@ -52,16 +53,42 @@ class Recorder(Protocol):
               related: PodInfo | None = None) -> None: ...
 
 
-def preempted_message(preemptor: PodInfo, node_name: str) -> str:
-    """The Preempted event's note (executor.go PreemptPod)."""
-    return f"Preempted by pod {preemptor.uid} on node {node_name}"
+def preempted_message(preemptor: PodInfo | GroupPreemptor, node_name: str,
+                      preemptor_type: str = "pod") -> str:
+    """The Preempted event's note (executor.go PreemptPod): `Preempted by <type> <uid> on
+    node <node>`, type "pod" or "podgroup" (then the PodGroup's uid, node "cluster")."""
+    return f"Preempted by {preemptor_type} {preemptor.uid} on node {node_name}"
 
 
-def disruption_target(scheduler_name: str, pod: PodInfo) -> Json:
+@dataclass(frozen=True)
+class GroupPreemptor:
+    """A pod group as the preemptor (podGroupExecutorPreemptor): the PodGroup's uid (what
+    the executor keys its bookkeeping and the event's note by) and one of its members
+    (the priority, and the events' related object: the recorder relates pods)."""
+
+    member: PodInfo
+    uid: str
+    kind: str = "podgroup"
+
+    @property
+    def priority(self) -> int:
+        return self.member.priority
+
+    @property
+    def key(self) -> str:
+        return self.member.key
+
+
+def _pod(preemptor: PodInfo | GroupPreemptor) -> PodInfo:
+    return preemptor.member if isinstance(preemptor, GroupPreemptor) else preemptor
+
+
+def disruption_target(scheduler_name: str, pod: PodInfo, preemptor_type: str = "pod") -> Json:
     """The condition a victim gets before it is deleted."""
     condition: Json = {
         "type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
-        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        "message": f"{scheduler_name}: preempting to accommodate a higher priority "
+                   f"{preemptor_type}",
         "lastTransitionTime": rfc3339(time.time()),
     }
     generation = (pod.raw.get("metadata") or {}).get("generation")
@@ -113,13 +140,15 @@ class Executor:
         """The preemptor left (bound or deleted)."""
         self._settling.pop(uid, None)
 
-    def actuate(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
+    def actuate(self, scheduler_name: str, recorder: Recorder,
+                preemptor: PodInfo | GroupPreemptor,
                 node_name: str, victims: Sequence[PodInfo],
                 on_error: Callable[[PodInfo], None],
                 on_done: Callable[[], None] = lambda: None) -> None:
         """Start evicting `victims` for `preemptor` (prepareCandidateAsync); `on_error`
         is called with the preemptor when a call failed, to retry it at once, `on_done`
-        when the calls succeeded (the cache may already show the victims gone)."""
+        when the calls succeeded (the cache may already show the victims gone). For a
+        pod group (actuatePodGroupPreemption) `preemptor` is a GroupPreemptor."""
         metrics.preemption_victims(len(victims))
         to_delete = [v for v in victims if not v.deleting]
         if not to_delete:
@@ -138,9 +167,11 @@ class Executor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
+    async def _run(self, scheduler_name: str, recorder: Recorder,
+                   preemptor: PodInfo | GroupPreemptor,
                    node_name: str, victims: list[PodInfo],
                    on_error: Callable[[PodInfo], None], on_done: Callable[[], None]) -> None:
+        uid = preemptor.uid
         ok = True
         deleted: list[PodInfo] = []
         try:
@@ -172,26 +203,28 @@ class Executor:
                     ok = False
                     log.warning("preempting for %s: %s", preemptor.key, err)
         finally:
-            self._running.pop(preemptor.uid, None)
+            self._running.pop(uid, None)
         if not ok:
-            on_error(preemptor)
+            on_error(_pod(preemptor))
         else:
             if deleted:
-                self._settling[preemptor.uid] = deleted
+                self._settling[uid] = deleted
             on_done()
 
-    async def _preempt_pod(self, scheduler_name: str, recorder: Recorder, preemptor: PodInfo,
+    async def _preempt_pod(self, scheduler_name: str, recorder: Recorder,
+                           preemptor: PodInfo | GroupPreemptor,
                            node_name: str, victim: PodInfo) -> bool:
         """executor.go PreemptPod: condition, delete, event. A victim already gone is no
         error. True when the victim was a waiting pod, rejected in memory."""
-        note = preempted_message(preemptor, node_name)
+        kind = preemptor.kind if isinstance(preemptor, GroupPreemptor) else "pod"
+        note = preempted_message(preemptor, node_name, kind)
         waiting = self._waiting.get(victim.uid)
         if waiting is not None and waiting.reject("DefaultPreemption", "preempted"):
             recorder.event(victim, NORMAL, "Preempted", "Preempting",
-                           note + " (in kube-scheduler memory).", related=preemptor)
+                           note + " (in kube-scheduler memory).", related=_pod(preemptor))
             return True
         base = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
-        condition = disruption_target(scheduler_name, victim)
+        condition = disruption_target(scheduler_name, victim, kind)
         try:
             if not _has_condition(victim, condition):
                 await self._client.patch(base + "/status",
@@ -201,7 +234,7 @@ class Executor:
             if err.status == 404:
                 return False
             raise
-        recorder.event(victim, NORMAL, "Preempted", "Preempting", note, related=preemptor)
+        recorder.event(victim, NORMAL, "Preempted", "Preempting", note, related=_pod(preemptor))
         return False
 
     async def _clear_nomination(self, pod: PodInfo) -> None:

@@ -50,6 +50,8 @@ from polsched.framework.interfaces import (
     NodeSetFilter,
     PlacementProgress,
     PodGroupInfo,
+    PodGroupPostFilterResult,
+    ProposedAssignment,
 )
 from polsched.framework.runtime import Pipeline, PluginSet, Scores, filter_error, go_list
 from polsched.framework.selectors import NodeSet
@@ -57,7 +59,7 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
-from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
+from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
@@ -92,25 +94,28 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
 
 # -- the search ----------------------------------------------------------------------------
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
-                       explain: bool = False, post_filter: bool = True) -> ScheduleResult:
+                       explain: bool = False, post_filter: bool = True,
+                       group_state: CycleState | None = None) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
     `explain` evaluates every node and keeps every score (polsched explain).
     `post_filter` False: no PostFilter for a member tried in a pod-group cycle
-    (schedulingAlgorithm with IsPodGroupSchedulingCycle)."""
+    (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
+    group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle)."""
     n_all = len(snapshot.nodes)
     if n_all == 0:
         return ScheduleResult(None, fit_error=FitError(0))
     plugins = pipeline.plugins_for(pod)
     if pipeline.nominator is not None and not explain:
-        nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins)
+        nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins,
+                                                        group_state)
         if nominated_first is not None:
             # evaluateNominatedNode: the node preemption made room on is tried before
             # the others; when it fits it is the only feasible node looked at.
             node_name, nominated_state = nominated_first
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
-    state = CycleState()
+    state = CycleState(group_state)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
                                                   explain)
     evaluated = len(feasible) + len(diagnosis.node_statuses)
@@ -158,7 +163,8 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
 
 
 async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
-                                  plugins: PluginSet) -> tuple[str, CycleState] | None:
+                                  plugins: PluginSet, group_state: CycleState | None = None
+                                  ) -> tuple[str, CycleState] | None:
     """evaluateNominatedNode: the pod's nominated node (and the cycle's state) when it
     passes PreFilter, the filters (with the other nominated pods) and the filter
     extenders; None otherwise (the full search follows, with a fresh CycleState)."""
@@ -167,7 +173,7 @@ async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Sn
     node = snapshot.get(node_name) if node_name else None
     if node is None:
         return None
-    state = CycleState()
+    state = CycleState(group_state)
     st, narrowed = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
     if not st.ok or (narrowed.node_names is not None
                      and node_name not in narrowed.node_names):
@@ -513,6 +519,9 @@ class PodGroupResult:
     # appends its message (completePodGroupAlgorithmResult clones it first, then
     # applyPodGroupPostFilterResult appends to the group's only). None: `status`.
     untried: Status | None = None
+    # The group's CycleState (podGroupCycleState), which every member's links to: what
+    # the PodGroupPostFilter plugins read (DynamicResources' members' states).
+    state: CycleState = field(default_factory=CycleState)
 
 
 async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
@@ -526,7 +535,7 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
     the algorithm is a simulation."""
     group_plugins = pipeline.plugins
     cycle_state = CycleState()
-    out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE))
+    out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=cycle_state)
     reverts: list[Callable[[], None]] = []
     try:
         gstate = cache.pod_groups.state(f"{group.namespace}/{group.name}")
@@ -542,7 +551,7 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
         status = st
         any_scheduled = False
         for pod in pods:
-            res = await _member_algorithm(pipeline, cache, pod, reverts)
+            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state)
             out.members.append(res)
             if not res.status.ok and not res.status.rejected:
                 status = Status.error("failed to schedule other pod from a pod group: "
@@ -572,14 +581,16 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
 
 
 async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
-                            reverts: list[Callable[[], None]]) -> MemberResult:
+                            reverts: list[Callable[[], None]],
+                            group_state: CycleState | None = None) -> MemberResult:
     """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter), then
     assume + Reserve with a revert (assumeAndReserveWithRevert)."""
     snapshot = cache.snapshot
     if not snapshot.nodes:
         return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
     try:
-        result = await schedule_pod(pipeline, pod, snapshot, post_filter=False)
+        result = await schedule_pod(pipeline, pod, snapshot, post_filter=False,
+                                    group_state=group_state)
     except PipelineError as err:
         return MemberResult(pod, Status.error(str(err)))
     if result.node is None:
@@ -603,34 +614,25 @@ async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInf
     return MemberResult(pod, SUCCESS, result, node=node, state=state)
 
 
-def pod_group_post_filter(pipeline: Pipeline, snapshot: Snapshot, group: PodGroupInfo,
-                          pods: Sequence[PodInfo]) -> Status | None:
-    """RunPodGroupPostFilterPlugins for a rejected group, as far as polsched goes: no
-    PodGroupPostFilter plugin (DefaultPreemption off) gives an Unschedulable without
-    reasons (upstream then appends an empty reason); DefaultPreemption's
-    PodGroupPostFilter (framework/preemption/podgrouppreemption.go Preempt) is followed
-    up to its decisions that need no victim search: a group whose preemption policy is
-    Never is "not eligible", and a cluster without any pod of lower priority than the
-    group has "No preemption victims found for incoming preemptor". Where upstream would
-    go on (an ongoing preemption of nominated members, or victims to choose: workload-aware
-    preemption), polsched does not preempt and returns None: nothing is appended."""
-    if not any(p.name == DEFAULT_PREEMPTION for p in pipeline.plugins.post_filter):
-        return Status.unschedulable("")
-    policy = (pods[0].spec.get("preemptionPolicy") if pods else None) or \
-        "PreemptLowerPriority"
-    if policy == "Never":
-        return Status.unschedulable(
-            "pod group preemption: not eligible due to preemptionPolicy=Never.")
-    if any((p.raw.get("status") or {}).get("nominatedNodeName") for p in pods):
-        return None  # isOngoingPreemption: not followed
-    priority = (group.pod_group.get("spec") or {}).get("priority")
-    group_priority = priority if isinstance(priority, int) else 0
-    for node in snapshot.nodes:
-        for pod in node.pods.values():
-            if pod.priority < group_priority:
-                return None  # victims to choose: workload-aware preemption, not built
-    return Status.unresolvable(
-        "pod group preemption: No preemption victims found for incoming preemptor")
+async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                                pods: Sequence[PodInfo], outcome: PodGroupResult
+                                ) -> tuple[PodGroupPostFilterResult | None, Status]:
+    """podGroupCycle's RunPodGroupPostFilterPlugins for a rejected group: the group's
+    CycleState of the cycle that rejected it, and a function that reruns the algorithm
+    (with a fresh group CycleState, everything it assumes reverted) for DefaultPreemption's
+    victim search."""
+
+    async def rerun() -> tuple[list[ProposedAssignment], Status]:
+        again = await pod_group_algorithm(pipeline, cache, group, pods)
+        st = again.status
+        if st.reasons and st.reasons[0] == POD_GROUP_UNSCHEDULABLE:
+            # errPodGroupUnschedulable is the status's error, not one of its reasons.
+            st = Status(st.code, st.reasons[1:], st.plugin)
+        return [ProposedAssignment(m.pod, m.node if m.status.ok else "", m.state)
+                for m in again.members], st
+
+    return await pipeline.run_pod_group_post_filter_plugins(
+        outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins)
 
 
 def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequence[PodInfo],
@@ -1001,7 +1003,7 @@ class ScheduleOne:
             self.handle_failure(a, st)
 
     def handle_failure(self, a: Attempt, st: Status, fit_error: FitError | None = None,
-                       *, group: bool = False) -> None:
+                       *, group: bool = False, nominate: str | None = None) -> None:
         """handleSchedulingFailure, the one failure handler of an attempt. A rejection
         (Unschedulable, UnschedulableAndUnresolvable) parks the pod among the
         unschedulable pods, keyed by the plugins that rejected it (the search's
@@ -1009,7 +1011,8 @@ class ScheduleOne:
         with PodScheduled reason Unschedulable, and applies the PostFilter's nomination
         and preemption; anything else backs off with reason SchedulerError. Both record
         FailedScheduling and the attempt's metric. `group`: a pod-group member rejected
-        with its group's status (pod_group_cycle)."""
+        with its group's status (pod_group_cycle); `nominate`: a member's nomination by
+        its group's PodGroupPostFilter (None: none, as any rejected member)."""
         s, qp = a.profile, a.queued
         elapsed = time.perf_counter() - a.started
         if not st.rejected:
@@ -1023,12 +1026,13 @@ class ScheduleOne:
             # A member rejected with its group's status (errPodGroupUnschedulable): the
             # group's message, no rejecting plugin, the nomination cleared.
             metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
-            self._nominator.add(qp.pod, "")
+            self._nominator.add(qp.pod, nominate or "")
             s.counters.unschedulable_attempts += 1
             s.queue.add_unschedulable(qp, ())
             s.report_pending()
             s.recorder.failed_scheduling(qp.pod, st.message)
-            s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, st.message, "")
+            s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, st.message,
+                                               nominate or "")
             self._hooks.changed(s.name)
             return
         if fit_error is None:  # a Reserve, Permit or PreBind rejection: NumAllNodes 1
@@ -1036,7 +1040,10 @@ class ScheduleOne:
         post = a.result.post_filter if a.result is not None else None
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
         nominated = None if post is None else post.nominated_node
-        if post is not None:
+        if nominate is not None:  # the group's PodGroupPostFilter nominated it
+            nominated = nominate
+            self._nominator.add(qp.pod, nominate)
+        elif post is not None:
             metrics.preemption_attempt()
             if nominated is not None:  # AddNominatedPod: set, or cleared by ""
                 self._nominator.add(qp.pod, nominated)
@@ -1131,17 +1138,25 @@ class ScheduleOne:
             a.pipeline = pipeline
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
+        waiting: PodGroupPostFilterResult | None = None
         if outcome.status.code is Code.UNSCHEDULABLE:
-            # podGroupCycle: RunPodGroupPostFilterPlugins, its message appended to the
-            # group's (applyPodGroupPostFilterResult).
-            post = pod_group_post_filter(pipeline, self._cache.snapshot, info,
-                                         [a.pod for a in live])
-            if post is not None:
-                outcome.untried = outcome.status
+            # podGroupCycle: RunPodGroupPostFilterPlugins, then
+            # applyPodGroupPostFilterResult: an error becomes the group's status, else its
+            # message is appended to the group's; a Success leaves the group waiting on
+            # preemption, its members nominated.
+            post, pst = await pod_group_post_filter(pipeline, self._cache, info,
+                                                    [a.pod for a in live], outcome)
+            outcome.untried = outcome.status
+            if pst.code is Code.ERROR:
+                outcome.status = pst
+            else:
                 outcome.status = Status(outcome.status.code,
-                                        (*outcome.status.reasons, post.message),
+                                        (*outcome.status.reasons, pst.message),
                                         outcome.status.plugin)
-        self._submit_pod_group(s, info, live, outcome)
+                if pst.ok:
+                    waiting = post or PodGroupPostFilterResult()
+                    self._preempt_for_group(s, info, live, waiting)
+        self._submit_pod_group(s, info, live, outcome, waiting)
         for a in live:
             attempts.pop(a.queued.key, None)
         status = outcome.status
@@ -1154,10 +1169,16 @@ class ScheduleOne:
         return validate_pod_group(self._cache.pod_groups, info, queued, s.name)
 
     def _submit_pod_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
-                          outcome: PodGroupResult) -> None:
+                          outcome: PodGroupResult,
+                          waiting: PodGroupPostFilterResult | None = None) -> None:
         """submitPodGroupAlgorithmResult: each member's outcome, then the group's
-        PodGroupInitiallyScheduled condition."""
+        PodGroupInitiallyScheduled condition. `waiting`: the group waits on preemption;
+        each member gets its nomination from it (ModeOverride; "" clears)."""
         results, status = outcome.members, outcome.status
+
+        def nominate(a: Attempt) -> str | None:
+            return None if waiting is None else waiting.nominating.get(a.pod.key, "")
+
         for i, a in enumerate(live):
             res = results[i] if i < len(results) else None
             own = res.status if res is not None else status
@@ -1166,6 +1187,7 @@ class ScheduleOne:
                 continue
             if res is not None:
                 a.result, a.node, a.state = res.result, res.node, res.state
+                a.state.pod_group = None  # SetPodGroupSchedulingCycle(nil)
             if res is not None and res.status.ok:
                 if status.ok:
                     # prepareForBindingCycle: assume and Reserve for real, Permit, and the
@@ -1173,12 +1195,14 @@ class ScheduleOne:
                     self._assume_reserve_permit(a)
                 else:
                     self.handle_failure(a, Status.unschedulable(POD_GROUP_UNSCHEDULABLE,
-                                                                status.message), group=True)
+                                                                status.message), group=True,
+                                        nominate=nominate(a))
                 continue
             if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
-                self.handle_failure(a, outcome.untried or status, group=True)
+                self.handle_failure(a, outcome.untried or status, group=True,
+                                    nominate=nominate(a))
             elif res.status.rejected:
-                self.handle_failure(a, res.status, res.fit_error)
+                self.handle_failure(a, res.status, res.fit_error, nominate=nominate(a))
             else:
                 self.handle_failure(a, res.status)
         if status.ok:
@@ -1218,6 +1242,31 @@ class ScheduleOne:
         }
         s.recorder.set_pod_group_condition(info.namespace, info.name,
                                            condition_patch(existing, condition))
+
+    def _preempt_for_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
+                           post: PodGroupPostFilterResult) -> None:
+        """actuatePodGroupPreemption: evict the group's victims in the background (async
+        preemption), the PodGroup the preemptor ("podgroup", its uid, node "cluster").
+        A failed call retries the group at once (its members reactivated)."""
+        from polsched.scheduler.preemption import GroupPreemptor  # the executor's module
+
+        if not post.victims or not live:
+            return
+        c = s.counters
+        c.preemptions_total += 1
+        c.preemption_victims += len(post.victims)
+        c.last_preemption = f"pod group {info.namespace}/{info.name} evicting " + \
+            ", ".join(v.key for v in post.victims)
+        uid = str((info.pod_group.get("metadata") or {}).get("uid") or "")
+        members = [a.pod for a in live]
+
+        def retry(_: PodInfo) -> None:  # an API call failed: try the group again now
+            if self._hooks.is_live(s) and s.queue.activate(m.key for m in members):
+                s.report_pending()
+
+        self._preemption.actuate(s.name, s.recorder, GroupPreemptor(members[0], uid),
+                                 CLUSTER_DOMAIN, post.victims, retry,
+                                 self._hooks.activate_preemptors)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""

@@ -74,6 +74,10 @@ from polsched.framework.interfaces import (
     FrameworkHandle,
     Handle,
     PodEventRecorder,
+    PodGroupInfo,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSchedulingFunc,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
@@ -85,7 +89,7 @@ from polsched.framework.interfaces import (
     default_normalize,
 )
 from polsched.framework.registry import ArgsError
-from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.status import SKIP, SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
 from polsched.plugins.dynamic_resources import extended, model
 from polsched.plugins.dynamic_resources.allocator import (
@@ -105,6 +109,9 @@ log = logging.getLogger(__name__)
 
 NAME = "DynamicResources"
 _STATE_KEY = "PreFilter" + NAME
+# The group CycleState's key (the same stateKey upstream): each member's PreFilter state,
+# by pod key, for PodGroupPostFilter (podGroupStateData.podsStateData).
+_GROUP_STATE_KEY = _STATE_KEY
 # fwk.ErrNotFound's text: what reading a state never written returns.
 ERR_NOT_FOUND = "not found"
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -297,8 +304,8 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
 
 
 class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
-                       PreScorePlugin, ScorePlugin, ScoreExtensions, ReservePlugin, PreBindPlugin,
-                       ev.EnqueueExtensions):
+                       PodGroupPostFilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions,
+                       ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
@@ -419,6 +426,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         s = _State()
         state.write(_STATE_KEY, s)
+        if state.pod_group is not None:
+            # getOrCreatePodGroupStateData: in a pod-group cycle the member's state is
+            # also kept in the group's, for PodGroupPostFilter.
+            members: dict[str, _State] | None = state.pod_group.get(_GROUP_STATE_KEY)
+            if members is None:
+                members = {}
+                state.pod_group.write(_GROUP_STATE_KEY, members)
+            members[pod.key] = s
         pod_claims = pod.spec.get("resourceClaims") or []
         ext_raw = self._pre_filter_extended(pod, s)
         if not pod_claims and ext_raw is None:
@@ -742,6 +757,34 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if s is None:
             return None, Status.error(ERR_NOT_FOUND)
         return None, await self._deallocate(s, pod)
+
+    # -- PodGroupPostFilter ------------------------------------------------------------------
+    async def pod_group_post_filter(self, handle: FrameworkHandle, state: CycleState,
+                                    group: PodGroupInfo, pods: Sequence[PodInfo],
+                                    snapshot: Snapshot, schedule: PodGroupSchedulingFunc
+                                    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """DynamicResources.PodGroupPostFilter (v1.37): the group's state, written by its
+        members' PreFilter, is read first; when no member ran this plugin's PreFilter
+        (PlacementFeasible rejected the group before any member was tried, or an earlier
+        PreFilter rejected every member) the read fails with "not found", an error that
+        ends the phase: the group gets SchedulerError `error in "DynamicResources"
+        PodGroupPostFilter plugins: not found`, as upstream (mirrored on purpose,
+        docs/differences.md). Otherwise deallocateOrDeletePodClaims for each member that
+        ran PreFilter, and Unschedulable "deallocation and deletion of ResourceClaims
+        completed" whatever it did. (The PodGroup-scoped claims' cleanup is behind
+        DRAWorkloadResourceClaims, off in v1.37: not done.)"""
+        members: dict[str, _State] | None = state.get(_GROUP_STATE_KEY)
+        if members is None:
+            return None, Status.error(ERR_NOT_FOUND)
+        for pod in pods:
+            s = members.get(pod.key)
+            if s is None:
+                continue
+            st = await self._deallocate(s, pod)
+            if st.code is Code.ERROR:
+                return None, st
+        return None, Status.unschedulable(
+            "deallocation and deletion of ResourceClaims completed")
 
     async def _deallocate(self, s: _State, pod: PodInfo) -> Status:
         """deallocateOrDeletePodClaims: when a claim Filter found unusable is reserved for
