@@ -47,14 +47,14 @@ from polsched.framework.load import (
 )
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
-from polsched.framework.status import Code, Status
+from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.plugins.trimaran import LoadAwareScorer
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import pod_group_algorithm, pod_group_post_filter, schedule_pod
+from polsched.scheduler.schedule_one import pod_group_verdict, schedule_pod
 
 
 class ExplainError(Exception):
@@ -355,16 +355,8 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
     members = [pod] + [p for p in state.unscheduled_pods()
                        if p.key != pod.key and not p.node_name]
     group = PodGroupInfo(pod.namespace, name, obj)
-    outcome = await pod_group_algorithm(pipeline, cache, group, members)
-    status = outcome.status
-    if status.code is Code.UNSCHEDULABLE:
-        # The PodGroupPostFilter plugins as the engine runs them (the pipeline has no API
-        # writer here: DynamicResources deallocates nothing; victims are only chosen).
-        _, pst = await pod_group_post_filter(pipeline, cache, group, members, outcome)
-        if pst.code is Code.ERROR:
-            status = pst
-        else:
-            status = Status(status.code, (*status.reasons, pst.message), status.plugin)
+    # The PodGroupPostFilter plugins as the engine runs them, acting on nothing.
+    outcome, status = await pod_group_verdict(pipeline, cache, group, members)
     out: list[GangMember] = []
     for i, m in enumerate(members):
         if i >= len(outcome.members):

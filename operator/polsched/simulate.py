@@ -72,8 +72,7 @@ from polsched.scheduler.queue import SchedulingQueue
 from polsched.scheduler.schedule_one import (
     POD_GROUP_UNSCHEDULABLE,
     MemberResult,
-    pod_group_algorithm,
-    pod_group_post_filter,
+    pod_group_verdict,
     schedule_pod,
     validate_pod_group,
 )
@@ -614,17 +613,10 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
             d.reason = f"error: {err}"
             d.reasons = (d.reason,)
         return decisions, outcome
-    result = await pod_group_algorithm(pipeline, cache, info, pods)
-    status = untried = result.status
-    if status.code is Code.UNSCHEDULABLE:
-        # The PodGroupPostFilter phase as the engine runs it (no API writer here: nothing
-        # is deallocated; DefaultPreemption only chooses victims, and a group that would
-        # preempt is reported not placed with its message, as the first cycle leaves it).
-        _, pst = await pod_group_post_filter(pipeline, cache, info, pods, result)
-        if pst.code is Code.ERROR:
-            status = pst
-        else:
-            status = Status(status.code, (*status.reasons, pst.message), status.plugin)
+    # The PodGroupPostFilter phase as the engine runs it, acting on nothing: a group that
+    # would preempt is reported not placed with its message, as the first cycle leaves it.
+    result, status = await pod_group_verdict(pipeline, cache, info, pods)
+    untried = result.status
     outcome.message = status.message
     outcome.state = PLACED if status.ok else NOT_PLACED if status.rejected else GROUP_ERROR
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []

@@ -614,6 +614,23 @@ async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInf
     return MemberResult(pod, SUCCESS, result, node=node, state=state)
 
 
+async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                            pods: Sequence[PodInfo]) -> tuple[PodGroupResult, Status]:
+    """The pod-group cycle's decision without acting on it (polsched explain and simulate):
+    pod_group_algorithm, then for a rejected group the PodGroupPostFilter phase, whose
+    error becomes the group's status and whose message is otherwise appended
+    (applyPodGroupPostFilterResult). Nothing is evicted or deallocated: the pipeline of an
+    offline tool has no API writer, and DefaultPreemption only chooses victims. Returns the
+    algorithm's result (its status untouched) and the group's final status."""
+    outcome = await pod_group_algorithm(pipeline, cache, group, pods)
+    status = outcome.status
+    if status.code is Code.UNSCHEDULABLE:
+        _, pst = await pod_group_post_filter(pipeline, cache, group, pods, outcome)
+        status = pst if pst.code is Code.ERROR else \
+            Status(status.code, (*status.reasons, pst.message), status.plugin)
+    return outcome, status
+
+
 async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                                 pods: Sequence[PodInfo], outcome: PodGroupResult
                                 ) -> tuple[PodGroupPostFilterResult | None, Status]:
