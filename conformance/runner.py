@@ -282,7 +282,8 @@ class Side:
                        "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"]
         self.proc = subprocess.Popen(
             [str(bin_dir / "kube-scheduler"), "--config", str(path), *serving,
-             "--v", "0", "--vmodule", "schedule_one=10",
+             "--v", "0", "--vmodule", ",".join(filter(None, (
+                 "schedule_one=10", os.environ.get("CONFORMANCE_KUBE_VMODULE")))),
              *featuregates.kube_scheduler_args(self.env())],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)

@@ -1156,6 +1156,11 @@ class ScheduleOne:
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
         waiting: PodGroupPostFilterResult | None = None
+        # The queue requeues the group by the algorithm's status (podGroupCycle's
+        # rootStatus), taken before the PodGroupPostFilter: an error there (DynamicResources'
+        # `not found`) is what the members and the PodGroup say, but the group still backs
+        # off as rejected (UnschedulableCount), not for an error (ConsecutiveErrorsCount).
+        root = outcome.status
         if outcome.status.code is Code.UNSCHEDULABLE:
             # podGroupCycle: RunPodGroupPostFilterPlugins, then
             # applyPodGroupPostFilterResult: an error becomes the group's status, else its
@@ -1176,10 +1181,9 @@ class ScheduleOne:
         self._submit_pod_group(s, info, live, outcome, waiting)
         for a in live:
             attempts.pop(a.queued.key, None)
-        status = outcome.status
-        if status.ok:
+        if root.ok:
             return q.GroupOutcome.SUCCESS
-        return q.GroupOutcome.REJECTED if status.rejected else q.GroupOutcome.ERROR
+        return q.GroupOutcome.REJECTED if root.rejected else q.GroupOutcome.ERROR
 
     def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
                             queued: Sequence[PodInfo]) -> str:
