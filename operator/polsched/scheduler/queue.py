@@ -280,6 +280,12 @@ class SchedulingQueue:
         if journal is not None:
             journal._queues.append(self)
         self._backoff_window = backoff_window if pop_from_backoff else 0.0
+        # Upstream truncates backoff times to windows of the wall clock (time.Truncate),
+        # and flushes backoffQ on the wall clock's second boundaries: with the monotonic
+        # clock, the windows are aligned the same way (time.time() - time.monotonic() is
+        # where monotonic time 0 falls on the wall clock). Another clock (tests): none.
+        self._wall_offset: Callable[[], float] = (
+            _monotonic_to_wall if clock is time.monotonic else _no_offset)
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._max_in_unschedulable = max_in_unschedulable
@@ -525,7 +531,8 @@ class SchedulingQueue:
         t = qp.timestamp + duration
         w = self._backoff_window
         if duration and w > 0:
-            t = (math.floor(t / w) + 1) * w
+            off = self._wall_offset()
+            t = (math.floor((t + off) / w) + 1) * w - off
         if isinstance(qp, QueuedPodGroup) and duration:
             qp._expiry = t
         return t
@@ -1261,6 +1268,14 @@ class SchedulingQueue:
         self.on_wake = None
         if self._journal is not None and self in self._journal._queues:
             self._journal._queues.remove(self)
+
+
+def _monotonic_to_wall() -> float:
+    return time.time() - time.monotonic()
+
+
+def _no_offset() -> float:
+    return 0.0
 
 
 def _pod_entry(d: Mapping[str, _Entry], key: str) -> QueuedPod | None:

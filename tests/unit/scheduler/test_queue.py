@@ -408,6 +408,24 @@ def test_backoff_ends_at_the_ordering_window_after_it_expires() -> None:
         assert again is not None and again.pod.name == "p"
 
 
+def test_backoff_windows_are_the_wall_clocks_seconds_with_the_monotonic_clock() -> None:
+    """Upstream truncates to windows of the wall clock (time.Truncate) and flushes on its
+    second boundaries; the production queue (monotonic clock) ends a backoff on those
+    same boundaries, so that polsched and kube-scheduler retry a group at the same
+    moment, not up to a second apart (the gang family's min_increase at seed 1)."""
+    import time as _time
+
+    queue = q.SchedulingQueue()  # the engine's: time.monotonic
+    queue.add(pod("p"))
+    qp = queue.pop_nowait()
+    assert qp is not None
+    queue.add_backoff(qp)
+    expiry = queue.backoff_expiry(qp)
+    on_wall = expiry + (_time.time() - _time.monotonic())
+    assert abs(on_wall - round(on_wall)) < 0.01
+    assert 1.0 <= expiry - qp.timestamp <= 2.0 + 0.01
+
+
 def test_a_preemptor_waits_gated_until_activated_once_its_preemption_is_done() -> None:
     """DefaultPreemption's PreEnqueue (the production plugin) keeps a pod whose victims
     are being evicted out of activeQ; activate_gated lets it in once they are gone, as
