@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import credentials, gcpolicy
+from polsched.controller import credentials, gcpolicy, loopwatch
 from polsched.scheduler import metrics
 
 
@@ -79,7 +79,13 @@ async def start(args: argparse.Namespace, load: Callable[[], Main]) -> None:
         await cache.stop()
         await client.close()
         raise
-    await main(args, client=client, cache=cache)
+    # Says when the loop stands still, and where (binds and events wait meanwhile).
+    watch = loopwatch.LoopWatch()
+    watch.start()
+    try:
+        await main(args, client=client, cache=cache)
+    finally:
+        await watch.stop()
 
 
 def _load(load: Callable[[], Main]) -> Main:

@@ -102,6 +102,9 @@ MIN_BIND_TIME = 0.5
 # How long a bind that ended without an answer counts as possibly done (the API server's
 # own request timeout is 60 s).
 UNCERTAIN_SECONDS = 60.0
+# A bind sent this long ago with no answer yet is logged (once), and so is one answered
+# after longer: on a healthy API server a Binding is answered in well under a second.
+SLOW_BIND_SECONDS = 5.0
 
 
 class _Lane:
@@ -170,6 +173,11 @@ class Binder:
         # ledger (controller.ledger) waits for these before it settles a second.
         self.uncertain: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
+        # Pod key -> (monotonic time sent, node) of the binds sent and not answered yet,
+        # looked at every second by `_watch_slow` (no timer per bind).
+        self._sent: dict[str, tuple[float, str]] = {}
+        self._slow_reported: set[str] = set()
+        self._slow_watch: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -198,6 +206,9 @@ class Binder:
         if self.deadline is not None and self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(
                 self._watch_deadline(), name="polsched-binder-deadline")
+        if self._slow_watch is None:
+            self._slow_watch = asyncio.get_running_loop().create_task(
+                self._watch_slow(), name="polsched-binder-slow")
         got.pending += 1
         got.seq += 1
         got.queue.put_nowait((-pod.priority, got.seq, (
@@ -267,6 +278,19 @@ class Binder:
             else:
                 await asyncio.sleep(until - now)
 
+    async def _watch_slow(self) -> None:
+        """Log, once per bind, a bind sent SLOW_BIND_SECONDS ago that has no answer yet
+        (the API server, the connection or the extender holds it; its pod stays assumed
+        and, for a gang, the group's other members may be bound meanwhile)."""
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for key, (sent, node) in list(self._sent.items()):
+                if now - sent >= SLOW_BIND_SECONDS and key not in self._slow_reported:
+                    self._slow_reported.add(key)
+                    log.warning("bind of %s to %s sent %.1fs ago has no answer yet "
+                                "(%d binds in flight)", key, node, now - sent, len(self._sent))
+
     async def _work(self, lane: _Lane) -> None:
         queue = lane.queue
         while True:
@@ -304,6 +328,8 @@ class Binder:
             _call(done, pod, BindOutcome.DROPPED, "the lease's renew deadline passed")
             return
         outcome, message = BindOutcome.BOUND, ""
+        sent = time.monotonic()
+        self._sent[pod.key] = (sent, node_name)
         try:
             # The deadline cuts the whole bind, extender and Binding alike.
             async with asyncio.timeout(BIND_TIMEOUT) as cm:
@@ -351,12 +377,25 @@ class Binder:
         except Exception as err:  # a bug here must not leave the pod assumed forever
             log.exception("binding %s failed", pod.key)
             outcome, message = BindOutcome.FAILED, str(err) or type(err).__name__
+        finally:
+            self._sent.pop(pod.key, None)
+        took = time.monotonic() - sent
+        if pod.key in self._slow_reported:
+            self._slow_reported.discard(pod.key)
+            log.warning("bind of %s to %s answered after %.1fs: %s %s", pod.key, node_name,
+                        took, outcome.value, message)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug("bind of %s to %s: %s in %.3fs %s", pod.key, node_name, outcome.value,
+                      took, message)
         _call(done, pod, outcome, message)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Let binds queued or in flight finish (within `timeout`), then stop the
         writers."""
         lanes = list(self._lanes.values())
+        if self._slow_watch is not None:
+            self._slow_watch.cancel()
+            self._slow_watch = None
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None

@@ -70,6 +70,8 @@ MAX_QUEUED_EVENTS = 1000
 MAX_CACHED = 4096
 SPAM_BURST = 25
 SPAM_QPS = 1 / 300
+# A write (event or status patch, with its retries) that took longer is logged.
+SLOW_WRITE_SECONDS = 5.0
 
 
 def micro_time(t: float) -> str:
@@ -413,6 +415,7 @@ class EventRecorder:
             if event:
                 self._queued_events -= 1
                 self._budget.queued -= 1
+            began = time.monotonic()
             try:
                 if self._shared is None:
                     await coro
@@ -424,6 +427,11 @@ class EventRecorder:
                 log.exception("event write failed")
             finally:
                 queue.task_done()
+            took = time.monotonic() - began
+            if took >= SLOW_WRITE_SECONDS:
+                log.warning("a write of %s (%s) took %.1fs (%d writes waiting)",
+                            self.reporting_controller, getattr(coro, "__qualname__", "?"), took,
+                            queue.qsize())
 
     async def _call(self, what: str, fn: Callable[[], Coroutine[Any, Any, Json]]) -> Json | None:
         delay = 0.5
