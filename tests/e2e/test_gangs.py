@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance.runner import binding_in
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
@@ -41,6 +42,7 @@ from polsched.plugins import (
     DEFAULT_SCORERS,
     REGISTRY,
 )
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, node_manifest, unique
 from tests.e2e.rbac import (
@@ -396,6 +398,78 @@ def test_a_gangs_permit_waiters_are_rejected_together(
         finally:
             if not stopped:
                 await engine.stop()
+            await operator.close()
+            await admin.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        c.kubectl("delete", "namespace", rid, "--wait=false", check=False)
+        c.kubectl("delete", "node", node, "--wait=false", check=False)
+
+
+def _binding() -> int:
+    """scheduler_goroutines{operation="binding"} as /metrics shows it."""
+    return binding_in(metrics.exposition())
+
+
+def _pending(scheduler: str) -> int:
+    """The profile's pods in activeQ, backoffQ and waiting for their group's cycle."""
+    return int(sum(v for labels, v in metrics.PENDING_PODS.values.items()
+                   if ("profile", scheduler) in labels
+                   and dict(labels).get("queue") in ("active", "backoff", "pending")))
+
+
+def test_a_gang_in_its_binding_cycles_counts_as_binding_until_bound(
+        gang_cluster: tuple[Cluster, Path]) -> None:
+    """Between the group's cycle and the last member's bind, no member is queued: the
+    members are in their binding cycles, and scheduler_goroutines{operation="binding"}
+    (kube-scheduler's gauge) counts them until each bind is answered. The conformance
+    runner's settling rule reads it (issue 29: a step once settled with one member bound,
+    the others nominated and not yet bound)."""
+    c, kubeconfig = gang_cluster
+    rid = unique("binding")
+    node = f"{rid}-n"
+    c.kubectl("create", "namespace", rid)
+    c.apply(node_manifest(node, cpu="4", labels={RUN: rid}))
+    scheduler = unique("polsched-binding")
+
+    async def main() -> None:
+        admin = ApiClient.from_kubeconfig(c.kubeconfig)
+        operator = ApiClient.from_kubeconfig(str(kubeconfig))
+        engine = Engine(operator)
+        g = Gang(admin, rid, scheduler, rid)
+        before = _binding()
+        try:
+            await engine.start()
+            engine.apply(load_policy(held_policy(scheduler, 1, True), CATALOG_WITH_HOLD))
+            await g.pod_group("pair", 2)
+            await g.member("h1", "pair", "1")
+            await g.member("h2", "pair", "1")
+
+            async def both_held() -> list[WaitingPod] | None:
+                held = [w for w in engine.waiting_pods.values()
+                        if w.pod.scheduler_name == scheduler]
+                return held if len(held) == 2 and all(
+                    w.pending_plugins == ["Hold"] for w in held) else None
+
+            held = await eventually(both_held, 60, what="both members held at Permit")
+            # What the runner's settling rule saw as settled: nothing queued...
+            assert _pending(scheduler) == 0
+            # ...while both members are in their binding cycles.
+            assert _binding() - before == 2
+            for w in held:
+                w.allow("Hold")
+            for m in ("h1", "h2"):
+                assert await bound(g, m) == node
+
+            async def done_binding() -> bool:
+                return _binding() == before
+
+            assert await eventually(done_binding, 30, what="the binding cycles ended")
+            assert _pending(scheduler) == 0
+        finally:
+            await engine.stop()
             await operator.close()
             await admin.close()
 

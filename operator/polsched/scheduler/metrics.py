@@ -149,6 +149,13 @@ PENDING_PODS = Gauge(
     "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the "
     "number of unschedulable pods that the scheduler never attempted to schedule because "
     "they are gated.", hidden=frozenset({"profile"}))
+# metrics.Goroutines: kube-scheduler counts its binding goroutines (runBindingCycle, for
+# a pod-group member too); here the pods between the scheduling cycle's hand-off and the
+# end of their binding (WaitOnPermit, PreBind, the Binding and its answer).
+GOROUTINES = Gauge(
+    "scheduler_goroutines",
+    "Number of running goroutines split by the work they do such as binding.")
+BINDING = "binding"
 POLICY_RELOADS = Counter(
     "polsched_policy_reloads_total",
     "SchedulingPolicy generations loaded into a pipeline, by policy and result "
@@ -210,7 +217,8 @@ NODE_METRICS_REQUESTS = Counter(
     "watcher, by result ('success' or 'error'); none on the per-pod path")
 
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
-    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
+    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, GOROUTINES, POLICY_RELOADS,
+    RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
     PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
@@ -231,6 +239,14 @@ def pending_pods(profile: str, queue: str, count: int) -> None:
     UNSCHEDULABLE_QUEUE, GATED). Exported per queue, summed over profiles as upstream's
     single-scheduler metric is."""
     PENDING_PODS.set((("profile", profile), ("queue", queue)), count)
+
+
+def binding(delta: int) -> None:
+    """A pod's binding cycle began (+1) or ended (-1): scheduler_goroutines{operation=
+    "binding"}. A pod counts from its hand-off to the binding cycle (after Permit) until
+    its bind is answered or its binding cycle fails, as upstream's goroutine."""
+    labels = (("operation", BINDING),)
+    GOROUTINES.values[labels] = GOROUTINES.values.get(labels, 0.0) + delta
 
 
 def forget_profile(profile: str) -> None:

@@ -707,6 +707,9 @@ DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
 # How many times a decision is retried when its node filled up while extenders answered.
 RECHECK_RETRIES = 3
+# A binding cycle's nomination patch answered after this long is logged (it holds the
+# member's bind, and for a gang the group is partly bound meanwhile).
+SLOW_NOMINATION_SECONDS = 5.0
 
 
 @dataclass
@@ -907,13 +910,27 @@ class ScheduleOne:
                 return
             if a.waiting is not None or plugins.pre_bind or plugins.post_bind:
                 # The binding cycle in the background; other pods go on being scheduled.
+                metrics.binding(1)
                 self._hooks.spawn(self.binding_cycle(a))
                 return
-        self._binder.bind(assumed, a.node,
-                          lambda outcome, message: self.bind_done(a, outcome, message),
-                          pipeline.extenders, annotations=a.annotations, lane=s.name)
+        metrics.binding(1)
+
+        def done(outcome: BindOutcome, message: str) -> None:
+            metrics.binding(-1)
+            self.bind_done(a, outcome, message)
+
+        self._binder.bind(assumed, a.node, done, pipeline.extenders,
+                          annotations=a.annotations, lane=s.name)
 
     async def binding_cycle(self, a: Attempt) -> None:
+        """schedule_one.go runBindingCycle: counted in scheduler_goroutines{operation=
+        "binding"} (from `_assume_reserve_permit`) until it ends."""
+        try:
+            await self._binding_cycle(a)
+        finally:
+            metrics.binding(-1)
+
+    async def _binding_cycle(self, a: Attempt) -> None:
         """schedule_one.go bindingCycle: WaitOnPermit, PreBind, Bind, PostBind."""
         assert a.assumed is not None and a.pipeline is not None and a.plugins is not None
         assumed, pipeline = a.assumed, a.pipeline
@@ -925,7 +942,12 @@ class ScheduleOne:
                 self.handle_binding_cycle_error(a, pre)
                 return
             if pre.ok or a.waiting is not None:
+                began = time.monotonic()
                 await a.profile.recorder.nominate_for_binding(assumed, a.node)
+                took = time.monotonic() - began
+                if took >= SLOW_NOMINATION_SECONDS:
+                    log.warning("nominating %s to %s before its binding took %.1fs",
+                                assumed.key, a.node, took)
             if a.waiting is not None:
                 try:
                     st = await a.waiting.wait()
