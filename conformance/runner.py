@@ -756,11 +756,20 @@ class Side:
         while True:
             now = time.monotonic()
             quiet_for = now - self._last_change
-            if now >= deadline:
+            if now >= deadline or quiet_for >= BACKOFF_QUIET:
                 return
-            if quiet_for >= BACKOFF_QUIET or (quiet_for >= QUIET and announced()
-                                              and not await self._queued()):
-                return
+            if quiet_for >= QUIET and announced():
+                before = self._last_change
+                busy = await self._queued()
+                # The scheduler answered a while after the quiet spell was measured: a
+                # group retried after its backoff may have run its cycle meanwhile (one
+                # member bound, the others' binds and the Scheduled events still to come).
+                # Settled only if nothing changed while asking, no pod is queued or in its
+                # binding cycle, and every bound pod has its event.
+                if not busy and self._last_change == before and announced():
+                    return
+                now = time.monotonic()
+                quiet_for = now - self._last_change
             await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
 
     async def _queued(self) -> int:
@@ -769,7 +778,9 @@ class Side:
         active|backoff|pending}, kube-scheduler's gauge, which polsched reports too): a
         rejected gang retried after its backoff is still to come while this is above 0.
         The unschedulable pool is not counted: nothing takes a pod from it without a
-        cluster event, and every step's events are in."""
+        cluster event, and every step's events are in. Pods in their binding cycle
+        (scheduler_goroutines{operation="binding"}, both schedulers) count too: a gang
+        whose cycle has just ended is binding, and is not queued any more."""
         if not self.metrics_port:
             return 0
         scheme = "https" if self.scheduler == "kube" else "http"
@@ -780,7 +791,7 @@ class Side:
                 text = await r.text()
         except (aiohttp.ClientError, TimeoutError):
             return 1  # not answering (yet): not settled
-        return pending_in(text, ("active", "backoff", "pending"))
+        return pending_in(text, ("active", "backoff", "pending")) + binding_in(text)
 
     def _snapshot(self, sc: scn.Scenario, step: int, pods: list[str], groups: list[str],
                   uids: dict[str, str], deleted: set[str]) -> list[PodResult]:
@@ -999,6 +1010,20 @@ def pending_in(metrics_text: str, queues: tuple[str, ...]) -> int:
     for m in _PENDING.finditer(metrics_text):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         if labels.get("queue") in queues:
+            total += float(m.group(2))
+    return int(total)
+
+
+_GOROUTINES = re.compile(r'^scheduler_goroutines\{([^}]*)\} ([0-9.e+]+)$', re.M)
+
+
+def binding_in(metrics_text: str) -> int:
+    """scheduler_goroutines{operation="binding"} in a Prometheus text page: the pods in
+    their binding cycle (0 when the page has none)."""
+    total = 0.0
+    for m in _GOROUTINES.finditer(metrics_text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("operation") == "binding":
             total += float(m.group(2))
     return int(total)
 
