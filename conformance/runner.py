@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import math
 import os
 import re
 import shutil
@@ -91,8 +92,9 @@ SETTLE_TIMEOUT = 30.0
 # ... or once nothing changed for longer than the longest backoff (kube-scheduler's
 # podMaxBackoffSeconds 10, its backoff queue flushed every second): a group that fails
 # with an error (a validation error) goes back to backoff after every attempt, forever,
-# with the same message.
-BACKOFF_QUIET = 11.5
+# with the same message. A pod group's longest backoff is longer: see `backoff_quiet`.
+MAX_BACKOFF = 10.0
+BACKOFF_QUIET = MAX_BACKOFF + 1.5
 
 _SCORE_LINE = re.compile(
     r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(\d+)')
@@ -730,7 +732,8 @@ class Side:
         active and backoff queues are empty (a gang retried after its backoff has been
         retried; with a quiet spell alone, whether a 2-8 s backoff retry fell inside a
         step or the next was a race: oracle-vs-oracle runs showed it), or nothing changed
-        for BACKOFF_QUIET (a group in an error loop). Capped at SETTLE_TIMEOUT."""
+        for `backoff_quiet` (a group in an error loop). Capped at SETTLE_TIMEOUT, or
+        longer when the quiet spell is."""
         def seen() -> bool:
             for key, uid in uids.items():
                 cur = self.pods.get(key)
@@ -752,11 +755,12 @@ class Side:
 
         await self.until(seen, EVENT_TIMEOUT)
         await self._probe(sc.namespace_names()[0])
-        deadline = time.monotonic() + SETTLE_TIMEOUT
+        quiet_enough = backoff_quiet(sc)
+        deadline = time.monotonic() + max(SETTLE_TIMEOUT, quiet_enough + 5)
         while True:
             now = time.monotonic()
             quiet_for = now - self._last_change
-            if now >= deadline or quiet_for >= BACKOFF_QUIET:
+            if now >= deadline or quiet_for >= quiet_enough:
                 return
             if quiet_for >= QUIET and announced():
                 before = self._last_change
@@ -1002,6 +1006,26 @@ def _condition_message(c: Json) -> str:
 
 
 _PENDING = re.compile(r'^scheduler_pending_pods\{([^}]*)\} ([0-9.e+]+)$', re.M)
+
+
+def backoff_quiet(sc: scn.Scenario) -> float:
+    """How long nothing may change before a step of `sc` is settled without its
+    scheduler's queues being empty: longer than the longest backoff of its largest pod
+    group. Upstream's backoffQ (calculateBackoffDuration) multiplies a pod group's
+    maximum backoff by the square root of its size, so a rejected gang of 3 is retried
+    after 16-17 s: with the 11.5 s of a single pod, a step settled while the gang was
+    still in backoff on one side and already bound on the other (issue 29, seed 5
+    scenario 14 step 6)."""
+    members: dict[tuple[str, str], int] = {}
+    for step in sc.steps:
+        for a in step:
+            if a.op == "create" and a.obj is not None and a.obj.get("kind") == "Pod":
+                group = (a.obj["spec"].get("schedulingGroup") or {}).get("podGroupName")
+                if group:
+                    key = (a.namespace, str(group))
+                    members[key] = members.get(key, 0) + 1
+    size = max(members.values(), default=1)
+    return MAX_BACKOFF * math.sqrt(size) + 1.5 if size > 1 else BACKOFF_QUIET
 
 
 def pending_in(metrics_text: str, queues: tuple[str, ...]) -> int:

@@ -86,3 +86,13 @@ def test_binding_in_reads_the_binding_goroutines() -> None:
     ])
     assert runner.binding_in(page) == 2
     assert runner.binding_in('scheduler_pending_pods{queue="active"} 0') == 0
+
+
+def test_a_step_waits_out_the_backoff_of_its_largest_gang() -> None:
+    """A rejected gang is retried after upstream's pod-group backoff (the maximum times
+    the square root of its size): a step is not settled by quiet alone before that."""
+    by_shape = {s.shape: s for s in scn.generate_all(1, len(scn.GANG_SHAPES), ["gang"])}
+    # with_plain_pods: one gang of 3 members, retried 16-17 s after its last rejection.
+    assert runner.backoff_quiet(by_shape["with_plain_pods"]) > 10 * 3 ** 0.5
+    plain = scn.Scenario(index=0, seed=1, family="gang")
+    assert runner.backoff_quiet(plain) == runner.BACKOFF_QUIET
