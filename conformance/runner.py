@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import math
 import os
 import re
 import shutil
@@ -89,12 +88,13 @@ SENTINEL_TIMEOUT = 30.0
 # gang's backoff grows to 10s), or after SETTLE_TIMEOUT.
 QUIET = 1.5
 SETTLE_TIMEOUT = 30.0
-# ... or once nothing changed for longer than the longest backoff (kube-scheduler's
-# podMaxBackoffSeconds 10, its backoff queue flushed every second): a group that fails
-# with an error (a validation error) goes back to backoff after every attempt, forever,
-# with the same message. A pod group's longest backoff is longer: see `backoff_quiet`.
-MAX_BACKOFF = 10.0
-BACKOFF_QUIET = MAX_BACKOFF + 1.5
+# ... or, while something waits in backoff, once a pod-group cycle has run since the step
+# began and nothing changed for BACKOFF_QUIET: a rejected or failing group goes back to
+# backoff after every attempt, forever, with the same message. The cycle is what matters:
+# a step that changes a group without requeueing it (minCount raised) shows only at the
+# group's next retry, up to 10 s x sqrt(members) later, and with a quiet spell alone
+# whether that retry fell inside the step was a race (gang family, min_increase, seed 7).
+BACKOFF_QUIET = 11.5
 
 _SCORE_LINE = re.compile(
     r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(\d+)')
@@ -697,6 +697,7 @@ class Side:
         deleted: set[str] = set()
         out: list[PodResult] = []
         for i, step in enumerate(sc.steps):
+            _, step_tries = await self._queued()
             for a in step:
                 key = f"{a.namespace}/{a.name}"
                 if a.op == "create":
@@ -717,23 +718,25 @@ class Side:
                     deleted.add(key)
                 else:
                     raise ValueError(f"scenario {sc.index}: unknown action {a.op!r}")
-            await self._settle(sc, uids, deleted)
+            await self._settle(sc, uids, deleted, step_tries)
             out.extend(self._snapshot(sc, i, pods, groups, uids, deleted))
         self._watched_ns = set()
         return out
 
-    async def _settle(self, sc: scn.Scenario, uids: dict[str, str], deleted: set[str]) -> None:
+    async def _settle(self, sc: scn.Scenario, uids: dict[str, str], deleted: set[str],
+                      step_tries: int) -> None:
         """The settling rule of a step: the watches show what the step made (created pods
         present, deleted ones gone); a probe pod created after it has been tried, so the
         scheduler has dequeued whatever the step queued before it (the probe has the
         lowest priority); then nothing of the scenario (pods, PodGroups, events) changed
         for QUIET seconds (binding cycles and status writes are in), every bound pod's
         Scheduled event has been seen, and the scheduler's
-        active and backoff queues are empty (a gang retried after its backoff has been
-        retried; with a quiet spell alone, whether a 2-8 s backoff retry fell inside a
-        step or the next was a race: oracle-vs-oracle runs showed it), or nothing changed
-        for `backoff_quiet` (a group in an error loop). Capped at SETTLE_TIMEOUT, or
-        longer when the quiet spell is."""
+        active and backoff queues are empty and no pod is in its binding cycle (a gang
+        retried after its backoff has been retried and bound; with a quiet spell alone,
+        whether a 2-8 s backoff retry fell inside a step or the next was a race:
+        oracle-vs-oracle runs showed it), all of it still true once /metrics answered; or,
+        once a pod-group cycle has seen the step, nothing changed for BACKOFF_QUIET (a
+        group in an error loop). Capped at SETTLE_TIMEOUT."""
         def seen() -> bool:
             for key, uid in uids.items():
                 cur = self.pods.get(key)
@@ -755,38 +758,40 @@ class Side:
 
         await self.until(seen, EVENT_TIMEOUT)
         await self._probe(sc.namespace_names()[0])
-        quiet_enough = backoff_quiet(sc)
-        deadline = time.monotonic() + max(SETTLE_TIMEOUT, quiet_enough + 5)
+        deadline = time.monotonic() + SETTLE_TIMEOUT
         while True:
             now = time.monotonic()
             quiet_for = now - self._last_change
-            if now >= deadline or quiet_for >= quiet_enough:
+            if now >= deadline:
                 return
             if quiet_for >= QUIET and announced():
                 before = self._last_change
-                busy = await self._queued()
+                queued, tried = await self._queued()
                 # The scheduler answered a while after the quiet spell was measured: a
                 # group retried after its backoff may have run its cycle meanwhile (one
                 # member bound, the others' binds and the Scheduled events still to come).
-                # Settled only if nothing changed while asking, no pod is queued or in its
-                # binding cycle, and every bound pod has its event.
-                if not busy and self._last_change == before and announced():
+                # Settled only if nothing changed while asking, every bound pod has its
+                # event, and no pod is queued or in its binding cycle (or, while some wait
+                # in backoff, a pod-group cycle has seen the step).
+                if self._last_change == before and announced() and (
+                        not queued or (quiet_for >= BACKOFF_QUIET and tried > step_tries)):
                     return
                 now = time.monotonic()
                 quiet_for = now - self._last_change
             await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
 
-    async def _queued(self) -> int:
-        """Pods the scheduler has in its active and backoff queues and, for a group in
-        its cycle, waiting to join it, from its /metrics (scheduler_pending_pods{queue=
+    async def _queued(self) -> tuple[int, int]:
+        """From the scheduler's /metrics: the pods it has in its active and backoff queues
+        and, for a group in its cycle, waiting to join it (scheduler_pending_pods{queue=
         active|backoff|pending}, kube-scheduler's gauge, which polsched reports too): a
-        rejected gang retried after its backoff is still to come while this is above 0.
+        rejected gang retried after its backoff is still to come while this is above 0;
+        and its pod-group cycles so far (scheduler_podgroup_schedule_attempts_total).
         The unschedulable pool is not counted: nothing takes a pod from it without a
         cluster event, and every step's events are in. Pods in their binding cycle
         (scheduler_goroutines{operation="binding"}, both schedulers) count too: a gang
         whose cycle has just ended is binding, and is not queued any more."""
         if not self.metrics_port:
-            return 0
+            return 0, 0
         scheme = "https" if self.scheduler == "kube" else "http"
         url = f"{scheme}://127.0.0.1:{self.metrics_port}/metrics"
         try:
@@ -794,8 +799,9 @@ class Side:
                     http.get(url, ssl=False, timeout=aiohttp.ClientTimeout(total=5)) as r:
                 text = await r.text()
         except (aiohttp.ClientError, TimeoutError):
-            return 1  # not answering (yet): not settled
-        return pending_in(text, ("active", "backoff", "pending")) + binding_in(text)
+            return 1, 0  # not answering (yet): not settled
+        return (pending_in(text, ("active", "backoff", "pending")) + binding_in(text),
+                metric_sum(text, "scheduler_podgroup_schedule_attempts_total"))
 
     def _snapshot(self, sc: scn.Scenario, step: int, pods: list[str], groups: list[str],
                   uids: dict[str, str], deleted: set[str]) -> list[PodResult]:
@@ -1008,24 +1014,13 @@ def _condition_message(c: Json) -> str:
 _PENDING = re.compile(r'^scheduler_pending_pods\{([^}]*)\} ([0-9.e+]+)$', re.M)
 
 
-def backoff_quiet(sc: scn.Scenario) -> float:
-    """How long nothing may change before a step of `sc` is settled without its
-    scheduler's queues being empty: longer than the longest backoff of its largest pod
-    group. Upstream's backoffQ (calculateBackoffDuration) multiplies a pod group's
-    maximum backoff by the square root of its size, so a rejected gang of 3 is retried
-    after 16-17 s: with the 11.5 s of a single pod, a step settled while the gang was
-    still in backoff on one side and already bound on the other (issue 29, seed 5
-    scenario 14 step 6)."""
-    members: dict[tuple[str, str], int] = {}
-    for step in sc.steps:
-        for a in step:
-            if a.op == "create" and a.obj is not None and a.obj.get("kind") == "Pod":
-                group = (a.obj["spec"].get("schedulingGroup") or {}).get("podGroupName")
-                if group:
-                    key = (a.namespace, str(group))
-                    members[key] = members.get(key, 0) + 1
-    size = max(members.values(), default=1)
-    return MAX_BACKOFF * math.sqrt(size) + 1.5 if size > 1 else BACKOFF_QUIET
+def metric_sum(metrics_text: str, name: str) -> int:
+    """The sum of every series of the counter `name` in a Prometheus text page."""
+    total = 0.0
+    for m in re.finditer(rf'^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+]+)$', metrics_text,
+                         re.M):
+        total += float(m.group(1))
+    return int(total)
 
 
 def pending_in(metrics_text: str, queues: tuple[str, ...]) -> int:

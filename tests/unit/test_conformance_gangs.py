@@ -88,11 +88,13 @@ def test_binding_in_reads_the_binding_goroutines() -> None:
     assert runner.binding_in('scheduler_pending_pods{queue="active"} 0') == 0
 
 
-def test_a_step_waits_out_the_backoff_of_its_largest_gang() -> None:
-    """A rejected gang is retried after upstream's pod-group backoff (the maximum times
-    the square root of its size): a step is not settled by quiet alone before that."""
-    by_shape = {s.shape: s for s in scn.generate_all(1, len(scn.GANG_SHAPES), ["gang"])}
-    # with_plain_pods: one gang of 3 members, retried 16-17 s after its last rejection.
-    assert runner.backoff_quiet(by_shape["with_plain_pods"]) > 10 * 3 ** 0.5
-    plain = scn.Scenario(index=0, seed=1, family="gang")
-    assert runner.backoff_quiet(plain) == runner.BACKOFF_QUIET
+def test_metric_sum_adds_every_series_of_one_counter() -> None:
+    page = "\n".join([
+        "# TYPE scheduler_podgroup_schedule_attempts_total counter",
+        'scheduler_podgroup_schedule_attempts_total{profile="p",result="scheduled"} 2',
+        'scheduler_podgroup_schedule_attempts_total{profile="p",result="error"} 3',
+        'scheduler_podgroup_schedule_attempts_total_other{result="error"} 100',
+        "scheduler_podgroup_schedule_attempts_totalx 7",
+    ])
+    assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total") == 5
+    assert runner.metric_sum(page, "absent") == 0

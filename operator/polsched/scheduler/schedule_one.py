@@ -59,6 +59,7 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
+from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
@@ -632,7 +633,8 @@ async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodG
 
 
 async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
-                                pods: Sequence[PodInfo], outcome: PodGroupResult
+                                pods: Sequence[PodInfo], outcome: PodGroupResult,
+                                ran: list[tuple[str, Code]] | None = None,
                                 ) -> tuple[PodGroupPostFilterResult | None, Status]:
     """podGroupCycle's RunPodGroupPostFilterPlugins for a rejected group: the group's
     CycleState of the cycle that rejected it, and a function that reruns the algorithm
@@ -649,7 +651,7 @@ async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: 
                 for m in again.members], st
 
     return await pipeline.run_pod_group_post_filter_plugins(
-        outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins)
+        outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins, ran)
 
 
 def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequence[PodInfo],
@@ -1116,7 +1118,7 @@ class ScheduleOne:
                 outcome = q.GroupOutcome.RESTORED
                 return
             profile.report_pending()
-            outcome = await self._pod_group_cycle(profile, group, attempts)
+            outcome = await self._pod_group_cycle(profile, group, attempts, started)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or task.cancelling():
@@ -1135,7 +1137,8 @@ class ScheduleOne:
             profile.report_pending()
 
     async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
-                               attempts: dict[str, Attempt]) -> q.GroupOutcome:
+                               attempts: dict[str, Attempt],
+                               started: float) -> q.GroupOutcome:
         """The cycle's steps; every member handled leaves `attempts`. Returns the root
         status's outcome for the queue."""
         groups = self._cache.pod_groups
@@ -1177,6 +1180,7 @@ class ScheduleOne:
             a.pipeline = pipeline
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
+        metrics.pod_group_algorithm(time.perf_counter() - started)
         waiting: PodGroupPostFilterResult | None = None
         # The queue requeues the group by the algorithm's status (podGroupCycle's
         # rootStatus), taken before the PodGroupPostFilter: an error there (DynamicResources'
@@ -1188,8 +1192,12 @@ class ScheduleOne:
             # applyPodGroupPostFilterResult: an error becomes the group's status, else its
             # message is appended to the group's; a Success leaves the group waiting on
             # preemption, its members nominated.
+            ran: list[tuple[str, Code]] = []
             post, pst = await pod_group_post_filter(pipeline, self._cache, info,
-                                                    [a.pod for a in live], outcome)
+                                                    [a.pod for a in live], outcome, ran)
+            for name, code in ran:  # DefaultPreemption's PodGroupPostFilter, deferred count
+                if name == DEFAULT_PREEMPTION:
+                    metrics.workload_preemption_attempt(code)
             outcome.untried = outcome.status
             if pst.code is Code.ERROR:
                 outcome.status = pst
@@ -1203,6 +1211,16 @@ class ScheduleOne:
         self._submit_pod_group(s, info, live, outcome, waiting)
         for a in live:
             attempts.pop(a.queued.key, None)
+        # submitPodGroupAlgorithmResult's metric: the group's final status (after its
+        # PodGroupPostFilter), not `root`.
+        final = outcome.status
+        if final.ok:
+            result = metrics.SCHEDULED
+        elif final.rejected:
+            result = metrics.UNSCHEDULABLE if waiting is None else metrics.WAITING_ON_PREEMPTION
+        else:
+            result = metrics.ERROR
+        metrics.pod_group_attempt(s.name, result, time.perf_counter() - started)
         if root.ok:
             return q.GroupOutcome.SUCCESS
         return q.GroupOutcome.REJECTED if root.rejected else q.GroupOutcome.ERROR
@@ -1309,7 +1327,8 @@ class ScheduleOne:
 
         self._preemption.actuate(s.name, s.recorder, GroupPreemptor(members[0], uid),
                                  CLUSTER_DOMAIN, post.victims, retry,
-                                 self._hooks.activate_preemptors)
+                                 self._hooks.activate_preemptors,
+                                 disruptions=post.disruptions)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""
