@@ -85,3 +85,5 @@ def test_metric_sum_adds_every_series_of_one_counter() -> None:
     ])
     assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total") == 5
     assert runner.metric_sum(page, "absent") == 0
+    assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total",
+                             result="error") == 3

@@ -29,6 +29,8 @@ UNSCHEDULABLE = "unschedulable"
 ERROR = "error"
 # A pod group whose cycle found victims to evict (podgroup_schedule_attempts_total only).
 WAITING_ON_PREEMPTION = "waiting_on_preemption"
+# goroutines operation label value: binding cycles under way.
+BINDING = "binding"
 # pending_pods queue label values.
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -184,6 +186,11 @@ PREEMPTION_VICTIMS = Histogram(
     "Number of selected preemption victims for preemption initiated by a single pod",
     tuple(float(2 ** i) for i in range(7)))
 
+GOROUTINES = Gauge(
+    "scheduler_goroutines",
+    "Number of running goroutines split by the work they do such as binding. (polsched: "
+    "the binding cycles under way, from Permit's wait to the Binding's answer.)")
+
 # GenericWorkload's metrics (metrics.go podGroupScheduleAttempts, podGroupSchedulingLatency,
 # PodGroupSchedulingAlgorithmLatency, WorkloadPreemptionAttempts, WorkloadPreemptionVictims,
 # PreemptionWorkloadDisruptions): a pod group's cycle and its workload-aware preemption.
@@ -243,7 +250,7 @@ ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS, PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION,
+    PREEMPTION_VICTIMS, GOROUTINES, PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION,
     PODGROUP_ALGORITHM_DURATION, WORKLOAD_PREEMPTION_ATTEMPTS, WORKLOAD_PREEMPTION_VICTIMS,
     PREEMPTION_WORKLOAD_DISRUPTIONS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
     NODE_METRICS_REQUESTS)
@@ -308,6 +315,11 @@ def preemption_victims(count: int, workload: bool = False, disruptions: int = 0)
     if disruptions > 0:
         PREEMPTION_WORKLOAD_DISRUPTIONS.observe(
             (("preemptor", "podgroup" if workload else "pod"),), disruptions)
+
+
+def goroutines(operation: str, count: int) -> None:
+    """How many of `operation` (BINDING) are under way now."""
+    GOROUTINES.set((("operation", operation),), count)
 
 
 def pod_group_attempt(profile: str, result: str, seconds: float) -> None:

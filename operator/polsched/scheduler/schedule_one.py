@@ -736,6 +736,8 @@ class Attempt:
     # The shadow policies' verdicts on this pod (scheduler.shadow), compared after.
     verdicts: Verdicts | None = None
     annotations: Mapping[str, str] | None = None
+    # In its binding cycle (counted in scheduler_goroutines{operation="binding"}).
+    binding: bool = False
 
 
 class EngineHooks(Protocol):
@@ -773,6 +775,7 @@ class ScheduleOne:
         self._preemption = preemption
         self._waiting_pods = waiting_pods
         self._annotate = annotate_decisions
+        self._bindings = 0  # binding cycles under way, every profile's
 
     # -- skipPodSchedule -----------------------------------------------------------------
     def current(self, pod: PodInfo) -> PodInfo | None:
@@ -909,8 +912,10 @@ class ScheduleOne:
                 return
             if a.waiting is not None or plugins.pre_bind or plugins.post_bind:
                 # The binding cycle in the background; other pods go on being scheduled.
+                self._binding_started(a)
                 self._hooks.spawn(self.binding_cycle(a))
                 return
+        self._binding_started(a)
         self._binder.bind(assumed, a.node,
                           lambda outcome, message: self.bind_done(a, outcome, message),
                           pipeline.extenders, annotations=a.annotations, lane=s.name)
@@ -952,6 +957,7 @@ class ScheduleOne:
                               annotations=a.annotations, lane=a.profile.name)
             outcome, message = await bound
         except asyncio.CancelledError:
+            self._binding_ended(a)
             raise
         except Exception as err:  # a bug must not leave the pod assumed
             log.exception("binding cycle of %s failed", assumed.key)
@@ -959,9 +965,23 @@ class ScheduleOne:
             return
         self.bind_done(a, outcome, message)
 
+    def _binding_started(self, a: Attempt) -> None:
+        """runBindingCycle's Goroutines{binding} Inc: the attempt's binding cycle began."""
+        if not a.binding:
+            a.binding = True
+            self._bindings += 1
+            metrics.goroutines(metrics.BINDING, self._bindings)
+
+    def _binding_ended(self, a: Attempt) -> None:
+        if a.binding:
+            a.binding = False
+            self._bindings -= 1
+            metrics.goroutines(metrics.BINDING, self._bindings)
+
     def bind_done(self, a: Attempt, outcome: BindOutcome, message: str) -> None:
         """The Binder's answer: PostBind and the counts when bound; otherwise the pod
         is forgotten and requeued (or left alone when it went away)."""
+        self._binding_ended(a)
         s, qp, assumed = a.profile, a.queued, a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         if s.shadows:
@@ -1007,6 +1027,7 @@ class ScheduleOne:
         """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
         resources are free again: an AssignedPodDelete for the other pods), then the
         failure handler."""
+        self._binding_ended(a)
         assumed = a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
