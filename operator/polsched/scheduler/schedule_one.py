@@ -1324,10 +1324,9 @@ class ScheduleOne:
             if self._hooks.is_live(s) and s.queue.activate(m.key for m in members):
                 s.report_pending()
 
-        self._preemption.actuate(s.name, s.recorder, GroupPreemptor(members[0], uid),
-                                 CLUSTER_DOMAIN, post.victims, retry,
-                                 self._hooks.activate_preemptors,
-                                 disruptions=post.disruptions)
+        preemptor = GroupPreemptor(members[0], uid, disruptions=post.disruptions)
+        self._preemption.actuate(s.name, s.recorder, preemptor, CLUSTER_DOMAIN, post.victims,
+                                 retry, self._hooks.activate_preemptors)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""
