@@ -14,8 +14,10 @@ SchedulerError for errors) through a strategic-merge patch of pods/status, skipp
 the condition would not change (schedule_one.go updatePod, podutil.UpdatePodCondition).
 
 Every write runs in the background, at most `concurrency` at a time: the scheduling cycle
-never waits on the API server. Events take their tokens from the client's event bucket
-(ApiClient.event_limiter), as kube-scheduler's events go through a client of their own.
+never waits on the API server. One object's status patches still go out one at a time, in
+the order they were decided (upstream sends them synchronously, so they land in order).
+Events take their tokens from the client's event bucket (ApiClient.event_limiter), as
+kube-scheduler's events go through a client of their own.
 
 A flood of events cannot grow memory without limit (client-go tools/events and
 tools/record):
@@ -34,6 +36,7 @@ condition patches are never dropped: they carry the pod's state, not a message.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -266,6 +269,9 @@ class EventRecorder:
         # (type, action, reason, pod uid, note) -> the event written for it
         self._series: dict[tuple[str, str, str, str, str], _Series] = {}
         self._flusher: asyncio.Task[None] | None = None
+        # Status patches decided but not yet sent, by object (path): one object's patches
+        # go out one at a time, in the order they were decided (status_lane).
+        self._lanes: dict[str, collections.deque[Json]] = {}
 
     # -- what the scheduler records -------------------------------------------------------
     def scheduled(self, pod: PodInfo, node_name: str) -> None:
@@ -359,7 +365,7 @@ class EventRecorder:
         patch: Json = {"status": {"conditions": [condition]}}
         if nnn_changed:
             patch["status"]["nominatedNodeName"] = nominated_node_name or None
-        self._spawn(self._patch_status(path, patch))
+        self._spawn_status(path, patch)
 
     async def nominate_for_binding(self, pod: PodInfo, node_name: str) -> None:
         """NominatedNodeNameForExpectation (on by default since v1.35): before a binding
@@ -384,7 +390,7 @@ class EventRecorder:
         caller decides whether it changed (updatePodGroupCondition)."""
         path = (f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}"
                 "/status")
-        self._spawn(self._patch_status(path, {"status": {"conditions": [condition]}}))
+        self._spawn_status(path, {"status": {"conditions": [condition]}})
 
     # -- plumbing -------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, None], event: bool = False) -> None:
@@ -475,6 +481,37 @@ class EventRecorder:
             log.debug("event series %s/%s: %s", s.namespace, s.name, err)
             s.written_count = count
 
+    def _spawn_status(self, path: str, patch: Json) -> None:
+        """Send a status patch after the ones already decided for the same object.
+
+        Upstream patches a pod's PodScheduled condition (updatePod) and a PodGroup's
+        condition (updatePodGroupCondition) synchronously in the cycle that decided them,
+        so one object's patches land in decision order. Here they are written in the
+        background by up to `concurrency` writers, with retries: without a lane, a
+        PodGroup's False (a first attempt, its patch slow or retried on a loaded API
+        server) could land after the True of the attempt that bound the gang, and stay.
+        A lane holds the object's next patches (not a writer) until its patch in flight
+        is answered."""
+        lane = self._lanes.get(path)
+        if lane is not None:  # a patch of this object is queued or in flight
+            lane.append(patch)
+            return
+        self._lanes[path] = collections.deque()
+        self._spawn(self._status_lane(path, patch))
+
+    async def _status_lane(self, path: str, patch: Json) -> None:
+        try:
+            await self._patch_status(path, patch)
+        finally:
+            lane = self._lanes.get(path)
+            task = asyncio.current_task()
+            if not lane or (task is not None and task.cancelling()):
+                # Done, or the recorder is closing: what was not sent is dropped, as
+                # close() drops the queued writes.
+                self._lanes.pop(path, None)
+            else:
+                self._spawn(self._status_lane(path, lane.popleft()))
+
     async def _patch_status(self, path: str, patch: Json) -> None:
         try:
             await self._call("pod condition", lambda: self._client.patch(path, patch,
@@ -523,6 +560,7 @@ class EventRecorder:
                     self._queued_events -= 1
                     self._budget.queued -= 1
                 self._queue.task_done()
+            self._lanes.clear()  # their heads were dropped above: nothing follows them
         if self._flusher is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
