@@ -335,8 +335,9 @@ class EventRecorder:
 
     @property
     def pending_writes(self) -> int:
-        """Every write waiting for a writer: events and pod condition patches."""
-        return self._queue.qsize()
+        """Every write waiting for a writer: events and status patches (those held behind
+        a patch of the same object included)."""
+        return self._queue.qsize() + sum(len(lane) for lane in self._lanes.values())
 
     def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str,
                                 nominated_node_name: str | None = None) -> None:

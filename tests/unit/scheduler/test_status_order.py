@@ -112,6 +112,7 @@ def test_another_objects_patches_do_not_wait() -> None:
         # The PodGroup's first patch is held: its second waits, the pod's goes.
         await server.until(lambda: (pod_path, "False") in server.arrived)
         assert server.arrived.count((GROUP, "True")) == 0
+        assert rec.pending_writes == 1  # the True, held behind the False in flight
         server.release.set()
         await server.until(lambda: (GROUP, "True") in server.arrived)
         assert [a for a in server.arrived if a[0] == GROUP] == \
