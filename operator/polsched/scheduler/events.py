@@ -548,12 +548,16 @@ class EventRecorder:
         if self._workers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._queue.join(), timeout)
-            for t in self._workers:
-                t.cancel()
-            for t in self._workers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
-            self._workers = []
+            # In rounds: a write recorded while a writer is awaited here (a binding cycle
+            # unwinding) starts a writer that this round did not cancel; awaited, it
+            # would wait for the next write forever.
+            while self._workers:
+                workers, self._workers = self._workers, []
+                for t in workers:
+                    t.cancel()
+                for t in workers:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await t
             while not self._queue.empty():  # not written in time: dropped
                 coro, event = self._queue.get_nowait()
                 coro.close()
