@@ -566,6 +566,12 @@ class EventRecorder:
                     self._budget.queued -= 1
                 self._queue.task_done()
             self._lanes.clear()  # their heads were dropped above: nothing follows them
-        if self._flusher is not None:
+        # Likewise the series flusher: an event recorded while this closes starts a new
+        # one (its first await of the old one saw it cancelled); awaited uncancelled, it
+        # loops while its series live, six minutes (the hang issue 29's test_gangs[stop]
+        # showed in a task dump: Engine.stop awaiting _flush_loop).
+        while self._flusher is not None:
+            flusher, self._flusher = self._flusher, None
+            flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+                await flusher
