@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -88,10 +88,12 @@ SENTINEL_TIMEOUT = 30.0
 # gang's backoff grows to 10s), or after SETTLE_TIMEOUT.
 QUIET = 1.5
 SETTLE_TIMEOUT = 30.0
-# ... or once nothing changed for longer than the longest backoff (kube-scheduler's
-# podMaxBackoffSeconds 10, its backoff queue flushed every second): a group that fails
-# with an error (a validation error) goes back to backoff after every attempt, forever,
-# with the same message.
+# ... or, while something waits in backoff, once a pod-group cycle has run since the step
+# began and nothing changed for BACKOFF_QUIET: a rejected or failing group goes back to
+# backoff after every attempt, forever, with the same message. The cycle is what matters:
+# a step that changes a group without requeueing it (minCount raised) shows only at the
+# group's next retry, up to 10 s x sqrt(members) later, and with a quiet spell alone
+# whether that retry fell inside the step was a race (gang family, min_increase, seed 7).
 BACKOFF_QUIET = 11.5
 
 _SCORE_LINE = re.compile(
@@ -219,6 +221,9 @@ class Side:
         self.podgroups: dict[str, Json] = {}  # "ns/name" -> latest object
         self._watched_ns: set[str] = set()
         self._last_change = time.monotonic()
+        # Settles of a stepped scenario put off because the watches were behind the API
+        # server (reported at the end of the run).
+        self.watch_lag: list[str] = []
         # Gated sides serve the scheduler's /metrics on this loopback port: the settling
         # rule reads scheduler_pending_pods (kube-scheduler's and polsched's alike).
         self.metrics_port = _free_port() if gates else 0
@@ -695,6 +700,7 @@ class Side:
         deleted: set[str] = set()
         out: list[PodResult] = []
         for i, step in enumerate(sc.steps):
+            _, step_tries = await self._queued()
             for a in step:
                 key = f"{a.namespace}/{a.name}"
                 if a.op == "create":
@@ -715,12 +721,13 @@ class Side:
                     deleted.add(key)
                 else:
                     raise ValueError(f"scenario {sc.index}: unknown action {a.op!r}")
-            await self._settle(sc, uids, deleted)
+            await self._settle(sc, uids, deleted, step_tries)
             out.extend(self._snapshot(sc, i, pods, groups, uids, deleted))
         self._watched_ns = set()
         return out
 
-    async def _settle(self, sc: scn.Scenario, uids: dict[str, str], deleted: set[str]) -> None:
+    async def _settle(self, sc: scn.Scenario, uids: dict[str, str], deleted: set[str],
+                      step_tries: int) -> None:
         """The settling rule of a step: the watches show what the step made (created pods
         present, deleted ones gone); a probe pod created after it has been tried, so the
         scheduler has dequeued whatever the step queued before it (the probe has the
@@ -758,20 +765,63 @@ class Side:
             quiet_for = now - self._last_change
             if now >= deadline:
                 return
-            if quiet_for >= BACKOFF_QUIET or (quiet_for >= QUIET and announced()
-                                              and not await self._queued()):
-                return
+            if quiet_for >= QUIET and announced():
+                queued, tried = await self._queued()
+                if not queued or (quiet_for >= BACKOFF_QUIET and tried > step_tries):
+                    behind = await self._behind(sc.namespace_names())
+                    if not behind:
+                        return
+                    # The watches had not delivered everything yet (a loaded machine):
+                    # what the API server holds changed since; settle on that, anew.
+                    self.watch_lag.append(f"scenario {sc.index}: {', '.join(behind)}")
+                    self._last_change = time.monotonic()
+                    continue
             await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
 
-    async def _queued(self) -> int:
-        """Pods the scheduler has in its active and backoff queues and, for a group in
-        its cycle, waiting to join it, from its /metrics (scheduler_pending_pods{queue=
+    async def _behind(self, namespaces: Sequence[str]) -> list[str]:
+        """What the API server holds now that the watches have not shown yet: the
+        scenario's pods and PodGroups (by resourceVersion) and its events' notes. A step
+        is recorded from the watches, so it must not settle before they caught up."""
+        assert self.client is not None
+        behind: list[str] = []
+        for ns in namespaces:
+            pods = await self.client.get(f"/api/v1/namespaces/{ns}/pods")
+            for p in pods.get("items") or ():
+                m = p["metadata"]
+                if str(m["name"]).startswith("probe-"):
+                    continue
+                cur = self.pods.get(f"{ns}/{m['name']}")
+                if cur is None or cur["metadata"]["resourceVersion"] != m["resourceVersion"]:
+                    behind.append(f"pod {ns}/{m['name']}")
+            groups = await self.client.get(f"/apis/{scn.PODGROUP_API}/namespaces/{ns}/podgroups")
+            for g in groups.get("items") or ():
+                m = g["metadata"]
+                cur = self.podgroups.get(f"{ns}/{m['name']}")
+                if cur is None or cur["metadata"]["resourceVersion"] != m["resourceVersion"]:
+                    behind.append(f"podgroup {ns}/{m['name']}")
+            events = await self.client.get(f"/api/v1/namespaces/{ns}/events")
+            for e in events.get("items") or ():
+                inv = e.get("involvedObject") or {}
+                if str(inv.get("name", "")).startswith("probe-") or not inv.get("uid"):
+                    continue
+                note = f"{e.get('reason')}: {e.get('message') or ''}"
+                if note not in self.all_events.get(inv["uid"], ()):
+                    behind.append(f"event {inv.get('name')} {e.get('reason')}")
+        return behind
+
+    async def _queued(self) -> tuple[int, int]:
+        """From the scheduler's /metrics: the pods it has in its active and backoff queues
+        and, for a group in its cycle, waiting to join it (scheduler_pending_pods{queue=
         active|backoff|pending}, kube-scheduler's gauge, which polsched reports too): a
-        rejected gang retried after its backoff is still to come while this is above 0.
+        rejected gang retried after its backoff is still to come while this is above 0;
+        plus its binding cycles under way (scheduler_goroutines{operation="binding"}: a
+        gang member's bind and Scheduled event, its nomination while it waits on Permit,
+        are still to come); and its pod-group cycles so far
+        (scheduler_podgroup_schedule_attempts_total).
         The unschedulable pool is not counted: nothing takes a pod from it without a
         cluster event, and every step's events are in."""
         if not self.metrics_port:
-            return 0
+            return 0, 0
         scheme = "https" if self.scheduler == "kube" else "http"
         url = f"{scheme}://127.0.0.1:{self.metrics_port}/metrics"
         try:
@@ -779,8 +829,10 @@ class Side:
                     http.get(url, ssl=False, timeout=aiohttp.ClientTimeout(total=5)) as r:
                 text = await r.text()
         except (aiohttp.ClientError, TimeoutError):
-            return 1  # not answering (yet): not settled
-        return pending_in(text, ("active", "backoff", "pending"))
+            return 1, 0  # not answering (yet): not settled
+        return (pending_in(text, ("active", "backoff", "pending"))
+                + metric_sum(text, "scheduler_goroutines", operation="binding"),
+                metric_sum(text, "scheduler_podgroup_schedule_attempts_total"))
 
     def _snapshot(self, sc: scn.Scenario, step: int, pods: list[str], groups: list[str],
                   uids: dict[str, str], deleted: set[str]) -> list[PodResult]:
@@ -993,6 +1045,18 @@ def _condition_message(c: Json) -> str:
 _PENDING = re.compile(r'^scheduler_pending_pods\{([^}]*)\} ([0-9.e+]+)$', re.M)
 
 
+def metric_sum(metrics_text: str, name: str, **labels: str) -> int:
+    """The sum of the series of metric `name` whose labels include `labels`, in a
+    Prometheus text page."""
+    total = 0.0
+    for m in re.finditer(rf'^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+]+)$', metrics_text,
+                         re.M):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(2))
+    return int(total)
+
+
 def pending_in(metrics_text: str, queues: tuple[str, ...]) -> int:
     """The sum of scheduler_pending_pods over `queues` in a Prometheus text page."""
     total = 0.0
@@ -1122,6 +1186,8 @@ async def _run_pair(scenarios: list[scn.Scenario], workdir: Path, gates: str, bi
         for s in sides:
             progress(f"{s.key}{label}: seconds per phase: " + ", ".join(
                 f"{k} {v:.0f}" for k, v in sorted(s.phases.items(), key=lambda kv: -kv[1])))
+            for lag in s.watch_lag:
+                progress(f"{s.key}{label}: a step waited for its watches: {lag}")
     finally:
         for s in sides:
             await s.stop()

@@ -41,6 +41,7 @@ from polsched.plugins import (
     DEFAULT_SCORERS,
     REGISTRY,
 )
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, node_manifest, unique
 from tests.e2e.rbac import (
@@ -109,6 +110,28 @@ class Gang:
         return None
 
 
+def group_attempts(profile: str, result: str) -> float:
+    """scheduler_podgroup_schedule_attempts_total of the engine in this process."""
+    return metrics.PODGROUP_SCHEDULE_ATTEMPTS.values.get(
+        (("profile", profile), ("result", result)), 0.0)
+
+
+def observed(h: metrics.Histogram, labels: tuple[tuple[str, str], ...] = ()
+             ) -> tuple[int, float]:
+    """(count, sum) of a histogram series of the engine in this process."""
+    s = h.series.get(labels)
+    return (0, 0.0) if s is None else (int(s[1][1]), s[1][0])
+
+
+def binding_cycles() -> float:
+    """scheduler_goroutines{operation="binding"} of the engine in this process."""
+    return metrics.GOROUTINES.values.get((("operation", metrics.BINDING),), 0.0)
+
+
+def preemption_attempts(result: str) -> float:
+    return metrics.WORKLOAD_PREEMPTION_ATTEMPTS.values.get((("result", result),), 0.0)
+
+
 async def bound(g: Gang, pod: str) -> str:
     return str(await eventually(lambda: g.node_of(pod), 60, what=f"{pod} bound"))
 
@@ -158,6 +181,7 @@ def test_rbac_is_kube_schedulers_for_pod_groups(gang_cluster: tuple[Cluster, Pat
 
 def test_a_gang_that_fits_binds_whole(gang_cluster: tuple[Cluster, Path]) -> None:
     async def body(g: Gang, nodes: list[str]) -> None:
+        algorithm_runs = observed(metrics.PODGROUP_ALGORITHM_DURATION)[0]
         await g.pod_group("workers", 3)
         for i in range(3):
             await g.member(f"w{i}", "workers", "1")
@@ -179,6 +203,13 @@ def test_a_gang_that_fits_binds_whole(gang_cluster: tuple[Cluster, Path]) -> Non
         assert cond.get("observedGeneration", 0) == (cond["generation"] or 0), cond
         for i in range(3):
             assert [r for r, _ in await g.events(f"w{i}")] == ["Scheduled"]
+        assert binding_cycles() == 0  # every binding cycle ended (the events are after)
+        # kube-scheduler's GenericWorkload metrics: one cycle, and it scheduled the group.
+        assert group_attempts(g.scheduler, metrics.SCHEDULED) == 1
+        assert group_attempts(g.scheduler, metrics.UNSCHEDULABLE) == 0
+        assert observed(metrics.PODGROUP_ATTEMPT_DURATION,
+                        (("profile", g.scheduler), ("result", metrics.SCHEDULED)))[0] == 1
+        assert observed(metrics.PODGROUP_ALGORITHM_DURATION)[0] >= algorithm_runs + 1
 
     run(gang_cluster, [("n", "4")], body)
 
@@ -370,6 +401,9 @@ def test_a_gangs_permit_waiters_are_rejected_together(
                     w.pending_plugins == ["Hold"] for w in held) else None
 
             held = await eventually(both_held, 60, what="both members held at Permit")
+            # Both binding cycles are under way while they wait (kube-scheduler's
+            # scheduler_goroutines{operation="binding"} counts a binding goroutine so).
+            assert binding_cycles() == 2
             if trigger == "reload":
                 engine.apply(load_policy(held_policy(scheduler, 2, False), CATALOG))
             elif trigger == "lost-lease":
@@ -387,6 +421,8 @@ def test_a_gangs_permit_waiters_are_rejected_together(
                 return not engine.cache.assumed_keys(scheduler)
 
             assert await eventually(nothing_assumed, 30, what="the members forgotten")
+            if trigger != "reload":  # (after a reload the new pipeline binds them)
+                assert binding_cycles() == 0
             if trigger == "reload":
                 # The new pipeline (without Hold) places the gang whole.
                 for m in ("h1", "h2"):
@@ -461,6 +497,8 @@ def test_a_gang_preempts_lower_priority_pods_and_binds_whole(
     evicts just enough of them, its members nominated, then binds whole."""
     async def body(g: Gang, nodes: list[str]) -> None:
         classes = await priority_classes(g)
+        victims_before = observed(metrics.WORKLOAD_PREEMPTION_VICTIMS)
+        successes = preemption_attempts("Success")
         try:
             for i in range(4):
                 await victim(g, f"low{i}", nodes[0], "1", classes["low"])
@@ -495,6 +533,13 @@ def test_a_gang_preempts_lower_priority_pods_and_binds_whole(
                 return cond if cond and cond["status"] == "True" else None
 
             await eventually(scheduled, 30, what="PodGroupInitiallyScheduled=True")
+            # The metrics: the group waited on preemption, then was scheduled; one
+            # preemption chose 3 victims (a pod group's: workload_preemption_victims).
+            assert group_attempts(g.scheduler, metrics.WAITING_ON_PREEMPTION) >= 1
+            assert group_attempts(g.scheduler, metrics.SCHEDULED) == 1
+            assert preemption_attempts("Success") >= successes + 1
+            count, total = observed(metrics.WORKLOAD_PREEMPTION_VICTIMS)
+            assert (count - victims_before[0], total - victims_before[1]) == (1, 3.0)
         finally:
             await drop_classes(g, classes)
 
@@ -506,6 +551,7 @@ def test_a_gang_that_cannot_fit_even_with_preemption_evicts_nothing(
     """Members of 3 CPUs on a node of 4 never both fit: nothing is evicted."""
     async def body(g: Gang, nodes: list[str]) -> None:
         classes = await priority_classes(g)
+        unschedulable = preemption_attempts("Unschedulable")
         try:
             await victim(g, "low", nodes[0], "1", classes["low"])
             await high_gang(g, "hi", 2, ["3", "3"], classes["high"])
@@ -519,6 +565,9 @@ def test_a_gang_that_cannot_fit_even_with_preemption_evicts_nothing(
 
             cond = await eventually(rejected, 60, what="PodGroupInitiallyScheduled=False")
             assert (cond["reason"], cond["message"]) == ("Unschedulable", msg)
+            assert group_attempts(g.scheduler, metrics.UNSCHEDULABLE) >= 1
+            assert group_attempts(g.scheduler, metrics.WAITING_ON_PREEMPTION) == 0
+            assert preemption_attempts("Unschedulable") >= unschedulable + 1
             assert not await gone(g, "low")
             assert [r for r, _ in await g.events("low")] == []
             assert await g.node_of("hi0") == "" and await g.node_of("hi1") == ""
@@ -547,10 +596,16 @@ def test_a_gang_victim_with_disruption_mode_all_is_preempted_whole(
             pg = await g.client.get(f"{GROUPS}/namespaces/{g.ns}/podgroups/lo")
             if "disruptionMode" not in pg["spec"]:
                 pytest.skip("this API server drops PodGroup spec.disruptionMode")
+            disruptions = observed(metrics.PREEMPTION_WORKLOAD_DISRUPTIONS,
+                                   (("preemptor", "podgroup"),))
             await high_gang(g, "hi", 1, ["3"], classes["high"])
             await bound(g, "hi0")
             assert await eventually(lambda: gone(g, "lo0"), 30, what="lo0 preempted")
             assert await eventually(lambda: gone(g, "lo1"), 30, what="lo1 preempted")
+            # One unit disrupted: the low gang, taken whole.
+            count, total = observed(metrics.PREEMPTION_WORKLOAD_DISRUPTIONS,
+                                    (("preemptor", "podgroup"),))
+            assert (count - disruptions[0], total - disruptions[1]) == (1, 1.0)
         finally:
             await drop_classes(g, classes)
 

@@ -73,3 +73,17 @@ def test_pending_in_sums_the_queues_asked_for() -> None:
     ])
     assert runner.pending_in(page, ("active", "backoff")) == 6
     assert runner.pending_in(page, ("pending",)) == 0
+
+
+def test_metric_sum_adds_every_series_of_one_counter() -> None:
+    page = "\n".join([
+        "# TYPE scheduler_podgroup_schedule_attempts_total counter",
+        'scheduler_podgroup_schedule_attempts_total{profile="p",result="scheduled"} 2',
+        'scheduler_podgroup_schedule_attempts_total{profile="p",result="error"} 3',
+        'scheduler_podgroup_schedule_attempts_total_other{result="error"} 100',
+        "scheduler_podgroup_schedule_attempts_totalx 7",
+    ])
+    assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total") == 5
+    assert runner.metric_sum(page, "absent") == 0
+    assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total",
+                             result="error") == 3

@@ -240,6 +240,8 @@ class PodGroupPostFilterResult:
 
     nominating: dict[str, str] = field(default_factory=dict)
     victims: list[PodInfo] = field(default_factory=list)
+    # Of the victims' units, the pod groups taken whole (numPodGroupDisruptions).
+    disruptions: int = 0
 
 
 class PodGroupPostFilterPlugin(Plugin):

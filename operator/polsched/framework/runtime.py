@@ -717,6 +717,7 @@ class Pipeline:
     async def run_pod_group_post_filter_plugins(
             self, state: CycleState, group: PodGroupInfo, pods: Sequence[PodInfo],
             snapshot: Snapshot, schedule: PodGroupSchedulingFunc, plugins: PluginSet,
+            ran: list[tuple[str, Code]] | None = None,
     ) -> tuple[PodGroupPostFilterResult | None, Status]:
         """RunPodGroupPostFilterPlugins (framework/runtime/framework.go): in order; a
         Success returns at once (the group waits on preemption); Unschedulable and
@@ -724,7 +725,8 @@ class Pipeline:
         reasons and the next plugin runs; anything else ends it as an Error
         `error in "<Plugin>" PodGroupPostFilter plugins: <msg>`. Without a plugin, or when
         every one was Unschedulable, an Unschedulable with the reasons gathered (none:
-        the group's message then gets an empty reason, as upstream's)."""
+        the group's message then gets an empty reason, as upstream's). `ran`, when given,
+        gets each plugin that ran and its own status code (the scheduler's metrics)."""
         reasons: list[str] = []
         rejector = ""
         for p in plugins.pod_group_post_filter:
@@ -733,6 +735,8 @@ class Pipeline:
                                                         schedule)
             except PipelineError as err:
                 st, res = Status.error(str(err)), None
+            if ran is not None:
+                ran.append((p.name, st.code))
             if st.ok:
                 return res, Status(st.code, st.reasons, p.name)
             if st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:

@@ -265,7 +265,8 @@ async def preempt(handle: FrameworkHandle, group: PodGroupInfo, pods: Sequence[P
         to_preempt.sort(key=more_important_key(now))
         victims = [p for v in to_preempt for p in v.pods]
         result = PodGroupPostFilterResult(nominating={a.pod.key: a.node for a in valid},
-                                          victims=victims)
+                                          victims=victims,
+                                          disruptions=sum(1 for v in to_preempt if v.group))
         return result, Status(Code.SUCCESS, (found_placement(len(victims)),))
     finally:
         m.rollback()

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 SCHEDULED = "scheduled"
 UNSCHEDULABLE = "unschedulable"
 ERROR = "error"
+# A pod group whose cycle found victims to evict (podgroup_schedule_attempts_total only).
+WAITING_ON_PREEMPTION = "waiting_on_preemption"
+# goroutines operation label value: binding cycles under way.
+BINDING = "binding"
 # pending_pods queue label values.
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -182,6 +186,39 @@ PREEMPTION_VICTIMS = Histogram(
     "Number of selected preemption victims for preemption initiated by a single pod",
     tuple(float(2 ** i) for i in range(7)))
 
+GOROUTINES = Gauge(
+    "scheduler_goroutines",
+    "Number of running goroutines split by the work they do such as binding. (polsched: "
+    "the binding cycles under way, from Permit's wait to the Binding's answer.)")
+
+# GenericWorkload's metrics (metrics.go podGroupScheduleAttempts, podGroupSchedulingLatency,
+# PodGroupSchedulingAlgorithmLatency, WorkloadPreemptionAttempts, WorkloadPreemptionVictims,
+# PreemptionWorkloadDisruptions): a pod group's cycle and its workload-aware preemption.
+PODGROUP_SCHEDULE_ATTEMPTS = Counter(
+    "scheduler_podgroup_schedule_attempts_total",
+    "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod "
+    "group could not be scheduled, while 'error' means an internal scheduler problem.")
+PODGROUP_ATTEMPT_DURATION = Histogram(
+    "scheduler_podgroup_scheduling_attempt_duration_seconds",
+    "Pod group scheduling attempt latency in seconds", ATTEMPT_BUCKETS)
+PODGROUP_ALGORITHM_DURATION = Histogram(
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+    "Pod group scheduling algorithm latency in seconds", ATTEMPT_BUCKETS)
+# metrics.ExponentialBuckets(1, 2, 11): 1 .. 1024.
+_UNIT_BUCKETS = tuple(float(2 ** i) for i in range(11))
+WORKLOAD_PREEMPTION_ATTEMPTS = Counter(
+    "scheduler_workload_preemption_attempts_total",
+    "Total preemption attempts initiated by workload (including pod groups) in the cluster "
+    "till now.")
+WORKLOAD_PREEMPTION_VICTIMS = Histogram(
+    "scheduler_workload_preemption_victims",
+    "Number of pod preemption victims caused by workload preemption.", _UNIT_BUCKETS)
+PREEMPTION_WORKLOAD_DISRUPTIONS = Histogram(
+    "scheduler_preemption_workload_disruptions",
+    "Number of workload preemption units being preempted. A single preemption unit can be "
+    "all pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
+    "DisruptionMode=single).", _UNIT_BUCKETS)
+
 # The process's garbage collector (controller/gcpolicy.py): each pass stops the event loop.
 GC_PAUSE = Histogram(
     "polsched_gc_pause_seconds",
@@ -213,7 +250,9 @@ ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
+    PREEMPTION_VICTIMS, GOROUTINES, PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION,
+    PODGROUP_ALGORITHM_DURATION, WORKLOAD_PREEMPTION_ATTEMPTS, WORKLOAD_PREEMPTION_VICTIMS,
+    PREEMPTION_WORKLOAD_DISRUPTIONS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
     NODE_METRICS_REQUESTS)
 
 
@@ -268,9 +307,43 @@ def preemption_attempt() -> None:
     PREEMPTION_ATTEMPTS.inc(())
 
 
-def preemption_victims(count: int) -> None:
-    """A preemption chose `count` victims (observeVictims)."""
-    PREEMPTION_VICTIMS.observe((), count)
+def preemption_victims(count: int, workload: bool = False, disruptions: int = 0) -> None:
+    """A preemption chose `count` victims (observeVictims): a pod group's (`workload`) in
+    scheduler_workload_preemption_victims, a pod's in scheduler_preemption_victims; and,
+    when some were pod groups taken whole, how many (`disruptions`)."""
+    (WORKLOAD_PREEMPTION_VICTIMS if workload else PREEMPTION_VICTIMS).observe((), count)
+    if disruptions > 0:
+        PREEMPTION_WORKLOAD_DISRUPTIONS.observe(
+            (("preemptor", "podgroup" if workload else "pod"),), disruptions)
+
+
+def goroutines(operation: str, count: int) -> None:
+    """How many of `operation` (BINDING) are under way now."""
+    GOROUTINES.set((("operation", operation),), count)
+
+
+def pod_group_attempt(profile: str, result: str, seconds: float) -> None:
+    """A pod group's cycle ended (observePodGroupScheduleAttemptAndLatency): result is
+    SCHEDULED, UNSCHEDULABLE, WAITING_ON_PREEMPTION or ERROR; seconds since its pop."""
+    labels = (("profile", profile), ("result", result))
+    PODGROUP_SCHEDULE_ATTEMPTS.inc(labels)
+    PODGROUP_ATTEMPT_DURATION.observe(labels, seconds)
+
+
+def pod_group_algorithm(seconds: float) -> None:
+    """The pod group scheduling algorithm took `seconds` since the group's pop."""
+    PODGROUP_ALGORITHM_DURATION.observe((), seconds)
+
+
+# fwk.Code's String(), the result label of scheduler_workload_preemption_attempts_total.
+_CODE_NAMES = ("Success", "Error", "Unschedulable", "UnschedulableAndUnresolvable", "Wait",
+               "Skip", "Pending")
+
+
+def workload_preemption_attempt(code: int) -> None:
+    """DefaultPreemption's PodGroupPostFilter ended with status code `code`."""
+    name = _CODE_NAMES[code] if 0 <= code < len(_CODE_NAMES) else f"Code({code})"
+    WORKLOAD_PREEMPTION_ATTEMPTS.inc((("result", name),))
 
 
 def policy_reload(policy: str, result: str, seconds: float) -> None:

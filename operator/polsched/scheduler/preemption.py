@@ -144,12 +144,14 @@ class Executor:
                 preemptor: PodInfo | GroupPreemptor,
                 node_name: str, victims: Sequence[PodInfo],
                 on_error: Callable[[PodInfo], None],
-                on_done: Callable[[], None] = lambda: None) -> None:
+                on_done: Callable[[], None] = lambda: None, *, disruptions: int = 0) -> None:
         """Start evicting `victims` for `preemptor` (prepareCandidateAsync); `on_error`
         is called with the preemptor when a call failed, to retry it at once, `on_done`
         when the calls succeeded (the cache may already show the victims gone). For a
-        pod group (actuatePodGroupPreemption) `preemptor` is a GroupPreemptor."""
-        metrics.preemption_victims(len(victims))
+        pod group (actuatePodGroupPreemption) `preemptor` is a GroupPreemptor, and
+        `disruptions` how many of the victims' units were pod groups taken whole."""
+        metrics.preemption_victims(len(victims), isinstance(preemptor, GroupPreemptor),
+                                   disruptions)
         to_delete = [v for v in victims if not v.deleting]
         if not to_delete:
             return

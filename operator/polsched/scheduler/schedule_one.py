@@ -59,6 +59,7 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
+from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
@@ -632,7 +633,8 @@ async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodG
 
 
 async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
-                                pods: Sequence[PodInfo], outcome: PodGroupResult
+                                pods: Sequence[PodInfo], outcome: PodGroupResult,
+                                ran: list[tuple[str, Code]] | None = None,
                                 ) -> tuple[PodGroupPostFilterResult | None, Status]:
     """podGroupCycle's RunPodGroupPostFilterPlugins for a rejected group: the group's
     CycleState of the cycle that rejected it, and a function that reruns the algorithm
@@ -649,7 +651,7 @@ async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: 
                 for m in again.members], st
 
     return await pipeline.run_pod_group_post_filter_plugins(
-        outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins)
+        outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins, ran)
 
 
 def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequence[PodInfo],
@@ -734,6 +736,8 @@ class Attempt:
     # The shadow policies' verdicts on this pod (scheduler.shadow), compared after.
     verdicts: Verdicts | None = None
     annotations: Mapping[str, str] | None = None
+    # In its binding cycle (counted in scheduler_goroutines{operation="binding"}).
+    binding: bool = False
 
 
 class EngineHooks(Protocol):
@@ -771,6 +775,7 @@ class ScheduleOne:
         self._preemption = preemption
         self._waiting_pods = waiting_pods
         self._annotate = annotate_decisions
+        self._bindings = 0  # binding cycles under way, every profile's
 
     # -- skipPodSchedule -----------------------------------------------------------------
     def current(self, pod: PodInfo) -> PodInfo | None:
@@ -907,8 +912,10 @@ class ScheduleOne:
                 return
             if a.waiting is not None or plugins.pre_bind or plugins.post_bind:
                 # The binding cycle in the background; other pods go on being scheduled.
+                self._binding_started(a)
                 self._hooks.spawn(self.binding_cycle(a))
                 return
+        self._binding_started(a)
         self._binder.bind(assumed, a.node,
                           lambda outcome, message: self.bind_done(a, outcome, message),
                           pipeline.extenders, annotations=a.annotations, lane=s.name)
@@ -950,6 +957,7 @@ class ScheduleOne:
                               annotations=a.annotations, lane=a.profile.name)
             outcome, message = await bound
         except asyncio.CancelledError:
+            self._binding_ended(a)
             raise
         except Exception as err:  # a bug must not leave the pod assumed
             log.exception("binding cycle of %s failed", assumed.key)
@@ -957,9 +965,23 @@ class ScheduleOne:
             return
         self.bind_done(a, outcome, message)
 
+    def _binding_started(self, a: Attempt) -> None:
+        """runBindingCycle's Goroutines{binding} Inc: the attempt's binding cycle began."""
+        if not a.binding:
+            a.binding = True
+            self._bindings += 1
+            metrics.goroutines(metrics.BINDING, self._bindings)
+
+    def _binding_ended(self, a: Attempt) -> None:
+        if a.binding:
+            a.binding = False
+            self._bindings -= 1
+            metrics.goroutines(metrics.BINDING, self._bindings)
+
     def bind_done(self, a: Attempt, outcome: BindOutcome, message: str) -> None:
         """The Binder's answer: PostBind and the counts when bound; otherwise the pod
         is forgotten and requeued (or left alone when it went away)."""
+        self._binding_ended(a)
         s, qp, assumed = a.profile, a.queued, a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         if s.shadows:
@@ -1005,6 +1027,7 @@ class ScheduleOne:
         """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
         resources are free again: an AssignedPodDelete for the other pods), then the
         failure handler."""
+        self._binding_ended(a)
         assumed = a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
@@ -1094,7 +1117,7 @@ class ScheduleOne:
                 outcome = q.GroupOutcome.RESTORED
                 return
             profile.report_pending()
-            outcome = await self._pod_group_cycle(profile, group, attempts)
+            outcome = await self._pod_group_cycle(profile, group, attempts, started)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or task.cancelling():
@@ -1113,7 +1136,8 @@ class ScheduleOne:
             profile.report_pending()
 
     async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
-                               attempts: dict[str, Attempt]) -> q.GroupOutcome:
+                               attempts: dict[str, Attempt],
+                               started: float) -> q.GroupOutcome:
         """The cycle's steps; every member handled leaves `attempts`. Returns the root
         status's outcome for the queue."""
         groups = self._cache.pod_groups
@@ -1155,6 +1179,7 @@ class ScheduleOne:
             a.pipeline = pipeline
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
+        metrics.pod_group_algorithm(time.perf_counter() - started)
         waiting: PodGroupPostFilterResult | None = None
         # The queue requeues the group by the algorithm's status (podGroupCycle's
         # rootStatus), taken before the PodGroupPostFilter: an error there (DynamicResources'
@@ -1166,8 +1191,12 @@ class ScheduleOne:
             # applyPodGroupPostFilterResult: an error becomes the group's status, else its
             # message is appended to the group's; a Success leaves the group waiting on
             # preemption, its members nominated.
+            ran: list[tuple[str, Code]] = []
             post, pst = await pod_group_post_filter(pipeline, self._cache, info,
-                                                    [a.pod for a in live], outcome)
+                                                    [a.pod for a in live], outcome, ran)
+            for name, code in ran:  # DefaultPreemption's PodGroupPostFilter, deferred count
+                if name == DEFAULT_PREEMPTION:
+                    metrics.workload_preemption_attempt(code)
             outcome.untried = outcome.status
             if pst.code is Code.ERROR:
                 outcome.status = pst
@@ -1181,6 +1210,16 @@ class ScheduleOne:
         self._submit_pod_group(s, info, live, outcome, waiting)
         for a in live:
             attempts.pop(a.queued.key, None)
+        # submitPodGroupAlgorithmResult's metric: the group's final status (after its
+        # PodGroupPostFilter), not `root`.
+        final = outcome.status
+        if final.ok:
+            result = metrics.SCHEDULED
+        elif final.rejected:
+            result = metrics.UNSCHEDULABLE if waiting is None else metrics.WAITING_ON_PREEMPTION
+        else:
+            result = metrics.ERROR
+        metrics.pod_group_attempt(s.name, result, time.perf_counter() - started)
         if root.ok:
             return q.GroupOutcome.SUCCESS
         return q.GroupOutcome.REJECTED if root.rejected else q.GroupOutcome.ERROR
@@ -1287,7 +1326,8 @@ class ScheduleOne:
 
         self._preemption.actuate(s.name, s.recorder, GroupPreemptor(members[0], uid),
                                  CLUSTER_DOMAIN, post.victims, retry,
-                                 self._hooks.activate_preemptors)
+                                 self._hooks.activate_preemptors,
+                                 disruptions=post.disruptions)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""
