@@ -195,8 +195,9 @@ class Engine(CacheListener):
         # forget, the failure's event and condition) before the parts they use close:
         # none is bound by a half-stopped engine. Awaited, not given two turns of the
         # loop: a binding cycle still in its nomination patch (on a loaded API server)
-        # unwound while the recorder closed, and a writer it started then was awaited
-        # and never cancelled (the engine's stop hung: issue 29's test_gangs[stop]).
+        # unwound while the recorder closed, and the series flusher its event started
+        # then was awaited uncancelled (the engine's stop hung: issue 29's
+        # test_gangs[stop]).
         self.reject_waiting(None, "rejected: the scheduler is stopping")
         for t in tasks:
             if t.done():  # ended on its own (a fault /healthz reported): stop the rest
