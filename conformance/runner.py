@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -221,6 +221,9 @@ class Side:
         self.podgroups: dict[str, Json] = {}  # "ns/name" -> latest object
         self._watched_ns: set[str] = set()
         self._last_change = time.monotonic()
+        # Settles of a stepped scenario put off because the watches were behind the API
+        # server (reported at the end of the run).
+        self.watch_lag: list[str] = []
         # Gated sides serve the scheduler's /metrics on this loopback port: the settling
         # rule reads scheduler_pending_pods (kube-scheduler's and polsched's alike).
         self.metrics_port = _free_port() if gates else 0
@@ -731,12 +734,10 @@ class Side:
         lowest priority); then nothing of the scenario (pods, PodGroups, events) changed
         for QUIET seconds (binding cycles and status writes are in), every bound pod's
         Scheduled event has been seen, and the scheduler's
-        active and backoff queues are empty and no pod is in its binding cycle (a gang
-        retried after its backoff has been retried and bound; with a quiet spell alone,
-        whether a 2-8 s backoff retry fell inside a step or the next was a race:
-        oracle-vs-oracle runs showed it), all of it still true once /metrics answered; or,
-        once a pod-group cycle has seen the step, nothing changed for BACKOFF_QUIET (a
-        group in an error loop). Capped at SETTLE_TIMEOUT."""
+        active and backoff queues are empty (a gang retried after its backoff has been
+        retried; with a quiet spell alone, whether a 2-8 s backoff retry fell inside a
+        step or the next was a race: oracle-vs-oracle runs showed it), or nothing changed
+        for BACKOFF_QUIET (a group in an error loop). Capped at SETTLE_TIMEOUT."""
         def seen() -> bool:
             for key, uid in uids.items():
                 cur = self.pods.get(key)
@@ -767,29 +768,64 @@ class Side:
             if quiet_for >= QUIET and announced():
                 before = self._last_change
                 queued, tried = await self._queued()
-                # The scheduler answered a while after the quiet spell was measured: a
-                # group retried after its backoff may have run its cycle meanwhile (one
-                # member bound, the others' binds and the Scheduled events still to come).
-                # Settled only if nothing changed while asking, every bound pod has its
-                # event, and no pod is queued or in its binding cycle (or, while some wait
-                # in backoff, a pod-group cycle has seen the step).
-                if self._last_change == before and announced() and (
-                        not queued or (quiet_for >= BACKOFF_QUIET and tried > step_tries)):
-                    return
-                now = time.monotonic()
-                quiet_for = now - self._last_change
+                if not queued or (quiet_for >= BACKOFF_QUIET and tried > step_tries):
+                    behind = await self._behind(sc.namespace_names())
+                    # The answers came a while after the quiet spell was measured: settled
+                    # only if the watches showed nothing new meanwhile and every bound pod
+                    # still has its Scheduled event (issue 29, branch ghang).
+                    if not behind and self._last_change == before and announced():
+                        return
+                    if not behind:
+                        continue
+                    # The watches had not delivered everything yet (a loaded machine):
+                    # what the API server holds changed since; settle on that, anew.
+                    self.watch_lag.append(f"scenario {sc.index}: {', '.join(behind)}")
+                    self._last_change = time.monotonic()
+                    continue
             await asyncio.sleep(max(0.05, min(QUIET - quiet_for, deadline - now)))
+
+    async def _behind(self, namespaces: Sequence[str]) -> list[str]:
+        """What the API server holds now that the watches have not shown yet: the
+        scenario's pods and PodGroups (by resourceVersion) and its events' notes. A step
+        is recorded from the watches, so it must not settle before they caught up."""
+        assert self.client is not None
+        behind: list[str] = []
+        for ns in namespaces:
+            pods = await self.client.get(f"/api/v1/namespaces/{ns}/pods")
+            for p in pods.get("items") or ():
+                m = p["metadata"]
+                if str(m["name"]).startswith("probe-"):
+                    continue
+                cur = self.pods.get(f"{ns}/{m['name']}")
+                if cur is None or cur["metadata"]["resourceVersion"] != m["resourceVersion"]:
+                    behind.append(f"pod {ns}/{m['name']}")
+            groups = await self.client.get(f"/apis/{scn.PODGROUP_API}/namespaces/{ns}/podgroups")
+            for g in groups.get("items") or ():
+                m = g["metadata"]
+                cur = self.podgroups.get(f"{ns}/{m['name']}")
+                if cur is None or cur["metadata"]["resourceVersion"] != m["resourceVersion"]:
+                    behind.append(f"podgroup {ns}/{m['name']}")
+            events = await self.client.get(f"/api/v1/namespaces/{ns}/events")
+            for e in events.get("items") or ():
+                inv = e.get("involvedObject") or {}
+                if str(inv.get("name", "")).startswith("probe-") or not inv.get("uid"):
+                    continue
+                note = f"{e.get('reason')}: {e.get('message') or ''}"
+                if note not in self.all_events.get(inv["uid"], ()):
+                    behind.append(f"event {inv.get('name')} {e.get('reason')}")
+        return behind
 
     async def _queued(self) -> tuple[int, int]:
         """From the scheduler's /metrics: the pods it has in its active and backoff queues
         and, for a group in its cycle, waiting to join it (scheduler_pending_pods{queue=
         active|backoff|pending}, kube-scheduler's gauge, which polsched reports too): a
         rejected gang retried after its backoff is still to come while this is above 0;
-        and its pod-group cycles so far (scheduler_podgroup_schedule_attempts_total).
+        plus its binding cycles under way (scheduler_goroutines{operation="binding"}: a
+        gang member's bind and Scheduled event, its nomination while it waits on Permit,
+        are still to come); and its pod-group cycles so far
+        (scheduler_podgroup_schedule_attempts_total).
         The unschedulable pool is not counted: nothing takes a pod from it without a
-        cluster event, and every step's events are in. Pods in their binding cycle
-        (scheduler_goroutines{operation="binding"}, both schedulers) count too: a gang
-        whose cycle has just ended is binding, and is not queued any more."""
+        cluster event, and every step's events are in."""
         if not self.metrics_port:
             return 0, 0
         scheme = "https" if self.scheduler == "kube" else "http"
@@ -800,7 +836,8 @@ class Side:
                 text = await r.text()
         except (aiohttp.ClientError, TimeoutError):
             return 1, 0  # not answering (yet): not settled
-        return (pending_in(text, ("active", "backoff", "pending")) + binding_in(text),
+        return (pending_in(text, ("active", "backoff", "pending"))
+                + metric_sum(text, "scheduler_goroutines", operation="binding"),
                 metric_sum(text, "scheduler_podgroup_schedule_attempts_total"))
 
     def _snapshot(self, sc: scn.Scenario, step: int, pods: list[str], groups: list[str],
@@ -1014,12 +1051,15 @@ def _condition_message(c: Json) -> str:
 _PENDING = re.compile(r'^scheduler_pending_pods\{([^}]*)\} ([0-9.e+]+)$', re.M)
 
 
-def metric_sum(metrics_text: str, name: str) -> int:
-    """The sum of every series of the counter `name` in a Prometheus text page."""
+def metric_sum(metrics_text: str, name: str, **labels: str) -> int:
+    """The sum of the series of metric `name` whose labels include `labels`, in a
+    Prometheus text page."""
     total = 0.0
-    for m in re.finditer(rf'^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+]+)$', metrics_text,
+    for m in re.finditer(rf'^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+]+)$', metrics_text,
                          re.M):
-        total += float(m.group(1))
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(2))
     return int(total)
 
 
@@ -1029,20 +1069,6 @@ def pending_in(metrics_text: str, queues: tuple[str, ...]) -> int:
     for m in _PENDING.finditer(metrics_text):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         if labels.get("queue") in queues:
-            total += float(m.group(2))
-    return int(total)
-
-
-_GOROUTINES = re.compile(r'^scheduler_goroutines\{([^}]*)\} ([0-9.e+]+)$', re.M)
-
-
-def binding_in(metrics_text: str) -> int:
-    """scheduler_goroutines{operation="binding"} in a Prometheus text page: the pods in
-    their binding cycle (0 when the page has none)."""
-    total = 0.0
-    for m in _GOROUTINES.finditer(metrics_text):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        if labels.get("operation") == "binding":
             total += float(m.group(2))
     return int(total)
 
@@ -1166,6 +1192,8 @@ async def _run_pair(scenarios: list[scn.Scenario], workdir: Path, gates: str, bi
         for s in sides:
             progress(f"{s.key}{label}: seconds per phase: " + ", ".join(
                 f"{k} {v:.0f}" for k, v in sorted(s.phases.items(), key=lambda kv: -kv[1])))
+            for lag in s.watch_lag:
+                progress(f"{s.key}{label}: a step waited for its watches: {lag}")
     finally:
         for s in sides:
             await s.stop()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance.runner import binding_in
+from conformance.runner import metric_sum
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
@@ -124,6 +124,11 @@ def observed(h: metrics.Histogram, labels: tuple[tuple[str, str], ...] = ()
     return (0, 0.0) if s is None else (int(s[1][1]), s[1][0])
 
 
+def binding_cycles() -> float:
+    """scheduler_goroutines{operation="binding"} of the engine in this process."""
+    return metrics.GOROUTINES.values.get((("operation", metrics.BINDING),), 0.0)
+
+
 def preemption_attempts(result: str) -> float:
     return metrics.WORKLOAD_PREEMPTION_ATTEMPTS.values.get((("result", result),), 0.0)
 
@@ -199,6 +204,7 @@ def test_a_gang_that_fits_binds_whole(gang_cluster: tuple[Cluster, Path]) -> Non
         assert cond.get("observedGeneration", 0) == (cond["generation"] or 0), cond
         for i in range(3):
             assert [r for r, _ in await g.events(f"w{i}")] == ["Scheduled"]
+        assert binding_cycles() == 0  # every binding cycle ended (the events are after)
         # kube-scheduler's GenericWorkload metrics: one cycle, and it scheduled the group.
         assert group_attempts(g.scheduler, metrics.SCHEDULED) == 1
         assert group_attempts(g.scheduler, metrics.UNSCHEDULABLE) == 0
@@ -396,6 +402,9 @@ def test_a_gangs_permit_waiters_are_rejected_together(
                     w.pending_plugins == ["Hold"] for w in held) else None
 
             held = await eventually(both_held, 60, what="both members held at Permit")
+            # Both binding cycles are under way while they wait (kube-scheduler's
+            # scheduler_goroutines{operation="binding"} counts a binding goroutine so).
+            assert binding_cycles() == 2
             if trigger == "reload":
                 engine.apply(load_policy(held_policy(scheduler, 2, False), CATALOG))
             elif trigger == "lost-lease":
@@ -413,6 +422,8 @@ def test_a_gangs_permit_waiters_are_rejected_together(
                 return not engine.cache.assumed_keys(scheduler)
 
             assert await eventually(nothing_assumed, 30, what="the members forgotten")
+            if trigger != "reload":  # (after a reload the new pipeline binds them)
+                assert binding_cycles() == 0
             if trigger == "reload":
                 # The new pipeline (without Hold) places the gang whole.
                 for m in ("h1", "h2"):
@@ -434,7 +445,7 @@ def test_a_gangs_permit_waiters_are_rejected_together(
 
 def _binding() -> int:
     """scheduler_goroutines{operation="binding"} as /metrics shows it."""
-    return binding_in(metrics.exposition())
+    return metric_sum(metrics.exposition(), "scheduler_goroutines", operation="binding")
 
 
 def _pending(scheduler: str) -> int:

@@ -7,6 +7,7 @@ simulate said (the gang's PodGroup condition carries simulate's group message)."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -47,29 +48,62 @@ def apply_when_admitted(c: Cluster, docs: list[dict[str, Any]]) -> None:
             time.sleep(0.5)
 
 
+def initially_scheduled(pod_group: dict[str, Any]) -> dict[str, Any] | None:
+    return next((x for x in (pod_group.get("status") or {}).get("conditions") or ()
+                 if x.get("type") == "PodGroupInitiallyScheduled"), None)
+
+
 async def engine_outcome(c: Cluster, ns: str, policy: dict[str, Any]
                          ) -> tuple[str, dict[str, str]]:
-    """Run the engine with `policy` until the PodGroup `tight` has its
-    PodGroupInitiallyScheduled condition and z-later is bound: the condition's message and
-    every pod's node then."""
+    """Run the engine with `policy` until the PodGroup `tight` has its first
+    PodGroupInitiallyScheduled condition and z-later is bound: that first condition's
+    message and every pod's node then.
+
+    The first one, seen on a watch opened before the engine starts: the engine's first
+    attempt at the group is the one simulate predicts. It is not the last: the members
+    that fit in that attempt are rejected with the group's status and no rejecting plugin,
+    so any event requeues the group (upstream's isPodWorthRequeuing; the condition's own
+    status patch is one), and its next attempt, after z-later took the room, says "0
+    scheduled, 1 remaining". Reading the condition whenever z-later shows bound raced
+    that second attempt on a loaded machine."""
     client = ApiClient.from_kubeconfig(c.kubeconfig)
     engine = Engine(client)
+    path = f"{GROUPS}/namespaces/{ns}/podgroups"
+    start = await client.get(f"{path}/tight")
+    assert initially_scheduled(start) is None, start  # simulate wrote nothing
+    first: list[str] = []
+
+    async def watch() -> None:
+        rv = start["metadata"]["resourceVersion"]
+        while True:  # a watch the server ends is resumed from the last version seen
+            async for kind, obj in client.watch(path, resource_version=rv,
+                                                field_selector="metadata.name=tight"):
+                rv = obj["metadata"].get("resourceVersion") or rv
+                cond = initially_scheduled(obj) if kind == "MODIFIED" else None
+                if cond is not None:
+                    first.append(str(cond["message"]))
+                    return
+
+    watching = asyncio.get_running_loop().create_task(watch())
     try:
         await engine.start()
         engine.apply(load_policy({**policy, "metadata": {
             **policy["metadata"], "generation": 1, "uid": unique("uid")}}, CATALOG))
 
-        async def settled() -> str:
-            pg = await client.get(f"{GROUPS}/namespaces/{ns}/podgroups/tight")
-            cond = next((x for x in (pg.get("status") or {}).get("conditions") or ()
-                         if x.get("type") == "PodGroupInitiallyScheduled"), None)
+        async def settled() -> bool:
+            if watching.done():
+                watching.result()  # a failed watch fails the test, not a timeout
             bound = await client.get(f"/api/v1/namespaces/{ns}/pods/z-later")
-            return str(cond["message"]) if cond and bound["spec"].get("nodeName") else ""
+            return bool(first and bound["spec"].get("nodeName"))
 
-        message = str(await eventually(settled, 60, what="the gang tried, z-later bound"))
+        await eventually(settled, 60, what="the gang tried, z-later bound")
         pods = (await client.get(f"/api/v1/namespaces/{ns}/pods")).get("items") or ()
-        return message, {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods}
+        return first[0], {p["metadata"]["name"]: p["spec"].get("nodeName") or ""
+                          for p in pods}
     finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
         await engine.stop()
         await client.close()
 

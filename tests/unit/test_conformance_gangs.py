@@ -1,6 +1,6 @@
 """The conformance suite's gang family without a cluster: the generator's coverage and
 determinism, the rule that keeps its bursts of members race-free, and the settling rule's
-reading of scheduler_pending_pods and scheduler_goroutines."""
+reading of scheduler_pending_pods."""
 
 from __future__ import annotations
 
@@ -75,19 +75,6 @@ def test_pending_in_sums_the_queues_asked_for() -> None:
     assert runner.pending_in(page, ("pending",)) == 0
 
 
-def test_binding_in_reads_the_binding_goroutines() -> None:
-    """Pods in their binding cycle keep a step unsettled (issue 29: a step once settled
-    between a gang's cycle and its last bind)."""
-    page = "\n".join([
-        "# TYPE scheduler_goroutines gauge",
-        'scheduler_goroutines{operation="binding"} 2',
-        'scheduler_goroutines{operation="prioritizing_extender"} 5',
-        'scheduler_pending_pods{queue="active"} 0',
-    ])
-    assert runner.binding_in(page) == 2
-    assert runner.binding_in('scheduler_pending_pods{queue="active"} 0') == 0
-
-
 def test_metric_sum_adds_every_series_of_one_counter() -> None:
     page = "\n".join([
         "# TYPE scheduler_podgroup_schedule_attempts_total counter",
@@ -98,3 +85,5 @@ def test_metric_sum_adds_every_series_of_one_counter() -> None:
     ])
     assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total") == 5
     assert runner.metric_sum(page, "absent") == 0
+    assert runner.metric_sum(page, "scheduler_podgroup_schedule_attempts_total",
+                             result="error") == 3

@@ -192,10 +192,13 @@ class Engine(CacheListener):
             self._loop_task = None
         # With no cycle left to run, the pods held at Permit (a gang's members waiting for
         # quorum) are rejected together and their binding cycles unwind (Unreserve,
-        # forget) before the parts they use close: none is bound by a half-stopped engine.
-        if self.reject_waiting(None, "rejected: the scheduler is stopping"):
-            for _ in range(2):
-                await asyncio.sleep(0)
+        # forget, the failure's event and condition) before the parts they use close:
+        # none is bound by a half-stopped engine. Awaited, not given two turns of the
+        # loop: a binding cycle still in its nomination patch (on a loaded API server)
+        # unwound while the recorder closed, and the series flusher its event started
+        # then was awaited uncancelled (the engine's stop hung: issue 29's
+        # test_gangs[stop]).
+        self.reject_waiting(None, "rejected: the scheduler is stopping")
         for t in tasks:
             if t.done():  # ended on its own (a fault /healthz reported): stop the rest
                 if not t.cancelled():
@@ -203,14 +206,13 @@ class Engine(CacheListener):
                 continue
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        await self._await_background()
         await self.node_metrics.close()
         await self.binder.close()
         await self.preemption.close()
         for s in self._schedulers.values():
             await s.recorder.close()
-        for t in list(self._background):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await self._await_background()  # what the closes left (a removed policy's close)
         await self.cache.stop()
         self._started = False
 
@@ -400,6 +402,16 @@ class Engine(CacheListener):
                 cb(name)
             except Exception:
                 log.exception("on_change callback failed")
+
+    async def _await_background(self) -> None:
+        """Wait for the binding cycles (and recorder closes) running in the background,
+        those they start meanwhile included."""
+        awaited: set[asyncio.Task[Any]] = set()
+        while left := [t for t in self._background if t not in awaited]:
+            for t in left:  # a task done meanwhile may still be in the set: once each
+                awaited.add(t)
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

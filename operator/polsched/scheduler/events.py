@@ -14,8 +14,10 @@ SchedulerError for errors) through a strategic-merge patch of pods/status, skipp
 the condition would not change (schedule_one.go updatePod, podutil.UpdatePodCondition).
 
 Every write runs in the background, at most `concurrency` at a time: the scheduling cycle
-never waits on the API server. Events take their tokens from the client's event bucket
-(ApiClient.event_limiter), as kube-scheduler's events go through a client of their own.
+never waits on the API server. One object's status patches still go out one at a time, in
+the order they were decided (upstream sends them synchronously, so they land in order).
+Events take their tokens from the client's event bucket (ApiClient.event_limiter), as
+kube-scheduler's events go through a client of their own.
 
 A flood of events cannot grow memory without limit (client-go tools/events and
 tools/record):
@@ -34,6 +36,7 @@ condition patches are never dropped: they carry the pod's state, not a message.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -268,6 +271,9 @@ class EventRecorder:
         # (type, action, reason, pod uid, note) -> the event written for it
         self._series: dict[tuple[str, str, str, str, str], _Series] = {}
         self._flusher: asyncio.Task[None] | None = None
+        # Status patches decided but not yet sent, by object (path): one object's patches
+        # go out one at a time, in the order they were decided (status_lane).
+        self._lanes: dict[str, collections.deque[Json]] = {}
 
     # -- what the scheduler records -------------------------------------------------------
     def scheduled(self, pod: PodInfo, node_name: str) -> None:
@@ -331,8 +337,9 @@ class EventRecorder:
 
     @property
     def pending_writes(self) -> int:
-        """Every write waiting for a writer: events and pod condition patches."""
-        return self._queue.qsize()
+        """Every write waiting for a writer: events and status patches (those held behind
+        a patch of the same object included)."""
+        return self._queue.qsize() + sum(len(lane) for lane in self._lanes.values())
 
     def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str,
                                 nominated_node_name: str | None = None) -> None:
@@ -361,7 +368,7 @@ class EventRecorder:
         patch: Json = {"status": {"conditions": [condition]}}
         if nnn_changed:
             patch["status"]["nominatedNodeName"] = nominated_node_name or None
-        self._spawn(self._patch_status(path, patch))
+        self._spawn_status(path, patch)
 
     async def nominate_for_binding(self, pod: PodInfo, node_name: str) -> None:
         """NominatedNodeNameForExpectation (on by default since v1.35): before a binding
@@ -386,7 +393,7 @@ class EventRecorder:
         caller decides whether it changed (updatePodGroupCondition)."""
         path = (f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}"
                 "/status")
-        self._spawn(self._patch_status(path, {"status": {"conditions": [condition]}}))
+        self._spawn_status(path, {"status": {"conditions": [condition]}})
 
     # -- plumbing -------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, None], event: bool = False) -> None:
@@ -483,6 +490,37 @@ class EventRecorder:
             log.debug("event series %s/%s: %s", s.namespace, s.name, err)
             s.written_count = count
 
+    def _spawn_status(self, path: str, patch: Json) -> None:
+        """Send a status patch after the ones already decided for the same object.
+
+        Upstream patches a pod's PodScheduled condition (updatePod) and a PodGroup's
+        condition (updatePodGroupCondition) synchronously in the cycle that decided them,
+        so one object's patches land in decision order. Here they are written in the
+        background by up to `concurrency` writers, with retries: without a lane, a
+        PodGroup's False (a first attempt, its patch slow or retried on a loaded API
+        server) could land after the True of the attempt that bound the gang, and stay.
+        A lane holds the object's next patches (not a writer) until its patch in flight
+        is answered."""
+        lane = self._lanes.get(path)
+        if lane is not None:  # a patch of this object is queued or in flight
+            lane.append(patch)
+            return
+        self._lanes[path] = collections.deque()
+        self._spawn(self._status_lane(path, patch))
+
+    async def _status_lane(self, path: str, patch: Json) -> None:
+        try:
+            await self._patch_status(path, patch)
+        finally:
+            lane = self._lanes.get(path)
+            task = asyncio.current_task()
+            if not lane or (task is not None and task.cancelling()):
+                # Done, or the recorder is closing: what was not sent is dropped, as
+                # close() drops the queued writes.
+                self._lanes.pop(path, None)
+            else:
+                self._spawn(self._status_lane(path, lane.popleft()))
+
     async def _patch_status(self, path: str, patch: Json) -> None:
         try:
             await self._call("pod condition", lambda: self._client.patch(path, patch,
@@ -518,12 +556,16 @@ class EventRecorder:
         if self._workers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._queue.join(), timeout)
-            for t in self._workers:
-                t.cancel()
-            for t in self._workers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
-            self._workers = []
+            # In rounds: a write recorded while a writer is awaited here (a binding cycle
+            # unwinding) starts a writer that this round did not cancel; awaited, it
+            # would wait for the next write forever.
+            while self._workers:
+                workers, self._workers = self._workers, []
+                for t in workers:
+                    t.cancel()
+                for t in workers:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await t
             while not self._queue.empty():  # not written in time: dropped
                 coro, event = self._queue.get_nowait()
                 coro.close()
@@ -531,6 +573,13 @@ class EventRecorder:
                     self._queued_events -= 1
                     self._budget.queued -= 1
                 self._queue.task_done()
-        if self._flusher is not None:
+            self._lanes.clear()  # their heads were dropped above: nothing follows them
+        # Likewise the series flusher: an event recorded while this closes starts a new
+        # one (its first await of the old one saw it cancelled); awaited uncancelled, it
+        # loops while its series live, six minutes (the hang issue 29's test_gangs[stop]
+        # showed in a task dump: Engine.stop awaiting _flush_loop).
+        while self._flusher is not None:
+            flusher, self._flusher = self._flusher, None
+            flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+                await flusher

@@ -29,6 +29,8 @@ UNSCHEDULABLE = "unschedulable"
 ERROR = "error"
 # A pod group whose cycle found victims to evict (podgroup_schedule_attempts_total only).
 WAITING_ON_PREEMPTION = "waiting_on_preemption"
+# goroutines operation label value: binding cycles under way.
+BINDING = "binding"
 # pending_pods queue label values.
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -151,13 +153,6 @@ PENDING_PODS = Gauge(
     "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the "
     "number of unschedulable pods that the scheduler never attempted to schedule because "
     "they are gated.", hidden=frozenset({"profile"}))
-# metrics.Goroutines: kube-scheduler counts its binding goroutines (runBindingCycle, for
-# a pod-group member too); here the pods between the scheduling cycle's hand-off and the
-# end of their binding (WaitOnPermit, PreBind, the Binding and its answer).
-GOROUTINES = Gauge(
-    "scheduler_goroutines",
-    "Number of running goroutines split by the work they do such as binding.")
-BINDING = "binding"
 POLICY_RELOADS = Counter(
     "polsched_policy_reloads_total",
     "SchedulingPolicy generations loaded into a pipeline, by policy and result "
@@ -190,6 +185,11 @@ PREEMPTION_VICTIMS = Histogram(
     "scheduler_preemption_victims",
     "Number of selected preemption victims for preemption initiated by a single pod",
     tuple(float(2 ** i) for i in range(7)))
+
+GOROUTINES = Gauge(
+    "scheduler_goroutines",
+    "Number of running goroutines split by the work they do such as binding. (polsched: "
+    "the binding cycles under way, from Permit's wait to the Binding's answer.)")
 
 # GenericWorkload's metrics (metrics.go podGroupScheduleAttempts, podGroupSchedulingLatency,
 # PodGroupSchedulingAlgorithmLatency, WorkloadPreemptionAttempts, WorkloadPreemptionVictims,
@@ -247,11 +247,10 @@ NODE_METRICS_REQUESTS = Counter(
     "watcher, by result ('success' or 'error'); none on the per-pod path")
 
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
-    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, GOROUTINES, POLICY_RELOADS,
-    RELOAD_DURATION,
+    SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS, PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION,
+    PREEMPTION_VICTIMS, GOROUTINES, PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION,
     PODGROUP_ALGORITHM_DURATION, WORKLOAD_PREEMPTION_ATTEMPTS, WORKLOAD_PREEMPTION_VICTIMS,
     PREEMPTION_WORKLOAD_DISRUPTIONS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
     NODE_METRICS_REQUESTS)
@@ -271,14 +270,6 @@ def pending_pods(profile: str, queue: str, count: int) -> None:
     UNSCHEDULABLE_QUEUE, GATED). Exported per queue, summed over profiles as upstream's
     single-scheduler metric is."""
     PENDING_PODS.set((("profile", profile), ("queue", queue)), count)
-
-
-def binding(delta: int) -> None:
-    """A pod's binding cycle began (+1) or ended (-1): scheduler_goroutines{operation=
-    "binding"}. A pod counts from its hand-off to the binding cycle (after Permit) until
-    its bind is answered or its binding cycle fails, as upstream's goroutine."""
-    labels = (("operation", BINDING),)
-    GOROUTINES.values[labels] = GOROUTINES.values.get(labels, 0.0) + delta
 
 
 def forget_profile(profile: str) -> None:
@@ -324,6 +315,11 @@ def preemption_victims(count: int, workload: bool = False, disruptions: int = 0)
     if disruptions > 0:
         PREEMPTION_WORKLOAD_DISRUPTIONS.observe(
             (("preemptor", "podgroup" if workload else "pod"),), disruptions)
+
+
+def goroutines(operation: str, count: int) -> None:
+    """How many of `operation` (BINDING) are under way now."""
+    GOROUTINES.set((("operation", operation),), count)
 
 
 def pod_group_attempt(profile: str, result: str, seconds: float) -> None:

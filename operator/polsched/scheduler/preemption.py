@@ -69,6 +69,8 @@ class GroupPreemptor:
     member: PodInfo
     uid: str
     kind: str = "podgroup"
+    # Of the victims' units, the pod groups taken whole (numPodGroupDisruptions).
+    disruptions: int = 0
 
     @property
     def priority(self) -> int:
@@ -144,14 +146,15 @@ class Executor:
                 preemptor: PodInfo | GroupPreemptor,
                 node_name: str, victims: Sequence[PodInfo],
                 on_error: Callable[[PodInfo], None],
-                on_done: Callable[[], None] = lambda: None, *, disruptions: int = 0) -> None:
+                on_done: Callable[[], None] = lambda: None) -> None:
         """Start evicting `victims` for `preemptor` (prepareCandidateAsync); `on_error`
         is called with the preemptor when a call failed, to retry it at once, `on_done`
         when the calls succeeded (the cache may already show the victims gone). For a
-        pod group (actuatePodGroupPreemption) `preemptor` is a GroupPreemptor, and
-        `disruptions` how many of the victims' units were pod groups taken whole."""
-        metrics.preemption_victims(len(victims), isinstance(preemptor, GroupPreemptor),
-                                   disruptions)
+        pod group (actuatePodGroupPreemption) `preemptor` is a GroupPreemptor."""
+        if isinstance(preemptor, GroupPreemptor):
+            metrics.preemption_victims(len(victims), True, preemptor.disruptions)
+        else:
+            metrics.preemption_victims(len(victims))
         to_delete = [v for v in victims if not v.deleting]
         if not to_delete:
             return

@@ -739,6 +739,8 @@ class Attempt:
     # The shadow policies' verdicts on this pod (scheduler.shadow), compared after.
     verdicts: Verdicts | None = None
     annotations: Mapping[str, str] | None = None
+    # In its binding cycle (counted in scheduler_goroutines{operation="binding"}).
+    binding: bool = False
 
 
 class EngineHooks(Protocol):
@@ -776,6 +778,7 @@ class ScheduleOne:
         self._preemption = preemption
         self._waiting_pods = waiting_pods
         self._annotate = annotate_decisions
+        self._bindings = 0  # binding cycles under way, every profile's
 
     # -- skipPodSchedule -----------------------------------------------------------------
     def current(self, pod: PodInfo) -> PodInfo | None:
@@ -912,27 +915,15 @@ class ScheduleOne:
                 return
             if a.waiting is not None or plugins.pre_bind or plugins.post_bind:
                 # The binding cycle in the background; other pods go on being scheduled.
-                metrics.binding(1)
+                self._binding_started(a)
                 self._hooks.spawn(self.binding_cycle(a))
                 return
-        metrics.binding(1)
-
-        def done(outcome: BindOutcome, message: str) -> None:
-            metrics.binding(-1)
-            self.bind_done(a, outcome, message)
-
-        self._binder.bind(assumed, a.node, done, pipeline.extenders,
-                          annotations=a.annotations, lane=s.name)
+        self._binding_started(a)
+        self._binder.bind(assumed, a.node,
+                          lambda outcome, message: self.bind_done(a, outcome, message),
+                          pipeline.extenders, annotations=a.annotations, lane=s.name)
 
     async def binding_cycle(self, a: Attempt) -> None:
-        """schedule_one.go runBindingCycle: counted in scheduler_goroutines{operation=
-        "binding"} (from `_assume_reserve_permit`) until it ends."""
-        try:
-            await self._binding_cycle(a)
-        finally:
-            metrics.binding(-1)
-
-    async def _binding_cycle(self, a: Attempt) -> None:
         """schedule_one.go bindingCycle: WaitOnPermit, PreBind, Bind, PostBind."""
         assert a.assumed is not None and a.pipeline is not None and a.plugins is not None
         assumed, pipeline = a.assumed, a.pipeline
@@ -974,6 +965,7 @@ class ScheduleOne:
                               annotations=a.annotations, lane=a.profile.name)
             outcome, message = await bound
         except asyncio.CancelledError:
+            self._binding_ended(a)
             raise
         except Exception as err:  # a bug must not leave the pod assumed
             log.exception("binding cycle of %s failed", assumed.key)
@@ -981,9 +973,23 @@ class ScheduleOne:
             return
         self.bind_done(a, outcome, message)
 
+    def _binding_started(self, a: Attempt) -> None:
+        """runBindingCycle's Goroutines{binding} Inc: the attempt's binding cycle began."""
+        if not a.binding:
+            a.binding = True
+            self._bindings += 1
+            metrics.goroutines(metrics.BINDING, self._bindings)
+
+    def _binding_ended(self, a: Attempt) -> None:
+        if a.binding:
+            a.binding = False
+            self._bindings -= 1
+            metrics.goroutines(metrics.BINDING, self._bindings)
+
     def bind_done(self, a: Attempt, outcome: BindOutcome, message: str) -> None:
         """The Binder's answer: PostBind and the counts when bound; otherwise the pod
         is forgotten and requeued (or left alone when it went away)."""
+        self._binding_ended(a)
         s, qp, assumed = a.profile, a.queued, a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         if s.shadows:
@@ -1029,6 +1035,7 @@ class ScheduleOne:
         """handleBindingCycleError: Unreserve in reverse, forget the assumed pod (its
         resources are free again: an AssignedPodDelete for the other pods), then the
         failure handler."""
+        self._binding_ended(a)
         assumed = a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
@@ -1325,10 +1332,9 @@ class ScheduleOne:
             if self._hooks.is_live(s) and s.queue.activate(m.key for m in members):
                 s.report_pending()
 
-        self._preemption.actuate(s.name, s.recorder, GroupPreemptor(members[0], uid),
-                                 CLUSTER_DOMAIN, post.victims, retry,
-                                 self._hooks.activate_preemptors,
-                                 disruptions=post.disruptions)
+        preemptor = GroupPreemptor(members[0], uid, disruptions=post.disruptions)
+        self._preemption.actuate(s.name, s.recorder, preemptor, CLUSTER_DOMAIN, post.victims,
+                                 retry, self._hooks.activate_preemptors)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
         """Evict the victims in the background (async preemption); count it."""

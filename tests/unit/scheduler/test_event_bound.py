@@ -145,3 +145,23 @@ def test_recorders_sharing_a_budget_are_bounded_together() -> None:
         assert budget.queued == 0
 
     run(body)
+
+
+def test_close_ends_with_an_event_recorded_while_it_closes() -> None:
+    """A binding cycle that unwinds while the recorder closes (a gang's Permit waiter,
+    rejected by a stop) records its FailedScheduling then: close still ends, its writer
+    and its series flusher stopped too (issue 29: Engine.stop hung awaiting them)."""
+    async def body(client: ApiClient, server: HoldingServer) -> None:
+        rec = events.EventRecorder(client, "closing", concurrency=2)
+        rec.failed_scheduling(pod(1), "0/1 nodes are available")  # held by the server
+        closing = asyncio.get_running_loop().create_task(rec.close(timeout=0.5))
+        for _ in range(5):  # close cancels the flusher and waits for its writes
+            await asyncio.sleep(0)
+        assert not closing.done()
+        rec.failed_scheduling(pod(2), "rejected: the scheduler is stopping")
+        rec.set_pod_scheduled_false(pod(2), events.REASON_UNSCHEDULABLE, "rejected")
+        done, _ = await asyncio.wait({closing}, timeout=10)  # not cancelled on timeout
+        assert closing in done, "close() did not end"
+        closing.result()
+
+    run(body)
