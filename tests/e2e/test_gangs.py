@@ -389,19 +389,7 @@ def test_a_gangs_permit_waiters_are_rejected_together(
         stopped = False
         try:
             await engine.start()
-            engine.apply(load_policy(held_policy(scheduler, 1, True), CATALOG_WITH_HOLD))
-            await g.pod_group("pair", 2)
-            await g.member("h1", "pair", "1")
-            await g.member("h2", "pair", "1")
-
-            async def both_held() -> list[WaitingPod] | None:
-                held = [w for w in engine.waiting_pods.values()
-                        if w.pod.scheduler_name == scheduler]
-                # GangScheduling allowed both; only Hold keeps them.
-                return held if len(held) == 2 and all(
-                    w.pending_plugins == ["Hold"] for w in held) else None
-
-            held = await eventually(both_held, 60, what="both members held at Permit")
+            held = await hold_pair(engine, g, scheduler)
             # Both binding cycles are under way while they wait (kube-scheduler's
             # scheduler_goroutines{operation="binding"} counts a binding goroutine so).
             assert binding_cycles() == 2
@@ -444,8 +432,27 @@ def test_a_gangs_permit_waiters_are_rejected_together(
 
 
 def _binding() -> int:
-    """scheduler_goroutines{operation="binding"} as /metrics shows it."""
+    """scheduler_goroutines{operation="binding"} as /metrics shows it (the exposition, not
+    the gauge's value: what the conformance runner reads)."""
     return metric_sum(metrics.exposition(), "scheduler_goroutines", operation="binding")
+
+
+async def hold_pair(engine: Engine, g: Gang, scheduler: str) -> list[WaitingPod]:
+    """The held policy (Hold keeps members at Permit) and a gang of two 1-CPU members;
+    returns their WaitingPods once GangScheduling allowed both and only Hold keeps them."""
+    engine.apply(load_policy(held_policy(scheduler, 1, True), CATALOG_WITH_HOLD))
+    await g.pod_group("pair", 2)
+    await g.member("h1", "pair", "1")
+    await g.member("h2", "pair", "1")
+
+    async def both_held() -> list[WaitingPod] | None:
+        held = [w for w in engine.waiting_pods.values() if w.pod.scheduler_name == scheduler]
+        return held if len(held) == 2 and all(
+            w.pending_plugins == ["Hold"] for w in held) else None
+
+    got: list[WaitingPod] = await eventually(both_held, 60,
+                                             what="both members held at Permit")
+    return got
 
 
 def _pending(scheduler: str) -> int:
@@ -477,18 +484,7 @@ def test_a_gang_in_its_binding_cycles_counts_as_binding_until_bound(
         before = _binding()
         try:
             await engine.start()
-            engine.apply(load_policy(held_policy(scheduler, 1, True), CATALOG_WITH_HOLD))
-            await g.pod_group("pair", 2)
-            await g.member("h1", "pair", "1")
-            await g.member("h2", "pair", "1")
-
-            async def both_held() -> list[WaitingPod] | None:
-                held = [w for w in engine.waiting_pods.values()
-                        if w.pod.scheduler_name == scheduler]
-                return held if len(held) == 2 and all(
-                    w.pending_plugins == ["Hold"] for w in held) else None
-
-            held = await eventually(both_held, 60, what="both members held at Permit")
+            held = await hold_pair(engine, g, scheduler)
             # What the runner's settling rule saw as settled: nothing queued...
             assert _pending(scheduler) == 0
             # ...while both members are in their binding cycles.
