@@ -171,6 +171,8 @@ class NodeInfo:
     used_ports: set[HostPort] = field(default_factory=set)
     pods_with_affinity: int = 0
     pods_with_required_anti_affinity: int = 0
+    # node.status.declaredFeatures (NodeDeclaredFeatures' Filter tests a subset of it).
+    declared_features: frozenset[str] = frozenset()
     # Bumped on every change to the node or its pods; caches keyed on (name, generation)
     # are valid while it is unchanged.
     generation: int = 0
@@ -204,6 +206,7 @@ class NodeInfo:
             for n in image.get("names") or ():
                 images[n] = image.get("sizeBytes") or 0
         self.images = images
+        self.declared_features = frozenset(status.get("declaredFeatures") or ())
         self.generation += 1
         if old_name and old_name != self.name:
             NODE_CHANGES.note(old_name)
