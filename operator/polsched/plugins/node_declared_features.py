@@ -57,7 +57,7 @@ def _never(spec: Json) -> bool:
 def _containers(spec: Json, *kinds: str) -> Iterable[Json]:
     for kind in kinds:
         for c in spec.get(kind) or ():
-            if isinstance(c, Mapping):
+            if isinstance(c, dict):
                 yield c
 
 
