@@ -23,7 +23,7 @@ endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build build-metrics cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
+.PHONY: all venv build build-metrics helm release cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
 
 all: test
 
@@ -46,6 +46,12 @@ build:
 build-metrics:
 	@hack/metrics.sh build >/dev/null
 
+# helm (hack/helm.sh: from Go modules at hack/versions.env's HELM_VERSION, cached), for the
+# chart's tests (tests/unit/test_chart.py) and `make release`: built here, progress shown,
+# never inside a test's timeout.
+helm:
+	@hack/helm.sh >/dev/null
+
 cluster: build
 	@POLSCHED_REAL_NODE=$(REAL_NODE) POLSCHED_METRICS=$(METRICS) hack/cluster.sh up $(DEV_DIR)
 
@@ -64,11 +70,11 @@ cluster-down:
 # (or the one from `make cluster` when POLSCHED_KUBECONFIG is set).
 # make test also needs metrics-server (tests/e2e/test_load_aware.py): built here, with its
 # progress shown, so a cold machine does not compile it inside a test fixture's timeout.
-test: venv build build-metrics
+test: venv build build-metrics helm
 	-@hack/install-deps.sh lua
 	$(PY) -m pytest tests -m 'not install' $(PYTEST_ARGS)
 
-test-unit: venv
+test-unit: venv helm
 	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
 
 test-e2e: venv build build-metrics
@@ -77,7 +83,7 @@ test-e2e: venv build build-metrics
 # The install as a user meets it (tests/install): make image, a control plane with a real
 # node, kubectl apply -k with the image, the operator in-cluster scheduling real pods.
 # Root only; installs its Debian packages (hack/install-deps.sh). ~10 min warm.
-test-install: venv build
+test-install: venv build helm
 	@hack/install-deps.sh all
 	$(PY) -m pytest tests/install -m install $(PYTEST_ARGS)
 
