@@ -8,6 +8,8 @@
 #   POLSCHED_CACHE_DIR=...   # where the cache lives (default ~/.cache/polsched)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# HELM_VERSION: the newest helm v4 that the Go module proxy served when pinned
+# (`go list -m -versions helm.sh/helm/v4`).
 HELM_VERSION=$(sed -n 's/^HELM_VERSION=//p' "$here/versions.env")
 [[ -n "$HELM_VERSION" ]] || { echo "hack/helm.sh: no HELM_VERSION in hack/versions.env" >&2; exit 1; }
 
