@@ -94,7 +94,8 @@ test-e2e: venv build build-metrics
 	$(PY) -m pytest tests -m e2e $(PYTEST_ARGS)
 
 # The install as a user meets it (tests/install): make image, a control plane with a real
-# node, kubectl apply -k with the image, the operator in-cluster scheduling real pods.
+# node, kubectl apply -k with the image, the operator in-cluster scheduling real pods; then
+# the Helm chart on a second one: helm install, upgrade (the CRD gains a field), uninstall.
 # Root only; installs its Debian packages (hack/install-deps.sh). ~10 min warm.
 test-install: venv build helm
 	@hack/install-deps.sh all
