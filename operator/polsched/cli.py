@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from polsched import __version__
+from polsched import __version__, version
 
 
 def _run_validate(args: argparse.Namespace) -> int:
@@ -252,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(sub)
     _add_run(sub)
     _add_scheduler(sub)
+    version.add_parser(sub)
     return parser
 
 
