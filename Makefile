@@ -46,7 +46,7 @@ build:
 build-metrics:
 	@hack/metrics.sh build >/dev/null
 
-# helm (hack/helm.sh: from Go modules at hack/versions.env's HELM_VERSION, cached), for the
+# helm (hack/helm.sh: from Go modules at hack/helm.env's HELM_VERSION, cached), for the
 # chart's tests (tests/unit/test_chart.py) and `make release`: built here, progress shown,
 # never inside a test's timeout.
 helm:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds helm (v4, from Go modules through the Go module proxy) at the version pinned in
-# hack/versions.env (HELM_VERSION), into the cache outside git that hack/build.sh uses,
+# hack/helm.env (HELM_VERSION), into the cache outside git that hack/build.sh uses,
 # and prints the binary's path. A second run with the same pin returns at once. Progress
 # goes to stderr. The chart's tests (tests/unit/test_chart.py) and `make release` use it.
 #
@@ -10,8 +10,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # HELM_VERSION: the newest helm v4 that the Go module proxy served when pinned
 # (`go list -m -versions helm.sh/helm/v4`).
-HELM_VERSION=$(sed -n 's/^HELM_VERSION=//p' "$here/versions.env")
-[[ -n "$HELM_VERSION" ]] || { echo "hack/helm.sh: no HELM_VERSION in hack/versions.env" >&2; exit 1; }
+HELM_VERSION=$(sed -n 's/^HELM_VERSION=//p' "$here/helm.env")
+[[ -n "$HELM_VERSION" ]] || { echo "hack/helm.sh: no HELM_VERSION in hack/helm.env" >&2; exit 1; }
 
 cache_root=${POLSCHED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/polsched}
 # Keyed by the pin alone: helm's own go.mod/go.sum (in its module zip, checked against the
