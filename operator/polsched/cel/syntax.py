@@ -518,7 +518,7 @@ def depth(e: Expr) -> int:
             kids: tuple[Expr, ...] = (x.range, x.body) + (
                 (x.predicate,) if x.predicate is not None else ())
         else:
-            kids = _children(x)
+            kids = children(x)
         stack.extend((k, d + 1) for k in kids)
     return deepest
 
@@ -536,7 +536,7 @@ def parse(source: str) -> Expr:
 
 # -- what an expression reads -------------------------------------------------------------
 
-def _children(e: Expr) -> tuple[Expr, ...]:
+def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Select):
         return (e.operand,)
     if isinstance(e, Index):
@@ -567,7 +567,7 @@ def free_variables(e: Expr) -> set[str]:
             if x.predicate is not None:
                 visit(x.predicate, inner)
         else:
-            for c in _children(x):
+            for c in children(x):
                 visit(c, bound)
 
     visit(e, frozenset())
@@ -619,7 +619,7 @@ def field_paths(e: Expr, var: str, depth: int) -> frozenset[tuple[str, ...]] | N
             if x.predicate is not None:
                 visit(x.predicate, inner)
             return
-        for c in _children(x):
+        for c in children(x):
             visit(c, bound)
 
     visit(e, frozenset())
