@@ -63,9 +63,25 @@ class Regex:
         return str(m.group(0)) if m is not None else ""
 
     def find_all(self, subject: str) -> Iterator[str]:
-        """The successive non-overlapping matches (`findAll`)."""
-        for m in self._compiled.finditer(subject):  # type: ignore[attr-defined]
-            yield str(m.group(0))
+        """The successive non-overlapping matches (`findAll`), as Go's FindAllString
+        (regexp.allMatches): an empty match right after a match is skipped ("abc" with
+        `b*` gives "", "b", "", where Python's finditer gives a fourth "")."""
+        pos, previous_end = 0, -1
+        while pos <= len(subject):
+            # the whole subject stays the context, so ^ and \b see what precedes pos
+            m = self._compiled.search(subject, pos)  # type: ignore[attr-defined]
+            if m is None:
+                return
+            start, end = m.span()
+            accept = True
+            if end == start:
+                accept = start != previous_end
+                pos = end + 1  # past one character (a code point, Go's rune)
+            else:
+                pos = end
+            previous_end = end
+            if accept:
+                yield str(m.group(0))
 
 
 def compile_regex(pattern: str) -> Regex:

@@ -21,7 +21,7 @@ types, no `cel.bind` macro and no Kubernetes libraries. This module adds them:
   `patch`, `isGreaterThan`, `isLessThan`, `compareTo` (library/semverlib.go, version 1);
 - the Kubernetes list library: `isSorted`, `sum`, `min`, `max`, `indexOf`,
   `lastIndexOf`, `includes` (library/lists.go, version 1);
-- regex `find`, `findAll` (library/regex.go);
+- regex `find`, `findAll` (library/regex.go), on RE2 as upstream (polsched.cel.regex);
 - `ip(s)`, `isIP`, `ip.isCanonical`, `family`, `isUnspecified`, `isLoopback`,
   `isLinkLocalMulticast`, `isLinkLocalUnicast`, `isGlobalUnicast`; `cidr(s)`, `isCIDR`,
   `containsIP`, `containsCIDR`, `ip()`, `prefixLength`, `masked` (library/ip.go, cidr.go);
@@ -72,6 +72,7 @@ Pure data: no I/O.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ from decimal import Decimal
 from functools import cache, cmp_to_key
 from typing import Any
 
+from polsched.cel import regex as celregex
 from polsched.plugins.dynamic_resources.quantity import Quantity, QuantityError
 
 # resourceapi.CELSelectorExpressionMaxLength
@@ -1080,35 +1082,28 @@ def _includes(container: Any, item: Any) -> bool:
     return bool(container == item)
 
 
-_RE_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _regex(pattern: Any) -> re.Pattern[str]:
+def _regex(pattern: Any) -> celregex.Regex:
+    """The pattern on RE2 (Go's regexp, as upstream: linear in the subject, never
+    backtracking), compiled once while it stays in polsched.cel.regex's bounded cache."""
     if not isinstance(pattern, str):
         raise CELError("no such overload: regex pattern must be a string")
-    hit = _RE_CACHE.get(pattern)
-    if hit is None:
-        try:
-            hit = re.compile(pattern)
-        except re.error as err:
-            raise CELError(f"invalid regex {pattern!r}: {err}") from err
-        if len(_RE_CACHE) < 256:
-            _RE_CACHE[pattern] = hit
-    return hit
+    try:
+        return celregex.compile_regex(pattern)
+    except celregex.RegexError as err:
+        raise CELError(str(err)) from err
 
 
 def _find(s: Any, pattern: Any) -> str:
     if not isinstance(s, str):
         raise CELError("no such overload: find applied to a non-string")
-    m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
+    return _regex(pattern).find(s)
 
 
 def _find_all(s: Any, pattern: Any, limit: int = -1) -> list[str]:
     if not isinstance(s, str):
         raise CELError("no such overload: findAll applied to a non-string")
-    out = [m.group(0) for m in _regex(pattern).finditer(s)]
-    return out if limit < 0 else out[:limit]
+    found = _regex(pattern).find_all(s)
+    return list(found) if limit < 0 else list(itertools.islice(found, limit))
 
 
 # -- IP and CIDR (library/ip.go, library/cidr.go) -------------------------------------------
