@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from polsched.plugins.dynamic_resources.device_cel import (
+from polsched.dra.device_cel import (
     CELError,
     DeviceInput,
     compare_semver,
@@ -244,7 +244,7 @@ def test_a_selector_with_too_many_rewrites_is_refused_quickly() -> None:
 # searches it with a pattern that backtracks exponentially on Python's re: 2**40 steps
 # in one C call that holds the GIL. RE2 is linear in the subject.
 _REDOS = r"""
-from polsched.plugins.dynamic_resources.device_cel import DeviceInput, compile_selector
+from polsched.dra.device_cel import DeviceInput, compile_selector
 device = DeviceInput("gpu.example.com", {"serial": {"string": "a" * 40 + "!"}}, {})
 s = compile_selector('device.attributes["gpu.example.com"].serial.find("(a+)+$") == "" && '
                      'size(device.attributes["gpu.example.com"].serial.findAll("(a|aa)+$")) == 0')

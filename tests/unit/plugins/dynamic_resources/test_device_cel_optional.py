@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from polsched.plugins.dynamic_resources.device_cel import (
+from polsched.dra.device_cel import (
     MAX_EXPRESSION_LENGTH,
     CELError,
     DeviceInput,
@@ -125,7 +125,7 @@ def test_selection_on_a_possible_optional_keeps_the_plain_errors(expression: str
 
 def test_a_plain_bind_is_not_routed_through_the_optional_helper() -> None:
     # cel.bind is DRA's documented idiom: its selections stay the core's own.
-    from polsched.plugins.dynamic_resources.device_cel import (
+    from polsched.dra.device_cel import (
         expand_binds,
         rewrite_optional_operands,
         rewrite_syntax,

@@ -81,7 +81,7 @@ from functools import cache, cmp_to_key
 from typing import Any
 
 from polsched.cel import regex as celregex
-from polsched.plugins.dynamic_resources.quantity import Quantity, QuantityError
+from polsched.dra.quantity import Quantity, QuantityError
 
 # resourceapi.CELSelectorExpressionMaxLength
 MAX_EXPRESSION_LENGTH = 10 * 1024

@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from polsched.framework.selectors import SelectorError, compile_requirements
-from polsched.plugins.dynamic_resources import device_cel
-from polsched.plugins.dynamic_resources.model import (
+from polsched.dra import device_cel
+from polsched.dra.model import (
     ALL,
     EXACT_COUNT,
     Capacity,
@@ -50,7 +49,8 @@ from polsched.plugins.dynamic_resources.model import (
     Slice,
     format_device_id,
 )
-from polsched.plugins.dynamic_resources.quantity import Quantity
+from polsched.dra.quantity import Quantity
+from polsched.framework.selectors import SelectorError, compile_requirements
 
 # resourceapi.AllocationResultsMaxSize
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -672,6 +672,12 @@ class Allocator:
             index.memo_classes = classes
         self._signatures: dict[int, tuple[Claim, str]] = {}
 
+    def in_use(self, node: NodeRef, claims: Sequence[Claim]) -> Callable[[DeviceID], bool]:
+        """Whether a device is taken for these claims on this node before the search
+        starts (allocated, or being allocated by another pod): what `explain` reports as
+        "in use by another claim"."""
+        return _Run(self, node, list(claims))._in_use
+
     def allocate(self, node: NodeRef, claims: Sequence[Claim]) -> list[dict[str, Any]] | None:
         """The allocation results, one per claim (status.allocation's JSON), or None when
         the claims do not fit on the node. AllocatorError when the input is broken,
@@ -1280,5 +1286,5 @@ def _add_requirements(src: Sequence[Json], dst: list[Json]) -> None:
 
 __all__ = ["Allocator", "AllocatedState", "AllocatorError", "Features", "NodeAllocationError",
            "NodeRef", "SliceIndex", "gather_pools", "node_matches", "request_over_capacity",
-           "tolerates",
+           "taint_prevents", "tolerates",
            "ALLOCATION_RESULTS_MAX_SIZE", "_DEFAULT_PARENT"]
