@@ -234,9 +234,7 @@ def tokenize(source: str) -> list[Token]:
                 tokens.append(Token("literal", word, i, Literal("null", None)))
             elif word == "in":
                 tokens.append(Token("punct", word, i))
-            elif word in RESERVED:
-                raise ParseError(f"reserved identifier {word!r}", i)
-            else:
+            else:  # a reserved word is a field name after '.': the parser decides
                 tokens.append(Token("ident", word, i))
             i = m.end()
             continue
@@ -436,6 +434,10 @@ class _Parser:
                 if t.kind != "ident":
                     raise ParseError("expected an identifier after a leading '.'", t.pos)
             name = t.text
+            if name in RESERVED:
+                # cel-go refuses them as identifiers and global calls
+                # (VisitIdentOrGlobalCall), not as selected fields (`pod.metadata.namespace`)
+                raise ParseError(f"reserved identifier {name!r}", t.pos)
             if self._accept("("):
                 self._enter()
                 args = self._args(")")

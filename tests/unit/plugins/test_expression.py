@@ -613,3 +613,9 @@ def test_a_pattern_read_from_pod_or_node_is_charged_the_largest_program() -> Non
     with pytest.raises(ArgsError) as err:
         new_filter({"expression": "node.metadata.name.matches(pod.metadata.name)"})
     assert "estimated cost" in err.value.message
+
+
+def test_a_filter_reads_the_pods_namespace() -> None:
+    """`namespace` is reserved in CEL, but a field name after a dot (as cel-go)."""
+    f = new_filter({"expression": "pod.metadata.namespace == 'ns'"})
+    assert [s.ok for s in run_filter(f, pod("p"), [node("n1")])] == [True]
