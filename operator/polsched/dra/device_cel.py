@@ -81,6 +81,7 @@ from functools import cache, cmp_to_key
 from typing import Any
 
 from polsched.cel import regex as celregex
+from polsched.cel import syntax as celsyntax
 from polsched.dra.quantity import Quantity, QuantityError
 
 # resourceapi.CELSelectorExpressionMaxLength
@@ -112,65 +113,40 @@ def _cel() -> Any:
 class Token:
     kind: str  # "str", "ident", "num", "op", "ws"
     text: str
-    value: str = ""  # a string literal's (approximate) value
-
-
-_STRING_START = re.compile(r"""(?:[rR][bB]?|[bB][rR]?)?('''|\"\"\"|'|")""")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NUM = re.compile(r"(?:0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)[uU]?")
-_WS = re.compile(r"(?:\s+|//[^\n]*)+")
+    value: str = ""  # a string literal's value
 
 
 def tokenize(source: str) -> list[Token]:
-    """CEL source as tokens; string literals kept whole. Raises CELError on an
-    unterminated string."""
+    """CEL source as tokens for the rewrites below, which edit the text: polsched.cel.
+    syntax's lexer (the one the Expression plugin parses with), with the whitespace and
+    comments between its tokens kept as "ws" tokens, `true`, `false`, `null` and `in` as
+    identifiers and a string literal's decoded value. Raises CELError where that lexer
+    refuses the text (an unterminated string, a bad escape, a character CEL has not)."""
+    try:
+        lexed = celsyntax.tokenize(source)
+    except celsyntax.ParseError as err:
+        raise CELError(f"compilation failed: {err}") from err
     out: list[Token] = []
-    i, n = 0, len(source)
-    while i < n:
-        m = _WS.match(source, i)
-        if m:
-            out.append(Token("ws", m.group()))
-            i = m.end()
-            continue
-        m = _STRING_START.match(source, i)
-        if m and (m.start(1) == i or not _IDENT.match(source, i) or
-                  _IDENT.match(source, i).end() == m.start(1)):  # type: ignore[union-attr]
-            quote = m.group(1)
-            raw = "r" in source[i:m.start(1)].lower()
-            j = m.end()
-            value: list[str] = []
-            while True:
-                if j >= n:
-                    raise CELError("unterminated string literal")
-                if source.startswith(quote, j):
-                    j += len(quote)
-                    break
-                if source[j] == "\\" and not raw and j + 1 < n:
-                    value.append(source[j:j + 2])
-                    j += 2
-                    continue
-                value.append(source[j])
-                j += 1
-            out.append(Token("str", source[i:j], "".join(value)))
-            i = j
-            continue
-        m = _IDENT.match(source, i)
-        if m:
-            out.append(Token("ident", m.group()))
-            i = m.end()
-            continue
-        m = _NUM.match(source, i)
-        if m:
-            out.append(Token("num", m.group()))
-            i = m.end()
-            continue
-        two = source[i:i + 2]
-        if two in ("==", "!=", "<=", ">=", "&&", "||"):
-            out.append(Token("op", two))
-            i += 2
-            continue
-        out.append(Token("op", source[i]))
-        i += 1
+    end = 0
+    for t in lexed:
+        if t.pos > end:
+            out.append(Token("ws", source[end:t.pos]))
+        if t.kind == "eof":
+            break
+        if t.kind == "literal":
+            lit = t.value
+            assert lit is not None
+            if lit.kind in ("string", "bytes"):
+                out.append(Token("str", t.text, str(lit.value)))
+            elif lit.kind in ("bool", "null"):
+                out.append(Token("ident", t.text))
+            else:
+                out.append(Token("num", t.text))
+        elif t.kind == "punct" and t.text != "in":
+            out.append(Token("op", t.text))
+        else:
+            out.append(Token("ident", t.text))
+        end = t.pos + len(t.text)
     return out
 
 
