@@ -6,6 +6,8 @@ DynamicResources plugin (plugins/dynamic_resources), `polsched explain` and the 
 extended resources use it through the names below; the modules are its internals:
 
 - quantity: resource.Quantity values and their canonical text;
+- selector_syntax: what cel-go accepts and the Rust CEL core does not, rewritten into
+  what it runs, on polsched.cel.syntax's tokens;
 - device_cel: device selectors, CEL with Kubernetes' libraries (quantity, semver, IP,
   lists, regex on RE2) on the Rust CEL package;
 - model: ResourceSlices, DeviceClasses and ResourceClaims parsed for the allocator
@@ -34,8 +36,9 @@ from polsched.dra.allocator import (
     request_over_capacity,
     taint_prevents,
 )
-from polsched.dra.device_cel import CELError, DeviceInput, compile_selector
+from polsched.dra.device_cel import DeviceInput, compile_selector
 from polsched.dra.quantity import Quantity
+from polsched.dra.selector_syntax import CELError
 
 __all__ = [
     "AllocatedState",

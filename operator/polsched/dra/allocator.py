@@ -50,6 +50,7 @@ from polsched.dra.model import (
     format_device_id,
 )
 from polsched.dra.quantity import Quantity
+from polsched.dra.selector_syntax import CELError
 from polsched.framework.selectors import SelectorError, compile_requirements
 
 # resourceapi.AllocationResultsMaxSize
@@ -889,13 +890,13 @@ class _Run:
                 continue
             try:
                 sel = device_cel.compile_selector(source)
-            except device_cel.CELError as err:
+            except CELError as err:
                 raise AllocatorError(f"{owner}: selector #{i}: CEL compile error: {err}") from err
             try:
                 ok = sel.matches(device_cel.DeviceInput(
                     driver=s.driver, attributes=dev.attributes, capacity=dev.raw_capacity,
                     allow_multiple_allocations=bool(dev.allow_multiple_allocations)))
-            except device_cel.CELError as err:
+            except CELError as err:
                 raise AllocatorError(
                     f"{owner}: selector #{i} on device {s.driver}/{s.pool}/{dev.name}: CEL "
                     f"runtime error: {err}") from err

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from polsched.dra import CELError
 from polsched.dra.device_cel import (
-    CELError,
     DeviceInput,
     compare_semver,
     compile_selector,
-    expand_binds,
     parse_semver,
 )
+from polsched.dra.selector_syntax import expand_binds
 from tests.unit.plugins.dynamic_resources.upstream import TESTDATA
 
 pytestmark = pytest.mark.unit
@@ -186,7 +186,7 @@ def test_ip_and_cidr_errors(expression: str) -> None:
 
 # Optional syntax (cel-go's OptionalTypes, in Kubernetes' base environment), two-variable
 # comprehensions (ext.TwoVarComprehensions) and string() of IPs and CIDRs
-# (library/ip.go, cidr.go): the Rust core lacks them, device_cel.rewrite_syntax adds them.
+# (library/ip.go, cidr.go): the Rust core lacks them, selector_syntax.rewrite_syntax adds them.
 # Cases after cel-go's optional and comprehension tests and apiserver's ip/cidr tests.
 @pytest.mark.parametrize("expression, want", [
     ('device.attributes["gpu.example.com"].?model.orValue("none") == "a100"', True),
