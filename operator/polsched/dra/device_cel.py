@@ -919,6 +919,18 @@ def comprehension_depth(tokens: Sequence[Token]) -> int:
     return deepest
 
 
+def _constant_patterns(tokens: Sequence[Token]) -> Iterator[str]:
+    """The patterns of `find` and `findAll` calls written as one string literal: upstream
+    compiles those with the program (cel.OptimizeRegex in library/regex.go), so a bad one
+    fails the compilation, wherever the call stands; here RE2 compiles them once now."""
+    code = [t for t in tokens if t.kind != "ws"]
+    for k in range(1, len(code) - 3):
+        if (code[k].text in ("find", "findAll") and code[k].kind == "ident"
+                and code[k - 1].text == "." and code[k + 1].text == "("
+                and code[k + 2].kind == "str" and code[k + 3].text in (",", ")")):
+            yield code[k + 2].value
+
+
 def _indexed_domains(tokens: Sequence[Token]) -> frozenset[str]:
     """The domains an expression names literally after `attributes` or `capacity`
     (`["..."]`, `[?"..."]`, `.?name`): those that must read as an empty map when the
@@ -959,6 +971,11 @@ class Selector:
             raise CELError(f"compilation failed: undeclared reference to "
                            f"{', '.join(map(repr, unknown))}")
         tokens = tokenize(expanded)
+        for pattern in _constant_patterns(tokens):
+            try:
+                celregex.compile_regex(pattern)
+            except celregex.RegexError as err:
+                raise CELError(f"compilation failed: {err}") from err
         depth = comprehension_depth(tokens)
         if depth > MAX_COMPREHENSION_DEPTH:
             raise CELError(f"cost limit exceeded: comprehensions nest {depth} deep; the "

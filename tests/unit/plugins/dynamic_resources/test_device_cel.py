@@ -276,6 +276,16 @@ def test_find_and_find_all_have_go_semantics(expression: str, want: bool) -> Non
 
 
 @pytest.mark.parametrize("pattern", ["(", "\\\\pL{200}", "a{1001}"])
-def test_a_pattern_re2_refuses_is_a_cel_error(pattern: str) -> None:
-    with pytest.raises(CELError, match="regex"):
-        evaluate(f'"abc".find("{pattern}") == ""', GPU)
+def test_a_constant_pattern_re2_refuses_fails_the_compilation(pattern: str) -> None:
+    """As upstream, whose regex library compiles constant patterns with the program: even
+    where evaluation would never reach the call."""
+    with pytest.raises(CELError, match="compilation failed: .*regex"):
+        compile_selector(f'false && "abc".find("{pattern}") == ""')
+    with pytest.raises(CELError, match="compilation failed: .*regex"):
+        compile_selector(f'size("abc".findAll("{pattern}", 2)) == 0')
+
+
+def test_a_computed_pattern_re2_refuses_is_a_runtime_error() -> None:
+    sel = compile_selector('"abc".find(device.attributes["gpu.example.com"].model + "(") == ""')
+    with pytest.raises(CELError, match="invalid regex"):
+        sel.matches(GPU)
