@@ -46,6 +46,10 @@ RESERVED = frozenset({
     "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
     "loop", "package", "namespace", "return", "var", "void", "while",
 })
+# Identifiers CEL resolves itself (type names, `null`): the CEL library lists them among an
+# expression's variables, so the checks for undeclared references leave them out.
+TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                        "null_type", "type", "dyn", "null"})
 # Macros as cel-go's parser/macro.go expands them: name -> the argument counts it takes
 # as a member call (all three-argument forms but map's are plain calls).
 COMPREHENSIONS = {"all": (2,), "exists": (2,), "exists_one": (2,), "map": (2, 3),

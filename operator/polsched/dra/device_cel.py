@@ -81,6 +81,7 @@ from functools import cache, cmp_to_key
 from typing import Any
 
 from polsched.cel import regex as celregex
+from polsched.cel import syntax as celsyntax
 from polsched.dra.quantity import Quantity, QuantityError
 from polsched.dra.selector_syntax import (
     MACROS,
@@ -890,13 +891,20 @@ def attribute_value(attr: Mapping[str, Any]) -> Any:
 
 # --- compiled selectors --------------------------------------------------------------------
 
-_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
-                         "null_type", "type", "dyn", "null"})
 # Qualified function names (`ip.isCanonical(s)`, `sets.contains(a, b)`): the Rust core
 # lists their first part among an expression's variables.
 _NAMESPACES = frozenset({"ip", "sets", "lists", "strings", "math", "base64", "optional"})
-_MACRO_BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*"
-                          r"([A-Za-z_][A-Za-z0-9_]*)\s*,")
+
+
+def _macro_variables(tokens: Sequence[Token]) -> set[str]:
+    """The variables comprehension macros bind (`.all(x, ...)`): the CEL library lists
+    them among an expression's variables. From the tokens, so a string literal holding
+    such text binds nothing."""
+    code = [t for t in tokens if t.kind != "ws"]
+    return {code[k + 3].text for k in range(len(code) - 4)
+            if code[k].text == "." and code[k + 1].kind == "ident"
+            and code[k + 1].text in MACROS and code[k + 2].text == "("
+            and code[k + 3].kind == "ident" and code[k + 4].text == ","}
 
 
 def comprehension_depth(tokens: Sequence[Token]) -> int:
@@ -964,13 +972,13 @@ class Selector:
             self._program = _cel().compile(expanded)
         except Exception as err:  # the library raises ValueError with the parser's text
             raise CELError(f"compilation failed: {err}") from err
+        tokens = tokenize(expanded)
         names = set(self._program.variables())
-        bound = set(_MACRO_BOUND.findall(expanded))
-        unknown = sorted(names - {"device"} - bound - _TYPE_NAMES - _NAMESPACES)
+        unknown = sorted(names - {"device"} - _macro_variables(tokens) - celsyntax.TYPE_NAMES
+                         - _NAMESPACES)
         if unknown:
             raise CELError(f"compilation failed: undeclared reference to "
                            f"{', '.join(map(repr, unknown))}")
-        tokens = tokenize(expanded)
         for pattern in _constant_patterns(tokens):
             try:
                 celregex.compile_regex(pattern)

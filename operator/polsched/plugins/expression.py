@@ -140,9 +140,6 @@ RATE_MESSAGE = (f"node(s) were not evaluated: this policy's Expression evaluatio
                 f"over their rate of {RATE_UNITS_PER_SECOND} cost units a second; the pod "
                 f"is tried again later")
 VARIABLES = ("pod", "node")
-# Identifiers CEL resolves itself; the library lists them among an expression's variables.
-_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
-                         "null_type", "type", "dyn", "null"})
 # How far into an object the context is trimmed: node.metadata.labels.zone keeps only
 # that label. Any depth is exact; the bound only keeps the paths short.
 _VIEW_DEPTH = 8
@@ -245,7 +242,7 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
     runnable, functions = _linear_regex(source, tree, path)
     program = _cel().compile(runnable)
     names = celsyntax.free_variables(tree)
-    unknown = sorted(names - set(VARIABLES) - _TYPE_NAMES)
+    unknown = sorted(names - set(VARIABLES) - celsyntax.TYPE_NAMES)
     if unknown:
         raise ArgsError(path, f"undeclared reference to {', '.join(map(repr, unknown))}: "
                               "the variables are pod and node")
