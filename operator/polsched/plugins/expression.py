@@ -292,6 +292,9 @@ def _linear_regex(source: str, tree: celsyntax.Expr,
         except celregex.RegexError as err:
             raise ArgsError(path, str(err)) from err
     tokens = celsyntax.tokenize(source)
+    if any(t.kind == "ident" and t.text == _MATCHES for t in tokens):
+        # the name is ours: called directly it would run a regex the cost model never saw
+        raise ArgsError(path, f"undeclared reference to {_MATCHES!r}")
     starts = [t.pos for t, after in zip(tokens, tokens[1:], strict=False)
               if t.kind == "ident" and t.text == "matches" and after.text == "("]
     if not starts:

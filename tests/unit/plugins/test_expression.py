@@ -586,6 +586,9 @@ def test_a_pattern_too_large_to_compile_is_refused_by_the_loader_with_the_field(
     ("pod.metadata.name.matches('a{1001}')", "invalid regex"),  # RE2's repeat limit, as Go's
     # its program, over MAX_PROGRAM_SIZE, costs more than one evaluation may
     ("pod.metadata.name.matches('.{1000}')", "estimated cost"),
+    # the name `matches` runs under is not a function a policy may call itself (its
+    # regex would escape the cost model)
+    ("_polsched_re2_matches(pod.metadata.name, '\\\\w{200}')", "undeclared reference"),
 ])
 def test_bad_or_dear_patterns_are_refused_when_the_expression_compiles(
         source: str, words: str) -> None:
