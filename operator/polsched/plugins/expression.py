@@ -182,6 +182,8 @@ def _error_text(err: BaseException) -> str:
     if isinstance(err, KeyError) and err.args:
         return f"no such key: {err.args[0]}"
     text = str(err)
+    if _MATCHES in text:  # say what the author wrote (see _linear_regex)
+        text = text.split("Error: ", 1)[-1]
     return text or type(err).__name__
 
 

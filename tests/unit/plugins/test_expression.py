@@ -622,3 +622,11 @@ def test_a_filter_reads_the_pods_namespace() -> None:
     """`namespace` is reserved in CEL, but a field name after a dot (as cel-go)."""
     f = new_filter({"expression": "pod.metadata.namespace == 'ns'"})
     assert [s.ok for s in run_filter(f, pod("p"), [node("n1")])] == [True]
+
+
+def test_a_matches_error_names_matches_not_the_function_it_runs_as() -> None:
+    f = new_filter({"expression": "node.metadata.labels.matches('a')"})
+    (st,) = run_filter(f, pod("p"), [node("n", a="b")])
+    assert st.code is Code.UNSCHEDULABLE
+    assert "no such overload: matches applies to a string" in st.message
+    assert "_polsched" not in st.message
