@@ -53,6 +53,7 @@ from polsched.cluster.http1 import AnswerTooLarge, DestinationRefused, Http1Writ
 from polsched.extender import wire
 from polsched.extender.config import DEFAULT_EXTENDER_TIMEOUT_SECONDS, ExtenderConfig
 from polsched.extender.destinations import OPEN, DestinationPolicy
+from polsched.framework import messages
 from polsched.framework.interfaces import ExtenderError, Victims
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.objects import Json
@@ -82,13 +83,10 @@ def _go_quote(s: str) -> str:
 
 
 def reason(text: str, limit: int = MAX_REASON_CHARS) -> str:
-    """Text taken from an extender's answer, fit for an event or a condition: control
-    characters (newlines included) replaced by spaces, cut to `limit` characters."""
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else " " for c in text)
-    return text
+    """Text taken from an extender's answer, fit for an event or a condition: terminal
+    escape sequences removed, other control characters (newlines included) replaced by
+    spaces, cut to `limit` characters."""
+    return messages.sanitized(text, limit)
 
 
 def _pem_from_ca_data(data: str) -> str:
@@ -248,7 +246,32 @@ class HTTPExtender:
         if len(feasible) > 1 and len(set(names)) != len(names):
             # A name listed twice: the node once, in its first place.
             feasible = [by_name[name] for name in dict.fromkeys(names)]
-        return feasible, result.failed_nodes, result.failed_and_unresolvable_nodes
+        refused: list[str] = []
+        failed = self._failed(result.failed_nodes, by_name, refused)
+        unresolvable = self._failed(result.failed_and_unresolvable_nodes, by_name, refused)
+        if refused:
+            log.warning("extender %s: filter answer for pod %s/%s names nodes that were not "
+                        "sent, ignored: %s%s", _go_quote(self.name), pod.namespace, pod.name,
+                        ", ".join(refused[:_MAX_REFUSALS_LOGGED]),
+                        f" (and {len(refused) - _MAX_REFUSALS_LOGGED} more)"
+                        if len(refused) > _MAX_REFUSALS_LOGGED else "")
+        return feasible, failed, unresolvable
+
+    @staticmethod
+    def _failed(answered: dict[str, str], sent: Mapping[str, NodeInfo],
+                refused: list[str]) -> dict[str, str]:
+        """FailedNodes (or FailedAndUnresolvableNodes) narrowed to the nodes that were
+        sent (the others are added to `refused`, quoted), each reason sanitised and cut
+        to MAX_REASON_CHARS: they go into the pod's condition and events."""
+        out: dict[str, str] = {}
+        for name, why in answered.items():
+            if name in sent:
+                out[name] = reason(why)
+            elif len(refused) <= _MAX_REFUSALS_LOGGED:
+                refused.append(_go_quote(name))
+            else:
+                refused.append("")  # counted, not quoted
+        return out
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, int]:
         """Host -> score, nominally in 0..MaxExtenderPriority but taken as it comes, not
