@@ -340,7 +340,7 @@ class Binder:
 
     async def _bind(self, lane: _Lane, job: _BindJob) -> None:
         if job[3]:  # extenders: not counted in _posts
-            await self._send(*job)
+            await self._send(*job, tenant=lane.name)
             return
         waiting = _Waiting(job)
         lane.waiting.add(waiting)
@@ -350,13 +350,16 @@ class Binder:
                     return
                 lane.waiting.discard(waiting)
                 self._grow(lane)
-                await self._send(*job)
+                await self._send(*job, tenant=lane.name)
         finally:
             lane.waiting.discard(waiting)
 
     async def _send(self, pod: PodInfo, node_name: str, done: BindCallback,
                     extenders: Sequence[BindingExtender],
-                    annotations: Mapping[str, str] | None = None) -> None:
+                    annotations: Mapping[str, str] | None = None, *,
+                    tenant: str = "") -> None:
+        """Bind; `tenant`: the lane (the policy), whose share of the client's request
+        budget the Binding takes (cluster.client.FairTokens)."""
         if not self._may_send():
             _call(done, pod, BindOutcome.DROPPED, "the lease's renew deadline passed")
             return
@@ -390,7 +393,8 @@ class Binder:
                         await self._client.send(
                             "POST",
                             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
-                            encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT)
+                            encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT,
+                            tenant=f"bind:{tenant}")
                 finally:
                     self._in_flight.discard(cm)
         except ApiError as err:
