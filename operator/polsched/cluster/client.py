@@ -20,12 +20,12 @@ client-side limit. An answer 429 or 5xx with Retry-After is retried after that m
 seconds, up to `max_retries` times (client-go rest/with_retry.go, 10 by default).
 
 Unlike client-go, a bucket's tokens are shared fairly among tenants (FairTokens): a
-request may name its tenant (the binder names the policy whose pod it binds), and while
-requests wait for tokens, each tenant with a request waiting gets the next token in
-turn, instead of every request reserving a token in the order it asked. With client-go's
-order, a burst of writes from one policy (the status writes of a policy whose extender
-fails) reserved the bucket seconds ahead, and every other policy's binds waited behind
-them (issue 36, finding 5). Requests that name no tenant share the tenant "".
+write sent with `send` may name its tenant (the binder names the policy whose pod it
+binds), and while requests wait for tokens, each tenant with a request waiting gets the
+next token in turn, instead of every request reserving a token in the order it asked.
+With client-go's order, a burst of writes from one policy (the status writes of a policy
+whose extender fails) reserved the bucket seconds ahead, and every other policy's binds
+waited behind them (issue 36, finding 5). Requests that name no tenant share the tenant "".
 """
 
 from __future__ import annotations
@@ -388,8 +388,7 @@ class ApiClient:
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
                       body: Any = None, content_type: str = "application/json",
-                      timeout: float | None = 60.0, events: bool = False,
-                      tenant: str = "") -> Json:
+                      timeout: float | None = 60.0, events: bool = False) -> Json:
         """One request; the decoded JSON answer. Raises ApiError on a non-2xx answer. An
         answer 429 or 5xx with Retry-After is tried again after that wait, at most
         `max_retries` times (client-go with_retry.go: the server said it did not act).
@@ -401,7 +400,7 @@ class ApiClient:
         while True:
             try:
                 return await self._request_once(method, path, params, data, content_type,
-                                                timeout, events, tenant)
+                                                timeout, events)
             except ApiError as err:
                 if err.retry_after is None or attempt >= self.max_retries:
                     raise
@@ -412,10 +411,10 @@ class ApiClient:
 
     async def _request_once(self, method: str, path: str, params: Mapping[str, Any] | None,
                             data: bytes | None, content_type: str, timeout: float | None,
-                            events: bool, tenant: str = "") -> Json:
+                            events: bool) -> Json:
         limiter = self.event_limiter if events else self.limiter
         if limiter is not None:
-            await self._throttle(limiter, method, path, tenant)
+            await self._throttle(limiter, method, path)
         headers = self._headers({"Content-Type": content_type} if data is not None else None)
         try:
             async with self._get_session().request(

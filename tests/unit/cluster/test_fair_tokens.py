@@ -36,12 +36,12 @@ def arrival_order(flood: int, then: int) -> list[str]:
         client = ApiClient(f"http://127.0.0.1:{runner.addresses[0][1]}",
                            limits=ClientLimits(qps=500, burst=1))
         try:
-            noisy = [asyncio.ensure_future(client.request("PATCH", "/w/noisy", body={},
-                                                          tenant="noisy"))
+            noisy = [asyncio.ensure_future(client.send("POST", "/w/noisy", b"{}",
+                                                       tenant="noisy"))
                      for _ in range(flood)]
             await asyncio.sleep(0)  # they have all asked for their tokens
-            quiet = [asyncio.ensure_future(client.request("PATCH", "/w/quiet", body={},
-                                                          tenant="quiet"))
+            quiet = [asyncio.ensure_future(client.send("POST", "/w/quiet", b"{}",
+                                                       tenant="quiet"))
                      for _ in range(then)]
             await asyncio.gather(*noisy, *quiet)
         finally:
