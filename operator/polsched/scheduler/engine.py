@@ -113,7 +113,8 @@ class Engine(CacheListener):
         # a new one; either way start() syncs it.
         self.cache = cache if cache is not None else ClusterCache(client)
         self.cache.add_listener(self)
-        self.binder = Binder(client, concurrency=bind_concurrency, deadline=bind_deadline)
+        self.binder = Binder(client, concurrency=bind_concurrency, deadline=bind_deadline,
+                             watched=self.cache.pods)
         # Event and condition writes in flight, all policies' recorders together: as many
         # as binds. Every bound pod's Scheduled event follows its bind; with 16 against 96
         # binds they were answered at a sixth of the binds' rate (by the loop or the API

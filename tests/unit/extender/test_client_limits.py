@@ -56,7 +56,9 @@ class _FloodHandler(BaseHTTPRequestHandler):
         else:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(b'{"NodeNames": ["n1"], "Error": "')
+        prefix = b'{"NodeNames": ["n1"], "Error": "'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(prefix), prefix) if mode == "chunked"
+                         else prefix)
         for _ in range(HUGE // len(CHUNK)):
             if mode == "chunked":
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
