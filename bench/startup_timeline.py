@@ -74,7 +74,7 @@ def _wrap(cls: Any, name: str, before: str | None, after: str | None) -> None:
 
 def main() -> int:
     mark("python started")
-    import polsched.cli
+    import polsched.commands.cli
     from polsched.cluster.cache import ClusterCache
     from polsched.cluster.client import ApiClient
     from polsched.controller import boot
@@ -100,7 +100,7 @@ def main() -> int:
         return run(args, loaded)
     boot.run = booted
     atexit.register(lambda: mark("exit", once=False))
-    return polsched.cli.main(sys.argv[1:])
+    return polsched.commands.cli.main(sys.argv[1:])
 
 
 def heavy() -> None:

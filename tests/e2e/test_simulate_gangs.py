@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched import cli
+from polsched.commands import cli
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.plugins import CATALOG

@@ -65,12 +65,12 @@ RULES: tuple[tuple[str, frozenset[str]], ...] = (
     # The scheduler runs policies; the controller above it decides which ones.
     (SCHEDULER, frozenset({CONTROLLER})),
     # The dry-run commands run a pipeline; they never run the operator.
-    ("polsched.dryrun", frozenset({CONTROLLER})),
-    ("polsched.explain", frozenset({CONTROLLER})),
-    ("polsched.simulate", frozenset({CONTROLLER})),
+    ("polsched.commands.dryrun", frozenset({CONTROLLER})),
+    ("polsched.commands.explain", frozenset({CONTROLLER})),
+    ("polsched.commands.simulate", frozenset({CONTROLLER})),
     # `polsched --help` loads nothing but the argument parser.
-    ("polsched.cli", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, FRAMEWORK, PLUGINS,
-                                SCHEDULER, AIOHTTP})),
+    ("polsched.commands.cli", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, FRAMEWORK,
+                                         PLUGINS, SCHEDULER, AIOHTTP})),
 )
 
 # Arrows other branches remove; each marker names who, and is strict so that it fails

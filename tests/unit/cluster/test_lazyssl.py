@@ -13,7 +13,7 @@ import pytest
 # In a fresh interpreter: this test process may have imported aiohttp already.
 _PROBE = r"""
 import asyncio, json, socket
-import polsched.cli
+import polsched.commands.cli
 from polsched.controller import boot  # what `polsched run` imports, in boot's order
 from polsched.controller import operator
 from polsched.scheduler import metrics

@@ -32,7 +32,7 @@ def test_webhook_service_without_listen_is_refused_before_connecting(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`polsched run --webhook-service` without --webhook-listen stops at the flags: no
     kubeconfig is read (this one does not exist), nothing is imported or sent by boot."""
-    from polsched import cli
+    from polsched.commands import cli
     from polsched.controller import boot
 
     def never(*_a: object, **_k: object) -> int:

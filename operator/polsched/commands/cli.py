@@ -90,7 +90,7 @@ def _add_scheduler(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    from polsched import explain
+    from polsched.commands import explain
 
     return explain.run(args)
 
@@ -122,7 +122,7 @@ def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_render(args: argparse.Namespace) -> int:
-    from polsched import render
+    from polsched.commands import render
 
     return render.run(args)
 
@@ -147,7 +147,7 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from polsched import importer
+    from polsched.commands import importer
 
     return importer.run(args)
 
@@ -166,7 +166,7 @@ def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
-    from polsched import snapshot
+    from polsched.commands import snapshot
 
     return snapshot.run(args)
 
@@ -196,7 +196,7 @@ def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from polsched import simulate
+    from polsched.commands import simulate
 
     return simulate.run(args)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polsched import dryrun, snapshot
+from polsched.commands import dryrun, snapshot
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.extender.client import ExtenderSetupError
