@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from polsched.commands import dryrun
 from polsched.api import claims
-from polsched.controller.policies import PolicyBook
+from polsched.commands import dryrun
 from polsched.commands.explain import pick_policy
 from polsched.commands.simulate import current_policy
+from polsched.controller.policies import PolicyBook
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched.commands import cli
 from polsched.api import load_policy
+from polsched.commands import cli
 from polsched.commands.explain import explain, read_objects
 from polsched.framework.diagnosis import PluginScore
 from polsched.plugins import CATALOG

@@ -51,9 +51,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from polsched.commands import dryrun
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.commands import dryrun
+from polsched.commands.snapshot import KIND_ORDER, SnapshotError, read_snapshot
 from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
@@ -76,7 +77,6 @@ from polsched.scheduler.schedule_one import (
     schedule_pod,
     validate_pod_group,
 )
-from polsched.commands.snapshot import KIND_ORDER, SnapshotError, read_snapshot
 
 SEED = 0
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
