@@ -11,7 +11,7 @@ from polsched.api import claims
 from polsched.commands import dryrun
 from polsched.commands.explain import pick_policy
 from polsched.commands.simulate import current_policy
-from polsched.controller.policies import PolicyBook
+from polsched.controller.policies.book import PolicyBook
 
 pytestmark = pytest.mark.unit
 

@@ -45,7 +45,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         raise SystemExit("polsched: --webhook-ca-secret must name another Secret than "
                          "--webhook-secret: the CA key stays apart from the serving "
                          "certificate")
-    from polsched.controller import boot
+    from polsched.controller.process import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered
         from polsched.controller import operator
@@ -56,7 +56,7 @@ def _run_operator(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from polsched.controller import options
+    from polsched.controller.process import options
 
     p = sub.add_parser(
         "run", help="run the operator: a scheduler for every SchedulingPolicy",
@@ -68,18 +68,18 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run_scheduler(args: argparse.Namespace) -> int:
-    from polsched.controller import boot
+    from polsched.controller.process import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered
-        from polsched.controller import dedicated
+        from polsched.controller.dedicated import scheduler
 
-        return dedicated.schedule
+        return scheduler.schedule
 
     return boot.run(args, load)
 
 
 def _add_scheduler(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from polsched.controller import options
+    from polsched.controller.process import options
 
     p = sub.add_parser(
         "scheduler", help="run the scheduler of one Dedicated SchedulingPolicy",

@@ -1,4 +1,4 @@
-"""`polsched run`: the operator. It watches SchedulingPolicies (controller.policywatch);
+"""`polsched run`: the operator. It watches SchedulingPolicies (controller.policies.watch);
 every Shared policy runs in this process's Engine, every Dedicated one gets its own
 Deployment.
 
@@ -31,17 +31,18 @@ from polsched.api import GROUP
 from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller import credentials, gcpolicy, namespaces, policywatch
-from polsched.controller.deployments import DEFAULT_IMAGE, DedicatedDeployer
-from polsched.controller.health import Liveness
-from polsched.controller.leases import LeaseTiming
-from polsched.controller.options import (
+from polsched.controller.dedicated.deployments import DEFAULT_IMAGE, DedicatedDeployer
+from polsched.controller.policies.reconciler import PolicyReconciler
+from polsched.controller.policies.watch import watch_policies
+from polsched.controller.process import credentials, gcpolicy, namespaces
+from polsched.controller.process.health import Liveness
+from polsched.controller.process.leases import LeaseTiming
+from polsched.controller.process.options import (
     DEFAULT_EXTENDER_DENY,
     DEFAULT_EXTENDER_DENY_IN_CLUSTER,
     DEFAULT_METRICS_LISTEN,
 )
-from polsched.controller.process import Election, Process, ProcessConfig, lease_client
-from polsched.controller.reconciler import PolicyReconciler
+from polsched.controller.process.server import Election, Process, ProcessConfig, lease_client
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import EngineOptions
 
@@ -123,7 +124,7 @@ def probes_for(engine: Engine, liveness: Liveness) -> tuple[Callable[[], bool],
                                                             Callable[[], bool]]:
     """(ready, healthy) of a scheduling process: ready once the cache has synced and
     while healthy; healthy while its scheduling loop and long-running tasks run and an
-    elected leader leads (controller.health)."""
+    elected leader leads (controller.process.health)."""
     liveness.check("scheduling loop", engine.loop_alive)
 
     def ready() -> bool:
@@ -193,22 +194,23 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool],
 
 def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookServerProtocol:
     """The webhook server `polsched run`'s flags ask for (controller.webhook)."""
-    from polsched.controller import webhook
+    from polsched.controller.webhook import configuration, rotator, server
 
-    service = webhook.parse_service(args.webhook_service) if args.webhook_service else None
-    names = (webhook.service_names(service[0], service[1]) if service is not None
-             else [webhook.split_listen(args.webhook_listen)[0]])
-    certs: webhook.CertificateSource
+    service = server.parse_service(args.webhook_service) if args.webhook_service else None
+    names = (server.service_names(service[0], service[1]) if service is not None
+             else [server.split_listen(args.webhook_listen)[0]])
+    certs: rotator.CertificateSource
     if service is not None or args.webhook_secret is not None:
-        certs = webhook.CertificateManager(client, args.namespace,
-                                           args.webhook_secret or webhook.DEFAULT_SECRET, names,
+        certs = rotator.CertificateManager(client, args.namespace,
+                                           args.webhook_secret or rotator.DEFAULT_SECRET, names,
                                            ca_secret=getattr(args, "webhook_ca_secret", None))
     else:
-        certs = webhook.EphemeralCertificates(names)
-    publish: webhook.Publisher = (webhook.CABundleInjector(client) if service is not None
-                                  else webhook.URLConfiguration(client))
-    return webhook.ManagedWebhookServer(args.webhook_listen, certs, service=service,
-                                        publish=publish)
+        certs = rotator.EphemeralCertificates(names)
+    publish: configuration.Publisher = (
+        configuration.CABundleInjector(client) if service is not None
+        else configuration.URLConfiguration(client))
+    return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
+                                       publish=publish)
 
 
 async def own_image(client: ApiClient) -> str | None:
@@ -233,7 +235,7 @@ async def own_image(client: ApiClient) -> str | None:
 
 
 def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSettings:
-    from polsched.controller.kopf_import import kopf
+    from polsched.controller.process.kopf_import import kopf
 
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -248,10 +250,10 @@ def settings_for(args: argparse.Namespace, client: ApiClient) -> kopf.OperatorSe
 
 def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -> None:
     """kopf's part: its API credentials. Policies reach the reconciler through our own
-    watch (controller.policywatch), not kopf's handlers: kopf handles one object's events
+    watch (controller.policies.watch), not kopf's handlers: kopf handles one object's events
     in turn and PATCHes its bookkeeping after each change, and a hot reload waited behind
     those round trips."""
-    from polsched.controller.kopf_import import kopf
+    from polsched.controller.process.kopf_import import kopf
 
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:
@@ -263,12 +265,12 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionR
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
     result, which returns when kopf stops (on SIGTERM or SIGINT)."""
-    from polsched.controller import webhook
-    from polsched.controller.kopf_import import kopf
+    from polsched.controller.process.kopf_import import kopf
+    from polsched.controller.webhook import admission
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    webhook.register(registry, rules, client)
+    admission.register(registry, rules, client)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -296,7 +298,7 @@ async def until_stopped() -> None:
 
 async def operate(args: argparse.Namespace, *, client: ApiClient,
                   cache: ClusterCache) -> None:
-    """The operator, until SIGTERM or SIGINT. client and cache: made by controller.boot,
+    """The operator, until SIGTERM or SIGINT. client and cache: made by controller.process.boot,
     the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or default_identity()
     # The namespace check runs while the process sets up; the Lease waits for it.
@@ -322,7 +324,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         raise
     # The Lease is renewed on its own thread and client: under load, this loop (every
     # policy's watch events, decisions and binds) renewed too late and lost the lease
-    # (controller.leases).
+    # (controller.process.leases).
     election = Election(args.namespace, OPERATOR_LEASE,
                         LeaseTiming(args.lease_duration, args.renew_period),
                         lease_client(args.kubeconfig, client, credentials.budget(args)))
@@ -342,7 +344,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     liveness: Liveness = process.liveness
     elector = process.elector
     assert elector is not None
-    # The cache's lists (sent by controller.boot) are applied while the rest sets up (the
+    # The cache's lists (sent by controller.process.boot) are applied while the rest sets up (the
     # namespace check, the metrics server, kopf): the sync is the longest part of the
     # start-up.
     sync = asyncio.get_running_loop().create_task(engine.start(), name="polsched-sync")
@@ -371,7 +373,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         main, name="polsched-kopf" if args.webhook_listen else "polsched-signals")
     # Policies listed before the sync are applied to the engine, which starts their
     # schedulers once it has started.
-    policies = loop.create_task(policywatch.watch_policies(client, reconciler),
+    policies = loop.create_task(watch_policies(client, reconciler),
                                 name="polsched-policies")
     liveness.task("policy watch", policies)
     liveness.task("lease election", campaign)

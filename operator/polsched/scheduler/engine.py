@@ -102,14 +102,14 @@ class Engine(CacheListener):
                  bind_deadline: Deadline | None = None,
                  options: EngineOptions = EngineOptions()) -> None:
         """`bind_deadline`: when set, the monotonic time by which every bind must have
-        ended (the lease's renew deadline, controller.process)."""
+        ended (the lease's renew deadline, controller.process.server)."""
         annotate_decisions = options.annotate_decisions
         shadow_budget = options.shadow_budget
         self.client = client
         self.shadow_budget = shadow_budget
         self.identity = identity
         self.annotate_decisions = annotate_decisions
-        # A cache of the same client whose lists are already out (controller.boot), or
+        # A cache of the same client whose lists are already out (controller.process.boot), or
         # a new one; either way start() syncs it.
         self.cache = cache if cache is not None else ClusterCache(client)
         self.cache.add_listener(self)
@@ -178,7 +178,7 @@ class Engine(CacheListener):
 
     def loop_alive(self) -> bool:
         """False once the scheduling loop has ended while the engine runs (a fault it
-        did not catch): the process's /healthz says so (controller.health)."""
+        did not catch): the process's /healthz says so (controller.process.health)."""
         task = self._loop_task
         return task is None or not task.done()
 

@@ -219,7 +219,7 @@ PREEMPTION_WORKLOAD_DISRUPTIONS = Histogram(
     "all pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
     "DisruptionMode=single).", _UNIT_BUCKETS)
 
-# The process's garbage collector (controller/gcpolicy.py): each pass stops the event loop.
+# The process's garbage collector (controller/process/gcpolicy.py): each pass stops the event loop.
 GC_PAUSE = Histogram(
     "polsched_gc_pause_seconds",
     "Cyclic garbage collector passes and how long each stopped the process, in seconds, by "
@@ -393,7 +393,7 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def import_server() -> None:
-    """Import what serve() needs (aiohttp.web, ~30 ms of CPU) now: controller.boot calls
+    """Import what serve() needs (aiohttp.web, ~30 ms of CPU) now: controller.process.boot calls
     this on its worker thread, so that serve() does not import it on the event loop
     while the cache's lists are answered."""
     import aiohttp.web  # noqa: F401

@@ -14,7 +14,7 @@ import pytest
 _PROBE = r"""
 import asyncio, json, socket
 import polsched.commands.cli
-from polsched.controller import boot  # what `polsched run` imports, in boot's order
+from polsched.controller.process import boot  # what `polsched run` imports, in boot's order
 from polsched.controller import operator
 from polsched.scheduler import metrics
 metrics.import_server()

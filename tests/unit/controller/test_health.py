@@ -1,4 +1,4 @@
-"""controller.health: /healthz says 503 when a task the process needs has stopped or an
+"""controller.process.health: /healthz says 503 when a task the process needs has stopped or an
 elected leader does not lead, served over real HTTP by the metrics server."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 
 from polsched.controller import operator
-from polsched.controller.health import Liveness
-from polsched.controller.options import add_run_arguments
+from polsched.controller.process.health import Liveness
+from polsched.controller.process.options import add_run_arguments
 from polsched.scheduler import metrics
 
 pytestmark = pytest.mark.unit

@@ -87,7 +87,7 @@ def test_metrics_are_not_reachable_beyond_loopback_by_default() -> None:
     """`polsched run` without --metrics-listen: /metrics answers on loopback, and a
     connection to the machine's own non-loopback address is refused. (The port is made
     free-for-the-test; the host is the real default's.)"""
-    from polsched.controller import options
+    from polsched.controller.process import options
 
     other = non_loopback_address()
     if other is None:

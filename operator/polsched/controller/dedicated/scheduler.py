@@ -7,7 +7,7 @@ writes its status with the same batching as the operator. As kube-scheduler
 a Lease named after the policy elects the one process that binds and writes status, the
 others keep a warm cache. Deciding from `replicas` at start-up let every rollout of a
 1-replica policy run two schedulers at once, each with its own cache (issue 11). Its parts
-are wired by controller.process, as the operator's: the Lease is renewed on a thread of
+are wired by controller.process.server, as the operator's: the Lease is renewed on a thread of
 its own.
 """
 
@@ -24,8 +24,6 @@ from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import credentials, gcpolicy, policywatch
-from polsched.controller.leases import LeaseTiming
 from polsched.controller.operator import (
     admission_rules,
     default_identity,
@@ -33,8 +31,11 @@ from polsched.controller.operator import (
     resolve_api_servers,
     serve_metrics,
 )
-from polsched.controller.process import Election, Process, ProcessConfig, lease_client
-from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
+from polsched.controller.policies.reconciler import DedicatedScope, PolicyReconciler
+from polsched.controller.policies.watch import watch_policies
+from polsched.controller.process import credentials, gcpolicy
+from polsched.controller.process.leases import LeaseTiming
+from polsched.controller.process.server import Election, Process, ProcessConfig, lease_client
 from polsched.scheduler.engine import EngineOptions
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def _wants_election(args: argparse.Namespace) -> bool:
 async def schedule(args: argparse.Namespace, *, client: ApiClient,
                    cache: ClusterCache) -> None:
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
-    controller.boot, the cache's lists already sent; this closes both when it ends."""
+    controller.process.boot, the cache's lists already sent; this closes both when it ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
     try:
         rules = await resolve_api_servers(admission_rules(args, client.host))
@@ -62,13 +63,13 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
         raise
     elect = _wants_election(args)
     # A client of its own, as kube-scheduler's leader-election client (on its own
-    # thread, controller.process): renewals never queue behind binds for the same
+    # thread, controller.process.server): renewals never queue behind binds for the same
     # client-side budget.
     election = Election(args.namespace, lease_name(args.policy),
                         LeaseTiming(args.lease_duration, args.renew_period),
                         lease_client(args.kubeconfig, client, credentials.budget(args))
                         ) if elect else None
-    # Its extenders' CA Secrets are mounted in its pod (controller.deployments).
+    # Its extenders' CA Secrets are mounted in its pod (controller.dedicated.deployments).
     scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
                            if args.extender_ca_dir else None)
     config = ProcessConfig(identity, election, args.status_interval,
@@ -95,7 +96,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     process.synced()
     gcpolicy.freeze()
     first = asyncio.Event()
-    watch = loop.create_task(policywatch.watch_policies(client, reconciler,
+    watch = loop.create_task(watch_policies(client, reconciler,
                                                         name=args.policy, first=first))
     tasks.append(watch)
     liveness.task("policy watch", watch)

@@ -2,7 +2,7 @@
 `polsched scheduler --policy NAME` (a Dedicated policy's Deployment) are built here, from
 the same parts, each given to its constructor.
 
-The parts: the Lease (renewed on a thread of its own, controller.leases.LeaseThread: on
+The parts: the Lease (renewed on a thread of its own, controller.process.leases.LeaseThread: on
 the event loop, under load, the operator lost its lease), the Engine (its binds end by
 the lease's renew deadline), the StatusWriter with its BindLedger (writes end there too)
 and the PolicyReconciler. What differs between the two processes is data (ProcessConfig,
@@ -14,7 +14,7 @@ Leadership follows one rule in both: losing the lease stops binding and status w
 once (before the next await), then tells the reconciler; gaining it waits until the cache
 has synced (`synced()`), since leading means binding and writing counts from the cache,
 and yields to any later change. A reconciler that fails to take the lead is retried
-every second, and /healthz reports it once the grace has passed (controller.health).
+every second, and /healthz reports it once the grace has passed (controller.process.health).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import credentials
-from polsched.controller.health import Liveness
-from polsched.controller.leases import LeaseThread, LeaseTiming
-from polsched.controller.ledger import BindLedger
-from polsched.controller.reconciler import PolicyReconciler
-from polsched.controller.status import StatusWriter
+from polsched.controller.policies.ledger import BindLedger
+from polsched.controller.policies.reconciler import PolicyReconciler
+from polsched.controller.policies.status import StatusWriter
+from polsched.controller.process import credentials
+from polsched.controller.process.health import Liveness
+from polsched.controller.process.leases import LeaseThread, LeaseTiming
 from polsched.scheduler.engine import Engine, EngineOptions
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class ProcessConfig:
     status_interval: float
     engine: EngineOptions = EngineOptions()
     # How long leadership may go unapplied, or a watched task be down, before /healthz
-    # fails (controller.health.Liveness).
+    # fails (controller.process.health.Liveness).
     liveness_grace: float = 30.0
 
 
@@ -145,7 +145,7 @@ class Process:
                 await self.reconciler.set_leading(leading)
             except Exception:
                 # Not leading while holding the lease binds nothing: try again, and
-                # /healthz reports it once the grace has passed (controller.health).
+                # /healthz reports it once the grace has passed (controller.process.health).
                 log.exception("applying leadership=%s failed; retrying", leading)
                 await asyncio.sleep(1.0)
                 if turn != self._turns:
