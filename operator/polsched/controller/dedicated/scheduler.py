@@ -7,38 +7,35 @@ writes its status with the same batching as the operator. As kube-scheduler
 a Lease named after the policy elects the one process that binds and writes status, the
 others keep a warm cache. Deciding from `replicas` at start-up let every rollout of a
 1-replica policy run two schedulers at once, each with its own cache (issue 11). Its parts
-are wired by controller.process.server, as the operator's: the Lease is renewed on a thread of
-its own.
+are wired, started and stopped by controller.process.server's Process, as the operator's:
+the Lease is renewed on a thread of its own.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
 import os
-import signal
 from pathlib import Path
-from typing import Any
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller.operator import (
+from polsched.controller.policies.reconciler import DedicatedScope, PolicyReconciler
+from polsched.controller.process import credentials
+from polsched.controller.process.leases import LeaseTiming
+from polsched.controller.process.server import (
+    Election,
+    Process,
+    ProcessConfig,
     admission_rules,
     default_identity,
-    probes_for,
+    lease_client,
     resolve_api_servers,
-    serve_metrics,
 )
-from polsched.controller.policies.reconciler import DedicatedScope, PolicyReconciler
-from polsched.controller.policies.watch import watch_policies
-from polsched.controller.process import credentials, gcpolicy
-from polsched.controller.process.leases import LeaseTiming
-from polsched.controller.process.server import Election, Process, ProcessConfig, lease_client
 from polsched.scheduler.engine import EngineOptions
 
 log = logging.getLogger(__name__)
+
 
 def lease_name(policy: str) -> str:
     return f"polsched-scheduler-{policy}"
@@ -53,7 +50,8 @@ def _wants_election(args: argparse.Namespace) -> bool:
 async def schedule(args: argparse.Namespace, *, client: ApiClient,
                    cache: ClusterCache) -> None:
     """The Dedicated scheduler, until SIGTERM or SIGINT. client and cache: made by
-    controller.process.boot, the cache's lists already sent; this closes both when it ends."""
+    controller.process.boot, the cache's lists already sent; this closes both when it
+    ends."""
     identity = args.identity or os.environ.get("POD_NAME") or default_identity()
     try:
         rules = await resolve_api_servers(admission_rules(args, client.host))
@@ -74,55 +72,12 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
                            if args.extender_ca_dir else None)
     config = ProcessConfig(identity, election, args.status_interval,
                            EngineOptions(node_metrics_interval=args.node_metrics_interval),
-                           liveness_grace=max(30.0, 2.0 * args.lease_duration))
+                           liveness_grace=max(30.0, 2.0 * args.lease_duration),
+                           metrics_listen=args.metrics_listen,
+                           health_listen=args.health_listen, policy=args.policy)
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, dedicated=scope, rules=rules))
-    engine, writer, reconciler = process.engine, process.writer, process.reconciler
-    liveness = process.liveness
-    ready, healthy = probes_for(engine, liveness)
-    try:
-        probes = await serve_metrics(args.metrics_listen, ready, healthy, args.health_listen)
-    except SystemExit:
-        await engine.cache.stop()
-        await client.close()
-        raise
-    tasks: list[asyncio.Task[Any]] = []
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await engine.start()
-    process.synced()
-    gcpolicy.freeze()
-    first = asyncio.Event()
-    watch = loop.create_task(watch_policies(client, reconciler,
-                                                        name=args.policy, first=first))
-    tasks.append(watch)
-    liveness.task("policy watch", watch)
-    elector = process.elector
-    campaign = loop.create_task(elector.run()) if elector is not None else None
-    if campaign is not None:
-        liveness.task("lease election", campaign)
-    log.info("polsched scheduler for SchedulingPolicy %s started as %s%s", args.policy,
-             identity, f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else "")
-    try:
-        await stop.wait()
-    finally:
-        engine.set_leader(None, False)
-        await writer.close()
-        if elector is not None and campaign is not None:
-            elector.stop()  # releases the lease
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(campaign, 5)
-        await process.close_leadership()
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        await reconciler.close()
-        await engine.stop()
-        await client.close()
-        if probes is not None:
-            await probes.cleanup()
+    lease = f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else ""
+    await process.run(started=f"polsched scheduler for SchedulingPolicy {args.policy} "
+                              f"started as {identity}{lease}")
