@@ -41,10 +41,10 @@ from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
-from polsched.scheduler.events import WARNING, EventBudget, EventRecorder
 from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
+from polsched.scheduler.recorder import WARNING, EventBudget, EventRecorder
 from polsched.scheduler.schedule_one import (
     DECIDING_SCORER_ANNOTATION,
     FEASIBLE_NODES_ANNOTATION,

@@ -231,7 +231,7 @@ GC_FROZEN = Gauge(
     "polsched_gc_frozen_objects",
     "Objects moved out of the collector's passes once the cache had synced (gc.freeze)")
 
-# The event recorder's bound (scheduler/events.py): events not written, and why.
+# The event recorder's bound (scheduler/recorder.py): events not written, and why.
 EVENTS_DROPPED = Counter(
     "polsched_events_dropped_total",
     "Events recorded but not written to the API server, by reporting controller (the "
