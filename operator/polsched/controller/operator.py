@@ -46,7 +46,6 @@ from polsched.scheduler.engine import EngineOptions
 if TYPE_CHECKING:
     import kopf
 
-
 log = logging.getLogger(__name__)
 
 OPERATOR_LEASE = "polsched-operator"
