@@ -193,6 +193,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         return serve_webhook(args, client, rules)
 
     # The process runs until kopf (serving the webhook) stops, or a signal.
-    await process.run(kopf if args.webhook_listen else until_stopped, first=namespace_ready,
+    await process.run(kopf if args.webhook_listen else until_stopped,
+                      prerequisite=namespace_ready,
                       started=f"polsched operator {identity} started (lease "
                               f"{args.namespace}/{OPERATOR_LEASE})")

@@ -264,28 +264,30 @@ class Process:
                 pass
 
     async def run(self, until: Callable[[], Coroutine[Any, Any, None]] = until_stopped, *,
-                  first: asyncio.Task[Any] | None = None, started: str = "") -> None:
+                  prerequisite: asyncio.Task[Any] | None = None,
+                  started: str = "") -> None:
         """Start the process, run it until `until()` returns (a signal; the operator's
-        kopf when it serves the webhook), then close it. `first`: a task the Lease, the
-        policy watch and `until` wait for (the operator's namespace), set up meanwhile.
-        `started`: what to log once the cache has synced. A failure to start (an address
-        that cannot be served, `first` failing) stops what runs and is raised."""
+        kopf when it serves the webhook), then close it. `prerequisite`: a task the Lease,
+        the policy watch and `until` wait for (the operator's namespace), set up
+        meanwhile. `started`: what to log once the cache has synced. A failure to start
+        (an address that cannot be served, `prerequisite` failing) stops what runs and is
+        raised."""
         loop = asyncio.get_running_loop()
         cfg = self.config
         # The cache's lists (sent by controller.process.boot) are applied while the rest
-        # sets up (`first`, the metrics server, kopf): the sync is the longest part of the
-        # start-up.
+        # sets up (`prerequisite`, the metrics server, kopf): the sync is the longest part
+        # of the start-up.
         sync = loop.create_task(self.engine.start(), name="polsched-sync")
         ready, healthy = probes_for(self.engine, self.liveness)
         try:
             # Ready once the cache has synced (engine.start() returns then), while healthy.
             self._probes = await serve_metrics(cfg.metrics_listen, ready, healthy,
                                                cfg.health_listen)
-            if first is not None:
-                await first
+            if prerequisite is not None:
+                await prerequisite
             main = until()
         except BaseException:
-            await self._abandon(sync, first)
+            await self._abandon(sync, prerequisite)
             raise
         # The Lease and the policy watch start while the cache syncs (start-up to first
         # bind was their sum); taking the lead waits for the sync (leading means binding
