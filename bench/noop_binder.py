@@ -37,7 +37,7 @@ from polsched.cluster.client import ApiClient, ApiError, ClientLimits
 from polsched.framework.types import PodInfo
 from polsched.scheduler.binder import encode_binding
 from polsched.scheduler.engine import Engine
-from polsched.scheduler.events import EventRecorder
+from polsched.scheduler.recorder import EventRecorder
 
 
 def polsched_defaults() -> dict[str, int]:

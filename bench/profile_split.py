@@ -19,7 +19,7 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
     ("startup: imports", "_find_and_load"),
     ("startup: TLS handshakes", "do_handshake"),
     ("bind: POST pods/binding", "polsched/scheduler/binder.py"),
-    ("events: POST Scheduled events", "polsched/scheduler/events.py"),
+    ("events: POST Scheduled events", "polsched/scheduler/recorder.py"),
     ("cache: initial list", "_relist (polsched"),
     ("cache: watch (read, json.loads, PodInfo, cache)", "_watch (polsched"),
     ("engine: queue, assume, bind callbacks", "polsched/scheduler/"),

@@ -216,7 +216,7 @@ def shadow_policy() -> dict[str, Any]:
 def operator_available() -> bool:
     """Whether this checkout has `polsched run` (the operator)."""
     try:
-        p = subprocess.run([sys.executable, "-m", "polsched.cli", "run", "--help"],
+        p = subprocess.run([sys.executable, "-m", "polsched.commands.cli", "run", "--help"],
                            capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -289,7 +289,7 @@ class Polsched(Runner):
             # The Lease lives in the bench namespace: the run needs no polsched-system.
             # /metrics on a free port (metrics_url): the reload signal's source.
             # The same client-side budget as kube-scheduler's clientConnection here.
-            return [*python, "-m", "polsched.cli", "run", "--kubeconfig",
+            return [*python, "-m", "polsched.commands.cli", "run", "--kubeconfig",
                     self.kubeconfig, "--namespace", wl.NAMESPACE, "--identity", "bench",
                     "--metrics-listen", "127.0.0.1:0",
                     "--kube-api-qps", str(KUBE_QPS), "--kube-api-burst", str(KUBE_BURST)]

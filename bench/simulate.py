@@ -33,7 +33,7 @@ for p in (ROOT, ROOT / "operator"):
 
 from bench import workloads as wl  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
-from polsched import snapshot  # noqa: E402
+from polsched.commands import snapshot  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
 
@@ -77,7 +77,7 @@ def main() -> int:
         snap.write_text(snapshot.dump(snapshot.as_list(objs), "json"))
         cand = Path(tmp) / "candidate.json"
         cand.write_text(json.dumps(candidate))
-        cmd = [sys.executable, "-m", "polsched.cli", "simulate", "-f", str(cand),
+        cmd = [sys.executable, "-m", "polsched.commands.cli", "simulate", "-f", str(cand),
                "--snapshot", str(snap), "-o", "json"]
         t0 = time.perf_counter()
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)

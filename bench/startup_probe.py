@@ -60,7 +60,7 @@ async def probe(kubeconfig: str, w: wl.Workload, runs: int, pyspy: str | None) -
             def timed(wk: wl.Workload, ext: str | None, r: int = r,
                       command: Any = command) -> list[str]:
                 cmd: list[str] = command(wk, ext)
-                i = cmd.index("polsched.cli")
+                i = cmd.index("polsched.commands.cli")
                 cmd = [cmd[0], str(ROOT / "bench" / "startup_timeline.py"), *cmd[i + 1:]]
                 if pyspy:
                     cmd = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--rate", "200",

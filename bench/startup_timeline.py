@@ -6,7 +6,7 @@
   .venv/bin/python bench/startup_timeline.py run --kubeconfig K --namespace bench \\
       --identity bench --metrics-listen 127.0.0.1:0        # as bench/schedulers.py runs it
 
-Stages: boot's imports done (controller.boot), cache lists sent, the rest of the imports
+Stages: boot's imports done (controller.process.boot), cache lists sent, the rest of the imports
 done (on boot's worker thread), each list answered, cache synced, policies listed
 and applied (the first pipeline build), the Lease acquired (on its thread), leadership
 taken (set_leading), the first scheduling cycle started and done, the first bind
@@ -74,10 +74,10 @@ def _wrap(cls: Any, name: str, before: str | None, after: str | None) -> None:
 
 def main() -> int:
     mark("python started")
-    import polsched.cli
+    import polsched.commands.cli
     from polsched.cluster.cache import ClusterCache
     from polsched.cluster.client import ApiClient
-    from polsched.controller import boot
+    from polsched.controller.process import boot
     mark("boot imports done")
 
     _wrap(ClusterCache, "prefetch", None, "cache lists sent")
@@ -100,13 +100,13 @@ def main() -> int:
         return run(args, loaded)
     boot.run = booted
     atexit.register(lambda: mark("exit", once=False))
-    return polsched.cli.main(sys.argv[1:])
+    return polsched.commands.cli.main(sys.argv[1:])
 
 
 def heavy() -> None:
     """The wrappers of what boot imports on its worker thread."""
-    from polsched.controller import leases
-    from polsched.controller.reconciler import PolicyReconciler
+    from polsched.controller.policies.reconciler import PolicyReconciler
+    from polsched.controller.process import leases
     from polsched.scheduler.binder import Binder
     from polsched.scheduler.engine import Engine
     from polsched.scheduler.schedule_one import ScheduleOne

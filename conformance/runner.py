@@ -307,7 +307,7 @@ class Side:
                   "metadata": {"name": POLICY_NAME}, "spec": spec}
         await self.create(policy, "/apis/polsched.io/v1alpha1/schedulingpolicies")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "polsched.cli", "run", "--kubeconfig", self.kubeconfig,
+            [sys.executable, "-m", "polsched.commands.cli", "run", "--kubeconfig", self.kubeconfig,
              "--namespace", OPERATOR_NS, "--identity", "conformance", "--annotate-decisions",
              "--metrics-listen",
              f"127.0.0.1:{self.metrics_port}" if self.metrics_port else ""],

@@ -20,7 +20,7 @@ version=$(python3 -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"r
 IMAGE=${IMAGE:-local/polsched:$version}
 SUITE=bookworm
 # Debian packages of the root filesystem: python3-minimal + its standard library, openssl
-# for the webhook's certificates (controller/webhook.py), CA certificates.
+# for the webhook's certificates (controller/webhook/certificates.py), CA certificates.
 PACKAGES=python3-minimal,libpython3.11-stdlib,openssl,ca-certificates
 
 log() { printf '[hack/image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -1,5 +1,5 @@
 -- Argo CD health check for polsched.io/SchedulingPolicy (kstatus conditions, see
--- operator/polsched/controller/conditions.py). Install it in argocd-cm:
+-- operator/polsched/controller/policies/conditions.py). Install it in argocd-cm:
 --   resource.customizations.health.polsched.io_SchedulingPolicy: |
 --     <this file>
 -- Healthy: Ready=True for the current generation. Degraded: Stalled=True for it (the

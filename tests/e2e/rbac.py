@@ -24,7 +24,7 @@ WEBHOOK_CONFIGURATION = "polsched.io"
 def install_rbac(cluster: Cluster) -> None:
     """manifests/rbac/*.yaml (namespace polsched-system, the operator's ServiceAccount,
     ClusterRoles and bindings), idempotently."""
-    from polsched.render import RBAC_FILES
+    from polsched.commands.render import RBAC_FILES
 
     assert set(RBAC_FILES) == {f.name for f in RBAC_DIR.glob("*.yaml")}
     for name in RBAC_FILES:  # in order: operator.yaml makes the namespace

@@ -30,8 +30,8 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
-from polsched.controller.health import Liveness
-from polsched.controller.operator import probes_for
+from polsched.controller.process.endpoints import probes_for
+from polsched.controller.process.health import Liveness
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle
 from polsched.framework.registry import Catalog, PluginSpec, Registry

@@ -178,7 +178,7 @@ def test_a_dedicated_policy_named_operator_leaves_the_operators_objects_alone(
     """Issue 26, finding 6: Dedicated objects were named polsched-<policy> and applied
     with force, so a policy named `operator` put its ownerReference on the operator's own
     ServiceAccount, and deleting the policy garbage-collected it."""
-    from polsched import render
+    from polsched.commands import render
 
     h = harness
     rid = unique("opname")

@@ -91,7 +91,7 @@ async def label_node(client: ApiClient, node: str, labels: dict[str, str]) -> No
 
 def test_a_prefetched_cache_applies_its_lists_at_start_and_watches_on_from_them(
         cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
-    """`polsched run` sends the cache's lists before its engine exists (controller.boot,
+    """`polsched run` sends the cache's lists before its engine exists (controller.process.boot,
     ClusterCache.prefetch). Nothing is applied before start(); a pod created after the
     lists were answered reaches the engine through the watch from their resourceVersion;
     a prefetched cache stopped without start() leaves no list running."""

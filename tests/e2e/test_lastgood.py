@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
-from polsched.controller import conditions as cond
-from polsched.controller import lastgood
-from polsched.controller.reconciler import PolicyReconciler
-from polsched.controller.status import StatusWriter
+from polsched.controller.policies import conditions as cond
+from polsched.controller.policies import lastgood
+from polsched.controller.policies.reconciler import PolicyReconciler
+from polsched.controller.policies.status import StatusWriter
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, unique
 from tests.e2e.rbac import operator_kubeconfig

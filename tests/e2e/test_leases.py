@@ -1,4 +1,4 @@
-"""Leader election on a real coordination.k8s.io/v1 Lease (polsched.controller.leases).
+"""Leader election on a real coordination.k8s.io/v1 Lease (polsched.controller.process.leases).
 
 One holder at a time; takeover only after expiry or release; a restarted process with the
 same identity takes its lease back at once; a stale write loses on resourceVersion. And
@@ -20,7 +20,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
-from polsched.controller.leases import LeaseElector, LeaseThread, LeaseTiming, lease_path
+from polsched.controller.process.leases import LeaseElector, LeaseThread, LeaseTiming, lease_path
 from polsched.extender.client import HTTPExtender
 from polsched.objects import Json
 from polsched.plugins import CATALOG
@@ -70,7 +70,7 @@ def test_first_candidate_creates_and_holds_the_lease(cluster: Cluster, namespace
 def test_takeover_after_the_holder_stops_renewing(cluster: Cluster, namespace: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
-    monkeypatch.setattr("polsched.controller.leases.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("polsched.controller.process.leases.time.monotonic", lambda: clock[0])
 
     async def body(client: ApiClient) -> None:
         a, b = elector(client, namespace, "a"), elector(client, namespace, "b")

@@ -187,7 +187,7 @@ def test_first_decision_names_the_generation_that_made_it(
 def test_run_applies_the_gc_policy(harness: Harness) -> None:
     """`polsched run` sets the collector's thresholds at start, collects nothing until the
     cache has synced, then freezes the heap and collects again, and exports each
-    collection's pause (controller/gcpolicy.py)."""
+    collection's pause (controller/process/gcpolicy.py)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     harness.operator(unique("gc-op"), "--metrics-listen", f"127.0.0.1:{port}")

@@ -64,7 +64,7 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 20 and b, 15,
                      "20 pods bound")
     assert {zones[n] for n in bound.values()} == {"a"}
-    # bindsTotal is persisted once its binds' second has settled (controller.ledger).
+    # bindsTotal is persisted once its binds' second has settled (controller.policies.ledger).
     status = wait_for(lambda: (s := h.status(name)).get("boundPods") == 20
                       and s.get("bindsTotal") == 20 and s, 15,
                       "status.boundPods == status.bindsTotal == 20")

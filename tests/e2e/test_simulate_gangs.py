@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched import cli
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
+from polsched.commands import cli
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, node_manifest, unique

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
-from polsched.controller.conditions import Condition
-from polsched.controller.status import StatusView, StatusWriter
+from polsched.controller.policies.conditions import Condition
+from polsched.controller.policies.status import StatusView, StatusWriter
 from polsched.scheduler.engine import SchedulerStats
 from tests.conftest import Cluster, unique
 from tests.e2e.scheduling import eventually

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
-from polsched.controller import webhook
+from polsched.controller.webhook import certificates, rotator
+from polsched.controller.webhook import configuration as webhook_configuration
+from polsched.controller.webhook import server as webhook_server
 from tests.conftest import Cluster, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
@@ -80,9 +82,9 @@ def bare_configuration(port: int) -> dict[str, Any]:
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "polsched.io"},
         "webhooks": [{
-            "name": webhook.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
+            "name": webhook_configuration.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
             "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 10,
-            "clientConfig": {"url": f"https://127.0.0.1:{port}/{webhook.WEBHOOK_ID}"},
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/{webhook_configuration.WEBHOOK_ID}"},
             "rules": [{"apiGroups": ["polsched.io"], "apiVersions": ["v1alpha1"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["schedulingpolicies"],
                        "scope": "Cluster"}]}]}
@@ -113,9 +115,9 @@ def serving(h: Harness, port: int) -> dict[str, str] | None:
         return None
     if not (s.get("tls.crt") and ca.get("ca.crt") and ca.get("ca.key")):
         return None
-    ok = (webhook.key_matches(s["tls.crt"], s.get("tls.key", ""))
-          and webhook.signed_by(s["tls.crt"], ca["ca.crt"])
-          and webhook.key_matches(ca["ca.crt"], ca["ca.key"])
+    ok = (certificates.key_matches(s["tls.crt"], s.get("tls.key", ""))
+          and certificates.signed_by(s["tls.crt"], ca["ca.crt"])
+          and certificates.key_matches(ca["ca.crt"], ca["ca.key"])
           and s.get("ca.crt") == ca["ca.crt"] and ca_bundle(h) == ca["ca.crt"]
           and "-----BEGIN CERTIFICATE-----" in presented
           and same_cert(presented, s["tls.crt"]))
@@ -155,7 +157,7 @@ def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port
     assert set(stored) == {"ca.crt", "tls.crt", "tls.key"}
     assert set(secret(h, CA_SECRET)) == {"ca.crt", "ca.key"}
     wait_for(lambda: ca_bundle(h) == stored["ca.crt"], 15, "caBundle = the Secret's CA")
-    assert webhook.validity(stored["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
+    assert certificates.validity(stored["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
     assert same_cert(served_certificate(free_port), stored["tls.crt"])
     assert refuses_invalid_policy(h, rid)
 
@@ -163,13 +165,13 @@ def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port
 def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
                                                           free_port: int) -> None:
     h = harness
-    ca, ca_key = webhook.new_ca()
-    cert, key = webhook.new_serving(ca, ca_key, ["127.0.0.1"], days=1)
+    ca, ca_key = certificates.new_ca()
+    cert, key = certificates.new_serving(ca, ca_key, ["127.0.0.1"], days=1)
     b64 = {k: base64.b64encode(v.encode()).decode() for k, v in
            {"ca.crt": ca, "ca.key": ca_key, "tls.crt": cert, "tls.key": key}.items()}
     h.cluster.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                      "metadata": {"name": SECRET, "namespace": OPERATOR_NAMESPACE,
-                                  "annotations": {webhook.NAMES_ANNOTATION: "127.0.0.1"}},
+                                  "annotations": {rotator.NAMES_ANNOTATION: "127.0.0.1"}},
                      "data": b64})
     install_configuration(h, free_port)
     h.operator(unique("renew"), "--webhook-listen", f"127.0.0.1:{free_port}",
@@ -180,7 +182,7 @@ def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
     # The Secret was of the old layout (the CA key in it): the CA moved to its own Secret.
     assert "ca.key" not in renewed
     assert secret(h, CA_SECRET) == {"ca.crt": ca, "ca.key": ca_key}
-    assert webhook.validity(renewed["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
+    assert certificates.validity(renewed["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
     wait_for(lambda: ca_bundle(h) == ca, 15, "caBundle = the kept CA")
     assert same_cert(served_certificate(free_port), renewed["tls.crt"])
 
@@ -191,15 +193,15 @@ def test_an_invalid_secret_at_start_is_made_again_and_the_webhook_serves(
     """Before: the operator died at start on a garbage or mismatched Secret."""
     h = harness
     rid = unique("badcerts")
-    ca, ca_key = webhook.new_ca()
-    cert, _ = webhook.new_serving(ca, ca_key, ["127.0.0.1"])
-    other_ca, other_ca_key = webhook.new_ca()
+    ca, ca_key = certificates.new_ca()
+    cert, _ = certificates.new_serving(ca, ca_key, ["127.0.0.1"])
+    other_ca, other_ca_key = certificates.new_ca()
     if broken == "garbage":
         put_secret(h, SECRET, {"tls.crt": "garbage", "tls.key": "garbage",
                                "ca.crt": "garbage"})
         put_secret(h, CA_SECRET, {"ca.crt": "garbage", "ca.key": "garbage"}, "Opaque")
     else:  # each part valid alone, none matching: the key of another certificate, the
-        _, stray_key = webhook.new_serving(ca, ca_key, ["127.0.0.1"])  # CA key of another
+        _, stray_key = certificates.new_serving(ca, ca_key, ["127.0.0.1"])  # CA key of another
         put_secret(h, SECRET, {"tls.crt": cert, "tls.key": stray_key, "ca.crt": other_ca})
         put_secret(h, CA_SECRET, {"ca.crt": ca, "ca.key": other_ca_key}, "Opaque")
     install_configuration(h, free_port)
@@ -223,7 +225,7 @@ def test_a_secret_broken_while_running_is_made_again_at_once(harness: Harness,
                     "--webhook-secret", SECRET)
     first = wait_for(lambda: serving(h, free_port), 60, "the first certificates served")
     # The key of another certificate of the same CA into the serving Secret.
-    _, stray = webhook.new_serving(first["ca.crt"], first["ca.key"], ["127.0.0.1"])
+    _, stray = certificates.new_serving(first["ca.crt"], first["ca.key"], ["127.0.0.1"])
     h.cluster.kubectl("patch", "secret", SECRET, "-n", OPERATOR_NAMESPACE, "--type", "merge",
                       "-p", json.dumps({"data": {"tls.key": base64.b64encode(
                           stray.encode()).decode()}}))
@@ -235,9 +237,9 @@ def test_a_secret_broken_while_running_is_made_again_at_once(harness: Harness,
                       "merge", "-p", json.dumps({"data": {"ca.key": base64.b64encode(
                           b"garbage").decode()}}))
     third = wait_for(lambda: (s := serving(h, free_port)) and
-                     webhook.first_pem(s["ca.crt"]) != webhook.first_pem(first["ca.crt"])
+                     certificates.first_pem(s["ca.crt"]) != certificates.first_pem(first["ca.crt"])
                      and s, 60, "a new CA, published and served")
-    assert webhook.first_pem(first["ca.crt"]) in third["ca.crt"]  # still trusted meanwhile
+    assert certificates.first_pem(first["ca.crt"]) in third["ca.crt"]  # still trusted meanwhile
     assert op.alive()
     assert refuses_invalid_policy(h, rid)
 
@@ -276,9 +278,10 @@ def test_in_cluster_the_ca_bundle_is_injected_again_into_a_recreated_configurati
 
     async def scenario() -> None:
         client = ApiClient.from_kubeconfig(str(h.operator_kubeconfig))
-        manager = webhook.CertificateManager(client, OPERATOR_NAMESPACE, SECRET, ["127.0.0.1"])
-        server = webhook.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
-                                              publish=webhook.CABundleInjector(client))
+        manager = rotator.CertificateManager(client, OPERATOR_NAMESPACE, SECRET, ["127.0.0.1"])
+        server = webhook_server.ManagedWebhookServer(
+            f"127.0.0.1:{free_port}", manager,
+            publish=webhook_configuration.CABundleInjector(client))
 
         async def fn(*_: Any, **__: Any) -> Any:
             return {}
@@ -326,10 +329,10 @@ def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,
 
     async def scenario() -> tuple[list[Any], str, str, str]:
         client = ApiClient.from_kubeconfig(cluster.kubeconfig)
-        manager = webhook.CertificateManager(client, OPERATOR_NAMESPACE, SECRET,
+        manager = rotator.CertificateManager(client, OPERATOR_NAMESPACE, SECRET,
                                              ["127.0.0.1"], now=now)
-        server = webhook.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
-                                              check_interval=0.1, ca_switch_delay=0.1)
+        server = webhook_server.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
+                                                     check_interval=0.1, ca_switch_delay=0.1)
 
         async def fn(*_: Any, **__: Any) -> Any:
             return {}

@@ -206,7 +206,7 @@ def test_three_pods_run_on_the_real_node(installed: RealCluster) -> None:
         assert p["status"]["podIP"].startswith("10.88.")
     events = c.get("events", "-n", ns)["items"]
     assert len([e for e in events if e["reason"] == "Scheduled"]) == 3
-    # bindsTotal is persisted once its binds' second has settled (controller/ledger.py),
+    # bindsTotal is persisted once its binds' second has settled (controller/policies/ledger.py),
     # a few seconds after boundPods, which is derived from the cluster.
     status = wait_for(lambda: (s := c.get("spol", name).get("status", {}))
                       .get("boundPods") == 3 and s.get("bindsTotal", 0) >= 3 and s, 60,

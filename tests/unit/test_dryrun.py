@@ -1,4 +1,4 @@
-"""What `polsched explain` and `simulate` share (polsched.dryrun): the policy a
+"""What `polsched explain` and `simulate` share (polsched.commands.dryrun): the policy a
 schedulerName selects, as the operator picks it, and a bound pod turned pending."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from polsched import dryrun
 from polsched.api import claims
-from polsched.controller.policies import PolicyBook
-from polsched.explain import pick_policy
-from polsched.simulate import current_policy
+from polsched.commands import dryrun
+from polsched.commands.explain import pick_policy
+from polsched.commands.simulate import current_policy
+from polsched.controller.policies.book import PolicyBook
 
 pytestmark = pytest.mark.unit
 

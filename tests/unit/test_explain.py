@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched import cli
 from polsched.api import load_policy
-from polsched.explain import explain, read_objects
+from polsched.commands import cli
+from polsched.commands.explain import explain, read_objects
 from polsched.framework.diagnosis import PluginScore
 from polsched.plugins import CATALOG
 

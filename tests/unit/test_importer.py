@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from polsched.api import load_policy
-from polsched.importer import convert
+from polsched.commands.importer import convert
 from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit

@@ -69,12 +69,23 @@ RULES: tuple[tuple[str, frozenset[str]], ...] = (
     # The scheduler runs policies; the controller above it decides which ones.
     (SCHEDULER, frozenset({CONTROLLER})),
     # The dry-run commands run a pipeline; they never run the operator.
-    ("polsched.dryrun", frozenset({CONTROLLER})),
-    ("polsched.explain", frozenset({CONTROLLER})),
-    ("polsched.simulate", frozenset({CONTROLLER})),
+    ("polsched.commands.dryrun", frozenset({CONTROLLER})),
+    ("polsched.commands.explain", frozenset({CONTROLLER})),
+    ("polsched.commands.simulate", frozenset({CONTROLLER})),
     # `polsched --help` loads nothing but the argument parser.
-    ("polsched.cli", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, FRAMEWORK, PLUGINS,
-                                SCHEDULER, AIOHTTP})),
+    ("polsched.commands.cli", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, FRAMEWORK,
+                                         PLUGINS, SCHEDULER, AIOHTTP})),
+    # The options of `polsched run` and `polsched scheduler`: the parser builds them for
+    # every subcommand, so they load nothing of the process they configure.
+    ("polsched.controller.process.options", frozenset({
+        API, CLUSTER, EXTENDER, FRAMEWORK, PLUGINS, SCHEDULER, AIOHTTP,
+        "polsched.controller.policies", "polsched.controller.dedicated",
+        "polsched.controller.webhook", "polsched.controller.operator"})),
+    # The policy lifecycle is handed its leadership; it never runs the process, the
+    # operator or the webhook.
+    ("polsched.controller.policies", frozenset({
+        "polsched.controller.operator", "polsched.controller.webhook",
+        "polsched.controller.process.server", "polsched.controller.dedicated.scheduler"})),
 )
 
 # Arrows other branches remove; each marker names who, and is strict so that it fails
@@ -170,3 +181,23 @@ def test_every_layer_has_a_rule_and_the_check_can_fail() -> None:
     assert isinstance(client, list)
     assert AIOHTTP in client
     assert any(_under(m, AIOHTTP) for m in rule_for("polsched.extender.wire"))
+
+
+# What building the parser may load (`polsched --help`, and every subcommand before it
+# runs): the parser, and the options of the two long-running commands.
+_PARSER_MODULES = frozenset({
+    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.controller",
+    "polsched.controller.process", "polsched.controller.process.options"})
+
+
+def test_building_the_cli_parser_loads_only_the_parser() -> None:
+    probe = ("import json, sys\n"
+             "from polsched.commands import cli\n"
+             "cli.build_parser()\n"
+             "print(json.dumps(sorted(k for k in sys.modules\n"
+             "                        if k.split('.')[0] in ('polsched', 'aiohttp', 'kopf'))))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout))
+    assert loaded <= _PARSER_MODULES, f"`polsched --help` loads {sorted(loaded - _PARSER_MODULES)}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from polsched import render
+from polsched.commands import render
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched import cli, simulate, snapshot
+from polsched.commands import cli, simulate, snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched import cli, snapshot
+from polsched.commands import cli, snapshot
 
 pytestmark = pytest.mark.unit
 

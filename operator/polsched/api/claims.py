@@ -3,9 +3,9 @@
 A schedulerName is cluster-wide, like a kube-scheduler profile's: the oldest claimant
 (metadata.creationTimestamp, then name) keeps it; a shadow policy (spec.shadowOf) claims
 none, since it decides the pods of the policy it shadows. The operator applies this rule
-(controller.policies.PolicyBook) and the dry-run commands repeat it (polsched.dryrun),
-so that `polsched explain` and `simulate` pick the policy the operator runs.
-Pure: no I/O.
+(controller.policies.book.PolicyBook) and the dry-run commands repeat it
+(polsched.commands.dryrun), so that `polsched explain` and `simulate` pick the policy the
+operator runs. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -426,7 +426,7 @@ class ClusterCache:
     def prefetch(self) -> None:
         """Send the initial lists now; start() applies their answers. For a process that
         has more to do before start() (`polsched run` imports most of polsched meanwhile,
-        controller.boot): the API server answers the lists on the other core. Nothing is
+        controller.process.boot): the API server answers the lists on the other core. Nothing is
         applied, and no listener called, before start(). Needs a running event loop."""
         if self._client is None:
             raise RuntimeError("ClusterCache.prefetch needs an ApiClient")

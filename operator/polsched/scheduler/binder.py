@@ -203,7 +203,7 @@ class Binder:
         self._in_flight: set[asyncio.Timeout] = set()
         # Pod key -> when a bind that was sent ended without an answer (timeout, cut at
         # the deadline, connection lost): it may have happened all the same. The bind
-        # ledger (controller.ledger) waits for these before it settles a second.
+        # ledger (controller.policies.ledger) waits for these before it settles a second.
         self.uncertain: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
         # Pod key -> (monotonic time sent, node) of the binds sent and not answered yet,

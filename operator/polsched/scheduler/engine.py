@@ -41,10 +41,10 @@ from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
-from polsched.scheduler.events import WARNING, EventBudget, EventRecorder
 from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
+from polsched.scheduler.recorder import WARNING, EventBudget, EventRecorder
 from polsched.scheduler.schedule_one import (
     DECIDING_SCORER_ANNOTATION,
     FEASIBLE_NODES_ANNOTATION,
@@ -102,14 +102,14 @@ class Engine(CacheListener):
                  bind_deadline: Deadline | None = None,
                  options: EngineOptions = EngineOptions()) -> None:
         """`bind_deadline`: when set, the monotonic time by which every bind must have
-        ended (the lease's renew deadline, controller.process)."""
+        ended (the lease's renew deadline, controller.process.server)."""
         annotate_decisions = options.annotate_decisions
         shadow_budget = options.shadow_budget
         self.client = client
         self.shadow_budget = shadow_budget
         self.identity = identity
         self.annotate_decisions = annotate_decisions
-        # A cache of the same client whose lists are already out (controller.boot), or
+        # A cache of the same client whose lists are already out (controller.process.boot), or
         # a new one; either way start() syncs it.
         self.cache = cache if cache is not None else ClusterCache(client)
         self.cache.add_listener(self)
@@ -179,7 +179,7 @@ class Engine(CacheListener):
 
     def loop_alive(self) -> bool:
         """False once the scheduling loop has ended while the engine runs (a fault it
-        did not catch): the process's /healthz says so (controller.health)."""
+        did not catch): the process's /healthz says so (controller.process.health)."""
         task = self._loop_task
         return task is None or not task.done()
 

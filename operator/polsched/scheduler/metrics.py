@@ -219,7 +219,7 @@ PREEMPTION_WORKLOAD_DISRUPTIONS = Histogram(
     "all pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
     "DisruptionMode=single).", _UNIT_BUCKETS)
 
-# The process's garbage collector (controller/gcpolicy.py): each pass stops the event loop.
+# The process's garbage collector (controller/process/gcpolicy.py): each pass stops the event loop.
 GC_PAUSE = Histogram(
     "polsched_gc_pause_seconds",
     "Cyclic garbage collector passes and how long each stopped the process, in seconds, by "
@@ -231,7 +231,7 @@ GC_FROZEN = Gauge(
     "polsched_gc_frozen_objects",
     "Objects moved out of the collector's passes once the cache had synced (gc.freeze)")
 
-# The event recorder's bound (scheduler/events.py): events not written, and why.
+# The event recorder's bound (scheduler/recorder.py): events not written, and why.
 EVENTS_DROPPED = Counter(
     "polsched_events_dropped_total",
     "Events recorded but not written to the API server, by reporting controller (the "
@@ -393,7 +393,7 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def import_server() -> None:
-    """Import what serve() needs (aiohttp.web, ~30 ms of CPU) now: controller.boot calls
+    """Import what serve() needs (aiohttp.web, ~30 ms of CPU) now: controller.process.boot calls
     this on its worker thread, so that serve() does not import it on the event loop
     while the cache's lists are answered."""
     import aiohttp.web  # noqa: F401

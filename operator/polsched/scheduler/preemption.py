@@ -41,7 +41,7 @@ from polsched.plugins.default_preemption import (
     REASON_PREEMPTION_BY_SCHEDULER,
 )
 from polsched.scheduler import metrics
-from polsched.scheduler.events import NORMAL, rfc3339
+from polsched.scheduler.recorder import NORMAL, rfc3339
 
 log = logging.getLogger(__name__)
 

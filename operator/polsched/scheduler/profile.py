@@ -16,8 +16,8 @@ from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
-from polsched.scheduler.events import EventRecorder
 from polsched.scheduler.pipelines import pod_group_key_fn, pod_group_lookup_fn
+from polsched.scheduler.recorder import EventRecorder
 from polsched.scheduler.shadow import ShadowSet
 
 if TYPE_CHECKING:

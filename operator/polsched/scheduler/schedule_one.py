@@ -64,7 +64,7 @@ from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, BindOutcome
-from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
+from polsched.scheduler.recorder import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache

@@ -13,8 +13,8 @@ import pytest
 # In a fresh interpreter: this test process may have imported aiohttp already.
 _PROBE = r"""
 import asyncio, json, socket
-import polsched.cli
-from polsched.controller import boot  # what `polsched run` imports, in boot's order
+import polsched.commands.cli
+from polsched.controller.process import boot  # what `polsched run` imports, in boot's order
 from polsched.controller import operator
 from polsched.scheduler import metrics
 metrics.import_server()

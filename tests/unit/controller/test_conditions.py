@@ -1,11 +1,11 @@
-"""polsched.controller.conditions: lastTransitionTime moves only when a status flips;
+"""polsched.controller.policies.conditions: lastTransitionTime moves only when a status flips;
 kstatus Reconciling and Stalled follow Ready."""
 
 from __future__ import annotations
 
 import pytest
 
-from polsched.controller.conditions import Condition, kstatus, merge_conditions
+from polsched.controller.policies.conditions import Condition, kstatus, merge_conditions
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""polsched.controller.deployments: the Dedicated template renders one owned Deployment
+"""polsched.controller.dedicated.deployments: the Dedicated template renders one owned Deployment
 running `polsched scheduler --policy NAME` as the install's ServiceAccount, under a name
 that cannot be the operator's, and only objects polsched made for the policy count as
 its own."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from polsched.controller.deployments import (
+from polsched.controller.dedicated.deployments import (
     EXTENDER_CA_DIR,
     SERVICE_ACCOUNT,
     api_path,
@@ -18,7 +18,7 @@ from polsched.controller.deployments import (
     ours,
     render,
 )
-from polsched.controller.policies import PolicyBook, PolicyRecord
+from polsched.controller.policies.book import PolicyBook, PolicyRecord
 
 pytestmark = pytest.mark.unit
 
@@ -129,7 +129,7 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     import argparse
 
     from polsched.controller.operator import admission_flags
-    from polsched.controller.options import add_run_arguments
+    from polsched.controller.process.options import add_run_arguments
 
     parser = argparse.ArgumentParser()
     add_run_arguments(parser)
@@ -144,7 +144,7 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["scheduler", "--policy", "fast", "--leader-elect=true", *flags]
     # The scheduler's own parser takes them.
-    from polsched.controller.options import add_scheduler_arguments
+    from polsched.controller.process.options import add_scheduler_arguments
 
     sched = argparse.ArgumentParser()
     add_scheduler_arguments(sched)

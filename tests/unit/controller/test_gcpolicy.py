@@ -1,4 +1,4 @@
-"""The garbage collector's policy of the long-running commands (controller/gcpolicy.py):
+"""The garbage collector's policy of the long-running commands (controller/process/gcpolicy.py):
 the thresholds, $POLSCHED_GC_THRESHOLDS, the pauses on /metrics, no collection during
 the start-up, and the freeze."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from polsched.controller import gcpolicy
+from polsched.controller.process import gcpolicy
 from polsched.scheduler import metrics
 
 pytestmark = pytest.mark.unit
@@ -80,6 +80,6 @@ def test_freeze_takes_what_exists_and_collects_what_is_made_later() -> None:
 def test_resume_collects_again_when_the_start_up_is_slow() -> None:
     gcpolicy.apply({})
     assert not gc.isenabled()
-    gcpolicy.resume()  # controller.boot: STARTUP_PAUSE_SECONDS later, synced or not
+    gcpolicy.resume()  # controller.process.boot: STARTUP_PAUSE_SECONDS later, synced or not
     assert gc.isenabled()
     assert gcpolicy.STARTUP_PAUSE_SECONDS <= 10

@@ -1,4 +1,4 @@
-"""controller.health: /healthz says 503 when a task the process needs has stopped or an
+"""controller.process.health: /healthz says 503 when a task the process needs has stopped or an
 elected leader does not lead, served over real HTTP by the metrics server."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import urllib.request
 
 import pytest
 
-from polsched.controller import operator
-from polsched.controller.health import Liveness
-from polsched.controller.options import add_run_arguments
+from polsched.controller.process import server
+from polsched.controller.process.health import Liveness
+from polsched.controller.process.options import add_run_arguments
 from polsched.scheduler import metrics
 
 pytestmark = pytest.mark.unit
@@ -107,7 +107,7 @@ def test_admission_rules_from_the_flags(monkeypatch: pytest.MonkeyPatch) -> None
     add_run_arguments(parser)
     args = parser.parse_args(["--reserved-scheduler-names", "volcano, yunikorn",
                               "--extender-allow", "127.0.0.0/8"])
-    rules = operator.admission_rules(args, "https://10.0.0.1:6443")
+    rules = server.admission_rules(args, "https://10.0.0.1:6443")
     assert rules.reserved_scheduler_names == {"default-scheduler", "volcano", "yunikorn"}
     d = rules.destinations
     assert d.refuses_address("169.254.169.254", 80)
@@ -115,7 +115,7 @@ def test_admission_rules_from_the_flags(monkeypatch: pytest.MonkeyPatch) -> None
     assert d.refuses_address("10.0.0.1", 6443) and not d.refuses_address("10.0.0.1", 8080)
     bad = parser.parse_args(["--extender-deny", "10.0.0.0/33"])
     with pytest.raises(SystemExit, match="--extender-deny: '10.0.0.0/33' is not a CIDR"):
-        operator.admission_rules(bad, "https://10.0.0.1:6443")
+        server.admission_rules(bad, "https://10.0.0.1:6443")
 
 
 def test_loopback_is_refused_by_default_in_a_pod_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,13 +123,13 @@ def test_loopback_is_refused_by_default_in_a_pod_only(monkeypatch: pytest.Monkey
     add_run_arguments(parser)
     args = parser.parse_args([])
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    outside = operator.admission_rules(args, "https://127.0.0.1:6443").destinations
+    outside = server.admission_rules(args, "https://127.0.0.1:6443").destinations
     assert not outside.refuses_address("127.0.0.1", 8888)  # an extender run beside it
     assert outside.refuses_address("127.0.0.1", 6443)  # never the API server
     assert outside.refuses_address("169.254.169.254", 80)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    inside = operator.admission_rules(args, "https://10.96.0.1:443").destinations
+    inside = server.admission_rules(args, "https://10.96.0.1:443").destinations
     assert "loopback" in inside.refuses_address("127.0.0.1", 8888)
     assert inside.refuses_address("10.96.0.1", 443)
     assert inside.refuses_address("kubernetes.default.svc.cluster.local", 443)

@@ -1,4 +1,4 @@
-"""polsched.controller.lastgood: the last good generation is recorded on the object and
+"""polsched.controller.policies.lastgood: the last good generation is recorded on the object and
 runs when a process starts on a spec that does not load. What the reconciler writes is
 tested against the real API server (tests/e2e/test_lastgood.py)."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from polsched.controller import lastgood
-from polsched.controller.policies import PolicyBook
+from polsched.controller.policies import lastgood
+from polsched.controller.policies.book import PolicyBook
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""polsched.controller.ledger: the persisted (bindsTotal, lastBindTime) pair of several
+"""polsched.controller.policies.ledger: the persisted (bindsTotal, lastBindTime) pair of several
 schedulers at once, fed by a real ClusterCache (no API server: pods go in as watch
 events). The whole operator path (SIGKILL, failover) is tested in tests/e2e."""
 
@@ -15,8 +15,8 @@ import pytest
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import ledger as ledger_mod
-from polsched.controller.ledger import BindLedger
+from polsched.controller.policies import ledger as ledger_mod
+from polsched.controller.policies.ledger import BindLedger
 from polsched.scheduler.binder import Binder
 
 pytestmark = pytest.mark.unit
@@ -160,7 +160,7 @@ def test_a_bind_seen_after_its_second_settled_is_counted_late(
         cache.on_pod_event("ADDED", pod("a", "s", "n1", SECOND))
         clock.advance(SETTLE)
         assert ledger.persistable("s") == (6, SECOND)
-        with caplog.at_level("WARNING", logger="polsched.controller.ledger"):
+        with caplog.at_level("WARNING", logger="polsched.controller.policies.ledger"):
             cache.on_pod_event("ADDED", pod("late", "s", "n1", SECOND))
             cache.on_pod_event("ADDED", pod("old", "s", "n1", opened))
         assert ledger.total("s") == 7
@@ -212,7 +212,7 @@ def test_a_second_held_back_long_is_logged_with_what_holds_it(
     cache.on_pod_event("ADDED", pod("slow", "s"))
     cache.assume(cache.pods["ns/slow"], "n1")
     cache.on_pod_event("ADDED", pod("a", "s", "n1", SECOND))
-    with caplog.at_level("INFO", logger="polsched.controller.ledger"):
+    with caplog.at_level("INFO", logger="polsched.controller.policies.ledger"):
         clock.advance(ledger_mod.LONG_WAIT_SECONDS - 0.01)
         assert "not settled" not in caplog.text
         clock.advance(SETTLE)  # the next poll after LONG_WAIT_SECONDS says it, once

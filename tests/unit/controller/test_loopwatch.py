@@ -1,4 +1,4 @@
-"""The event loop watchdog (controller/loopwatch.py): a loop blocked by a synchronous
+"""The event loop watchdog (controller/process/loopwatch.py): a loop blocked by a synchronous
 call is reported with the stack it is stuck in, and again when it turns."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from polsched.controller.loopwatch import LoopWatch
+from polsched.controller.process.loopwatch import LoopWatch
 
 
 def _blocking_call(seconds: float) -> None:
@@ -18,7 +18,7 @@ def _blocking_call(seconds: float) -> None:
 
 def test_a_blocked_loop_is_reported_with_where_it_is_stuck(
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, "polsched.controller.loopwatch")
+    caplog.set_level(logging.WARNING, "polsched.controller.process.loopwatch")
 
     async def main() -> None:
         watch = LoopWatch(threshold=0.2, beat=0.05)

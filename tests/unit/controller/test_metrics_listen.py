@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from polsched.controller import operator
+from polsched.controller.process import endpoints
 
 pytestmark = pytest.mark.unit
 
@@ -26,30 +26,30 @@ def taken_port() -> tuple[socket.socket, int]:
 def test_explicit_address_that_cannot_bind_ends_the_process() -> None:
     s, port = taken_port()
     with s, pytest.raises(SystemExit, match=f"--metrics-listen 127.0.0.1:{port}"):
-        asyncio.run(operator.serve_metrics(f"127.0.0.1:{port}", lambda: True))
+        asyncio.run(endpoints.serve_metrics(f"127.0.0.1:{port}", lambda: True))
 
 
 def test_explicit_malformed_address_ends_the_process() -> None:
     with pytest.raises(SystemExit, match="expected HOST:PORT"):
-        asyncio.run(operator.serve_metrics("8080", lambda: True))
+        asyncio.run(endpoints.serve_metrics("8080", lambda: True))
 
 
 def test_default_address_taken_is_skipped_with_a_warning(
         caplog: pytest.LogCaptureFixture) -> None:
     s, port = taken_port()
-    with s, mock.patch.object(operator, "DEFAULT_METRICS_LISTEN", f"127.0.0.1:{port}"), \
+    with s, mock.patch.object(endpoints, "DEFAULT_METRICS_LISTEN", f"127.0.0.1:{port}"), \
             caplog.at_level(logging.WARNING):
-        assert asyncio.run(operator.serve_metrics(None, lambda: True)) is None
+        assert asyncio.run(endpoints.serve_metrics(None, lambda: True)) is None
     assert f"not serving metrics: 127.0.0.1:{port}" in caplog.text
 
 
 def test_empty_address_disables() -> None:
-    assert asyncio.run(operator.serve_metrics("", lambda: True)) is None
+    assert asyncio.run(endpoints.serve_metrics("", lambda: True)) is None
 
 
 def test_serves_on_the_address_given() -> None:
     async def main() -> None:
-        runner = await operator.serve_metrics("127.0.0.1:0", lambda: False)
+        runner = await endpoints.serve_metrics("127.0.0.1:0", lambda: False)
         assert runner is not None
         try:
             host, port = runner.addresses[0][:2]
@@ -87,7 +87,7 @@ def test_metrics_are_not_reachable_beyond_loopback_by_default() -> None:
     """`polsched run` without --metrics-listen: /metrics answers on loopback, and a
     connection to the machine's own non-loopback address is refused. (The port is made
     free-for-the-test; the host is the real default's.)"""
-    from polsched.controller import options
+    from polsched.controller.process import options
 
     other = non_loopback_address()
     if other is None:
@@ -95,8 +95,8 @@ def test_metrics_are_not_reachable_beyond_loopback_by_default() -> None:
     host = options.DEFAULT_METRICS_LISTEN.rpartition(":")[0]
 
     async def main() -> None:
-        with mock.patch.object(operator, "DEFAULT_METRICS_LISTEN", f"{host}:0"):
-            runner = await operator.serve_metrics(None, lambda: True)
+        with mock.patch.object(endpoints, "DEFAULT_METRICS_LISTEN", f"{host}:0"):
+            runner = await endpoints.serve_metrics(None, lambda: True)
         assert runner is not None
         try:
             port = runner.addresses[0][1]
@@ -111,7 +111,7 @@ def test_metrics_are_not_reachable_beyond_loopback_by_default() -> None:
 
 def test_health_listen_serves_the_probes_and_not_the_metrics() -> None:
     async def main() -> None:
-        runner = await operator.serve_metrics("", lambda: True, health_listen="127.0.0.1:0")
+        runner = await endpoints.serve_metrics("", lambda: True, health_listen="127.0.0.1:0")
         assert runner is not None
         try:
             port = runner.addresses[0][1]
@@ -127,5 +127,5 @@ def test_health_listen_serves_the_probes_and_not_the_metrics() -> None:
 def test_health_listen_that_cannot_bind_ends_the_process() -> None:
     s, port = taken_port()
     with s, pytest.raises(SystemExit, match=f"--health-listen 127.0.0.1:{port}"):
-        asyncio.run(operator.serve_metrics("", lambda: True,
+        asyncio.run(endpoints.serve_metrics("", lambda: True,
                                            health_listen=f"127.0.0.1:{port}"))

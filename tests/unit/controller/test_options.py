@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from polsched.cluster.client import ClientLimits
-from polsched.controller import credentials, options
+from polsched.controller.process import credentials, options
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""polsched.controller.policies: the last good spec survives a bad edit, and the older
+"""polsched.controller.policies.book: the last good spec survives a bad edit, and the older
 policy keeps a contested schedulerName."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from polsched.controller.policies import PolicyBook
+from polsched.controller.policies.book import PolicyBook
 
 pytestmark = pytest.mark.unit
 

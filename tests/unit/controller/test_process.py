@@ -1,4 +1,4 @@
-"""controller.process: the one composition root of the operator and of a Dedicated
+"""controller.process.server: the one composition root of the operator and of a Dedicated
 scheduler wires the real parts through their constructors (nothing is started here: no
 API call is made)."""
 
@@ -11,9 +11,9 @@ import pytest
 from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller.leases import LeaseThread, LeaseTiming
-from polsched.controller.process import Election, Process, ProcessConfig
-from polsched.controller.reconciler import DedicatedScope, PolicyReconciler
+from polsched.controller.policies.reconciler import DedicatedScope, PolicyReconciler
+from polsched.controller.process.leases import LeaseThread, LeaseTiming
+from polsched.controller.process.server import Election, Process, ProcessConfig
 from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit

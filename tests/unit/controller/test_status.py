@@ -1,4 +1,4 @@
-"""polsched.controller.status: what a status write contains, monotonic counters, and
+"""polsched.controller.policies.status: what a status write contains, monotonic counters, and
 the ledger's pair. The writer's PATCHes are tested against the real API server
 (tests/e2e/test_status_writer.py)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.controller.conditions import Condition
-from polsched.controller.status import StatusView, changed_fields, compose
+from polsched.controller.policies.conditions import Condition
+from polsched.controller.policies.status import StatusView, changed_fields, compose
 from polsched.scheduler.engine import SchedulerStats
 
 pytestmark = pytest.mark.unit
@@ -64,7 +64,7 @@ def test_many_policies_share_a_budget_of_count_writes() -> None:
     once the longest period has passed."""
     import asyncio
 
-    from polsched.controller.status import STATUS_WRITES_PER_SECOND, StatusWriter
+    from polsched.controller.policies.status import STATUS_WRITES_PER_SECOND, StatusWriter
 
     async def main() -> tuple[float, float, float, float, float]:
         # Disabled: the slots' tasks wait and never call the client; a write's end is
@@ -103,7 +103,7 @@ def test_a_status_echo_adopts_only_counters_that_are_ahead() -> None:
     the slot is marked for a write only then."""
     import asyncio
 
-    from polsched.controller.status import StatusWriter
+    from polsched.controller.policies.status import StatusWriter
 
     async def main() -> None:
         writer = StatusWriter(None, lambda _: None,  # type: ignore[arg-type]

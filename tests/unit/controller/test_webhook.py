@@ -1,4 +1,4 @@
-"""polsched.controller.webhook: the admission check is the loader's, with field paths."""
+"""polsched.controller.webhook.admission: the admission check is the loader's, with field paths."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import kopf
 import pytest
 
-from polsched.controller.webhook import validate_policy
+from polsched.controller.webhook.admission import validate_policy
 
 pytestmark = pytest.mark.unit
 
@@ -32,8 +32,8 @@ def test_webhook_service_without_listen_is_refused_before_connecting(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`polsched run --webhook-service` without --webhook-listen stops at the flags: no
     kubeconfig is read (this one does not exist), nothing is imported or sent by boot."""
-    from polsched import cli
-    from polsched.controller import boot
+    from polsched.commands import cli
+    from polsched.controller.process import boot
 
     def never(*_a: object, **_k: object) -> int:
         raise AssertionError("boot.run reached")

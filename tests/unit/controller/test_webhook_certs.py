@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from polsched.controller import webhook
-from polsched.controller.webhook import (
-    Certificates,
-    first_pem,
-    renewed,
-    service_names,
-    validity,
-)
+from polsched.controller.webhook import certificates
+from polsched.controller.webhook import server as webhook_server
+from polsched.controller.webhook.certificates import Certificates, first_pem, renewed, validity
+from polsched.controller.webhook.server import service_names
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +78,7 @@ def test_new_ca_trusted_next_to_the_old_one(fresh: Certificates) -> None:
 
 
 def test_a_short_lived_certificate_is_renewed_at_once(fresh: Certificates) -> None:
-    from polsched.controller.webhook import new_serving
+    from polsched.controller.webhook.certificates import new_serving
 
     cert, key = new_serving(fresh.ca, fresh.ca_key, NAMES, days=1)
     short = Certificates(fresh.ca_bundle, fresh.ca_key, cert, key, fresh.names)
@@ -108,7 +104,7 @@ def replace(c: Certificates, **fields: str) -> Certificates:
 
 def serves(out: Certificates) -> bool:
     """The key is the certificate's, the CA signed it, and it names the Service."""
-    return (webhook.key_matches(out.cert, out.key) and webhook.signed_by(out.cert, out.ca)
+    return (certificates.key_matches(out.cert, out.key) and certificates.signed_by(out.cert, out.ca)
             and verifies(out.ca_bundle, out.cert, NAMES[0]))
 
 
@@ -140,7 +136,7 @@ def test_a_certificate_of_another_ca_is_made_again(fresh: Certificates,
 
 
 def test_a_certificate_for_other_names_is_made_again(fresh: Certificates) -> None:
-    cert, key = webhook.new_serving(fresh.ca, fresh.ca_key, ["elsewhere.example"])
+    cert, key = certificates.new_serving(fresh.ca, fresh.ca_key, ["elsewhere.example"])
     out = renewed(replace(fresh, cert=cert, key=key), NAMES, NOW)
     assert out is not None and serves(out)
 
@@ -209,7 +205,7 @@ def test_the_server_waits_for_certificates_instead_of_ending() -> None:
     source = Flaky()
 
     async def main() -> Any:
-        server = webhook.ManagedWebhookServer(
+        server = webhook_server.ManagedWebhookServer(
             f"127.0.0.1:{port}", source, backoff=lambda: Backoff(initial=0.01, cap=0.02))
 
         async def fn(*_: Any, **__: Any) -> Any:

@@ -1,5 +1,5 @@
 """The Binding and Event bytes the binder and the recorder post are exactly the compact JSON
-of the objects (binder.binding, events.event_body), and the time formats match datetime's."""
+of the objects (binder.binding, recorder.event_body), and the time formats match datetime's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 import pytest
 
 from polsched.framework.types import PodInfo
-from polsched.scheduler import binder, events
+from polsched.scheduler import binder, recorder
 
 pytestmark = pytest.mark.unit
 
@@ -32,12 +32,12 @@ def pod(name: str, namespace: str = "ns", uid: str = "u-1", rv: str = "42") -> P
 def test_encoded_event_is_the_compact_json_of_the_event(note: str, related: bool) -> None:
     regarding = pod("p-\u00e9", uid="5f6b", rv="")
     other = pod("preemptor", namespace="other", uid="9", rv="7") if related else None
-    record = events.EventRecord(
+    record = recorder.EventRecord(
         "p.187a", "ns", "2026-11-23T06:00:00.123456Z", "bench-polsched",
         "bench-polsched-host", "Binding", "Scheduled", regarding, note, "Normal", other)
-    want = json.dumps(events.event_body(record), separators=(",", ":")).encode()
-    assert events.encode_event(record) == want
-    assert json.loads(events.encode_event(record))["note"] == note
+    want = json.dumps(recorder.event_body(record), separators=(",", ":")).encode()
+    assert recorder.encode_event(record) == want
+    assert json.loads(recorder.encode_event(record))["note"] == note
 
 
 def test_micro_time_and_rfc3339_match_datetime() -> None:
@@ -46,8 +46,8 @@ def test_micro_time_and_rfc3339_match_datetime() -> None:
               *(rng.uniform(1.6e9, 1.9e9) for _ in range(2000))]
     for t in stamps:
         d = dt.datetime.fromtimestamp(t, dt.UTC)
-        assert events.micro_time(t) == d.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), t
-        assert events.rfc3339(t) == d.strftime("%Y-%m-%dT%H:%M:%SZ"), t
+        assert recorder.micro_time(t) == d.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), t
+        assert recorder.rfc3339(t) == d.strftime("%Y-%m-%dT%H:%M:%SZ"), t
 
 
 @pytest.mark.parametrize("annotations", [None, {}, {"polsched.io/x": 'a "b"'}])

@@ -263,7 +263,7 @@ def test_a_gang_victim_with_disruption_mode_all_goes_whole() -> None:
 
 
 def test_explain_says_why_a_gang_does_not_fit_as_a_whole() -> None:
-    from polsched.explain import explain, format_report
+    from polsched.commands.explain import explain, format_report
 
     members = [member("m0", "3"), member("m1", "3")]
     report = asyncio.run(explain(

@@ -11,7 +11,7 @@ import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
-from polsched.controller.policies import PolicyBook
+from polsched.controller.policies.book import PolicyBook
 from polsched.framework.types import PodInfo
 from polsched.plugins import CATALOG
 from polsched.scheduler import shadow as sh
@@ -151,8 +151,8 @@ def test_loader_checks_shadow_of() -> None:
 
 
 def test_a_shadow_status_has_its_agreement_and_no_bind_counts() -> None:
-    from polsched.controller import conditions as cond
-    from polsched.controller.status import StatusView, compose
+    from polsched.controller.policies import conditions as cond
+    from polsched.controller.policies.status import StatusView, compose
     from polsched.scheduler.engine import SchedulerStats
 
     s = sh.ShadowStats("live", decisions=3, agreed=2, different_node=1)

@@ -1,5 +1,5 @@
 """One object's status patches land in the order the scheduler decided them
-(scheduler/events.py, EventRecorder's lanes), as upstream's synchronous updatePod and
+(scheduler/recorder.py, EventRecorder's lanes), as upstream's synchronous updatePod and
 updatePodGroupCondition: against a real HTTP server on 127.0.0.1 standing in for a loaded
 API server, a PodGroup's False condition whose first try fails (500) is retried and
 answered before the True decided after it is sent, so the True is what stays; another
@@ -17,7 +17,7 @@ from aiohttp import web
 
 from polsched.cluster.client import ApiClient
 from polsched.framework.types import PodInfo
-from polsched.scheduler import events
+from polsched.scheduler import recorder
 
 pytestmark = pytest.mark.unit
 
@@ -63,7 +63,7 @@ class StatusServer:
 
 
 def run(server: StatusServer,
-        body: Callable[[events.EventRecorder], Awaitable[None]]) -> None:
+        body: Callable[[recorder.EventRecorder], Awaitable[None]]) -> None:
     async def main() -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", server.handle)
@@ -72,7 +72,7 @@ def run(server: StatusServer,
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         port = runner.addresses[0][1]
         client = ApiClient(f"http://127.0.0.1:{port}")
-        rec = events.EventRecorder(client, "order", concurrency=8)
+        rec = recorder.EventRecorder(client, "order", concurrency=8)
         try:
             await body(rec)
         finally:
@@ -86,7 +86,7 @@ def run(server: StatusServer,
 def test_a_retried_false_lands_before_the_true_decided_after_it() -> None:
     server = StatusServer(flaky=GROUP)
 
-    async def body(rec: events.EventRecorder) -> None:
+    async def body(rec: recorder.EventRecorder) -> None:
         # A first attempt rejects the gang; the attempt after preemption binds it.
         rec.set_pod_group_condition("ns", "gang", condition("False", "Unschedulable"))
         rec.set_pod_group_condition("ns", "gang", condition("True", "Scheduled"))
@@ -102,13 +102,13 @@ def test_another_objects_patches_do_not_wait() -> None:
     pod_path = "/api/v1/namespaces/ns/pods/p/status"
     server = StatusServer(held=GROUP)
 
-    async def body(rec: events.EventRecorder) -> None:
+    async def body(rec: recorder.EventRecorder) -> None:
         rec.set_pod_group_condition("ns", "gang", condition("False", "Unschedulable"))
         rec.set_pod_group_condition("ns", "gang", condition("True", "Scheduled"))
         pod = PodInfo.from_json({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u-p"},
             "spec": {"containers": [{"name": "c", "image": "i"}]}})
-        rec.set_pod_scheduled_false(pod, events.REASON_UNSCHEDULABLE, "no")
+        rec.set_pod_scheduled_false(pod, recorder.REASON_UNSCHEDULABLE, "no")
         # The PodGroup's first patch is held: its second waits, the pod's goes.
         await server.until(lambda: (pod_path, "False") in server.arrived)
         assert server.arrived.count((GROUP, "True")) == 0

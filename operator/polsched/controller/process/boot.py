@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller import credentials, gcpolicy, loopwatch
+from polsched.controller.process import credentials, gcpolicy, loopwatch
 from polsched.scheduler import metrics
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from polsched.api import API_VERSION, KIND
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework.diagnosis import truncate_message
-from polsched.scheduler.events import WARNING, micro_time
+from polsched.scheduler.recorder import WARNING, micro_time
 
 log = logging.getLogger(__name__)
 

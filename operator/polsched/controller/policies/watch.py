@@ -22,7 +22,7 @@ import logging
 from polsched.api import GROUP, PLURAL, VERSION
 from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
-from polsched.controller.reconciler import PolicyReconciler
+from polsched.controller.policies.reconciler import PolicyReconciler
 
 log = logging.getLogger(__name__)
 

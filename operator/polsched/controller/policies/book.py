@@ -6,7 +6,7 @@ one, the older (creationTimestamp, then name) keeps it and the newer waits with
 Ready=False/SchedulerNameConflict; deleting the older hands the name over. A spec that
 does not load never replaces the last one that did (hot reload keeps the good pipeline
 running), not even across a restart: a process that starts on a spec that does not
-load runs the last good generation recorded on the object (controller.lastgood), if any.
+load runs the last good generation recorded on the object (controller.policies.lastgood), if any.
 Purely data-manipulative: no I/O, no engine calls.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from polsched.api import FieldError, Policy, PolicyError, claims, load_policy
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.api.model import RuntimeMode
-from polsched.controller import lastgood
+from polsched.controller.policies import lastgood
 from polsched.plugins import CATALOG
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import polsched
 from polsched.api import API_VERSION, GROUP, KIND
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller.policies import PolicyRecord
+from polsched.controller.policies.book import PolicyRecord
 from polsched.objects import Json
 
 FIELD_MANAGER = "polsched"

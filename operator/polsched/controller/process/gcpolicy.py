@@ -81,7 +81,8 @@ def apply(environ: Mapping[str, str] = os.environ) -> None:
 
 
 def resume() -> None:
-    """STARTUP_PAUSE_SECONDS after apply() (controller.boot): collect again, synced or not."""
+    """STARTUP_PAUSE_SECONDS after apply() (controller.process.boot): collect again,
+    synced or not."""
     gc.enable()
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
-from polsched.controller.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
+from polsched.controller.process.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
 from polsched.objects import Json
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,8 @@
-"""Events and the PodScheduled condition, written as kube-scheduler writes them.
+"""What the scheduler writes about its decisions besides the binding: events, a pod's
+PodScheduled condition and a PodGroup's condition, written as kube-scheduler writes them
+(its profile's event recorder, and schedule_one.go's updatePod and
+updatePodGroupCondition). One recorder per profile does both, since both go out in the
+background, bounded, in the order they were decided.
 
 Events use the events.k8s.io/v1 API through a recorder like client-go's
 tools/events (event_recorder.go makeEvent, event_broadcaster.go recordToSink):

@@ -1,7 +1,7 @@
 """From the book of policies to running schedulers: what the engine runs, what gets a
 Dedicated Deployment, and what each policy's status says.
 
-`observe(body)` and `forget(name)` are called from watch events (controller.policywatch,
+`observe(body)` and `forget(name)` are called from watch events (controller.policies.watch,
 in the operator and in a Dedicated scheduler); both end in `sync()`, which compares what
 should run with what runs and changes only the difference. sync() is idempotent, so an
 event that changes nothing (a status write, a re-list) costs a dict lookup, and it
@@ -12,7 +12,7 @@ Hot reload is the engine's atomic swap: a spec that loads builds a new Policy (i
 plugins constructed off to the side by the loader), and engine.apply() swaps it in;
 decisions under way finish on the old pipeline. A spec that does not load leaves the
 last good Policy in place and only sets Valid=False. The operator (`records_last_good`)
-records each generation that loads on the object (controller.lastgood), in the
+records each generation that loads on the object (controller.policies.lastgood), in the
 background after the swap, so that a process starting on a bad spec runs the last good
 one instead of nothing.
 """
@@ -33,11 +33,11 @@ from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.api.loader import ca_bundle_problem
 from polsched.api.model import RuntimeMode
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller import conditions as cond
-from polsched.controller import extender_ca, lastgood
-from polsched.controller.policies import PolicyBook, PolicyRecord
-from polsched.controller.policyevents import PolicyEvents
-from polsched.controller.status import StatusView, StatusWriter
+from polsched.controller.policies import conditions as cond
+from polsched.controller.policies import extender_ca, lastgood
+from polsched.controller.policies.book import PolicyBook, PolicyRecord
+from polsched.controller.policies.events import PolicyEvents
+from polsched.controller.policies.status import StatusView, StatusWriter
 from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import SHADOW_PREFIX, Counters, Engine
@@ -55,7 +55,7 @@ SHADOW_NOT_ALLOWED = "ShadowNotAllowed"
 # policy, whose last good pipeline (if any) keeps running.
 BUILD_FAILED = "BuildFailed"
 # Ready reason of a Dedicated policy whose Deployment's name is taken by an object that
-# polsched did not make for it (controller.deployments.ForeignObject).
+# polsched did not make for it (controller.dedicated.deployments.ForeignObject).
 DEDICATED_OBJECT_CONFLICT = "DedicatedObjectConflict"
 # Extenders of a replaced pipeline are closed after decisions under way had time to end.
 EXTENDER_CLOSE_DELAY = 30.0
@@ -65,7 +65,7 @@ CONFLICT_RETRY_SECONDS = 5.0
 
 
 class Deployer(Protocol):
-    """Renders and applies a Dedicated policy's Deployment (controller.deployments).
+    """Renders and applies a Dedicated policy's Deployment (controller.dedicated.deployments).
     apply() raises ForeignObject when the name is taken by an object it did not make."""
 
     async def apply(self, record: PolicyRecord) -> None: ...
@@ -77,7 +77,7 @@ class Deployer(Protocol):
 class DedicatedScope:
     """What a Dedicated scheduler's reconciler runs: its one policy, and where its pod has
     its extenders' CA Secrets mounted: (namespace, directory), one subdirectory each
-    (controller.deployments.EXTENDER_CA_DIR), read there, not through the API."""
+    (controller.dedicated.deployments.EXTENDER_CA_DIR), read there, not through the API."""
 
     policy: str
     mounted_cas: tuple[str, Path] | None = None
@@ -465,7 +465,7 @@ class PolicyReconciler:
 
     async def _deploy(self, owners: Mapping[str, str]) -> None:
         assert self.deployer is not None
-        from polsched.controller.deployments import ForeignObject
+        from polsched.controller.dedicated.deployments import ForeignObject
 
         for rec in self.book.records():
             dedicated = (rec.loaded is not None and rec.mode == DEDICATED
@@ -613,7 +613,7 @@ class PolicyReconciler:
 
     # -- status ----------------------------------------------------------------------------
     def _view(self, rec: PolicyRecord, owners: Mapping[str, str]) -> StatusView | None:
-        """The conditions of `rec`'s current generation (controller.conditions): Ready only
+        """The conditions of `rec`'s current generation (controller.policies.conditions): Ready only
         when that generation runs; Stalled when it cannot run without an edit; Reconciling
         while it is on its way."""
         gen = rec.generation

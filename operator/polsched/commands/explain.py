@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polsched import dryrun, snapshot
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.commands import dryrun, snapshot
 from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs

@@ -1,6 +1,6 @@
 """`polsched simulate`: what a candidate policy would do, before it is applied.
 
-The cluster comes from a snapshot file (polsched.snapshot, or kwokctl's export) or, live,
+The cluster comes from a snapshot file (polsched.commands.snapshot, or kwokctl's export) or, live,
 from the API server (listed, never written). Its objects are fed to the scheduler's own
 cache (cluster.ClusterCache) through the same ingest methods its watches call, and the
 candidate's Pipeline is the one scheduler.pipelines.build_pipeline builds for the engine,
@@ -51,9 +51,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from polsched import dryrun
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
+from polsched.commands import dryrun
+from polsched.commands.snapshot import KIND_ORDER, SnapshotError, read_snapshot
 from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
@@ -76,7 +77,6 @@ from polsched.scheduler.schedule_one import (
     schedule_pod,
     validate_pod_group,
 )
-from polsched.snapshot import KIND_ORDER, SnapshotError, read_snapshot
 
 SEED = 0
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -1173,7 +1173,7 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
                 raise SimulateError(str(e)) from e
         else:
             from polsched.cluster.client import ApiClient
-            from polsched.snapshot import KINDS, NODE_METRICS, POD_GROUPS, collect
+            from polsched.commands.snapshot import KINDS, NODE_METRICS, POD_GROUPS, collect
 
             source = "the live cluster"
             client = ApiClient.from_kubeconfig(args.kubeconfig)

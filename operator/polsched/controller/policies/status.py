@@ -26,9 +26,9 @@ from typing import Any
 
 from polsched.api.model import GROUP, PLURAL, VERSION
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
-from polsched.controller import conditions
-from polsched.controller.ledger import BindLedger, before_creation
-from polsched.controller.options import STATUS_INTERVAL_SECONDS
+from polsched.controller.policies import conditions
+from polsched.controller.policies.ledger import BindLedger, before_creation
+from polsched.controller.process.options import STATUS_INTERVAL_SECONDS
 from polsched.objects import Json
 from polsched.scheduler.engine import SchedulerStats
 
@@ -164,7 +164,7 @@ class StatusWriter:
                  deadline: Callable[[], float] | None = None,
                  ledger: BindLedger | None = None) -> None:
         self._client = client
-        # bindsTotal and lastBindTime, exact across restarts (controller.ledger).
+        # bindsTotal and lastBindTime, exact across restarts (controller.policies.ledger).
         self.ledger = ledger
         # The lease's renew deadline (LeaseElector.valid_until): a write is cut there.
         self.deadline = deadline

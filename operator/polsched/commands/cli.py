@@ -45,7 +45,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         raise SystemExit("polsched: --webhook-ca-secret must name another Secret than "
                          "--webhook-secret: the CA key stays apart from the serving "
                          "certificate")
-    from polsched.controller import boot
+    from polsched.controller.process import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered
         from polsched.controller import operator
@@ -56,7 +56,7 @@ def _run_operator(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from polsched.controller import options
+    from polsched.controller.process import options
 
     p = sub.add_parser(
         "run", help="run the operator: a scheduler for every SchedulingPolicy",
@@ -68,18 +68,18 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run_scheduler(args: argparse.Namespace) -> int:
-    from polsched.controller import boot
+    from polsched.controller.process import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered
-        from polsched.controller import dedicated
+        from polsched.controller.dedicated import scheduler
 
-        return dedicated.schedule
+        return scheduler.schedule
 
     return boot.run(args, load)
 
 
 def _add_scheduler(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from polsched.controller import options
+    from polsched.controller.process import options
 
     p = sub.add_parser(
         "scheduler", help="run the scheduler of one Dedicated SchedulingPolicy",
@@ -90,7 +90,7 @@ def _add_scheduler(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    from polsched import explain
+    from polsched.commands import explain
 
     return explain.run(args)
 
@@ -122,7 +122,7 @@ def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_render(args: argparse.Namespace) -> int:
-    from polsched import render
+    from polsched.commands import render
 
     return render.run(args)
 
@@ -147,7 +147,7 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from polsched import importer
+    from polsched.commands import importer
 
     return importer.run(args)
 
@@ -166,7 +166,7 @@ def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
-    from polsched import snapshot
+    from polsched.commands import snapshot
 
     return snapshot.run(args)
 
@@ -196,7 +196,7 @@ def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from polsched import simulate
+    from polsched.commands import simulate
 
     return simulate.run(args)
 

@@ -10,7 +10,7 @@ heartbeats). It can be committed next to the policies and given to `polsched sim
 multi-document YAML of objects) or any file of objects (a List, or several documents):
 all of them are a list of objects, which is all a snapshot is.
 
-Nothing here schedules; polsched.simulate feeds the objects to the scheduler's cache.
+Nothing here schedules; polsched.commands.simulate feeds the objects to the scheduler's cache.
 """
 
 from __future__ import annotations

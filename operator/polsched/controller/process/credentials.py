@@ -47,7 +47,7 @@ def budget(args: Any) -> dict[str, Any]:
 
 def connection_info(kubeconfig: str | None) -> kopf.ConnectionInfo:
     """kopf's credentials, read as kopf.login_via_client does but from our source."""
-    from polsched.controller.kopf_import import kopf
+    from polsched.controller.process.kopf_import import kopf
 
     conn = connection(kubeconfig)
     header = conn.authorization()

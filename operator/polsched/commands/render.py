@@ -7,7 +7,7 @@ the operator use.
   defaults; manifests/operator.yaml is the template rendered with them (a unit test keeps
   the two equal).
 - `render dedicated --policy F`: a Dedicated policy's Deployment, rendered by the
-  operator's own function (controller.deployments.render); its ServiceAccount and RBAC
+  operator's own function (controller.dedicated.deployments.render); its ServiceAccount and RBAC
   are the install's (manifests/rbac/dedicated.yaml).
 """
 
@@ -31,13 +31,13 @@ RBAC_FILES = ("operator.yaml", "dedicated.yaml")
 
 
 def _templates_dir() -> Path:
-    from polsched.controller.deployments import templates_dir
+    from polsched.controller.dedicated.deployments import templates_dir
 
     return templates_dir()
 
 
 def _default_image() -> str:
-    from polsched.controller.deployments import DEFAULT_IMAGE
+    from polsched.controller.dedicated.deployments import DEFAULT_IMAGE
 
     return DEFAULT_IMAGE
 
@@ -99,8 +99,8 @@ def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
     that was never applied) the ownerReference to the policy is left out: the operator
     sets it when it applies them."""
     from polsched.api import load_policy
-    from polsched.controller.deployments import render
-    from polsched.controller.policies import PolicyRecord
+    from polsched.controller.dedicated.deployments import render
+    from polsched.controller.policies.book import PolicyRecord
     from polsched.plugins import CATALOG
 
     policy = load_policy(policy_obj, CATALOG)

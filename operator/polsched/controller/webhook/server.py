@@ -1,0 +1,235 @@
+"""The webhook's HTTPS server, as kopf's WebhookServerProtocol: ManagedWebhookServer
+serves kopf's handler with the certificates of a CertificateSource, publishes each new CA
+bundle (controller.webhook.configuration) before presenting a certificate of a new CA,
+and reloads a renewed certificate into the running server's SSL context (no restart).
+Also the parsing of --webhook-listen and --webhook-service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+
+from polsched.cluster.backoff import Backoff, retry_delay
+from polsched.cluster.client import ApiError
+from polsched.controller.process.kopf_import import kopf
+from polsched.controller.webhook.certificates import Certificates, b64
+from polsched.controller.webhook.configuration import CONFIGURATIONS, Publisher
+from polsched.controller.webhook.rotator import CertificateSource
+from polsched.controller.webhook.watch import watch_named
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL = 3600.0
+# After a new CA: the bundle (old + new CA) is published first; the server switches to a
+# certificate of the new CA once the apiserver has had time to read the new bundle.
+CA_SWITCH_DELAY = 10.0
+
+
+def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
+    """Serve `certs` on `context` from the next handshake on (ssl reads the files now)."""
+    with tempfile.TemporaryDirectory(prefix="polsched-webhook-") as d:
+        crt, key = Path(d, "tls.crt"), Path(d, "tls.key")
+        crt.write_text(certs.cert)
+        key.touch(0o600)
+        key.write_text(certs.key)
+        context.load_cert_chain(str(crt), str(key))
+
+
+class ManagedWebhookServer:
+    """A kopf webhook server whose certificates come from a CertificateManager.
+
+    Listens on `listen` (HOST:PORT); tells kopf how the apiserver reaches it: through
+    Service `service` (NAMESPACE, NAME, PORT) when given, else at https://HOST:PORT.
+    `publish` (CABundleInjector in-cluster, URLConfiguration locally) gets every new
+    client config (CA bundle), before the server presents a certificate of a new CA,
+    and `publish.withdraw()` is called when the server stops. Checks the certificates
+    every `check_interval` seconds; a renewal goes into the running server's SSL
+    context, no restart."""
+
+    def __init__(self, listen: str, manager: CertificateSource, *,
+                 service: tuple[str, str, int] | None = None,
+                 publish: Publisher | None = None,
+                 check_interval: float = CHECK_INTERVAL,
+                 ca_switch_delay: float = CA_SWITCH_DELAY,
+                 backoff: Callable[[], Backoff] = Backoff) -> None:
+        self.host, self.port = split_listen(listen)
+        self.manager = manager
+        self.service = service
+        self.publish = publish
+        self.check_interval = check_interval
+        self.ca_switch_delay = ca_switch_delay
+        self.backoff = backoff
+
+    async def _publish(self, certs: Certificates) -> bool:
+        if self.publish is None:
+            return True
+        try:
+            await self.publish(self.client_config(certs))
+            return True
+        except Exception as e:  # serve anyway; try again at the next check
+            log.warning("webhook CA bundle not published: %s", e)
+            return False
+
+    async def _first_certificates(self) -> Certificates:
+        """The certificates to start serving with. A failure to read or write the Secrets
+        (the API server restarting, RBAC missing a grant) is retried with the reflector's
+        backoff, never raised: the webhook task ending would end the process, and with it
+        the scheduling of every policy."""
+        backoff = self.backoff()
+        while True:
+            try:
+                return await self.manager.ensure()
+            except Exception as e:
+                cause = e if isinstance(e, ApiError) else e.__cause__
+                delay = retry_delay(backoff, cause.retry_after
+                                    if isinstance(cause, ApiError) else None)
+                log.warning("webhook certificates not ready, not serving the webhook yet "
+                            "(again in %.0fs): %s", delay, e)
+                await asyncio.sleep(delay)
+
+    def client_config(self, certs: Certificates) -> kopf.WebhookClientConfig:
+        config = kopf.WebhookClientConfig(caBundle=b64(certs.ca_bundle))
+        if self.service is not None:
+            ns, name, port = self.service
+            config["service"] = kopf.WebhookClientConfigService(namespace=ns, name=name,
+                                                                port=port, path="")
+        else:
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            config["url"] = f"https://{host}:{self.port}"
+        return config
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
+            return await kopf.WebhookServer._serve(fn, request)
+
+        certs = await self._first_certificates()
+        context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        load_into(context, certs)
+        app = aiohttp.web.Application()
+        app.add_routes([aiohttp.web.post("/{id:.*}", serve)])
+        runner = aiohttp.web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        wake = asyncio.Event()
+        drifted = False
+        drift_backoff = self.backoff()
+        watchers: list[asyncio.Task[None]] = []
+
+        def on_configuration(kind: str, obj: dict[str, Any]) -> None:
+            """The configuration was re-created, edited or deleted: check it now."""
+            nonlocal drifted
+            assert self.publish is not None
+            if not self.publish.current(None if kind == "DELETED" else obj,
+                                        self.client_config(certs)):
+                log.warning("ValidatingWebhookConfiguration %s %s without this webhook's "
+                            "CA bundle: publishing it again", self.publish.configuration,
+                            "deleted" if kind == "DELETED" else "changed")
+                drifted = True
+                wake.set()
+
+        async def on_secrets() -> None:
+            async for _ in self.manager.changes():
+                wake.set()
+
+        try:
+            site = aiohttp.web.TCPSite(runner, self.host, self.port, ssl_context=context,
+                                       reuse_address=True)
+            await site.start()
+            log.info("serving the validating webhook on https://%s:%d%s", self.host,
+                     self.port, "" if self.service is None else
+                     f" (Service {self.service[0]}/{self.service[1]}:{self.service[2]})")
+            published = await self._publish(certs)
+            yield self.client_config(certs)
+            loop = asyncio.get_running_loop()
+            watchers.append(loop.create_task(on_secrets(), name="polsched-webhook-secrets"))
+            if self.publish is not None:
+                watchers.append(loop.create_task(
+                    watch_named(self.publish.client, CONFIGURATIONS,
+                                self.publish.configuration, on_configuration),
+                    name="polsched-webhook-configuration"))
+            while True:
+                # A check every check_interval, at once when a Secret or the configuration
+                # changed, soon while the CA bundle is not published yet.
+                try:
+                    await asyncio.wait_for(wake.wait(), self.check_interval if published
+                                           else min(self.check_interval, 5.0))
+                except TimeoutError:
+                    # The periodic check publishes again too (a no-op when the bundle is
+                    # there): the configuration's watch may be failing, say for a grant.
+                    published = False
+                wake.clear()
+                try:
+                    fresh = await self.manager.ensure()
+                except Exception as e:  # keep serving what we have; try again later
+                    log.warning("webhook certificates not checked: %s", e)
+                    continue
+                if drifted:
+                    # Two writers that disagree (say, two local processes claiming the
+                    # configuration) would otherwise rewrite it back and forth at once.
+                    await asyncio.sleep(drift_backoff.step())
+                    drifted, published = False, False
+                if fresh == certs:
+                    if not published:
+                        published = await self._publish(certs)
+                    continue
+                if fresh.ca_bundle != certs.ca_bundle or not published:
+                    published = await self._publish(fresh)
+                    if fresh.ca_bundle != certs.ca_bundle:  # kopf hears of a new config
+                        yield self.client_config(fresh)
+                    if fresh.ca != certs.ca:
+                        await asyncio.sleep(self.ca_switch_delay)
+                if fresh.cert != certs.cert or fresh.key != certs.key:
+                    try:
+                        load_into(context, fresh)
+                        log.info("webhook now serves its renewed certificate")
+                    except (ssl.SSLError, OSError) as e:  # checked by renewed(): not expected
+                        log.error("webhook certificate not loaded, still serving the "
+                                  "previous one: %s", e)
+                        continue
+                certs = fresh
+        finally:
+            for t in watchers:  # before withdraw(): its own edit is no drift
+                t.cancel()
+            for t in watchers:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            if self.publish is not None:
+                try:
+                    await self.publish.withdraw()
+                except Exception as e:
+                    log.warning("webhook configuration not withdrawn: %s", e)
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        raise ValueError(f"--webhook-listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:9443")
+    return host, int(port)
+
+
+def parse_service(value: str, default_port: int = 443) -> tuple[str, str, int]:
+    """NAMESPACE/NAME[:PORT] of --webhook-service."""
+    ref, _, port = value.partition(":")
+    ns, _, name = ref.partition("/")
+    if not ns or not name or (port and not port.isdigit()):
+        raise ValueError(f"--webhook-service {value!r}: expected NAMESPACE/NAME[:PORT], "
+                         "e.g. polsched-system/polsched-webhook:443")
+    return ns, name, int(port) if port else default_port
+
+
+def service_names(namespace: str, name: str) -> list[str]:
+    """The names the apiserver may check the serving certificate against."""
+    return [f"{name}.{namespace}.svc", name, f"{name}.{namespace}",
+            f"{name}.{namespace}.svc.cluster.local"]
+
