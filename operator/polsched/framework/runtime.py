@@ -15,7 +15,7 @@ and the weights), RunReservePluginsReserve / Unreserve, RunPermitPlugins,
 RunPreBindPlugins and RunPostBindPlugins. PreEnqueue runs in the scheduling queue
 (scheduler.queue, runPreEnqueuePlugins there as upstream), on `pre_enqueue_plugins`.
 Bind is the scheduler's (the Binder, or a binding extender).
-The search over nodes that calls them is scheduler.schedule_one's.
+The search over nodes that calls them is scheduler.algorithm's.
 
 A Pipeline is immutable once built; hot reload builds a new one and swaps the reference.
 Its only mutable state is the search's: the round-robin start index (`next_start`), the
@@ -321,7 +321,7 @@ class Pipeline:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         # Pods nominated to nodes (shared by the engine's pipelines); None: none count.
         self._nominator = nominator
-        # The search's state (scheduler.schedule_one): the tie-break source and where the
+        # The search's state (scheduler.algorithm): the tie-break source and where the
         # next search over the nodes starts (upstream's nextStartNodeIndex).
         self.rng = rng or random.Random()
         self.next_start = 0

@@ -45,11 +45,8 @@ from polsched.scheduler.events import WARNING, EventBudget, EventRecorder
 from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
-from polsched.scheduler.schedule_one import (
-    DECIDING_SCORER_ANNOTATION,
-    FEASIBLE_NODES_ANNOTATION,
-    ScheduleOne,
-)
+from polsched.scheduler.schedule_one import DECIDING_SCORER_ANNOTATION, FEASIBLE_NODES_ANNOTATION
+from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
 from polsched.scheduler.shadow import DEFAULT_BUDGET, Shadow, ShadowStats
 
 if TYPE_CHECKING:
@@ -129,8 +126,9 @@ class Engine(CacheListener):
         self.nominator = Nominator()
         self.preemption = Executor(client, self.nominator, self.cache.pods, self.waiting_pods)
         # Every profile's attempts (scheduleOne, its cycles and failure handling).
-        self._attempts = ScheduleOne(_Hooks(self), self.cache, self.binder, self.nominator,
-                                     self.preemption, self.waiting_pods, annotate_decisions)
+        self._attempts = ScheduleOnePodGroup(_Hooks(self), self.cache, self.binder,
+                                             self.nominator, self.preemption,
+                                             self.waiting_pods, annotate_decisions)
         # Node usage for the load-aware scorers: one watcher for every policy, polling
         # only while one of their plugins wants it.
         self.node_metrics = NodeMetricsWatcher(client,
