@@ -153,8 +153,13 @@ async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Sn
 
 
 def still_fits(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot, node_name: str) -> bool:
-    """PreFilter, then every filter on one node, against the snapshot as it is now: the
-    check before assume after a cycle awaited extenders and the cluster moved on."""
+    """PreFilter, then every filter on one node with the pods nominated there, against the
+    snapshot as it is now: the check before assume after a cycle awaited extenders and
+    the cluster moved on. Upstream has no such check (its extenders answer inside the
+    cycle, nothing else runs meanwhile); the node it assumes on passed
+    RunFilterPluginsWithNominatedPods in findNodesThatPassFilters, so the check asks the
+    same: a pod nominated there meanwhile (of an equal or higher priority) holds its
+    room, as it would have in the first search."""
     node = snapshot.get(node_name)
     if node is None:
         return False
@@ -163,7 +168,8 @@ def still_fits(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot, node_name: 
     st, result = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
     if not st.ok or (result.node_names is not None and node_name not in result.node_names):
         return False
-    return pipeline.run_filter_plugins(state, pod, node, plugins).ok
+    return pipeline.run_filters_with_nominated(
+        state, pod, node, plugins, pipeline.nominated_pods_on(pod, node_name)).ok
 
 
 def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
