@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping, MutableMapping
+from collections.abc import Callable, Coroutine, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,7 +37,7 @@ from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod, still_fits
 from polsched.scheduler.binder import Binder, BindOutcome
-from polsched.scheduler.events import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, rfc3339
+from polsched.scheduler.preemption import GroupPreemptor
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache
@@ -149,10 +149,8 @@ class ScheduleOne:
         error, never the scheduling loop."""
         a = Attempt(profile, qp, qp.pod, time.perf_counter())
         if not profile.runnable.is_set():
-            profile.queue.restore(qp)
-            profile.report_pending()
+            profile.restore(qp)
             return
-        profile.report_pending()  # popped; backoffs that expired moved to activeQ
         try:
             await self.scheduling_cycle(a)
         except asyncio.CancelledError as err:
@@ -174,19 +172,17 @@ class ScheduleOne:
         s, qp = a.profile, a.queued
         pod = self.current(qp.pod)
         if pod is None:
-            s.queue.done(qp)
+            s.done(qp)
             return
         qp.pod = a.pod = pod
         if not s.namespace_selected(pod, self._cache.namespaces):
-            s.queue.done(qp)
+            s.done(qp)
             self._hooks.enqueue(s, pod)
-            s.report_pending()
             return
         if not await self._decide(a):
             return
         if not s.runnable.is_set():  # paused or lost leadership during the cycle
-            s.queue.restore(qp)
-            s.report_pending()
+            s.restore(qp)
             return
         self._assume_reserve_permit(a)
 
@@ -202,7 +198,7 @@ class ScheduleOne:
             self.handle_failure(a, Status.unresolvable(), FitError(0))
             return False
         # Shadows decide first, on the snapshot the live pipeline decides on next.
-        a.verdicts = await s.shadows.decide(a.pod, snapshot) if s.shadows else None
+        a.verdicts = await s.shadow_verdicts(a.pod, snapshot)
         for _ in range(RECHECK_RETRIES):
             pipeline = a.pipeline = s.pipeline  # a swap takes effect at the next decision
             try:
@@ -211,10 +207,10 @@ class ScheduleOne:
                 self.handle_failure(a, Status.error(str(err)))
                 return False
             if s.undecided is pipeline:
-                _first_decision(s, a.pod, result.node, qp.timestamp)
+                s.first_decision(a.pod, result.node, qp.timestamp)
             if result.node is None:
                 if a.verdicts:
-                    s.shadows.unschedulable(a.pod, a.verdicts, _rfc3339_now())
+                    s.shadows_unschedulable(a.pod, a.verdicts)
                 self.handle_failure(a, Status.unschedulable(), result.fit_error)
                 return False
             if not pipeline.extenders:
@@ -223,7 +219,7 @@ class ScheduleOne:
             # Other cycles ran while extenders answered: check again.
             current = self.current(a.pod)
             if current is None:
-                s.queue.done(qp)
+                s.done(qp)
                 return False
             if still_fits(pipeline, current, self._cache.snapshot, result.node):
                 a.pod, a.node = current, result.node
@@ -247,7 +243,7 @@ class ScheduleOne:
         assumed = a.assumed = self._cache.assume(a.pod, a.node)
         self._nominator.remove(a.pod.key)  # DeleteNominatedPodIfExists
         if a.verdicts:
-            s.shadows.assumed(assumed, a.verdicts)
+            s.shadows_assumed(assumed, a.verdicts)
         if plugins.binding:
             st = pipeline.run_reserve_plugins_reserve(a.state, assumed, a.node, plugins)
             if st.ok:
@@ -259,8 +255,8 @@ class ScheduleOne:
             if not st.ok:
                 pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, plugins)
                 self._cache.forget(assumed)
-                if s.shadows:  # the attempt bound nothing: its verdicts are not compared
-                    s.shadows.bind_ended(a.pod, None, "")
+                # The attempt bound nothing: its verdicts are not compared.
+                s.shadows_bind_ended(a.pod, None)
                 self.handle_failure(a, st)
                 return
             if a.waiting is not None or plugins.pre_bind or plugins.post_bind:
@@ -286,7 +282,7 @@ class ScheduleOne:
                 return
             if pre.ok or a.waiting is not None:
                 began = time.monotonic()
-                await a.profile.recorder.nominate_for_binding(assumed, a.node)
+                await a.profile.nominate_for_binding(assumed, a.node)
                 took = time.monotonic() - began
                 if took >= SLOW_NOMINATION_SECONDS:
                     log.warning("nominating %s to %s before its binding took %.1fs",
@@ -342,39 +338,32 @@ class ScheduleOne:
         self._binding_ended(a)
         s, qp, assumed = a.profile, a.queued, a.assumed
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
-        if s.shadows:
-            s.shadows.bind_ended(assumed, a.node if outcome is BindOutcome.BOUND else None,
-                                 _rfc3339_now())
+        s.shadows_bind_ended(assumed, a.node if outcome is BindOutcome.BOUND else None)
         if outcome is BindOutcome.BOUND:
             if a.plugins.post_bind:
                 a.pipeline.run_post_bind_plugins(a.state, assumed, a.node, a.plugins)
             # As upstream's PodScheduled: from the pop to the end of the binding.
             metrics.schedule_attempt(s.name, metrics.SCHEDULED,
                                      time.perf_counter() - a.started)
-            s.queue.done(qp)
-            s.counters.binds_total += 1
-            s.counters.last_bind_time = _rfc3339_now()
-            s.recorder.scheduled(assumed, a.node)
+            s.bound(qp, assumed, a.node)
             self._hooks.changed(s.name)
             return
         if a.plugins.reserve:
             a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
         self._cache.forget(assumed)
         if outcome is BindOutcome.DROPPED:  # never sent: back to the queue, untouched
-            s.queue.restore(qp)
-            s.report_pending()
+            s.restore(qp)
             return
         if outcome is not BindOutcome.FAILED:
             # Bound elsewhere (409) or deleted (404): it leaves; never bind it twice. A pod
             # recreated under the same name is a new pod and is queued as such. Upstream
             # counts any failed binding as an error attempt (handleBindingCycleError).
             metrics.schedule_attempt(s.name, metrics.ERROR, time.perf_counter() - a.started)
-            s.queue.done(qp)
+            s.done(qp)
             current = self._cache.pods.get(assumed.key)
             if current is not None and current.uid != assumed.uid and not current.node_name \
                     and not current.terminal and self._hooks.is_live(s):
                 self._hooks.enqueue(s, current)
-                s.report_pending()
             return
         # The assumed pod's resources are free again (handleBindingCycleError).
         self._hooks.move(ev.ASSIGNED_POD_DELETE, assumed, None)
@@ -390,8 +379,8 @@ class ScheduleOne:
         assert assumed is not None and a.pipeline is not None and a.plugins is not None
         a.pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, a.plugins)
         self._cache.forget(assumed)
-        if a.profile.shadows:  # the attempt bound nothing: its verdicts are not compared
-            a.profile.shadows.bind_ended(a.pod, None, "")
+        # The attempt bound nothing: its verdicts are not compared.
+        a.profile.shadows_bind_ended(a.pod, None)
         if st.rejected:
             self.handle_failure(a, st)
             self._hooks.move(ev.ASSIGNED_POD_DELETE, assumed, None,
@@ -415,22 +404,14 @@ class ScheduleOne:
         elapsed = time.perf_counter() - a.started
         if not st.rejected:
             metrics.schedule_attempt(s.name, metrics.ERROR, elapsed)
-            s.queue.add_backoff(qp)
-            s.report_pending()
-            s.recorder.failed_scheduling(qp.pod, st.message)
-            s.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, st.message)
+            s.scheduling_error(qp, st.message)
             return
         if group:
             # A member rejected with its group's status (errPodGroupUnschedulable): the
             # group's message, no rejecting plugin, the nomination cleared.
             metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
             self._nominator.add(qp.pod, nominate or "")
-            s.counters.unschedulable_attempts += 1
-            s.queue.add_unschedulable(qp, ())
-            s.report_pending()
-            s.recorder.failed_scheduling(qp.pod, st.message)
-            s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, st.message,
-                                               nominate or "")
+            s.unschedulable(qp, (), st.message, nominate or "")
             self._hooks.changed(s.name)
             return
         if fit_error is None:  # a Reserve, Permit or PreBind rejection: NumAllNodes 1
@@ -449,53 +430,29 @@ class ScheduleOne:
             # Started before the pod is requeued, as upstream's PostFilter starts it: its
             # PreEnqueue (DefaultPreemption) then keeps it out of activeQ meanwhile.
             self._preempt(a, nominated, post)
-        message = fit_error.message
-        s.counters.unschedulable_attempts += 1
-        s.queue.add_unschedulable(qp, fit_error.rejecting_plugins())
-        s.report_pending()
-        s.recorder.failed_scheduling(qp.pod, message)
-        s.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message, nominated)
+        s.unschedulable(qp, fit_error.rejecting_plugins(), fit_error.message, nominated)
         self._hooks.changed(s.name)
 
     def _preempt(self, a: Attempt, node_name: str, post: PostFilterResult) -> None:
-        """Evict the victims in the background (async preemption); count it."""
-        s, pod = a.profile, a.pod
-        c = s.counters
-        c.preemptions_total += 1
-        c.preemption_victims += len(post.victims)
-        c.last_preemption = f"{pod.key} on {node_name} evicting " + \
-            ", ".join(v.key for v in post.victims)
+        """Evict the victims in the background (async preemption); a failed API call
+        tries the pod again at once."""
+        s = a.profile
 
         def retry(preemptor: PodInfo) -> None:  # an API call failed: try again now
-            if self._hooks.is_live(s) and preemptor.key in s.queue:
-                s.queue.delete(preemptor.key, preemptor.uid)
+            if self._hooks.is_live(s) and s.retry(preemptor):
                 current = self.current(preemptor)
                 if current is not None:
                     self._hooks.enqueue(s, current)
-                    s.report_pending()
 
-        self._preemption.actuate(s.name, s.recorder, pod, node_name, post.victims, retry,
+        self.actuate_preemption(s, a.pod, f"{a.pod.key} on {node_name}", node_name,
+                                post.victims, retry)
+
+    def actuate_preemption(self, s: Profile, preemptor: PodInfo | GroupPreemptor,
+                           description: str, node_name: str, victims: Sequence[PodInfo],
+                           retry: Callable[[PodInfo], None]) -> None:
+        """The preemption's bookkeeping for a pod and for a pod group alike: counted in
+        the policy's status (`description`: who, on which node), then the victims evicted
+        in the background by the executor; `retry` when an API call failed."""
+        s.preemption_started(description, victims)
+        self._preemption.actuate(s.name, s.recorder, preemptor, node_name, victims, retry,
                                  self._hooks.activate_preemptors)
-
-def _first_decision(s: Profile, pod: PodInfo, node: str | None, queued_at: float) -> None:
-    """The pipeline of s.policy's generation made its first decision (a node chosen or
-    none fits): the hot reload is in effect for users. Logged and exported as
-    polsched_policy_first_decision_{generation,timestamp_seconds} (wall clock: the
-    bench compares it with the time its PATCH was answered), and how long after the
-    swap (polsched_policy_first_decision_wait_seconds: the rest of a reload's time was
-    spent before the engine had the pipeline). Of that wait, the part before the pod
-    it decided entered the queue (`queued_at`, the queue's monotonic clock) had no pod
-    to decide: polsched_policy_first_decision_idle_seconds."""
-    s.undecided = None
-    generation = s.policy.generation
-    now = time.time()
-    wait = time.monotonic() - s.applied_at
-    metrics.first_decision(s.policy.name, generation, now, wait,
-                           idle=min(max(0.0, queued_at - s.applied_at), wait))
-    log.info("SchedulingPolicy %s generation %d decided its first pod %s (%s)",
-             s.policy.name, generation, pod.key,
-             f"node {node}" if node is not None else "unschedulable")
-
-
-def _rfc3339_now() -> str:
-    return rfc3339(time.time())

@@ -37,6 +37,7 @@ from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.events import rfc3339
+from polsched.scheduler.preemption import GroupPreemptor
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
 
 if TYPE_CHECKING:
@@ -274,10 +275,9 @@ class ScheduleOnePodGroup(ScheduleOne):
         try:
             if not profile.runnable.is_set():
                 for a in attempts.values():
-                    profile.queue.restore(a.queued)
+                    profile.restore(a.queued)
                 outcome = q.GroupOutcome.RESTORED
                 return
-            profile.report_pending()
             outcome = await self._pod_group_cycle(profile, group, attempts, started)
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -293,8 +293,7 @@ class ScheduleOnePodGroup(ScheduleOne):
                 self.handle_failure(a, Status.error(f"internal error: {err}"))
         finally:
             # AddAttemptedPodGroupIfNeeded, after every member's own requeue.
-            profile.queue.group_done(group.key, outcome)
-            profile.report_pending()
+            profile.group_done(group.key, outcome)
 
     async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
                                attempts: dict[str, Attempt],
@@ -324,16 +323,15 @@ class ScheduleOnePodGroup(ScheduleOne):
             a = attempts[key]
             pod = self.current(a.queued.pod)
             if pod is None:
-                s.queue.done(attempts.pop(key).queued)
+                s.done(attempts.pop(key).queued)
                 continue
             if not s.namespace_selected(pod, self._cache.namespaces):
-                s.queue.done(attempts.pop(key).queued)
+                s.done(attempts.pop(key).queued)
                 self._hooks.enqueue(s, pod)
                 continue
             a.queued.pod = a.pod = pod
             live.append(a)
         if not live:
-            s.report_pending()
             return q.GroupOutcome.SUCCESS
         pipeline = s.pipeline
         for a in live:
@@ -461,33 +459,27 @@ class ScheduleOnePodGroup(ScheduleOne):
             "message": message, "observedGeneration": generation,
             "lastTransitionTime": transition or rfc3339(time.time()),
         }
-        s.recorder.set_pod_group_condition(info.namespace, info.name,
-                                           condition_patch(existing, condition))
+        s.set_pod_group_condition(info.namespace, info.name,
+                                  condition_patch(existing, condition))
 
     def _preempt_for_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
                            post: PodGroupPostFilterResult) -> None:
         """actuatePodGroupPreemption: evict the group's victims in the background (async
         preemption), the PodGroup the preemptor ("podgroup", its uid, node "cluster").
         A failed call retries the group at once (its members reactivated)."""
-        from polsched.scheduler.preemption import GroupPreemptor  # the executor's module
-
         if not post.victims or not live:
             return
-        c = s.counters
-        c.preemptions_total += 1
-        c.preemption_victims += len(post.victims)
-        c.last_preemption = f"pod group {info.namespace}/{info.name} evicting " + \
-            ", ".join(v.key for v in post.victims)
         uid = str((info.pod_group.get("metadata") or {}).get("uid") or "")
         members = [a.pod for a in live]
 
         def retry(_: PodInfo) -> None:  # an API call failed: try the group again now
-            if self._hooks.is_live(s) and s.queue.activate(m.key for m in members):
-                s.report_pending()
+            if self._hooks.is_live(s):
+                s.activate(m.key for m in members)
 
         preemptor = GroupPreemptor(members[0], uid, disruptions=post.disruptions)
-        self._preemption.actuate(s.name, s.recorder, preemptor, CLUSTER_DOMAIN, post.victims,
-                                 retry, self._hooks.activate_preemptors)
+        self.actuate_preemption(s, preemptor, f"pod group {info.namespace}/{info.name}",
+                                CLUSTER_DOMAIN, post.victims, retry)
+
 
 def condition_patch(existing: Mapping[str, Any] | None, condition: Json) -> Json:
     """The condition as PatchPodGroupStatus sends it: CreateTwoWayMergePatch(old, new)
