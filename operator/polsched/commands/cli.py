@@ -12,7 +12,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from polsched import __version__, version
+from polsched import __version__
+from polsched.commands import version
 
 
 def _run_validate(args: argparse.Namespace) -> int:

@@ -53,8 +53,9 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.plugins.trimaran import LoadAwareScorer
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import pod_group_verdict, schedule_pod
+from polsched.scheduler.schedule_one_podgroup import pod_group_verdict
 
 
 class ExplainError(Exception):

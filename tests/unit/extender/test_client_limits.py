@@ -193,7 +193,7 @@ def test_an_oversized_answer_honours_ignorable(flood: _Flood) -> None:
     import random
 
     from polsched.framework import PipelineError, Snapshot
-    from polsched.scheduler.schedule_one import schedule_pod
+    from polsched.scheduler.algorithm import schedule_pod
     from tests.unit.pipelines import build
 
     url = f"http://127.0.0.1:{flood.server_address[1]}/"

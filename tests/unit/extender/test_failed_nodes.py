@@ -17,7 +17,7 @@ from polsched.extender import HTTPExtender
 from polsched.extender.client import MAX_REASON_CHARS
 from polsched.framework.messages import MAX_CONDITION_MESSAGE_CHARS, sanitized
 from polsched.framework.types import PodInfo
-from polsched.scheduler import events
+from polsched.scheduler import recorder as events
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import config, make_node, make_pod, run
 

@@ -22,7 +22,7 @@ from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.preemption import Executor
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import config, make_pod, run
 

@@ -17,7 +17,7 @@ from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import events as ev
 from polsched.framework.resources import pod_requests, reads_status
 from polsched.objects import Json
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit

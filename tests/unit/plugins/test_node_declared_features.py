@@ -26,7 +26,7 @@ from polsched.plugins.node_declared_features import (
     Feature,
     NodeDeclaredFeatures,
 )
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import args_errors, build, build_plugin
 
 pytestmark = pytest.mark.unit
