@@ -36,8 +36,8 @@ from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.preemption import GroupPreemptor
+from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
 
 if TYPE_CHECKING:
