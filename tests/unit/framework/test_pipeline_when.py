@@ -8,14 +8,14 @@ import pytest
 
 from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
 
 
 def pod(name: str, **labels: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-                              "spec": {}})
+    return make_pod().name(name).namespace("ns").labels(labels).info()
 
 
 def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:

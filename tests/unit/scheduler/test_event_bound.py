@@ -16,16 +16,14 @@ from aiohttp import web
 from polsched.cluster.client import ApiClient
 from polsched.framework.types import PodInfo
 from polsched.scheduler import events, metrics
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
 
 def pod(i: int) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u-{i}",
-                     "resourceVersion": "1"},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
-    })
+    return (make_pod().name(f"p{i}").namespace("ns").uid(f"u-{i}").resource_version("1")
+            .container(image="i").info())
 
 
 class HoldingServer:

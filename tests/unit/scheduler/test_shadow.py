@@ -15,6 +15,7 @@ from polsched.controller.policies import PolicyBook
 from polsched.framework.types import PodInfo
 from polsched.plugins import CATALOG
 from polsched.scheduler import shadow as sh
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -49,8 +50,7 @@ def cache() -> ClusterCache:
 
 
 def pod(name: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "uid": name},
-                              "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    return make_pod().name(name).namespace("ns").uid(name).container(image="x").info()
 
 
 def test_agreement_is_counted_against_the_live_outcome() -> None:
