@@ -60,7 +60,9 @@ class Cluster:
             from kubernetes import client, config
 
             cfg = client.Configuration()
-            config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+            # The client's config loaders carry no type hints.
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=self.kubeconfig, client_configuration=cfg)
             self._api = client.ApiClient(cfg)
         return self._api
 

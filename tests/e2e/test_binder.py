@@ -4,6 +4,7 @@ a non-ignorable one that fails fails the bind, and the pod is retried."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -86,9 +87,12 @@ def test_queued_binds_go_out_highest_priority_first(
                 obj["spec"]["priority"] = priorities[name]
                 pods.append(PodInfo.from_json(obj))
             order: list[tuple[str, BindOutcome]] = []
+
+            def record(name: str, outcome: BindOutcome, _msg: str) -> None:
+                order.append((name, outcome))
+
             for p in pods:  # queued in one go: the one writer starts after
-                binder.bind(p, node, lambda outcome, _msg, n=p.name: order.append(
-                    (n, outcome)))
+                binder.bind(p, node, partial(record, p.name))
             await binder.close()
             assert order == [(n, BindOutcome.BOUND)
                              for n in ("high", "mid", "low-0", "low-1", "low-2")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -117,7 +118,7 @@ def test_a_prefetched_cache_applies_its_lists_at_start_and_watches_on_from_them(
                 assert f"{namespace}/listed" in cache.pods
                 engine.apply(policy(sched, {}))
                 for name in ("listed", "watched"):
-                    assert await eventually(lambda n=name: node_of(client, namespace, n)) == a
+                    assert await eventually(partial(node_of, client, namespace, name)) == a
             finally:
                 await engine.stop()
 

@@ -267,7 +267,8 @@ def test_target_load_packing_packs_to_the_target_follows_usage_and_reloads(
         mine: dict[str, int] = dict.fromkeys(LOADS, 0)
 
         async def place(i: int, target: float, now: dict[str, tuple[float, float]]) -> str:
-            scores = {k: tlp_score(now[k][0], 150, 150 * mine[k], target) for k in LOADS}
+            scores: dict[str, float] = {
+                k: tlp_score(now[k][0], 150, 150 * mine[k], target) for k in LOADS}
             want = argmax(scores)
             await client.post(f"/api/v1/namespaces/{w.ns}/pods",
                               pod(w, f"tlp-{i}", name, "100m"))

@@ -125,7 +125,8 @@ def args_errors(name: str, args: Any, *, point: str = "") -> list[str]:
         point = "filter" if found is not None and found.filter is not None else "score"
     key = "filters" if point == "filter" else "scorers"
     try:
-        load(defaults=False, **{key: [{"name": name, "args": args}]})
+        entries: dict[str, Any] = {key: [{"name": name, "args": args}]}
+        load(defaults=False, **entries)
     except PolicyError as err:
         prefix = f"spec.{key}[0]."
         return [e.path.removeprefix(prefix) for e in err.errors]

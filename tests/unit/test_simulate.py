@@ -279,7 +279,8 @@ def test_snapshot_objects_reach_the_cache_listers_plugins_read() -> None:
     assert cache.namespaces == {"default": {}}
     assert sorted(cache.pods) == ["default/early", "default/late-high", "default/middle",
                                   "default/other-scheduler", "default/running"]
-    assert cache.node_info("n3") is not None and len(cache.node_info("n3").pods) == 1
+    n3 = cache.node_info("n3")
+    assert n3 is not None and len(n3.pods) == 1
 
 
 def test_gated_pods_are_reported_not_decided(tmp_path: Path, files: dict[str, Path],

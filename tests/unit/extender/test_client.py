@@ -21,6 +21,7 @@ from polsched.extender.client import (
     build_extenders,
     secret_ca_reader,
 )
+from polsched.framework import interfaces
 from polsched.framework.interfaces import ExtenderError
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import (
@@ -378,7 +379,7 @@ def test_preempt_call_shape_and_answer(start_extender: StartExtender,
                "n2": wire.Victims((victim("v3"),), 0)}
     pod = make_pod("big")
 
-    async def preempt() -> dict[str, wire.Victims]:
+    async def preempt() -> dict[str, interfaces.Victims]:
         try:
             return await ext.process_preemption(pod, offered)
         finally:
@@ -410,7 +411,7 @@ def test_preempt_answer_resolves_uids_against_the_snapshot(
     node.add_pod(make_pod("other"))
     ext = HTTPExtender(config(server.url, preempt_verb="preempt", node_cache_capable=True))
 
-    async def preempt(infos: dict[str, Any]) -> dict[str, wire.Victims]:
+    async def preempt(infos: dict[str, Any]) -> dict[str, interfaces.Victims]:
         try:
             return await ext.process_preemption(
                 make_pod("big"), {"n1": wire.Victims((victim("v1"),))}, infos)

@@ -61,7 +61,8 @@ def scores(p: PodInfo, node_images: list[list[dict[str, Any]]]) -> list[int]:
     if st.code is Code.SKIP:
         return [0] * len(nodes)
     assert st.ok
-    return plugin.score_nodes(state, p, nodes)
+    scores: list[int] = plugin.score_nodes(state, p, nodes)
+    return scores
 
 
 CASES = [

@@ -94,7 +94,7 @@ def run_filter(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None
         return pre, {}
     statuses = {n.name: plugin.filter(state, incoming, n) for n in snap}
     # The form the pipeline's per-node loop calls gives the same statuses.
-    bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
+    bound = plugin.bind_filter(state, incoming)
     if bound is not None:
         assert {n.name: bound(n) for n in snap} == statuses
     return pre, statuses
@@ -107,7 +107,7 @@ def run_score(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None 
                           objects=namespaces(ns_labels or {}))
     state = CycleState()
     nodes = list(snap)
-    pre = plugin.pre_score(state, incoming, nodes, snap)
+    pre: Status = plugin.pre_score(state, incoming, nodes, snap)
     if pre.code is not Code.SUCCESS:
         return pre
     scores = plugin.score_nodes(state, incoming, nodes)
@@ -380,7 +380,8 @@ def test_default_args() -> None:
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
     for point in ("filters", "scorers"):
         with pytest.raises(PolicyError) as err:
-            load(defaults=False, **{point: [{"name": ipa.NAME, "args": args}]})
+            entries: dict[str, Any] = {point: [{"name": ipa.NAME, "args": args}]}
+            load(defaults=False, **entries)
         assert [e.path for e in err.value.errors] == [f"spec.{point}[0].args.{path}"]
 
 

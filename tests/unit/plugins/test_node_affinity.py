@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.framework.interfaces import PreFilterResult
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity
@@ -207,7 +207,7 @@ def score(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None = None,
           ) -> list[int] | Code:
     plugin = build_plugin(node_affinity.NAME, args)
     state = CycleState()
-    pre = plugin.pre_score(state, p, nodes, Snapshot(nodes))
+    pre: Status = plugin.pre_score(state, p, nodes, Snapshot(nodes))
     if not pre.ok:
         return pre.code
     scores = plugin.score_nodes(state, p, nodes)

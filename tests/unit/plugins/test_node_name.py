@@ -29,7 +29,7 @@ def test_node_name(pod_node: str, node_: str, want: Code) -> None:
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if isinstance(pre, PreFilterResult):
         # As upstream v1.37: a pod naming a node is filtered against that node only.
-        assert pre.node_names == {pod_node}
+        assert pre.node_names == frozenset({pod_node})
     elif pre.code is Code.SKIP:
         assert want is Code.SKIP
         # Filter would pass anyway if called.

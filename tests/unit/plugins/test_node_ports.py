@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.framework.status import Code
 from polsched.plugins import node_ports
 from polsched.plugins.node_ports import ERR_REASON
@@ -47,7 +47,7 @@ def run(p: PodInfo, n: NodeInfo) -> Code:
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
         return Code.SKIP
-    st = plugin.filter(state, p, n)
+    st: Status = plugin.filter(state, p, n)
     if not st.ok:
         assert st.reasons == (ERR_REASON,)
     return st.code

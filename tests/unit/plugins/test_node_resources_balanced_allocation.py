@@ -63,7 +63,7 @@ def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None = None
     st = plugin.pre_score(state, p, nodes, Snapshot(nodes))
     if st.code is Code.SKIP:
         return Code.SKIP
-    out = plugin.score_nodes(state, p, nodes)
+    out: list[int] = plugin.score_nodes(state, p, nodes)
     # Whether or not PreScore was called, the result is the same.
     assert [plugin.score(CycleState(), p, n) for n in nodes] == out
     return out

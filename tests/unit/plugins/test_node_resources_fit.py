@@ -229,7 +229,7 @@ def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None) -> li
     plugin = build_plugin(node_resources_fit.NAME, args)
     state = CycleState()
     assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
-    out = plugin.score_nodes(state, p, nodes)
+    out: list[int] = plugin.score_nodes(state, p, nodes)
     # Score one by one without PreScore gives the same numbers.
     assert [plugin.score(CycleState(), p, n) for n in nodes] == out
     return out

@@ -13,7 +13,12 @@ import pytest
 
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
-from polsched.framework.interfaces import NodeSetFilter, PreFilterResult
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    NodeSetFilter,
+    PreFilterPlugin,
+    PreFilterResult,
+)
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
 from polsched.scheduler.schedule_one import find_nodes_that_fit_pod, schedule_pod
@@ -102,7 +107,8 @@ def test_filter_nodes_names_exactly_the_nodes_filter_passes(plugin_name: str,
         snapshot = Snapshot(nodes)
         pod = random_pod(r, len(nodes))
         plugin = build_plugin(plugin_name, args)
-        assert isinstance(plugin, NodeSetFilter)
+        assert isinstance(plugin, NodeSetFilter) and isinstance(plugin, FilterPlugin)
+        assert isinstance(plugin, PreFilterPlugin)
         state = CycleState()
         pre = plugin.pre_filter(state, pod, snapshot)
         if isinstance(pre, PreFilterResult) or pre.code is not Code.SUCCESS:
@@ -129,7 +135,7 @@ def test_node_label_names_exactly_the_nodes_its_filter_passes() -> None:
         snapshot = Snapshot(nodes)
         reqs = [random_requirement(r) for _ in range(r.choice((1, 1, 2, 3)))]
         plugin = build_plugin(node_label.NAME, {"requirements": reqs})
-        assert isinstance(plugin, NodeSetFilter)
+        assert isinstance(plugin, NodeSetFilter) and isinstance(plugin, FilterPlugin)
         pod = random_pod(r, len(nodes))
         state = CycleState()
         passing = plugin.filter_nodes(state, pod, snapshot)
@@ -173,6 +179,7 @@ def test_node_label_set_follows_label_changes_and_gives_filters_statuses() -> No
         return {n.name for n in found}
 
     assert feasible() == {"n1", "n2"}
+    assert isinstance(plugin, NodeSetFilter)
     first = plugin.filter_nodes(CycleState(), pod, cache.snapshot)
     assert plugin.filter_nodes(CycleState(), pod, cache.snapshot) is first
     cache.on_node_event("MODIFIED", node_json("n3", "a"))

@@ -94,7 +94,7 @@ def run_filter(incoming: PodInfo, snap: Snapshot,
         return pre, {}
     statuses = {n.name: plugin.filter(state, incoming, n) for n in snap}
     # The form the pipeline's per-node loop calls gives the same statuses.
-    bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
+    bound = plugin.bind_filter(state, incoming)
     if bound is not None:
         assert {n.name: bound(n) for n in snap} == statuses
     # The nodes it names for the pipeline (NodeSetFilter) pass, and when it names one
@@ -119,7 +119,7 @@ def run_score(incoming: PodInfo, snap: Snapshot, nodes: Sequence[NodeInfo] | Non
     plugin = build_plugin(pts.NAME, args)
     state = CycleState()
     nodes = list(snap) if nodes is None else list(nodes)
-    pre = plugin.pre_score(state, incoming, nodes, snap)
+    pre: Status = plugin.pre_score(state, incoming, nodes, snap)
     if pre.code is not Code.SUCCESS:
         return pre
     scores = plugin.score_nodes(state, incoming, nodes)
@@ -444,7 +444,7 @@ def default_scores(incoming: PodInfo, objects: Sequence[dict[str, Any]],
     nodes = [node("node-a", "zone1"), node("node-x", "zone2")]
     snap = cluster(nodes, {"node-a": existing}, labels=WEB)
     state = CycleState()
-    pre = plugin.pre_score(state, incoming, nodes, snap)
+    pre: Status = plugin.pre_score(state, incoming, nodes, snap)
     if pre.code is not Code.SUCCESS:
         return pre
     scores = plugin.score_nodes(state, incoming, nodes)
@@ -497,7 +497,7 @@ def test_domain_counts_equal_a_count_over_every_node_as_pods_and_nodes_change() 
     zones, regions = ["z1", "z2", "z3", "z4"], ["r1", "r2"]
 
     def random_node(i: int) -> NodeInfo:
-        labels = {}
+        labels: dict[str, Any] = {}
         if rng.random() < 0.9:
             labels["region"] = rng.choice(regions)
         return node(f"n{i}", rng.choice(zones) if rng.random() < 0.9 else None, **labels)

@@ -98,7 +98,7 @@ def score(p: PodInfo, nodes: list[NodeInfo]) -> list[int]:
     plugin = build_plugin(taint_toleration.NAME)
     state = CycleState()
     assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
-    scores = plugin.score_nodes(state, p, nodes)
+    scores: list[int] = plugin.score_nodes(state, p, nodes)
     assert plugin.normalize_score(state, p, scores).ok
     return scores
 

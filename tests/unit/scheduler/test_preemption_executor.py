@@ -36,7 +36,7 @@ def test_a_waiting_victim_is_preempted_in_memory() -> None:
         waiting = WaitingPod(victim, {"Gate": 30.0})
         # No API call may happen: a client that would fail on any use.
         executor = Executor(cast(ApiClient, None), Nominator(), {}, {victim.uid: waiting})
-        recorder, retried = Recorder(), []
+        recorder, retried = Recorder(), list[PodInfo]()
         executor.actuate("sched", recorder, preemptor, "n1", [victim], retried.append)
         assert executor.running(preemptor.uid)
         await executor.close()

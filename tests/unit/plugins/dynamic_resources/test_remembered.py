@@ -70,7 +70,7 @@ def node_info(name: str) -> NodeInfo:
 
 
 def filter_all(plugin: DynamicResources, p: PodInfo, nodes: list[NodeInfo]
-               ) -> tuple[CycleState, dict[str, tuple[str, Any]]]:
+               ) -> tuple[CycleState, dict[str, tuple[str, str, Any]]]:
     state = CycleState()
     st = plugin.pre_filter(state, p, Snapshot(nodes))
     assert st.ok, st.message
