@@ -21,6 +21,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import operator_kubeconfig
@@ -273,7 +274,20 @@ def test_300_pods_of_500m_fill_10_nodes_of_4_cpu_exactly(
                     and engine.stats(sched).unschedulable_attempts >= 220)
 
         await eventually(settled, timeout=120, what="80 bound and 220 unschedulable")
-        await asyncio.sleep(2)  # nothing more may bind
+
+        async def idle() -> bool:
+            # Every pod is bound or parked as unschedulable and no binding cycle is under
+            # way: nothing more can bind until a cluster event moves a pod.
+            def pending(queue: str) -> float:
+                return metrics.PENDING_PODS.values.get(
+                    (("profile", sched), ("queue", queue)), 0.0)
+
+            return (pending(metrics.ACTIVE) == 0 and pending(metrics.BACKOFF) == 0
+                    and pending(metrics.UNSCHEDULABLE_QUEUE) == 220
+                    and metrics.GOROUTINES.values.get(
+                        (("operation", metrics.BINDING),), 0.0) == 0)
+
+        await eventually(idle, timeout=60, what="every pod bound or parked, no bind under way")
         pods = (await client.get(f"/api/v1/namespaces/{namespace}/pods"))["items"]
         per_node: dict[str, int] = {}
         for pod in pods:
