@@ -33,6 +33,7 @@ from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod, go_duration
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -113,9 +114,8 @@ def pipeline(first: Mapping[str, Any] | None = None, second: Mapping[str, Any] |
 
 
 def pod(labels: Mapping[str, str] | None = None) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
-                                           "labels": dict(labels or {})},
-                              "spec": {"containers": [{"name": "c"}]}})
+    return (make_pod().name("p").namespace("ns").uid("u").labels(labels or {}).container()
+            .info())
 
 
 @pytest.fixture(autouse=True)

@@ -7,16 +7,17 @@ from typing import Any
 
 from polsched.framework import NodeInfo, PodInfo
 from polsched.framework.load import NodeLoad, ResourceLoad, StaticLoad
+from tests.builders import make_node
 
 MI = 1024 * 1024
 
 
 def node(name: str, cpu: str = "4", memory: str = "8Gi", *,
          capacity_cpu: str | None = None) -> NodeInfo:
-    status: dict[str, Any] = {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}
+    n = make_node().name(name).allocatable({"cpu": cpu, "memory": memory, "pods": "110"})
     if capacity_cpu is not None:
-        status["capacity"] = {"cpu": capacity_cpu, "memory": memory, "pods": "110"}
-    return NodeInfo.from_json({"metadata": {"name": name}, "status": status})
+        n.status(capacity={"cpu": capacity_cpu, "memory": memory, "pods": "110"})
+    return n.info()
 
 
 def container(requests: Mapping[str, str] | None = None,

@@ -12,19 +12,18 @@ from polsched.framework.registry import ArgsError
 from polsched.framework.status import Code, Status
 from polsched.plugins import expression
 from polsched.plugins.expression import project, read_paths
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
 
 def pod(name: str, **labels: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    return make_pod().name(name).namespace("ns").labels(labels).container(image="nginx").info()
 
 
 def node(name: str, **labels: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels},
-                               "status": {"allocatable": {"cpu": "4"}}})
+    return make_node().name(name).labels(labels).allocatable({"cpu": "4"}).info()
 
 
 def new_filter(args: dict[str, Any]) -> expression.ExpressionFilter:
