@@ -65,6 +65,11 @@ class PodWrapper:
         self._obj["metadata"].setdefault("labels", {}).update(labels)
         return self
 
+    def metadata(self, **fields: Any) -> PodWrapper:
+        """Sets metadata fields that have no setter of their own, by their API names."""
+        self._obj["metadata"].update(fields)
+        return self
+
     def annotation(self, key: str, value: str) -> PodWrapper:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
         return self

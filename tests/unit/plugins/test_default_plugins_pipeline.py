@@ -14,6 +14,7 @@ import pytest
 from polsched.framework import NodeInfo, Pipeline, PodInfo, ScheduleResult, Snapshot
 from polsched.framework.diagnosis import PluginScore
 from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
@@ -37,20 +38,15 @@ def filters_part(message: str) -> str:
 
 def node(name: str, cpu: str = "4", labels: dict[str, str] | None = None,
          taints: list[dict[str, str]] | None = None, unschedulable: bool = False) -> NodeInfo:
-    return NodeInfo.from_json({
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
-    })
+    return (make_node().name(name).labels(labels or {}).taints(taints or [])
+            .unschedulable(unschedulable)
+            .allocatable({"cpu": cpu, "memory": "8Gi", "pods": "110"}).info())
 
 
 def pod(cpu: str, name: str = "web", **spec: Any) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "nginx",
-                                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-                 **spec},
-    })
+    return (make_pod().name(name).namespace("default")
+            .container(image="nginx", requests={"cpu": cpu, "memory": "1Gi"}).spec(**spec)
+            .info())
 
 
 def schedule(p: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:

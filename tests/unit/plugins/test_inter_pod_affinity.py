@@ -23,6 +23,7 @@ from polsched.framework import (
     Status,
 )
 from polsched.plugins import inter_pod_affinity as ipa
+from tests.builders import make_pod
 from tests.unit.pipelines import build_plugin, load
 
 pytestmark = pytest.mark.unit
@@ -54,10 +55,8 @@ def pod(name: str, labels: Mapping[str, str] | None = None, node: str = "", ns: 
         aff["podAntiAffinity"] = {
             REQ: list(anti),
             PREF: [{"weight": w, "podAffinityTerm": t} for w, t in pref_anti]}
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})},
-        "spec": {"nodeName": node, "affinity": aff, "containers": [{"name": "c"}]},
-    })
+    return (make_pod().name(name).namespace(ns).labels(labels or {}).node(node).affinity(aff)
+            .container().info())
 
 
 def cluster(nodes: Mapping[str, Mapping[str, str]], pods: Sequence[PodInfo]) -> Snapshot:

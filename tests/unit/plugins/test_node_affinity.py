@@ -18,6 +18,7 @@ from polsched.plugins.node_affinity import (
     ERR_REASON_ENFORCED,
     ERR_REASON_POD,
 )
+from tests.builders import make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -28,12 +29,12 @@ PREF = "preferredDuringSchedulingIgnoredDuringExecution"
 
 def pod(node_selector: dict[str, str] | None = None,
         affinity: dict[str, Any] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {}
+    p = make_pod().name("p").namespace("ns")
     if node_selector is not None:
-        spec["nodeSelector"] = node_selector
+        p.node_selector(node_selector)
     if affinity is not None:
-        spec["affinity"] = {"nodeAffinity": affinity}
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+        p.affinity({"nodeAffinity": affinity})
+    return p.info()
 
 
 def required(*terms: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.framework.status import Code
 from polsched.plugins import node_ports
 from polsched.plugins.node_ports import ERR_REASON
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -28,17 +29,14 @@ def ports(*specs: str) -> list[dict[str, Any]]:
 
 
 def pod(*specs: str, name: str = "m1", init: list[dict[str, Any]] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "ports": ports(*specs)}]}
+    p = make_pod().name(name).namespace("ns").container(ports=ports(*specs))
     if init:
-        spec["initContainers"] = init
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns"}, "spec": spec})
+        p.spec(initContainers=init)
+    return p.info()
 
 
 def node_with(*existing: PodInfo) -> NodeInfo:
-    n = NodeInfo.from_json({"metadata": {"name": "n"}})
-    for p in existing:
-        n.add_pod(p)
-    return n
+    return make_node().name("n").info(*existing)
 
 
 def run(p: PodInfo, n: NodeInfo) -> Code:

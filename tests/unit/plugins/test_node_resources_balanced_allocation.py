@@ -13,6 +13,7 @@ import pytest
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_resources_balanced_allocation as balanced
+from tests.builders import make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -22,12 +23,12 @@ _names = itertools.count()
 
 
 def pod(*containers: dict[str, str], node: str = "") -> PodInfo:
-    spec: dict[str, Any] = {"containers": [
-        {"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)]}
+    p = make_pod().name(f"p{next(_names)}").namespace("ns").containers([])
+    for i, r in enumerate(containers):
+        p.container(f"c{i}", resources={"requests": r})
     if node:
-        spec["nodeName"] = node
-    return PodInfo.from_json({"metadata": {"name": f"p{next(_names)}", "namespace": "ns"},
-                              "spec": spec})
+        p.node(node)
+    return p.info()
 
 
 def cpu_mem(cpu: str, mem: str, gpu: str | None = None) -> dict[str, str]:

@@ -20,6 +20,7 @@ from polsched.plugins.node_resources_fit import (
     is_extended_resource_name,
     is_scalar_resource_name,
 )
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build, build_plugin, policy_object
 
 pytestmark = pytest.mark.unit
@@ -43,25 +44,21 @@ def requests(cpu_m: int = 0, memory: int = 0, extra: dict[str, int] | None = Non
 
 def pod(*containers: dict[str, str], init: tuple[dict[str, str], ...] = (),
         overhead: dict[str, str] | None = None, node: str = "") -> PodInfo:
-    spec: dict[str, Any] = {
-        "containers": [{"name": f"c{i}", "resources": {"requests": r}}
-                       for i, r in enumerate(containers)],
-        "initContainers": [{"name": f"i{i}", "resources": {"requests": r}}
-                           for i, r in enumerate(init)],
-    }
+    p = make_pod().name(f"p{next(_names)}").namespace("ns").containers([])
+    for i, r in enumerate(containers):
+        p.container(f"c{i}", resources={"requests": r})
+    p.spec(initContainers=[])
+    for i, r in enumerate(init):
+        p.init_container(f"i{i}", resources={"requests": r})
     if overhead:
-        spec["overhead"] = overhead
+        p.overhead(overhead)
     if node:
-        spec["nodeName"] = node
-    return PodInfo.from_json({"metadata": {"name": f"p{next(_names)}", "namespace": "ns"},
-                              "spec": spec})
+        p.node(node)
+    return p.info()
 
 
 def node(allocatable: dict[str, str], *existing: PodInfo, name: str = "n") -> NodeInfo:
-    n = NodeInfo.from_json({"metadata": {"name": name}, "status": {"allocatable": allocatable}})
-    for p in existing:
-        n.add_pod(p)
-    return n
+    return make_node().name(name).allocatable(allocatable).info(*existing)
 
 
 # makeAllocatableResources(10, 20, 32, 5, 20, 5)

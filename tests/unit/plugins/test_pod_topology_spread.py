@@ -23,6 +23,7 @@ from polsched.framework import (
     Status,
 )
 from polsched.plugins import pod_topology_spread as pts
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -46,24 +47,19 @@ def pod(name: str, labels: Mapping[str, str] | None = None, node: str = "",
         ns: str = "default", constraints: Sequence[dict[str, Any]] = (),
         node_selector: Mapping[str, str] | None = None,
         tolerations: Sequence[dict[str, Any]] = (), deleting: bool = False) -> PodInfo:
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": dict(labels or {})}
+    p = make_pod().name(name).namespace(ns).labels(labels or {})
     if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return PodInfo.from_json({
-        "metadata": meta,
-        "spec": {"nodeName": node, "topologySpreadConstraints": list(constraints),
-                 "nodeSelector": dict(node_selector or {}), "tolerations": list(tolerations),
-                 "containers": [{"name": "c"}]},
-    })
+        p.terminating("2026-01-01T00:00:00Z")
+    return (p.node(node).spec(topologySpreadConstraints=list(constraints))
+            .node_selector(node_selector or {}).tolerations(tolerations).container().info())
 
 
 def node(name: str, zone: str | None = None, taints: Sequence[dict[str, Any]] = (),
          **labels: str) -> NodeInfo:
-    lbl = {HOST: name, **labels}
+    n = make_node().name(name).labels({HOST: name, **labels})
     if zone is not None:
-        lbl[ZONE] = zone
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": lbl},
-                               "spec": {"taints": list(taints)}})
+        n.label(ZONE, zone)
+    return n.taints(taints).info()
 
 
 def cluster(nodes: Sequence[NodeInfo], pods: Mapping[str, int] | Sequence[PodInfo],
