@@ -29,8 +29,14 @@ class PodWrapper:
 
     def __init__(self) -> None:
         self._obj: Json = {"metadata": {}, "spec": {}}
+        self._type: Json = {}
 
     # metadata
+
+    def typed(self) -> PodWrapper:
+        """Adds apiVersion and kind, as in a listed or dumped object (a snapshot)."""
+        self._type = {"apiVersion": "v1", "kind": "Pod"}
+        return self
 
     def name(self, name: str) -> PodWrapper:
         self._obj["metadata"]["name"] = name
@@ -214,7 +220,7 @@ class PodWrapper:
 
     def obj(self) -> Json:
         """The pod as the API server serves it (a copy: the builder may be reused)."""
-        return copy.deepcopy(self._obj)
+        return {**self._type, **copy.deepcopy(self._obj)}
 
     def info(self) -> PodInfo:
         return PodInfo.from_json(self.obj())
@@ -225,6 +231,12 @@ class NodeWrapper:
 
     def __init__(self) -> None:
         self._obj: Json = {"metadata": {}}
+        self._type: Json = {}
+
+    def typed(self) -> NodeWrapper:
+        """Adds apiVersion and kind, as in a listed or dumped object (a snapshot)."""
+        self._type = {"apiVersion": "v1", "kind": "Node"}
+        return self
 
     def name(self, name: str) -> NodeWrapper:
         self._obj["metadata"]["name"] = name
@@ -244,6 +256,11 @@ class NodeWrapper:
 
     def labels(self, labels: Mapping[str, str]) -> NodeWrapper:
         self._obj["metadata"].setdefault("labels", {}).update(labels)
+        return self
+
+    def metadata(self, **fields: Any) -> NodeWrapper:
+        """Sets metadata fields that have no setter of their own, by their API names."""
+        self._obj["metadata"].update(fields)
         return self
 
     def annotation(self, key: str, value: str) -> NodeWrapper:
@@ -293,7 +310,7 @@ class NodeWrapper:
 
     def obj(self) -> Json:
         """The node as the API server serves it (a copy: the builder may be reused)."""
-        return copy.deepcopy(self._obj)
+        return {**self._type, **copy.deepcopy(self._obj)}
 
     def info(self, *pods: PodInfo) -> NodeInfo:
         """The node as the cache holds it, with `pods` on it."""

@@ -32,17 +32,16 @@ POLICY: dict[str, Any] = {
 
 
 def node(name: str, labels: dict[str, str] | None = None, cpu: str = "4") -> dict[str, Any]:
-    obj = (make_node().name(name).labels(labels or {})
-           .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
-    return {"apiVersion": "v1", "kind": "Node", **obj}
+    return (make_node().typed().name(name).labels(labels or {})
+            .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod(name: str, cpu: str = "1", node_name: str = "") -> dict[str, Any]:
-    p = (make_pod().name(name).namespace("default").uid(name).scheduler("label-priority")
-         .container(image="x", requests={"cpu": cpu}))
+    p = (make_pod().typed().name(name).namespace("default").uid(name)
+         .scheduler("label-priority").container(image="x", requests={"cpu": cpu}))
     if node_name:
         p.node(node_name)
-    return {"apiVersion": "v1", "kind": "Pod", **p.obj()}
+    return p.obj()
 
 
 NODES = [node("n1", {KEY: "10"}), node("n2", {KEY: "5"}), node("n3")]

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from polsched import cli, snapshot
+from tests.builders import make_node
 
 pytestmark = pytest.mark.unit
 
@@ -27,9 +28,8 @@ def policy() -> dict[str, Any]:
 
 
 def node(name: str) -> dict[str, Any]:
-    res = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "status": {"allocatable": res, "capacity": res}}
+    return (make_node().typed().name(name)
+            .capacity({"cpu": "4", "memory": "8Gi", "pods": "110"}).obj())
 
 
 def metrics(name: str, cpu: str, memory: str, stamp: str) -> dict[str, Any]:

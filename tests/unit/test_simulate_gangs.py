@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from polsched import cli, snapshot
+from tests.builders import make_node
 
 pytestmark = pytest.mark.unit
 
@@ -32,11 +33,9 @@ def policy(name: str = "ranked", **spec: Any) -> dict[str, Any]:
 
 
 def node(name: str, rank: int, cpu: str = "4") -> dict[str, Any]:
-    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {KEY: str(rank),
-                                                  "kubernetes.io/hostname": name}},
-            "status": {"allocatable": res, "capacity": res}}
+    return (make_node().typed().name(name)
+            .labels({KEY: str(rank), "kubernetes.io/hostname": name})
+            .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod_group(name: str, min_count: int | None) -> dict[str, Any]:

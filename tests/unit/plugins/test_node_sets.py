@@ -22,6 +22,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
 from polsched.scheduler.schedule_one import find_nodes_that_fit_pod, schedule_pod
+from tests.builders import make_node
 from tests.unit.pipelines import build, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -209,11 +210,10 @@ def test_preferred_scores_from_the_index_equal_term_matching(args: Any) -> None:
 
 
 def node_json(name: str, zone: str, taint: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
+    n = make_node().name(name).label("zone", zone).spec()
     if taint:
-        spec["taints"] = [{"key": "maint", "value": "true", "effect": "NoSchedule"}]
-    return {"metadata": {"name": name, "labels": {"zone": zone}}, "spec": spec,
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+        n.taint("maint", "NoSchedule", value="true")
+    return n.allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).obj()
 
 
 def test_the_cache_snapshot_index_follows_node_changes() -> None:

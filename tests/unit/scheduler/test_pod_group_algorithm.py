@@ -20,11 +20,12 @@ from polsched.scheduler.schedule_one import (
     pod_group_algorithm,
     pod_group_post_filter,
 )
+from tests.builders import make_node
 
 
 def node(name: str, cpu: str = "4") -> Json:
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    return (make_node().name(name).label("kubernetes.io/hostname", name).spec()
+            .allocatable({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod_group(min_count: int | None) -> Json:

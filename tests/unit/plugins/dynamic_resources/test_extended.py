@@ -22,6 +22,7 @@ from polsched.plugins.dynamic_resources.plugin import DynamicResources
 from polsched.plugins.node_resources_fit import DEFAULT_ARGS, NodeResourcesFit
 from polsched.plugins.node_resources_fit import new as new_fit
 from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_node
 from tests.unit.pipelines import build, listers_of
 
 pytestmark = pytest.mark.unit
@@ -49,9 +50,8 @@ def slice_(node_name: str, *devices: str) -> dict[str, Any]:
 
 
 def node(name: str, **extra: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": {}},
-                               "status": {"allocatable": {"cpu": "4", "memory": "8Gi",
-                                                          "pods": "110", **extra}}})
+    return (make_node().name(name).labels({})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110", **extra}).info())
 
 
 def container(name: str, requests: dict[str, str], sidecar: bool = False) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
 from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_node
 from tests.unit.pipelines import build, listers_of
 
 pytestmark = pytest.mark.unit
@@ -23,9 +24,8 @@ DRIVER = "gpu.example.com"
 
 
 def node(name: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": {}},
-                               "status": {"allocatable": {"cpu": "4", "memory": "8Gi",
-                                                          "pods": "110"}}})
+    return (make_node().name(name).labels({})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).info())
 
 
 def device_class(name: str = "gpu") -> dict[str, Any]:
