@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from polsched import cli, snapshot
-from tests.builders import make_node
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -39,13 +39,10 @@ def metrics(name: str, cpu: str, memory: str, stamp: str) -> dict[str, Any]:
 
 
 def pod(name: str, created: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                         "creationTimestamp": created},
-            "spec": {"schedulerName": SCHED, "containers": [
-                {"name": "c", "image": "x",
-                 "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]},
-            "status": {"phase": "Pending"}}
+    return (make_pod().typed().name(name).namespace("default").uid(f"uid-{name}")
+            .created(created).scheduler(SCHED)
+            .container(image="x", requests={"cpu": "1", "memory": "512Mi"}).phase("Pending")
+            .obj())
 
 
 def objects() -> list[dict[str, Any]]:

@@ -497,14 +497,15 @@ def test_many_pods_of_one_policy_are_held_to_the_entrys_rate() -> None:
     f = new_filter({"expression": "pod.spec.containers.all(c, node.status.images.all("
                                   "i, i.sizeBytes != 0))"})
     f._eval.rate = expression.Rate(clock=lambda: now[0])
-    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
-        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
-        for i in range(60)]
+    nodes = [make_node().name(f"n{i}").images({f"x{j}": 1 for j in range(40)}).info()
+             for i in range(60)]
 
     def pod_with(i: int) -> PodInfo:
         # distinct pod views (image names), so nothing is served from the cache
-        return PodInfo.from_json({"metadata": {"name": f"p{i}", "namespace": "ns"}, "spec": {
-            "containers": [{"name": f"c{j}", "image": f"img{i}-{j}"} for j in range(8)]}})
+        p = make_pod().name(f"p{i}").namespace("ns")
+        for j in range(8):
+            p.container(f"c{j}", image=f"img{i}-{j}")
+        return p.info()
 
     first = run_filter(f, pod_with(0), nodes)
     assert all(st.ok for st in first)  # within both budgets

@@ -12,7 +12,7 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import image_locality
 from polsched.plugins.image_locality import MB, normalized_image_name
-from tests.builders import make_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -51,7 +51,7 @@ NO_IMAGES: list[dict[str, Any]] = []
 
 
 def node(name: str, imgs: list[dict[str, Any]]) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name}, "status": {"images": imgs}})
+    return make_node().name(name).status(images=imgs).info()
 
 
 def scores(p: PodInfo, node_images: list[list[dict[str, Any]]]) -> list[int]:

@@ -18,7 +18,7 @@ from polsched.plugins.node_affinity import (
     ERR_REASON_ENFORCED,
     ERR_REASON_POD,
 )
-from tests.builders import make_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -49,7 +49,7 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
 
 
 def node(name: str = "node1", labels: dict[str, str] | None = None) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels or {}}})
+    return make_node().name(name).labels(labels or {}).info()
 
 
 def run_filter(p: PodInfo, n: NodeInfo, args: dict[str, Any] | None = None,

@@ -13,6 +13,7 @@ import pytest
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_resources_balanced_allocation as balanced
+from tests import builders
 from tests.builders import make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
@@ -47,10 +48,7 @@ def make_node(name: str, milli_cpu: int, memory: int, gpus: int | None = None,
     alloc = {"cpu": f"{milli_cpu}m", "memory": str(memory)}
     if gpus is not None:
         alloc[GPU] = str(gpus)
-    n = NodeInfo.from_json({"metadata": {"name": name}, "status": {"allocatable": alloc}})
-    for p in existing:
-        n.add_pod(p)
-    return n
+    return builders.make_node().name(name).allocatable(alloc).info(*existing)
 
 
 CPU_MEM_GPU = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
