@@ -72,18 +72,16 @@ def test_no_node_fits_reports_the_sorted_reason_histogram() -> None:
 
 def test_every_filter_reason_shows_in_the_histogram() -> None:
     busy = node("ports", labels={"zone": "a"})
-    busy.add_pod(PodInfo.from_json({"metadata": {"name": "old", "namespace": "default"},
-                                    "spec": {"containers": [{"name": "c", "ports": [
-                                        {"containerPort": 80, "hostPort": 80}]}]}}))
+    busy.add_pod(make_pod().name("old").namespace("default")
+                 .container(ports=[{"containerPort": 80, "hostPort": 80}]).info())
     nodes = [node("cordoned", unschedulable=True, labels={"zone": "a"}),
              node("tainted", taints=DEDICATED, labels={"zone": "a"}),
              node("zone-b", labels={"zone": "b"}),
              busy,
              node("small", cpu="500m", labels={"zone": "a"})]
-    p = PodInfo.from_json({"metadata": {"name": "web", "namespace": "default"}, "spec": {
-        "nodeSelector": {"zone": "a"},
-        "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}],
-                        "resources": {"requests": {"cpu": "1"}}}]}})
+    p = (make_pod().name("web").namespace("default").node_selector({"zone": "a"})
+         .container(ports=[{"containerPort": 80, "hostPort": 80}], requests={"cpu": "1"})
+         .info())
     result = schedule(p, nodes)
     assert result.fit_error is not None
     assert filters_part(result.fit_error.message) == (

@@ -23,7 +23,7 @@ from polsched.framework import (
     Status,
 )
 from polsched.plugins import inter_pod_affinity as ipa
-from tests.builders import make_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin, load
 
 pytestmark = pytest.mark.unit
@@ -60,7 +60,7 @@ def pod(name: str, labels: Mapping[str, str] | None = None, node: str = "", ns: 
 
 
 def cluster(nodes: Mapping[str, Mapping[str, str]], pods: Sequence[PodInfo]) -> Snapshot:
-    infos = {name: NodeInfo.from_json({"metadata": {"name": name, "labels": dict(labels)}})
+    infos = {name: make_node().name(name).labels(labels).info()
              for name, labels in nodes.items()}
     for p in pods:
         infos[p.node_name].add_pod(p)
@@ -409,7 +409,7 @@ def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
     assert cycle() == {"a": ANTI_FAIL, "b": EXISTING_FAIL}
     snap.by_name["a"].remove_pod(web)
     assert cycle() == {"a": OK, "b": EXISTING_FAIL}
-    fresh_b = NodeInfo.from_json({"metadata": {"name": "b", "labels": {"zone": "z2"}}})
+    fresh_b = make_node().name("b").label("zone", "z2").info()
     fresh_b.add_pod(pod("web2", {"app": "web"}, "b"))
     # A new NodeInfo whose generation happens to equal the old one's is still a new node.
     fresh_b.generation = snap.by_name["b"].generation
@@ -451,7 +451,7 @@ def test_prefilter_and_prescore_skip_without_walking_nodes_when_nobody_has_affin
             pass
 
     plain = pod("p", {"app": "web"})
-    snap = NoWalk([NodeInfo.from_json({"metadata": {"name": "a", "labels": {"zone": "z1"}}})])
+    snap = NoWalk([make_node().name("a").label("zone", "z1").info()])
     assert build_plugin(ipa.NAME).pre_filter(CycleState(), plain, snap).code is Code.SKIP
     scorer = build_plugin(ipa.NAME, point="score")
     assert scorer.pre_score(CycleState(), plain, [], snap).code is Code.SKIP

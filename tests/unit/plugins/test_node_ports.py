@@ -86,8 +86,7 @@ def test_skip_filter_when_pod_has_no_host_ports() -> None:
 
 
 def test_empty_host_ip_and_protocol_mean_all_ips_and_tcp() -> None:
-    p = PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}})
+    p = make_pod().name("p").container(ports=[{"containerPort": 80, "hostPort": 80}]).info()
     assert run(p, node_with(pod("TCP/10.1.1.1/80", name="e"))) is CONFLICT
     assert run(p, node_with(pod("UDP/10.1.1.1/80", name="e"))) is OK
 

@@ -246,13 +246,10 @@ def strategy(kind: str, shape: list[tuple[int, int]] | None = None,
 def fit_score_nodes(pod_cpu: int, pod_mem: int) -> tuple[PodInfo, list[NodeInfo]]:
     """TestFitScore's cluster: whole-cpu quantities as upstream ("cpu": "3000")."""
     def n(name: str, cpu: int, used_cpu: int, used_mem: int) -> NodeInfo:
-        existing = PodInfo.from_json({"metadata": {"name": f"e-{name}"}, "spec": {
-            "containers": [{"name": "c", "resources": {"requests": {
-                "cpu": str(used_cpu), "memory": str(used_mem)}}}]}})
+        existing = (make_pod().name(f"e-{name}")
+                    .req(cpu=str(used_cpu), memory=str(used_mem)).info())
         return node({"cpu": str(cpu), "memory": "10000", "pods": "32"}, existing, name=name)
-    p = PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"cpu": str(pod_cpu),
-                                                 "memory": str(pod_mem)}}}]}})
+    p = make_pod().name("p").req(cpu=str(pod_cpu), memory=str(pod_mem)).info()
     return p, [n("node1", 4000, 2000, 4000), n("node2", 6000, 1000, 2000)]
 
 
@@ -275,7 +272,7 @@ def test_least_allocated_uses_non_zero_requests() -> None:
     # requests counts 100m cpu / 200Mi memory when scoring.
     n1 = node({"cpu": "4", "memory": "10000Mi", "pods": "32"}, name="node1")
     n2 = node({"cpu": "4", "memory": "10000Mi", "pods": "32"}, name="node2")
-    p = PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    p = make_pod().name("p").container().info()
     # cpu (4000-100)*100/4000 = 97, memory (10000-200)*100/10000 = 98 -> (97+98)/2 = 97
     assert scores(p, [n1, n2], None) == [97, 97]
 
@@ -427,7 +424,7 @@ def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
             spec["resources"] = {"requests": level}
         return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
 
-    nodes = [NodeInfo.from_json({"metadata": {"name": n}, "status": {"allocatable": a}})
+    nodes = [make_node().name(n).allocatable(a).info()
              for n, a in (("a", {"cpu": "4", "memory": "64Gi", "pods": "110"}),
                           ("b", {"cpu": "64", "memory": "2Gi", "pods": "110"}))]
     plugin = build_plugin(node_resources_fit.NAME)
@@ -442,9 +439,7 @@ def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
     big = with_pod_level({"cpu": "3", "memory": "100Mi"})
     assert scores(big) == scores(with_pod_level(None))
     # The filter does count them: 3 cpu do not fit a 2-cpu node.
-    small = NodeInfo.from_json({"metadata": {"name": "s"},
-                                "status": {"allocatable": {"cpu": "2", "memory": "8Gi",
-                                                           "pods": "110"}}})
+    small = make_node().name("s").allocatable({"cpu": "2", "memory": "8Gi", "pods": "110"}).info()
     state = CycleState()
     assert plugin.pre_filter(state, big, Snapshot([small])).ok
     assert plugin.filter(state, big, small).reasons == ("Insufficient cpu",)

@@ -22,7 +22,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
 from polsched.scheduler.schedule_one import find_nodes_that_fit_pod, schedule_pod
-from tests.builders import make_node
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -162,7 +162,7 @@ def test_node_label_set_follows_label_changes_and_gives_filters_statuses() -> No
                                                taint=i == 0))
     pl = build(filters=[{"name": "NodeLabel", "args": {"requirements": [
         {"key": "zone", "operator": "In", "values": ["a"]}]}}])
-    pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {}})
+    pod = make_pod().name("p").namespace("ns").info()
     plugin = next(f.plugin for f in pl.plugins_for(pod).filters if f.name == node_label.NAME)
 
     def feasible() -> set[str]:
@@ -223,8 +223,7 @@ def test_the_cache_snapshot_index_follows_node_changes() -> None:
     for i in range(4):
         cache.on_node_event("ADDED", node_json(f"n{i}", "a" if i < 2 else "b"))
     pl = build(defaults=True)
-    pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
-        "nodeSelector": {"zone": "a"}}})
+    pod = make_pod().name("p").namespace("ns").node_selector({"zone": "a"}).info()
 
     def feasible() -> set[str]:
         state = CycleState()

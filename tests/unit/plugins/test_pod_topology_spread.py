@@ -164,8 +164,7 @@ def test_multiple_constraints_each_must_hold_and_need_every_key() -> None:
     """Zones hold 2 and 2 (maxSkew 2 fits everywhere); per host the minimum is node-b's 0,
     so only node-b fits the hostname constraint. A node without a hostname label is
     unresolvable although it has a zone."""
-    nodes = [*four_nodes(), NodeInfo.from_json({"metadata": {"name": "anon",
-                                                             "labels": {ZONE: "zone2"}}})]
+    nodes = [*four_nodes(), make_node().name("anon").label(ZONE, "zone2").info()]
     snap = cluster(nodes, {"node-a": 2, "node-x": 1, "node-y": 1})
     incoming = pod("p", FOO, constraints=[constraint(ZONE, max_skew=2), constraint(HOST)])
     _, st = run_filter(incoming, snap)
