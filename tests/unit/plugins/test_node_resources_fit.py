@@ -419,10 +419,10 @@ def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
     a pod with spec.resources scores as its containers (100m / 200Mi defaults), while the
     filter counts spec.resources. Mirrored on purpose (docs/differences.md)."""
     def with_pod_level(level: dict[str, str] | None) -> PodInfo:
-        spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+        p = make_pod().name("p").namespace("ns").container()
         if level:
-            spec["resources"] = {"requests": level}
-        return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+            p.spec(resources={"requests": level})
+        return p.info()
 
     nodes = [make_node().name(n).allocatable(a).info()
              for n, a in (("a", {"cpu": "4", "memory": "64Gi", "pods": "110"}),

@@ -87,7 +87,7 @@ def random_pod(r: random.Random, n_nodes: int) -> PodInfo:
     for t in spec["tolerations"]:
         if t["operator"] == "Exists":
             t.pop("value")
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+    return make_pod().name("p").namespace("ns").spec(**spec).info()
 
 
 ADDED = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
