@@ -102,6 +102,11 @@ class PodWrapper:
         self._obj["spec"]["priority"] = priority
         return self
 
+    def zero_termination_grace_period(self) -> PodWrapper:
+        """terminationGracePeriodSeconds 0: a deleted pod goes at once (test clusters)."""
+        self._obj["spec"]["terminationGracePeriodSeconds"] = 0
+        return self
+
     def preemption_policy(self, policy: str) -> PodWrapper:
         self._obj["spec"]["preemptionPolicy"] = policy
         return self

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from polsched.objects import Json
+from tests.builders import make_pod
 from tests.chaos.invariants import Findings, Recorder, check_logs, wait_until
 from tests.conftest import Cluster, node_manifest
 from tests.e2e.operators import GROUP, PLURAL, VERSION, Harness, PolschedProcess, response_json
@@ -33,12 +34,9 @@ def unique(prefix: str) -> str:
 
 
 def pod(name: str, scheduler: str, cpu: str = "100m", memory: str = "64Mi") -> Json:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": cpu,
-                                                                "memory": memory}}}]}}
+    return (make_pod().typed().name(name).scheduler(scheduler).zero_termination_grace_period()
+            .container(image="registry.k8s.io/pause:3.10",
+                       requests={"cpu": cpu, "memory": memory}).obj())
 
 
 def policy(name: str, run: str, **spec: Any) -> Json:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 
 import urllib3
 
+from tests.builders import make_pod
 from tests.conftest import ROOT, Cluster
 from tests.e2e.rbac import (
     OPERATOR_NAMESPACE,
@@ -212,14 +213,10 @@ class Harness:
 
 def pod_manifest(name: str, scheduler: str, labels: dict[str, str] | None = None
                  ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": "10m",
-                                                            "memory": "16Mi"}}}]},
-    }
+    return (make_pod().typed().name(name).labels(labels or {}).scheduler(scheduler)
+            .zero_termination_grace_period()
+            .container(image="registry.k8s.io/pause:3.10",
+                       requests={"cpu": "10m", "memory": "16Mi"}).obj())
 
 
 def zone_policy(name: str, zone: str, scheduler: str | None = None,

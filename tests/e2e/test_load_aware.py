@@ -34,6 +34,7 @@ from polsched.cluster.client import ApiClient
 from polsched.framework import resources as res
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import HACK, Cluster, _wait_ready, install_crds, node_manifest, unique
 from tests.e2e.scheduling import RUN, bound_node, eventually, nodes_ready
 
@@ -164,11 +165,9 @@ def run(cluster: Cluster, body: Callable[[Engine, ApiClient], Awaitable[None]]) 
 def pod(w: World, name: str, scheduler: str, cpu: str, memory: str | None = None
         ) -> dict[str, Any]:
     requests = {"cpu": cpu, **({"memory": memory} if memory else {})}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": w.ns},
-            "spec": {"schedulerName": scheduler, "nodeSelector": {RUN: w.rid},
-                     "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"requests": requests}}]}}
+    return (make_pod().typed().name(name).namespace(w.ns).scheduler(scheduler)
+            .node_selector({RUN: w.rid}).zero_termination_grace_period()
+            .container(image="busybox", requests=requests).obj())
 
 
 async def watcher_has_loads(engine: Engine, w: World) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import make_pod
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import POLSCHED, Harness, response_json, wait_for
 
@@ -60,11 +61,9 @@ def ranked_policy(name: str, rid: str, *, reverse: bool = False, paused: bool = 
 
 def pod(name: str, scheduler: str, cpu: str, labels: dict[str, str] | None = None
         ) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": cpu}}}]}}
+    return (make_pod().typed().name(name).labels(labels or {}).scheduler(scheduler)
+            .zero_termination_grace_period()
+            .container(image="registry.k8s.io/pause:3.10", requests={"cpu": cpu}).obj())
 
 
 def polsched(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
