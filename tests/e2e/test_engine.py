@@ -23,6 +23,7 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import eventually, nodes_ready
@@ -61,15 +62,11 @@ def run(cluster: Cluster, policies: list[Policy],
 
 async def create_pod(client: ApiClient, ns: str, name: str, scheduler: str, run_id: str,
                      cpu: str | None = None, **spec: Any) -> Json:
-    container: Json = {"name": "c", "image": "busybox"}
-    if cpu:
-        container["resources"] = {"requests": {"cpu": cpu}}
     selector = {RUN: run_id, **spec.pop("nodeSelector", {})}
-    return await client.post(f"/api/v1/namespaces/{ns}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-        "spec": {"schedulerName": scheduler, "containers": [container],
-                 "nodeSelector": selector, "terminationGracePeriodSeconds": 0, **spec},
-    })
+    return await client.post(f"/api/v1/namespaces/{ns}/pods", (
+        make_pod().typed().name(name).namespace(ns).scheduler(scheduler)
+        .container(image="busybox", requests={"cpu": cpu} if cpu else None)
+        .node_selector(selector).zero_termination_grace_period().spec(**spec).obj()))
 
 
 async def get_pod(client: ApiClient, ns: str, name: str) -> Json:
