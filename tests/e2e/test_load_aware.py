@@ -102,12 +102,10 @@ def world(metrics_cluster: Cluster) -> Iterator[World]:
         del manifest["status"]["capacity"]
         metrics_cluster.apply(manifest)
         cpu, mem = LOADS[kind]
-        metrics_cluster.apply({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"load-{kind}", "namespace": w.ns,
-                         "annotations": {USAGE_CPU: cpu, USAGE_MEM: mem}},
-            "spec": {"nodeName": name, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "busybox"}]}})
+        metrics_cluster.apply(
+            make_pod().typed().name(f"load-{kind}").namespace(w.ns)
+            .annotation(USAGE_CPU, cpu).annotation(USAGE_MEM, mem).node(name)
+            .zero_termination_grace_period().container(image="busybox").obj())
     yield w
     metrics_cluster.kubectl("delete", "pods", "--all", "-n", w.ns, "--force",
                             "--grace-period=0", "--wait=false", check=False)
