@@ -80,11 +80,6 @@ class PodWrapper:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
         return self
 
-    def owner(self, kind: str, name: str, api_version: str = "apps/v1",
-              controller: bool = True) -> PodWrapper:
-        self._obj["metadata"].setdefault("ownerReferences", []).append(
-            {"apiVersion": api_version, "kind": kind, "name": name, "controller": controller})
-        return self
 
     # spec
 
@@ -105,10 +100,6 @@ class PodWrapper:
     def zero_termination_grace_period(self) -> PodWrapper:
         """terminationGracePeriodSeconds 0: a deleted pod goes at once (test clusters)."""
         self._obj["spec"]["terminationGracePeriodSeconds"] = 0
-        return self
-
-    def preemption_policy(self, policy: str) -> PodWrapper:
-        self._obj["spec"]["preemptionPolicy"] = policy
         return self
 
     def container(self, name: str = "", *, image: str | None = None,
@@ -149,10 +140,6 @@ class PodWrapper:
         self._obj["spec"]["overhead"] = dict(overhead)
         return self
 
-    def toleration(self, toleration: Json) -> PodWrapper:
-        self._obj["spec"].setdefault("tolerations", []).append(toleration)
-        return self
-
     def tolerations(self, tolerations: Iterable[Json]) -> PodWrapper:
         self._obj["spec"]["tolerations"] = list(tolerations)
         return self
@@ -173,10 +160,6 @@ class PodWrapper:
             "requiredDuringSchedulingIgnoredDuringExecution"] = terms
         return self
 
-    def spread_constraint(self, constraint: Json) -> PodWrapper:
-        self._obj["spec"].setdefault("topologySpreadConstraints", []).append(constraint)
-        return self
-
     def pvc(self, claim: str, volume: str = "") -> PodWrapper:
         """Appends a volume that mounts the PersistentVolumeClaim `claim`."""
         volumes = self._obj["spec"].setdefault("volumes", [])
@@ -191,10 +174,6 @@ class PodWrapper:
     def resource_claim(self, name: str, **source: str) -> PodWrapper:
         """Appends spec.resourceClaims[] {name, resourceClaimName | resourceClaimTemplateName}."""
         self._obj["spec"].setdefault("resourceClaims", []).append({"name": name, **source})
-        return self
-
-    def scheduling_gates(self, *gates: str) -> PodWrapper:
-        self._obj["spec"]["schedulingGates"] = [{"name": g} for g in gates]
         return self
 
     def pod_group(self, name: str) -> PodWrapper:
