@@ -184,10 +184,12 @@ def test_every_layer_has_a_rule_and_the_check_can_fail() -> None:
 
 
 # What building the parser may load (`polsched --help`, and every subcommand before it
-# runs): the parser, and the options of the two long-running commands.
+# runs): the parser, the options of the two long-running commands, and `polsched
+# version`'s own parser (commands/version.py: the standard library only).
 _PARSER_MODULES = frozenset({
-    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.controller",
-    "polsched.controller.process", "polsched.controller.process.options"})
+    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.commands.version",
+    "polsched.controller", "polsched.controller.process",
+    "polsched.controller.process.options"})
 
 
 def test_building_the_cli_parser_loads_only_the_parser() -> None:
