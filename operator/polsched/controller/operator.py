@@ -87,7 +87,8 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     if host and port and port.isdigit():
         destinations = destinations.with_api_server(host, int(port))
     reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
-    return AdmissionRules.make(reserved, destinations)
+    return AdmissionRules.make(reserved, destinations,
+                               allow_default_scheduler=args.allow_default_scheduler_name)
 
 
 def admission_flags(args: argparse.Namespace) -> list[str]:
@@ -96,6 +97,8 @@ def admission_flags(args: argparse.Namespace) -> list[str]:
     out: list[str] = []
     if args.reserved_scheduler_names:
         out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
+    if args.allow_default_scheduler_name:
+        out.append("--allow-default-scheduler-name")
     if args.extender_deny is not None:
         out.append(f"--extender-deny={args.extender_deny}")
     if args.extender_allow:
