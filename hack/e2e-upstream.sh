@@ -19,7 +19,8 @@
 # 0 otherwise. Environment:
 #   E2E_SUITES="default generic-workload"   which suites (below)
 #   E2E_SCHEDULERS="polsched kube-scheduler"
-#   E2E_JOBS=2       schedulers run side by side (each on its own cluster); 1: one by one
+#   E2E_JOBS=2       runs at a time, each on its own cluster (2: the two schedulers of a
+#                    suite side by side; 1: one by one)
 #   E2E_NODES=3      kwok nodes per cluster
 #   E2E_SHORT=1      the short version (CI): the specs listed in short_focus below
 #   E2E_FOCUS/E2E_SKIP  override a suite's ginkgo focus / skip (regular expressions)
@@ -354,25 +355,21 @@ run() {
   suites=${E2E_SUITES:-default generic-workload}
   schedulers=${E2E_SCHEDULERS:-polsched kube-scheduler}
   nodes_n=${E2E_NODES:-3}
-  local jobs=${E2E_JOBS:-2} started=$SECONDS suite sched pids=()
+  local max_jobs=${E2E_JOBS:-2} started=$SECONDS suite sched
   if [[ -n ${E2E_SHORT:-} ]]; then
     export E2E_FOCUS=${E2E_FOCUS:-$short_focus}
     suites=${E2E_SUITES:-default}
   fi
   [[ -x "$root/.venv/bin/polsched" ]] || die "no $root/.venv/bin/polsched (run: make venv)"
   e2e=$(build)
+  # Up to E2E_JOBS runs at a time, each on its own cluster.
   for suite in $suites; do
-    pids=()
     for sched in $schedulers; do
-      if (( jobs > 1 )); then
-        ( run_one "$sched" "$suite" ) &
-        pids+=($!)
-      else
-        ( run_one "$sched" "$suite" )
-      fi
+      while (( $(jobs -rp | wc -l) >= max_jobs )); do wait -n || true; done
+      ( run_one "$sched" "$suite" ) &
     done
-    for pid in ${pids[@]+"${pids[@]}"}; do wait "$pid" || true; done
   done
+  wait || true
   log "all runs done in $((SECONDS - started))s; reports in $dir/*/report.json"
   table
 }
