@@ -77,7 +77,7 @@ build() {
   log "building e2e.test $KUBE_VERSION into $out (about 10 minutes on 2 cores once hack/build.sh has run; the binary is ~120 MB)"
   ( cd "$here/e2e" && go mod download 2>&1 | sed 's/^/  /' >&2 )
   # go test -c has no -v package list; a heartbeat says it is still compiling.
-  ( while sleep 60; do log "still compiling e2e.test ($(( $(date +%s) - start ))s)"; done ) &
+  ( while sleep 60; do log "still compiling e2e.test ($(( $(date +%s) - start ))s)"; done ) >&2 &
   local beat=$!
   if ! ( cd "$here/e2e" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ldflags" \
            -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e ) >&2; then
