@@ -115,11 +115,12 @@ k() { kubectl --kubeconfig "$cdir/kubeconfig" "$@" 2> >(grep -v '^WARNING: versi
 
 # Nodes as a kubelet registers them: an InternalIP each (127.0.1.N: loopback-range, never
 # bound; the hostPort tests only read it and need it to differ from 127.0.0.1, which one
-# of them binds as a pod's hostIP), a hostname, and a kubelet's capacity.
+# of them binds as a pod's hostIP), a hostname, and a kubelet's capacity. Each in a zone
+# of its own (up to 3): the Multi-AZ specs skip themselves on a cluster of one zone.
 nodes() {
-  local i name
+  local i name zone
   for i in $(seq 1 "$nodes_n"); do
-    name=e2e-node-$i
+    name=e2e-node-$i zone=zone-$(( (i - 1) % 3 ))
     cat <<NODE
 ---
 apiVersion: v1
@@ -131,6 +132,8 @@ metadata:
     kubernetes.io/hostname: $name
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
+    topology.kubernetes.io/region: local
+    topology.kubernetes.io/zone: $zone
     type: kwok
 status:
   addresses:
