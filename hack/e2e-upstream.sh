@@ -310,7 +310,7 @@ def outcomes(path):
         for s in suite.get("SpecReports") or ():
             if s.get("LeafNodeType") != "It":
                 continue
-            name = " ".join([*s.get("ContainerHierarchyTexts") or (), s.get("LeafNodeText", "")])
+            name = " ".join([*(s.get("ContainerHierarchyTexts") or ()), s.get("LeafNodeText", "")])
             out[name] = (s.get("State", "?"), (s.get("RunTime") or 0) / 1e9)
     return out
 
