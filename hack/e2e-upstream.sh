@@ -349,9 +349,10 @@ PY
 
 default_focus='\[sig-scheduling\]'
 generic_focus='\[sig-scheduling\].*\[FeatureGate:GenericWorkload\]'
-# The short version (E2E_SHORT=1): one spec of each kind the scheduler decides — resource
-# fit, hostPort, taints, affinity, spreading, scoring and preemption — and the gangs.
-short_focus='\[sig-scheduling\] (SchedulerPredicates validates (resource limits of pods that are allowed to run|that there exists conflict between pods with same hostPort|that taints-tolerations is respected if not matching|that required NodeAffinity setting is respected if matching)|SchedulerPreemption validates basic preemption works|SchedulerPriorities Pod should be preferably scheduled to nodes pod can tolerate)'
+# The short version (E2E_SHORT=1): one spec of each kind the scheduler decides (resource
+# fit, hostPort, taints, node affinity, scoring, preemption), none of them one that waits
+# out a 5-minute timeout to see a pod stay Pending (the 0.0.0.0 hostPort spec does).
+short_focus='\[sig-scheduling\] (SchedulerPredicates validates (resource limits of pods that are allowed to run|that there is no conflict between pods with same hostPort but different hostIP|that taints-tolerations is respected if not matching|that required NodeAffinity setting is respected if matching)|SchedulerPreemption validates basic preemption works|SchedulerPriorities Pod should be preferably scheduled to nodes pod can tolerate)'
 
 run() {
   dir=${1:-/tmp/polsched-e2e-upstream}
