@@ -51,7 +51,7 @@ from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
-from polsched.plugins.default_preemption import PreemptionReport
+from polsched.preemption.candidates import PreemptionReport
 from polsched.plugins.trimaran import LoadAwareScorer
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline

@@ -41,7 +41,7 @@ from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.preemption import Executor
+from polsched.preemption.executor import Executor
 from polsched.scheduler.profile import Counters, Profile
 from polsched.scheduler.recorder import EventBudget, EventRecorder
 from polsched.scheduler.schedule_one import DECIDING_SCORER_ANNOTATION, FEASIBLE_NODES_ANNOTATION

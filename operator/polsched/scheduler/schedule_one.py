@@ -37,12 +37,12 @@ from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod, still_fits
 from polsched.scheduler.binder import Binder, BindOutcome
-from polsched.scheduler.preemption import GroupPreemptor
+from polsched.preemption.executor import GroupPreemptor
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache
     from polsched.framework.nominator import Nominator
-    from polsched.scheduler.preemption import Executor
+    from polsched.preemption.executor import Executor
     from polsched.scheduler.profile import Profile
     from polsched.scheduler.shadow import Verdicts
 

@@ -32,11 +32,11 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
-from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
+from polsched.preemption.pod_group import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.preemption import GroupPreemptor
+from polsched.preemption.executor import GroupPreemptor
 from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
 

@@ -31,7 +31,7 @@ from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import BindCallback, Binder, BindOutcome
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.preemption import Executor
+from polsched.preemption.executor import Executor
 from polsched.scheduler.profile import Counters, Profile
 from polsched.scheduler.recorder import EventRecorder
 from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
