@@ -36,7 +36,6 @@ KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {}
 TOO_LONG: Mapping[str, str] = {
     "polsched.plugins.dynamic_resources.plugin":
         "the DynamicResources plugin's PodGroup and scoring parts leave plugin.py: next round",
-    "polsched.scheduler.queue": "queue.py split along upstream's lines: next round",
 }
 
 

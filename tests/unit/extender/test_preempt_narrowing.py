@@ -20,9 +20,9 @@ from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.plugins import CATALOG
 from polsched.preemption.candidates import PreemptionReport
+from polsched.preemption.executor import Executor
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.preemption.executor import Executor
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import config, make_pod, run
 
