@@ -2,7 +2,10 @@
 
 It follows kube-scheduler v1.37 (pkg/scheduler/framework/plugins/defaultpreemption/
 default_preemption.go and pkg/scheduler/framework/preemption/preemption.go, util.go) for a
-single pod, step by step:
+single pod, step by step. This module is the plugin (its args, eligibility,
+SelectVictimsOnNode, the number of candidates, PreEnqueue); the steps run in
+polsched.preemption.evaluator (Evaluator.Preempt), the candidates and the choice of one
+in polsched.preemption.candidates, as upstream splits them:
 
 1. Eligibility (PodEligibleToPreemptOthers): a pod with spec.preemptionPolicy Never is not
    eligible; nor is a pod whose nominated node still has a lower-priority pod terminating
@@ -36,7 +39,6 @@ exactly as upstream writes it. A PreemptionReport carries every step for `polsch
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,9 +66,8 @@ from polsched.preemption import pod_group
 from polsched.preemption.candidates import (
     Candidate,
     PreemptionReport,
-    call_extenders,
-    pick_one_node_for_preemption,
 )
+from polsched.preemption.evaluator import Evaluator
 from polsched.preemption.victims import (
     filter_victims_with_pdb_violation,
     more_important_pod_key,
@@ -77,7 +78,6 @@ NAME = "DefaultPreemption"
 
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
-NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 # PreEnqueue's reason while the pod's own preemption runs (default_preemption.go).
 WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
@@ -128,6 +128,7 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
         self.args = args or DefaultPreemptionArgs()
         self._rng = rng or random.Random()
         self._preempting = preempting
+        self._evaluator = Evaluator(NAME, self, listers, self._rng)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """default_preemption.go PreEnqueue: a pod whose victims are still being evicted
@@ -250,7 +251,8 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
         """Preempt: Success with the nominated node and its victims; otherwise
         Unschedulable with upstream's "preemption: ..." sentence."""
         report = PreemptionReport(pod.key)
-        result = await self._preempt(handle, state, pod, snapshot, diagnosis, report)
+        result = await self._evaluator.preempt(handle, state, pod, snapshot, diagnosis,
+                                               report)
         result.details = report
         if result.message:
             result.message = PREEMPTION_PREFIX + result.message
@@ -258,71 +260,6 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
             return result, SUCCESS
         return result, Status.unschedulable(result.message) if result.message \
             else Status(Code.UNSCHEDULABLE)
-
-    async def _preempt(self, fh: FrameworkHandle, state: CycleState, pod: PodInfo,
-                       snapshot: Snapshot, diagnosis: FitError, report: PreemptionReport,
-                       ) -> PostFilterResult:
-        nodes = snapshot.nodes
-        if not nodes:
-            return PostFilterResult()
-        nominator = fh.nominator
-        nominated_node = (nominator.node_of(pod.key) if nominator is not None else "") or \
-            pod.nominated_node
-        reason = self.eligible(pod, snapshot, diagnosis, nominated_node)
-        if reason:
-            report.not_eligible = reason
-            return PostFilterResult(message=reason)
-        now = time.time()
-        # findCandidates
-        not_helpful = Status.unresolvable(NOT_HELPFUL)
-        potential: list[NodeInfo] = []
-        for n in nodes:
-            st = diagnosis.node_statuses.get(n.name)
-            if st is not None and st.code is Code.UNSCHEDULABLE:
-                potential.append(n)
-            else:
-                report.non_candidates[n.name] = st if st is not None else not_helpful
-        statuses: dict[str, Status] = {}
-        candidates: list[Candidate] = []
-        if potential:
-            pdbs = self.listers.list(ls.POD_DISRUPTION_BUDGET) if self.listers else []
-            offset = self._rng.randrange(len(potential))
-            wanted = self.num_candidates(len(potential))
-            non_violating: list[Candidate] = []
-            violating: list[Candidate] = []
-            errors: list[str] = []
-            for i in range(len(potential)):
-                node = potential[(offset + i) % len(potential)]
-                if non_violating and len(non_violating) + len(violating) >= wanted:
-                    report.not_tried.append(node.name)
-                    continue
-                c, st = self.select_victims_on_node(fh, state.clone(), pod, node, pdbs, now)
-                if c is not None:
-                    (violating if c.num_pdb_violations else non_violating).append(c)
-                    continue
-                if st.code is Code.ERROR:
-                    errors.append(st.message)
-                statuses[node.name] = st
-                report.non_candidates[node.name] = st
-            # newCandidateList(candidatesNum): each list keeps at most `wanted`.
-            candidates = non_violating[:wanted] + violating[:wanted]
-            if errors and not candidates:
-                raise PipelineError(Status.error(*errors).with_plugin(NAME))
-        if not candidates:
-            fit = FitError(len(nodes), {n.name: statuses.get(n.name, not_helpful)
-                                        for n in nodes})
-            return PostFilterResult(message=fit.message, nominated_node="")
-        report.candidates = list(candidates)
-        candidates = await call_extenders(fh, pod, candidates, report)
-        best, rule = pick_one_node_for_preemption(candidates, now)
-        if best is None:
-            return PostFilterResult(message="no candidate node for preemption")
-        report.chosen, report.deciding_rule = best.node, rule
-        return PostFilterResult(
-            message=f"found a potential placement for pod on node {best.node}, "
-                    f"preempting {len(best.victims)} victims",
-            nominated_node=best.node, victims=tuple(best.victims),
-            num_pdb_violations=best.num_pdb_violations)
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> DefaultPreemption:

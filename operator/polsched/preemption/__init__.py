@@ -4,6 +4,8 @@ carries the decision out.
 
 - victims.py: the facts read of a victim (util.go): terminating by preemption, start
   time, importance, the PodDisruptionBudgets an eviction breaks;
+- evaluator.py: the Evaluator (preemption.go Preempt, findCandidates), asking the
+  plugin what is the plugin's (eligibility, SelectVictimsOnNode, how many candidates);
 - candidates.py: a node with its victims, the extenders' narrowing and the choice of
   one (candidate.go, preemption.go's callExtenders and pickOneNodeForPreemption);
 - pod_group.py: workload-aware preemption (podgrouppreemption.go);
