@@ -34,8 +34,6 @@ KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {}
 
 # Modules over MAX_LINES that another branch splits, and who.
 TOO_LONG: Mapping[str, str] = {
-    "polsched.plugins.dynamic_resources.plugin":
-        "the DynamicResources plugin's PodGroup and scoring parts leave plugin.py: next round",
 }
 
 
