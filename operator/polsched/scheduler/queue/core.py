@@ -330,6 +330,59 @@ class QueueCore:
             if self._requeue(entry, strategy, now) is not Location.UNSCHEDULABLE:
                 break
 
+    # -- the pods in flight ----------------------------------------------------------------
+    def _record(self, event: ev.ClusterEvent, old: Any, new: Any, uid: str = "") -> None:
+        """Keep the event for the pods in flight (addEventIfAnyInFlight)."""
+        if not self._in_flight:
+            return
+        self._event_n = self._journal.next() if self._journal is not None \
+            else self._event_n + 1
+        self._events.append(InFlightEvent(self._event_n, event, old, new, uid))
+
+    def _fly(self, qp: QueuedPod, events_from: int) -> None:
+        qp._gone = False
+        qp._events_from = events_from
+        self._in_flight[qp.uid] = qp
+        self._in_flight_keys[qp.key] = qp.uid
+
+    def _finish(self, qp: QueuedPod) -> bool:
+        """Leave flight (Done); False when the pod is gone meanwhile (do not requeue)."""
+        self._land(qp)
+        if qp._gone:
+            return False
+        return self._in_flight_keys.get(qp.key) is None and qp.key not in self
+
+    def _land(self, qp: QueuedPod) -> None:
+        if self._in_flight.pop(qp.uid, None) is not None \
+                and self._in_flight_keys.get(qp.key) == qp.uid:
+            del self._in_flight_keys[qp.key]
+        if not self._in_flight:
+            self._events.clear()
+        elif self._events and self._events[0].n <= qp._events_from:
+            oldest = min(p._events_from for p in self._in_flight.values())
+            i = 0
+            while i < len(self._events) and self._events[i].n <= oldest:
+                i += 1
+            del self._events[:i]
+
+    def _in_flight_strategy(self, qp: QueuedPod) -> Strategy:
+        """determineSchedulingHintForInFlightPod."""
+        if not qp.rejected_by:
+            return Strategy.AFTER_BACKOFF
+        for e in self._events:
+            if e.n <= qp._events_from or (e.uid and e.uid != qp.uid):
+                continue
+            if self.worth_requeuing(qp, e.event, e.old, e.new) is not Strategy.SKIP:
+                return Strategy.AFTER_BACKOFF
+        if self._journal is not None:
+            for e in self._journal.since(qp._events_from):
+                interested = self._interested(e.event)
+                if interested is not None and not interested:
+                    continue  # not kept by move() when no plugin of ours cares
+                if self.worth_requeuing(qp, e.event, e.old, e.new) is not Strategy.SKIP:
+                    return Strategy.AFTER_BACKOFF
+        return Strategy.SKIP
+
 
 def _monotonic_to_wall() -> float:
     return time.time() - time.monotonic()
