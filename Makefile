@@ -23,7 +23,7 @@ endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build build-metrics helm release release-tools cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
+.PHONY: all venv build build-metrics helm release release-tools cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean e2e-upstream
 
 all: test
 
@@ -128,6 +128,14 @@ bench: venv build
 # generated scenarios, pod by pod (conformance/). Table on stdout, every difference in
 # conformance-results/differences.json; exit 1 when a pod differs. `make test` runs a
 # subset (tests/e2e/test_conformance.py). CONFORMANCE_ARGS="--count 36 --families gates"
+# Kubernetes' own [sig-scheduling] e2e tests (e2e.test built from the pinned module, cached)
+# on local kwok clusters: polsched as the only scheduler, then kube-scheduler on an identical
+# cluster, side by side; fails when polsched fails a spec kube-scheduler passes
+# (hack/e2e-upstream.sh; docs/e2e-upstream.md). E2E_SHORT=1: the short version.
+E2E_UPSTREAM_DIR ?= /tmp/polsched-e2e-upstream
+e2e-upstream: venv build
+	@hack/e2e-upstream.sh run $(E2E_UPSTREAM_DIR)
+
 conformance: venv build
 	$(PY) -m conformance $(CONFORMANCE_ARGS)
 

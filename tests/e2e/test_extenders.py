@@ -30,6 +30,7 @@ from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
 from polsched.extender import wire
 from polsched.extender.client import HTTPExtender
+from polsched.framework import interfaces
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
@@ -300,7 +301,7 @@ def test_preempt_call_shape(cluster: Cluster, namespace: str, nodes: NodeFactory
     offered = {a: wire.Victims((pods["v0"], pods["v1"]), 1), b: wire.Victims((pods["v2"],))}
     preemptor = PodInfo.from_json(pods["preemptor"])
 
-    async def call(prefix: str, cache_capable: bool) -> dict[str, wire.Victims]:
+    async def call(prefix: str, cache_capable: bool) -> dict[str, interfaces.Victims]:
         loaded = load_policy(policy(rid, {"urlPrefix": f"{ext.url}{prefix}",
                                           "preemptVerb": "preempt",
                                           "nodeCacheCapable": cache_capable}), CATALOG)

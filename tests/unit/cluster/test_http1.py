@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import aiohttp
 import pytest
@@ -244,8 +245,9 @@ def test_api_client_send_raises_the_decoded_status_on_an_error() -> None:
 def test_watch_splits_lines_across_chunks_and_keeps_long_ones() -> None:
     """ApiClient.watch's line splitting (aiohttp reads the stream): events cut anywhere,
     several per chunk, blank keep-alive lines, one line far over 128 KiB."""
-    events = [{"type": "ADDED", "object": {"metadata": {"name": f"p{i}", "resourceVersion":
-                                                        str(i)}}} for i in range(20)]
+    events: list[dict[str, Any]] = [
+        {"type": "ADDED", "object": {"metadata": {"name": f"p{i}", "resourceVersion": str(i)}}}
+        for i in range(20)]
     events[7]["object"]["metadata"]["annotations"] = {"big": "x" * 300_000}
     stream = b"".join(json.dumps(e).encode() + b"\n" + (b"\n" if i % 5 == 0 else b"")
                       for i, e in enumerate(events))

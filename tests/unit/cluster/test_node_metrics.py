@@ -10,8 +10,8 @@ import pytest
 
 from polsched.cluster.client import ApiClient
 from polsched.cluster.node_metrics import HISTORY, NodeMetricsWatcher, parse_duration
-from polsched.framework import NodeInfo, PodInfo
 from polsched.framework.load import describe_missing
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -101,15 +101,12 @@ def test_a_shorter_interval_asked_for_wins_while_its_owner_lives() -> None:
 def test_pods_first_seen_after_a_time_are_in_flight() -> None:
     clock = Clock()
     w = watcher(clock)
-    node = NodeInfo.from_json({"metadata": {"name": "n1"},
-                               "status": {"allocatable": {"cpu": "4"}}})
-    old = PodInfo.from_json({"metadata": {"name": "old", "namespace": "d"},
-                             "spec": {"nodeName": "n1", "containers": []}})
+    node = make_node().name("n1").allocatable({"cpu": "4"}).info()
+    old = make_pod().name("old").namespace("d").node("n1").containers([]).info()
     node.add_pod(old)
     assert w.in_flight(node, clock.now - 100) == []  # there when first looked at: old
     clock.now += 5
-    new = PodInfo.from_json({"metadata": {"name": "new", "namespace": "d"},
-                             "spec": {"nodeName": "n1", "containers": []}})
+    new = make_pod().name("new").namespace("d").node("n1").containers([]).info()
     node.add_pod(new)
     assert [p.name for p in w.in_flight(node, clock.now - 1)] == ["new"]
     assert w.in_flight(node, clock.now + 1) == []

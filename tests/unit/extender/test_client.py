@@ -21,6 +21,7 @@ from polsched.extender.client import (
     build_extenders,
     secret_ca_reader,
 )
+from polsched.framework import interfaces
 from polsched.framework.interfaces import ExtenderError
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import (
@@ -378,7 +379,7 @@ def test_preempt_call_shape_and_answer(start_extender: StartExtender,
                "n2": wire.Victims((victim("v3"),), 0)}
     pod = make_pod("big")
 
-    async def preempt() -> dict[str, wire.Victims]:
+    async def preempt() -> dict[str, interfaces.Victims]:
         try:
             return await ext.process_preemption(pod, offered)
         finally:
@@ -411,7 +412,7 @@ def test_preempt_answer_naming_a_pod_not_offered_drops_it(
         "n2": {"Pods": [{"UID": "uid-nowhere"}]}}}})
     ext = HTTPExtender(config(server.url, preempt_verb="preempt"))
 
-    async def preempt() -> dict[str, wire.Victims]:
+    async def preempt() -> dict[str, interfaces.Victims]:
         try:
             return await ext.process_preemption(
                 make_pod(), {"n1": wire.Victims((victim("v1"),)),

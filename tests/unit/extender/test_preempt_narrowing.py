@@ -15,7 +15,7 @@ from polsched.cluster.client import ApiClient
 from polsched.extender import HTTPExtender, wire
 from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
-from polsched.framework.interfaces import Handle
+from polsched.framework.interfaces import Handle, Victims
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.plugins import CATALOG
@@ -129,7 +129,7 @@ def test_the_client_resolves_uids_only_against_the_victims_offered(
         "n9": {"Pods": [{"UID": "uid-v1"}]}}}})
     ext = HTTPExtender(config(server.url, preempt_verb="preempt"))
 
-    async def go() -> dict[str, wire.Victims]:
+    async def go() -> dict[str, Victims]:
         try:
             return await ext.process_preemption(
                 make_pod("big"), {"n1": wire.Victims((make_pod("v1").raw,), 1)})

@@ -12,19 +12,18 @@ from polsched.framework.registry import ArgsError
 from polsched.framework.status import Code, Status
 from polsched.plugins import expression
 from polsched.plugins.expression import project, read_paths
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
 
 def pod(name: str, **labels: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    return make_pod().name(name).namespace("ns").labels(labels).container(image="nginx").info()
 
 
 def node(name: str, **labels: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels},
-                               "status": {"allocatable": {"cpu": "4"}}})
+    return make_node().name(name).labels(labels).allocatable({"cpu": "4"}).info()
 
 
 def new_filter(args: dict[str, Any]) -> expression.ExpressionFilter:
@@ -329,10 +328,8 @@ def test_project_keeps_only_read_fields_and_absence() -> None:
 
 
 def test_trimmed_context_gives_the_same_answers_as_the_whole_object() -> None:
-    n = NodeInfo.from_json({
-        "metadata": {"name": "n", "labels": {"zone": "a"}, "annotations": {"x": "y"}},
-        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
-        "status": {"images": [{"names": ["img"], "sizeBytes": 1}]}})
+    n = (make_node().name("n").label("zone", "a").annotation("x", "y").taint("k")
+         .images({"img": 1}).info())
     for source in ["has(node.spec.taints) && node.spec.taints[0].key == 'k'",
                    "has(node.spec.unschedulable)",
                    "has(node.metadata.labels.gpu) || node.metadata.labels.zone == 'a'",
@@ -387,9 +384,10 @@ def test_a_bomb_just_under_the_static_limit_loads() -> None:
 def test_a_pod_over_an_input_bound_is_refused_before_any_evaluation() -> None:
     f = new_filter({"expression": "pod.spec.containers.all(c, c.image != 'bad')"})
     program = counted(f)
-    inflated = PodInfo.from_json({
-        "metadata": {"name": "big", "namespace": "ns"},
-        "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(65)]}})
+    big = make_pod().name("big").namespace("ns")
+    for i in range(65):
+        big.container(f"c{i}", image="x")
+    inflated = big.info()
     state = CycleState()
     st = f.pre_filter(state, inflated, Snapshot([node("n1")]))
     assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -408,8 +406,8 @@ def test_a_node_over_an_input_bound_is_refused_others_evaluated() -> None:
     f = new_filter({"expression": "node.status.images.exists(i, 'nginx' in i.names)"})
 
     def with_images(name: str, n: int) -> NodeInfo:
-        return NodeInfo.from_json({"metadata": {"name": name}, "status": {
-            "images": [{"names": ["nginx"] if i == 0 else [f"i{i}"]} for i in range(n)]}})
+        return make_node().name(name).status(images=[
+            {"names": ["nginx"] if i == 0 else [f"i{i}"]} for i in range(n)]).info()
 
     ok, big = run_filter(f, pod("p"), [with_images("a", 3), with_images("b", 65)])
     assert ok.ok
@@ -424,11 +422,12 @@ def test_the_pods_budget_ends_its_evaluations_with_a_clear_message() -> None:
     f = new_filter({"expression": source})
     compiled = f.compiled
     assert compiled.static_cost <= expression.STATIC_COST_LIMIT
-    p = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
-        "containers": [{"name": f"c{i}", "image": f"img{i}"} for i in range(16)]}})
-    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
-        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
-        for i in range(400)]
+    many = make_pod().name("p").namespace("ns")
+    for i in range(16):
+        many.container(f"c{i}", image=f"img{i}")
+    p = many.info()
+    nodes = [make_node().name(f"n{i}").images({f"x{j}": 1 for j in range(40)}).info()
+             for i in range(400)]
     statuses = run_filter(f, p, nodes)
     spent = [st for st in statuses if st.message == expression.BUDGET_MESSAGE]
     passed = [st for st in statuses if st.ok]
@@ -443,11 +442,12 @@ def test_the_scorer_ends_the_attempt_when_the_budget_is_spent() -> None:
     source = ("double(pod.spec.containers.filter(c, node.status.images.exists(i, "
               "i.sizeBytes == c.size())).size())")
     s = new_scorer({"expression": source})
-    p = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
-        "containers": [{"name": f"c{i}", "image": f"img{i}"} for i in range(16)]}})
-    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
-        "images": [{"names": [f"x{j}"], "sizeBytes": 2} for j in range(40)]}})
-        for i in range(400)]
+    many = make_pod().name("p").namespace("ns")
+    for i in range(16):
+        many.container(f"c{i}", image=f"img{i}")
+    p = many.info()
+    nodes = [make_node().name(f"n{i}").images({f"x{j}": 2 for j in range(40)}).info()
+             for i in range(400)]
     state = CycleState()
     assert s.pre_score(state, p, nodes, Snapshot(nodes)).ok
     out = s.score_nodes(state, p, nodes)
@@ -498,14 +498,15 @@ def test_many_pods_of_one_policy_are_held_to_the_entrys_rate() -> None:
     f = new_filter({"expression": "pod.spec.containers.all(c, node.status.images.all("
                                   "i, i.sizeBytes != 0))"})
     f._eval.rate = expression.Rate(clock=lambda: now[0])
-    nodes = [NodeInfo.from_json({"metadata": {"name": f"n{i}"}, "status": {
-        "images": [{"names": [f"x{j}"], "sizeBytes": 1} for j in range(40)]}})
-        for i in range(60)]
+    nodes = [make_node().name(f"n{i}").images({f"x{j}": 1 for j in range(40)}).info()
+             for i in range(60)]
 
     def pod_with(i: int) -> PodInfo:
         # distinct pod views (image names), so nothing is served from the cache
-        return PodInfo.from_json({"metadata": {"name": f"p{i}", "namespace": "ns"}, "spec": {
-            "containers": [{"name": f"c{j}", "image": f"img{i}-{j}"} for j in range(8)]}})
+        p = make_pod().name(f"p{i}").namespace("ns")
+        for j in range(8):
+            p.container(f"c{j}", image=f"img{i}-{j}")
+        return p.info()
 
     first = run_filter(f, pod_with(0), nodes)
     assert all(st.ok for st in first)  # within both budgets

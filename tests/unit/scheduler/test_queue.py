@@ -14,6 +14,7 @@ from polsched.framework.types import PodInfo
 from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
 from polsched.scheduler.queue.types import Location, QueuedPod
 from polsched.scheduler.queue.unschedulable import UNSCHEDULABLE_FLUSH_PERIOD
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -31,12 +32,9 @@ NODE_UPDATE = ev.ClusterEvent(ev.Resource.NODE, ev.ActionType.UPDATE)
 
 def pod(name: str, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
         uid: str = "", **spec: Any) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
-                     "creationTimestamp": created, "resourceVersion": "1"},
-        "spec": {"schedulerName": "s", "priority": priority,
-                 "containers": [{"name": "c", "image": "x"}], **spec},
-    })
+    return (make_pod().name(name).namespace("ns").uid(uid or f"uid-{name}").created(created)
+            .resource_version("1").scheduler("s").priority(priority).container(image="x")
+            .spec(**spec).info())
 
 
 def fail(queue: SchedulingQueue, name: str, rejected: tuple[str, ...] = ("NodeLabel",)

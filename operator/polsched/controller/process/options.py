@@ -105,8 +105,14 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s)")
     p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
                    help="schedulerNames no policy may claim, besides default-scheduler "
-                        "(always reserved): the profiles of the other schedulers in the "
-                        "cluster, which polsched cannot see (default: none)")
+                        "(reserved unless --allow-default-scheduler-name): the profiles of "
+                        "the other schedulers in the cluster, which polsched cannot see "
+                        "(default: none)")
+    p.add_argument("--allow-default-scheduler-name", action="store_true",
+                   help="let a policy claim default-scheduler, the name of every pod that "
+                        "names no scheduler: only when polsched replaces kube-scheduler, "
+                        "which must not run (docs/replacing-kube-scheduler.md; default: "
+                        "refused)")
     p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
                    help="extender URLs whose host is or resolves into these networks are "
                         "refused, when the policy is applied (spec.extenders[i].urlPrefix) "
