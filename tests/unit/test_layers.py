@@ -56,6 +56,12 @@ RULES: tuple[tuple[str, frozenset[str]], ...] = (
     # k8s.io/dynamic-resource-allocation: no plugin, policy, cache or client.
     ("polsched.dra", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER,
                                 AIOHTTP})),
+    # Preemption (upstream's framework/preemption): the executor writes through the API
+    # server, a scheduler part; the rest (candidates, victims' facts, the pod-group
+    # evaluator) is computation below the plugins that DefaultPreemption uses.
+    ("polsched.preemption.executor", frozenset({API, CONTROLLER, PLUGINS})),
+    ("polsched.preemption", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER,
+                                       AIOHTTP})),
     # The framework is computation: it knows no plugin, policy, cache or client.
     (FRAMEWORK, frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER, AIOHTTP})),
     # A plugin reads a snapshot and returns a Status: it knows no policy, no cache, no
@@ -94,7 +100,7 @@ EXPECTED_TO_FAIL: Mapping[str, str] = {}
 
 # The order modules are imported in: the light layers first (see the module docstring).
 _ORDER = ("polsched.objects", "polsched.extender.config", "polsched.extender.wire", FRAMEWORK,
-          "polsched.dra", PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
+          "polsched.dra", "polsched.preemption", PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
 
 
 def _under(module: str, name: str) -> bool:

@@ -51,8 +51,8 @@ from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
-from polsched.plugins.default_preemption import PreemptionReport
 from polsched.plugins.trimaran import LoadAwareScorer
+from polsched.preemption.candidates import PreemptionReport
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.schedule_one_podgroup import pod_group_verdict

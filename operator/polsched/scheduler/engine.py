@@ -37,12 +37,13 @@ from polsched.framework.runtime import Pipeline
 from polsched.framework.types import Json, NodeInfo, PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
+from polsched.preemption.executor import Executor
 from polsched.scheduler import load_status, metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
+from polsched.scheduler.queue.journal import EventJournal
+from polsched.scheduler.queue.types import Location, QueuedPod, QueuedPodGroup
 from polsched.scheduler.recorder import EventBudget, EventRecorder
 from polsched.scheduler.schedule_one import DECIDING_SCORER_ANNOTATION, FEASIBLE_NODES_ANNOTATION
 from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
@@ -145,7 +146,7 @@ class Engine(CacheListener):
         # its schedulerName (upstream's responsibleForPod before AddPodGroupMember).
         self.cache.pod_groups.responsible = self._schedulers.__contains__
         # The cluster events kept for pods in flight, once for every policy's queue.
-        self._journal = q.EventJournal()
+        self._journal = EventJournal()
         # The scheduling loop of every policy (_run): the policies whose queue may have a
         # pod to pop, in turn.
         self._ready: collections.deque[Profile] = collections.deque()
@@ -582,7 +583,7 @@ class Engine(CacheListener):
                 log.exception("scheduler %s: popping its queue failed", s.name)
                 self._arm_due(s)
                 continue
-            entity: q.QueuedPod | q.QueuedPodGroup = qp
+            entity: QueuedPod | QueuedPodGroup = qp
             try:
                 entity = s.queue.pop_group(qp) or qp
             except Exception:  # a bug: the pod is scheduled alone
@@ -612,22 +613,22 @@ class Engine(CacheListener):
         self._mark_ready(s)
 
     async def _awaiting_cycle(self, s: Profile,
-                              qp: q.QueuedPod | q.QueuedPodGroup) -> None:
+                              qp: QueuedPod | QueuedPodGroup) -> None:
         try:
             await self._cycle(s, qp)
         finally:
             s.task = None
             self._mark_ready(s)
 
-    async def _cycle(self, s: Profile, qp: q.QueuedPod | q.QueuedPodGroup) -> None:
+    async def _cycle(self, s: Profile, qp: QueuedPod | QueuedPodGroup) -> None:
         for cb in self._cycle_callbacks:
             cb(s.name)
-        if isinstance(qp, q.QueuedPodGroup):
+        if isinstance(qp, QueuedPodGroup):
             await self._attempts.schedule_pod_group(s, qp)
         else:
             await self._attempts.schedule_one(s, qp)
 
-    def queue_state(self, scheduler_name: str, pod_key: str) -> q.Location | None:
+    def queue_state(self, scheduler_name: str, pod_key: str) -> Location | None:
         """Where a pending pod of that scheduler waits (None: not queued)."""
         s = self._schedulers.get(scheduler_name)
         return s.queue.where(pod_key) if s is not None else None

@@ -22,8 +22,10 @@ from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import pod_group_key_fn, pod_group_lookup_fn
+from polsched.scheduler.queue.journal import EventJournal
+from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
+from polsched.scheduler.queue.types import GroupOutcome, QueuedPod
 from polsched.scheduler.recorder import (
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
@@ -67,13 +69,13 @@ class Profile:
     """One policy's queue, pipeline, recorder and dispatch state."""
 
     def __init__(self, policy: Policy, pipeline: Pipeline, recorder: EventRecorder,
-                 counters: Counters, journal: q.EventJournal | None = None) -> None:
+                 counters: Counters, journal: EventJournal | None = None) -> None:
         self.name = policy.scheduler_name
         self.policy = policy
         self.pipeline = pipeline
         self.recorder = recorder
         self.counters = counters
-        self.queue = q.SchedulingQueue(journal=journal)
+        self.queue = SchedulingQueue(journal=journal)
         self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
                              pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
         self.queue.on_sizes = self.report_pending
@@ -170,14 +172,14 @@ class Profile:
         self.queue.delete(pod.key, pod.uid)  # reports the sizes, the parked pods' too
 
     # -- what an attempt records (scheduler.schedule_one) -------------------------------
-    def scheduling_error(self, qp: q.QueuedPod, message: str) -> None:
+    def scheduling_error(self, qp: QueuedPod, message: str) -> None:
         """handleSchedulingFailure for an error: backoff, FailedScheduling and
         PodScheduled False with reason SchedulerError."""
         self.queue.add_backoff(qp)
         self.recorder.failed_scheduling(qp.pod, message)
         self.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, message)
 
-    def unschedulable(self, qp: q.QueuedPod, rejected_by: Iterable[str], message: str,
+    def unschedulable(self, qp: QueuedPod, rejected_by: Iterable[str], message: str,
                       nominated: str | None) -> None:
         """handleSchedulingFailure for a rejection: counted, parked among the
         unschedulable pods keyed by the plugins that rejected it, FailedScheduling and
@@ -188,7 +190,7 @@ class Profile:
         self.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message,
                                               nominated)
 
-    def bound(self, qp: q.QueuedPod, assumed: PodInfo, node: str) -> None:
+    def bound(self, qp: QueuedPod, assumed: PodInfo, node: str) -> None:
         """The binding cycle bound the pod: it leaves the queue, counted, the Scheduled
         event."""
         self.queue.done(qp)
@@ -196,11 +198,11 @@ class Profile:
         self.counters.last_bind_time = rfc3339(time.time())
         self.recorder.scheduled(assumed, node)
 
-    def done(self, qp: q.QueuedPod) -> None:
+    def done(self, qp: QueuedPod) -> None:
         """The attempt ended without a requeue (the pod went away or was bound elsewhere)."""
         self.queue.done(qp)
 
-    def restore(self, qp: q.QueuedPod) -> None:
+    def restore(self, qp: QueuedPod) -> None:
         """The attempt did not run (paused, or its bind never sent): back as it was."""
         self.queue.restore(qp)
 
@@ -215,7 +217,7 @@ class Profile:
         self.queue.delete(pod.key, pod.uid)
         return True
 
-    def group_done(self, key: str, outcome: q.GroupOutcome) -> None:
+    def group_done(self, key: str, outcome: GroupOutcome) -> None:
         """The pod group's cycle ended (AddAttemptedPodGroupIfNeeded)."""
         self.queue.group_done(key, outcome)
 

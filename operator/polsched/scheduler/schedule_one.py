@@ -33,16 +33,16 @@ from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
+from polsched.preemption.executor import GroupPreemptor
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod, still_fits
 from polsched.scheduler.binder import Binder, BindOutcome
-from polsched.scheduler.preemption import GroupPreemptor
+from polsched.scheduler.queue.types import QueuedPod
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache
     from polsched.framework.nominator import Nominator
-    from polsched.scheduler.preemption import Executor
+    from polsched.preemption.executor import Executor
     from polsched.scheduler.profile import Profile
     from polsched.scheduler.shadow import Verdicts
 
@@ -70,7 +70,7 @@ class Attempt:
     upstream carries as the QueuedPodInfo, the ScheduleResult and the CycleState)."""
 
     profile: Profile
-    queued: q.QueuedPod
+    queued: QueuedPod
     # The pod this attempt decides for: the cache's version at the start of the cycle,
     # and the one assumed (after extenders, the version the node was checked again for).
     pod: PodInfo
@@ -143,7 +143,7 @@ class ScheduleOne:
         return current
 
     # -- scheduleOne ---------------------------------------------------------------------
-    async def schedule_one(self, profile: Profile, qp: q.QueuedPod) -> None:
+    async def schedule_one(self, profile: Profile, qp: QueuedPod) -> None:
         """scheduleOne for a popped pod: the scheduling cycle, then the binding cycle in
         the background when it has anything to wait for. A bug fails the attempt as an
         error, never the scheduling loop."""

@@ -32,11 +32,11 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
-from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
+from polsched.preemption.executor import GroupPreemptor
+from polsched.preemption.pod_group import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.preemption import GroupPreemptor
+from polsched.scheduler.queue.types import GroupOutcome, QueuedPodGroup
 from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
 
@@ -262,7 +262,7 @@ class ScheduleOnePodGroup(ScheduleOne):
     upstream's Scheduler): what the engine runs for every popped pod and pod group."""
 
     # -- the pod-group cycle (schedule_one_podgroup.go) ----------------------------------
-    async def schedule_pod_group(self, profile: Profile, group: q.QueuedPodGroup) -> None:
+    async def schedule_pod_group(self, profile: Profile, group: QueuedPodGroup) -> None:
         """scheduleOnePodGroup for a popped pod group: validate it, simulate every member on
         one snapshot (PlacementFeasible before and after each), revert the simulation, then
         submit: the members that fit go to their own binding cycles when the group is
@@ -271,12 +271,12 @@ class ScheduleOnePodGroup(ScheduleOne):
         started = time.perf_counter()
         attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
         # How the cycle ended, for the queue's requeue of the group (an exception: error).
-        outcome = q.GroupOutcome.ERROR
+        outcome = GroupOutcome.ERROR
         try:
             if not profile.runnable.is_set():
                 for a in attempts.values():
                     profile.restore(a.queued)
-                outcome = q.GroupOutcome.RESTORED
+                outcome = GroupOutcome.RESTORED
                 return
             outcome = await self._pod_group_cycle(profile, group, attempts, started)
         except asyncio.CancelledError:
@@ -295,9 +295,9 @@ class ScheduleOnePodGroup(ScheduleOne):
             # AddAttemptedPodGroupIfNeeded, after every member's own requeue.
             profile.group_done(group.key, outcome)
 
-    async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
+    async def _pod_group_cycle(self, s: Profile, group: QueuedPodGroup,
                                attempts: dict[str, Attempt],
-                               started: float) -> q.GroupOutcome:
+                               started: float) -> GroupOutcome:
         """The cycle's steps; every member handled leaves `attempts`. Returns the root
         status's outcome for the queue."""
         groups = self._cache.pod_groups
@@ -308,7 +308,7 @@ class ScheduleOnePodGroup(ScheduleOne):
             err = f'podgroup.scheduling.k8s.io "{group.name}" not found'
             for key in list(attempts):
                 self.handle_failure(attempts.pop(key), Status.error(err))
-            return q.GroupOutcome.ERROR
+            return GroupOutcome.ERROR
         info = PodGroupInfo(group.namespace, group.name, pod_group)
         err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
         if err:  # handlePodGroupFailureBeforeScheduling
@@ -316,7 +316,7 @@ class ScheduleOnePodGroup(ScheduleOne):
                 self.handle_failure(attempts.pop(key), Status.error(err))
             self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
                                              err)
-            return q.GroupOutcome.ERROR
+            return GroupOutcome.ERROR
         # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
         live: list[Attempt] = []
         for key in list(attempts):
@@ -332,7 +332,7 @@ class ScheduleOnePodGroup(ScheduleOne):
             a.queued.pod = a.pod = pod
             live.append(a)
         if not live:
-            return q.GroupOutcome.SUCCESS
+            return GroupOutcome.SUCCESS
         pipeline = s.pipeline
         for a in live:
             a.pipeline = pipeline
@@ -380,8 +380,8 @@ class ScheduleOnePodGroup(ScheduleOne):
             result = metrics.ERROR
         metrics.pod_group_attempt(s.name, result, time.perf_counter() - started)
         if root.ok:
-            return q.GroupOutcome.SUCCESS
-        return q.GroupOutcome.REJECTED if root.rejected else q.GroupOutcome.ERROR
+            return GroupOutcome.SUCCESS
+        return GroupOutcome.REJECTED if root.rejected else GroupOutcome.ERROR
 
     def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
                             queued: Sequence[PodInfo]) -> str:

@@ -27,12 +27,12 @@ from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.preemption.executor import Executor
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.binder import BindCallback, Binder, BindOutcome
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
+from polsched.scheduler.queue.types import Location
 from polsched.scheduler.recorder import EventRecorder
 from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
 
@@ -184,7 +184,7 @@ class World:
         if b.task is not None:
             await b.task
 
-    def where(self, name: str) -> q.Location | None:
+    def where(self, name: str) -> Location | None:
         return self.profile.queue.where(f"ns/{name}")
 
     def pending(self, queue: str) -> float:
@@ -235,7 +235,7 @@ def test_a_pod_that_fits_is_assumed_bound_and_counted_when_the_bind_succeeds() -
         [b] = w.binder.binds
         assert (b.pod.key, b.node) == ("ns/a", "n1")
         assert w.cache.is_assumed("ns/a")
-        assert w.where("a") is q.Location.IN_FLIGHT
+        assert w.where("a") is Location.IN_FLIGHT
         assert w.pending(metrics.ACTIVE) == 0
         await w.answer(b, BindOutcome.BOUND, "")
         assert w.where("a") is None
@@ -253,7 +253,7 @@ def test_a_pod_that_fits_nowhere_is_parked_unschedulable_with_the_fit_error() ->
         w.add_pods(pod("big", "2"))
         await w.cycle()
         assert not w.binder.binds
-        assert w.where("big") is q.Location.UNSCHEDULABLE
+        assert w.where("big") is Location.UNSCHEDULABLE
         queued = w.profile.queue.get("ns/big")
         assert queued is not None and queued.rejected_by == {"NodeResourcesFit"}
         assert w.profile.counters.unschedulable_attempts == 1
@@ -277,7 +277,7 @@ def test_a_failed_bind_forgets_the_pod_and_backs_it_off_as_an_error() -> None:
         await w.cycle()
         await w.answer(w.binder.binds[0], BindOutcome.FAILED, "the API server said no")
         assert not w.cache.is_assumed("ns/a")
-        assert w.where("a") is q.Location.BACKOFF
+        assert w.where("a") is Location.BACKOFF
         assert w.pending(metrics.BACKOFF) == 1
         assert ("ns/a", "FailedScheduling", "the API server said no") in w.recorder.events
         [(_, patch)] = w.recorder.patches
@@ -308,7 +308,7 @@ def test_a_bind_never_sent_puts_the_pod_back_untouched() -> None:
         await w.cycle()
         await w.answer(w.binder.binds[0], BindOutcome.DROPPED, "")
         assert not w.cache.is_assumed("ns/a")
-        assert w.where("a") is q.Location.ACTIVE
+        assert w.where("a") is Location.ACTIVE
         assert w.pending(metrics.ACTIVE) == 1
         assert not w.recorder.events
 
@@ -359,7 +359,7 @@ def test_a_gang_that_cannot_fit_rejects_every_member_and_assumes_nothing() -> No
         assert not w.cache.assumed_keys_by_scheduler()
         # Requeued as one group (the queue decides where: backoff for a rejected group).
         assert w.where("m0") is w.where("m1")
-        assert w.where("m0") in (q.Location.BACKOFF, q.Location.UNSCHEDULABLE)
+        assert w.where("m0") in (Location.BACKOFF, Location.UNSCHEDULABLE)
         assert w.profile.counters.unschedulable_attempts == 2
         failed = [(k, note) for k, reason, note in w.recorder.events
                   if reason == "FailedScheduling"]
