@@ -43,6 +43,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import math
 import random
 import re
 import sys
@@ -54,7 +55,12 @@ from typing import Any, TextIO
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
-from polsched.commands.snapshot import KIND_ORDER, SnapshotError, read_snapshot
+from polsched.commands.snapshot import (
+    KIND_ORDER,
+    SnapshotError,
+    creation_revision,
+    read_snapshot,
+)
 from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
@@ -111,6 +117,8 @@ class Decision:
     group: str = ""
     # The PreEnqueue plugin that keeps it out of the queue ("" when it was decided).
     gated_by: str = ""
+    # Its turn in the queue is not known (Plan.order_unknown): the prediction depends on it.
+    order_unknown: bool = False
 
     @property
     def key(self) -> str:
@@ -273,6 +281,9 @@ class Report:
                      "unschedulable": self.unschedulable,
                      "replayed": sum(d.replayed for d in self.decisions),
                      "nodes": self.nodes, "seconds": round(self.seconds, 3)}
+        unknown = sum(d.order_unknown for d in self.decisions)
+        if unknown:
+            out["orderUnknown"] = unknown
         if self.groups or self.baseline_groups:
             out["gangs"] = gang_counts(self.groups)
         if self.groups:
@@ -397,6 +408,8 @@ class Plan:
     # serves PodGroups (None: when the objects hold any).
     scheduler_name: str = ""
     pod_groups: bool | None = None
+    # Pending pods whose turn in the queue the input does not show (order_unknown).
+    order_unknown: frozenset[str] = frozenset()
 
     @property
     def pods(self) -> list[Planned]:
@@ -415,7 +428,7 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     infos = [(o, PodInfo.from_json(o)) for o in pods]
     replayed = sorted(((o, i) for o, i in infos if i.scheduler_name == scheduler_name
                        and i.node_name and not i.terminal and replay),
-                      key=lambda oi: (oi[1].creation, oi[1].key))
+                      key=lambda oi: arrival(*oi))
     entries: list[Entry] = []
     by_group: dict[str, Entry] = {}
     for o, i in replayed:
@@ -430,13 +443,16 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     queue = SchedulingQueue(clock=lambda: 0.0)
     queue.configure(pre_enqueue, group_of=group_of)
     by_key: dict[str, Json] = {}
-    # Added oldest first, as the pods reached the running scheduler: the queue orders by
-    # priority, then by when a pod was added (ties by name: timestamps have seconds).
-    for o, i in sorted(infos, key=lambda oi: (oi[1].creation, oi[1].key)):
-        if i.scheduler_name == scheduler_name and not i.node_name and not i.terminal \
-                and not (o.get("metadata") or {}).get("deletionTimestamp"):
-            queue.add(i)
-            by_key[i.key] = o
+    # Added in the order the pods reached the running scheduler (arrival): the queue
+    # orders by priority, then by when a pod was added.
+    pending = sorted(((o, i) for o, i in infos
+                      if i.scheduler_name == scheduler_name and not i.node_name
+                      and not i.terminal
+                      and not (o.get("metadata") or {}).get("deletionTimestamp")),
+                     key=lambda oi: arrival(*oi))
+    for o, i in pending:
+        queue.add(i)
+        by_key[i.key] = o
     popped = set()
     while (qp := queue.pop_nowait()) is not None:
         group = queue.pop_group(qp)
@@ -464,7 +480,41 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
         p = plugins.get(name)
         message = p.pre_enqueue(PodInfo.from_json(o)).message if p is not None else ""
         gated.append((o, name, message))
-    return Plan(entries, frozenset(i.key for _, i in replayed), gated)
+    return Plan(entries, frozenset(i.key for _, i in replayed), gated,
+                order_unknown=order_unknown(pending))
+
+
+def arrival(obj: Json, pod: PodInfo) -> tuple[str, float, str]:
+    """Where a pending pod stands in the order the running engine received it.
+
+    The engine queues the pods of equal priority in the order its cache received them
+    (Engine._start_scheduler walks the cache in that order when a policy is applied; a
+    pod created later is queued when its watch event comes). A running operator's watch
+    delivers pods in the order etcd created them, their creation revisions
+    (snapshot.creation_revision); creationTimestamp, in seconds, agrees with it across
+    seconds. A pod whose creation revision is not known goes after the known ones of its
+    second, by name: a guess, reported (order_unknown).
+
+    An operator that starts after the pods were created lists them, in key order
+    (namespace, then name), before its watch; simulate predicts the operator that was
+    running when they came, the usual case of a policy applied to a running cluster."""
+    revision = creation_revision(obj)
+    return (pod.creation, float(revision) if revision is not None else math.inf, pod.key)
+
+
+def order_unknown(pending: Sequence[tuple[Json, PodInfo]]) -> frozenset[str]:
+    """The pending pods whose turn in the queue simulate cannot know: those of a priority
+    and creation second shared with another pending pod where one of them has no known
+    creation revision. Their placements (and those of the pods decided after them) depend
+    on an order the snapshot does not show."""
+    by_turn: dict[tuple[int, str], list[tuple[Json, PodInfo]]] = {}
+    for o, i in pending:
+        by_turn.setdefault((i.priority, i.creation), []).append((o, i))
+    out: set[str] = set()
+    for same in by_turn.values():
+        if len(same) > 1 and any(creation_revision(o) is None for o, _ in same):
+            out.update(i.key for _, i in same)
+    return frozenset(out)
 
 
 def _gated_reason(plugin: str, message: str) -> str:
@@ -546,6 +596,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                     exists=obj_group is not None)
             waiting[key].members.append(pod.key)
     groups += waiting.values()
+    for d in out:
+        d.order_unknown = not d.replayed and d.key in the_plan.order_unknown
     return out, groups, cache
 
 
@@ -831,6 +883,8 @@ def to_json(r: Report) -> Json:
             entry["podGroup"] = d.group
         if d.gated_by:
             entry["gatedBy"] = d.gated_by
+        if d.order_unknown:
+            entry["orderUnknown"] = True
         pods.append(entry)
     out: Json = {"policy": r.policy, "schedulerName": r.scheduler_name, "source": r.source,
                  "baseline": r.baseline, "summary": r.summary(),
@@ -891,6 +945,12 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
         line += " No baseline to compare with."
     if r.groups or r.baseline_groups:
         line += " " + _gang_line(r)
+    if s.get("orderUnknown"):
+        line += (f" {s['orderUnknown']} pod(s) came in the same second as another pending "
+                 "pod of their priority and were written since (or the input has no "
+                 "resourceVersion): the order the scheduler takes them in is not known, so "
+                 "their placements, and those of the pods after them, may differ (marked "
+                 "* below).")
     out: list[tuple[str, str, list[list[str]] | None]] = [("Summary", line, None)]
     if r.groups:
         out.append(("Pod groups", "", _group_rows(r)))
@@ -934,7 +994,8 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
                 "" if changed else "No node changes.", rows if changed else None))
     rows = [["POD", "NODE", "DECIDED BY / REASON"]]
     for d in r.decisions:
-        rows.append([d.key + (" (replayed)" if d.replayed else ""),
+        rows.append([d.key + (" (replayed)" if d.replayed else "")
+                     + (" *" if d.order_unknown else ""),
                      d.node or "-", (d.deciding_scorer or "-") if d.node else d.reason])
     out.append(("Pods", "" if r.decisions else "No pod to decide.",
                 rows if r.decisions else None))
