@@ -1,39 +1,32 @@
 """`polsched simulate`: what a candidate policy would do, before it is applied.
 
-The cluster comes from a snapshot file (polsched.commands.snapshot, or kwokctl's export) or, live,
-from the API server (listed, never written). Its objects are fed to the scheduler's own
-cache (cluster.ClusterCache) through the same ingest methods its watches call, and the
-candidate's Pipeline is the one scheduler.pipelines.build_pipeline builds for the engine,
-so the simulation sees the state and runs the code the operator would.
+The cluster comes from a snapshot file (polsched.commands.snapshot, or kwokctl's export) or,
+live, from the API server (listed, never written). Its objects are fed to the scheduler's
+own cache through the ingest methods its watches call; the candidate's Pipeline is the one
+scheduler.pipelines.build_pipeline builds for the engine. What is decided is decided by
+the engine's functions: the engine's queue (SchedulingQueue, its PreEnqueue plugins and
+pop_group) orders the pods; schedule_pod searches; reserve_and_permit assumes, reserves
+and permits, with schedule_one.rejection's message; profile.namespace_selected and its
+message; pipelines.nominator_of counts the nominated pods; a pod group goes through
+validate_pod_group and pod_group_verdict (pod_group_algorithm and its PodGroupPostFilter,
+acting on nothing). What is simulate's own: the order of the pods (`arrival`: the order the
+engine's watch received them, from the snapshot's creation revisions), the submit of a
+group's verdict and a gang's quorum after a Reserve failure (`_decide_group`, which reads
+ScheduleOnePodGroup._submit_pod_group's rules: those are methods writing statuses and
+events through a Profile, not functions to call), and the report.
 
-Pods decided:
-- the pending pods of the candidate's schedulerName, in the order its queue pops them
-  (scheduler.queue.SchedulingQueue: priority, then creationTimestamp);
-- with `replay`, also the pods of that schedulerName bound now: they are taken off the
-  cluster and re-decided first, in creation order, then the pending pods.
-Each decision is assumed on its node in the cache (as the engine assumes before binding),
-so the next pod sees it. Nothing is bound and nothing is written: no client is handed to
-the cache, and the live mode only lists. Extenders are called (filter and prioritize).
+Pods decided: the pending pods of the candidate's schedulerName; with `replay`, also the
+pods bound now, taken off the cluster and decided first, in creation order. Each decision is
+assumed in the cache, so the next pod sees it. Nothing is bound or written. Extenders are
+called. Ties between equally scored nodes are drawn from a seeded generator (the same for
+candidate and baseline). A pod that does not fit stays unschedulable: a simulation without
+time has no later events to retry it on, and no Permit timeouts (a Permit that waits
+passes).
 
-Ties between equally scored nodes are broken by a draw from a seeded generator, the same
-seed for the candidate and the baseline, so a run repeats exactly and a policy compared
-with itself shows no change.
-
-A pod that does not fit when its turn comes stays unschedulable in the report; the live
-scheduler would retry it on later cluster events, which a simulation without time has
-none of.
-
-Pod groups (scheduling.k8s.io/v1beta1 PodGroup, where the policy runs GangScheduling and
-the input has PodGroups or the live cluster serves them): the queue pops a group's
-members as one unit (SchedulingQueue.pop_group), and the unit goes through the engine's
-pod-group cycle: validate_pod_group, pod_group_algorithm (every member searched on one
-snapshot, the simulation reverted), pod_group_post_filter for a rejected group, then the
-members that fit are assumed and reserved only when the group as a whole succeeded
-(submitPodGroupAlgorithmResult). A gang that does not fit places none of its members and
-holds nothing for the pods after it. Members that GangScheduling's PreEnqueue holds (no
-PodGroup yet, fewer than minCount members) are reported as waiting, with its text. From a
-file, a member whose PodGroup is not in the file is an error (the snapshot is incomplete);
-live, it waits for its group as it does in the cluster.
+Pod groups (scheduling.k8s.io/v1beta1, where the policy runs GangScheduling): a gang that
+does not fit places none of its members and holds nothing for the pods after it. Members
+that GangScheduling's PreEnqueue holds are reported waiting, with its text. From a file, a
+member whose PodGroup is not in the file is an error; live, it waits for its group.
 """
 
 from __future__ import annotations
@@ -68,15 +61,19 @@ from polsched.framework import resources as res
 from polsched.framework.diagnosis import FitError, PipelineError
 from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import static_load
+from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
+from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn
+from polsched.scheduler.pipelines import build_pipeline, nominator_of, pod_group_key_fn
+from polsched.scheduler.profile import namespace_selected, not_selected_message
 from polsched.scheduler.queue import SchedulingQueue
+from polsched.scheduler.schedule_one import rejection, reserve_and_permit
 from polsched.scheduler.schedule_one_podgroup import (
     POD_GROUP_UNSCHEDULABLE,
     MemberResult,
@@ -485,36 +482,25 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
 
 
 def arrival(obj: Json, pod: PodInfo) -> tuple[str, float, str]:
-    """Where a pending pod stands in the order the running engine received it.
-
-    The engine queues the pods of equal priority in the order its cache received them
-    (Engine._start_scheduler walks the cache in that order when a policy is applied; a
-    pod created later is queued when its watch event comes). A running operator's watch
-    delivers pods in the order etcd created them, their creation revisions
-    (snapshot.creation_revision); creationTimestamp, in seconds, agrees with it across
-    seconds. A pod whose creation revision is not known goes after the known ones of its
-    second, by name: a guess, reported (order_unknown).
-
-    An operator that starts after the pods were created lists them, in key order
-    (namespace, then name), before its watch; simulate predicts the operator that was
-    running when they came, the usual case of a policy applied to a running cluster."""
+    """Where a pending pod stands in the order the running engine received it: its cache's
+    order (Engine._start_scheduler walks it when a policy is applied; a later pod comes
+    with its watch event), which is etcd's creation order (snapshot.creation_revision);
+    creationTimestamp agrees with it across seconds. A pod whose creation revision is not
+    known goes after the known ones of its second, by name: a guess (order_unknown). An
+    operator started after the pods lists them in key order instead; simulate predicts
+    the operator that was running when they came."""
     revision = creation_revision(obj)
     return (pod.creation, float(revision) if revision is not None else math.inf, pod.key)
 
 
 def order_unknown(pending: Sequence[tuple[Json, PodInfo]]) -> frozenset[str]:
-    """The pending pods whose turn in the queue simulate cannot know: those of a priority
-    and creation second shared with another pending pod where one of them has no known
-    creation revision. Their placements (and those of the pods decided after them) depend
-    on an order the snapshot does not show."""
+    """The pending pods whose turn simulate cannot know: those sharing a priority and a
+    creation second with another where one of them has no known creation revision."""
     by_turn: dict[tuple[int, str], list[tuple[Json, PodInfo]]] = {}
     for o, i in pending:
         by_turn.setdefault((i.priority, i.creation), []).append((o, i))
-    out: set[str] = set()
-    for same in by_turn.values():
-        if len(same) > 1 and any(creation_revision(o) is None for o, _ in same):
-            out.update(i.key for _, i in same)
-    return frozenset(out)
+    return frozenset(i.key for same in by_turn.values() if len(same) > 1
+                     and any(creation_revision(o) is None for o, _ in same) for _, i in same)
 
 
 def _gated_reason(plugin: str, message: str) -> str:
@@ -534,9 +520,12 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     # The engine's builder, its plugins reading the listers the cache was fed.
     # Load-aware scorers read the snapshot's NodeMetrics (`polsched snapshot --node-metrics`);
     # the pods placed during the simulation are in flight on their nodes.
+    # The pending pods' nominations count as the engine's Nominator counts them.
+    nominator = nominator_of(cache.pods.values())
     pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
                                                        load=static_load(objects),
-                                                       pod_groups=cache.pod_groups),
+                                                       pod_groups=cache.pod_groups,
+                                                       nominator=nominator),
                                         extenders, rng=random.Random(SEED))
     out: list[Decision] = []
     groups: list[GroupOutcome] = []
@@ -548,7 +537,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             progress(done_before + i, total)
         i += len(entry.pods)
         if entry.group:
-            decisions, outcome = await _decide_group(policy, pipeline, cache, entry)
+            decisions, outcome = await _decide_group(policy, pipeline, cache, nominator,
+                                                     entry)
             out += decisions
             groups.append(outcome)
             continue
@@ -567,16 +557,12 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         if result.node is None:
             _unschedulable(d, result.fit_error)
             continue
-        # Reserve, as the engine does before binding: what a plugin holds for the pod
-        # (DynamicResources' devices) is held from the next pod too.
-        rejected = _reserve(pipeline, result.state, pod, result.node)
-        if rejected:
-            d.reason = rejected
-            d.reasons = (rejected,)
+        # Assume, Reserve and Permit as the engine's scheduling cycle does: what a plugin
+        # holds for the pod (DynamicResources' devices) is held from the next pod too.
+        if not _assume(pipeline, cache, nominator, result.state, pod, result.node, d):
             continue
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
-        cache.assume(pod, result.node)
     waiting: dict[str, GroupOutcome] = {}
     for obj, plugin, message in the_plan.gated:
         pod = PodInfo.from_json(obj)
@@ -602,18 +588,32 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
 
 
 def _not_selected(policy: Policy, cache: ClusterCache, pod: PodInfo, d: Decision) -> bool:
-    """The policy's namespaceSelector leaves the pod out (the engine never queues it)."""
-    selector = policy.namespace_selector
-    if selector is None:
+    """The policy's namespaceSelector leaves the pod out: the engine parks it, with this
+    warning (scheduler.profile)."""
+    if namespace_selected(policy, pod, cache.namespaces):
         return False
-    labels = cache.namespaces.get(pod.namespace) or {
-        "kubernetes.io/metadata.name": pod.namespace}
-    if selector(labels):
-        return False
-    d.reason = (f'namespace "{pod.namespace}" is not selected by '
-                f'spec.namespaceSelector of SchedulingPolicy "{policy.name}"')
+    d.reason = not_selected_message(policy, pod)
     d.reasons = ("namespace not selected",)
     return True
+
+
+def _assume(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator, state: Any,
+            pod: PodInfo, node: str, d: Decision) -> PodInfo | None:
+    """The engine's assume, Reserve and Permit (schedule_one.reserve_and_permit); on a
+    rejection, forgotten with handle_failure's message in `d`, and None. A Permit that
+    waits passes: a gang's quorum is _decide_group's."""
+    assumed = cache.assume(pod, node)
+    nominator.remove(pod.key)
+    plugins = pipeline.plugins_for(assumed)
+    if state is None or not plugins.binding:
+        return assumed
+    st, _ = reserve_and_permit(pipeline, state, assumed, node, plugins)
+    if st.ok or st.code is Code.WAIT:
+        return assumed
+    cache.forget(assumed)
+    d.reason = rejection(st, node).message if st.rejected else f"error: {st.message}"
+    d.reasons = (d.reason,)
+    return None
 
 
 def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
@@ -628,7 +628,8 @@ def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fi
 
 
 async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
-                        entry: Entry) -> tuple[list[Decision], GroupOutcome]:
+                        nominator: Nominator, entry: Entry
+                        ) -> tuple[list[Decision], GroupOutcome]:
     """One pod-group cycle, as ScheduleOne.schedule_pod_group runs it: validate the group,
     run pod_group_algorithm (a simulation it reverts), PodGroupPostFilter for a rejected
     group, then submit as submitPodGroupAlgorithmResult: only when the group succeeded are
@@ -695,14 +696,9 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
     # see its members (Permit lets a gang through: the cycle reached minCount).
     held: list[tuple[Decision, PodInfo, MemberResult]] = []
     for d, pod, r in placed:
-        assumed = cache.assume(pod, r.node)
-        rejected = _reserve(pipeline, r.state, assumed, r.node)
-        if rejected:
-            cache.forget(assumed)
-            d.reason = rejected
-            d.reasons = (rejected,)
-            continue
-        held.append((d, assumed, r))
+        assumed = _assume(pipeline, cache, nominator, r.state, pod, r.node, d)
+        if assumed is not None:
+            held.append((d, assumed, r))
     need = pgs.min_count(obj_group)
     if need is not None and held and len(held) < len(placed) and \
             groups.state(entry.group).scheduled_pods_count < need:
@@ -730,20 +726,6 @@ class Baseline:
     policy: Policy
     label: str | None = None
     extenders: Sequence[Any] = ()
-
-
-def _reserve(pipeline: Pipeline, state: Any, pod: PodInfo, node: str) -> str:
-    """Run the Reserve plugins that apply to the pod (the runtime's
-    RunReservePluginsReserve); on a failure, unreserve them all and return the message
-    ("" when all reserved)."""
-    if state is None:
-        return ""
-    plugins = pipeline.plugins_for(pod)
-    st = pipeline.run_reserve_plugins_reserve(state, pod, node, plugins)
-    if st.ok:
-        return ""
-    pipeline.run_reserve_plugins_unreserve(state, pod, node, plugins)
-    return f'running Reserve plugin "{st.plugin}": {st.message}'
 
 
 def _plan_for(policy: Policy, objects: Sequence[Json], scheduler_name: str, replay: bool,
@@ -946,11 +928,9 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
     if r.groups or r.baseline_groups:
         line += " " + _gang_line(r)
     if s.get("orderUnknown"):
-        line += (f" {s['orderUnknown']} pod(s) came in the same second as another pending "
-                 "pod of their priority and were written since (or the input has no "
-                 "resourceVersion): the order the scheduler takes them in is not known, so "
-                 "their placements, and those of the pods after them, may differ (marked "
-                 "* below).")
+        line += (f" {s['orderUnknown']} pod(s) (marked *) share a creation second and "
+                 "priority, and their creation order is not known: their placements, and "
+                 "those after them, may differ.")
     out: list[tuple[str, str, list[list[str]] | None]] = [("Summary", line, None)]
     if r.groups:
         out.append(("Pod groups", "", _group_rows(r)))
@@ -1214,10 +1194,7 @@ async def _extenders(policy: Policy, client: Any | None) -> list[HTTPExtender]:
 
 
 def _reads_load(policy: Policy) -> bool:
-    from polsched.plugins.trimaran import LoadAwareScorer
-
-    return any(isinstance(s.plugin, LoadAwareScorer)
-               for s in build_pipeline(policy, Handle()).scorers)
+    return load_status.reads_node_load(build_pipeline(policy, Handle()))
 
 
 async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report:

@@ -5,8 +5,9 @@ and name, keys sorted, without what changes on every write and decides nothing
 (metadata.managedFields, resourceVersion, the last-applied annotation, node condition
 heartbeats). A pending pod keeps its resourceVersion while it is still the one it was
 created at (`creation_revision`): the scheduler takes pods of equal priority in the order
-they reached it, which is the order etcd created them in, and a name does not tell it. It can be committed next to the policies and given to `polsched simulate
---snapshot`, or produced in CI from a read-only kubeconfig: taking it only lists.
+they reached it, which is the order etcd created them in, and a name does not tell it.
+It can be committed next to the policies and given to `polsched simulate --snapshot`, or
+produced in CI from a read-only kubeconfig: taking it only lists.
 
 `read_snapshot` reads that format, and also kwok's `kwokctl snapshot export` format (a
 multi-document YAML of objects) or any file of objects (a List, or several documents):
