@@ -63,7 +63,7 @@ from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import static_load
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
-from polsched.framework.status import Code, Status
+from polsched.framework.status import Code
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
@@ -75,8 +75,8 @@ from polsched.scheduler.profile import namespace_selected, not_selected_message
 from polsched.scheduler.queue import SchedulingQueue
 from polsched.scheduler.schedule_one import rejection, reserve_and_permit
 from polsched.scheduler.schedule_one_podgroup import (
-    POD_GROUP_UNSCHEDULABLE,
     MemberResult,
+    member_verdict,
     pod_group_verdict,
     validate_pod_group,
 )
@@ -675,23 +675,17 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []
     for i, (d, pod) in enumerate(live):
         r = result.members[i] if i < len(result.members) else None
-        if status.code is Code.ERROR:
-            own = r.status if r is not None and r.status.code is Code.ERROR else status
-            d.reason = f"error: {own.message}"
-            d.reasons = (d.reason,)
-        elif r is None:  # not tried: the group's status before PodGroupPostFilter's text
-            d.reason = untried.message
-            d.reasons = (untried.message,)
-        elif r.status.ok and status.ok:
+        v = member_verdict(r, status, untried)  # the engine's submit, member by member
+        if v.status is None and r is not None:
             placed.append((d, pod, r))
-        elif r.status.ok:
-            d.reason = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, status.message).message
+        elif v.status is None or not v.status.rejected:
+            d.reason = f"error: {v.status.message if v.status is not None else ''}"
             d.reasons = (d.reason,)
-        elif r.status.rejected:
-            _unschedulable(d, r.fit_error, r.status.message)
+        elif v.group or r is None:
+            d.reason = v.status.message
+            d.reasons = (d.reason,)
         else:
-            d.reason = f"error: {r.status.message}"
-            d.reasons = (d.reason,)
+            _unschedulable(d, v.fit_error or rejection(v.status, r.node))
     # prepareForBindingCycle: assume and Reserve for real, so the pods after the group
     # see its members (Permit lets a gang through: the cycle reached minCount).
     held: list[tuple[Decision, PodInfo, MemberResult]] = []
