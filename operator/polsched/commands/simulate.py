@@ -63,7 +63,7 @@ from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import static_load
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
-from polsched.framework.status import Code
+from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
@@ -559,7 +559,7 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             continue
         # Assume, Reserve and Permit as the engine's scheduling cycle does: what a plugin
         # holds for the pod (DynamicResources' devices) is held from the next pod too.
-        if not _assume(pipeline, cache, nominator, result.state, pod, result.node, d):
+        if _assume(pipeline, cache, nominator, result.state, pod, result.node, d)[0] is None:
             continue
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
@@ -598,22 +598,22 @@ def _not_selected(policy: Policy, cache: ClusterCache, pod: PodInfo, d: Decision
 
 
 def _assume(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator, state: Any,
-            pod: PodInfo, node: str, d: Decision) -> PodInfo | None:
-    """The engine's assume, Reserve and Permit (schedule_one.reserve_and_permit); on a
-    rejection, forgotten with handle_failure's message in `d`, and None. A Permit that
-    waits passes: a gang's quorum is _decide_group's."""
+            pod: PodInfo, node: str, d: Decision) -> tuple[PodInfo | None, Status]:
+    """The engine's assume, Reserve and Permit (schedule_one.reserve_and_permit): the pod
+    assumed, and Permit's status (Wait: held until a Permit plugin allows it); on a
+    rejection, forgotten with handle_failure's message in `d`, and None."""
     assumed = cache.assume(pod, node)
     nominator.remove(pod.key)
     plugins = pipeline.plugins_for(assumed)
     if state is None or not plugins.binding:
-        return assumed
+        return assumed, SUCCESS
     st, _ = reserve_and_permit(pipeline, state, assumed, node, plugins)
     if st.ok or st.code is Code.WAIT:
-        return assumed
+        return assumed, st
     cache.forget(assumed)
     d.reason = rejection(st, node).message if st.rejected else f"error: {st.message}"
     d.reasons = (d.reason,)
-    return None
+    return None, st
 
 
 def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
@@ -689,20 +689,21 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
     # prepareForBindingCycle: assume and Reserve for real, so the pods after the group
     # see its members (Permit lets a gang through: the cycle reached minCount).
     held: list[tuple[Decision, PodInfo, MemberResult]] = []
+    permit = SUCCESS
     for d, pod, r in placed:
-        assumed = _assume(pipeline, cache, nominator, r.state, pod, r.node, d)
+        assumed, st = _assume(pipeline, cache, nominator, r.state, pod, r.node, d)
         if assumed is not None:
             held.append((d, assumed, r))
-    need = pgs.min_count(obj_group)
-    if need is not None and held and len(held) < len(placed) and \
-            groups.state(entry.group).scheduled_pods_count < need:
-        # A member failed Reserve and the gang is short of minCount: the others would
-        # wait at GangScheduling's Permit until it times out, bound to nothing.
+            permit = st
+    if held and permit.code is Code.WAIT:
+        # The last member held still waits at Permit (GangScheduling: a member failed
+        # Reserve and the gang is short of minCount), so every member held waits: no
+        # later Permit allows them, and they time out bound to nothing.
         for d, assumed, r in held:
             pipeline.run_reserve_plugins_unreserve(r.state, assumed, r.node,
                                                    pipeline.plugins_for(assumed))
             cache.forget(assumed)
-            d.reason = "waiting for minCount pods from a gang to be scheduled"
+            d.reason = permit.message
             d.reasons = (d.reason,)
         held = []
         outcome.state = NOT_PLACED
