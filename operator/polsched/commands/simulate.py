@@ -8,12 +8,14 @@ the engine's functions: the engine's queue (SchedulingQueue, its PreEnqueue plug
 pop_group) orders the pods; schedule_pod searches; reserve_and_permit assumes, reserves
 and permits, with schedule_one.rejection's message; profile.namespace_selected and its
 message; pipelines.nominator_of counts the nominated pods; a pod group goes through
-validate_pod_group and pod_group_verdict (pod_group_algorithm and its PodGroupPostFilter,
-acting on nothing). What is simulate's own: the order of the pods (`arrival`: the order the
-engine's watch received them, from the snapshot's creation revisions), the submit of a
-group's verdict and a gang's quorum after a Reserve failure (`_decide_group`, which reads
-ScheduleOnePodGroup._submit_pod_group's rules: those are methods writing statuses and
-events through a Profile, not functions to call), and the report.
+validate_pod_group, pod_group_verdict (pod_group_algorithm and its PodGroupPostFilter,
+acting on nothing) and member_verdict (the submit, member by member), and a gang's quorum
+is GangScheduling's Permit. What is simulate's own: the order of the pods (`arrival`: the
+order the engine's watch received them, from the snapshot's creation revisions) and the
+report. The engine's ScheduleOne itself is not driven: its cycles write conditions,
+events and metrics through a Profile and bind through the API, and a recording Profile
+and binder were more than this round could build and prove; the functions above are the
+decisions it makes, called rather than restated.
 
 Pods decided: the pending pods of the candidate's schedulerName; with `replay`, also the
 pods bound now, taken off the cluster and decided first, in creation order. Each decision is
