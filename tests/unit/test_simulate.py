@@ -482,3 +482,27 @@ def test_creation_revision_is_known_only_while_nothing_wrote_the_pod() -> None:
     bound = pod("b", created="2026-01-01T00:00:07Z", node_name="n1")
     bound["metadata"]["resourceVersion"] = "9"
     assert "resourceVersion" not in snapshot.clean(bound)["metadata"]
+
+
+def test_a_nominated_pod_counts_in_simulate_as_in_explain(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from polsched.api import load_policy
+    from polsched.commands import explain
+    from polsched.plugins import CATALOG
+
+    # A pending pod of higher priority nominated to n3 (its victims are going) holds n3's
+    # 2 CPUs: the next pod, which ranks n3 first, goes to n2 in both tools.
+    nominated = pod("preemptor", created="2026-01-01T00:00:01Z", cpu="2", priority=100,
+                    scheduler="other")
+    nominated["status"]["nominatedNodeName"] = "n3"
+    nodes = [node("n1", 1, "a"), node("n2", 5, "a"), node("n3", 9, "b")]
+    new = pod("new", created="2026-01-01T00:00:02Z")
+    objs = [*nodes, {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": "default"}}, nominated, new]
+    doc = simulate_objects(tmp_path, capsys, objs)
+    assert {d["name"]: d["node"] for d in doc["pods"]} == {"new": "n2"}
+    report = asyncio.run(explain.explain(load_policy(policy(), CATALOG), new, nodes,
+                                         [nominated]))
+    assert report.winner == "n2"
