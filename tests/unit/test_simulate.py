@@ -479,6 +479,10 @@ def test_creation_revision_is_known_only_while_nothing_wrote_the_pod() -> None:
     conditioned = json.loads(json.dumps(p))
     conditioned["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
     assert snapshot.creation_revision(conditioned) is None
+    gated = json.loads(json.dumps(p))  # the API server's own condition at creation
+    gated["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                      "reason": "SchedulingGated"}]
+    assert snapshot.creation_revision(gated) == 5
     bound = pod("b", created="2026-01-01T00:00:07Z", node_name="n1")
     bound["metadata"]["resourceVersion"] = "9"
     assert "resourceVersion" not in snapshot.clean(bound)["metadata"]

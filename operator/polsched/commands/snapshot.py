@@ -91,8 +91,8 @@ def creation_revision(obj: Json) -> int | None:
     resourceVersion (etcd's modification revision, monotonic across the cluster) while
     nothing has written the pod since its creation. None when that is not known: no
     resourceVersion; a write after the creation (an entry of metadata.managedFields for a
-    subresource, a second manager, or a time after creationTimestamp); a status the
-    scheduler or the kubelet wrote; a deletion under way.
+    subresource, a second manager, or a time after creationTimestamp); a condition or a
+    nomination the scheduler or the kubelet wrote; a deletion under way.
 
     An object without managedFields is taken at its word: a snapshot keeps the
     resourceVersion only of pods this function vouched for when it was taken."""
@@ -101,8 +101,10 @@ def creation_revision(obj: Json) -> int | None:
     if not isinstance(rv, str) or not rv.isdigit() or meta.get("deletionTimestamp"):
         return None
     status = obj.get("status") or {}
-    if isinstance(status, dict) and (status.get("conditions") or status.get("nominatedNodeName")):
-        return None
+    if not isinstance(status, dict) or status.get("nominatedNodeName") or any(
+            not isinstance(c, dict) or c.get("reason") != "SchedulingGated"
+            for c in status.get("conditions") or ()):
+        return None  # the API server writes SchedulingGated at creation; others come later
     managed = meta.get("managedFields")
     if managed is not None:
         created = meta.get("creationTimestamp")
