@@ -45,16 +45,15 @@ from polsched.framework.load import (
     ago,
     static_load,
 )
-from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
-from polsched.plugins.trimaran import LoadAwareScorer
 from polsched.preemption.candidates import PreemptionReport
+from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.pipelines import build_pipeline, nominator_of
 from polsched.scheduler.schedule_one_podgroup import pod_group_verdict
 
 
@@ -237,7 +236,6 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     target = dryrun.pending_copy(pod) if (pod.get("spec") or {}).get("nodeName") else pod
     target_key = PodInfo.from_json(target).key
     cache = ClusterCache(None)
-    nominator = Nominator()
     for n in nodes:
         cache.on_node_event("ADDED", n)
     for p in pods:
@@ -245,9 +243,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         if f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" == target_key:
             continue  # the pod explained never counts against itself
         cache.on_pod_event("ADDED", p)
-        other = PodInfo.from_json(p)
-        if not other.node_name and not other.terminal and other.nominated_node:
-            nominator.update(other)
+    # The nominations the engine's Nominator holds for these pods (simulate's too).
+    nominator = nominator_of(cache.pods.values())
     for o in objects:
         kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")
         if kind is not None:
@@ -285,7 +282,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     if info.spec.get("resourceClaims") or any(
             is_dra_extended_resource_name(n) for n in info.requests):
         report.devices = _devices(pipeline, info, cache)
-    if any(isinstance(s.plugin, LoadAwareScorer) for s in pipeline.scorers):
+    if load_status.reads_node_load(pipeline):
         report.node_usage = _node_usage(cache, node_load, last_seen or {})
     if result.node is None:
         report.message = result.fit_error.message if result.fit_error is not None else ""

@@ -3,8 +3,11 @@
 A snapshot is a `v1 List` of Kubernetes objects, one per item, sorted by kind, namespace
 and name, keys sorted, without what changes on every write and decides nothing
 (metadata.managedFields, resourceVersion, the last-applied annotation, node condition
-heartbeats). It can be committed next to the policies and given to `polsched simulate
---snapshot`, or produced in CI from a read-only kubeconfig: taking it only lists.
+heartbeats). A pending pod keeps its resourceVersion while it is still the one it was
+created at (`creation_revision`): the scheduler takes pods of equal priority in the order
+they reached it, which is the order etcd created them in, and a name does not tell it.
+It can be committed next to the policies and given to `polsched simulate --snapshot`, or
+produced in CI from a read-only kubeconfig: taking it only lists.
 
 `read_snapshot` reads that format, and also kwok's `kwokctl snapshot export` format (a
 multi-document YAML of objects) or any file of objects (a List, or several documents):
@@ -83,12 +86,52 @@ class SnapshotError(Exception):
     """Something the user has to fix; printed without a traceback."""
 
 
+def creation_revision(obj: Json) -> int | None:
+    """The etcd revision a pod was created at, where the object still shows it: its
+    resourceVersion (etcd's modification revision, monotonic across the cluster) while
+    nothing has written the pod since its creation. None when that is not known: no
+    resourceVersion; a write after the creation (an entry of metadata.managedFields for a
+    subresource, a second manager, or a time after creationTimestamp); a condition or a
+    nomination the scheduler or the kubelet wrote; a deletion under way.
+
+    An object without managedFields is taken at its word: a snapshot keeps the
+    resourceVersion only of pods this function vouched for when it was taken."""
+    meta = obj.get("metadata") or {}
+    rv = meta.get("resourceVersion")
+    if not isinstance(rv, str) or not rv.isdigit() or meta.get("deletionTimestamp"):
+        return None
+    status = obj.get("status") or {}
+    if not isinstance(status, dict) or status.get("nominatedNodeName") or any(
+            not isinstance(c, dict) or c.get("reason") != "SchedulingGated"
+            for c in status.get("conditions") or ()):
+        return None  # the API server writes SchedulingGated at creation; others come later
+    managed = meta.get("managedFields")
+    if managed is not None:
+        created = meta.get("creationTimestamp")
+        if not isinstance(managed, list) or len(managed) != 1:
+            return None
+        entry = managed[0]
+        if not isinstance(entry, dict) or entry.get("subresource") \
+                or entry.get("time") != created:
+            return None
+    return int(rv)
+
+
+def _pending(obj: Json) -> bool:
+    spec = obj.get("spec") or {}
+    return obj.get("kind") == "Pod" and not (isinstance(spec, dict) and spec.get("nodeName"))
+
+
 def clean(obj: Json) -> Json:
-    """`obj` without what churns and decides nothing (a copy; `obj` is not changed)."""
+    """`obj` without what churns and decides nothing (a copy; `obj` is not changed). A
+    pending pod keeps its creation revision (see creation_revision)."""
     out = dict(obj)
     meta = dict(out.get("metadata") or {})
+    revision = creation_revision(obj) if _pending(obj) else None
     for k in ("managedFields", "resourceVersion", "selfLink", "generation"):
         meta.pop(k, None)
+    if revision is not None:
+        meta["resourceVersion"] = str(revision)
     ann = meta.get("annotations")
     if ann:
         ann = {k: v for k, v in ann.items() if k not in _VOLATILE_ANNOTATIONS}

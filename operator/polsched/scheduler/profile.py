@@ -100,13 +100,7 @@ class Profile:
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
-        sel = self.policy.namespace_selector
-        if sel is None:
-            return True
-        labels = namespaces.get(pod.namespace)
-        if labels is None:  # not seen yet: its automatic name label at least
-            labels = {"kubernetes.io/metadata.name": pod.namespace}
-        return sel(labels)
+        return namespace_selected(self.policy, pod, namespaces)
 
     def report_pending(self) -> None:
         """scheduler_pending_pods for this scheduler, from the queue's O(1) sizes; called
@@ -148,9 +142,7 @@ class Profile:
                 self.warned.add(pod.key)
                 self.recorder.event(
                     pod, WARNING, "FailedScheduling", "Scheduling",
-                    f'namespace "{pod.namespace}" is not selected by '
-                    f'spec.namespaceSelector of SchedulingPolicy "{self.policy.name}": '
-                    "the pod stays Pending; label the namespace or change the selector")
+                    not_selected_message(self.policy, pod))
         if selected is was_parked:  # the parked pods (counted as gated) changed
             self.report_pending()
 
@@ -277,3 +269,24 @@ class Profile:
 # scheduler_pending_pods' queue label of each of report_pending's sizes, in order.
 _PENDING_QUEUES = (metrics.ACTIVE, metrics.BACKOFF, metrics.UNSCHEDULABLE_QUEUE,
                    metrics.GATED, metrics.PENDING, metrics.INCOMPLETE)
+
+
+def namespace_selected(policy: Policy, pod: PodInfo,
+                       namespaces: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether `policy` schedules `pod` at all (spec.namespaceSelector over its namespace's
+    labels): the engine queues the pods it selects and parks the others; `polsched
+    simulate` asks the same."""
+    sel = policy.namespace_selector
+    if sel is None:
+        return True
+    labels = namespaces.get(pod.namespace)
+    if labels is None:  # not seen yet: its automatic name label at least
+        labels = {"kubernetes.io/metadata.name": pod.namespace}
+    return sel(labels)
+
+
+def not_selected_message(policy: Policy, pod: PodInfo) -> str:
+    """The FailedScheduling warning a pod parked by the namespaceSelector gets."""
+    return (f'namespace "{pod.namespace}" is not selected by spec.namespaceSelector of '
+            f'SchedulingPolicy "{policy.name}": the pod stays Pending; label the namespace '
+            "or change the selector")

@@ -93,6 +93,27 @@ class Attempt:
     binding: bool = False
 
 
+def reserve_and_permit(pipeline: Pipeline, state: CycleState, assumed: PodInfo, node: str,
+                       plugins: PluginSet) -> tuple[Status, dict[str, float]]:
+    """The scheduling cycle's Reserve, then Permit, for a pod assumed on `node`
+    (assumeAndReserve, then RunPermitPlugins): Success, Wait with the waiting plugins'
+    timeouts, or the rejection or error, after which every Reserve plugin has been
+    unreserved (the caller forgets the assumed pod). `polsched simulate` runs the same."""
+    st = pipeline.run_reserve_plugins_reserve(state, assumed, node, plugins)
+    waits: dict[str, float] = {}
+    if st.ok:
+        st, waits = pipeline.run_permit_plugins(state, assumed, node, plugins)
+    if not st.ok and st.code is not Code.WAIT:
+        pipeline.run_reserve_plugins_unreserve(state, assumed, node, plugins)
+    return st, waits
+
+
+def rejection(st: Status, node: str) -> FitError:
+    """A Reserve, Permit or PreBind rejection on the chosen node as handle_failure records
+    it (NumAllNodes 1): its message is the pod's FailedScheduling message."""
+    return FitError(1, {node: st})
+
+
 class EngineHooks(Protocol):
     """What an attempt needs of the engine that owns the profiles."""
 
@@ -245,15 +266,12 @@ class ScheduleOne:
         if a.verdicts:
             s.shadows_assumed(assumed, a.verdicts)
         if plugins.binding:
-            st = pipeline.run_reserve_plugins_reserve(a.state, assumed, a.node, plugins)
-            if st.ok:
-                st, waits = pipeline.run_permit_plugins(a.state, assumed, a.node, plugins)
-                if st.code is Code.WAIT:
-                    a.waiting = WaitingPod(assumed, waits)
-                    self._waiting_pods[assumed.uid] = a.waiting
-                    st = SUCCESS
+            st, waits = reserve_and_permit(pipeline, a.state, assumed, a.node, plugins)
+            if st.code is Code.WAIT:
+                a.waiting = WaitingPod(assumed, waits)
+                self._waiting_pods[assumed.uid] = a.waiting
+                st = SUCCESS
             if not st.ok:
-                pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, plugins)
                 self._cache.forget(assumed)
                 # The attempt bound nothing: its verdicts are not compared.
                 s.shadows_bind_ended(a.pod, None)
@@ -414,8 +432,8 @@ class ScheduleOne:
             s.unschedulable(qp, (), st.message, nominate or "")
             self._hooks.changed(s.name)
             return
-        if fit_error is None:  # a Reserve, Permit or PreBind rejection: NumAllNodes 1
-            fit_error = FitError(1, {a.node: st})
+        if fit_error is None:
+            fit_error = rejection(st, a.node)
         post = a.result.post_filter if a.result is not None else None
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
         nominated = None if post is None else post.nominated_node

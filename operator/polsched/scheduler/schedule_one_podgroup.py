@@ -173,6 +173,36 @@ async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInf
     return MemberResult(pod, SUCCESS, result, node=node, state=state)
 
 
+@dataclass(frozen=True)
+class MemberVerdict:
+    """What submitPodGroupAlgorithmResult does with one member: assume it (`status` None)
+    or fail it with `status` (its FitError; `group`: rejected with its group's status)."""
+
+    status: Status | None
+    fit_error: FitError | None = None
+    group: bool = False
+
+
+def member_verdict(res: MemberResult | None, status: Status,
+                   untried: Status | None = None) -> MemberVerdict:
+    """One member's verdict from its result in the cycle (None: not tried) and the group's
+    final status (`untried`: the group's before its PodGroupPostFilter, what a member not
+    tried gets). The engine's submit and `polsched simulate` both ask it."""
+    if status.code is Code.ERROR:
+        own = res.status if res is not None else status
+        return MemberVerdict(own if own.code is Code.ERROR else status)
+    if res is not None and res.status.ok:
+        if status.ok:
+            return MemberVerdict(None)
+        return MemberVerdict(Status.unschedulable(POD_GROUP_UNSCHEDULABLE, status.message),
+                             group=True)
+    if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
+        return MemberVerdict(untried or status, group=True)
+    if res.status.rejected:
+        return MemberVerdict(res.status, res.fit_error)
+    return MemberVerdict(res.status)
+
+
 async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                             pods: Sequence[PodInfo]) -> tuple[PodGroupResult, Status]:
     """The pod-group cycle's decision without acting on it (polsched explain and simulate):
@@ -400,30 +430,23 @@ class ScheduleOnePodGroup(ScheduleOne):
 
         for i, a in enumerate(live):
             res = results[i] if i < len(results) else None
-            own = res.status if res is not None else status
+            v = member_verdict(res, status, outcome.untried)
             if status.code is Code.ERROR:
-                self.handle_failure(a, own if own.code is Code.ERROR else status)
+                assert v.status is not None
+                self.handle_failure(a, v.status)
                 continue
             if res is not None:
                 a.result, a.node, a.state = res.result, res.node, res.state
                 a.state.pod_group = None  # SetPodGroupSchedulingCycle(nil)
-            if res is not None and res.status.ok:
-                if status.ok:
-                    # prepareForBindingCycle: assume and Reserve for real, Permit, and the
-                    # member's own binding cycle.
-                    self._assume_reserve_permit(a)
-                else:
-                    self.handle_failure(a, Status.unschedulable(POD_GROUP_UNSCHEDULABLE,
-                                                                status.message), group=True,
-                                        nominate=nominate(a))
-                continue
-            if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
-                self.handle_failure(a, outcome.untried or status, group=True,
+            if v.status is None:
+                # prepareForBindingCycle: assume and Reserve for real, Permit, and the
+                # member's own binding cycle.
+                self._assume_reserve_permit(a)
+            elif v.status.rejected:
+                self.handle_failure(a, v.status, v.fit_error, group=v.group,
                                     nominate=nominate(a))
-            elif res.status.rejected:
-                self.handle_failure(a, res.status, res.fit_error, nominate=nominate(a))
             else:
-                self.handle_failure(a, res.status)
+                self.handle_failure(a, v.status)
         if status.ok:
             self._update_pod_group_condition(s, info, "True", pgs.REASON_SCHEDULED,
                                              status.message)
