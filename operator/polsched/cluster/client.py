@@ -29,12 +29,13 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 
 from polsched.cluster import http1, kubeconfig, tls
 from polsched.cluster.backoff import TokenBucket, parse_retry_after
@@ -178,8 +179,10 @@ class ApiClient:
         server_hostname: str | None = None,
         limits: ClientLimits = ClientLimits(),
         user_agent: str = "polsched",
+        headers: Sequence[tuple[str, str]] = (),  # on every request (kubectl --as)
     ) -> None:
         self.host = host.rstrip("/")
+        self._extra_headers = tuple(headers)
         self._token = token
         self._token_value: str | None = None
         self._token_read = 0.0
@@ -238,7 +241,8 @@ class ApiClient:
             connector = aiohttp.TCPConnector(limit=self._connection_limit, keepalive_timeout=60)
             self._session = aiohttp.ClientSession(
                 connector=connector, auth=self._basic,
-                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+                headers=CIMultiDict([("User-Agent", self._user_agent),
+                                     ("Accept", "application/json"), *self._extra_headers]),
                 timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=60),
                 json_serialize=json.dumps,
                 # The API server sets no cookies; a real jar filters them on every request.
@@ -403,7 +407,8 @@ class ApiClient:
         fixed = self._fixed_head.get(key)
         if fixed is None:
             lines = [f"Host: {self._host_header}", f"User-Agent: {self._user_agent}",
-                     "Accept: application/json", f"Content-Type: {content_type}"]
+                     "Accept: application/json", f"Content-Type: {content_type}",
+                     *(f"{k}: {v}" for k, v in self._extra_headers)]
             if auth:
                 lines.append(f"Authorization: {auth}")
             if len(self._fixed_head) > 16:  # rotated tokens: keep only the current ones
