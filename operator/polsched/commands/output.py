@@ -2,9 +2,11 @@
 
 For: one JSON and one YAML rendering of a report's JSON form, shared by every command
 that reports (validate, explain, simulate, snapshot), and writing the text to a file or
-standard output. YAML goes through PyYAML's C emitter (libyaml) where it is built in:
-the same bytes as the pure-Python SafeDumper (tests/unit/commands/test_output.py checks)
-in less than half the time, which matters for a snapshot of thousands of pods.
+standard output. YAML goes through PyYAML's C emitter (libyaml) where it is built in: in
+less than half the time, which matters for a snapshot of thousands of pods, and with
+the snapshot's settings (non-ASCII escaped) the same bytes as the pure-Python SafeDumper
+(tests/unit/commands/test_snapshot_redaction.py checks). With unicode allowed, as in
+reports, libyaml writes a character beyond the BMP as it is where Python escapes it.
 
 What it must not do: decide what a report holds; the commands build the JSON form.
 """
