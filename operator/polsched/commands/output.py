@@ -24,14 +24,14 @@ YAML = "yaml"
 STRUCTURED = (JSON, YAML)
 
 
-def dumper() -> type[yaml.SafeDumper]:
+def dumper() -> type[Any]:
     """libyaml's safe dumper where PyYAML was built with it, else the Python one."""
-    d: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    d: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return d
 
 
 def to_yaml(doc: Any, *, sort_keys: bool = False, allow_unicode: bool = True,
-            dumper_cls: type[yaml.SafeDumper] | None = None) -> str:
+            dumper_cls: type[Any] | None = None) -> str:
     """Block-style YAML, no line folding (a long CEL expression or message stays one line,
     so a diff of two reports shows the line that changed)."""
     text: str = yaml.dump(doc, Dumper=dumper_cls or dumper(), sort_keys=sort_keys,
