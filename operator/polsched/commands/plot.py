@@ -92,7 +92,7 @@ def utilisation_svg(report: Json) -> str:
     (blue), the change in points on the right; rows whose usage changed are marked."""
     level, rows = utilisation_rows(report)
     label_w = min(max([len(r["name"]) for r in rows] + [8]) * 7.2 + 24, 260)
-    panel_w, delta_w, gap = 300.0, 56.0, 28.0
+    panel_w, delta_w, gap = 300.0, 80.0, 28.0
     row_h, bar_h = 30.0, 11.0
     top = 92.0
     width = label_w + 2 * (panel_w + delta_w) + gap + 20
@@ -134,6 +134,9 @@ def utilisation_svg(report: Json) -> str:
                     + _attrs(data_row=r["name"], data_level=level, data_resource=res,
                              data_when=when, data_percent=pct)
                     + f"><title>{escape(r['name'])} {res} {when}: {pct}%</title></rect>")
+                if when == "after":
+                    body.append(_text(x0 + panel_w * pct / scale + 4, y + 3 + 2 * bar_h,
+                                      f"{pct:g}%", size=9, fill="#555"))
             delta = float(r["after"][key]) - float(r["before"][key])
             if round(delta, 1):
                 body.append(_text(x0 + panel_w + delta_w - 4, y + 18, f"{delta:+.1f}",
@@ -193,7 +196,8 @@ def mermaid_section(report: Json) -> str:
     charts = mermaid_charts(report)
     if not charts:
         return ""
-    return "\n".join(["#### Utilisation before and after", "", *[c + "\n" for c in charts]])
+    return "\n".join(["", "#### Utilisation before and after", "",
+                      *[c + "\n" for c in charts]])
 
 
 # -- explain: nodes x scorers ------------------------------------------------------------------
@@ -206,10 +210,12 @@ def _heat(value: float) -> str:
 
 
 def heatmap_cells(report: Json) -> tuple[list[str], list[Json]]:
-    """(scorer names, node rows) in the report's order: feasible nodes by total (best
-    first), then the filtered ones with the plugin that rejected them."""
-    scorers = [str(s["name"]) for s in report.get("scorers") or []]
+    """(scorer names, node rows): the scorers that scored some node, in pipeline order
+    (one that skipped every node, at PreScore, has no column); feasible nodes by total
+    (best first), then the filtered ones with the plugin that rejected them."""
     nodes: Sequence[Mapping[str, Any]] = report.get("nodes") or []
+    scored = {s for n in nodes for s in n.get("scores") or {}}
+    scorers = [str(s["name"]) for s in report.get("scorers") or [] if s["name"] in scored]
     feasible = sorted((n for n in nodes if n.get("feasible")),
                       key=lambda n: (-(n.get("total") or 0), n["name"]))
     rejected = sorted((n for n in nodes if not n.get("feasible")), key=lambda n: n["name"])
@@ -220,17 +226,25 @@ def heatmap_svg(report: Json) -> str:
     scorers, nodes = heatmap_cells(report)
     winner = report.get("winner")
     label_w = min(max([len(n["name"]) for n in nodes] + [8]) * 7.2 + 28, 280)
-    cell_w, cell_h, head_h, top = 96.0, 24.0, 110.0, 56.0
+    cell_w, cell_h, top = 96.0, 24.0, 64.0
     total_w = 70.0
+    longest = max([len(s) + 4 for s in scorers] + [5])
+    head_h = longest * 6.5 * 0.574 + 24  # the column labels, rotated 35 degrees
     width = label_w + cell_w * max(len(scorers), 1) + total_w + 24
-    height = top + head_h + cell_h * max(len(nodes), 1) + 40
+    width = max(width, label_w + cell_w * (len(scorers) - 0.5) + longest * 5.4 + 24)
     title = f"polsched explain: {report.get('pod')} under {report.get('policy')}"
     sub = (f"winner {winner} (decided by {report.get('decidingScorer') or '-'}); colour: "
            "normalized score 0..100, number: weighted score")
+    skipped = [str(s["name"]) for s in report.get("scorers") or [] if s["name"] not in scorers]
+    skipped_line = "no score from (skipped at PreScore): " + ", ".join(skipped)
+    width = max(width, len(sub) * 6.0 + 24, len(skipped_line) * 6.0 + 24 if skipped else 0)
+    height = top + head_h + cell_h * max(len(nodes), 1) + 40
     if not winner:
         sub = "no node fits: " + str(report.get("message") or "")[:120]
     body = [_text(12, 24, title, size=15, weight="bold"), _text(12, 44, sub, size=11,
                                                                  fill="#444")]
+    if skipped and any(n.get("feasible") for n in nodes):
+        body.append(_text(12, 60, skipped_line, size=11, fill="#666"))
     y0 = top + head_h
     weights = {str(s["name"]): s.get("weight") for s in report.get("scorers") or []}
     for i, s in enumerate([*scorers, "total"]):
