@@ -91,7 +91,8 @@ def utilisation_svg(report: Json) -> str:
     """Two panels (CPU, memory) of horizontal bars: per row, before (grey) and after
     (blue), the change in points on the right; rows whose usage changed are marked."""
     level, rows = utilisation_rows(report)
-    label_w = min(max([len(r["name"]) for r in rows] + [8]) * 7.2 + 24, 260)
+    label_w = min(max([len(r["name"]) for r in rows] + [8]) * 7.2 + 34, 260)
+    fits = int((label_w - 34) / 7.2)  # characters of a row's name that fit
     panel_w, delta_w, gap = 300.0, 80.0, 28.0
     row_h, bar_h = 30.0, 11.0
     top = 92.0
@@ -145,7 +146,7 @@ def utilisation_svg(report: Json) -> str:
     for j, r in enumerate(rows):
         y = top + j * row_h
         fill = CHANGED if r["changed"] else "#222"
-        name = r["name"] if len(r["name"]) * 7.2 < label_w - 24 else r["name"][:30] + "\u2026"
+        name = r["name"] if len(r["name"]) <= fits else r["name"][:fits - 1] + "\u2026"
         body.append(_text(label_w - 10, y + 18, name, size=12, anchor="end", fill=fill,
                           weight="bold" if r["changed"] else "normal"))
         if r["changed"]:
