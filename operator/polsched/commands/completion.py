@@ -7,10 +7,12 @@ the options. It is generated rather than taken from argcomplete: argcomplete run
 program on every TAB (a Python start-up and the parser, ~0.2 s here) and would be one
 more dependency; a static script answers at once and needs nothing installed.
 
-The scripts complete `polsched`, `kubectl-polsched` and, where kubectl's own completion
-hands over to a plugin's, `kubectl polsched` (the word `polsched` is skipped when it
-comes first). zsh runs the bash function through bashcompinit, as kubectl's zsh script
-once did: one generator, the same answers in both shells.
+The scripts complete `polsched` and `kubectl-polsched`. `kubectl polsched <TAB>` is
+completed by kubectl's own completion script, which asks the plugin's completion
+executable `kubectl_complete-polsched` (a console script: `kubectl_complete` below, the
+same tree answered in Python, with cobra's directive on the last line). zsh runs the bash
+function through bashcompinit, as kubectl's zsh script once did: one generator, the same
+answers in both shells.
 
 What it must not do: import anything but argparse (it runs under `polsched --help`'s
 budget).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 COMMANDS = ("polsched", "kubectl-polsched")
@@ -192,6 +195,52 @@ def fish(parser: argparse.ArgumentParser) -> str:
 
 
 SHELLS = {"bash": bash, "zsh": zsh, "fish": fish}
+
+# cobra's ShellCompDirective values, which kubectl reads from a plugin's last line.
+DIRECTIVE_DEFAULT = 0  # and file names when there is no candidate
+DIRECTIVE_NO_FILE_COMP = 4
+
+
+def candidates(parser: argparse.ArgumentParser, words: Sequence[str]
+               ) -> tuple[list[str], int]:
+    """What completes the last of `words` (the words after the command's name; the last
+    one is being typed, "" for a new word), and cobra's directive for the shell."""
+    top, subs = tree(parser)
+    *before, cur = list(words) or [""]
+    cmd = next((w for w in before if not w.startswith("-")), None)
+
+    def starting(xs: Iterable[str]) -> list[str]:
+        return [x for x in xs if x.startswith(cur)]
+
+    if cmd is None:
+        return starting([*(s.name for s in subs), *top.options]), DIRECTIVE_NO_FILE_COMP
+    sub = next((s for s in subs if s.name == cmd), None)
+    if sub is None:
+        return [], DIRECTIVE_NO_FILE_COMP
+    prev = before[-1]
+    if prev != cmd and prev in sub.values:
+        values = sub.values[prev]
+        if values is None:
+            return [], DIRECTIVE_DEFAULT  # a file
+        return starting(values), DIRECTIVE_NO_FILE_COMP
+    if cur.startswith("-"):
+        return starting(sub.options), DIRECTIVE_NO_FILE_COMP
+    if sub.positional_choices:
+        return starting(sub.positional_choices), DIRECTIVE_NO_FILE_COMP
+    return [], DIRECTIVE_DEFAULT if sub.positional_files else DIRECTIVE_NO_FILE_COMP
+
+
+def kubectl_complete(argv: Sequence[str] | None = None) -> int:
+    """`kubectl_complete-polsched ARGS... WORD`: kubectl's completion asks it what completes
+    `kubectl polsched ARGS... WORD` (kubectl/pkg/cmd/plugin/plugin_completion.go)."""
+    import sys
+
+    from polsched.commands import cli
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    found, directive = candidates(cli.build_parser(cli.KUBECTL_PROG), words)
+    sys.stdout.write("".join(f"{c}\n" for c in found) + f":{directive}\n")
+    return 0
 
 
 def script(shell: str, parser: argparse.ArgumentParser) -> str:

@@ -112,3 +112,24 @@ def test_fish_completes_the_subcommands_and_choices(tmp_path: Path) -> None:
 
     assert set(fish("polsched s")) == {"snapshot", "simulate", "scheduler"}
     assert fish("polsched simulate -o ") == ["json", "markdown", "table", "yaml"]
+
+
+def test_kubectl_hands_plugin_completion_to_kubectl_complete_polsched() -> None:
+    """kubectl's completion (`kubectl __complete`, what its shell scripts call) runs the
+    plugin's kubectl_complete-polsched found on PATH and passes its candidates on."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    env = {"PATH": f"{POLSCHED.parent}:/usr/bin:/bin", "HOME": "/nonexistent"}
+
+    def ask(*words: str) -> tuple[list[str], str]:
+        p = subprocess.run([kubectl, "__complete", "polsched", *words], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert p.returncode == 0, p.stderr
+        *found, directive = p.stdout.splitlines()
+        return found, directive
+
+    assert ask("s") == (["snapshot", "simulate", "scheduler"], ":4")
+    assert ask("explain", "-o", "") == (["table", "json", "yaml"], ":4")
+    # A file is expected: no candidate, and the shell's file completion (directive 0).
+    assert ask("simulate", "--snapshot", "") == ([], ":0")
