@@ -413,7 +413,7 @@ def test_webhook_refuses_reserved_names_bad_cas_and_unauthorised_shadows(
 
         err = apply_refused(h, ext_policy(f"{rid}-meta", "a", {
             "urlPrefix": "http://169.254.169.254/latest/"}))
-        assert "spec.extenders[0].urlPrefix" in err and "link-local" in err
+        assert "spec.extenders[0].urlPrefix" in err and "cloud metadata endpoint" in err
 
         live = h.apply_policy(zone_policy(f"{rid}-live", "a"))
         h.wait_ready(live, 30)

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from polsched.cluster.client import ApiClient
-from polsched.controller.webhook import certificates, configuration, rotator
+from polsched.controller.webhook import certificates, rotator
+from polsched.controller.webhook import configuration as webhook_configuration
 from polsched.controller.webhook import server as webhook_server
 from tests.conftest import Cluster, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
@@ -81,9 +82,9 @@ def bare_configuration(port: int) -> dict[str, Any]:
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "polsched.io"},
         "webhooks": [{
-            "name": configuration.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
+            "name": webhook_configuration.WEBHOOK_NAME, "admissionReviewVersions": ["v1"],
             "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 10,
-            "clientConfig": {"url": f"https://127.0.0.1:{port}/{configuration.WEBHOOK_ID}"},
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/{webhook_configuration.WEBHOOK_ID}"},
             "rules": [{"apiGroups": ["polsched.io"], "apiVersions": ["v1alpha1"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["schedulingpolicies"],
                        "scope": "Cluster"}]}]}
@@ -278,8 +279,9 @@ def test_in_cluster_the_ca_bundle_is_injected_again_into_a_recreated_configurati
     async def scenario() -> None:
         client = ApiClient.from_kubeconfig(str(h.operator_kubeconfig))
         manager = rotator.CertificateManager(client, OPERATOR_NAMESPACE, SECRET, ["127.0.0.1"])
-        server = webhook_server.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
-                                              publish=configuration.CABundleInjector(client))
+        server = webhook_server.ManagedWebhookServer(
+            f"127.0.0.1:{free_port}", manager,
+            publish=webhook_configuration.CABundleInjector(client))
 
         async def fn(*_: Any, **__: Any) -> Any:
             return {}
@@ -330,7 +332,7 @@ def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,
         manager = rotator.CertificateManager(client, OPERATOR_NAMESPACE, SECRET,
                                              ["127.0.0.1"], now=now)
         server = webhook_server.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
-                                              check_interval=0.1, ca_switch_delay=0.1)
+                                                     check_interval=0.1, ca_switch_delay=0.1)
 
         async def fn(*_: Any, **__: Any) -> Any:
             return {}

@@ -28,8 +28,8 @@ from polsched.framework.registry import ArgsError, Catalog, Registry
 from polsched.framework.runtime import Pipeline
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
 
 
 def policy_object(filters: Sequence[Json] | None = None, scorers: Sequence[Json] | None = None,

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from polsched import __version__
-from polsched.commands import connection
+from polsched.commands import connection, version
 
 
 def _run_validate(args: argparse.Namespace) -> int:
@@ -293,6 +293,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     _add_simulate(sub)
     _add_run(sub)
     _add_scheduler(sub)
+    version.add_parser(sub)
     _add_completion(sub, prog)
     return parser
 

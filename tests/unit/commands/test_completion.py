@@ -16,8 +16,8 @@ from polsched.commands import cli
 pytestmark = pytest.mark.unit
 
 POLSCHED = Path(sys.executable).parent / "polsched"
-SUBCOMMANDS = ["validate", "explain", "render", "import", "snapshot", "simulate", "run",
-               "scheduler", "completion"]
+SUBCOMMANDS = list(next(a for a in cli.build_parser()._actions
+                        if a.dest == "command").choices or ())
 
 
 def script(shell: str) -> str:
@@ -49,6 +49,7 @@ def complete(bash_script: Path, *words: str, cwd: Path | None = None) -> list[st
 
 
 def test_bash_completes_the_subcommands(bash_script: Path) -> None:
+    assert {"validate", "explain", "snapshot", "simulate", "completion"} <= set(SUBCOMMANDS)
     assert complete(bash_script, "polsched", "") == [*SUBCOMMANDS, "-h", "--help",
                                                      "--version"]
     assert complete(bash_script, "polsched", "s") == ["snapshot", "simulate", "scheduler"]

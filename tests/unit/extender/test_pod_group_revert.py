@@ -1,6 +1,6 @@
 """The pod-group algorithm's revert runs whatever happens: a cycle cancelled while a real
 HTTP filter extender keeps the second member waiting leaves nothing of the first member
-assumed or reserved (scheduler.schedule_one.pod_group_algorithm's try/finally)."""
+assumed or reserved (scheduler.schedule_one_podgroup.pod_group_algorithm's try/finally)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import pod_group_algorithm
+from polsched.scheduler.schedule_one_podgroup import pod_group_algorithm
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import config, run
 

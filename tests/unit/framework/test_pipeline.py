@@ -32,7 +32,7 @@ from polsched.framework import (
     Status,
 )
 from polsched.framework.diagnosis import PluginScore, truncate_message
-from polsched.scheduler.schedule_one import num_feasible_nodes_to_find, schedule_pod
+from polsched.scheduler.algorithm import num_feasible_nodes_to_find, schedule_pod
 from tests.unit.pipelines import build
 
 

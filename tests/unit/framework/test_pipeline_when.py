@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from polsched.framework import NodeInfo, PodInfo, Snapshot
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit

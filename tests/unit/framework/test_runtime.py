@@ -31,8 +31,8 @@ from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod, go_duration
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ import pytest
 
 from polsched.framework import NodeInfo, Pipeline, PodInfo, ScheduleResult, Snapshot
 from polsched.framework.diagnosis import PluginScore
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit

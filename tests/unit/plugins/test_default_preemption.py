@@ -29,8 +29,8 @@ from polsched.plugins.default_preemption import (
     PreemptionReport,
     pick_one_node_for_preemption,
 )
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
 
 pytestmark = pytest.mark.unit
 

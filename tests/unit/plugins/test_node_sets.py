@@ -16,7 +16,7 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.interfaces import NodeSetFilter, PreFilterResult
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
-from polsched.scheduler.schedule_one import find_nodes_that_fit_pod, schedule_pod
+from polsched.scheduler.algorithm import find_nodes_that_fit_pod, schedule_pod
 from tests.unit.pipelines import build, build_plugin
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""The pod-group algorithm (scheduler.schedule_one.pod_group_algorithm) with the default
+"""The pod-group algorithm (scheduler.schedule_one_podgroup.pod_group_algorithm) with the default
 policy's pipeline from the production builder, on a ClusterCache fed with watch events:
 a gang that fits is placed whole, one that cannot be is rejected with upstream's texts,
 and the simulation leaves nothing assumed or reserved either way."""
@@ -15,7 +15,7 @@ from polsched.framework.status import Code, Status
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import (
+from polsched.scheduler.schedule_one_podgroup import (
     PodGroupResult,
     pod_group_algorithm,
     pod_group_post_filter,

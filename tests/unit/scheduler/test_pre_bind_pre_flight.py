@@ -12,7 +12,7 @@ import pytest
 
 from polsched.framework import PodInfo, Snapshot
 from polsched.framework.status import Code, Status
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.extender.fake_extender import make_node, make_pod
 from tests.unit.pipelines import build
 

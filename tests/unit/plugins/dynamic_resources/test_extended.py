@@ -21,7 +21,7 @@ from polsched.plugins.dynamic_resources import extended
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
 from polsched.plugins.node_resources_fit import DEFAULT_ARGS, NodeResourcesFit
 from polsched.plugins.node_resources_fit import new as new_fit
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import build, listers_of
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,7 @@ from polsched.framework import listers as listers_mod
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import build, listers_of
 
 pytestmark = pytest.mark.unit

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from polsched.dra.allocator import AllocatedState
 from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
-from polsched.plugins.dynamic_resources.allocator import AllocatedState
 from polsched.plugins.dynamic_resources.plugin import (
     AllocatedIndex,
     DynamicResources,
