@@ -280,11 +280,13 @@ class ApiClient:
         basic_auth: tuple[str, str] | None = None,
         server_hostname: str | None = None,
         limits: ClientLimits = ClientLimits(),
-        user_agent: str = "polsched",
-        headers: Sequence[tuple[str, str]] = (),  # on every request (kubectl --as)
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """`headers` go with every request: a User-Agent other than polsched's, kubectl's
+        --as (Impersonate-User, Impersonate-Group: repeated keys are kept)."""
         self.host = host.rstrip("/")
-        self._extra_headers = tuple(headers)
+        user_agent = next((v for k, v in headers if k.lower() == "user-agent"), "polsched")
+        self._extra_headers = tuple((k, v) for k, v in headers if k.lower() != "user-agent")
         self._token = token
         self._token_value: str | None = None
         self._token_read = 0.0

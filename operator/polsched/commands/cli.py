@@ -304,6 +304,15 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return code
 
 
+def kubectl_complete() -> int:
+    """`kubectl_complete-polsched ARGS... WORD`: kubectl's shell completion runs it to
+    complete `kubectl polsched ARGS... WORD`."""
+    from polsched.commands import completion
+
+    sys.stdout.write(completion.kubectl_answer(build_parser(KUBECTL_PROG), sys.argv[1:]))
+    return 0
+
+
 def kubectl_main() -> int:
     """The kubectl plugin `kubectl-polsched`: kubectl finds it on PATH and runs it with the
     words after `kubectl polsched`; only the name in help and errors differs."""

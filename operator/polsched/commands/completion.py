@@ -9,8 +9,8 @@ more dependency; a static script answers at once and needs nothing installed.
 
 The scripts complete `polsched` and `kubectl-polsched`. `kubectl polsched <TAB>` is
 completed by kubectl's own completion script, which asks the plugin's completion
-executable `kubectl_complete-polsched` (a console script: `kubectl_complete` below, the
-same tree answered in Python, with cobra's directive on the last line). zsh runs the bash
+executable `kubectl_complete-polsched` (a console script, cli.kubectl_complete: the same
+tree answered in Python, with cobra's directive on the last line). zsh runs the bash
 function through bashcompinit, as kubectl's zsh script once did: one generator, the same
 answers in both shells.
 
@@ -230,17 +230,11 @@ def candidates(parser: argparse.ArgumentParser, words: Sequence[str]
     return [], DIRECTIVE_DEFAULT if sub.positional_files else DIRECTIVE_NO_FILE_COMP
 
 
-def kubectl_complete(argv: Sequence[str] | None = None) -> int:
-    """`kubectl_complete-polsched ARGS... WORD`: kubectl's completion asks it what completes
-    `kubectl polsched ARGS... WORD` (kubectl/pkg/cmd/plugin/plugin_completion.go)."""
-    import sys
-
-    from polsched.commands import cli
-
-    words = list(sys.argv[1:] if argv is None else argv)
-    found, directive = candidates(cli.build_parser(cli.KUBECTL_PROG), words)
-    sys.stdout.write("".join(f"{c}\n" for c in found) + f":{directive}\n")
-    return 0
+def kubectl_answer(parser: argparse.ArgumentParser, words: Sequence[str]) -> str:
+    """What `kubectl_complete-polsched WORDS...` prints for kubectl: one candidate a line,
+    then cobra's directive (kubectl/pkg/cmd/plugin/plugin_completion.go reads it)."""
+    found, directive = candidates(parser, words)
+    return "".join(f"{c}\n" for c in found) + f":{directive}\n"
 
 
 def script(shell: str, parser: argparse.ArgumentParser) -> str:
