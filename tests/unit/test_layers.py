@@ -192,7 +192,8 @@ def test_every_layer_has_a_rule_and_the_check_can_fail() -> None:
 # What building the parser may load (`polsched --help`, and every subcommand before it
 # runs): the parser, and the options of the two long-running commands.
 _PARSER_MODULES = frozenset({
-    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.commands.version",
+    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.commands.connection",
+    "polsched.commands.version",
     "polsched.controller",
     "polsched.controller.process", "polsched.controller.process.options"})
 

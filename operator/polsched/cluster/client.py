@@ -38,12 +38,13 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 
 from polsched.cluster import http1, kubeconfig, tls
 from polsched.cluster.backoff import TokenBucket, parse_retry_after
@@ -279,9 +280,13 @@ class ApiClient:
         basic_auth: tuple[str, str] | None = None,
         server_hostname: str | None = None,
         limits: ClientLimits = ClientLimits(),
-        user_agent: str = "polsched",
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """`headers` go with every request: a User-Agent other than polsched's, kubectl's
+        --as (Impersonate-User, Impersonate-Group: repeated keys are kept)."""
         self.host = host.rstrip("/")
+        user_agent = next((v for k, v in headers if k.lower() == "user-agent"), "polsched")
+        self._extra_headers = tuple((k, v) for k, v in headers if k.lower() != "user-agent")
         self._token = token
         self._token_value: str | None = None
         self._token_read = 0.0
@@ -340,7 +345,8 @@ class ApiClient:
             connector = aiohttp.TCPConnector(limit=self._connection_limit, keepalive_timeout=60)
             self._session = aiohttp.ClientSession(
                 connector=connector, auth=self._basic,
-                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+                headers=CIMultiDict([("User-Agent", self._user_agent),
+                                     ("Accept", "application/json"), *self._extra_headers]),
                 timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=60),
                 json_serialize=json.dumps,
                 # The API server sets no cookies; a real jar filters them on every request.
@@ -504,7 +510,8 @@ class ApiClient:
         fixed = self._fixed_head.get(key)
         if fixed is None:
             lines = [f"Host: {self._host_header}", f"User-Agent: {self._user_agent}",
-                     "Accept: application/json", f"Content-Type: {content_type}"]
+                     "Accept: application/json", f"Content-Type: {content_type}",
+                     *(f"{k}: {v}" for k, v in self._extra_headers)]
             if auth:
                 lines.append(f"Authorization: {auth}")
             if len(self._fixed_head) > 16:  # rotated tokens: keep only the current ones

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 import time
@@ -571,11 +570,12 @@ async def offline(args: argparse.Namespace) -> Report:
 
 
 async def live(args: argparse.Namespace) -> Report:
-    from polsched.cluster.client import ApiClient, ApiError
+    from polsched.cluster.client import ApiError
+    from polsched.commands import connection
 
-    client = ApiClient.from_kubeconfig(args.kubeconfig)
+    client = connection.client(args)
     try:
-        ns = args.namespace
+        ns = connection.namespace(args)
         try:
             pod = await client.get(f"/api/v1/namespaces/{ns}/pods/{args.name}")
         except ApiError as e:
@@ -662,8 +662,14 @@ def run(args: argparse.Namespace) -> int:
     except PipelineError as e:
         print(f"polsched explain: the pipeline failed: {e}", file=sys.stderr)
         return 1
-    if args.output == "json":
-        print(json.dumps(report.to_json(), indent=2))
+    from polsched.commands import output
+
+    if args.output in output.STRUCTURED:
+        sys.stdout.write(output.render(report.to_json(), args.output))
     else:
         sys.stdout.write(format_report(report))
+    if getattr(args, "heatmap", None):
+        from polsched.commands import plot
+
+        output.write(plot.heatmap_svg(report.to_json()), args.heatmap)
     return 0

@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import dataclasses
 import functools
-import json
 import math
 import random
 import re
@@ -1207,11 +1206,11 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
             except SnapshotError as e:
                 raise SimulateError(str(e)) from e
         else:
-            from polsched.cluster.client import ApiClient
+            from polsched.commands import connection
             from polsched.commands.snapshot import KINDS, NODE_METRICS, POD_GROUPS, collect
 
             source = "the live cluster"
-            client = ApiClient.from_kubeconfig(args.kubeconfig)
+            client = connection.client(args)
             # Node usage too when the candidate has a load-aware scorer (the Metrics API;
             # left out with a warning where it is not served).
             kinds = (*KINDS, NODE_METRICS) if _reads_load(candidate) else KINDS
@@ -1279,17 +1278,17 @@ def run(args: argparse.Namespace) -> int:
     except SimulateError as e:
         print(f"polsched simulate: {e}", file=sys.stderr)
         return EXIT_ERROR
-    if args.output == "json":
-        text = json.dumps(to_json(report), indent=1) + "\n"
+    from polsched.commands import output, plot
+
+    if args.output in output.STRUCTURED:
+        text = output.render(to_json(report), args.output, indent=1)
     elif args.output == "markdown":
-        text = format_markdown(report)
+        text = format_markdown(report) + plot.mermaid_section(to_json(report))
     else:
         text = format_table(report)
-    if args.out and args.out != "-":
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    output.write(text, args.out)
+    if getattr(args, "plot", None):
+        output.write(plot.utilisation_svg(to_json(report)), args.plot)
     code, why = verdict(report, conditions)
     for w in why:
         print(f"polsched simulate: --fail-on: {w}", file=sys.stderr)
