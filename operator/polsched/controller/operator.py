@@ -183,7 +183,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                            health_listen=args.health_listen)
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args))
+                                 args=admission_flags(args), metrics_listen=args.metrics_listen)
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, deployer=deployer, records_last_good=True,
