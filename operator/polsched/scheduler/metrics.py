@@ -109,7 +109,10 @@ class Counter:
     def lines(self) -> Iterable[str]:
         yield f"# HELP {self.name} {self.help}"
         yield f"# TYPE {self.name} counter"
-        for labels, v in sorted(self.values.items()):
+        # A counter without labels is exported at 0 before its first increment, as
+        # client_golang's (a Vec's series appear with their first increment).
+        values = self.values or ({(): 0.0} if not self.labels else {})
+        for labels, v in sorted(values.items()):
             yield f"{self.name}{_labels(labels)} {_num(v)}"
 
 
@@ -169,7 +172,9 @@ class Histogram:
     def lines(self) -> Iterable[str]:
         yield f"# HELP {self.name} {self.help}"
         yield f"# TYPE {self.name} histogram"
-        for labels, (counts, (total, n)) in sorted(self.series.items()):
+        series = self.series or (
+            {(): ([0] * (len(self.buckets) + 1), [0.0, 0.0])} if not self.labels else {})
+        for labels, (counts, (total, n)) in sorted(series.items()):
             acc = 0
             for upper, c in zip((*self.buckets, math.inf), counts, strict=True):
                 acc += c
