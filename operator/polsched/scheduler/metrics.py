@@ -542,8 +542,8 @@ def pod_scheduled(attempts: int, seconds: float) -> None:
     """A pod was bound after `attempts` attempts, `seconds` after its first one began
     (PodSchedulingAttempts, PodSchedulingSLIDuration)."""
     POD_SCHEDULING_ATTEMPTS.observe((), attempts)
-    # getAttemptsLabel: "1" .. "15", then "15+".
-    label = str(attempts) if attempts < 16 else "15+"
+    # getAttemptsLabel: "1" .. "14", then "15+".
+    label = str(attempts) if attempts < 15 else "15+"
     POD_SCHEDULING_SLI_DURATION.observe((("attempts", label),), seconds)
 
 
@@ -712,6 +712,46 @@ _build_info()
 # Installed on import, as a Prometheus client library's default collectors: a process
 # that can expose these metrics counts its API requests from its first one.
 client.request_observer = rest_client_request
+
+
+# -- the reference ----------------------------------------------------------------------
+_REFERENCE_HEAD = """\
+# Metrics reference
+
+<!-- Generated from operator/polsched/scheduler/metrics.py by hack/metrics_doc.py: edit
+the metrics there, then run `.venv/bin/python hack/metrics_doc.py > docs/metrics.md`.
+tests/unit/scheduler/test_metrics_doc.py fails when this page and the code disagree. -->
+
+Every process that schedules (`polsched run`, a Dedicated scheduler's `polsched
+scheduler`) serves these on `/metrics` at `--metrics-listen` (default `127.0.0.1:8080`,
+the pod's loopback: `kubectl port-forward` reaches it). `/metrics` is plain HTTP without
+authentication; to scrape it from Prometheus, listen on the pod's IP and restrict who
+reaches it: the chart's `metrics.service.enabled` and `metrics.serviceMonitor.enabled`, or
+[manifests/monitoring/](../manifests/monitoring/) (Service, ServiceMonitor, PodMonitor for
+Dedicated schedulers, alerts as a PrometheusRule, and a Grafana dashboard).
+
+kube-scheduler's stable and beta metrics (v1.37) keep their names, labels and buckets; a
+`profile` is a policy's `schedulerName`. A few are registered but not observed yet (their
+help says so): dashboards that chart them show no data. polsched exports no `go_*`
+metrics (it is a Python process); `process_*` are read from `/proc` as the Prometheus
+client libraries read them.
+
+Stability: STABLE and BETA as kube-scheduler declares them; ALPHA for everything else,
+including polsched's own `polsched_*` (their names may change between minor releases).
+
+| Metric | Type | Labels | Stability | Help |
+|---|---|---|---|---|
+"""
+
+
+def reference() -> str:
+    """docs/metrics.md: every registered metric, from ALL."""
+    rows = []
+    for m in ALL:
+        text = " ".join(m.help.split()).replace("|", "\\|")
+        labels = ", ".join(f"`{label}`" for label in sorted(m.labels)) or "-"
+        rows.append(f"| `{m.name}` | {m.kind} | {labels} | {m.stability} | {text} |")
+    return _REFERENCE_HEAD + "\n".join(rows) + "\n"
 
 
 # -- the endpoints ---------------------------------------------------------------------
