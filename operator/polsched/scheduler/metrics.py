@@ -87,6 +87,16 @@ def _num(v: float) -> str:
     return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
+def _help_line(name: str, text: str, stability: str) -> str:
+    """# HELP, with component-base's "[STABLE] " prefix on the families Kubernetes
+    components register through it (the Prometheus client libraries' process_* and
+    polsched's own have none)."""
+    if name.startswith(_COMPONENT_BASE):
+        text = f"[{stability}] {text}"
+    return f"# HELP {name} {text}"
+
+
+_COMPONENT_BASE = ("scheduler_", "rest_client_", "leader_election_")
 # Stability levels, as component-base/metrics StabilityLevel (and polsched's own: its
 # polsched_* names may change between minor releases).
 STABLE = "STABLE"
@@ -107,7 +117,7 @@ class Counter:
         self.values[labels] = self.values.get(labels, 0.0) + by
 
     def lines(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
+        yield _help_line(self.name, self.help, self.stability)
         yield f"# TYPE {self.name} counter"
         # A counter without labels is exported at 0 before its first increment, as
         # client_golang's (a Vec's series appear with their first increment).
@@ -137,7 +147,7 @@ class Gauge:
         for labels, v in self.values.items():
             key = tuple(kv for kv in labels if kv[0] not in self.hidden)
             shown[key] = shown.get(key, 0.0) + v
-        yield f"# HELP {self.name} {self.help}"
+        yield _help_line(self.name, self.help, self.stability)
         yield f"# TYPE {self.name} gauge"
         for labels, v in sorted(shown.items()):
             yield f"{self.name}{_labels(labels)} {_num(v)}"
@@ -170,7 +180,7 @@ class Histogram:
         total[1] += 1
 
     def lines(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
+        yield _help_line(self.name, self.help, self.stability)
         yield f"# TYPE {self.name} histogram"
         series = self.series or (
             {(): ([0] * (len(self.buckets) + 1), [0.0, 0.0])} if not self.labels else {})
@@ -197,7 +207,7 @@ class Sampled:
     stability: str = ALPHA
 
     def lines(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
+        yield _help_line(self.name, self.help, self.stability)
         yield f"# TYPE {self.name} {self.kind}"
         try:
             series = sorted(self.read())
