@@ -184,7 +184,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                            secure_metrics=secure_metrics.options(args))
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args), metrics_listen=args.metrics_listen)
+                                 args=admission_flags(args), metrics_listen=args.metrics_listen,
+                                 metrics_secure_listen=args.metrics_secure_listen)
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, deployer=deployer, records_last_good=True,

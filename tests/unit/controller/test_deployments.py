@@ -178,3 +178,12 @@ def test_dedicated_pods_have_probes_and_expose_metrics_where_the_operator_does()
     (deploy,) = render(rec, namespace="polsched-system", image="img:1", metrics_listen="")
     c = deploy["spec"]["template"]["spec"]["containers"][0]
     assert [p["name"] for p in c["ports"]] == ["health"]
+
+
+def test_dedicated_pods_serve_authenticated_metrics_when_the_operator_does() -> None:
+    rec = record("fast", {"runtime": {"mode": "Dedicated"}})
+    (deploy,) = render(rec, namespace="polsched-system", image="img:1",
+                       metrics_secure_listen="0.0.0.0:8443")
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][c["args"].index("--metrics-secure-listen") + 1] == "0.0.0.0:8443"
+    assert {"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"} in c["ports"]

@@ -83,13 +83,16 @@ def mounted_ca_secrets(record: PolicyRecord, namespace: str) -> list[str]:
 
 def render(record: PolicyRecord, *, namespace: str, image: str,
            directory: Path | None = None, extra_args: Sequence[str] = (),
-           metrics_listen: str | None = None) -> list[Json]:
+           metrics_listen: str | None = None,
+           metrics_secure_listen: str | None = None) -> list[Json]:
     """The objects of `record`'s Dedicated scheduler, in apply order. Pure but for
     reading the templates. `extra_args`: more flags for `polsched scheduler` (the
     operator's admission flags, so that a Dedicated scheduler enforces the same rules).
     `metrics_listen`: the operator's --metrics-listen (None: the loopback default, "":
     off), so that a Dedicated scheduler's /metrics is exposed exactly when the
-    operator's is; its probes always answer on HEALTH_PORT, as the operator's do."""
+    operator's is; `metrics_secure_listen` likewise (--metrics-secure-listen, with a
+    self-signed certificate: the operator's --metrics-cert-dir is not mounted there). Its
+    probes always answer on HEALTH_PORT, as the operator's do."""
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
@@ -110,6 +113,10 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
     # A port is declared (for a PodMonitor) only when /metrics listens beyond loopback.
     host, _, port = listen.rpartition(":")
     metrics_port = int(port) if listen and host not in _LOOPBACK and port.isdigit() else None
+    secure_port = None
+    if metrics_secure_listen:
+        args += ["--metrics-secure-listen", metrics_secure_listen]
+        secure_port = int(metrics_secure_listen.rpartition(":")[2])
     if ca_secrets:
         args.append(f"--extender-ca-dir={EXTENDER_CA_DIR}")
     args.extend(extra_args)
@@ -129,6 +136,7 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
         "ca_dir": EXTENDER_CA_DIR,
         "health_port": HEALTH_PORT,
         "metrics_port": metrics_port,
+        "secure_port": secure_port,
     }
     out: list[Json] = []
     for template in TEMPLATES:
@@ -179,13 +187,15 @@ def foreign_message(obj: Mapping[str, Any], policy_name: str) -> str:
 class DedicatedDeployer:
     def __init__(self, client: ApiClient, *, namespace: str, image: str = DEFAULT_IMAGE,
                  directory: Path | None = None, args: Sequence[str] = (),
-                 metrics_listen: str | None = None) -> None:
+                 metrics_listen: str | None = None,
+                 metrics_secure_listen: str | None = None) -> None:
         self.client = client
         self.namespace = namespace
         self.image = image
         self.directory = directory
         self.args = tuple(args)
         self.metrics_listen = metrics_listen
+        self.metrics_secure_listen = metrics_secure_listen
 
     async def _existing(self, path: str) -> Json | None:
         try:
@@ -200,7 +210,8 @@ class DedicatedDeployer:
         names is taken by an object polsched did not make for this policy."""
         objs = render(record, namespace=self.namespace, image=self.image,
                       directory=self.directory, extra_args=self.args,
-                      metrics_listen=self.metrics_listen)
+                      metrics_listen=self.metrics_listen,
+                      metrics_secure_listen=self.metrics_secure_listen)
         for obj in objs:
             existing = await self._existing(api_path(obj))
             if existing is not None and not ours(existing, record.name):
