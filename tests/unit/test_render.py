@@ -81,7 +81,7 @@ def test_dedicated_uses_the_operators_templates() -> None:
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "scheduler", "--policy", "big", "--leader-elect=true",
-        "--metrics-listen", "127.0.0.1:8080", "--health-listen", "0.0.0.0:8081"]
+        "--health-listen", "0.0.0.0:8081"]
     # never applied: no uid, so no ownerReference the API server would refuse
     assert all("ownerReferences" not in o["metadata"] for o in objs)
 

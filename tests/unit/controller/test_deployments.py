@@ -48,7 +48,7 @@ def test_render_dedicated_objects() -> None:
     # Always elected, whatever the replicas: a rollout never runs two active schedulers.
     c = pod["containers"][0]
     assert c["args"] == ["scheduler", "--policy", "fast", "--leader-elect=true",
-                         "--metrics-listen", "127.0.0.1:8080", "--health-listen", "0.0.0.0:8081"]
+                         "--health-listen", "0.0.0.0:8081"]
     assert c["image"] == "img:1"
     assert c["resources"] == {"limits": {"cpu": "1"}}
     assert [api_path(o) for o in objs] == [
@@ -146,8 +146,7 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     deploy = render(rec, namespace="polsched-system", image="img:1", extra_args=flags)[-1]
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["scheduler", "--policy", "fast", "--leader-elect=true",
-                    "--metrics-listen", "127.0.0.1:8080", "--health-listen", "0.0.0.0:8081",
-                    *flags]
+                    "--health-listen", "0.0.0.0:8081", *flags]
     # The scheduler's own parser takes them.
     from polsched.controller.process.options import add_scheduler_arguments
 

@@ -107,9 +107,13 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
     selector = {"app.kubernetes.io/name": "polsched-scheduler",
                 "polsched.io/policy": record.name}
     ca_secrets = mounted_ca_secrets(record, namespace)
-    listen = DEFAULT_METRICS_LISTEN if metrics_listen is None else metrics_listen
     args = ["scheduler", "--policy", record.name, "--leader-elect=true",
-            "--metrics-listen", listen, "--health-listen", f"0.0.0.0:{HEALTH_PORT}"]
+            "--health-listen", f"0.0.0.0:{HEALTH_PORT}"]
+    # Passed only when the operator's was given: the default address is given up with a
+    # warning when taken, an explicit one must bind (controller.process.endpoints).
+    if metrics_listen is not None:
+        args += ["--metrics-listen", metrics_listen]
+    listen = DEFAULT_METRICS_LISTEN if metrics_listen is None else metrics_listen
     # A port is declared (for a PodMonitor) only when /metrics listens beyond loopback.
     host, _, port = listen.rpartition(":")
     metrics_port = int(port) if listen and host not in _LOOPBACK and port.isdigit() else None
