@@ -3,6 +3,7 @@
 # hack/build.sh builds the control plane), and the checks it runs on the shipped alerts.
 #
 #   hack/promtool.sh build     # build if needed (a cold build takes minutes); print the binary
+#   hack/promtool.sh path      # print the binary if it is built; exit 1 otherwise
 #   hack/promtool.sh test      # promtool check rules + test rules on manifests/monitoring/
 #
 # The rules live in manifests/monitoring/prometheusrule.yaml, a PrometheusRule whose spec
@@ -65,6 +66,7 @@ PY
 
 case "${1:-}" in
   build) build ;;
+  path) [[ -x "$bin/promtool" ]] && echo "$bin/promtool" ;;
   test) run_tests ;;
-  *) echo "usage: $0 build|test" >&2; exit 2 ;;
+  *) echo "usage: $0 build|path|test" >&2; exit 2 ;;
 esac
