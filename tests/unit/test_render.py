@@ -80,7 +80,8 @@ def test_dedicated_uses_the_operators_templates() -> None:
     assert dep["metadata"]["name"] == "polsched-dedicated-big"
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "scheduler", "--policy", "big", "--leader-elect=true"]
+        "scheduler", "--policy", "big", "--leader-elect=true",
+        "--health-listen", "0.0.0.0:8081"]
     # never applied: no uid, so no ownerReference the API server would refuse
     assert all("ownerReferences" not in o["metadata"] for o in objs)
 

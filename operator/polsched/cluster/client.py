@@ -54,6 +54,12 @@ _log = logging.getLogger(__name__)
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
+# Told of every request's end, as client-go's RequestResult and RequestLatency metrics:
+# (method, host, HTTP status or None when no answer came, seconds). scheduler.metrics
+# installs its rest_client_* counters here; cluster/ imports nothing of the scheduler.
+RequestObserver = Callable[[str, str, "int | None", float], None]
+request_observer: RequestObserver | None = None
+
 _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
@@ -312,6 +318,7 @@ class ApiClient:
         self._host_header = ""
         self._fixed_head: dict[tuple[str | None, str], bytes] = {}
         self.outage = Outage(self.host)
+        self._metrics_host = urllib.parse.urlsplit(self.host).netloc
 
     # -- construction from configuration ------------------------------------------------
     @classmethod
@@ -422,15 +429,20 @@ class ApiClient:
         if limiter is not None:
             await self._throttle(limiter, method, path)
         headers = self._headers({"Content-Type": content_type} if data is not None else None)
+        began = time.perf_counter()
+        code: int | None = None
         try:
             async with self._get_session().request(
                 method, self.host + path, params=_params(params), data=data, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout), **self._conn_kwargs,
             ) as resp:
+                code = resp.status
                 raw = await resp.read()
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
             raise
+        finally:
+            self._observed(method, code, began)
         self.outage.answered()
         if resp.status >= 400:
             raise ApiError.from_answer(resp.status, raw, resp.headers.get("Retry-After"))
@@ -457,15 +469,23 @@ class ApiClient:
         if writer is None:
             writer = self._writer = self._make_writer()
         head = self._head(method, path, content_type)
+        began = time.perf_counter()
         try:
             status, raw = await writer.send(head, body, timeout)
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
+            self._observed(method, None, began)
             raise
+        self._observed(method, status, began)
         self.outage.answered()
         if status >= 400:
             raise ApiError.from_answer(status, raw)
         return status
+
+    def _observed(self, method: str, code: int | None, began: float) -> None:
+        observer = request_observer
+        if observer is not None:
+            observer(method, self._metrics_host, code, time.perf_counter() - began)
 
     async def _throttle(self, limiter: FairTokens, method: str, path: str,
                         tenant: str = "") -> None:
@@ -571,6 +591,7 @@ class ApiClient:
         # No total timeout: the server closes after timeoutSeconds; a silent connection
         # (no event, no bookmark) for longer than that plus a margin is dead.
         read_timeout = (timeout_seconds or 300) + 30
+        began = time.perf_counter()
         try:
             opened = await self._get_session().get(
                 self.host + path, params=_params(params), headers=self._headers(),
@@ -579,7 +600,11 @@ class ApiClient:
             )
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
+            self._observed("GET", None, began)
             raise
+        # A watch counts when its answer begins, as client-go's (its latency: the wait
+        # for the headers, not the stream).
+        self._observed("GET", opened.status, began)
         self.outage.answered()
         async with opened as resp:
             if resp.status >= 400:

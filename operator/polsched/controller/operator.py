@@ -29,7 +29,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.dedicated.deployments import DEFAULT_IMAGE, DedicatedDeployer
 from polsched.controller.policies.reconciler import PolicyReconciler
-from polsched.controller.process import credentials, namespaces
+from polsched.controller.process import credentials, namespaces, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
 from polsched.controller.process.server import (
     Election,
@@ -182,10 +182,12 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                                          node_metrics_interval=args.node_metrics_interval),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration),
                            metrics_listen=args.metrics_listen,
-                           health_listen=args.health_listen)
+                           health_listen=args.health_listen,
+                           secure_metrics=secure_metrics.options(args))
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args))
+                                 args=admission_flags(args), metrics_listen=args.metrics_listen,
+                                 metrics_secure_listen=args.metrics_secure_listen)
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, deployer=deployer, records_last_good=True,

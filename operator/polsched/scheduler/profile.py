@@ -114,6 +114,7 @@ class Profile:
         name = self.name
         for queue, n in zip(_PENDING_QUEUES, sizes, strict=True):
             metrics.pending_pods(name, queue, n)
+        metrics.unschedulable_pool(name, self.queue.unschedulable_pods)
 
     # -- what the engine changes ---------------------------------------------------------
     def swap(self, policy: Policy, pipeline: Pipeline) -> None:

@@ -169,6 +169,7 @@ class ScheduleOne:
         the background when it has anything to wait for. A bug fails the attempt as an
         error, never the scheduling loop."""
         a = Attempt(profile, qp, qp.pod, time.perf_counter())
+        qp.initial_attempt = qp.initial_attempt or a.started
         if not profile.runnable.is_set():
             profile.restore(qp)
             return
@@ -222,11 +223,13 @@ class ScheduleOne:
         a.verdicts = await s.shadow_verdicts(a.pod, snapshot)
         for _ in range(RECHECK_RETRIES):
             pipeline = a.pipeline = s.pipeline  # a swap takes effect at the next decision
+            began = time.perf_counter()
             try:
                 result = a.result = await schedule_pod(pipeline, a.pod, snapshot)
             except PipelineError as err:
                 self.handle_failure(a, Status.error(str(err)))
                 return False
+            metrics.scheduling_algorithm(time.perf_counter() - began)
             if s.undecided is pipeline:
                 s.first_decision(a.pod, result.node, qp.timestamp)
             if result.node is None:
@@ -306,10 +309,12 @@ class ScheduleOne:
                     log.warning("nominating %s to %s before its binding took %.1fs",
                                 assumed.key, a.node, took)
             if a.waiting is not None:
+                began = time.monotonic()
                 try:
                     st = await a.waiting.wait()
                 finally:
                     self._waiting_pods.pop(assumed.uid, None)
+                metrics.permit_waited(st.code, time.monotonic() - began)
                 if not st.ok:
                     self.handle_binding_cycle_error(a, st)
                     return
@@ -363,6 +368,10 @@ class ScheduleOne:
             # As upstream's PodScheduled: from the pop to the end of the binding.
             metrics.schedule_attempt(s.name, metrics.SCHEDULED,
                                      time.perf_counter() - a.started)
+            # A pod group's members are popped with their group: their first attempt is
+            # this one unless an earlier one set it.
+            metrics.pod_scheduled(qp.attempts,
+                                  time.perf_counter() - (qp.initial_attempt or a.started))
             s.bound(qp, assumed, a.node)
             self._hooks.changed(s.name)
             return

@@ -47,7 +47,8 @@ def test_render_dedicated_objects() -> None:
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT == "polsched-scheduler"
     # Always elected, whatever the replicas: a rollout never runs two active schedulers.
     c = pod["containers"][0]
-    assert c["args"] == ["scheduler", "--policy", "fast", "--leader-elect=true"]
+    assert c["args"] == ["scheduler", "--policy", "fast", "--leader-elect=true",
+                         "--health-listen", "0.0.0.0:8081"]
     assert c["image"] == "img:1"
     assert c["resources"] == {"limits": {"cpu": "1"}}
     assert [api_path(o) for o in objs] == [
@@ -67,7 +68,9 @@ def test_the_pod_meets_the_restricted_pod_security_profile() -> None:
         sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False
         assert sc["capabilities"] == {"drop": ["ALL"]}
-        assert "privileged" not in sc and "ports" not in c
+        # check_hostPorts: container ports are fine, host ports are not.
+        assert "privileged" not in sc
+        assert not any(port.get("hostPort") for port in c.get("ports", ()))
     assert all(set(v) <= {"name", "emptyDir", "secret"} for v in pod["volumes"])
     assert "hostNetwork" not in pod and "hostPID" not in pod
 
@@ -142,7 +145,8 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     rec = record("fast", {"runtime": {"mode": "Dedicated"}})
     deploy = render(rec, namespace="polsched-system", image="img:1", extra_args=flags)[-1]
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args == ["scheduler", "--policy", "fast", "--leader-elect=true", *flags]
+    assert args == ["scheduler", "--policy", "fast", "--leader-elect=true",
+                    "--health-listen", "0.0.0.0:8081", *flags]
     # The scheduler's own parser takes them.
     from polsched.controller.process.options import add_scheduler_arguments
 
@@ -150,3 +154,35 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     add_scheduler_arguments(sched)
     parsed = sched.parse_args(args[1:])
     assert parsed.reserved_scheduler_names == "volcano"
+
+
+def test_dedicated_pods_have_probes_and_expose_metrics_where_the_operator_does() -> None:
+    """kubelet restarts a Dedicated scheduler stuck as leader (/healthz) and routes nothing
+    to it before its cache has synced (/readyz), on the probes' port on the pod's IP;
+    /metrics stays on loopback unless the operator's own listens on the pod's IP, and
+    only then is the port declared for a PodMonitor."""
+    rec = record("fast", {"runtime": {"mode": "Dedicated"}})
+    (deploy,) = render(rec, namespace="polsched-system", image="img:1")
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert c["ports"] == [{"name": "health", "containerPort": 8081, "protocol": "TCP"}]
+
+    (deploy,) = render(rec, namespace="polsched-system", image="img:1",
+                       metrics_listen="0.0.0.0:9090")
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in c["ports"]
+    assert c["args"][c["args"].index("--metrics-listen") + 1] == "0.0.0.0:9090"
+
+    (deploy,) = render(rec, namespace="polsched-system", image="img:1", metrics_listen="")
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert [p["name"] for p in c["ports"]] == ["health"]
+
+
+def test_dedicated_pods_serve_authenticated_metrics_when_the_operator_does() -> None:
+    rec = record("fast", {"runtime": {"mode": "Dedicated"}})
+    (deploy,) = render(rec, namespace="polsched-system", image="img:1",
+                       metrics_secure_listen="0.0.0.0:8443")
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][c["args"].index("--metrics-secure-listen") + 1] == "0.0.0.0:8443"
+    assert {"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"} in c["ports"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies.reconciler import DedicatedScope, PolicyReconciler
-from polsched.controller.process import credentials
+from polsched.controller.process import credentials, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
 from polsched.controller.process.server import (
     Election,
@@ -74,7 +74,8 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
                            EngineOptions(node_metrics_interval=args.node_metrics_interval),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration),
                            metrics_listen=args.metrics_listen,
-                           health_listen=args.health_listen, policy=args.policy)
+                           health_listen=args.health_listen, policy=args.policy,
+                           secure_metrics=secure_metrics.options(args))
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, dedicated=scope, rules=rules))

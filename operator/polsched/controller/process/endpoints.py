@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from polsched.controller.process import secure_metrics
 from polsched.controller.process.health import Liveness
 from polsched.controller.process.options import DEFAULT_METRICS_LISTEN
 from polsched.scheduler import metrics
@@ -17,6 +18,7 @@ from polsched.scheduler import metrics
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from polsched.cluster.client import ApiClient
     from polsched.scheduler.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,9 @@ class Endpoints:
 
 async def serve_metrics(listen: str | None, ready: Callable[[], bool],
                         healthy: Callable[[], bool] = lambda: True,
-                        health_listen: str | None = None) -> Endpoints | None:
+                        health_listen: str | None = None,
+                        secure: secure_metrics.Options | None = None,
+                        client: ApiClient | None = None) -> Endpoints | None:
     """Start /metrics, /healthz and /readyz (`--metrics-listen`), and the probes alone on
     `health_listen` (`--health-listen`). Metrics: None is the default address (loopback
     only), given up with a warning when it is taken (a second operator on a laptop must
@@ -90,5 +94,16 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool],
         for addr in runner.addresses:
             host, port = addr[0], addr[1]
             log.info("serving /healthz and /readyz on http://%s:%s",
+                     f"[{host}]" if ":" in host else host, port)
+    if secure is not None and client is not None:
+        try:
+            runner = await secure_metrics.serve(secure, client)
+        except (OSError, ValueError, RuntimeError) as e:
+            await Endpoints(runners).cleanup()
+            raise SystemExit(f"polsched: --metrics-secure-listen {secure.listen}: {e}") from e
+        runners.append(runner)
+        for addr in runner.addresses:
+            host, port = addr[0], addr[1]
+            log.info("serving /metrics to authorized tokens on https://%s:%s",
                      f"[{host}]" if ":" in host else host, port)
     return Endpoints(runners) if runners else None

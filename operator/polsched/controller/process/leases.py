@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller.process.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
 from polsched.objects import Json
+from polsched.scheduler import metrics
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class LeaseElector:
         self._last_renew = 0.0  # monotonic time the last successful write was sent
         self._sent = 0.0  # monotonic time the write under way was sent
         self._stopped = asyncio.Event()
+        metrics.leader(name, False)  # a backup until it acquires the lease
 
     def valid_until(self) -> float:
         """Monotonic time until which calls made under the lease may run: the renew
@@ -142,6 +144,7 @@ class LeaseElector:
         if leading == self.leading:
             return
         self.leading = leading
+        metrics.leader(self.name, leading)
         log.info("lease %s/%s: %s %s", self.namespace, self.name, self.identity,
                  "acquired leadership" if leading else "is not the leader")
         if self._on_change is not None:

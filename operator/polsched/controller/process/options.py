@@ -83,6 +83,15 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "with a warning when that port is taken; an address given "
                         "explicitly must bind). Serve it beyond this host only behind "
                         "authentication or a NetworkPolicy: it is plain HTTP, unauthenticated")
+    p.add_argument("--metrics-secure-listen", metavar="HOST:PORT", default=None,
+                   help="also serve /metrics over HTTPS here, to bearer tokens the API "
+                        "server authenticates (TokenReview) and allows to get the "
+                        "non-resource URL /metrics (SubjectAccessReview), as kube-scheduler's "
+                        "secure port; the process's identity then needs to create both "
+                        "reviews (default: off)")
+    p.add_argument("--metrics-cert-dir", metavar="DIR", default=None,
+                   help="tls.crt and tls.key of --metrics-secure-listen (default: a "
+                        "self-signed certificate made at start)")
     p.add_argument("--health-listen", metavar="HOST:PORT", default=None,
                    help="also serve /healthz and /readyz (nothing else) here, for kubelet "
                         "probes on the pod's IP while /metrics stays on --metrics-listen "

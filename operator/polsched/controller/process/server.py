@@ -43,7 +43,7 @@ from polsched.controller.policies.ledger import BindLedger
 from polsched.controller.policies.reconciler import PolicyReconciler
 from polsched.controller.policies.status import StatusWriter
 from polsched.controller.policies.watch import watch_policies
-from polsched.controller.process import credentials, gcpolicy
+from polsched.controller.process import credentials, gcpolicy, secure_metrics
 from polsched.controller.process.endpoints import Endpoints, probes_for, serve_metrics
 from polsched.controller.process.health import Liveness
 from polsched.controller.process.leases import LeaseThread, LeaseTiming
@@ -151,6 +151,8 @@ class ProcessConfig:
     # --metrics-listen (None: the default address) and --health-listen.
     metrics_listen: str | None = None
     health_listen: str | None = None
+    # --metrics-secure-listen and --metrics-cert-dir (None: off).
+    secure_metrics: secure_metrics.Options | None = None
     # The one policy this process watches (a Dedicated scheduler's); None: every policy.
     policy: str | None = None
 
@@ -283,7 +285,8 @@ class Process:
         try:
             # Ready once the cache has synced (engine.start() returns then), while healthy.
             self._probes = await serve_metrics(cfg.metrics_listen, ready, healthy,
-                                               cfg.health_listen)
+                                               cfg.health_listen, cfg.secure_metrics,
+                                               self.client)
             if prerequisite is not None:
                 await prerequisite
             main = until()

@@ -21,10 +21,11 @@ import aiohttp.web
 from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiError
 from polsched.controller.process.kopf_import import kopf
-from polsched.controller.webhook.certificates import Certificates, b64
+from polsched.controller.webhook.certificates import Certificates, b64, validity
 from polsched.controller.webhook.configuration import CONFIGURATIONS, Publisher
 from polsched.controller.webhook.rotator import CertificateSource
 from polsched.controller.webhook.watch import watch_named
+from polsched.scheduler import metrics
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
         key.touch(0o600)
         key.write_text(certs.key)
         context.load_cert_chain(str(crt), str(key))
+    metrics.webhook_certificate(validity(certs.cert)[1].timestamp())
 
 
 class ManagedWebhookServer:

@@ -67,6 +67,8 @@ class QueuedPod:
     gating_plugin: str = ""
     # When it was moved back by the 5-minute flush last.
     flush_timestamp: float = 0.0
+    # perf_counter() when its first attempt began (InitialAttemptTimestamp; 0: none yet).
+    initial_attempt: float = 0.0
     _seq: int = field(default=0, repr=False)
     # In flight: the in-flight event counter when it was popped.
     _events_from: int = field(default=0, repr=False)
