@@ -53,7 +53,8 @@ class ManagedWebhookServer:
     client config (CA bundle), before the server presents a certificate of a new CA,
     and `publish.withdraw()` is called when the server stops. Checks the certificates
     every `check_interval` seconds; a renewal goes into the running server's SSL
-    context, no restart."""
+    context, no restart. `current` is what it serves (None before it serves):
+    `current.not_after` is the serving certificate's expiry."""
 
     def __init__(self, listen: str, manager: CertificateSource, *,
                  service: tuple[str, str, int] | None = None,
@@ -68,6 +69,7 @@ class ManagedWebhookServer:
         self.check_interval = check_interval
         self.ca_switch_delay = ca_switch_delay
         self.backoff = backoff
+        self.current: Certificates | None = None
 
     async def _publish(self, certs: Certificates) -> bool:
         if self.publish is None:
@@ -143,6 +145,7 @@ class ManagedWebhookServer:
             site = aiohttp.web.TCPSite(runner, self.host, self.port, ssl_context=context,
                                        reuse_address=True)
             await site.start()
+            self.current = certs
             log.info("serving the validating webhook on https://%s:%d%s", self.host,
                      self.port, "" if self.service is None else
                      f" (Service {self.service[0]}/{self.service[1]}:{self.service[2]})")
@@ -194,8 +197,9 @@ class ManagedWebhookServer:
                         log.error("webhook certificate not loaded, still serving the "
                                   "previous one: %s", e)
                         continue
-                certs = fresh
+                certs = self.current = fresh
         finally:
+            self.current = None
             for t in watchers:  # before withdraw(): its own edit is no drift
                 t.cancel()
             for t in watchers:
