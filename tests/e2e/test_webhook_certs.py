@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import http.client
 import json
 import socket
 import ssl
@@ -162,6 +163,29 @@ def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port
     assert certificates.validity(stored["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
     assert same_cert(served_certificate(free_port), stored["tls.crt"])
     assert refuses_invalid_policy(h, rid)
+    # What the apiserver would never send is answered 400 with kopf's reason (the server
+    # calls kopf's public WebhookFn), the CA of the Secret verifying the server.
+    status, reason = post_review(free_port, stored["ca.crt"], b"not json")
+    assert status == 400 and reason.startswith("not JSON")
+    unknown = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "request": {"uid": "u", "resource": {"group": "example.com", "version": "v1",
+                                                    "resource": "widgets"}}}
+    status, reason = post_review(free_port, stored["ca.crt"], json.dumps(unknown).encode())
+    assert status == 400 and "has no handlers" in reason
+
+
+def post_review(port: int, ca: str, body: bytes) -> tuple[int, str]:
+    """POST `body` to the webhook's route as the apiserver calls it: (status, reason)."""
+    ctx = ssl.create_default_context(cadata=ca)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    try:
+        conn.request("POST", f"/{webhook_configuration.WEBHOOK_ID}", body,
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status, resp.reason
+    finally:
+        conn.close()
 
 
 def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
