@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from polsched.controller.webhook import certificates
@@ -247,6 +248,25 @@ def test_a_ca_key_of_another_ca_is_replaced(fresh: Certificates,
                                             stranger: Certificates) -> None:
     out = renewed(replace(fresh, ca_key=stranger.ca_key), NAMES, NOW)
     assert out is not None and out.ca != fresh.ca and out.ca != stranger.ca
+    assert serves(out)
+
+
+def test_a_ca_key_that_matches_but_cannot_sign_is_replaced(fresh: Certificates) -> None:
+    """The CA key's public half is the CA's, its private numbers are not consistent
+    (what a corrupted Secret may hold): the CA cannot sign, so a new one is made."""
+    numbers = serialization.load_pem_private_key(fresh.ca_key.encode(), None)
+    assert isinstance(numbers, rsa.RSAPrivateKey)
+    n = numbers.private_numbers()
+    broken = rsa.RSAPrivateNumbers(n.p, n.q, n.d + 2, n.dmp1, n.dmq1, n.iqmp,
+                                   n.public_numbers).private_key(
+        unsafe_skip_rsa_key_validation=True)
+    bad_key = broken.private_bytes(serialization.Encoding.PEM,
+                                   serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()).decode()
+    assert certificates.key_matches(fresh.ca, bad_key)  # the public half matches
+    out = renewed(replace(fresh, ca_key=bad_key, cert=""), NAMES, NOW)
+    assert out is not None and out.ca != fresh.ca and out.ca_key != bad_key
+    assert out.ca_bundle == out.ca + fresh.ca  # the old CA still trusted meanwhile
     assert serves(out)
 
 

@@ -406,7 +406,17 @@ def renewed(current: Certificates | None, names: Sequence[str], now: datetime, *
         if ca_bundle == current.ca_bundle and names == current.names:
             return None
         return Certificates(ca_bundle, ca_key, current.cert, current.key, names)
-    cert, key = new_serving(first_pem(ca_bundle), ca_key, names, serving_days)
+    try:
+        cert, key = new_serving(first_pem(ca_bundle), ca_key, names, serving_days)
+    except RuntimeError as e:
+        if current is None or ca_key != current.ca_key:
+            raise  # a CA made just now: nothing else to try
+        # The kept CA's key matched its certificate but cannot sign (an RSA key whose
+        # private numbers are inconsistent, a key type that does not sign): a new CA.
+        why.append(f"the CA key cannot sign ({e})")
+        ca, ca_key = new_ca(ca_days)
+        ca_bundle = ca + "".join(_still_trusted(current.ca_bundle, now)[:1])
+        cert, key = new_serving(ca, ca_key, names, serving_days)
     log.info("webhook certificates: %s (%s)",
              "a new CA and serving certificate" if current is None or ca_key != current.ca_key
              else "a new serving certificate", "; ".join(why) or "renewal")
