@@ -48,6 +48,10 @@ BROKEN: dict[str, tuple[str, str]] = {
     "too-long-name.yaml": ("  scorers:\n    - name: " + "N" * 64 + "\n", "spec.scorers[0].name"),
     "status-type.yaml": ("  paused: false\nstatus:\n  boundPods: many\n", "status.boundPods"),
     "disabled.yaml": ("  disabledPlugins: [NodeLabel]\n", "spec.disabledPlugins[0]"),
+    # decimal.Overflow used to escape the loader and crash the command
+    "huge-quantity.yaml": ("  runtime:\n    mode: Dedicated\n    resources:\n"
+                           "      requests: {cpu: 1e999999999}\n",
+                           "spec.runtime.resources.requests.cpu"),
 }
 
 
