@@ -107,6 +107,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="schedulerNames no policy may claim, besides default-scheduler "
                         "(always reserved): the profiles of the other schedulers in the "
                         "cluster, which polsched cannot see (default: none)")
+    p.add_argument("--tenancy-config", metavar="FILE", default=None,
+                   help="the cluster admin's SchedulingTenancy (YAML): who may claim which "
+                        "schedulerName, which of TaintToleration, NodeAffinity and "
+                        "NodeUnschedulable a policy may switch off, caps on Dedicated "
+                        "policies, the name grace period; see docs/security.md (default: "
+                        "anyone claims any free name, none of the three may be switched off, "
+                        "no caps, 300 s grace)")
     p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
                    help="extender URLs whose host is or resolves into these networks are "
                         "refused, when the policy is applied (spec.extenders[i].urlPrefix) "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -36,7 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
+from polsched.api.tenancy import Tenancy, TenancyError, parse_tenancy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies.ledger import BindLedger
@@ -86,7 +90,19 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     if host and port and port.isdigit():
         destinations = destinations.with_api_server(host, int(port))
     reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
-    return AdmissionRules.make(reserved, destinations)
+    return AdmissionRules.make(reserved, destinations, read_tenancy(args.tenancy_config))
+
+
+def read_tenancy(path: str | None) -> Tenancy:
+    """The admin's tenancy configuration from --tenancy-config (None: the protective
+    defaults). Raises SystemExit naming the file and the field that does not parse."""
+    if not path:
+        return parse_tenancy(None)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_tenancy(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError, TenancyError) as e:
+        raise SystemExit(f"polsched: --tenancy-config {path}: {e}") from e
 
 
 async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
@@ -102,7 +118,7 @@ async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
             continue
         for *_, sockaddr in infos:
             destinations = destinations.with_api_server(str(sockaddr[0]), port)
-    return AdmissionRules(rules.reserved_scheduler_names, destinations)
+    return dataclasses.replace(rules, destinations=destinations)
 
 
 async def until_stopped() -> None:
