@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from polsched.api import GROUP
@@ -45,6 +45,9 @@ from polsched.scheduler.engine import EngineOptions
 
 if TYPE_CHECKING:
     import kopf
+
+    from polsched.controller.policies.status import StatusWriter
+    from polsched.scheduler.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +136,8 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
         return credentials.connection_info(kubeconfig)
 
 
-def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules
+def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules,
+                  held: Callable[[], Mapping[str, tuple[str, float]]] | None = None
                   ) -> Coroutine[Any, Any, None]:
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
@@ -143,7 +147,7 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionR
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    admission.register(registry, rules, client)
+    admission.register(registry, rules, client, held)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -184,13 +188,23 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
                                  args=admission_flags(args))
-    process = Process(client, cache, config,
-                      lambda engine, writer: PolicyReconciler(
-                          client, engine, writer, deployer=deployer, records_last_good=True,
-                          rules=rules))
+    reconcilers: list[PolicyReconciler] = []
+
+    def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:
+        made = PolicyReconciler(client, engine, writer, deployer=deployer,
+                                records_last_good=True, rules=rules)
+        reconcilers.append(made)
+        return made
+
+    def held() -> dict[str, tuple[str, float]]:
+        # The names this process's book holds for deleted owners (the webhook refuses
+        # other claimants of them within the grace period).
+        return reconcilers[-1].book.held() if reconcilers else {}
+
+    process = Process(client, cache, config, reconciler)
 
     def kopf() -> Coroutine[Any, Any, None]:
-        return serve_webhook(args, client, rules)
+        return serve_webhook(args, client, rules, held)
 
     # The process runs until kopf (serving the webhook) stops, or a signal.
     await process.run(kopf if args.webhook_listen else until_stopped,

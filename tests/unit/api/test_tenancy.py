@@ -37,7 +37,8 @@ def errors(obj: dict[str, Any], rules: AdmissionRules) -> dict[str, str]:
     # a `when` that never matches is a switch-off too
     ({"disabledPlugins": ["NodeAffinity"],
       "filters": [{"name": "NodeAffinity",
-                   "when": {"podSelector": {"matchLabels": {"never": "x"}}}}]}, "spec.disabledPlugins"),
+                   "when": {"podSelector": {"matchLabels": {"never": "x"}}}}]},
+     "spec.disabledPlugins"),
 ])
 def test_fencing_plugins_stay_unless_the_admin_allows(spec: dict[str, Any], path: str) -> None:
     found = errors(policy(**spec), OPERATOR)

@@ -220,6 +220,23 @@ class PolicyReconciler:
             if rec is not None:
                 log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
             await self._sync()
+            self._resync_on_release()
+
+    def _resync_on_release(self) -> None:
+        """Sync again when the first held schedulerName is released (book.held), so that
+        the next claimant takes it over without waiting for an event."""
+        delay = self.book.next_release()
+        if delay is None:
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(delay + 0.05)
+            await self.resync()
+            self._resync_on_release()
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def set_leading(self, leading: bool) -> None:
         """Leadership changed (the Lease). Losing it stops binds and status writes at once.
@@ -634,6 +651,16 @@ class PolicyReconciler:
         if rec.shadow_of and rec.loaded is not None and rec.loaded.shadow_of == rec.shadow_of:
             return self._shadow_view(rec, owners, valid)
         owner = owners.get(rec.claimed)
+        held = self.book.held().get(rec.claimed)
+        if owner is None and held is not None and held[0] != rec.name:
+            ready = cond.Condition(
+                cond.READY, False, cond.SCHEDULER_NAME_CONFLICT,
+                f"schedulerName {rec.claimed!r} is held for SchedulingPolicy {held[0]!r}, "
+                f"its owner until deleted, for {self.rules.tenancy.name_grace_seconds} s "
+                f"after the delete (tenancy nameGraceSeconds), so that a re-created "
+                f"{held[0]!r} gets it back; this policy takes it over after that", gen)
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=False), valid))
         if owner != rec.name:
             ready = cond.Condition(
                 cond.READY, False, cond.SCHEDULER_NAME_CONFLICT,

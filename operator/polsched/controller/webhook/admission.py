@@ -1,16 +1,27 @@
 """The admission check: a SchedulingPolicy is refused at `kubectl apply` with the
 loader's field paths (validate_policy), its extenders' CA Secrets that this process can
 read are checked (check_ca_secrets), and a shadow must be allowed by the policy it
-shadows (check_shadow). register() installs the handler in kopf's registry (kopf's
+shadows (check_shadow), and a schedulerName has one owner, whom the admin's tenancy
+configuration grants it (check_claim). register() installs the handler in kopf's registry (kopf's
 @kopf.on.validate answers the AdmissionReviews; the route is WEBHOOK_ID).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError, load_policy
+from polsched.api import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    FieldError,
+    Policy,
+    PolicyError,
+    claims,
+    load_policy,
+)
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.policies import extender_ca
@@ -83,6 +94,67 @@ async def check_shadow(client: ApiClient, policy: Policy) -> None:
             f"{policy.shadow_of!r} decides)", code=422)
 
 
+# schedulerName -> (the deleted policy it is held for, until when): PolicyBook.held.
+Held = Callable[[], Mapping[str, tuple[str, float]]]
+
+# A policy being created has no creationTimestamp yet: it is the newest claimant.
+NEWEST = "9999-12-31T23:59:59Z"
+
+
+def check_grant(rules: AdmissionRules, policy: Policy, userinfo: Mapping[str, Any]) -> None:
+    """The tenancy configuration grants the requesting user (the webhook's userInfo,
+    which the API server fills from authentication) the schedulerName claimed."""
+    if policy.shadow_of:
+        return  # a shadow claims no name; its target's allowedShadows decides
+    groups = userinfo.get("groups") or []
+    why = rules.tenancy.claim_refusal(policy.scheduler_name, str(userinfo.get("username") or ""),
+                                      [str(g) for g in groups] if isinstance(groups, list)
+                                      else [])
+    if why:
+        raise kopf.AdmissionError(f"SchedulingPolicy {policy.name!r} is invalid: "
+                                  f"spec.schedulerName: {why}", code=403)
+
+
+async def check_claim(client: ApiClient, policy: Policy, body: Mapping[str, Any],
+                      held: Held | None = None) -> None:
+    """One owner per schedulerName: refuse a policy that another existing policy
+    (older, not a shadow) already claims the name of, and a name held for a deleted
+    owner within the grace period (controller.policies.book) for anyone but a policy of
+    that owner's name. An UPDATE of the owner itself is never refused."""
+    if policy.shadow_of:
+        return
+    sname = policy.scheduler_name
+    if held is not None:
+        former = held().get(sname)
+        if former is not None and former[0] != policy.name:
+            raise kopf.AdmissionError(
+                f"SchedulingPolicy {policy.name!r} is invalid: spec.schedulerName: "
+                f"{sname!r} is held for SchedulingPolicy {former[0]!r}, deleted a moment ago, "
+                f"so that re-creating it gets its name back; try again after the grace "
+                f"period, or choose another schedulerName", code=409)
+    try:
+        listed = await client.get(f"/apis/{GROUP}/{VERSION}/{PLURAL}")
+    except Exception as e:  # noqa: BLE001 - unreadable: the operator still decides owners
+        log.warning("webhook: listing SchedulingPolicies for %s: %r", policy.name, e)
+        return
+    meta = body.get("metadata") or {}
+    this = claims.ObjectClaim(policy.name, str(meta.get("creationTimestamp") or NEWEST),
+                              sname, "")
+    others = [c for item in _items(listed)
+              if (c := claims.ObjectClaim.of(item)).name != policy.name]
+    owner = claims.owners([*others, this]).get(sname)
+    if owner is not None and owner != policy.name:
+        raise kopf.AdmissionError(
+            f"SchedulingPolicy {policy.name!r} is invalid: spec.schedulerName: {sname!r} is "
+            f"already claimed by SchedulingPolicy {owner!r}; a schedulerName has one owner: "
+            f"choose another, or edit {owner!r}", code=409)
+
+
+def _items(listed: Any) -> Iterable[Mapping[str, Any]]:
+    items = listed.get("items") if isinstance(listed, Mapping) else None
+    return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
+
+
 def plain(obj: Any) -> Any:
     """kopf's body views as plain dicts and lists (what the loader expects)."""
     if isinstance(obj, str | bytes | int | float | bool) or obj is None:
@@ -95,15 +167,18 @@ def plain(obj: Any) -> Any:
 
 
 def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RULES,
-             client: ApiClient | None = None) -> None:
-    """The handler (kopf routes /validate-policy to it). With `client`, the CA Secrets
-    it can read are checked (check_ca_secrets) and a shadow against the policy it
-    shadows (check_shadow)."""
+             client: ApiClient | None = None, held: Held | None = None) -> None:
+    """The handler (kopf routes /validate-policy to it). The requesting user must be
+    granted the schedulerName (check_grant). With `client`, the CA Secrets it can read
+    are checked (check_ca_secrets), a shadow against the policy it shadows
+    (check_shadow), and the name against the other claimants and `held` (check_claim)."""
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
                       operations=["CREATE", "UPDATE"], ignore_failures=True)
-    async def _validate(body: kopf.Body, **_: Any) -> None:
+    async def _validate(body: kopf.Body, userinfo: kopf.UserInfo, **_: Any) -> None:
         policy = validate_policy(body, rules)
+        check_grant(rules, policy, plain(userinfo) or {})
         if client is not None:
+            await check_claim(client, policy, plain(body), held)
             await check_ca_secrets(client, policy)
             if policy.shadow_of:
                 await check_shadow(client, policy)

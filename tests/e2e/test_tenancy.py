@@ -1,0 +1,144 @@
+"""The admin's tenancy model against a real API server, the operator running as its
+ServiceAccount: a schedulerName has one owner, kept across a delete and re-create for a
+grace period; the webhook checks who claims a name (userInfo, by impersonation) and
+refuses a second claimant and a policy that switches off a fencing plugin."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.operators import Harness, wait_for, zone_policy
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session")
+def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-tenancy")))
+
+
+@pytest.fixture
+def harness(harness_session: Harness) -> Iterator[Harness]:
+    yield harness_session
+    harness_session.reset()
+
+
+@pytest.fixture
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tenancy_file(h: Harness, name: str, config: dict[str, Any]) -> str:
+    path = h.workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "polsched.io/v1alpha1",
+                                    "kind": "SchedulingTenancy", **config}))
+    return str(path)
+
+
+def reason(h: Harness, name: str) -> str:
+    return str(h.condition(name, "Ready").get("reason") or "")
+
+
+def test_a_replaced_policy_keeps_its_name_and_pods(harness: Harness, namespace: str,
+                                                   nodes: NodeFactory) -> None:
+    """Team B deletes and re-creates its policy (a GitOps replace); team A's idle policy
+    of the same schedulerName never receives B's pods, and takes the name over only when
+    the grace period has passed without B."""
+    h = harness
+    rid = unique("grace")
+    zone_a = nodes(f"{rid}-a", labels={"zone": "a"})
+    zone_b = nodes(f"{rid}-b", labels={"zone": "b"})
+    sname = f"{rid}-s"
+    op = h.operator(f"{rid}-op", "--tenancy-config",
+                    tenancy_file(h, rid, {"nameGraceSeconds": 20}))
+    team_b = h.apply_policy(zone_policy(f"{rid}-b", "a", scheduler=sname))
+    h.wait_ready(team_b)
+    team_a = h.apply_policy(zone_policy(f"{rid}-a", "b", scheduler=sname))
+    wait_for(lambda: reason(h, team_a) == "SchedulerNameConflict", 10, "team A conflicts")
+
+    h.cluster.kubectl("delete", "spol", team_b)
+    wait_for(lambda: f"SchedulingPolicy {team_b} deleted" in op.log(), 10, "B deleted")
+    wait_for(lambda: "is held for" in str(h.condition(team_a, "Ready").get("message")),
+             10, "A told that the name is held for B")
+    h.create_pods(namespace, ["during-replace"], sname)
+    h.apply_policy(zone_policy(team_b, "a", scheduler=sname))
+    h.wait_ready(team_b)
+    # B's filter keeps zone a: the pod made while B was gone went to B, not A (zone b).
+    wait_for(lambda: h.bound(namespace).get("during-replace") == zone_a, 15,
+             "the pod bound by B's re-created policy")
+    assert reason(h, team_a) == "SchedulerNameConflict"
+
+    # Without B for the grace period, the next claimant owns the name.
+    h.cluster.kubectl("delete", "spol", team_b)
+    h.wait_ready(team_a, timeout=40)
+    h.create_pods(namespace, ["after-grace"], sname)
+    wait_for(lambda: h.bound(namespace).get("after-grace") == zone_b, 15,
+             "A binds once it owns the name")
+
+
+def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> None:
+    h = harness
+    rid = unique("claims")
+    group_a, group_b = f"{rid}-team-a", f"{rid}-team-b"
+    config = {"schedulerNames": [{"names": [f"{rid}-a-*"], "groups": [group_a]},
+                                 {"names": [f"{rid}-b-*"], "groups": [group_b]}]}
+    # The teams may write SchedulingPolicies (what an admin grants policy authors).
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": rid},
+            "rules": [{"apiGroups": ["polsched.io"], "resources": ["schedulingpolicies"],
+                       "verbs": ["get", "list", "create", "update", "patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": rid},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": rid},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                             "name": g} for g in (group_a, group_b)]}
+    h.cluster.apply(role)
+    h.cluster.apply(binding)
+    h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
+               "--tenancy-config", tenancy_file(h, rid, config))
+    try:
+        def configured() -> bool:
+            p = h.cluster.kubectl("get", "validatingwebhookconfiguration", "polsched.io",
+                                  "-o", "jsonpath={.webhooks[*].clientConfig.url}", check=False)
+            return f"127.0.0.1:{free_port}" in p.stdout
+        wait_for(configured, 15, "the ValidatingWebhookConfiguration", interval=0.2)
+
+        def apply_as(user: str, group: str, body: dict[str, Any]) -> tuple[int, str]:
+            h.policies.append(str(body["metadata"]["name"]))
+            p = h.cluster.kubectl("--as", user, "--as-group", group, "apply", "-f", "-",
+                                  input=json.dumps(body), check=False)
+            return p.returncode, p.stderr
+
+        # The webhook may not answer yet while kopf starts: wait for a first admission.
+        first = zone_policy(f"{rid}-1", "a", scheduler=f"{rid}-a-batch")
+        wait_for(lambda: apply_as("alice", group_a, first)[0] == 0, 20, "alice's policy")
+
+        code, err = apply_as("bob", group_b, zone_policy(f"{rid}-2", "a",
+                                                         scheduler=f"{rid}-a-other"))
+        assert code != 0 and "is not granted" in err, err
+        code, err = apply_as("carol", group_a, zone_policy(f"{rid}-3", "a",
+                                                           scheduler=f"{rid}-a-batch"))
+        assert code != 0 and f"already claimed by SchedulingPolicy '{rid}-1'" in err, err
+        code, err = apply_as("bob", group_b, zone_policy(
+            f"{rid}-4", "a", scheduler=f"{rid}-b-x", disabledPlugins=["TaintToleration"]))
+        assert code != 0 and "spec.disabledPlugins" in err, err
+        # The owner's own edits pass.
+        first["spec"]["percentageOfNodesToScore"] = 50
+        code, err = apply_as("alice", group_a, first)
+        assert code == 0, err
+    finally:
+        h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
+                          "--ignore-not-found", check=False)
+        h.cluster.kubectl("delete", "clusterrolebinding,clusterrole", rid,
+                          "--ignore-not-found", check=False)
