@@ -10,6 +10,9 @@ import argparse
 import os
 
 DEFAULT_NAMESPACE = "polsched-system"
+# Where Dedicated schedulers elect (manifests/rbac/dedicated.yaml): apart from the
+# operator's Lease, which their role therefore cannot reach.
+DEDICATED_LEASE_NAMESPACE = "polsched-leases"
 LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
@@ -172,6 +175,10 @@ def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
                    help="elect with a Lease named after the policy (default true, as "
                         "kube-scheduler); false only for a single process run by hand "
                         "(auto: the same as true)")
+    p.add_argument("--lease-namespace", default=DEDICATED_LEASE_NAMESPACE,
+                   help="the namespace of the policy's Lease; the install grants Dedicated "
+                        "schedulers Leases only there, apart from the operator's Lease "
+                        "(default %(default)s)")
     p.add_argument("--extender-ca-dir", metavar="DIR", default=None,
                    help="the extenders' CA Secrets of --namespace as mounted in this pod, "
                         "DIR/SECRET/ca.crt (the Deployment the operator renders sets it); "
