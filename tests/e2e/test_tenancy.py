@@ -16,6 +16,7 @@ import yaml
 
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
+from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 pytestmark = pytest.mark.e2e
 
@@ -142,3 +143,41 @@ def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> N
                           "--ignore-not-found", check=False)
         h.cluster.kubectl("delete", "clusterrolebinding,clusterrole", rid,
                           "--ignore-not-found", check=False)
+
+
+def deployed(h: Harness, policy: str) -> bool:
+    return h.cluster.kubectl("get", "deployment", f"polsched-dedicated-{policy}", "-n",
+                             OPERATOR_NAMESPACE, check=False).returncode == 0
+
+
+def test_dedicated_policies_over_the_cap_or_refused_are_reported_once(
+        harness: Harness) -> None:
+    h = harness
+    rid = unique("cap")
+    op = h.operator(f"{rid}-op", "--tenancy-config",
+                    tenancy_file(h, rid, {"dedicated": {"maxPolicies": 1}}))
+    first = h.apply_policy(zone_policy(f"{rid}-1", "a", runtime={"mode": "Dedicated"}))
+    wait_for(lambda: deployed(h, first), 30, "the first Dedicated policy deployed")
+    second = h.apply_policy(zone_policy(f"{rid}-2", "a", runtime={"mode": "Dedicated"}))
+    wait_for(lambda: reason(h, second) == "DedicatedRefused", 15, "the second over the cap")
+    assert "maxPolicies" in h.condition(second, "Ready")["message"]
+    assert not deployed(h, second)
+    h.cluster.kubectl("delete", "spol", first)
+    wait_for(lambda: deployed(h, second), 30, "the second deployed once the first went")
+
+    # Requests over limits: the loader lets it through, the API server refuses the
+    # Deployment. Reported in status, and not applied again on later syncs.
+    bad = h.apply_policy(zone_policy(f"{rid}-3", "a", runtime={
+        "mode": "Dedicated", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}))
+    h.cluster.kubectl("delete", "spol", second)
+    # (Over the cap until `second` goes, with the same reason: wait for the server's.)
+    wait_for(lambda: "422" in str(h.condition(bad, "Ready").get("message")), 30,
+             "the API server's refusal in status")
+    assert reason(h, bad) == "DedicatedRefused" and not deployed(h, bad)
+    refusals = op.log().count(f"SchedulingPolicy {bad}: the API server refused")
+    # More syncs: another policy comes and goes.
+    other = h.apply_policy(zone_policy(f"{rid}-4", "b"))
+    h.wait_ready(other)
+    h.cluster.kubectl("delete", "spol", other)
+    wait_for(lambda: f"SchedulingPolicy {other} deleted" in op.log(), 10, "the sync")
+    assert op.log().count(f"SchedulingPolicy {bad}: the API server refused") == refusals == 1
