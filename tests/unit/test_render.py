@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from polsched.commands import render
+from polsched.controller.process.options import DEDICATED_LEASE_NAMESPACE
 
 pytestmark = pytest.mark.unit
 
@@ -56,7 +57,9 @@ def test_operator_install_has_every_piece_and_the_deployment_is_hardened() -> No
 
 def test_namespace_is_moved_everywhere() -> None:
     objs = render.operator_install(namespace="sched")
-    assert all(o["metadata"].get("namespace") in (None, "sched") for o in objs)
+    # Dedicated schedulers' Leases stay in their own namespace (--lease-namespace).
+    assert all(o["metadata"].get("namespace") in (None, "sched", DEDICATED_LEASE_NAMESPACE)
+               for o in objs)
     assert ("Namespace", "sched") in {(o["kind"], o["metadata"]["name"]) for o in objs}
     for o in objs:
         for s in o.get("subjects") or ():
@@ -86,8 +89,8 @@ def test_dedicated_uses_the_operators_templates() -> None:
 
 
 def test_the_namespace_enforces_the_restricted_pod_security_profile() -> None:
-    (ns,) = [o for o in render.operator_install(namespace="sched") if o["kind"] == "Namespace"]
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for ns in (o for o in render.operator_install(namespace="sched") if o["kind"] == "Namespace"):
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets() -> None:

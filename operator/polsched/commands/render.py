@@ -59,7 +59,8 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
 def _renamespace(obj: Json, namespace: str) -> Json:
     """RBAC files name polsched-system; move their objects and subjects to `namespace`."""
     if obj.get("kind") == "Namespace":
-        obj["metadata"]["name"] = namespace
+        if obj["metadata"]["name"] == DEFAULT_NAMESPACE:  # not polsched-leases
+            obj["metadata"]["name"] = namespace
     elif obj["metadata"].get("namespace") == DEFAULT_NAMESPACE:
         obj["metadata"]["namespace"] = namespace
     for s in obj.get("subjects") or ():
