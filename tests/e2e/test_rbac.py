@@ -108,6 +108,8 @@ OPERATOR_MAY: list[Check] = SCHEDULER_MAY + [
     ("watch", "secrets/polsched-webhook-ca", NS, "an invalid edit is made good at once"),
     ("watch", "validatingwebhookconfigurations.admissionregistration.k8s.io/polsched.io",
      None, "a re-created configuration gets its caBundle back"),
+    ("create", "subjectaccessreviews.authorization.k8s.io", None,
+     "may the author read the CA Secret it names (as system:kube-scheduler)"),
     ("create", "deployments.apps", NS, "Dedicated schedulers"),
     ("patch", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),
     ("delete", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),

@@ -134,6 +134,18 @@ def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> N
         code, err = apply_as("bob", group_b, zone_policy(
             f"{rid}-4", "a", scheduler=f"{rid}-b-x", disabledPlugins=["TaintToleration"]))
         assert code != 0 and "spec.disabledPlugins" in err, err
+        # caSecretRef: a Secret the author may not read is refused with one answer,
+        # whether or not it exists (the operator's webhook Secret exists).
+        answers = []
+        for secret in ("polsched-webhook-tls", f"{rid}-absent"):
+            code, err = apply_as("bob", group_b, zone_policy(
+                f"{rid}-5", "a", scheduler=f"{rid}-b-ca", extenders=[{
+                    "urlPrefix": "https://ext.example:8443/", "filterVerb": "filter",
+                    "tlsConfig": {"caSecretRef": {"name": secret,
+                                                  "namespace": OPERATOR_NAMESPACE}}}]))
+            assert code != 0, err
+            answers.append(err.replace(secret, "SECRET"))
+        assert answers[0] == answers[1] and "may not read Secret" in answers[0], answers
         # The owner's own edits pass.
         first["spec"]["percentageOfNodesToScore"] = 50
         code, err = apply_as("alice", group_a, first)

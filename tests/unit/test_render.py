@@ -121,5 +121,6 @@ def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets()
                                  "persistentvolumes", "persistentvolumeclaims",
                                  "schedulingpolicies", "schedulingpolicies/status",
                                  "resourceclaims", "resourceclaims/status",
-                                 "resourceclaims/binding", "podgroups/status"} \
+                                 "resourceclaims/binding", "podgroups/status",
+                                 "subjectaccessreviews"} \
                 or not writes, (role["metadata"]["name"], rule)

@@ -46,16 +46,47 @@ def validate_policy(body: Any, rules: AdmissionRules = DEFAULT_RULES) -> Policy:
                                   code=500) from e
 
 
-async def check_ca_secrets(client: ApiClient, policy: Policy) -> None:
-    """Each caSecretRef Secret this process can read must hold PEM certificates in
-    ca.crt; one it cannot read (not there yet, not granted) is left to the operator,
-    which reports it as the policy's Valid=False."""
+async def may_read_secret(client: ApiClient, userinfo: Mapping[str, Any], namespace: str,
+                          name: str) -> bool | None:
+    """Whether the requesting user may get Secret namespace/name (a SubjectAccessReview,
+    as kube-scheduler's delegated authorization asks); None when the API server does
+    not answer."""
+    groups = userinfo.get("groups")
+    extra = userinfo.get("extra")
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": str(userinfo.get("username") or ""),
+                       "uid": str(userinfo.get("uid") or ""),
+                       "groups": [str(g) for g in groups] if isinstance(groups, list) else [],
+                       "extra": extra if isinstance(extra, Mapping) else {},
+                       "resourceAttributes": {"namespace": namespace, "verb": "get",
+                                              "resource": "secrets", "name": name}}}
+    try:
+        answer = await client.post(SUBJECT_ACCESS_REVIEWS, review)
+    except Exception as e:  # noqa: BLE001 - unanswered: refused below, never guessed
+        log.warning("webhook: SubjectAccessReview for Secret %s/%s: %r", namespace, name, e)
+        return None
+    return bool((answer.get("status") or {}).get("allowed"))
+
+
+async def check_ca_secrets(client: ApiClient, policy: Policy,
+                           userinfo: Mapping[str, Any] | None = None) -> None:
+    """A caSecretRef Secret must be one the policy's author may read (asked of the API
+    server for `userinfo`): else the answer, the same whether or not the Secret exists,
+    refuses it, so that a policy cannot probe which Secrets exist. One the author may
+    read and this process can read must hold PEM certificates in ca.crt; one this
+    process cannot read is left to the operator (Valid=False)."""
     problems: list[FieldError] = []
     for i, ext in enumerate(policy.extenders):
         if ext.ca_secret_ref is None:
             continue
         namespace, name = ext.ca_secret_ref
         path = f"spec.extenders[{i}].tlsConfig.caSecretRef"
+        if userinfo is not None and not await may_read_secret(client, userinfo, namespace,
+                                                              name):
+            problems.append(FieldError(path, (
+                f"the author may not read Secret {namespace}/{name} (or it could not be "
+                f"asked): a policy names only a CA Secret its author may get")))
+            continue
         try:
             secret = await client.get(extender_ca.secret_path(namespace, name))
         except Exception as e:  # noqa: BLE001 - unreadable here: the operator reports it
@@ -96,6 +127,8 @@ async def check_shadow(client: ApiClient, policy: Policy) -> None:
 
 # schedulerName -> (the deleted policy it is held for, until when): PolicyBook.held.
 Held = Callable[[], Mapping[str, tuple[str, float]]]
+
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 # A policy being created has no creationTimestamp yet: it is the newest claimant.
 NEWEST = "9999-12-31T23:59:59Z"
@@ -179,7 +212,7 @@ def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RU
         check_grant(rules, policy, plain(userinfo) or {})
         if client is not None:
             await check_claim(client, policy, plain(body), held)
-            await check_ca_secrets(client, policy)
+            await check_ca_secrets(client, policy, plain(userinfo) or {})
             if policy.shadow_of:
                 await check_shadow(client, policy)
 
