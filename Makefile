@@ -23,7 +23,7 @@ endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build build-metrics cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean
+.PHONY: all venv build build-metrics helm release release-tools cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean e2e-upstream
 
 all: test
 
@@ -46,6 +46,17 @@ build:
 build-metrics:
 	@hack/metrics.sh build >/dev/null
 
+# helm (hack/helm.sh: from Go modules at hack/helm.env's HELM_VERSION, cached), for the
+# chart's tests (tests/unit/test_chart.py) and `make release`: built here, progress shown,
+# never inside a test's timeout.
+helm:
+	@hack/helm.sh >/dev/null
+
+# The SBOM generator of `make release` (hack/release.sh tools: a pinned cyclonedx-bom in a
+# virtualenv of its own under .build/); tests/unit/test_release.py runs a release too.
+release-tools:
+	@hack/release.sh tools >/dev/null
+
 cluster: build
 	@POLSCHED_REAL_NODE=$(REAL_NODE) POLSCHED_METRICS=$(METRICS) hack/cluster.sh up $(DEV_DIR)
 
@@ -60,24 +71,33 @@ image:
 cluster-down:
 	@hack/cluster.sh down $(DEV_DIR)
 
+# A release's artefacts in dist/VERSION/ (hack/release.sh): the image archive, polsched.yaml,
+# the packaged chart, a CycloneDX SBOM, CHANGELOG.md. `make release VERSION=1.2.3`;
+# IMAGE_REPO=registry.example.com/polsched names the image (default: the placeholder
+# ghcr.io/polsched/polsched).
+release: venv helm release-tools
+	@[[ -n "$(VERSION)" ]] || { echo "make release: VERSION=x.y.z is required" >&2; exit 2; }
+	@$(if $(IMAGE_REPO),IMAGE_REPO=$(IMAGE_REPO)) hack/release.sh $(VERSION) >/dev/null
+
 # Every test: unit, then e2e against a real kube-apiserver the test session starts
 # (or the one from `make cluster` when POLSCHED_KUBECONFIG is set).
 # make test also needs metrics-server (tests/e2e/test_load_aware.py): built here, with its
 # progress shown, so a cold machine does not compile it inside a test fixture's timeout.
-test: venv build build-metrics
+test: venv build build-metrics helm release-tools
 	-@hack/install-deps.sh lua
 	$(PY) -m pytest tests -m 'not install' $(PYTEST_ARGS)
 
-test-unit: venv
+test-unit: venv helm release-tools
 	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
 
 test-e2e: venv build build-metrics
 	$(PY) -m pytest tests -m e2e $(PYTEST_ARGS)
 
 # The install as a user meets it (tests/install): make image, a control plane with a real
-# node, kubectl apply -k with the image, the operator in-cluster scheduling real pods.
+# node, kubectl apply -k with the image, the operator in-cluster scheduling real pods; then
+# the Helm chart on a second one: helm install, upgrade (the CRD gains a field), uninstall.
 # Root only; installs its Debian packages (hack/install-deps.sh). ~10 min warm.
-test-install: venv build
+test-install: venv build helm
 	@hack/install-deps.sh all
 	$(PY) -m pytest tests/install -m install $(PYTEST_ARGS)
 
@@ -108,6 +128,14 @@ bench: venv build
 # generated scenarios, pod by pod (conformance/). Table on stdout, every difference in
 # conformance-results/differences.json; exit 1 when a pod differs. `make test` runs a
 # subset (tests/e2e/test_conformance.py). CONFORMANCE_ARGS="--count 36 --families gates"
+# Kubernetes' own [sig-scheduling] e2e tests (e2e.test built from the pinned module, cached)
+# on local kwok clusters: polsched as the only scheduler, then kube-scheduler on an identical
+# cluster, side by side; fails when polsched fails a spec kube-scheduler passes
+# (hack/e2e-upstream.sh; docs/e2e-upstream.md). E2E_SHORT=1: the short version.
+E2E_UPSTREAM_DIR ?= /tmp/polsched-e2e-upstream
+e2e-upstream: venv build
+	@hack/e2e-upstream.sh run $(E2E_UPSTREAM_DIR)
+
 conformance: venv build
 	$(PY) -m conformance $(CONFORMANCE_ARGS)
 

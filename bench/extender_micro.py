@@ -36,8 +36,8 @@ from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.extender import HTTPExtender  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
+from polsched.scheduler.algorithm import schedule_pod  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
-from polsched.scheduler.schedule_one import schedule_pod  # noqa: E402
 
 
 def process_cpu(pid: int) -> float:

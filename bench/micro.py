@@ -63,8 +63,8 @@ from polsched.cluster.cache import ClusterCache  # noqa: E402
 from polsched.framework.interfaces import Handle  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
+from polsched.scheduler.algorithm import schedule_pod  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
-from polsched.scheduler.schedule_one import schedule_pod  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
 DEFAULT_WORKLOADS = ("basic", "large", "labels", "affinity")

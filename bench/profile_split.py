@@ -15,7 +15,7 @@ import collections
 import sys
 
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("decision: schedule_pod", "(polsched/scheduler/schedule_one.py"),
+    ("decision: schedule_pod", "(polsched/scheduler/algorithm.py"),
     ("startup: imports", "_find_and_load"),
     ("startup: TLS handshakes", "do_handshake"),
     ("bind: POST pods/binding", "polsched/scheduler/binder.py"),

@@ -1,7 +1,7 @@
 """Hot reload, measured where users feel it (issue 15): from the PATCH of a policy's spec
 being answered to the first pod decided by the generation that PATCH made.
 
-The operator's engine records that moment itself (scheduler/engine.py _first_decision)
+The operator's engine records that moment itself (scheduler/profile.py Profile.first_decision)
 and exports it on /metrics as two gauges per policy:
 polsched_policy_first_decision_generation and
 polsched_policy_first_decision_timestamp_seconds (time.time()). The driver, a child

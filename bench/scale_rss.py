@@ -35,8 +35,8 @@ from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
+from polsched.scheduler.algorithm import schedule_pod  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
-from polsched.scheduler.schedule_one import schedule_pod  # noqa: E402
 
 
 def status_mb(field: str) -> float:

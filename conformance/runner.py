@@ -552,8 +552,9 @@ class Side:
             await self.create(ns)
         for obj in sc.objects:
             made = await self.create(obj)
-            if obj.get("status") and obj["kind"] == "ResourceClaim" and made:
-                # A claim allocated before the pods come (the status is a subresource).
+            if obj.get("status") and obj["kind"] in ("ResourceClaim", "Pod") and made:
+                # A claim allocated before the pods come, a bound pod mid-resize (the
+                # status is a subresource).
                 await self.client.request(
                     "PUT", f"{collection(obj)}/{obj['metadata']['name']}/status",
                     body={**made, "status": obj["status"]})

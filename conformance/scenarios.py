@@ -1013,6 +1013,145 @@ def fam_preemption(b: Builder) -> None:
                      "topologyKey": HOSTNAME}]}}
 
 
+# NodeDeclaredFeatures (GA in v1.37): the features kube-scheduler's registry infers from a
+# pod (component-helpers nodedeclaredfeatures) that the API server accepts with the default
+# gates, and names a node may declare that no pod needs (ignored: TryMap).
+RESTART_ALL = "RestartAllContainersOnContainerExits"
+DECLARABLE = (RESTART_ALL, "ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers",
+              "UserNamespacesHostNetworkSupport", "VolumeBindMountOptions",
+              "ConformanceExample/subFeature")
+
+
+def _restart_all(c: Json) -> None:
+    """A restart rule that restarts the whole pod: needs RestartAllContainersOnContainerExits
+    on the node."""
+    c["restartPolicy"] = "Never"
+    c["restartPolicyRules"] = [{"action": "RestartAllContainers",
+                                "exitCodes": {"operator": "In", "values": [42]}}]
+
+
+def fam_node_features(b: Builder) -> None:
+    """NodeDeclaredFeatures: nodes declaring some features (status.declaredFeatures, sorted
+    as validation demands), pods whose spec needs RestartAllContainersOnContainerExits (a
+    RestartAllContainers rule on a container or an init container), and pods with fields
+    whose feature is off by default (bindMountOptions, dropped by the API server; hostNetwork
+    without a user namespace): those need nothing."""
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 5))
+    for n in nodes:
+        if b.maybe(0.75):
+            feats = sorted(r.sample(DECLARABLE, k=r.randint(1, 3)))
+            if b.maybe(0.5) and RESTART_ALL not in feats:
+                feats = sorted([*feats, RESTART_ALL])
+            n["status"]["declaredFeatures"] = feats
+    if b.maybe(0.3):
+        _taint_some(b, nodes)
+    ns = b.namespace("a")
+    for _ in range(r.randint(3, 7)):
+        p = b.pod(ns, cpu=b.cpu(4000) if b.maybe(0.8) else None,
+                  memory=b.mem() if b.maybe(0.6) else None)
+        c = p["spec"]["containers"][0]
+        kind = r.random()
+        if kind < 0.45:
+            _restart_all(c)
+        elif kind < 0.6:
+            p["spec"]["initContainers"] = [{"name": "init", "image": IMAGE}]
+            _restart_all(p["spec"]["initContainers"][0])
+        elif kind < 0.7:
+            p["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}]
+            c["volumeMounts"] = [{"name": "v", "mountPath": "/v",
+                                  "bindMountOptions": ["nosuid"]}]
+        elif kind < 0.8:
+            p["spec"]["hostNetwork"] = True
+        if b.maybe(0.2):
+            p["spec"]["tolerations"] = [_toleration(b)]
+
+
+def _taint_some(b: Builder, nodes: list[Json]) -> None:
+    n = b.rng.choice(nodes)
+    n["spec"]["taints"] = [_taint(b)]
+
+
+def _bound_pod(b: Builder, ns: str, node: Json, spec_cpu: str, *, status_cpu: dict[str, str],
+               memory: str = "256Mi", condition: str | None = None,
+               pod_level: dict[str, str] | None = None, sidecar: bool = False) -> Json:
+    """A pod already on `node` whose in-place resize is under way: its spec asks for
+    `spec_cpu`; its status (written through the status subresource, as a kubelet would)
+    says what was allocated and what runs (status_cpu: "allocated", "actual"), and a
+    PodResizePending condition (Infeasible, Deferred) when `condition` is set. With
+    `pod_level`, the pod has pod-level requests and the status pod-level resources."""
+    name = f"r{len(b.sc.objects):02d}"
+    c: Json = {"name": "c", "image": IMAGE,
+               "resources": {"requests": {"cpu": spec_cpu, "memory": memory}}}
+    spec: Json = {"nodeName": node["metadata"]["name"], "terminationGracePeriodSeconds": 0,
+                  "containers": [c]}
+    cstatus: Json = {"name": "c", "image": IMAGE, "imageID": "", "ready": True,
+                     "restartCount": 0, "started": True,
+                     "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
+    if "allocated" in status_cpu:
+        cstatus["allocatedResources"] = {"cpu": status_cpu["allocated"], "memory": memory}
+    if "actual" in status_cpu:
+        cstatus["resources"] = {"requests": {"cpu": status_cpu["actual"], "memory": memory}}
+    status: Json = {"phase": "Running", "containerStatuses": [cstatus],
+                    "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    if sidecar:
+        side_cpu = b.rng.choice(["100m", "300m"])
+        spec["initContainers"] = [{"name": "side", "image": IMAGE, "restartPolicy": "Always",
+                                   "resources": {"requests": {"cpu": side_cpu}}}]
+        side_status = dict(cstatus, name="side")
+        side_status["allocatedResources"] = {"cpu": b.rng.choice(["100m", "500m"])}
+        side_status.pop("resources", None)
+        status["initContainerStatuses"] = [side_status]
+    if pod_level is not None:
+        spec["resources"] = {"requests": {"cpu": pod_level["spec"], "memory": memory}}
+        c["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+        status["allocatedResources"] = {"cpu": pod_level["allocated"], "memory": memory}
+        status["resources"] = {"requests": {"cpu": pod_level["actual"], "memory": memory}}
+    if condition is not None:
+        status["conditions"].append({"type": "PodResizePending", "status": "True",
+                                     "reason": condition,
+                                     "message": f"conformance: resize {condition}"})
+    return b.obj({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": name, "namespace": ns}, "spec": spec,
+                  "status": status})
+
+
+def fam_resize(b: Builder) -> None:
+    """In-place pod resize (InPlacePodVerticalScaling, GA): pods already on the nodes are
+    mid-resize, their status resources above or below their spec, some infeasible or
+    deferred, some with pod-level resources or a sidecar; then pending pods must fit what
+    is left, and score the nodes on it."""
+    r = b.rng
+    nodes = b.nodes(r.randint(2, 4))
+    ns = b.namespace("a")
+    cpus = ["250m", "500m", "1", "1500m", "2"]
+    for n in nodes:
+        for _ in range(r.randint(1, 3)):
+            spec_cpu, a, c = r.choice(cpus), r.choice(cpus), r.choice(cpus)
+            kind = r.random()
+            if kind < 0.3:  # resize in progress: allocated, not yet actuated
+                _bound_pod(b, ns, n, spec_cpu, status_cpu={"allocated": spec_cpu, "actual": a})
+            elif kind < 0.45:  # no allocation recorded yet
+                _bound_pod(b, ns, n, spec_cpu, status_cpu={"actual": a})
+            elif kind < 0.6:  # the node cannot give what the spec asks
+                _bound_pod(b, ns, n, r.choice(["6", "16"]), status_cpu={"allocated": a,
+                                                                       "actual": c},
+                           condition="Infeasible")
+            elif kind < 0.7:
+                _bound_pod(b, ns, n, spec_cpu, status_cpu={"allocated": a, "actual": c},
+                           condition="Deferred")
+            elif kind < 0.85:
+                _bound_pod(b, ns, n, "10m", status_cpu={},
+                           pod_level={"spec": spec_cpu, "allocated": a, "actual": c},
+                           condition="Infeasible" if b.maybe(0.2) else None)
+            else:
+                _bound_pod(b, ns, n, spec_cpu, status_cpu={"allocated": a, "actual": c},
+                           sidecar=True)
+    for _ in range(r.randint(3, 6)):
+        b.pod(ns, cpu=b.cpu(r.choice([2000, 4000])) if b.maybe(0.9) else None,
+              memory=b.mem() if b.maybe(0.7) else None)
+
+
 CSI_DRIVERS = ("csi-a.conformance.example.com", "csi-b.conformance.example.com")
 
 
@@ -1528,6 +1667,8 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "csi-limits": fam_csi_limits,
     "extender": fam_extender,
     "gang": fam_gang,
+    "node-features": fam_node_features,
+    "resize": fam_resize,
 }
 FAMILY_NAMES = list(FAMILIES)
 # Families played on control planes with feature gates of their own (hack/cluster.sh's

@@ -34,6 +34,13 @@
 # v1beta1.metrics.k8s.io. Not with POLSCHED_REAL_NODE=1: its --enable-aggregator-routing
 # sends the APIService to Service endpoints, which may not be loopback addresses, and
 # ExternalName Services are then unsupported (see docs/load-aware.md).
+# POLSCHED_E2E_UPSTREAM=1 (hack/e2e-upstream.sh) adds what Kubernetes' own e2e tests need
+# of the cluster: the replicaset, replicationcontroller, deployment and
+# root-ca-cert-publisher controllers (the framework waits for each test namespace's
+# kube-root-ca.crt), kube-apiserver's --allow-privileged=true (the GenericWorkload specs
+# create privileged pods), and kwok stages that act as a kubelet does where the tests
+# look (hack/e2e/kwok-stages.yaml: PodScheduled on nodeName-bound pods, deleted pods
+# held for their grace period while a preStop hook runs, finalizers kept).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
@@ -178,7 +185,15 @@ up() {
   # ResourceClaimTemplates (and records them in status.resourceClaimStatuses), and removes
   # a finished pod from a claim's reservedFor, as in a real cluster.
   controllers+=,resourceclaim-controller
-  local real_args=""
+  local real_args="" e2e_args="" c
+  if [[ -n "${POLSCHED_E2E_UPSTREAM:-}" ]]; then
+    for c in root-ca-cert-publisher deployment replicaset replicationcontroller; do
+      [[ ",$controllers," == *",$c,"* ]] || controllers+=",$c"
+    done
+    e2e_args="--allow-privileged=true"
+    "$here/e2e-upstream.sh" kwok-stages "$bin/kwok-stages.yaml" "$dir/kwok-stages.yaml"
+    kwok_config="$dir/kwok-stages.yaml"
+  fi
   if [[ "$generic_workload" == true ]]; then
     # kube-apiserver's PodGroupProtection admission stamps the finalizer
     # scheduling.k8s.io/podgroup-protection on every PodGroup; only this controller lifts
@@ -187,7 +202,9 @@ up() {
   fi
   if [[ -n "${POLSCHED_REAL_NODE:-}" ]]; then
     admission=TaintNodesByCondition
-    controllers+=,root-ca-cert-publisher,deployment,replicaset,endpoint,endpointslice
+    for c in root-ca-cert-publisher deployment replicaset endpoint endpointslice; do
+      [[ ",$controllers," == *",$c,"* ]] || controllers+=",$c"
+    done
     real_args="--enable-aggregator-routing=true --kubelet-client-certificate $dir/pki/admin.crt --kubelet-client-key $dir/pki/admin.key"
   fi
   etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
@@ -214,7 +231,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc \
     --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 \
     --endpoint-reconciler-type none \
-    --disable-admission-plugins "$admission" $real_args \
+    --disable-admission-plugins "$admission" $real_args $e2e_args \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --enable-priority-and-fairness=false \
     --profiling=false --v=0 $metrics_args ${apiserver_gate_args[@]+"${apiserver_gate_args[@]}"} \

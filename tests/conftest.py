@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from polsched.cluster.crdwait import wait_established
+from tests.builders import make_node
 
 ROOT = Path(__file__).resolve().parent.parent
 HACK = ROOT / "hack"
@@ -60,7 +61,9 @@ class Cluster:
             from kubernetes import client, config
 
             cfg = client.Configuration()
-            config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+            # The client's config loaders carry no type hints.
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=self.kubeconfig, client_configuration=cfg)
             self._api = client.ApiClient(cfg)
         return self._api
 
@@ -134,15 +137,10 @@ def node_manifest(name: str, cpu: str = "4", memory: str = "8Gi", pods: str = "1
                   taints: list[dict[str, str]] | None = None,
                   extra: dict[str, str] | None = None) -> dict[str, Any]:
     """A fake node that kwok keeps Ready (annotation kwok.x-k8s.io/node=fake)."""
-    res = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-                     "annotations": {"kwok.x-k8s.io/node": "fake"}},
-        "spec": {"taints": taints or []},
-        "status": {"allocatable": res, "capacity": res},
-    }
+    return (make_node().typed().name(name)
+            .labels({"kubernetes.io/hostname": name, **(labels or {})})
+            .annotation("kwok.x-k8s.io/node", "fake").taints(taints or [])
+            .capacity({"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}).obj())
 
 
 @pytest.fixture

@@ -250,9 +250,9 @@ class Recorder:
                 findings.overcommitted.append(
                     f"{meta['name']} on {node} at rv {rv}: cpu {u[0]}m/{a[0]}m "
                     f"mem {u[1]}/{a[1]} pods {u[2]}/{a[2]}")
-        for pod, n in scheduled.items():
-            if n > 1:
-                findings.double_bound.append(f"{pod}: {n} Scheduled events")
+        for pod_name, count in scheduled.items():
+            if count > 1:
+                findings.double_bound.append(f"{pod_name}: {count} Scheduled events")
         for name, seq in counters.items():
             for (b0, u0), (b1, u1) in zip(seq, seq[1:], strict=False):
                 if b1 < b0 or u1 < u0:

@@ -4,6 +4,7 @@ run.py prints one line per scenario and a summary."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -110,7 +111,9 @@ def failover(w: World) -> Result:
     s.operator("second")
     name = s.apply_policy(policy(s.run, s.run))
     s.h.wait_ready(name, 30)
-    time.sleep(1.5)  # the standby has loaded the policy
+    loaded = re.compile(rf"SchedulingPolicy {re.escape(name)}: generation \d+ loaded")
+    if not wait_until(lambda: loaded.search(s.procs["second"].log()), 30, 0.1):
+        raise RuntimeError("the standby did not load the policy")
     s.start_recording()
     total = 150 if w.short else 300
     pods = names("p", total)

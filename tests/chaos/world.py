@@ -4,7 +4,6 @@ policies, and the invariant checks at the end of each scenario."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -20,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from polsched.objects import Json
+from tests.builders import make_pod
 from tests.chaos.invariants import Findings, Recorder, check_logs, wait_until
 from tests.conftest import Cluster, node_manifest
-from tests.e2e.operators import GROUP, PLURAL, VERSION, Harness, PolschedProcess
+from tests.e2e.operators import GROUP, PLURAL, VERSION, Harness, PolschedProcess, response_json
 
 LABEL = "chaos.polsched.io/run"
 # Faster than the defaults so that takeovers fit the suite's budget; the same code paths.
@@ -34,12 +34,9 @@ def unique(prefix: str) -> str:
 
 
 def pod(name: str, scheduler: str, cpu: str = "100m", memory: str = "64Mi") -> Json:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": cpu,
-                                                                "memory": memory}}}]}}
+    return (make_pod().typed().name(name).scheduler(scheduler).zero_termination_grace_period()
+            .container(image="registry.k8s.io/pause:3.10",
+                       requests={"cpu": cpu, "memory": memory}).obj())
 
 
 def policy(name: str, run: str, **spec: Any) -> Json:
@@ -173,7 +170,8 @@ class Scenario:
         """SIGTERM, and wait for the process to end."""
         self.procs[who].stop()
         self.killed.add(who)
-        code = self.procs[who].proc.returncode if self.procs[who].proc else None
+        proc = self.procs[who].proc
+        code = proc.returncode if proc else None
         if code not in (0, None):
             self.stop_errors.append(f"{who} exited with {code} on SIGTERM")
 
@@ -189,7 +187,8 @@ class Scenario:
         def one(name: str) -> None:
             for _ in range(60):  # the API server may be down for a while
                 try:
-                    core.create_namespaced_pod(self.namespace, pod(name, scheduler, cpu),
+                    # The client takes a dict body too; its type hints name only V1Pod.
+                    core.create_namespaced_pod(self.namespace, pod(name, scheduler, cpu),  # type: ignore[arg-type]
                                                _preload_content=False)
                     return
                 except Exception as e:
@@ -218,7 +217,8 @@ class Scenario:
         for _ in range(30):
             try:
                 resp = self.h.core.list_namespaced_pod(self.namespace, _preload_content=False)
-                return json.loads(resp.data)["items"]  # type: ignore[no-any-return]
+                pods: list[Json] = response_json(resp)["items"]
+                return pods
             except Exception:
                 time.sleep(1)
         raise RuntimeError("listing pods failed")

@@ -12,8 +12,11 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import urllib3
+
+from tests.builders import make_pod
 from tests.conftest import ROOT, Cluster
 from tests.e2e.rbac import (
     OPERATOR_NAMESPACE,
@@ -28,10 +31,16 @@ GROUP, VERSION, PLURAL = "polsched.io", "v1alpha1", "schedulingpolicies"
 T = TypeVar("T")
 
 
+def response_json(resp: object) -> Any:
+    """The JSON body of a call made with _preload_content=False: the client then returns the
+    urllib3 response, where its type hints name the decoded model."""
+    return json.loads(cast(urllib3.BaseHTTPResponse, resp).data)
+
+
 def wait_for(fn: Callable[[], T | None], timeout: float, what: str,
              interval: float = 0.05) -> T:
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: T | None = None
     while True:
         last = fn()
         if last:
@@ -135,7 +144,8 @@ class Harness:
     def policy(self, name: str) -> dict[str, Any]:
         resp = self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name,
                                                      _preload_content=False)
-        return json.loads(resp.data)  # type: ignore[no-any-return]
+        policy: dict[str, Any] = response_json(resp)
+        return policy
 
     def status(self, name: str) -> dict[str, Any]:
         return self.policy(name).get("status") or {}
@@ -167,7 +177,8 @@ class Harness:
     def create_pods(self, namespace: str, names: Iterable[str], scheduler: str,
                     labels: dict[str, str] | None = None, threads: int = 16) -> None:
         def one(name: str) -> None:
-            self.core.create_namespaced_pod(namespace, pod_manifest(name, scheduler, labels),
+            # The client takes a dict body too; its type hints name only V1Pod.
+            self.core.create_namespaced_pod(namespace, pod_manifest(name, scheduler, labels),  # type: ignore[arg-type]
                                             _preload_content=False)
 
         with ThreadPoolExecutor(threads) as pool:
@@ -175,12 +186,14 @@ class Harness:
 
     def create_pod(self, namespace: str, name: str, scheduler: str,
                    labels: dict[str, str] | None = None) -> None:
-        self.core.create_namespaced_pod(namespace, pod_manifest(name, scheduler, labels),
+        # The client takes a dict body too; its type hints name only V1Pod.
+        self.core.create_namespaced_pod(namespace, pod_manifest(name, scheduler, labels),  # type: ignore[arg-type]
                                         _preload_content=False)
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:
         resp = self.core.list_namespaced_pod(namespace, _preload_content=False)
-        return json.loads(resp.data)["items"]  # type: ignore[no-any-return]
+        pods: list[dict[str, Any]] = response_json(resp)["items"]
+        return pods
 
     def bound(self, namespace: str) -> dict[str, str]:
         """pod name -> node name, for bound pods."""
@@ -191,7 +204,7 @@ class Harness:
         """pod name -> how many Scheduled events (counting repeats) name it."""
         resp = self.core.list_namespaced_event(namespace, _preload_content=False)
         out: dict[str, int] = {}
-        for e in json.loads(resp.data)["items"]:
+        for e in response_json(resp)["items"]:
             if e.get("reason") == "Scheduled":
                 pod = e["involvedObject"]["name"]
                 out[pod] = out.get(pod, 0) + int(e.get("count") or 1)
@@ -200,14 +213,10 @@ class Harness:
 
 def pod_manifest(name: str, scheduler: str, labels: dict[str, str] | None = None
                  ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": "10m",
-                                                            "memory": "16Mi"}}}]},
-    }
+    return (make_pod().typed().name(name).labels(labels or {}).scheduler(scheduler)
+            .zero_termination_grace_period()
+            .container(image="registry.k8s.io/pause:3.10",
+                       requests={"cpu": "10m", "memory": "16Mi"}).obj())
 
 
 def zone_policy(name: str, zone: str, scheduler: str | None = None,

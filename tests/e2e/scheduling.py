@@ -19,6 +19,7 @@ from polsched.extender.client import HTTPExtender
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import ROOT, Cluster, unique
 from tests.e2e.rbac import operator_kubeconfig
 
@@ -63,15 +64,12 @@ def run_engine(cluster: Cluster, policies: list[Json],
 
 def pod_manifest(ns: str, name: str, scheduler: str, run_id: str, cpu: str | None = None,
                  labels: dict[str, str] | None = None, **spec: Any) -> Json:
-    container: Json = {"name": "c", "image": "busybox"}
-    if cpu:
-        container["resources"] = {"requests": {"cpu": cpu}}
     # Every pod selects its test's nodes: other tests' nodes never take part.
     selector = {RUN: run_id, **spec.pop("nodeSelector", {})}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
-            "spec": {"schedulerName": scheduler, "containers": [container],
-                     "nodeSelector": selector, "terminationGracePeriodSeconds": 0, **spec}}
+    return (make_pod().typed().name(name).namespace(ns).labels(labels or {})
+            .scheduler(scheduler)
+            .container(image="busybox", requests={"cpu": cpu} if cpu else None)
+            .node_selector(selector).zero_termination_grace_period().spec(**spec).obj())
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30,

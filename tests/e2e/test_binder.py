@@ -4,12 +4,14 @@ a non-ignorable one that fails fails the bind, and the pod is retried."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from polsched.cluster.client import ApiClient
 from polsched.framework.types import PodInfo
+from tests.builders import make_pod
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import RUN, bound_node, nodes_ready, run_engine
@@ -76,19 +78,21 @@ def test_queued_binds_go_out_highest_priority_first(
         try:
             pods = []
             for name in names:
-                obj = await client.post(f"/api/v1/namespaces/{namespace}/pods", {
-                    "apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"schedulerName": rid,
-                             "containers": [{"name": "c", "image": "pause"}]}})
+                obj = await client.post(
+                    f"/api/v1/namespaces/{namespace}/pods",
+                    make_pod().typed().name(name).namespace(namespace).scheduler(rid)
+                    .container(image="pause").obj())
                 # The Priority admission plugin sets spec.priority from a class; the
                 # binder reads it from the pod as the scheduler holds it.
                 obj["spec"]["priority"] = priorities[name]
                 pods.append(PodInfo.from_json(obj))
             order: list[tuple[str, BindOutcome]] = []
+
+            def record(name: str, outcome: BindOutcome, _msg: str) -> None:
+                order.append((name, outcome))
+
             for p in pods:  # queued in one go: the one writer starts after
-                binder.bind(p, node, lambda outcome, _msg, n=p.name: order.append(
-                    (n, outcome)))
+                binder.bind(p, node, partial(record, p.name))
             await binder.close()
             assert order == [(n, BindOutcome.BOUND)
                              for n in ("high", "mid", "low-0", "low-1", "low-2")]
@@ -107,11 +111,9 @@ async def pending_pod(client: ApiClient, namespace: str, name: str,
                       scheduler: str) -> PodInfo:
     """A pod created for `scheduler`, not yet bound (the binder tests bind it directly)."""
     return PodInfo.from_json(await client.post(
-        f"/api/v1/namespaces/{namespace}/pods", {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"schedulerName": scheduler,
-                     "containers": [{"name": "c", "image": "pause"}]}}))
+        f"/api/v1/namespaces/{namespace}/pods",
+        make_pod().typed().name(name).namespace(namespace).scheduler(scheduler)
+        .container(image="pause").obj()))
 
 
 def test_a_lane_starts_writers_as_binds_find_them_busy(

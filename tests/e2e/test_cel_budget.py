@@ -21,7 +21,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.operators import GROUP, VERSION, Harness, pod_manifest, wait_for, zone_policy
+from tests.e2e.operators import (
+    GROUP,
+    VERSION,
+    Harness,
+    pod_manifest,
+    response_json,
+    wait_for,
+    zone_policy,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +66,7 @@ def harness(harness_module: Harness) -> Iterator[Harness]:
 def failed_scheduling(h: Harness, namespace: str, pod: str, containing: str = "") -> str:
     """The message of a FailedScheduling event of `pod` (one containing `containing`)."""
     resp = h.core.list_namespaced_event(namespace, _preload_content=False)
-    for e in json.loads(resp.data)["items"]:
+    for e in response_json(resp)["items"]:
         message = str(e.get("message") or "")
         if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == pod \
                 and containing in message:
@@ -95,7 +103,8 @@ def test_cost_bombs_are_refused_and_another_policy_keeps_binding(
     inflated = pod_manifest("inflated", walker)
     base = inflated["spec"]["containers"][0]
     inflated["spec"]["containers"] = [{**base, "name": f"c{i}"} for i in range(65)]
-    h.core.create_namespaced_pod(namespace, inflated, _preload_content=False)
+    # The client takes a dict body too; its type hints name only V1Pod.
+    h.core.create_namespaced_pod(namespace, inflated, _preload_content=False)  # type: ignore[arg-type]
     h.create_pod(namespace, "fits", walker)  # the same policy still binds a normal pod
     h.create_pods(namespace, [f"p{i}" for i in range(20)], plain)
 
@@ -103,7 +112,7 @@ def test_cost_bombs_are_refused_and_another_policy_keeps_binding(
                        "FailedScheduling for the inflated pod")
     print("inflated pod:", message)
     assert "pod.spec.containers has 65 items; the bound is 64" in message
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) >= 21 and b, 60,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) >= 21 else None, 60,
                      "the plain policy's 20 pods and the walker's normal pod bound")
     assert set(bound) == {"fits", *(f"p{i}" for i in range(20))}
     assert "inflated" not in h.bound(namespace)
@@ -134,7 +143,8 @@ def test_a_pod_that_makes_a_cheap_expression_expensive_is_cut_off_at_run_time(
     pod["spec"]["containers"] = [
         {**base, "name": f"c{i}", "env": [{"name": f"E{j}", "value": "x"} for j in range(35)]}
         for i in range(16)]
-    h.core.create_namespaced_pod(namespace, pod, _preload_content=False)
+    # The client takes a dict body too; its type hints name only V1Pod.
+    h.core.create_namespaced_pod(namespace, pod, _preload_content=False)  # type: ignore[arg-type]
     h.create_pods(namespace, [f"p{i}" for i in range(20)], plain)
     message = wait_for(lambda: failed_scheduling(h, namespace, "heavy", "budget"), 60,
                        "FailedScheduling naming the budget for the heavy pod")
@@ -142,7 +152,7 @@ def test_a_pod_that_makes_a_cheap_expression_expensive_is_cut_off_at_run_time(
     assert "node(s) were not evaluated: the pod's Expression evaluations used their " \
            "budget of 1000000 cost units for one scheduling attempt" in message
     assert "node(s) didn't match expression" in message  # the nodes it did evaluate
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) >= 20 and b, 60,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) >= 20 else None, 60,
                      "the plain policy's 20 pods bound")
     assert set(bound) == {f"p{i}" for i in range(20)}
 

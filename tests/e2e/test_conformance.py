@@ -1,7 +1,7 @@
 """The differential conformance suite's fast subset: kube-scheduler and polsched's default
 policy, side by side on two control planes, agree pod by pod.
 
-`make conformance` plays the whole suite (conformance/, every family, 575 scenarios);
+`make conformance` plays the whole suite (conformance/, every family, 625 scenarios);
 this test plays FAST_COUNT scenarios of the families in FAST_FAMILIES through the same
 runner and comparison, and fails with the table and the differing pods.
 
@@ -24,12 +24,12 @@ from conformance import scenarios as scn
 pytestmark = pytest.mark.e2e
 
 SEED = 7
-FAST_COUNT = 66  # three scenarios of each family
+FAST_COUNT = 72  # three scenarios of each family
 FAST_FAMILIES = ["resources", "init-sidecar", "overhead", "pod-resources", "taints",
                  "node-affinity", "node-selector", "pod-affinity", "spread", "host-ports",
                  "gates", "no-nodes", "unschedulable", "preemption", "default-spread",
                  "dra", "dra-extended", "dra-allocated", "volumes", "mixed", "csi-limits",
-                 "extender"]
+                 "extender", "node-features", "resize"]
 
 
 def test_polsched_decides_as_kube_scheduler_on_the_fast_subset(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from polsched.framework.types import NodeInfo, PodInfo
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.operators import Harness, wait_for, zone_policy
+from tests.e2e.operators import Harness, response_json, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling, pod_manifest
 
@@ -323,7 +323,7 @@ def test_a_300_mb_extender_answer_is_a_clear_error_with_memory_bounded(
 
         def note() -> str:
             resp = h.core.list_namespaced_event(namespace, _preload_content=False)
-            for e in json.loads(resp.data)["items"]:
+            for e in response_json(resp)["items"]:
                 if e.get("reason") == "FailedScheduling" and \
                         e["involvedObject"]["name"] == "victim":
                     return str(e.get("message") or "")
@@ -413,7 +413,7 @@ def test_webhook_refuses_reserved_names_bad_cas_and_unauthorised_shadows(
 
         err = apply_refused(h, ext_policy(f"{rid}-meta", "a", {
             "urlPrefix": "http://169.254.169.254/latest/"}))
-        assert "spec.extenders[0].urlPrefix" in err and "link-local" in err
+        assert "spec.extenders[0].urlPrefix" in err and "cloud metadata endpoint" in err
 
         live = h.apply_policy(zone_policy(f"{rid}-live", "a"))
         h.wait_ready(live, 30)

@@ -9,6 +9,7 @@ import time
 import pytest
 from kubernetes import client
 
+from tests.builders import make_pod
 from tests.conftest import ROOT, Cluster, NodeFactory, unique
 
 pytestmark = pytest.mark.e2e
@@ -25,11 +26,8 @@ def test_server_reports_pinned_version(cluster: Cluster) -> None:
 def test_bind_pod_with_v1_binding(cluster: Cluster, namespace: str, nodes: NodeFactory) -> None:
     node = nodes(unique("node"), cpu="2", memory="4Gi")
     pod_name = "bind-me"
-    cluster.apply({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod_name, "namespace": namespace},
-        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]},
-    })
+    cluster.apply(make_pod().typed().name(pod_name).namespace(namespace).scheduler("nobody")
+                  .container(image="busybox").obj())
     core = client.CoreV1Api(cluster.api)
     body = client.V1Binding(metadata=client.V1ObjectMeta(name=pod_name),
                             target=client.V1ObjectReference(api_version="v1", kind="Node",

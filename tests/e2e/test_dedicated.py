@@ -42,7 +42,7 @@ def harness(harness_session: Harness) -> Iterator[Harness]:
 
 def deployment(h: Harness, name: str) -> dict[str, Any] | None:
     p = h.cluster.kubectl("get", "deployment", name, "-n", NS, "-o", "json", check=False)
-    return json.loads(p.stdout) if p.returncode == 0 else None  # type: ignore[no-any-return]
+    return json.loads(p.stdout) if p.returncode == 0 else None
 
 
 def lease_holder(h: Harness, name: str) -> str:
@@ -91,7 +91,8 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
         second = h.process(kubeconfig, *common, "--identity", f"{rid}-second")
         wait_for(lambda: h.condition(rid, "Ready").get("status") == "True", 10,
                  "Ready=True written by the Dedicated scheduler")
-        time.sleep(1.0)  # the second one's cache has synced
+        # It logs "started as" once its cache has synced.
+        wait_for(lambda: "started as" in second.log(), 20, "the second one started")
 
         h.create_pods(namespace, [f"p{i}" for i in range(10)], rid)
         wait_for(lambda: len(h.bound(namespace)) == 10, 10, "10 pods bound")

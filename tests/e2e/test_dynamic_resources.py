@@ -443,7 +443,7 @@ def test_a_device_that_fails_to_bind_is_released_and_allocated_again(
 
             async def released() -> bool:
                 c = await claim_of(client, namespace, "flaky")
-                return bool(c) and not (c.get("status") or {}).get("reservedFor")
+                return c is not None and bool(c) and not (c.get("status") or {}).get("reservedFor")
 
             # Unreserve (or PostFilter's deallocation) leaves no reservation...
             await eventually(released, 60, what="the pod out of reservedFor")
@@ -656,7 +656,8 @@ def test_a_failed_device_for_an_extended_resource_gets_a_new_claim(
                     status = c.get("status") or {}
                     if c["metadata"]["name"] != but_not and status.get("reservedFor") \
                             and not status.get("devices"):
-                        return c
+                        claim: Json = c
+                        return claim
                 return None
 
             async def report(claim: Json, condition: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -20,7 +21,9 @@ from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import eventually, nodes_ready
@@ -59,15 +62,11 @@ def run(cluster: Cluster, policies: list[Policy],
 
 async def create_pod(client: ApiClient, ns: str, name: str, scheduler: str, run_id: str,
                      cpu: str | None = None, **spec: Any) -> Json:
-    container: Json = {"name": "c", "image": "busybox"}
-    if cpu:
-        container["resources"] = {"requests": {"cpu": cpu}}
     selector = {RUN: run_id, **spec.pop("nodeSelector", {})}
-    return await client.post(f"/api/v1/namespaces/{ns}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-        "spec": {"schedulerName": scheduler, "containers": [container],
-                 "nodeSelector": selector, "terminationGracePeriodSeconds": 0, **spec},
-    })
+    return await client.post(f"/api/v1/namespaces/{ns}/pods", (
+        make_pod().typed().name(name).namespace(ns).scheduler(scheduler)
+        .container(image="busybox", requests={"cpu": cpu} if cpu else None)
+        .node_selector(selector).zero_termination_grace_period().spec(**spec).obj()))
 
 
 async def get_pod(client: ApiClient, ns: str, name: str) -> Json:
@@ -117,7 +116,7 @@ def test_a_prefetched_cache_applies_its_lists_at_start_and_watches_on_from_them(
                 assert f"{namespace}/listed" in cache.pods
                 engine.apply(policy(sched, {}))
                 for name in ("listed", "watched"):
-                    assert await eventually(lambda n=name: node_of(client, namespace, n)) == a
+                    assert await eventually(partial(node_of, client, namespace, name)) == a
             finally:
                 await engine.stop()
 
@@ -272,7 +271,20 @@ def test_300_pods_of_500m_fill_10_nodes_of_4_cpu_exactly(
                     and engine.stats(sched).unschedulable_attempts >= 220)
 
         await eventually(settled, timeout=120, what="80 bound and 220 unschedulable")
-        await asyncio.sleep(2)  # nothing more may bind
+
+        async def idle() -> bool:
+            # Every pod is bound or parked as unschedulable and no binding cycle is under
+            # way: nothing more can bind until a cluster event moves a pod.
+            def pending(queue: str) -> float:
+                return metrics.PENDING_PODS.values.get(
+                    (("profile", sched), ("queue", queue)), 0.0)
+
+            return (pending(metrics.ACTIVE) == 0 and pending(metrics.BACKOFF) == 0
+                    and pending(metrics.UNSCHEDULABLE_QUEUE) == 220
+                    and metrics.GOROUTINES.values.get(
+                        (("operation", metrics.BINDING),), 0.0) == 0)
+
+        await eventually(idle, timeout=60, what="every pod bound or parked, no bind under way")
         pods = (await client.get(f"/api/v1/namespaces/{namespace}/pods"))["items"]
         per_node: dict[str, int] = {}
         for pod in pods:

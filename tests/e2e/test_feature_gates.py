@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from polsched.cluster import featuregates
+from tests.builders import make_pod
 from tests.conftest import Cluster, node_manifest, unique
 from tests.e2e.conftest import GATES
 
@@ -136,18 +137,14 @@ def test_oracle_with_gate_schedules_a_gang(gated: tuple[Cluster, Path]) -> None:
         c.apply(_podgroup(pg, ns, 2))
 
         def member(name: str) -> dict[str, Any]:
-            return {"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": name, "namespace": ns},
-                    "spec": {"schedulingGroup": {"podGroupName": pg},
-                             "containers": [{"name": "c", "image": "busybox"}]}}
+            return (make_pod().typed().name(name).namespace(ns).pod_group(pg)
+                    .container(image="busybox").obj())
 
         c.apply(member("m1"))
         # A plain pod created after m1 gets bound: the scheduler's pod watch delivered m1
         # first (one watch, resourceVersion order), so m1 has been through PreEnqueue and
         # was held there, alone in a group of minCount 2.
-        probe = {"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": "probe", "namespace": ns},
-                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        probe = make_pod().typed().name("probe").namespace(ns).container(image="busybox").obj()
         c.apply(probe)
         _wait("the probe pod bound", lambda: bool(
             c.kubectl_json("get", "pod", "probe", "-n", ns)["spec"].get("nodeName")))

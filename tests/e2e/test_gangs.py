@@ -44,6 +44,7 @@ from polsched.plugins import (
 )
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import Cluster, node_manifest, unique
 from tests.e2e.rbac import (
     OPERATOR_NAMESPACE,
@@ -530,15 +531,12 @@ async def drop_classes(g: Gang, names: Mapping[str, str]) -> None:
 async def victim(g: Gang, name: str, node: str, cpu: str, priority_class: str,
                  group: str | None = None) -> None:
     """A pod already on `node` (no scheduler involved)."""
-    spec: Json = {"nodeName": node, "priorityClassName": priority_class,
-                  "terminationGracePeriodSeconds": 0,
-                  "containers": [{"name": "c", "image": "busybox",
-                                  "resources": {"requests": {"cpu": cpu}}}]}
+    p = (make_pod().typed().name(name).namespace(g.ns).node(node)
+         .spec(priorityClassName=priority_class).zero_termination_grace_period()
+         .container(image="busybox", requests={"cpu": cpu}))
     if group is not None:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    await g.client.post(f"/api/v1/namespaces/{g.ns}/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": g.ns}, "spec": spec})
+        p.pod_group(group)
+    await g.client.post(f"/api/v1/namespaces/{g.ns}/pods", p.obj())
 
 
 async def high_gang(g: Gang, name: str, min_count: int, cpus: list[str],

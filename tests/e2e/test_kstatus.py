@@ -77,7 +77,7 @@ def test_kubectl_wait_after_an_edit_waits_for_the_new_generation(
 
     # An edit that does not load: Ready=False and Stalled=True for generation 3.
     bad = zone_policy(rid, "a")
-    bad["spec"]["filters"].append(  # type: ignore[index]
+    bad["spec"]["filters"].append(
         {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
     h.cluster.apply(bad)
     wait_for(lambda: h.condition(name, "Stalled").get("observedGeneration") == 3, 10,

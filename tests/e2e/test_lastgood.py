@@ -173,7 +173,7 @@ def test_a_reload_does_not_wait_for_the_record(cluster: Cluster, name: str) -> N
                 await held.wait()  # a slow API server: the write hangs until released
             return await real_patch(path, patch, *args, **kwargs)
 
-        r.client.patch = gated_patch  # type: ignore[method-assign]
+        r.client.patch = gated_patch  # type: ignore[method-assign,assignment]
         await r.observe(await read(client, name))
         assert r.engine.stats(name).observed_generation == 1
         spec2 = {**good(name), "filters": [{"name": "NodeLabel", "args": {"requirements": [

@@ -148,7 +148,7 @@ def test_run_reports_transitions_and_releases_on_stop(cluster: Cluster,
     assert seen == [True, False]
 
 
-async def _true(seen: list[bool]) -> bool:
+async def _true(seen: list[Any]) -> bool:
     return bool(seen)
 
 def test_a_lease_thread_renews_while_the_callers_loop_is_busy(cluster: Cluster,

@@ -34,6 +34,7 @@ from polsched.cluster.client import ApiClient
 from polsched.framework import resources as res
 from polsched.plugins import CATALOG
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import HACK, Cluster, _wait_ready, install_crds, node_manifest, unique
 from tests.e2e.scheduling import RUN, bound_node, eventually, nodes_ready
 
@@ -101,12 +102,10 @@ def world(metrics_cluster: Cluster) -> Iterator[World]:
         del manifest["status"]["capacity"]
         metrics_cluster.apply(manifest)
         cpu, mem = LOADS[kind]
-        metrics_cluster.apply({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"load-{kind}", "namespace": w.ns,
-                         "annotations": {USAGE_CPU: cpu, USAGE_MEM: mem}},
-            "spec": {"nodeName": name, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "busybox"}]}})
+        metrics_cluster.apply(
+            make_pod().typed().name(f"load-{kind}").namespace(w.ns)
+            .annotation(USAGE_CPU, cpu).annotation(USAGE_MEM, mem).node(name)
+            .zero_termination_grace_period().container(image="busybox").obj())
     yield w
     metrics_cluster.kubectl("delete", "pods", "--all", "-n", w.ns, "--force",
                             "--grace-period=0", "--wait=false", check=False)
@@ -164,11 +163,9 @@ def run(cluster: Cluster, body: Callable[[Engine, ApiClient], Awaitable[None]]) 
 def pod(w: World, name: str, scheduler: str, cpu: str, memory: str | None = None
         ) -> dict[str, Any]:
     requests = {"cpu": cpu, **({"memory": memory} if memory else {})}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": w.ns},
-            "spec": {"schedulerName": scheduler, "nodeSelector": {RUN: w.rid},
-                     "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"requests": requests}}]}}
+    return (make_pod().typed().name(name).namespace(w.ns).scheduler(scheduler)
+            .node_selector({RUN: w.rid}).zero_termination_grace_period()
+            .container(image="busybox", requests=requests).obj())
 
 
 async def watcher_has_loads(engine: Engine, w: World) -> bool:
@@ -267,7 +264,8 @@ def test_target_load_packing_packs_to_the_target_follows_usage_and_reloads(
         mine: dict[str, int] = dict.fromkeys(LOADS, 0)
 
         async def place(i: int, target: float, now: dict[str, tuple[float, float]]) -> str:
-            scores = {k: tlp_score(now[k][0], 150, 150 * mine[k], target) for k in LOADS}
+            scores: dict[str, float] = {
+                k: tlp_score(now[k][0], 150, 150 * mine[k], target) for k in LOADS}
             want = argmax(scores)
             await client.post(f"/api/v1/namespaces/{w.ns}/pods",
                               pod(w, f"tlp-{i}", name, "100m"))

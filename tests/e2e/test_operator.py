@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.operators import Harness, wait_for, zone_policy
+from tests.e2e.operators import Harness, response_json, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 
@@ -61,7 +61,7 @@ def test_policy_becomes_ready_binds_and_counts(harness: Harness, namespace: str,
     print(f"Ready=True {time.monotonic() - t0:.2f}s after apply (operator start included)")
     pods = [f"p{i}" for i in range(20)]
     h.create_pods(namespace, pods, rid)
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 20 and b, 15,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) == 20 else None, 15,
                      "20 pods bound")
     assert {zones[n] for n in bound.values()} == {"a"}
     # bindsTotal is persisted once its binds' second has settled (controller.policies.ledger).
@@ -103,7 +103,7 @@ def test_run_without_a_webhook_never_imports_kopf(harness: Harness, namespace: s
     name = h.apply_policy(zone_policy(rid, "a"))
     h.wait_ready(name, 60)
     h.create_pods(namespace, ["p0", "p1", "p2"], rid)
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 3 and b, 30,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) == 3 else None, 30,
                      "3 pods bound")
     assert {zones[n] for n in bound.values()} == {"a"}
 
@@ -165,7 +165,7 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
         edit = zone_policy(rid, "b")
         t_edit = time.monotonic()
         h.cluster.kubectl("patch", "spol", name, "--type", "merge", "-p",
-                          '{"spec":{"filters":' + str(edit["spec"]["filters"])  # type: ignore
+                          '{"spec":{"filters":' + str(edit["spec"]["filters"])
                           .replace("'", '"') + "}}")
         t_patched = time.monotonic()
         wait_for(lambda: h.status(name).get("observedGeneration") == 2, 5,
@@ -184,7 +184,7 @@ def test_hot_reload_while_pods_arrive(harness: Harness, namespace: str,
     # No wall-clock bound here (it failed under load): the wait above only needs the
     # reload to happen; what it changes is asserted below, and bench/reload.py times it.
     total = len(created)
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == total and b, 20,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) == total else None, 20,
                      f"all {total} pods bound")
     after = [p for p, t in created if t > t_seen]
     before = [p for p, t in created if t < t_edit]
@@ -209,7 +209,7 @@ def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
     name = h.apply_policy(zone_policy(rid, "a"))
     h.wait_ready(name)
     bad = zone_policy(rid, "b")
-    bad["spec"]["filters"].append(  # type: ignore[index]
+    bad["spec"]["filters"].append(
         {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
     h.cluster.apply(bad)
     valid = wait_for(lambda: (c := h.condition(name, "Valid")).get("status") == "False" and c,
@@ -229,7 +229,7 @@ def test_invalid_edit_keeps_the_old_pipeline(harness: Harness, namespace: str,
     assert h.condition(name, "Stalled")["status"] == "True"
     assert h.condition(name, "Reconciling")["status"] == "False"
     h.create_pods(namespace, [f"p{i}" for i in range(5)], rid)
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 5 and b, 10,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) == 5 else None, 10,
                      "5 pods bound by the old pipeline")
     assert {zones[n] for n in bound.values()} == {"a"}
 
@@ -253,7 +253,7 @@ def test_restart_on_an_invalid_spec_runs_the_last_good_generation(
     assert h.policy(name)["metadata"]["generation"] == 1  # a metadata patch
     op.stop()
     bad = zone_policy(rid, "a")
-    bad["spec"]["filters"].append(  # type: ignore[index]
+    bad["spec"]["filters"].append(
         {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
     h.cluster.apply(bad)
     assert h.policy(name)["metadata"]["generation"] == 2
@@ -271,7 +271,7 @@ def test_restart_on_an_invalid_spec_runs_the_last_good_generation(
     assert status["observedGeneration"] == 1
     assert status["pipeline"]["filters"].count("Expression") == 0
     h.create_pods(namespace, ["p2", "p3", "p4"], rid)
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 5 and b, 15,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) == 5 else None, 15,
                      "new pods bound by the last good pipeline")
     assert {zones[n] for n in bound.values()} == {"a"}
     # The record still names generation 1: an invalid spec is never recorded.
@@ -302,7 +302,7 @@ def test_webhook_refuses_an_invalid_edit(harness: Harness, free_port: int) -> No
         name = h.apply_policy(zone_policy(rid, "a"))
         h.wait_ready(name)
         bad = zone_policy(rid, "b")
-        bad["spec"]["filters"].append(  # type: ignore[index]
+        bad["spec"]["filters"].append(
             {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
         p = h.cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
         print("kubectl apply of an invalid policy:", p.stderr.strip())
@@ -335,7 +335,7 @@ def test_sigkill_in_the_middle_of_500_pods(harness: Harness, namespace: str,
     print(f"SIGKILL with {bound_at_kill} pods bound; status.bindsTotal was {before}")
     creator.join(60)
     h.operator(identity)  # same identity: takes its lease back at once
-    bound = wait_for(lambda: (b := h.bound(namespace)) and len(b) == 500 and b, 60,
+    bound = wait_for(lambda: b if len(b := h.bound(namespace)) == 500 else None, 60,
                      "all 500 pods bound")
     assert len(bound) == 500
     events = h.scheduled_events(namespace)
@@ -396,7 +396,7 @@ def test_two_policies_then_delete_one(harness: Harness, namespace: str,
         assert not p["spec"].get("nodeName")
         assert not (p.get("status") or {}).get("conditions"), p["status"]
     events = h.core.list_namespaced_event(namespace, _preload_content=False)
-    touched = [e for e in json.loads(events.data)["items"]
+    touched = [e for e in response_json(events)["items"]
                if e["involvedObject"]["name"].startswith("late-")]
     assert not touched
 

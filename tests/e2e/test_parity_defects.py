@@ -14,6 +14,7 @@ import pytest
 
 from polsched.cluster.client import ApiClient
 from polsched.objects import Json
+from tests.builders import make_node, make_pod
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.scheduling import (
     RUN,
@@ -47,11 +48,9 @@ async def create(client: ApiClient, ns: str, name: str, scheduler: str, run_id: 
 async def place(client: ApiClient, ns: str, name: str, node: str, labels: dict[str, str],
                 **spec: Any) -> None:
     """A pod already bound to `node` (spec.nodeName), as another scheduler left it."""
-    await client.post(f"/api/v1/namespaces/{ns}/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}],
-                 "terminationGracePeriodSeconds": 0, **spec}})
+    await client.post(f"/api/v1/namespaces/{ns}/pods", (
+        make_pod().typed().name(name).namespace(ns).labels(labels).node(node)
+        .container(image="busybox").zero_termination_grace_period().spec(**spec).obj()))
 
 
 async def pod_scheduled(client: ApiClient, ns: str, name: str) -> Json | None:
@@ -147,10 +146,8 @@ def test_existing_anti_affinity_with_namespace_selector_keeps_pods_away(
 def quiet_node(name: str, run_id: str, cpu: str, **labels: str) -> Json:
     """A node kwok does not manage: no status updates, so its object (and the cache's
     NodeInfo generation) stays as created."""
-    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {RUN: run_id, HOSTNAME: name, **labels}},
-            "status": {"allocatable": res, "capacity": res}}
+    return (make_node().typed().name(name).labels({RUN: run_id, HOSTNAME: name, **labels})
+            .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def test_a_recreated_node_does_not_inherit_the_deleted_nodes_expression_verdict(

@@ -28,6 +28,7 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler import metrics
 from polsched.scheduler.engine import Engine
+from tests.builders import make_pod
 from tests.conftest import Cluster, NodeFactory, node_manifest, unique
 from tests.e2e.rbac import operator_kubeconfig
 from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling, pod_manifest
@@ -65,12 +66,9 @@ def policy(name: str) -> Json:
 def bound_pod(ns: str, name: str, node: str, cpu: str, priority_class: str,
               labels: dict[str, str] | None = None, grace: int = 0) -> Json:
     """A pod already on `node` (no scheduler involved): a would-be victim."""
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
-            "spec": {"nodeName": node, "priorityClassName": priority_class,
-                     "terminationGracePeriodSeconds": grace,
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"requests": {"cpu": cpu}}}]}}
+    return (make_pod().typed().name(name).namespace(ns).labels(labels or {}).node(node)
+            .spec(priorityClassName=priority_class, terminationGracePeriodSeconds=grace)
+            .container(image="busybox", requests={"cpu": cpu}).obj())
 
 
 def run_with_engine(cluster: Cluster, name: str,

@@ -420,7 +420,7 @@ async def _two_pods_a_second_apart(client: ApiClient, namespace: str, sched: str
     """b-earlier, then a-later created in a later second, both 600m, before any scheduler
     for `sched` runs."""
     first = await create_pod(client, namespace, "b-earlier", sched, rid, cpu="600m")
-    created = first["metadata"]["creationTimestamp"]
+    created: str = first["metadata"]["creationTimestamp"]
 
     async def next_second() -> bool:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import make_pod
 from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.operators import POLSCHED, Harness, wait_for
+from tests.e2e.operators import POLSCHED, Harness, response_json, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -60,11 +61,9 @@ def ranked_policy(name: str, rid: str, *, reverse: bool = False, paused: bool = 
 
 def pod(name: str, scheduler: str, cpu: str, labels: dict[str, str] | None = None
         ) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": cpu}}}]}}
+    return (make_pod().typed().name(name).labels(labels or {}).scheduler(scheduler)
+            .zero_termination_grace_period()
+            .container(image="registry.k8s.io/pause:3.10", requests={"cpu": cpu}).obj())
 
 
 def polsched(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -75,7 +74,7 @@ def polsched(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
 def versions(h: Harness, namespace: str, policy: str) -> dict[str, Any]:
     """resourceVersions of what a simulate run could write: the pods (binds, conditions),
     the namespace's events (and how many) and the policy (status)."""
-    events = json.loads(h.core.list_namespaced_event(namespace, _preload_content=False).data)
+    events = response_json(h.core.list_namespaced_event(namespace, _preload_content=False))
     return {"pods": {p["metadata"]["name"]: p["metadata"]["resourceVersion"]
                      for p in h.pods(namespace)},
             "events": sorted(e["metadata"]["resourceVersion"] for e in events["items"]),
@@ -97,7 +96,8 @@ def test_simulate_from_a_snapshot_matches_the_operator_pod_by_pod(
     # names' order in both the operator and the snapshot.
     names = [f"p{i}" for i in range(9)]
     for n in names:
-        h.core.create_namespaced_pod(namespace, pod(n, rid, "400m"), _preload_content=False)
+        # The client takes a dict body too; its type hints name only V1Pod.
+        h.core.create_namespaced_pod(namespace, pod(n, rid, "400m"), _preload_content=False)  # type: ignore[arg-type]
     wait_for(lambda: h.status(name).get("pendingPods") == 9, 10, "9 pods pending")
 
     snap = tmp_path / "cluster.json"
@@ -203,5 +203,5 @@ def test_shadow_agreement_counters_match_the_truth(
         assert not any(k.startswith("polsched.io/") for k in
                        (p["metadata"].get("annotations") or {})), p["metadata"]
     assert all(n == 1 for n in h.scheduled_events(namespace).values())
-    events = json.loads(h.core.list_namespaced_event(namespace, _preload_content=False).data)
+    events = response_json(h.core.list_namespaced_event(namespace, _preload_content=False))
     assert not [e for e in events["items"] if sname in json.dumps(e)]

@@ -99,7 +99,7 @@ def install_configuration(h: Harness, port: int) -> None:
 def refuses_invalid_policy(h: Harness, rid: str) -> bool:
     """The webhook answers: an invalid policy is refused naming its field."""
     bad = zone_policy(rid, "a")
-    bad["spec"]["filters"].append(  # type: ignore[index]
+    bad["spec"]["filters"].append(
         {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
     p = h.cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
     return p.returncode != 0 and "spec.filters[1].args.expression" in p.stderr
@@ -152,7 +152,8 @@ def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port
     install_configuration(h, free_port)
     h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
-    stored = wait_for(lambda: secret(h).get("tls.crt") and secret(h), 60, "Secret " + SECRET)
+    stored = wait_for(lambda: s if (s := secret(h)).get("tls.crt") else None, 60,
+                      "Secret " + SECRET)
     # The CA key is not in the serving Secret: it has a Secret of its own.
     assert set(stored) == {"ca.crt", "tls.crt", "tls.key"}
     assert set(secret(h, CA_SECRET)) == {"ca.crt", "ca.key"}
@@ -176,7 +177,7 @@ def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
     install_configuration(h, free_port)
     h.operator(unique("renew"), "--webhook-listen", f"127.0.0.1:{free_port}",
                "--webhook-secret", SECRET)
-    renewed = wait_for(lambda: (s := secret(h)) and s.get("tls.crt") != cert and s, 60,
+    renewed = wait_for(lambda: s if (s := secret(h)) and s.get("tls.crt") != cert else None, 60,
                        "the serving certificate renewed")
     assert renewed["ca.crt"] == ca  # the CA has years left: kept, and so is the caBundle
     # The Secret was of the old layout (the CA key in it): the CA moved to its own Secret.
@@ -229,16 +230,16 @@ def test_a_secret_broken_while_running_is_made_again_at_once(harness: Harness,
     h.cluster.kubectl("patch", "secret", SECRET, "-n", OPERATOR_NAMESPACE, "--type", "merge",
                       "-p", json.dumps({"data": {"tls.key": base64.b64encode(
                           stray.encode()).decode()}}))
-    second = wait_for(lambda: (s := serving(h, free_port)) and s["tls.crt"] != first["tls.crt"]
-                      and s, 30, "a new serving certificate, from the same CA")
+    second = wait_for(lambda: s if (s := serving(h, free_port)) and s["tls.crt"] != first["tls.crt"]
+                      else None, 30, "a new serving certificate, from the same CA")
     assert second["ca.crt"] == first["ca.crt"] and second["tls.key"] != stray
     # Garbage for the CA key: a new CA, published next to the old one, then served.
     h.cluster.kubectl("patch", "secret", CA_SECRET, "-n", OPERATOR_NAMESPACE, "--type",
                       "merge", "-p", json.dumps({"data": {"ca.key": base64.b64encode(
                           b"garbage").decode()}}))
-    third = wait_for(lambda: (s := serving(h, free_port)) and
+    third = wait_for(lambda: s if (s := serving(h, free_port)) and
                      certificates.first_pem(s["ca.crt"]) != certificates.first_pem(first["ca.crt"])
-                     and s, 60, "a new CA, published and served")
+                     else None, 60, "a new CA, published and served")
     assert certificates.first_pem(first["ca.crt"]) in third["ca.crt"]  # still trusted meanwhile
     assert op.alive()
     assert refuses_invalid_policy(h, rid)
@@ -288,7 +289,9 @@ def test_in_cluster_the_ca_bundle_is_injected_again_into_a_recreated_configurati
 
         agen = server(fn)
         config = await agen.__anext__()
-        bundle = base64.b64decode(config["caBundle"]).decode()
+        ca_bundle_b64 = config["caBundle"]
+        assert ca_bundle_b64 is not None
+        bundle = base64.b64decode(ca_bundle_b64).decode()
 
         async def drain() -> None:
             async for _ in agen:
@@ -309,7 +312,8 @@ def test_in_cluster_the_ca_bundle_is_injected_again_into_a_recreated_configurati
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await agen.aclose()
+            # server() is an async generator; its annotation names the iterator it returns.
+            await agen.aclose()  # type: ignore[attr-defined]
             await client.close()
 
     asyncio.run(scenario())
@@ -366,7 +370,8 @@ def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await agen.aclose()
+            # server() is an async generator; its annotation names the iterator it returns.
+            await agen.aclose()  # type: ignore[attr-defined]
             await client.close()
         return configs, first, second, third
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import make_pod
 from tests.conftest import HACK, ROOT, unique
 from tests.e2e.argocd import health
 from tests.e2e.operators import wait_for
@@ -183,15 +184,11 @@ def test_three_pods_run_on_the_real_node(installed: RealCluster) -> None:
     wait_for(lambda: c.kubectl("get", "sa", "default", "-n", ns, check=False).returncode == 0,
              30, "the namespace's default ServiceAccount")
     for i in range(3):
-        c.apply({"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": f"app-{i}", "namespace": ns},
-                 "spec": {"schedulerName": policy["spec"]["schedulerName"],
-                          "terminationGracePeriodSeconds": 0,
-                          "automountServiceAccountToken": False,
-                          "containers": [{"name": "app", "image": TEST_IMAGE,
-                                          "command": ["sleep", "3600"],
-                                          "resources": {"requests": {"cpu": "10m",
-                                                                     "memory": "8Mi"}}}]}})
+        c.apply(make_pod().typed().name(f"app-{i}").namespace(ns)
+                .scheduler(policy["spec"]["schedulerName"]).zero_termination_grace_period()
+                .spec(automountServiceAccountToken=False)
+                .container("app", image=TEST_IMAGE, requests={"cpu": "10m", "memory": "8Mi"},
+                           command=["sleep", "3600"]).obj())
 
     def running() -> list[dict[str, Any]] | None:
         pods = c.get("pods", "-n", ns)["items"]

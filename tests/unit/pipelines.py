@@ -28,8 +28,9 @@ from polsched.framework.registry import ArgsError, Catalog, Registry
 from polsched.framework.runtime import Pipeline
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_node, make_pod
 
 
 def policy_object(filters: Sequence[Json] | None = None, scorers: Sequence[Json] | None = None,
@@ -125,7 +126,8 @@ def args_errors(name: str, args: Any, *, point: str = "") -> list[str]:
         point = "filter" if found is not None and found.filter is not None else "score"
     key = "filters" if point == "filter" else "scorers"
     try:
-        load(defaults=False, **{key: [{"name": name, "args": args}]})
+        entries: dict[str, Any] = {key: [{"name": name, "args": args}]}
+        load(defaults=False, **entries)
     except PolicyError as err:
         prefix = f"spec.{key}[0]."
         return [e.path.removeprefix(prefix) for e in err.errors]
@@ -135,22 +137,17 @@ def args_errors(name: str, args: Any, *, point: str = "") -> list[str]:
 # A small cluster for tests that decide many pods in turn through a ClusterCache: nodes
 # labelled `label_key` (0-6) and zone, pods of three CPU sizes.
 def labelled_node(i: int, label_key: str) -> Json:
-    return {"metadata": {"name": f"n{i:02d}", "resourceVersion": str(i + 1),
-                         "labels": {label_key: str(i % 7), "zone": f"z{i % 3}"}},
-            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "20"},
-                       "capacity": {"cpu": "2", "memory": "8Gi", "pods": "20"}}}
+    return (make_node().name(f"n{i:02d}").resource_version(str(i + 1))
+            .labels({label_key: str(i % 7), "zone": f"z{i % 3}"})
+            .capacity({"cpu": "2", "memory": "8Gi", "pods": "20"}).obj())
 
 
 def sized_pod(i: int, scheduler: str, node_name: str | None = None) -> Json:
     cpu = ("100m", "250m", "500m")[i % 3]
-    return {"metadata": {"name": f"p{i:04d}", "namespace": "ns", "uid": f"uid-{i}",
-                         "resourceVersion": str(1000 + i) if node_name is None
-                         else str(100000 + i),
-                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"schedulerName": scheduler, "nodeName": node_name,
-                     "containers": [{"name": "c", "resources": {"requests": {
-                         "cpu": cpu, "memory": "64Mi"}}}]},
-            "status": {"phase": "Pending"}}
+    return (make_pod().name(f"p{i:04d}").namespace("ns").uid(f"uid-{i}")
+            .resource_version(str(1000 + i) if node_name is None else str(100000 + i))
+            .created("2026-01-01T00:00:00Z").scheduler(scheduler).spec(nodeName=node_name)
+            .req(cpu=cpu, memory="64Mi").phase("Pending").obj())
 
 
 def decide_at_once(pl: Pipeline, cache: Any, i: int) -> str | None:

@@ -65,8 +65,8 @@ def test_messages_and_outcomes_must_be_equal() -> None:
 
 
 def test_victims_that_rank_alike_on_another_node_are_a_tie() -> None:
-    low = {"priorityClassName": "conformance-low"}
-    mid = {"priorityClassName": "conformance-mid"}
+    low: dict[str, object] = {"priorityClassName": "conformance-low"}
+    mid: dict[str, object] = {"priorityClassName": "conformance-mid"}
     sc = _scenario("preemption", [low, low, mid, {"priorityClassName": "conformance-high"}])
     ev = "0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential " \
          "placement for pod on node {}, preempting 1 victims"

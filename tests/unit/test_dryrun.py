@@ -67,7 +67,7 @@ def test_simulate_replaces_the_owner_of_the_candidates_scheduler_name() -> None:
 
 
 def test_a_pending_copy_forgets_the_last_decision_and_leaves_the_pod_alone() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "default", "labels": {"a": "b"}},
+    pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": "default", "labels": {"a": "b"}},
            "spec": {"nodeName": "n1", "containers": []},
            "status": {"phase": "Running", "nominatedNodeName": "n2", "podIP": "10.0.0.1",
                       "conditions": [{"type": "PodScheduled", "status": "True"}]}}

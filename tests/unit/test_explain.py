@@ -16,6 +16,7 @@ from polsched.commands import cli
 from polsched.commands.explain import explain, read_objects
 from polsched.framework.diagnosis import PluginScore
 from polsched.plugins import CATALOG
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -31,20 +32,16 @@ POLICY: dict[str, Any] = {
 
 
 def node(name: str, labels: dict[str, str] | None = None, cpu: str = "4") -> dict[str, Any]:
-    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels or {}},
-            "status": {"allocatable": res, "capacity": res}}
+    return (make_node().typed().name(name).labels(labels or {})
+            .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod(name: str, cpu: str = "1", node_name: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "label-priority",
-                            "containers": [{"name": "c", "image": "x",
-                                            "resources": {"requests": {"cpu": cpu}}}]}
+    p = (make_pod().typed().name(name).namespace("default").uid(name)
+         .scheduler("label-priority").container(image="x", requests={"cpu": cpu}))
     if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec}
+        p.node(node_name)
+    return p.obj()
 
 
 NODES = [node("n1", {KEY: "10"}), node("n2", {KEY: "5"}), node("n3")]

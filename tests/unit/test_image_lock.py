@@ -19,7 +19,7 @@ def _locked() -> dict[str, str]:
     return {_name(m[1]): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", text, re.M)}
 
 
-def test_every_runtime_pin_is_in_the_image_lock_at_the_same_version():
+def test_every_runtime_pin_is_in_the_image_lock_at_the_same_version() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     locked = _locked()
     missing = []
@@ -35,7 +35,7 @@ def test_every_runtime_pin_is_in_the_image_lock_at_the_same_version():
     )
 
 
-def test_every_locked_package_carries_a_hash():
+def test_every_locked_package_carries_a_hash() -> None:
     text = (ROOT / "hack/image/requirements.txt").read_text()
     entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n\n", 1)[1].strip())
     assert entries and all("--hash=sha256:" in e for e in entries), entries

@@ -52,6 +52,10 @@ RULES: tuple[tuple[str, frozenset[str]], ...] = (
         API, CLUSTER, CONTROLLER, PLUGINS, SCHEDULER, "polsched.extender.client", AIOHTTP})),
     # The extender client speaks HTTP (cluster.http1's client); it does not read policies.
     (EXTENDER, frozenset({API, CONTROLLER, PLUGINS, SCHEDULER})),
+    # The DRA library (allocator, device selectors) is below the plugins, as upstream's
+    # k8s.io/dynamic-resource-allocation: no plugin, policy, cache or client.
+    ("polsched.dra", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER,
+                                AIOHTTP})),
     # The framework is computation: it knows no plugin, policy, cache or client.
     (FRAMEWORK, frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER, AIOHTTP})),
     # A plugin reads a snapshot and returns a Status: it knows no policy, no cache, no
@@ -90,7 +94,7 @@ EXPECTED_TO_FAIL: Mapping[str, str] = {}
 
 # The order modules are imported in: the light layers first (see the module docstring).
 _ORDER = ("polsched.objects", "polsched.extender.config", "polsched.extender.wire", FRAMEWORK,
-          PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
+          "polsched.dra", PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
 
 
 def _under(module: str, name: str) -> bool:
@@ -182,7 +186,8 @@ def test_every_layer_has_a_rule_and_the_check_can_fail() -> None:
 # What building the parser may load (`polsched --help`, and every subcommand before it
 # runs): the parser, and the options of the two long-running commands.
 _PARSER_MODULES = frozenset({
-    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.controller",
+    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.commands.version",
+    "polsched.controller",
     "polsched.controller.process", "polsched.controller.process.options"})
 
 

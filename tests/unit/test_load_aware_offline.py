@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from polsched.commands import cli, snapshot
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -27,9 +28,8 @@ def policy() -> dict[str, Any]:
 
 
 def node(name: str) -> dict[str, Any]:
-    res = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "status": {"allocatable": res, "capacity": res}}
+    return (make_node().typed().name(name)
+            .capacity({"cpu": "4", "memory": "8Gi", "pods": "110"}).obj())
 
 
 def metrics(name: str, cpu: str, memory: str, stamp: str) -> dict[str, Any]:
@@ -39,13 +39,10 @@ def metrics(name: str, cpu: str, memory: str, stamp: str) -> dict[str, Any]:
 
 
 def pod(name: str, created: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                         "creationTimestamp": created},
-            "spec": {"schedulerName": SCHED, "containers": [
-                {"name": "c", "image": "x",
-                 "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]},
-            "status": {"phase": "Pending"}}
+    return (make_pod().typed().name(name).namespace("default").uid(f"uid-{name}")
+            .created(created).scheduler(SCHED)
+            .container(image="x", requests={"cpu": "1", "memory": "512Mi"}).phase("Pending")
+            .obj())
 
 
 def objects() -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from polsched.commands import cli, simulate, snapshot
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -39,26 +40,22 @@ def policy(name: str = "ranked", weight: int = 100, *, require: str | None = Non
 
 def node(name: str, rank: int, zone: str, cpu: str = "2", extra: dict[str, str] | None = None
          ) -> dict[str, Any]:
-    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "resourceVersion": "17", "managedFields": [{"x": 1}],
-                         "labels": {KEY: str(rank), "topology.kubernetes.io/zone": zone,
-                                    **(extra or {})}},
-            "status": {"allocatable": res, "capacity": res, "conditions": [
-                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}
+    return (make_node().typed().name(name).resource_version("17")
+            .metadata(managedFields=[{"x": 1}])
+            .labels({KEY: str(rank), "topology.kubernetes.io/zone": zone, **(extra or {})})
+            .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"})
+            .status(conditions=[{"type": "Ready", "status": "True",
+                                 "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]).obj())
 
 
 def pod(name: str, *, created: str, cpu: str = "1", node_name: str = "", priority: int = 0,
         scheduler: str = SCHED) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler, "priority": priority,
-                            "containers": [{"name": "c", "image": "x",
-                                            "resources": {"requests": {"cpu": cpu}}}]}
+    p = (make_pod().typed().name(name).namespace("default").uid("uid-" + name)
+         .created(created).scheduler(scheduler).priority(priority)
+         .container(image="x", requests={"cpu": cpu}))
     if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "uid": "uid-" + name,
-                         "creationTimestamp": created},
-            "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}}
+        p.node(node_name)
+    return p.phase("Running" if node_name else "Pending").obj()
 
 
 def cluster() -> list[dict[str, Any]]:
@@ -279,7 +276,8 @@ def test_snapshot_objects_reach_the_cache_listers_plugins_read() -> None:
     assert cache.namespaces == {"default": {}}
     assert sorted(cache.pods) == ["default/early", "default/late-high", "default/middle",
                                   "default/other-scheduler", "default/running"]
-    assert cache.node_info("n3") is not None and len(cache.node_info("n3").pods) == 1
+    n3 = cache.node_info("n3")
+    assert n3 is not None and len(n3.pods) == 1
 
 
 def test_gated_pods_are_reported_not_decided(tmp_path: Path, files: dict[str, Path],

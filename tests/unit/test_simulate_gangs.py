@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from polsched.commands import cli, snapshot
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -32,11 +33,9 @@ def policy(name: str = "ranked", **spec: Any) -> dict[str, Any]:
 
 
 def node(name: str, rank: int, cpu: str = "4") -> dict[str, Any]:
-    res = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {KEY: str(rank),
-                                                  "kubernetes.io/hostname": name}},
-            "status": {"allocatable": res, "capacity": res}}
+    return (make_node().typed().name(name)
+            .labels({KEY: str(rank), "kubernetes.io/hostname": name})
+            .capacity({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod_group(name: str, min_count: int | None) -> dict[str, Any]:
@@ -49,17 +48,14 @@ def pod_group(name: str, min_count: int | None) -> dict[str, Any]:
 
 def pod(name: str, cpu: str, *, group: str | None = None, created: int = 0,
         node_name: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": SCHED,
-                            "containers": [{"name": "c", "image": "x",
-                                            "resources": {"requests": {"cpu": cpu}}}]}
+    p = (make_pod().typed().name(name).namespace(NS).uid(f"uid-{name}")
+         .created(f"2026-01-01T00:00:{created:02d}Z").scheduler(SCHED)
+         .container(image="x", requests={"cpu": cpu}))
     if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
+        p.pod_group(group)
     if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}",
-                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z"},
-            "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}}
+        p.node(node_name)
+    return p.phase("Running" if node_name else "Pending").obj()
 
 
 def base() -> list[dict[str, Any]]:

@@ -31,7 +31,9 @@ from polsched.extender.destinations import (
 )
 
 # kube-scheduler's default profile: a policy claiming it would race kube-scheduler for
-# every pod that names no scheduler. Always reserved, whatever the flags say.
+# every pod that names no scheduler. Reserved unless the cluster admin replaces
+# kube-scheduler with polsched (polsched run --allow-default-scheduler-name,
+# docs/replacing-kube-scheduler.md).
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
@@ -51,8 +53,14 @@ class AdmissionRules:
 
     @staticmethod
     def make(reserved: Iterable[str] = (), destinations: DestinationPolicy = OPEN,
-             tenancy: Tenancy = OPEN_TENANCY) -> AdmissionRules:
-        return AdmissionRules(frozenset({DEFAULT_SCHEDULER, *reserved}), destinations, tenancy)
+             tenancy: Tenancy = OPEN_TENANCY, *,
+             allow_default_scheduler: bool = False) -> AdmissionRules:
+        """`allow_default_scheduler`: the admin's opt-in to serve default-scheduler in
+        place of kube-scheduler; otherwise that name is reserved with the others."""
+        names = frozenset(reserved)
+        if not allow_default_scheduler:
+            names |= {DEFAULT_SCHEDULER}
+        return AdmissionRules(names, destinations, tenancy)
 
 
 DEFAULT_RULES = AdmissionRules()

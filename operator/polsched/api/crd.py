@@ -35,3 +35,27 @@ def openapi_schema(version: str = VERSION) -> dict[str, Any]:
         if v["name"] == version:
             return cast(dict[str, Any], v["schema"]["openAPIV3Schema"])
     raise KeyError(f"{CRD_NAME} has no version {version!r}")
+
+
+def admits_default_scheduler(rule: dict[str, Any]) -> bool:
+    """Whether `rule` (one of the schema's x-kubernetes-validations) is not the one
+    that refuses schedulerName default-scheduler."""
+    return "!= 'default-scheduler'" not in str(rule.get("rule", ""))
+
+
+def crd_manifest_replacing_kube_scheduler() -> dict[str, Any]:
+    """The CRD without its rule refusing schedulerName default-scheduler, for a cluster
+    whose admin runs polsched instead of kube-scheduler (polsched run
+    --allow-default-scheduler-name; docs/replacing-kube-scheduler.md). A CRD's CEL rule
+    cannot read the operator's flags, so this layer's opt-in is which CRD the admin
+    installs; the webhook and the operator still refuse the name without the flag."""
+    import copy
+
+    out = copy.deepcopy(crd_manifest())
+    for v in out["spec"]["versions"]:
+        schema = v["schema"]["openAPIV3Schema"]
+        schema["x-kubernetes-validations"] = [
+            r for r in schema.get("x-kubernetes-validations", ()) if admits_default_scheduler(r)]
+        if not schema["x-kubernetes-validations"]:
+            del schema["x-kubernetes-validations"]
+    return out

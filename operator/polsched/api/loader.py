@@ -379,6 +379,10 @@ class _Loader:
                  "--reserved-scheduler-names)")
         hint = ("set spec.schedulerName to a name of your own" if not explicit
                 else "choose another name")
+        if scheduler_name == DEFAULT_SCHEDULER:
+            hint += (" (to run polsched instead of kube-scheduler, the cluster admin starts "
+                     "it with --allow-default-scheduler-name: "
+                     "docs/replacing-kube-scheduler.md)")
         self.errors.add(path, f"schedulerName {scheduler_name!r} is {whose}; {hint}")
 
     def _allowed_shadows(self, value: Any, name: str) -> frozenset[str]:

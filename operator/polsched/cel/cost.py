@@ -12,8 +12,10 @@ a CRD schema's maxItems / maxLength); at run time, the sizes measured on the ver
 
 Units are calibrated on the CEL library polsched runs (common-expression-language, Rust
 core; 2-core machine, Python 3.11): one unit is about 0.1 us (0.07-0.13 measured). An
-empty comprehension step is 4 units (~0.27 us); a `matches` call compiles its pattern
-each time (~22 us: 300 units plus 10 per pattern character); map and filter copy their
+empty comprehension step is 4 units (~0.27 us); a `matches` call runs RE2 (polsched.cel.
+regex), linear in subject x compiled program (at worst ~20 ns, 0.2 unit, per character
+and instruction), its pattern compiled once when constant, else charged a compile (300
+units plus 10 per pattern character) and the largest program; map and filter copy their
 accumulated list at every step (quadratic: 800 elements ~30 ms), so they cost n*(n+1)/2
 more; comparing or scanning strings is memcmp-fast (CostModel.string_factor, 0.01 unit a
 character, ten times what was measured). The figures are in bench/NOTES.md ("CEL cost
@@ -29,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from polsched.cel import regex
 from polsched.cel.syntax import (
     Call,
     Comprehension,
@@ -69,6 +72,8 @@ class CostModel:
     regex_base: int = 300
     regex_per_char: int = 10
     regex_scan_factor: float = 0.25
+    # RE2's worst case, per subject character and program instruction (polsched.cel.regex)
+    regex_inst_factor: float = 0.2
 
 
 MODEL = CostModel()
@@ -329,9 +334,17 @@ class _Coster:
                             max(1, self.scan(args[0].shape, m.contains_factor)), SCALAR)
         if fn == "matches" and n >= 1:
             subject = this if target is not None else args[0].shape
-            pattern = args[-1].shape
-            return Estimate(base + m.regex_base + m.regex_per_char * self.chars(pattern) +
-                            self.scan(subject, m.regex_scan_factor), SCALAR)
+            pattern = e.args[-1]
+            if isinstance(pattern, Literal) and isinstance(pattern.value, str):
+                # compiled once, when the expression is (polsched.cel.regex)
+                compile_cost = 0
+                size = _program_size(pattern.value)
+            else:
+                compile_cost = m.regex_base + m.regex_per_char * self.chars(args[-1].shape)
+                size = regex.MAX_PROGRAM_SIZE
+            per_char = m.regex_scan_factor + m.regex_inst_factor * size
+            return Estimate(base + m.call + compile_cost + self.scan(subject, per_char),
+                            SCALAR)
         if fn in ("string", "bytes", "dyn") and n == 1:
             return Estimate(base + m.call + self.scan(args[0].shape, m.string_factor),
                             args[0].shape)
@@ -486,3 +499,12 @@ def measure(view: Any, checks: Checks) -> tuple[dict[Path, int], int]:
                 largest = len(v)
         out[path] = largest
     return out, n
+
+
+def _program_size(pattern: str) -> int:
+    """A constant pattern's RE2 program size; one that does not compile costs nothing
+    here, since compiling the expression refuses it (the caller names the field)."""
+    try:
+        return regex.compile_regex(pattern).program_size
+    except regex.RegexError:
+        return 0

@@ -46,6 +46,10 @@ RESERVED = frozenset({
     "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
     "loop", "package", "namespace", "return", "var", "void", "while",
 })
+# Identifiers CEL resolves itself (type names, `null`): the CEL library lists them among an
+# expression's variables, so the checks for undeclared references leave them out.
+TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                        "null_type", "type", "dyn", "null"})
 # Macros as cel-go's parser/macro.go expands them: name -> the argument counts it takes
 # as a member call (all three-argument forms but map's are plain calls).
 COMPREHENSIONS = {"all": (2,), "exists": (2,), "exists_one": (2,), "map": (2, 3),
@@ -234,9 +238,7 @@ def tokenize(source: str) -> list[Token]:
                 tokens.append(Token("literal", word, i, Literal("null", None)))
             elif word == "in":
                 tokens.append(Token("punct", word, i))
-            elif word in RESERVED:
-                raise ParseError(f"reserved identifier {word!r}", i)
-            else:
+            else:  # a reserved word is a field name after '.': the parser decides
                 tokens.append(Token("ident", word, i))
             i = m.end()
             continue
@@ -436,6 +438,10 @@ class _Parser:
                 if t.kind != "ident":
                     raise ParseError("expected an identifier after a leading '.'", t.pos)
             name = t.text
+            if name in RESERVED:
+                # cel-go refuses them as identifiers and global calls
+                # (VisitIdentOrGlobalCall), not as selected fields (`pod.metadata.namespace`)
+                raise ParseError(f"reserved identifier {name!r}", t.pos)
             if self._accept("("):
                 self._enter()
                 args = self._args(")")
@@ -518,7 +524,7 @@ def depth(e: Expr) -> int:
             kids: tuple[Expr, ...] = (x.range, x.body) + (
                 (x.predicate,) if x.predicate is not None else ())
         else:
-            kids = _children(x)
+            kids = children(x)
         stack.extend((k, d + 1) for k in kids)
     return deepest
 
@@ -536,7 +542,7 @@ def parse(source: str) -> Expr:
 
 # -- what an expression reads -------------------------------------------------------------
 
-def _children(e: Expr) -> tuple[Expr, ...]:
+def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Select):
         return (e.operand,)
     if isinstance(e, Index):
@@ -567,7 +573,7 @@ def free_variables(e: Expr) -> set[str]:
             if x.predicate is not None:
                 visit(x.predicate, inner)
         else:
-            for c in _children(x):
+            for c in children(x):
                 visit(c, bound)
 
     visit(e, frozenset())
@@ -619,7 +625,7 @@ def field_paths(e: Expr, var: str, depth: int) -> frozenset[tuple[str, ...]] | N
             if x.predicate is not None:
                 visit(x.predicate, inner)
             return
-        for c in _children(x):
+        for c in children(x):
             visit(c, bound)
 
     visit(e, frozenset())

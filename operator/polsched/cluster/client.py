@@ -18,11 +18,20 @@ createClients), so a flood of events does not eat the binds' budget. `polsched r
 (--kube-api-qps, --kube-api-burst); a client made without `qps` (tools, tests) has no
 client-side limit. An answer 429 or 5xx with Retry-After is retried after that many
 seconds, up to `max_retries` times (client-go rest/with_retry.go, 10 by default).
+
+Unlike client-go, a bucket's tokens are shared fairly among tenants (FairTokens): a
+write sent with `send` may name its tenant (the binder names the policy whose pod it
+binds), and while requests wait for tokens, each tenant with a request waiting gets the
+next token in turn, instead of every request reserving a token in the order it asked.
+With client-go's order, a burst of writes from one policy (the status writes of a policy
+whose extender fails) reserved the bucket seconds ahead, and every other policy's binds
+waited behind them (issue 36, finding 5). Requests that name no tenant share the tenant "".
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import ssl
@@ -153,6 +162,99 @@ class Outage:
                          time.monotonic() - since)
 
 
+class FairTokens:
+    """A TokenBucket's tokens handed out fairly among tenants.
+
+    While no request waits, a request takes its token at once (no await while tokens are
+    left, as before). Once one has to wait, the waiting requests queue per tenant and
+    one dispatcher takes the bucket's tokens one at a time, as they come due, for the
+    tenants with requests waiting in turn (round robin, first come first served within
+    a tenant). So a tenant that queued a thousand requests waits behind itself, and
+    another tenant's next request waits for at most one token per waiting tenant."""
+
+    def __init__(self, bucket: TokenBucket) -> None:
+        self.bucket = bucket
+        # tenant -> its waiting requests (futures resolved when their token is due);
+        # a tenant is present only while it has one waiting.
+        self._waiting: dict[str, collections.deque[asyncio.Future[None]]] = {}
+        self._turns: collections.deque[str] = collections.deque()  # round-robin order
+        self._dispatcher: asyncio.Task[None] | None = None
+
+    @property
+    def qps(self) -> float:
+        return self.bucket.qps
+
+    @property
+    def burst(self) -> int:
+        return self.bucket.burst
+
+    @property
+    def throttled(self) -> int:
+        return self.bucket.throttled
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(q) for q in self._waiting.values())
+
+    async def acquire(self, tenant: str = "") -> float:
+        """Wait for a token for `tenant`; the seconds waited."""
+        first_delay = 0.0
+        if self._dispatcher is None or self._dispatcher.done():
+            first_delay = self.bucket.reserve()
+            if first_delay <= 0:
+                return 0.0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        fut: asyncio.Future[None] = loop.create_future()
+        queue = self._waiting.get(tenant)
+        if queue is None:
+            queue = self._waiting[tenant] = collections.deque()
+            self._turns.append(tenant)
+        queue.append(fut)
+        if self._dispatcher is None or self._dispatcher.done():
+            # This request reserved the first token already: it is served first.
+            self._dispatcher = loop.create_task(self._dispatch(first_delay),
+                                                name="polsched-api-tokens")
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if not fut.done() or fut.cancelled():
+                self._discard(tenant, fut)
+            raise
+        return loop.time() - started
+
+    def _discard(self, tenant: str, fut: asyncio.Future[None]) -> None:
+        queue = self._waiting.get(tenant)
+        if queue is not None and fut in queue:
+            queue.remove(fut)
+            if not queue:
+                del self._waiting[tenant]
+
+    async def _dispatch(self, first_delay: float) -> None:
+        delay = first_delay
+        while self._turns:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            # The next tenant in turn that still has a request waiting gets this token.
+            while self._turns:
+                tenant = self._turns.popleft()
+                queue = self._waiting.get(tenant)
+                if not queue:
+                    self._waiting.pop(tenant, None)
+                    continue
+                fut = queue.popleft()
+                if queue:
+                    self._turns.append(tenant)
+                else:
+                    del self._waiting[tenant]
+                if not fut.done():
+                    fut.set_result(None)
+                    break
+            if not self._turns:
+                return
+            delay = self.bucket.reserve()
+
+
 @dataclass(frozen=True)
 class ClientLimits:
     """How much a client may ask of the API server: a client-side rate limit (qps 0: none;
@@ -187,8 +289,8 @@ class ApiClient:
         qps, burst = limits.qps, limits.burst
         # client-go: QPS <= 0 builds no limiter; a burst of 0 is taken as 2 x QPS here.
         bucket_size = burst if burst > 0 else max(int(qps * 2), 1)
-        self.limiter = TokenBucket(qps, bucket_size) if qps > 0 else None
-        self.event_limiter = TokenBucket(qps, bucket_size) if qps > 0 else None
+        self.limiter = FairTokens(TokenBucket(qps, bucket_size)) if qps > 0 else None
+        self.event_limiter = FairTokens(TokenBucket(qps, bucket_size)) if qps > 0 else None
         self.max_retries = max(limits.max_retries, 0)
         self._throttle_logged = -1.0
         self._connection_limit = limits.connections
@@ -333,7 +435,7 @@ class ApiClient:
 
     async def send(self, method: str, path: str, body: bytes,
                    content_type: str = "application/json", timeout: float = 60.0,
-                   events: bool = False) -> int:
+                   events: bool = False, tenant: str = "") -> int:
         """A write whose answer nobody reads (a Binding, an Event): `body` is already
         encoded, and a 2xx answer is dropped undecoded. Returns the HTTP status; raises
         ApiError (the answer decoded) on a non-2xx one, as request does.
@@ -341,10 +443,10 @@ class ApiClient:
         HTTP/1.1 connections of cluster.http1 rather than aiohttp: aiohttp's per-request
         work was the largest part of the scheduler's CPU per pod after the decision.
         `events`: take the token from the event bucket. Not retried here: the binder
-        decides what a failed bind means."""
+        decides what a failed bind means. `tenant`: whose token it is (FairTokens)."""
         limiter = self.event_limiter if events else self.limiter
         if limiter is not None:
-            await self._throttle(limiter, method, path)
+            await self._throttle(limiter, method, path, tenant)
         writer = self._writer
         if writer is None:
             writer = self._writer = self._make_writer()
@@ -359,21 +461,20 @@ class ApiClient:
             raise ApiError.from_answer(status, raw)
         return status
 
-    async def _throttle(self, limiter: TokenBucket, method: str, path: str) -> None:
+    async def _throttle(self, limiter: FairTokens, method: str, path: str,
+                        tenant: str = "") -> None:
         """Wait for the request's token. A wait of a second or more is logged, at most
         once a second (client-go request.go tryThrottleWithInfo: "Waited before sending
         request", extraLongThrottleLatency, through a throttled logger)."""
-        delay = limiter.reserve()
-        if delay <= 0:
-            return
+        delay = await limiter.acquire(tenant)
         if delay >= 1.0:
             now = time.monotonic()
             if now - self._throttle_logged >= 1.0:
                 self._throttle_logged = now
                 _log.info("waited %.1fs before sending %s %s (client-side throttling at "
-                          "QPS %g, burst %d; not priority and fairness)", delay, method,
-                          path, limiter.qps, limiter.burst)
-        await asyncio.sleep(delay)
+                          "QPS %g, burst %d, %d requests waiting; not priority and "
+                          "fairness)", delay, method, path, limiter.qps, limiter.burst,
+                          limiter.waiting)
 
     def _make_writer(self) -> http1.Http1Writer:
         url = urllib.parse.urlsplit(self.host)

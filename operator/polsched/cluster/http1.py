@@ -63,8 +63,23 @@ class DestinationRefused(OSError):
     """Every address the host resolves to is refused by the address check."""
 
 
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+# A chunk-size line (the size, any extensions) or a trailer line longer than this is
+# refused: nothing we talk to sends either.
+_LINE_LIMIT = 4096
+# _Answer.chunk_left when not inside a chunk's data:
+_AFTER_DATA = -2  # the CRLF that ends a chunk's data
+_SIZE_LINE = -1   # the next chunk-size line
+_TRAILERS = -3    # after the last chunk: trailer lines up to an empty line
+
+
 class _Answer(asyncio.Protocol):
-    """One connection: writes a request, collects its answer."""
+    """One connection: writes a request, collects its answer.
+
+    The answer is parsed as it arrives, each byte once: the head when its end has come,
+    then a Content-Length body by counting, and a chunked body chunk by chunk into
+    `body` (the framing consumed from `buf` as it is read). A 4 MiB chunked answer in
+    small reads used to be walked from its start on every read."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -77,6 +92,18 @@ class _Answer(asyncio.Protocol):
         # (status, body start) of an answer whose body ends when the server closes.
         self.until_close: tuple[int, int] | None = None
         self.limit: int | None = None  # the request's max_body
+        self.reset()
+
+    def reset(self) -> None:
+        """Ready for the next answer."""
+        del self.buf[:]
+        self.until_close = None
+        self.scanned = 0  # bytes of buf searched for the head's end
+        # The parsed head: (status, Content-Length or -1, chunked, body start in buf).
+        self.head: tuple[int, int, bool, int] | None = None
+        self.body = bytearray()  # a chunked answer's body so far
+        self.chunk_left = _SIZE_LINE  # data bytes left in the chunk, or where we are
+        self.received = 0  # a chunked answer's bytes after the head, framing counted
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Any event loop's transport (uvloop's are not asyncio.Transport subclasses).
@@ -88,7 +115,7 @@ class _Answer(asyncio.Protocol):
         if w is not None and not w.done() and self.until_close is not None and exc is None:
             status, start = self.until_close
             w.set_result((status, bytes(self.buf[start:])))
-            del self.buf[:]
+            self.reset()
             return
         if w is not None and not w.done():
             w.set_exception(aiohttp.ServerDisconnectedError(
@@ -103,26 +130,61 @@ class _Answer(asyncio.Protocol):
             return
         self.buf += data
         try:
-            answer = self._parse()
+            answer = self._parse(len(data))
         except ValueError as err:
             self.lost = True
-            del self.buf[:]
+            self.reset()
             w.set_exception(err if isinstance(err, AnswerTooLarge)
                             else aiohttp.ServerDisconnectedError(f"bad answer: {err}"))
             if self.transport is not None:
                 self.transport.close()
             return
         if answer is not None:
-            del self.buf[:]
+            self.reset()
             w.set_result(answer)
 
-    def _parse(self) -> tuple[int, bytes] | None:
+    def _parse(self, new: int) -> tuple[int, bytes] | None:
+        """The answer when complete; `new` bytes at the end of buf arrived just now."""
+        if self.head is None:
+            if not self._parse_head():
+                return None
+            assert self.head is not None
+            new = len(self.buf) - self.head[3]  # the body bytes that came with the head
+        status, length, chunked, start = self.head
         buf = self.buf
-        end = buf.find(b"\r\n\r\n")
+        limit = self.limit
+        if chunked:
+            self.received += new
+            if limit is not None and self.received > limit:
+                raise AnswerTooLarge(limit)
+            if start:  # the head is parsed: drop it, the body is read from buf's start
+                del buf[:start]
+                self.head = (status, length, chunked, 0)
+            if not self._dechunk():
+                return None
+            return status, bytes(self.body)
+        if length >= 0:
+            if len(buf) - start < length:
+                return None
+            return status, bytes(buf[start:start + length])
+        if limit is not None and len(buf) - start > limit:
+            raise AnswerTooLarge(limit)
+        if status in (204, 304):
+            return status, b""
+        # No length: the body ends when the server closes (an HTTP/1.0 server, never the
+        # API server); connection_lost completes the answer.
+        self.until_close = (status, start)
+        return None
+
+    def _parse_head(self) -> bool:
+        """Parse the head once its end has come (self.head); False until then."""
+        buf = self.buf
+        end = buf.find(b"\r\n\r\n", max(self.scanned - 3, 0))
         if end < 0:
+            self.scanned = len(buf)
             if len(buf) > _HEAD_LIMIT:
                 raise ValueError("header too long")
-            return None
+            return False
         if len(buf) < 13 or buf[:7] != b"HTTP/1." or buf[12] not in b" \r":
             raise ValueError(f"status line {bytes(buf[:80])!r}")
         status = int(buf[9:12])
@@ -144,60 +206,53 @@ class _Answer(asyncio.Protocol):
         start = end + 4
         if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
             del buf[:start]
-            return self._parse()
+            self.scanned = 0
+            return self._parse_head()
         limit = self.limit
-        if limit is not None:
-            if not chunked and length > limit:
-                raise AnswerTooLarge(limit, length)
-            # Chunked or until-close: what has come so far (chunk framing counted too).
-            if len(buf) - start > limit:
-                raise AnswerTooLarge(limit)
-        if chunked:
-            # A chunked message ends with an empty line (after the last chunk and any
-            # trailers): until the buffer does, it is not complete and not walked again
-            # (a large answer comes in many reads).
-            if not buf.endswith(b"\r\n\r\n"):
-                return None
-            body = _dechunk(buf, start)
-            if body is None:
-                return None
-        elif length >= 0:
-            if len(buf) - start < length:
-                return None
-            body = bytes(buf[start:start + length])
-        elif status in (204, 304):
-            body = b""
-        else:
-            # No length: the body ends when the server closes (an HTTP/1.0 server, never
-            # the API server); connection_lost completes the answer.
-            self.until_close = (status, start)
-            return None
+        if limit is not None and not chunked and length > limit:
+            raise AnswerTooLarge(limit, length)
         self.close_after = close
-        return status, body
+        self.head = (status, length, chunked, start)
+        return True
 
-
-def _dechunk(buf: bytearray, pos: int) -> bytes | None:
-    """The body of a complete chunked message from `pos`, or None when incomplete."""
-    out = bytearray()
-    while True:
-        nl = buf.find(b"\r\n", pos)
-        if nl < 0:
-            return None
-        size = int(bytes(buf[pos:nl]).split(b";", 1)[0], 16)
-        pos = nl + 2
-        if size == 0:
-            # Trailers (none expected) end with an empty line.
-            end = buf.find(b"\r\n", pos)
-            while end > pos:
-                pos = end + 2
-                end = buf.find(b"\r\n", pos)
-            if end < 0:
-                return None
-            return bytes(out)
-        if len(buf) < pos + size + 2:
-            return None
-        out += buf[pos:pos + size]
-        pos += size + 2
+    def _dechunk(self) -> bool:
+        """Move what has come of a chunked body from buf into body, consuming the
+        framing; True when the message is complete (last chunk and trailers)."""
+        buf, body = self.buf, self.body
+        while True:
+            left = self.chunk_left
+            if left > 0:
+                take = min(left, len(buf))
+                body += buf[:take]
+                del buf[:take]
+                self.chunk_left = left - take
+                if self.chunk_left:
+                    return False
+                self.chunk_left = _AFTER_DATA
+            elif left == _AFTER_DATA:
+                if len(buf) < 2:
+                    return False
+                if buf[:2] != b"\r\n":
+                    raise ValueError("chunk data not followed by CRLF")
+                del buf[:2]
+                self.chunk_left = _SIZE_LINE
+            else:
+                nl = buf.find(b"\r\n")
+                if nl < 0:
+                    if len(buf) > _LINE_LIMIT:
+                        raise ValueError("chunk-size or trailer line too long")
+                    return False
+                line = bytes(buf[:nl])
+                del buf[:nl + 2]
+                if left == _TRAILERS:
+                    if not line:
+                        return True
+                    continue
+                size_text = line.split(b";", 1)[0].strip()
+                if not size_text or not _HEX_DIGITS.issuperset(size_text):
+                    raise ValueError(f"chunk size {size_text[:20]!r}")
+                size = int(size_text, 16)
+                self.chunk_left = size if size else _TRAILERS
 
 
 def _shrink_read_buffer(transport: asyncio.BaseTransport) -> None:
@@ -297,6 +352,7 @@ class Http1Writer:
         assert conn.transport is not None
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[tuple[int, bytes]] = loop.create_future()
+        conn.reset()
         conn.waiter = waiter
         conn.limit = max_body
         if timeout is None:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from polsched import __version__
+from polsched.commands import version
 
 
 def _run_validate(args: argparse.Namespace) -> int:
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(sub)
     _add_run(sub)
     _add_scheduler(sub)
+    version.add_parser(sub)
     return parser
 
 

@@ -53,8 +53,9 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.default_preemption import PreemptionReport
 from polsched.plugins.trimaran import LoadAwareScorer
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import pod_group_verdict, schedule_pod
+from polsched.scheduler.schedule_one_podgroup import pod_group_verdict
 
 
 class ExplainError(Exception):
@@ -300,9 +301,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
 
 def _devices(pipeline: Pipeline, pod: PodInfo, cache: ClusterCache) -> dict[str, list[str]]:
     """DynamicResources' device-level account per node (when the policy runs it)."""
-    from polsched.plugins.dynamic_resources.allocator import NodeRef
-    from polsched.plugins.dynamic_resources.diagnose import diagnose
-    from polsched.plugins.dynamic_resources.plugin import DynamicResources
+    from polsched.dra import NodeRef
+    from polsched.plugins.dynamic_resources import DynamicResources, diagnose
 
     plugin = next((f.plugin for f in pipeline.filters
                    if isinstance(f.plugin, DynamicResources)), None)

@@ -68,13 +68,13 @@ from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn
 from polsched.scheduler.queue import SchedulingQueue
-from polsched.scheduler.schedule_one import (
+from polsched.scheduler.schedule_one_podgroup import (
     POD_GROUP_UNSCHEDULABLE,
     MemberResult,
     pod_group_verdict,
-    schedule_pod,
     validate_pod_group,
 )
 

@@ -61,6 +61,8 @@ def admission_flags(args: argparse.Namespace) -> list[str]:
     out: list[str] = []
     if args.reserved_scheduler_names:
         out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
+    if args.allow_default_scheduler_name:
+        out.append("--allow-default-scheduler-name")
     if args.extender_deny is not None:
         out.append(f"--extender-deny={args.extender_deny}")
     if args.extender_allow:

@@ -28,7 +28,10 @@ Deliberate differences from upstream, each to stay safe where Go would not:
 - the operator's destination policy (extender.destinations.DestinationPolicy) is enforced when
   connecting: the host is resolved and only addresses the policy does not refuse are
   connected to;
-- HTTP(S)_PROXY from the environment is not used (Go's transport uses it).
+- HTTP(S)_PROXY from the environment is not used (Go's transport uses it);
+- a preempt answer only narrows what was offered: its UIDs are resolved against the
+  victims offered on each node (upstream: every pod on the node), and a node or victim
+  outside the offer is dropped and logged (process_preemption).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import asyncio
 import base64
 import binascii
 import json
+import logging
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -49,6 +53,7 @@ from polsched.cluster.http1 import AnswerTooLarge, DestinationRefused, Http1Writ
 from polsched.extender import wire
 from polsched.extender.config import DEFAULT_EXTENDER_TIMEOUT_SECONDS, ExtenderConfig
 from polsched.extender.destinations import OPEN, DestinationPolicy
+from polsched.framework import messages
 from polsched.framework.interfaces import ExtenderError, Victims
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.objects import Json
@@ -62,6 +67,14 @@ _USER_AGENT = f"polsched/{__version__}"
 # The per-node JSON cache (nodeCacheCapable false) is dropped when it holds this many more
 # entries than the request that found it too big: nodes deleted from the cluster go then.
 _NODE_CACHE_SLACK = 1024
+# Refusals of one answer named in its log line; the rest are counted.
+_MAX_REFUSALS_LOGGED = 5
+
+log = logging.getLogger(__name__)
+
+
+def _uid(pod: Json) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
 
 
 def _go_quote(s: str) -> str:
@@ -70,13 +83,10 @@ def _go_quote(s: str) -> str:
 
 
 def reason(text: str, limit: int = MAX_REASON_CHARS) -> str:
-    """Text taken from an extender's answer, fit for an event or a condition: control
-    characters (newlines included) replaced by spaces, cut to `limit` characters."""
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else " " for c in text)
-    return text
+    """Text taken from an extender's answer, fit for an event or a condition: terminal
+    escape sequences removed, other control characters (newlines included) replaced by
+    spaces, cut to `limit` characters."""
+    return messages.sanitized(text, limit)
 
 
 def _pem_from_ca_data(data: str) -> str:
@@ -236,7 +246,32 @@ class HTTPExtender:
         if len(feasible) > 1 and len(set(names)) != len(names):
             # A name listed twice: the node once, in its first place.
             feasible = [by_name[name] for name in dict.fromkeys(names)]
-        return feasible, result.failed_nodes, result.failed_and_unresolvable_nodes
+        refused: list[str] = []
+        failed = self._failed(result.failed_nodes, by_name, refused)
+        unresolvable = self._failed(result.failed_and_unresolvable_nodes, by_name, refused)
+        if refused:
+            log.warning("extender %s: filter answer for pod %s/%s names nodes that were not "
+                        "sent, ignored: %s%s", _go_quote(self.name), pod.namespace, pod.name,
+                        ", ".join(refused[:_MAX_REFUSALS_LOGGED]),
+                        f" (and {len(refused) - _MAX_REFUSALS_LOGGED} more)"
+                        if len(refused) > _MAX_REFUSALS_LOGGED else "")
+        return feasible, failed, unresolvable
+
+    @staticmethod
+    def _failed(answered: dict[str, str], sent: Mapping[str, NodeInfo],
+                refused: list[str]) -> dict[str, str]:
+        """FailedNodes (or FailedAndUnresolvableNodes) narrowed to the nodes that were
+        sent (the others are added to `refused`, quoted), each reason sanitised and cut
+        to MAX_REASON_CHARS: they go into the pod's condition and events."""
+        out: dict[str, str] = {}
+        for name, why in answered.items():
+            if name in sent:
+                out[name] = reason(why)
+            elif len(refused) <= _MAX_REFUSALS_LOGGED:
+                refused.append(_go_quote(name))
+            else:
+                refused.append("")  # counted, not quoted
+        return out
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> dict[str, int]:
         """Host -> score, nominally in 0..MaxExtenderPriority but taken as it comes, not
@@ -265,12 +300,16 @@ class HTTPExtender:
 
     async def process_preemption(
         self, pod: PodInfo, victims_by_node: Mapping[str, Victims],
-        node_infos: Mapping[str, NodeInfo] | None = None,
     ) -> dict[str, Victims]:
         """The candidates the extender keeps, with the victims it chose (extender.go
-        ProcessPreemption). The extender answers with pod UIDs; they are resolved against
-        the pods on each node in `node_infos` (the snapshot), or, without it, against the
-        victims offered for that node."""
+        ProcessPreemption), narrowed to what was offered: upstream resolves the answer's
+        UIDs against every pod on the node and takes the nodes and NumPDBViolations as
+        answered, so an extender could have any pod deleted. Here a node that was not
+        offered, and a UID that is not one of the victims offered on its node, are
+        dropped and logged; a node left with none of the victims it named is dropped too
+        (an answer naming no victim is still the caller's error, as upstream). Each kept
+        node's NumPDBViolations is the offered one, an upper bound: the caller recomputes
+        it from the victims kept."""
         offered = {n: wire.Victims.of(v) for n, v in victims_by_node.items()}
         verb = self.config.preempt_verb
         if not verb:
@@ -285,33 +324,37 @@ class HTTPExtender:
         answer = await self._send(verb, wire.dumps(args.to_json()))
         result = wire.ExtenderPreemptionResult.from_json(answer)
         out: dict[str, Victims] = {}
+        refused: list[str] = []
         for node_name, meta in result.node_name_to_meta_victims.items():
-            candidates = self._pods_on(node_name, victims_by_node, node_infos)
+            sent = offered.get(node_name)
+            if sent is None:
+                refused.append(f"node {_go_quote(node_name)} was not a candidate")
+                continue
+            by_uid = {_uid(p): p for p in sent.pods}
             pods: list[Json] = []
+            taken: set[str] = set()
             for meta_pod in meta.pods:
-                found = candidates.get(meta_pod.uid)
+                if meta_pod.uid in taken:  # named twice: the victim once
+                    continue
+                found = by_uid.get(meta_pod.uid)
                 if found is None:
-                    raise ExtenderError(
-                        f"extender: {self.name} claims to preempt pod (UID: "
-                        f"{reason(meta_pod.uid)}) on node: {reason(node_name)}, but the pod "
-                        "is not found on that node")
+                    refused.append(f"pod (UID: {_go_quote(meta_pod.uid)}) on node "
+                                   f"{_go_quote(node_name)} was not offered as a victim")
+                    continue
+                taken.add(meta_pod.uid)
                 pods.append(found)
-            out[node_name] = wire.Victims(tuple(pods), meta.num_pdb_violations)
+            if meta.pods and not pods:
+                refused.append(f"node {_go_quote(node_name)} has none of the offered "
+                               "victims left")
+                continue
+            out[node_name] = wire.Victims(tuple(pods), sent.num_pdb_violations)
+        if refused:
+            log.warning("extender %s: preempt answer for pod %s/%s narrowed to what was "
+                        "offered: %s%s", _go_quote(self.name), pod.namespace, pod.name,
+                        "; ".join(refused[:_MAX_REFUSALS_LOGGED]),
+                        f" (and {len(refused) - _MAX_REFUSALS_LOGGED} more)"
+                        if len(refused) > _MAX_REFUSALS_LOGGED else "")
         return out
-
-    @staticmethod
-    def _pods_on(node_name: str, victims_by_node: Mapping[str, Victims],
-                 node_infos: Mapping[str, NodeInfo] | None) -> dict[str, Json]:
-        """UID -> pod JSON of the pods an answer may name on `node_name`."""
-        if node_infos is not None:
-            info = node_infos.get(node_name)
-            if info is None:
-                raise ExtenderError(f"nodeinfo not found for node name {_go_quote(node_name)}")
-            return {p.uid: p.raw for p in info.pods.values()}
-        offered = victims_by_node.get(node_name)
-        if offered is None:
-            raise ExtenderError(f"nodeinfo not found for node name {_go_quote(node_name)}")
-        return {str((p.get("metadata") or {}).get("uid") or ""): p for p in offered.pods}
 
     # -- transport ----------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ explanation `polsched explain` prints, and the result of a decision.
 
 As upstream's framework types (pkg/scheduler/framework/types.go FitError, Diagnosis;
 schedule_one.go ScheduleResult). Plain data: the runtime (framework.runtime) and the
-search (scheduler.schedule_one) fill these in; the engine, explain and simulate read them.
+search (scheduler.algorithm) fill these in; the engine, explain and simulate read them.
 """
 
 from __future__ import annotations

@@ -260,6 +260,9 @@ def node_update_events(new: Json, old: Json) -> list[ClusterEvent]:
         actions.append(ActionType.UPDATE_NODE_CONDITION)
     if (om.get("annotations") or {}) != (nm.get("annotations") or {}):
         actions.append(ActionType.UPDATE_NODE_ANNOTATION)
+    # extractNodeFeaturesChange (NodeDeclaredFeatures is GA in v1.37): the list is sorted.
+    if (ost.get("declaredFeatures") or []) != (nst.get("declaredFeatures") or []):
+        actions.append(ActionType.UPDATE_NODE_DECLARED_FEATURE)
     # Deduplicated in order: unschedulable and taints are the same action.
     return [ClusterEvent(Resource.NODE, a) for a in dict.fromkeys(actions)]
 

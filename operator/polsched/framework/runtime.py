@@ -15,7 +15,7 @@ and the weights), RunReservePluginsReserve / Unreserve, RunPermitPlugins,
 RunPreBindPlugins and RunPostBindPlugins. PreEnqueue runs in the scheduling queue
 (scheduler.queue, runPreEnqueuePlugins there as upstream), on `pre_enqueue_plugins`.
 Bind is the scheduler's (the Binder, or a binding extender).
-The search over nodes that calls them is scheduler.schedule_one's.
+The search over nodes that calls them is scheduler.algorithm's.
 
 A Pipeline is immutable once built; hot reload builds a new one and swaps the reference.
 Its only mutable state is the search's: the round-robin start index (`next_start`), the
@@ -24,11 +24,12 @@ tie-break source (`rng`) and a cache of nodes with their nominated pods.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import operator
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, overload
 
@@ -40,6 +41,7 @@ from polsched.framework.interfaces import (
     ExtensionPoint,
     FilterPlugin,
     Handle,
+    NodeSetFilter,
     PermitPlugin,
     PlacementFeasiblePlugin,
     PlacementProgress,
@@ -62,13 +64,15 @@ from polsched.framework.interfaces import (
     ScorePlugin,
 )
 from polsched.framework.nominator import Nominator
-from polsched.framework.selectors import Matcher
+from polsched.framework.selectors import Matcher, NodeSet
 from polsched.framework.status import SKIP, SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
 log = logging.getLogger(__name__)
 
 _E = TypeVar("_E", "FilterEntry", "ScoreEntry")
+
+_node_name = operator.attrgetter("name")
 
 # framework.go maxTimeout: no plugin may hold a pod at Permit for longer.
 MAX_PERMIT_TIMEOUT = 15 * 60.0
@@ -321,7 +325,7 @@ class Pipeline:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         # Pods nominated to nodes (shared by the engine's pipelines); None: none count.
         self._nominator = nominator
-        # The search's state (scheduler.schedule_one): the tie-break source and where the
+        # The search's state (scheduler.algorithm): the tie-break source and where the
         # next search over the nodes starts (upstream's nextStartNodeIndex).
         self.rng = rng or random.Random()
         self.next_start = 0
@@ -446,6 +450,168 @@ class Pipeline:
                     raise filter_error(f.name, st)
                 return st.with_plugin(f.name)
         return SUCCESS
+
+    def run_filter_plugins_on_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                                    nodes: list[NodeInfo], plugins: PluginSet,
+                                    to_find: int, statuses: dict[str, Status]
+                                    ) -> tuple[list[NodeInfo], int]:
+        """RunFilterPluginsWithNominatedPods over `nodes` (findNodesThatPassFilters' loop):
+        from where the previous search stopped (`next_start`, which the caller moves on)
+        until `to_find` nodes pass. Each rejected node's status goes into `statuses`; an
+        Error raises PipelineError. Returns the feasible nodes and how many nodes were
+        processed. The same filters in the same order as run_filter_plugins, resolved once
+        per pod instead of per node: this loop runs per pod x node."""
+        feasible: list[NodeInfo] = []
+        n_nodes = len(nodes)
+        start = self.next_start % n_nodes if n_nodes else 0
+        filters = plugins.filters
+        processed = 0
+        # run_filters inlined: this loop runs per pod x node, so the skips and the entries'
+        # names are resolved once per pod, not per node.
+        skip = state.skip_filter
+        # The filters that can name the nodes they pass (NodeSetFilter) do it once for the
+        # whole cluster: a node in every such set runs only the other filters; a node
+        # outside runs them all in order, so its status is the one Filter gives.
+        passing: NodeSet | None = None
+        # The filters each node in `passing` runs, as functions of the node.
+        rest: list[tuple[str, Callable[[NodeInfo], Status]]] = []
+        # For the nodes outside `passing`: every filter in order, those with a NodeSet
+        # as a membership test (a node in a filter's set passes it without the call).
+        outside_chain: list[tuple[str, Callable[[CycleState, PodInfo, NodeInfo], Status],
+                                  NodeSet | None, Status | None]] = []
+        for f in filters:
+            if f.name in skip:
+                continue
+            plugin = f.plugin
+            ns = rejection = None
+            if n_nodes > 1 and isinstance(plugin, NodeSetFilter):
+                ns = plugin.filter_nodes(state, pod, snapshot)
+                if ns is not None:
+                    rejection = plugin.filter_rejection(state, pod)
+            outside_chain.append((f.name, plugin.filter, ns, rejection))
+            if ns is None:
+                bound = plugin.bind_filter(state, pod)
+                rest.append((f.name, bound if bound is not None
+                             else functools.partial(plugin.filter, state, pod)))
+            else:
+                passing = ns if passing is None else passing.and_(ns)
+        pass_names: frozenset[str] | set[str] = frozenset()
+        outside = True  # no NodeSet: every node runs `rest`, which is every filter
+        if passing is not None:
+            pass_names, outside = passing.names, passing.complement
+        success = Code.SUCCESS
+        error = Code.ERROR
+        # Filters return a few shared Status constants; each gets its plugin once per pod.
+        labelled: dict[tuple[int, str], Status] = {}
+        keep: list[Status] = []  # the keys' statuses, alive so their ids stay unique
+
+        def reject(node_name: str, name: str, st: Status) -> None:
+            if st.code is error:
+                raise filter_error(name, st)
+            if st.plugin:
+                statuses[node_name] = st
+                return
+            key = (id(st), name)
+            wp = labelled.get(key)
+            if wp is None:
+                wp = labelled[key] = st.with_plugin(name)
+                keep.append(st)
+            statuses[node_name] = wp
+
+        def passes_outside(node: NodeInfo, node_name: str) -> bool:
+            """A node some NodeSetFilter left out: the first rejection in filter order,
+            or True (a NodeSet may leave out a node its Filter passes)."""
+            for name, fn, ns, rejection in outside_chain:
+                if ns is not None:
+                    if (node_name in ns.names) is not ns.complement:
+                        continue
+                    if rejection is not None:
+                        reject(node_name, name, rejection)
+                        return False
+                st = fn(state, pod, node)
+                if st.code is not success:
+                    reject(node_name, name, st)
+                    return False
+            return True
+
+        nominated = self.nominated_pods(pod)
+        if not nominated and not rest and n_nodes:
+            # Every filter left is a NodeSetFilter (alike plain pods): the nodes inside
+            # `passing` are feasible without a call, so only the nodes outside it are
+            # visited, in the same order and with the same stop as the loop below.
+            order = (nodes[start:] + nodes[:start]) if start else nodes
+            flags = map(pass_names.__contains__, map(_node_name, order))
+            if not outside:
+                flags = map(operator.not_, flags)
+            # A node outside is rejected by the first filter whose set leaves it out: when
+            # that filter's rejection is shared (filter_rejection) it is looked up here;
+            # otherwise passes_outside calls the filters in order.
+            chain: list[tuple[frozenset[str] | set[str], bool, Status | None]] = []
+            for name, _fn, ns, rejection in outside_chain:
+                if ns is None or (rejection is not None and rejection.code is error):
+                    break
+                chain.append((ns.names, ns.complement,
+                              None if rejection is None else rejection.with_plugin(name)))
+            shared = chain if len(chain) == len(outside_chain) else None
+            prev = 0
+            for p in itertools.compress(range(n_nodes), flags):
+                need = to_find - len(feasible)
+                if p - prev >= need:
+                    break
+                feasible.extend(order[prev:p])
+                node = order[p]
+                node_name = node.name
+                prev = p + 1
+                if shared is not None:
+                    first: Status | None = None
+                    for names, complement, shared_rejection in shared:
+                        if (node_name in names) is complement:
+                            first = shared_rejection
+                            break
+                    if first is not None:
+                        statuses[node_name] = first
+                        continue
+                if passes_outside(node, node_name):
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+            else:
+                p = -1
+            if p < 0 or len(feasible) < to_find:  # the stop is among the passing nodes
+                end = min(prev + to_find - len(feasible), n_nodes)
+                feasible.extend(order[prev:end])
+                prev = end
+            return feasible, prev
+        for node in (nodes[start:] + nodes[:start]) if start else nodes:
+            processed += 1
+            node_name = node.name
+            if nominated and node_name in nominated:
+                st = self.run_filters_with_nominated(state, pod, node, plugins,
+                                                     nominated[node_name])
+                if st.ok:
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                else:
+                    statuses[node_name] = st
+                continue
+            if (node_name in pass_names) is outside:
+                # Rejected by some NodeSetFilter: the first rejection in filter order.
+                if passes_outside(node, node_name):
+                    feasible.append(node)
+                    if len(feasible) >= to_find:
+                        break
+                continue
+            for name, bound_fn in rest:
+                st = bound_fn(node)
+                if st.code is not success:
+                    reject(node_name, name, st)
+                    break
+            else:
+                feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
+        return feasible, processed
 
     def nominated_pods(self, pod: PodInfo) -> dict[str, list[PodInfo]]:
         """Node -> the pods nominated there that count for `pod`: an equal or higher

@@ -74,6 +74,8 @@ class PodInfo:
     node_name: str
     priority: int
     creation: str
+    # What the pod counts on its node and in scores: its spec's requests, or while it is
+    # resized in place, the larger of those and its status's (framework.resources).
     requests: dict[str, int]
     non_zero_cpu: int
     non_zero_memory: int
@@ -84,6 +86,9 @@ class PodInfo:
     images: tuple[str, ...]
     resource_version: str
     terminal: bool
+    # The spec's requests alone (NodeResourcesFit's PreFilter and score); the same object
+    # as `requests` when the status says nothing of resources.
+    spec_requests: dict[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -128,7 +133,16 @@ class PodInfo:
                 hp = p.get("hostPort") or 0
                 if hp > 0:
                     ports.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))
-        non_zero = res.pod_requests(spec, non_zero=True)
+        # UseStatusResources (InPlacePodVerticalScaling, GA): what NodeInfo and the scorers
+        # count (PodInfo.CalculateResource) reads the status of a pod being resized;
+        # NodeResourcesFit's PreFilter reads the spec alone (computePodResourceRequest).
+        spec_requests = res.pod_requests(spec)
+        if res.reads_status(status):
+            requests = res.pod_requests(spec, status=status)
+            non_zero = res.pod_requests(spec, non_zero=True, status=status)
+        else:
+            requests = spec_requests
+            non_zero = res.pod_requests(spec, non_zero=True)
         return cls(
             raw=pod,
             namespace=meta.get("namespace") or "",
@@ -139,7 +153,8 @@ class PodInfo:
             node_name=spec.get("nodeName") or "",
             priority=spec.get("priority") or 0,
             creation=meta.get("creationTimestamp") or "",
-            requests=res.pod_requests(spec),
+            requests=requests,
+            spec_requests=spec_requests,
             non_zero_cpu=non_zero.get(res.CPU, 0),
             non_zero_memory=non_zero.get(res.MEMORY, 0),
             host_ports=tuple(ports),
@@ -171,6 +186,8 @@ class NodeInfo:
     used_ports: set[HostPort] = field(default_factory=set)
     pods_with_affinity: int = 0
     pods_with_required_anti_affinity: int = 0
+    # node.status.declaredFeatures (NodeDeclaredFeatures' Filter tests a subset of it).
+    declared_features: frozenset[str] = frozenset()
     # Bumped on every change to the node or its pods; caches keyed on (name, generation)
     # are valid while it is unchanged.
     generation: int = 0
@@ -204,6 +221,7 @@ class NodeInfo:
             for n in image.get("names") or ():
                 images[n] = image.get("sizeBytes") or 0
         self.images = images
+        self.declared_features = frozenset(status.get("declaredFeatures") or ())
         self.generation += 1
         if old_name and old_name != self.name:
             NODE_CHANGES.note(old_name)

@@ -19,6 +19,7 @@ from polsched.plugins import (
     load_variation_risk_balancing,
     low_risk_over_commitment,
     node_affinity,
+    node_declared_features,
     node_label,
     node_label_value,
     node_name,
@@ -61,6 +62,7 @@ REGISTRY = Registry([
     target_load_packing.SPEC,
     load_variation_risk_balancing.SPEC,
     low_risk_over_commitment.SPEC,
+    node_declared_features.SPEC,
 ])
 
 # kube-scheduler v1.37's default profile (pkg/scheduler/apis/config/v1/default_plugins.go,
@@ -81,6 +83,9 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "PodTopologySpread",
     "InterPodAffinity",
     "DynamicResources",
+    # applyFeatureGates appends it to MultiPoint (GA and locked on in v1.37), so it runs
+    # after DynamicResources, which applyDynamicResources inserts before DefaultPreemption.
+    "NodeDeclaredFeatures",
 )
 # PreEnqueue plugins of the default profile (gate pods before the active queue).
 # GangScheduling is upstream's with GenericWorkload on; it lets every pod through when the

@@ -470,7 +470,7 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
                                         for n in nodes})
             return PostFilterResult(message=fit.message, nominated_node="")
         report.candidates = list(candidates)
-        candidates = await self._call_extenders(fh, pod, snapshot, candidates, report)
+        candidates = await self._call_extenders(fh, pod, candidates, report)
         best, rule = pick_one_node_for_preemption(candidates, now)
         if best is None:
             return PostFilterResult(message="no candidate node for preemption")
@@ -481,7 +481,7 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
             nominated_node=best.node, victims=tuple(best.victims),
             num_pdb_violations=best.num_pdb_violations)
 
-    async def _call_extenders(self, fh: FrameworkHandle, pod: PodInfo, snapshot: Snapshot,
+    async def _call_extenders(self, fh: FrameworkHandle, pod: PodInfo,
                               candidates: list[Candidate], report: PreemptionReport,
                               ) -> list[Candidate]:
         """callExtenders: each interested extender with a preemptVerb, in turn, gets the
@@ -489,13 +489,18 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
         extenders = fh.preempting_extenders(pod)
         if not extenders:
             return candidates
-        by_node = {c.node: c for c in candidates}
-        victims = {c.node: Victims(tuple(p.raw for p in c.victims), c.num_pdb_violations)
-                   for c in candidates}
+        # Each extender narrows what the previous one kept; the client already drops
+        # nodes and victims that were not offered, and this checks it again against the
+        # candidates themselves: victims are the candidates' own PodInfos (priorities as
+        # the snapshot has them) and the PDB violations are recounted from the victims
+        # kept, never taken from an answer.
+        current = {c.node: c for c in candidates}
         for ext in extenders:
             report.extenders.append(ext.name)
+            offered = {c.node: Victims(tuple(p.raw for p in c.victims), c.num_pdb_violations)
+                       for c in current.values()}
             try:
-                answer = await ext.process_preemption(pod, victims, snapshot.by_name)
+                answer = await ext.process_preemption(pod, offered)
             except ExtenderError as err:
                 if ext.ignorable:
                     continue
@@ -508,22 +513,29 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin, PreEnqueuePl
                     raise PipelineError(Status.error(
                         f"expected at least one victim pod on node {node_name!r}"
                     ).with_plugin(ext.name))
-            victims = answer
-            if not victims:
+            current = {c.node: c for c in (_narrowed(current.get(n), v)
+                                           for n, v in answer.items()) if c is not None}
+            if not current:
                 break
-        out: list[Candidate] = []
-        for node_name, v in victims.items():
-            node = snapshot.get(node_name)
-            on_node = {p.uid: p for p in (node.pods.values() if node else ())}
-            pods = [on_node[uid] for uid in ((p.get("metadata") or {}).get("uid")
-                                             for p in v.pods) if uid in on_node]
-            prior = by_node.get(node_name)
-            c = Candidate(node_name, pods, v.num_pdb_violations,
-                          dict(prior.pdb_violations) if prior else {})
-            out.append(c)
-        report.dropped_by_extenders = [c.node for c in candidates
-                                       if c.node not in victims]
-        return out
+        report.dropped_by_extenders = [c.node for c in candidates if c.node not in current]
+        return list(current.values())
+
+
+def _narrowed(prior: Candidate | None, kept: Victims) -> Candidate | None:
+    """`prior` with only the victims of `kept` that it offered (by UID, in the answer's
+    order, as upstream keeps it: the first victim's priority ranks candidates), its PDB
+    violations recounted; None when nothing of it is left."""
+    if prior is None:
+        return None
+    offered = {v.uid: v for v in prior.victims}
+    victims = list({uid: offered[uid] for uid in (
+        str((p.get("metadata") or {}).get("uid") or "") for p in kept.pods)
+        if uid in offered}.values())
+    if not victims:
+        return None
+    violations = {v.key: prior.pdb_violations[v.key] for v in victims
+                  if v.key in prior.pdb_violations}
+    return Candidate(prior.node, victims, len(violations), violations)
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> DefaultPreemption:

@@ -78,12 +78,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from polsched.cel import cost as celcost
+from polsched.cel import regex as celregex
 from polsched.cel import syntax as celsyntax
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -139,9 +140,6 @@ RATE_MESSAGE = (f"node(s) were not evaluated: this policy's Expression evaluatio
                 f"over their rate of {RATE_UNITS_PER_SECOND} cost units a second; the pod "
                 f"is tried again later")
 VARIABLES = ("pod", "node")
-# Identifiers CEL resolves itself; the library lists them among an expression's variables.
-_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
-                         "null_type", "type", "dyn", "null"})
 # How far into an object the context is trimmed: node.metadata.labels.zone keeps only
 # that label. Any depth is exact; the bound only keeps the paths short.
 _VIEW_DEPTH = 8
@@ -184,6 +182,8 @@ def _error_text(err: BaseException) -> str:
     if isinstance(err, KeyError) and err.args:
         return f"no such key: {err.args[0]}"
     text = str(err)
+    if _MATCHES in text:  # say what the author wrote (see _linear_regex)
+        text = text.split("Error: ", 1)[-1]
     return text or type(err).__name__
 
 
@@ -198,6 +198,9 @@ class Compiled:
     tree: celsyntax.Expr
     # One evaluation's cost with its inputs at their declared bounds.
     static_cost: int
+    # The functions the program calls besides the library's: `matches` on RE2 (see
+    # _linear_regex), or none.
+    functions: Mapping[str, Callable[..., Any]]
     # The paths of pod and node data the estimate read, with their declared bounds:
     # what is measured and checked on the real objects.
     pod_checks: celcost.Checks
@@ -231,15 +234,17 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
         raise ArgsError(path, f"is {len(source)} characters long; the limit is "
                               f"{MAX_EXPRESSION_LENGTH}")
     try:
-        program = _cel().compile(source)
+        _cel().compile(source)
     except Exception as err:  # the library raises ValueError with the parser's message
         raise ArgsError(path, str(err)) from err
     try:
         tree = celsyntax.parse(source)
     except celsyntax.ParseError as err:
         raise ArgsError(path, f"cannot be read for its cost estimate: {err}") from err
+    runnable, functions = _linear_regex(source, tree, path)
+    program = _cel().compile(runnable)
     names = celsyntax.free_variables(tree)
-    unknown = sorted(names - set(VARIABLES) - _TYPE_NAMES)
+    unknown = sorted(names - set(VARIABLES) - celsyntax.TYPE_NAMES)
     if unknown:
         raise ArgsError(path, f"undeclared reference to {', '.join(map(repr, unknown))}: "
                               "the variables are pod and node")
@@ -260,9 +265,67 @@ def compile_expression(source: Any, path: str = "expression") -> Compiled:
         node_paths=celsyntax.field_paths(tree, "node", _VIEW_DEPTH),
         tree=tree,
         static_cost=static,
+        functions=functions,
         pod_checks=celcost.Checks.of("pod", bounds),
         node_checks=celcost.Checks.of("node", bounds),
     )
+
+
+# What `matches` is renamed to in the source the library compiles (an identifier no
+# Kubernetes CEL library defines).
+_MATCHES = "_polsched_re2_matches"
+
+
+def _linear_regex(source: str, tree: celsyntax.Expr,
+                  path: str) -> tuple[str, Mapping[str, Callable[..., Any]]]:
+    """The source with every `matches` call running on RE2, and the function it calls.
+
+    The library's own `matches` compiles its pattern on every evaluation (the Rust regex
+    crate: `\\w{200}` ~110 ms each time), outside any budget. Renamed, the call reaches a
+    function of ours instead (a library function called as a method gets its target as
+    the first argument), with the constant patterns compiled here, once, and refused
+    (ArgsError at `path`) when they are not RE2 or compile too large
+    (polsched.cel.regex); a pattern computed at run time goes through its bounded cache.
+    RE2 is also what Kubernetes' CEL runs (Go's regexp), so `\\w` is ASCII, as there."""
+    constants: dict[str, celregex.Regex] = {}
+    for pattern in _constant_patterns(tree):
+        try:
+            constants[pattern] = celregex.compile_regex(pattern)
+        except celregex.RegexError as err:
+            raise ArgsError(path, str(err)) from err
+    tokens = celsyntax.tokenize(source)
+    if any(t.kind == "ident" and t.text == _MATCHES for t in tokens):
+        # the name is ours: called directly it would run a regex the cost model never saw
+        raise ArgsError(path, f"undeclared reference to {_MATCHES!r}")
+    starts = [t.pos for t, after in zip(tokens, tokens[1:], strict=False)
+              if t.kind == "ident" and t.text == "matches" and after.text == "("]
+    if not starts:
+        return source, {}
+    out, last = [], 0
+    for start in starts:
+        out.append(source[last:start])
+        out.append(_MATCHES)
+        last = start + len("matches")
+    out.append(source[last:])
+
+    def matches(subject: Any, pattern: Any) -> bool:
+        if not isinstance(subject, str) or not isinstance(pattern, str):
+            raise TypeError("no such overload: matches applies to a string and a string")
+        compiled = constants.get(pattern)
+        if compiled is None:
+            compiled = celregex.compile_regex(pattern)
+        return compiled.matches(subject)
+
+    return "".join(out), {_MATCHES: matches}
+
+
+def _constant_patterns(e: celsyntax.Expr) -> Iterator[str]:
+    if isinstance(e, celsyntax.Call) and e.function == "matches" and e.args:
+        last = e.args[-1]
+        if isinstance(last, celsyntax.Literal) and isinstance(last.value, str):
+            yield last.value
+    for child in celsyntax.children(e):
+        yield from _constant_patterns(child)
 
 
 class Refused(str):
@@ -423,7 +486,8 @@ class Evaluator:
                             budget)
         if spent is not None:
             return spent
-        return self._run({"pod": pod.view} if self.c.reads_pod else {})
+        context: dict[str, Any] = {"pod": pod.view} if self.c.reads_pod else {}
+        return self._run({**context, **self.c.functions} if self.c.functions else context)
 
     def evaluate(self, pod: PodView, node: NodeInfo, budget: Budget) -> Outcome:
         c = self.c
@@ -438,7 +502,8 @@ class Evaluator:
                 spent = self._spend(c.charge({}, sizes) + values * VIEW_VALUE_COST, budget)
                 if spent is not None:
                     return spent
-            outcome = refused or self._run({"node": view})
+            outcome = refused or self._run(
+                {"node": view, **self.c.functions} if c.functions else {"node": view})
             self._outcomes[node.name] = (node.raw, outcome)
             return outcome
         entry = self._entries.get(node.name)
@@ -450,7 +515,7 @@ class Evaluator:
                 spent = self._spend(values * VIEW_VALUE_COST, budget)
                 if spent is not None:
                     return spent
-                context = _cel().Context({"node": view})
+                context = _cel().Context({"node": view}, dict(c.functions) or None)
             entry = _NodeEntry(node.raw, context, sizes, refused)
             self._entries[node.name] = entry
         else:

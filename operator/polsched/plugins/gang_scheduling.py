@@ -9,7 +9,7 @@ otherwise lets every pod through. A pod is a member of the PodGroup its
 
 - PreEnqueue (preEnqueueHierarchiesDisabled): a member waits outside the active queue
   until its PodGroup exists and, for a gang, until minCount members are known.
-- PlacementFeasible: in the pod-group cycle (scheduler.schedule_one), whether the members
+- PlacementFeasible: in the pod-group cycle (scheduler.schedule_one_podgroup), whether the members
   tried so far and those left can still reach minCount (a basic group counts as 1).
 - Permit (permitPodGroup): a gang member waits (5 minutes at most) until minCount members
   are assumed or bound; the member that completes the quorum allows the others.

@@ -260,11 +260,14 @@ class ResourceVectors:
         """calculatePodResourceRequestList."""
         requests = pod.requests
         non_zero_cpu, non_zero_memory = pod.non_zero_cpu, pod.non_zero_memory
-        if not self.use_requested and (pod.spec.get("resources") or {}).get("requests"):
+        if not self.use_requested and ((pod.spec.get("resources") or {}).get("requests")
+                                       or pod.requests is not pod.spec_requests):
             # An upstream quirk mirrored on purpose (docs/differences.md): v1.37's NewFit
-            # builds its scorer without enablePodLevelResources, so NodeResourcesFit's score
-            # counts the containers' requests (100m / 200Mi where missing) plus overhead and
-            # ignores spec.resources; its filter, and BalancedAllocation, use them.
+            # builds its scorer without enablePodLevelResources (nor
+            # enableInPlacePodVerticalScaling), so NodeResourcesFit's score counts the
+            # containers' spec requests (100m / 200Mi where missing) plus overhead and
+            # ignores spec.resources and the status; its filter, and BalancedAllocation,
+            # use spec.resources.
             spec = pod.spec
             requests = res.pod_requests(spec, pod_level=False)
             non_zero = res.pod_requests(spec, non_zero=True, pod_level=False)
@@ -445,8 +448,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
 
     # -- filter ------------------------------------------------------------------------
     def _pod_request(self, pod: PodInfo) -> _PodRequest:
+        # computePodResourceRequest: the spec's requests (a pod not yet scheduled is not
+        # being resized).
+        requests = pod.spec_requests
         scalars = []
-        for name, qty in pod.requests.items():
+        for name, qty in requests.items():
             if qty == 0 or not is_scalar_resource_name(name):
                 continue
             # Only extended resources can be ignored (fitsRequest).
@@ -459,7 +465,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
         if scalars and self.classes is not None and self.classes.any_class():
             dra = frozenset(n for n, _, _ in scalars if dc.is_dra_extended_resource_name(n)
                             and self.classes.get_device_class(n) is not None)
-        r = pod.requests
+        r = requests
         return _PodRequest(r.get(res.CPU, 0), r.get(res.MEMORY, 0),
                            r.get(res.EPHEMERAL_STORAGE, 0), tuple(scalars), dra)
 

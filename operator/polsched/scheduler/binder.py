@@ -11,6 +11,13 @@ and the default binder binds when none did).
 The outcome goes back to the scheduler through a callback, which forgets the assumed pod
 and requeues it when the bind failed. A 409 Conflict means the pod is already bound
 (someone else won, or our own earlier bind went through): it is never bound twice.
+
+An extender's bind is only its word: a pod it claims to have bound is reported BOUND once
+the watch shows it on that node, and when the watch has not within
+`extender_bind_confirm_seconds` (an extender that answers without binding, or binds
+elsewhere) the bind is reported FAILED, so that the pod is forgotten from the cache every
+policy shares (its capacity is no longer held), requeued, and its failure reported, rather
+than assumed forever.
 """
 
 from __future__ import annotations
@@ -105,6 +112,22 @@ UNCERTAIN_SECONDS = 60.0
 # A bind sent this long ago with no answer yet is logged (once), and so is one answered
 # after longer: on a healthy API server a Binding is answered in well under a second.
 SLOW_BIND_SECONDS = 5.0
+# How long the watch has to show a pod an extender claims to have bound (Binder's
+# extender_bind_confirm_seconds): a watch event follows a bind within well under a second.
+EXTENDER_BIND_CONFIRM_SECONDS = 5.0
+# How often the claimed binds waiting for the watch are looked at (only while any wait).
+_CONFIRM_POLL_SECONDS = 0.05
+
+
+class _Claim:
+    """A bind an extender answered, waiting for the watch to show it."""
+
+    __slots__ = ("done", "extender", "node", "pod", "until")
+
+    def __init__(self, pod: PodInfo, node: str, done: BindCallback, extender: str,
+                 until: float) -> None:
+        self.pod, self.node, self.done, self.extender, self.until = (
+            pod, node, done, extender, until)
 
 
 class _Lane:
@@ -155,8 +178,18 @@ class Binder:
     bind still queued when it has passed is dropped, never sent."""
 
     def __init__(self, client: ApiClient, *, concurrency: int = 96,
-                 deadline: Deadline | None = None) -> None:
+                 deadline: Deadline | None = None,
+                 watched: Mapping[str, PodInfo] | None = None,
+                 extender_bind_confirm_seconds: float = EXTENDER_BIND_CONFIRM_SECONDS,
+                 ) -> None:
         self._client = client
+        # The pods as the watch shows them (the cache's), by key: where an extender's
+        # claimed bind is confirmed. None: claims are taken as answered (no cache).
+        self._watched = watched
+        self._confirm_seconds = extender_bind_confirm_seconds
+        # Pod key -> the claimed bind waiting for the watch, looked at by _confirm_claims.
+        self._claims: dict[str, _Claim] = {}
+        self._claims_task: asyncio.Task[None] | None = None
         self._concurrency = max(concurrency, 1)
         self._lanes: dict[str, _Lane] = {}
         # Bindings posted to the API server, all lanes together: `concurrency` at a time,
@@ -307,7 +340,7 @@ class Binder:
 
     async def _bind(self, lane: _Lane, job: _BindJob) -> None:
         if job[3]:  # extenders: not counted in _posts
-            await self._send(*job)
+            await self._send(*job, tenant=lane.name)
             return
         waiting = _Waiting(job)
         lane.waiting.add(waiting)
@@ -317,17 +350,21 @@ class Binder:
                     return
                 lane.waiting.discard(waiting)
                 self._grow(lane)
-                await self._send(*job)
+                await self._send(*job, tenant=lane.name)
         finally:
             lane.waiting.discard(waiting)
 
     async def _send(self, pod: PodInfo, node_name: str, done: BindCallback,
                     extenders: Sequence[BindingExtender],
-                    annotations: Mapping[str, str] | None = None) -> None:
+                    annotations: Mapping[str, str] | None = None, *,
+                    tenant: str = "") -> None:
+        """Bind; `tenant`: the lane (the policy), whose share of the client's request
+        budget the Binding takes (cluster.client.FairTokens)."""
         if not self._may_send():
             _call(done, pod, BindOutcome.DROPPED, "the lease's renew deadline passed")
             return
         outcome, message = BindOutcome.BOUND, ""
+        claimed_by = ""  # the extender that answered the bind
         sent = time.monotonic()
         self._sent[pod.key] = (sent, node_name)
         try:
@@ -350,12 +387,14 @@ class Binder:
                                      str(err) or type(err).__name__)
                             continue
                         bound = True
+                        claimed_by = str(getattr(extender, "name", "") or "extender")
                         break
                     if not bound:
                         await self._client.send(
                             "POST",
                             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
-                            encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT)
+                            encode_binding(pod, node_name, annotations), timeout=BIND_TIMEOUT,
+                            tenant=f"bind:{tenant}")
                 finally:
                     self._in_flight.discard(cm)
         except ApiError as err:
@@ -387,12 +426,69 @@ class Binder:
         elif log.isEnabledFor(logging.DEBUG):
             log.debug("bind of %s to %s: %s in %.3fs %s", pod.key, node_name, outcome.value,
                       took, message)
+        if claimed_by and outcome is BindOutcome.BOUND and self._watched is not None:
+            self._claim(_Claim(pod, node_name, done, claimed_by,
+                               time.monotonic() + self._confirm_seconds))
+            return
         _call(done, pod, outcome, message)
+
+    # -- extender binds: confirmed by the watch ------------------------------------------
+    def _claim(self, claim: _Claim) -> None:
+        if self._settle(claim, time.monotonic()):
+            return
+        self._claims[claim.pod.key] = claim
+        if self._claims_task is None or self._claims_task.done():
+            self._claims_task = asyncio.get_running_loop().create_task(
+                self._confirm_claims(), name="polsched-binder-claims")
+
+    def _settle(self, claim: _Claim, now: float) -> bool:
+        """Report `claim` when the watch has decided it, or its time is up; False while
+        it still waits."""
+        assert self._watched is not None
+        pod = claim.pod
+        current = self._watched.get(pod.key)
+        if current is not None and current.uid == pod.uid and current.node_name:
+            if current.node_name == claim.node:
+                _call(claim.done, pod, BindOutcome.BOUND, "")
+            else:
+                log.warning("extender %s claimed the bind of %s to %s, but the watch shows "
+                            "it on %s", claim.extender, pod.key, claim.node,
+                            current.node_name)
+                _call(claim.done, pod, BindOutcome.CONFLICT,
+                      f"bound to node {current.node_name!r}, not to {claim.node!r} as the "
+                      f"extender {claim.extender} said")
+            return True
+        if current is None or current.uid != pod.uid:
+            _call(claim.done, pod, BindOutcome.GONE, "the pod was deleted")
+            return True
+        if now < claim.until:
+            return False
+        message = (f"extender {claim.extender} answered the bind of pod {pod.key} to node "
+                   f"{claim.node}, but the pod was not seen bound within "
+                   f"{self._confirm_seconds:g}s; the pod is retried")
+        log.warning("%s", message)
+        # It may yet happen (a late bind, a slow watch): the ledger waits for it.
+        self.uncertain[pod.key] = time.monotonic()
+        _call(claim.done, pod, BindOutcome.FAILED, message)
+        return True
+
+    async def _confirm_claims(self) -> None:
+        """Look at the claimed binds until none waits (a poll, not a timer per bind)."""
+        claims = self._claims
+        while claims:
+            await asyncio.sleep(_CONFIRM_POLL_SECONDS)
+            now = time.monotonic()
+            for key, claim in list(claims.items()):
+                if self._settle(claim, now):
+                    del claims[key]
 
     async def close(self, timeout: float = 10.0) -> None:
         """Let binds queued or in flight finish (within `timeout`), then stop the
         writers."""
         lanes = list(self._lanes.values())
+        if self._claims_task is not None:
+            self._claims_task.cancel()
+            self._claims_task = None
         if self._slow_watch is not None:
             self._slow_watch.cancel()
             self._slow_watch = None

@@ -21,7 +21,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,15 +40,12 @@ from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.scheduler import load_status, metrics
 from polsched.scheduler import queue as q
 from polsched.scheduler.binder import Binder, Deadline
-from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
+from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
-from polsched.scheduler.recorder import WARNING, EventBudget, EventRecorder
-from polsched.scheduler.schedule_one import (
-    DECIDING_SCORER_ANNOTATION,
-    FEASIBLE_NODES_ANNOTATION,
-    ScheduleOne,
-)
+from polsched.scheduler.recorder import EventBudget, EventRecorder
+from polsched.scheduler.schedule_one import DECIDING_SCORER_ANNOTATION, FEASIBLE_NODES_ANNOTATION
+from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
 from polsched.scheduler.shadow import DEFAULT_BUDGET, Shadow, ShadowStats
 
 if TYPE_CHECKING:
@@ -113,7 +109,8 @@ class Engine(CacheListener):
         # a new one; either way start() syncs it.
         self.cache = cache if cache is not None else ClusterCache(client)
         self.cache.add_listener(self)
-        self.binder = Binder(client, concurrency=bind_concurrency, deadline=bind_deadline)
+        self.binder = Binder(client, concurrency=bind_concurrency, deadline=bind_deadline,
+                             watched=self.cache.pods)
         # Event and condition writes in flight, all policies' recorders together: as many
         # as binds. Every bound pod's Scheduled event follows its bind; with 16 against 96
         # binds they were answered at a sixth of the binds' rate (by the loop or the API
@@ -129,8 +126,9 @@ class Engine(CacheListener):
         self.nominator = Nominator()
         self.preemption = Executor(client, self.nominator, self.cache.pods, self.waiting_pods)
         # Every profile's attempts (scheduleOne, its cycles and failure handling).
-        self._attempts = ScheduleOne(_Hooks(self), self.cache, self.binder, self.nominator,
-                                     self.preemption, self.waiting_pods, annotate_decisions)
+        self._attempts = ScheduleOnePodGroup(_Hooks(self), self.cache, self.binder,
+                                             self.nominator, self.preemption,
+                                             self.waiting_pods, annotate_decisions)
         # Node usage for the load-aware scorers: one watcher for every policy, polling
         # only while one of their plugins wants it.
         self.node_metrics = NodeMetricsWatcher(client,
@@ -247,12 +245,7 @@ class Engine(CacheListener):
             # the new pipeline decides them again.
             self.reject_waiting(name, f"rejected: SchedulingPolicy {policy.name} was "
                                       "reloaded")
-            s.policy = policy
-            s.pipeline = pipeline  # the swap: one reference
-            s.undecided = pipeline
-            s.applied_at = time.monotonic()
-            s.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
-                              pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
+            s.swap(policy, pipeline)
             self._reset(s, counters)
         self._changed(name)
 
@@ -271,10 +264,8 @@ class Engine(CacheListener):
             s.counters.catch_up(counters)
         self._update_runnable(s)
         s.queue.move(ev.EVENT_POLICY_CHANGE)
-        blocked, s.blocked = s.blocked, {}
-        for pod in blocked.values():  # the namespaceSelector may select them now
+        for pod in s.unpark():  # the namespaceSelector may select them now
             self._enqueue(s, pod)
-        s.report_pending()
 
     def remove(self, scheduler_name: str) -> None:
         """Stop the scheduler; its pods stay Pending, untouched."""
@@ -434,7 +425,7 @@ class Engine(CacheListener):
             pending = self._pending_by_scheduler(s.name).get(s.name, ())
         for pod in pending:
             self._enqueue(s, pod)
-        s.report_pending()
+        s.report_pending()  # the gauges exist from the start, at 0 when nothing waits
         s.queue.on_wake = lambda: self._mark_ready(s)
         s.started = True
         self._mark_ready(s)
@@ -455,26 +446,11 @@ class Engine(CacheListener):
         self._journal.append(event, old, new)
         for s in self._schedulers.values():
             # A journaled move() on a queue without unschedulable pods returns 0 at once.
-            if s.queue.unschedulable_pods and s.queue.move(event, old, new, pre_check,
-                                                            journaled=True):
-                s.report_pending()
+            if s.queue.unschedulable_pods:
+                s.queue.move(event, old, new, pre_check, journaled=True)
 
     def _enqueue(self, s: Profile, pod: PodInfo) -> None:
-        if not s.namespace_selected(pod, self.cache.namespaces):
-            s.queue.delete(pod.key, pod.uid)
-            s.blocked[pod.key] = pod
-            # A gated pod is left alone, even by this warning (SchedulingGates): the
-            # queue's PreEnqueue says which, as it would if the pod were queued.
-            if pod.key not in s.warned and not s.queue.gating_plugin(pod):
-                s.warned.add(pod.key)
-                s.recorder.event(
-                    pod, WARNING, "FailedScheduling", "Scheduling",
-                    f'namespace "{pod.namespace}" is not selected by '
-                    f'spec.namespaceSelector of SchedulingPolicy "{s.policy.name}": '
-                    "the pod stays Pending; label the namespace or change the selector")
-            return
-        s.blocked.pop(pod.key, None)
-        s.queue.add(pod)
+        s.enqueue(pod, self.cache.namespaces)
 
     # CacheListener ----------------------------------------------------------------------
     def pending_pod_changed(self, pod: PodInfo, old: PodInfo | None) -> None:
@@ -482,7 +458,6 @@ class Engine(CacheListener):
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None and s.started:
             self._enqueue(s, pod)
-            s.report_pending()
         if old is None and self.cache.pod_groups.served:
             # addPodToSchedulingQueue with GenericWorkload: a new member may complete
             # the gang another member waits for.
@@ -499,7 +474,6 @@ class Engine(CacheListener):
                     s.queue.pod_group_deleted(key)
                 else:
                     s.queue.pod_group_added(key)
-                s.report_pending()
         if old is None:
             self._move(ev.POD_GROUP_ADD, None, new)
         elif new is None:
@@ -511,21 +485,18 @@ class Engine(CacheListener):
         """Handle.Activate: these pending pods go to their queue's activeQ."""
         for pod in pods:
             s = self._schedulers.get(pod.scheduler_name)
-            if s is not None and s.queue.activate([pod.key]):
-                s.report_pending()
+            if s is not None:
+                s.queue.activate([pod.key])
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.nominator.remove(pod.key)
         self.preemption.forget(pod.uid)
         s = self._schedulers.get(pod.scheduler_name)
         if s is not None:
-            s.queue.delete(pod.key, pod.uid)
-            s.blocked.pop(pod.key, None)
+            s.remove_pending(pod)
             waiting = self.waiting_pods.get(pod.uid)
             if waiting is not None:  # deletePodFromSchedulingQueue: RejectWaitingPod
                 waiting.reject("", "removed")
-            s.warned.discard(pod.key)
-            s.report_pending()
 
     # Each cluster event moves the unschedulable pods that one of their rejecting plugins'
     # queueing hints says it may help (eventhandlers.go).
@@ -547,8 +518,7 @@ class Engine(CacheListener):
         being evicted) run it again: those whose victims the cache shows gone or
         terminating go to activeQ (upstream's Activate after async preemption)."""
         for s in self._schedulers.values():
-            if s.queue.activate_gated(DEFAULT_PREEMPTION):
-                s.report_pending()
+            s.queue.activate_gated(DEFAULT_PREEMPTION)
 
     def node_changed(self, node: NodeInfo, added: bool) -> None:
         if added:
@@ -567,11 +537,8 @@ class Engine(CacheListener):
 
     def namespace_changed(self, name: str, labels: Mapping[str, str]) -> None:
         for s in self._schedulers.values():
-            pods = [p for p in s.blocked.values() if p.namespace == name]
-            for pod in pods:
+            for pod in s.unpark(name):
                 self._enqueue(s, pod)
-            if pods:
-                s.report_pending()
 
     def counts_changed(self, scheduler_name: str) -> None:
         if scheduler_name in self._schedulers:

@@ -46,6 +46,11 @@ from polsched.scheduler.recorder import NORMAL, rfc3339
 log = logging.getLogger(__name__)
 
 
+class VictimRefused(Exception):
+    """The executor's last check refused a victim (Executor.refuses): nothing was
+    written for it, and the preemptor is retried."""
+
+
 class Recorder(Protocol):
     """What the executor needs of an EventRecorder."""
 
@@ -216,12 +221,39 @@ class Executor:
                 self._settling[uid] = deleted
             on_done()
 
+    def refuses(self, preemptor: PodInfo | GroupPreemptor, node_name: str,
+                victim: PodInfo) -> str:
+        """Why `victim` must not be deleted for `preemptor`, "" when it may: checked right
+        before each delete, whatever chose the victim (an extender's preempt answer is
+        narrowed where it is read, and this is the last line): the victim, as decided and
+        as the cache has it now, is of a lower priority than the preemptor and, for a
+        pod's preemption, on the node it was offered on."""
+        current = self._pods.get(victim.key)
+        if current is not None and current.uid != victim.uid:
+            current = None  # re-created since: the UID precondition guards the delete
+        for seen in (victim, current):
+            if seen is None:
+                continue
+            if seen.priority >= preemptor.priority:
+                return (f"its priority {seen.priority} is not lower than the preemptor's "
+                        f"{preemptor.priority}")
+            # The cache shows a pod Permit holds (assumed, a waiting pod) unbound.
+            if (not isinstance(preemptor, GroupPreemptor) and seen.node_name
+                    and seen.node_name != node_name):
+                return (f"it is on node {seen.node_name!r}, not on {node_name!r} where "
+                        "victims were offered")
+        return ""
+
     async def _preempt_pod(self, scheduler_name: str, recorder: Recorder,
                            preemptor: PodInfo | GroupPreemptor,
                            node_name: str, victim: PodInfo) -> bool:
         """executor.go PreemptPod: condition, delete, event. A victim already gone is no
         error. True when the victim was a waiting pod, rejected in memory."""
         kind = preemptor.kind if isinstance(preemptor, GroupPreemptor) else "pod"
+        refused = self.refuses(preemptor, node_name, victim)
+        if refused:
+            raise VictimRefused(f"not preempting pod {victim.key} for {preemptor.key}: "
+                                f"{refused}")
         note = preempted_message(preemptor, node_name, kind)
         waiting = self._waiting.get(victim.uid)
         if waiting is not None and waiting.reject("DefaultPreemption", "preempted"):
@@ -234,9 +266,13 @@ class Executor:
             if not _has_condition(victim, condition):
                 await self._client.patch(base + "/status",
                                          {"status": {"conditions": [condition]}}, "strategic")
-            await self._client.delete(base)
+            # The UID precondition: a pod re-created under the victim's name since the
+            # decision was never offered, and the API server refuses it with 409.
+            await self._client.delete(base, {
+                "kind": "DeleteOptions", "apiVersion": "v1",
+                "preconditions": {"uid": victim.uid}})
         except ApiError as err:
-            if err.status == 404:
+            if err.status in (404, 409):
                 return False
             raise
         recorder.event(victim, NORMAL, "Preempted", "Preempting", note, related=_pod(preemptor))

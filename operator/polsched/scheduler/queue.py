@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import heapq
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from polsched.framework import events as ev
 from polsched.framework.interfaces import PreEnqueuePlugin
@@ -55,6 +56,23 @@ UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
 # Plugin label -> the events it registered, with hints (framework.events.hint_map).
 HintMap = Mapping[str, Sequence[ev.ClusterEventWithHint]]
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _changes_sizes(method: _Method) -> _Method:
+    """A method that may change the queue's sizes: `on_sizes` is called after it, so the
+    queue reports scheduler_pending_pods itself instead of each of its callers."""
+
+    @functools.wraps(method)
+    def changing(self: SchedulingQueue, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if self.on_sizes is not None:
+                self.on_sizes()
+
+    return cast(_Method, changing)
 
 
 class Location(enum.StrEnum):
@@ -328,6 +346,9 @@ class SchedulingQueue:
         # Called whenever a pod may have become poppable: the engine's scheduling loop
         # gives the policy a turn (a queue found empty is polled again at next_due()).
         self.on_wake: Callable[[], None] | None = None
+        # Called after each method that may change sizes() or group_sizes() (the owner
+        # sets its pending-pods gauges from them, when they changed).
+        self.on_sizes: Callable[[], None] | None = None
         # The pod group a pod belongs to ("namespace/name"), None for a plain pod (set by
         # configure when the pipeline runs GangScheduling on a cluster serving PodGroups).
         self._group_of: Callable[[PodInfo], str | None] | None = None
@@ -734,6 +755,7 @@ class SchedulingQueue:
         return got
 
     # -- what the cache's events do -------------------------------------------------------
+    @_changes_sizes
     def add(self, pod: PodInfo) -> None:
         """A pending pod was added or updated (Add / Update)."""
         key = pod.key
@@ -870,6 +892,7 @@ class SchedulingQueue:
                     else Strategy.SKIP)
         self._requeue(g, strategy, self._clock())
 
+    @_changes_sizes
     def pod_group_added(self, key: str) -> None:
         """AddPodGroup: the PodGroup of that key is observed; its members waiting for it
         (incompletePodGroupPods) join the queue."""
@@ -880,6 +903,7 @@ class SchedulingQueue:
         for qp in held.values():
             self._add_member(qp, now)
 
+    @_changes_sizes
     def pod_group_deleted(self, key: str) -> None:
         """DeletePodGroup: the members of that group, queued or held for its cycle, wait
         for a PodGroup again (incompletePodGroupPods)."""
@@ -895,6 +919,7 @@ class SchedulingQueue:
             for qp in moved:
                 held[qp.key] = qp
 
+    @_changes_sizes
     def delete(self, key: str, uid: str | None = None) -> None:
         """The pod was deleted, bound (by us or elsewhere) or finished: it leaves. With
         `uid`, only that pod (not a successor under the same name)."""
@@ -919,6 +944,7 @@ class SchedulingQueue:
         if flying_uid is not None and (uid is None or flying_uid == uid):
             self._in_flight[flying_uid]._gone = True
 
+    @_changes_sizes
     def move(self, event: ev.ClusterEvent, old: Any = None, new: Any = None,
              pre_check: Callable[[PodInfo], bool] | None = None,
              journaled: bool = False) -> int:
@@ -975,6 +1001,7 @@ class SchedulingQueue:
         self._events.append(_InFlightEvent(self._event_n, event, old, new, uid))
 
     # -- what the scheduling loop does ----------------------------------------------------
+    @_changes_sizes
     def flush(self) -> None:
         """Backoff-completed pods to activeQ; pods unschedulable for longer than 5 minutes
         back (flushBackoffQCompleted, flushUnschedulableEntitiesLeftover)."""
@@ -1018,6 +1045,7 @@ class SchedulingQueue:
         qp._seq = self._next_seq()  # its heap entry goes stale
         return qp
 
+    @_changes_sizes
     def pop_nowait(self) -> QueuedPod | None:
         """The next entity to schedule, now in flight; None when nothing can go now. A pod
         group is popped as one unit: every queued member is in flight and the first in
@@ -1061,6 +1089,7 @@ class SchedulingQueue:
         self._in_flight[qp.uid] = qp
         self._in_flight_keys[qp.key] = qp.uid
 
+    @_changes_sizes
     def pop_group(self, qp: QueuedPod) -> QueuedPodGroup | None:
         """After pop_nowait: the pod group popped as one unit when `qp` is the first of its
         members (every queued member now in flight, in upstream's order); None for a plain
@@ -1071,6 +1100,7 @@ class SchedulingQueue:
         self._popped_group = None
         return g
 
+    @_changes_sizes
     def group_done(self, key: str, outcome: GroupOutcome = GroupOutcome.SUCCESS) -> None:
         """AddAttemptedPodGroupIfNeeded: the group's cycle ended with `outcome`, each
         member's attempt ended already (a member that failed came back to
@@ -1125,6 +1155,7 @@ class SchedulingQueue:
         else:
             self._move_to_active(g)
 
+    @_changes_sizes
     def activate(self, keys: Iterable[str]) -> int:
         """Activate: these pods go to activeQ from backoffQ or the unschedulable pool
         (PreEnqueue runs again for a gated one); a group member activates its whole group.
@@ -1185,6 +1216,7 @@ class SchedulingQueue:
                 i += 1
             del self._events[:i]
 
+    @_changes_sizes
     def done(self, qp: QueuedPod) -> None:
         """The pod's cycle ended with a bind, or it needs nothing more (Done)."""
         self._land(qp)
@@ -1207,6 +1239,7 @@ class SchedulingQueue:
                     return Strategy.AFTER_BACKOFF
         return Strategy.SKIP
 
+    @_changes_sizes
     def add_unschedulable(self, qp: QueuedPod, rejected_by: Iterable[str] = ()) -> None:
         """Rejected by plugins, or failed (AddUnschedulablePodIfNotPresent): no rejecting
         plugin means an error (counts a consecutive error; retried after backoff on any
@@ -1231,6 +1264,7 @@ class SchedulingQueue:
             return
         self._requeue(qp, strategy, now)
 
+    @_changes_sizes
     def activate_gated(self, plugin: str) -> int:
         """Activate: the pods `plugin`'s PreEnqueue keeps out run their PreEnqueue again,
         and go to activeQ when it lets them in (upstream's Handle.Activate, which async
@@ -1248,10 +1282,12 @@ class SchedulingQueue:
                 moved += 1
         return moved
 
+    @_changes_sizes
     def add_backoff(self, qp: QueuedPod) -> None:
         """The cycle or the binding failed with an error: retry after backoff."""
         self.add_unschedulable(qp, ())
 
+    @_changes_sizes
     def restore(self, qp: QueuedPod) -> None:
         """Put a popped pod back as it was, uncounted (the scheduler is paused). A group
         member waits for its group (group_done with GroupOutcome.RESTORED)."""
@@ -1263,6 +1299,7 @@ class SchedulingQueue:
             return
         self._move_to_active(qp, from_backoff=True)
 
+    @_changes_sizes
     def close(self) -> None:
         """The policy is gone: its queue no longer takes the journal's events."""
         self.on_wake = None

@@ -55,6 +55,7 @@ import aiohttp
 
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework.diagnosis import truncate_message
+from polsched.framework.messages import condition_message
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.scheduler import metrics
@@ -347,9 +348,10 @@ class EventRecorder:
 
     def set_pod_scheduled_false(self, pod: PodInfo, reason: str, message: str,
                                 nominated_node_name: str | None = None) -> None:
-        """PodScheduled=False with `reason` and the full `message` (not truncated, as
+        """PodScheduled=False with `reason` and the full `message` (not cut to a note, as
         upstream), unless the pod already says exactly that; with status.nominatedNodeName
         set (a name) or cleared ("") in the same patch when it changes (updatePod)."""
+        message = condition_message(message)  # capped and sanitised, whatever made it
         status = pod.raw.get("status") or {}
         conditions = status.get("conditions") or ()
         nnn_changed = nominated_node_name is not None and \

@@ -37,8 +37,8 @@ from polsched.framework.diagnosis import PipelineError
 from polsched.framework.interfaces import Extender, Handle
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo, Snapshot
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
 
 if TYPE_CHECKING:
     from polsched.api.model import Policy

@@ -598,7 +598,8 @@ def test_allowed_shadows_are_policy_names() -> None:
 
 
 @pytest.mark.parametrize(("url", "why"), [
-    ("http://169.254.169.254/latest/", "link-local"),
+    ("http://169.254.169.254/latest/", "cloud metadata endpoint"),
+    ("http://169.254.10.1/", "link-local"),
     ("http://[fe80::1]:8888/", "link-local"),
     ("http://127.0.0.1:8888/", "loopback"),
     ("http://[::ffff:127.0.0.1]:8888/", "loopback"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.cel import Bounds, Checks, InputBoundError, Measured, estimate, measure, parse
+from polsched.cel import Bounds, Checks, InputBoundError, Measured, estimate, measure, parse, regex
 from polsched.cel.cost import ITER, MAX_VIEW_VALUES, render
 
 pytestmark = pytest.mark.unit
@@ -51,8 +51,19 @@ def test_map_and_filter_pay_for_copying_their_result() -> None:
 def test_strings_regexes_and_literals() -> None:
     assert cost("node.metadata.annotations.x.contains('a')") > cost(
         "node.metadata.labels.x.contains('a')")
-    assert cost("pod.metadata.name.matches('^a+$')") >= 300
     assert cost("1 == 1") < 5
+
+
+def test_a_regex_is_charged_for_its_compiled_program_and_the_subject() -> None:
+    """RE2 matches in time linear in subject x program (polsched.cel.regex): a counted
+    repetition is dear, a short pattern cheap, and a pattern not known until run time is
+    charged its compile and the largest program it may have."""
+    small = cost("pod.metadata.name.matches('^a+$')")
+    assert 253 <= small < 1_000  # a name has at most 253 characters
+    assert cost("pod.metadata.name.matches('\\\\w{200}')") > 100 * small
+    assert cost("pod.metadata.labels.x.matches('^a+$')") < small  # a label value: 63 characters
+    computed = cost("pod.metadata.labels.x.matches(pod.metadata.name)")
+    assert computed > 63 * 0.2 * regex.MAX_PROGRAM_SIZE
 
 
 def test_a_bomb_behind_comments_costs_what_it_does_without_them() -> None:

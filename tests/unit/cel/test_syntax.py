@@ -70,6 +70,8 @@ def test_comments_hide_quotes_and_brackets() -> None:
     ("a.all(1, true)", "variable name"),
     ("has(a)", "field selection"),
     ("if == 1", "reserved identifier 'if'"),
+    ("a.all(var, true)", "reserved identifier 'var'"),
+    ("namespace(1)", "reserved identifier 'namespace'"),
     ("a # b", "unexpected character '#'"),
     ("(" * 60 + "1" + ")" * 60, "nests deeper than"),
 ])
@@ -160,3 +162,11 @@ def test_a_long_selection_chain_is_refused_not_a_recursion_error() -> None:
         parse("pod" + ".a" * 1000 + " == 1")
     assert f"the limit is {syntax.MAX_DEPTH}" in str(err.value)
     assert syntax.depth(parse("pod" + ".a" * 90 + " == 1")) == 92
+
+
+def test_a_reserved_word_is_a_field_name_after_a_dot() -> None:
+    """As cel-go, which refuses reserved words only as identifiers (VisitIdentOrGlobalCall):
+    `pod.metadata.namespace` is a selection."""
+    e = parse("pod.metadata.namespace == 'x'")
+    assert isinstance(e, Call)
+    assert e.args[0] == Select(Select(Ident("pod"), "metadata"), "namespace")

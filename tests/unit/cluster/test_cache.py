@@ -11,26 +11,24 @@ import pytest
 
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.framework.types import NodeInfo, PodInfo
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
 
 def node(name: str, cpu: str = "4", images: tuple[str, ...] = (), **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels, "resourceVersion": "1"},
-            "spec": {},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-                       "images": [{"names": [i], "sizeBytes": 1000} for i in images]}}
+    return (make_node().name(name).labels(labels).resource_version("1").spec()
+            .allocatable({"cpu": cpu, "memory": "8Gi", "pods": "110"})
+            .images(dict.fromkeys(images, 1000)).obj())
 
 
 def pod(name: str, cpu: str = "500m", node_name: str = "", phase: str = "Pending",
         uid: str = "", rv: str = "1", scheduler: str = "s") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [
-        {"name": "c", "image": "img", "resources": {"requests": {"cpu": cpu}}}]}
+    p = (make_pod().name(name).namespace("ns").uid(uid or f"uid-{name}").resource_version(rv)
+         .scheduler(scheduler).container(image="img", requests={"cpu": cpu}).phase(phase))
     if node_name:
-        spec["nodeName"] = node_name
-    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
-                         "resourceVersion": rv},
-            "spec": spec, "status": {"phase": phase}}
+        p.node(node_name)
+    return p.obj()
 
 
 class Recorder(CacheListener):

@@ -144,7 +144,8 @@ def test_in_cluster_as_the_kubernetes_loader(tmp_path: Path,
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     cfg = k8s_client.Configuration()
-    incluster_config.InClusterConfigLoader(
+    # The client's config loaders carry no type hints.
+    incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
         token_filename=str(token), cert_filename=str(ca)).load_and_set(cfg)
     conn = kubeconfig.in_cluster()
     same(conn, kubeconfig._from_kubernetes(cfg))

@@ -10,8 +10,8 @@ import pytest
 
 from polsched.cluster.client import ApiClient
 from polsched.cluster.node_metrics import HISTORY, NodeMetricsWatcher, parse_duration
-from polsched.framework import NodeInfo, PodInfo
 from polsched.framework.load import describe_missing
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -85,6 +85,27 @@ def test_stale_after_three_intervals_and_reported() -> None:
                                         "n3 (never seen)"
 
 
+def test_a_node_served_for_the_first_time_is_reported_as_a_change() -> None:
+    """The Metrics API may answer before it serves any node (metrics-server's first
+    scrapes): the nodes it serves later leave "never seen", and the policies' condition
+    must hear of it although no node turned stale."""
+    clock = Clock()
+    w = watcher(clock)
+    changes: list[list[str]] = []
+    w.on_change = lambda: changes.append([m.node for m in w.missing(["n1", "n2"])])
+    w.ingest({"items": []})
+    w._check_changed()
+    clock.now += 10
+    w.ingest({"items": [item("n1", "1", "1Gi", "2026-01-01T00:00:10Z"),
+                        item("n2", "1", "1Gi", "2026-01-01T00:00:10Z")]})
+    w._check_changed()
+    clock.now += 10
+    w.ingest({"items": [item("n1", "1", "1Gi", "2026-01-01T00:00:20Z"),
+                        item("n2", "1", "1Gi", "2026-01-01T00:00:20Z")]})
+    w._check_changed()  # nothing changed: no call
+    assert changes == [["n1", "n2"], []]
+
+
 def test_a_shorter_interval_asked_for_wins_while_its_owner_lives() -> None:
     w = watcher(Clock())
     assert w.interval == 10
@@ -101,15 +122,12 @@ def test_a_shorter_interval_asked_for_wins_while_its_owner_lives() -> None:
 def test_pods_first_seen_after_a_time_are_in_flight() -> None:
     clock = Clock()
     w = watcher(clock)
-    node = NodeInfo.from_json({"metadata": {"name": "n1"},
-                               "status": {"allocatable": {"cpu": "4"}}})
-    old = PodInfo.from_json({"metadata": {"name": "old", "namespace": "d"},
-                             "spec": {"nodeName": "n1", "containers": []}})
+    node = make_node().name("n1").allocatable({"cpu": "4"}).info()
+    old = make_pod().name("old").namespace("d").node("n1").containers([]).info()
     node.add_pod(old)
     assert w.in_flight(node, clock.now - 100) == []  # there when first looked at: old
     clock.now += 5
-    new = PodInfo.from_json({"metadata": {"name": "new", "namespace": "d"},
-                             "spec": {"nodeName": "n1", "containers": []}})
+    new = make_pod().name("new").namespace("d").node("n1").containers([]).info()
     node.add_pod(new)
     assert [p.name for p in w.in_flight(node, clock.now - 1)] == ["new"]
     assert w.in_flight(node, clock.now + 1) == []

@@ -18,6 +18,7 @@ from polsched.cluster.client import ApiClient
 from polsched.controller.policies import ledger as ledger_mod
 from polsched.controller.policies.ledger import BindLedger
 from polsched.scheduler.binder import Binder
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -25,21 +26,18 @@ SECOND = "2026-11-23T03:00:00Z"
 
 
 def node(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    return (make_node().name(name).resource_version("1").spec()
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod(name: str, scheduler: str, node_name: str = "", bound_at: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler,
-                            "containers": [{"name": "c", "image": "img"}]}
-    status: dict[str, Any] = {"phase": "Pending"}
+    p = (make_pod().name(name).namespace("ns").uid(f"uid-{name}")
+         .resource_version("2" if node_name else "1").scheduler(scheduler)
+         .container(image="img").phase("Pending"))
     if node_name:
-        spec["nodeName"] = node_name
-        status["conditions"] = [{"type": "PodScheduled", "status": "True",
-                                 "lastTransitionTime": bound_at}]
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                         "resourceVersion": "2" if node_name else "1"},
-            "spec": spec, "status": status}
+        p.node(node_name).status(conditions=[{"type": "PodScheduled", "status": "True",
+                                              "lastTransitionTime": bound_at}])
+    return p.obj()
 
 
 class FakeClock:

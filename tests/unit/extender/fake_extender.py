@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from polsched.extender.config import ExtenderConfig, ManagedResource
 from polsched.framework.types import NodeInfo, PodInfo
+from tests import builders
 
 T = TypeVar("T")
 
@@ -162,20 +163,13 @@ def config(url: str, **kw: Any) -> ExtenderConfig:
 def make_pod(name: str = "p", labels: dict[str, str] | None = None,
              containers: list[dict[str, Any]] | None = None,
              init_containers: list[dict[str, Any]] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {"containers": containers or [{"name": "c", "image": "pause"}]}
+    p = (builders.make_pod().typed().name(name).namespace("default").uid(f"uid-{name}")
+         .labels(labels or {}).containers(containers or [{"name": "c", "image": "pause"}]))
     if init_containers:
-        spec["initContainers"] = init_containers
-    return PodInfo.from_json({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                     "labels": labels or {}},
-        "spec": spec,
-    })
+        p.spec(initContainers=init_containers)
+    return p.info()
 
 
 def make_node(name: str, labels: dict[str, str] | None = None) -> NodeInfo:
-    return NodeInfo.from_json({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels or {}},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
-    })
+    return (builders.make_node().typed().name(name).labels(labels or {})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).info())

@@ -56,7 +56,9 @@ class _FloodHandler(BaseHTTPRequestHandler):
         else:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(b'{"NodeNames": ["n1"], "Error": "')
+        prefix = b'{"NodeNames": ["n1"], "Error": "'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(prefix), prefix) if mode == "chunked"
+                         else prefix)
         for _ in range(HUGE // len(CHUNK)):
             if mode == "chunked":
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
@@ -191,7 +193,7 @@ def test_an_oversized_answer_honours_ignorable(flood: _Flood) -> None:
     import random
 
     from polsched.framework import PipelineError, Snapshot
-    from polsched.scheduler.schedule_one import schedule_pod
+    from polsched.scheduler.algorithm import schedule_pod
     from tests.unit.pipelines import build
 
     url = f"http://127.0.0.1:{flood.server_address[1]}/"

@@ -16,7 +16,7 @@ import yaml
 
 from polsched.extender import HTTPExtender
 from polsched.framework import Snapshot
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.extender.fake_extender import config, make_node, make_pod, run
 from tests.unit.pipelines import build
 

@@ -27,7 +27,7 @@ from polsched.framework import (
     Snapshot,
     Status,
 )
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import Answer, config, free_port, make_node, make_pod, run
 from tests.unit.pipelines import build

@@ -1,6 +1,6 @@
 """The pod-group algorithm's revert runs whatever happens: a cycle cancelled while a real
 HTTP filter extender keeps the second member waiting leaves nothing of the first member
-assumed or reserved (scheduler.schedule_one.pod_group_algorithm's try/finally)."""
+assumed or reserved (scheduler.schedule_one_podgroup.pod_group_algorithm's try/finally)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import pod_group_algorithm
+from polsched.scheduler.schedule_one_podgroup import pod_group_algorithm
+from tests import builders
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import config, run
 
@@ -45,11 +46,9 @@ def test_a_cancelled_group_cycle_reverts_what_it_assumed(
                    "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
     cache.on_pod_group_event("ADDED", group)
     for i in range(2):
-        cache.on_pod_event("ADDED", {
-            "metadata": {"name": f"m{i}", "namespace": "ns", "uid": f"uid-m{i}"},
-            "spec": {"schedulingGroup": {"podGroupName": "g"},
-                     "containers": [{"name": "c", "image": "x",
-                                     "resources": {"requests": {"cpu": "1"}}}]}})
+        cache.on_pod_event("ADDED", builders.make_pod().name(f"m{i}").namespace("ns")
+                           .uid(f"uid-m{i}").pod_group("g")
+                           .container(image="x", requests={"cpu": "1"}).obj())
     ext = HTTPExtender(config(server.url, filter_verb="filter", node_cache_capable=True))
     pipeline = build_pipeline(load_policy({
         "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",

@@ -16,8 +16,9 @@ def test_apply_keys_namespaced_objects_by_namespace_and_name() -> None:
     listers = ls.Listers()
     listers.apply(ls.PERSISTENT_VOLUME_CLAIM, "ADDED", _pvc("a", "data"))
     listers.apply(ls.PERSISTENT_VOLUME_CLAIM, "ADDED", _pvc("b", "data", "Bound"))
-    assert listers.pvc("a", "data")["status"]["phase"] == "Pending"
-    assert listers.pvc("b", "data")["status"]["phase"] == "Bound"
+    a, b = listers.pvc("a", "data"), listers.pvc("b", "data")
+    assert a is not None and a["status"]["phase"] == "Pending"
+    assert b is not None and b["status"]["phase"] == "Bound"
     assert [o["metadata"]["namespace"] for o in listers.list(ls.PERSISTENT_VOLUME_CLAIM)] == \
         ["a", "b"]
     assert len(listers.list(ls.PERSISTENT_VOLUME_CLAIM, "b")) == 1
@@ -36,7 +37,8 @@ def test_load_takes_objects_of_known_kinds_only() -> None:
     ])
     assert n == 2
     assert listers.namespace("team") == {"tier": "gold"}
-    assert listers.storage_class("local")["volumeBindingMode"] == "WaitForFirstConsumer"
+    local = listers.storage_class("local")
+    assert local is not None and local["volumeBindingMode"] == "WaitForFirstConsumer"
 
 
 class _Recorder(CacheListener):
@@ -64,7 +66,8 @@ def test_cache_records_lister_kinds_and_tells_listeners() -> None:
     cache.on_object_event(ls.NAMESPACE, "ADDED", team('1'))
     cache.on_object_event(ls.NAMESPACE, "MODIFIED", team('1'))
     cache.on_object_event(ls.NAMESPACE, "MODIFIED", team('2'))
-    assert "managedFields" not in cache.listers.pv("pv1")["metadata"]
+    pv1 = cache.listers.pv("pv1")
+    assert pv1 is not None and "managedFields" not in pv1["metadata"]
     assert cache.namespaces == {"team": {"a": "2"}}
     assert rec.namespaces == [("team", {"a": "1"}), ("team", {"a": "2"})]
     assert rec.seen[0] == ("PersistentVolume", False, True)

@@ -12,24 +12,22 @@ from polsched.framework.nodeaffinity import RequiredNodeAffinity
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.plugins.pod_topology_spread import required_node_affinity
 from polsched.plugins.volume_claims import volume_node_affinity_matches
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
 
 def node(name: str, **labels: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels},
-                               "status": {"allocatable": {"cpu": "1", "pods": "10"}}})
+    return make_node().name(name).labels(labels).allocatable({"cpu": "1", "pods": "10"}).info()
 
 
 def pod(required: Any = None, node_selector: dict[str, str] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    p = make_pod().name("p").namespace("ns").uid("p").container()
     if required is not None:
-        spec["affinity"] = {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": required}}
+        p.required_node_affinity(required)
     if node_selector:
-        spec["nodeSelector"] = node_selector
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns", "uid": "p"},
-                              "spec": spec})
+        p.node_selector(node_selector)
+    return p.info()
 
 
 def pv(required: Any, rv: str = "") -> dict[str, Any]:

@@ -7,14 +7,14 @@ import pytest
 
 from polsched.framework import PodInfo
 from polsched.framework.nominator import Nominator
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
 
 def pod(name: str, nominated: str = "") -> PodInfo:
-    status = {"nominatedNodeName": nominated} if nominated else {}
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "uid": name},
-                              "spec": {"containers": []}, "status": status})
+    p = make_pod().name(name).namespace("ns").uid(name).containers([])
+    return (p.nominated_node_name(nominated) if nominated else p.status()).info()
 
 
 def test_add_move_and_remove() -> None:

@@ -32,18 +32,17 @@ from polsched.framework import (
     Status,
 )
 from polsched.framework.diagnosis import PluginScore, truncate_message
-from polsched.scheduler.schedule_one import num_feasible_nodes_to_find, schedule_pod
+from polsched.scheduler.algorithm import num_feasible_nodes_to_find, schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build
 
 
 def node(name: str, **labels: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels},
-                               "status": {"allocatable": {"cpu": "4", "pods": "110"}}})
+    return make_node().name(name).labels(labels).allocatable({"cpu": "4", "pods": "110"}).info()
 
 
 def pod(name: str = "p", **labels: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-                              "spec": {"containers": [{"name": "c"}]}})
+    return make_pod().name(name).namespace("ns").labels(labels).container().info()
 
 
 class LabelIs(FilterPlugin):

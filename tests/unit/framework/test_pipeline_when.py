@@ -6,16 +6,16 @@ import asyncio
 
 import pytest
 
-from polsched.framework import NodeInfo, PodInfo, Snapshot
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.framework import PodInfo, Snapshot
+from polsched.scheduler.algorithm import schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
 
 
 def pod(name: str, **labels: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-                              "spec": {}})
+    return make_pod().name(name).namespace("ns").labels(labels).info()
 
 
 def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:
@@ -24,7 +24,7 @@ def test_expression_filter_with_when_applies_only_to_matching_pods() -> None:
         "args": {"expression": "size(pod.metadata.name) <= 5",
                  "message": "pod name is longer than 5"},
         "when": {"podSelector": {"matchLabels": {"want": "you"}}}}])
-    snapshot = Snapshot([NodeInfo.from_json({"metadata": {"name": f"n{i}"}}) for i in range(3)])
+    snapshot = Snapshot([make_node().name(f"n{i}").info() for i in range(3)])
 
     # A matching pod with a long name is refused on every node, with the entry's message.
     result = asyncio.run(schedule_pod(pipeline, pod("longname", want="you"), snapshot))

@@ -31,8 +31,9 @@ from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.framework.waiting_pods import WaitingPod, go_duration
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -113,9 +114,8 @@ def pipeline(first: Mapping[str, Any] | None = None, second: Mapping[str, Any] |
 
 
 def pod(labels: Mapping[str, str] | None = None) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
-                                           "labels": dict(labels or {})},
-                              "spec": {"containers": [{"name": "c"}]}})
+    return (make_pod().name("p").namespace("ns").uid("u").labels(labels or {}).container()
+            .info())
 
 
 @pytest.fixture(autouse=True)
@@ -270,8 +270,7 @@ def post_filter(a: Mapping[str, Any], b: Mapping[str, Any]) -> PostFilterResult 
                           "metadata": {"name": "p"}, "spec": spec},
                          Catalog(POST_REGISTRY))
     result = asyncio.run(schedule_pod(build_pipeline(policy), pod(),
-                                      Snapshot([NodeInfo.from_json({"metadata": {
-                                          "name": "n1"}})])))
+                                      Snapshot([make_node().name("n1").info()])))
     assert result.node is None and result.fit_error is not None
     assert result.fit_error.post_filter_msg == (result.post_filter.message
                                                 if result.post_filter else "")

@@ -7,16 +7,17 @@ from typing import Any
 
 from polsched.framework import NodeInfo, PodInfo
 from polsched.framework.load import NodeLoad, ResourceLoad, StaticLoad
+from tests.builders import make_node, make_pod
 
 MI = 1024 * 1024
 
 
 def node(name: str, cpu: str = "4", memory: str = "8Gi", *,
          capacity_cpu: str | None = None) -> NodeInfo:
-    status: dict[str, Any] = {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}
+    n = make_node().name(name).allocatable({"cpu": cpu, "memory": memory, "pods": "110"})
     if capacity_cpu is not None:
-        status["capacity"] = {"cpu": capacity_cpu, "memory": memory, "pods": "110"}
-    return NodeInfo.from_json({"metadata": {"name": name}, "status": status})
+        n.status(capacity={"cpu": capacity_cpu, "memory": memory, "pods": "110"})
+    return n.info()
 
 
 def container(requests: Mapping[str, str] | None = None,
@@ -31,13 +32,13 @@ def container(requests: Mapping[str, str] | None = None,
 
 def pod(name: str = "p", *containers: dict[str, Any], node_name: str = "",
         overhead: Mapping[str, str] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {"containers": list(containers), "schedulerName": "test"}
+    p = (make_pod().name(name).namespace("default").uid(f"uid-{name}").containers(containers)
+         .scheduler("test"))
     if node_name:
-        spec["nodeName"] = node_name
+        p.node(node_name)
     if overhead:
-        spec["overhead"] = dict(overhead)
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "default",
-                                           "uid": f"uid-{name}"}, "spec": spec})
+        p.overhead(overhead)
+    return p.info()
 
 
 def load(cpu: float, memory: float = 0.0, *, cpu_avg: float | None = None,

@@ -13,7 +13,8 @@ import pytest
 
 from polsched.framework import NodeInfo, Pipeline, PodInfo, ScheduleResult, Snapshot
 from polsched.framework.diagnosis import PluginScore
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build
 
 pytestmark = pytest.mark.unit
@@ -37,20 +38,15 @@ def filters_part(message: str) -> str:
 
 def node(name: str, cpu: str = "4", labels: dict[str, str] | None = None,
          taints: list[dict[str, str]] | None = None, unschedulable: bool = False) -> NodeInfo:
-    return NodeInfo.from_json({
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
-    })
+    return (make_node().name(name).labels(labels or {}).taints(taints or [])
+            .unschedulable(unschedulable)
+            .allocatable({"cpu": cpu, "memory": "8Gi", "pods": "110"}).info())
 
 
 def pod(cpu: str, name: str = "web", **spec: Any) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "nginx",
-                                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-                 **spec},
-    })
+    return (make_pod().name(name).namespace("default")
+            .container(image="nginx", requests={"cpu": cpu, "memory": "1Gi"}).spec(**spec)
+            .info())
 
 
 def schedule(p: PodInfo, nodes: list[NodeInfo]) -> ScheduleResult:
@@ -76,18 +72,16 @@ def test_no_node_fits_reports_the_sorted_reason_histogram() -> None:
 
 def test_every_filter_reason_shows_in_the_histogram() -> None:
     busy = node("ports", labels={"zone": "a"})
-    busy.add_pod(PodInfo.from_json({"metadata": {"name": "old", "namespace": "default"},
-                                    "spec": {"containers": [{"name": "c", "ports": [
-                                        {"containerPort": 80, "hostPort": 80}]}]}}))
+    busy.add_pod(make_pod().name("old").namespace("default")
+                 .container(ports=[{"containerPort": 80, "hostPort": 80}]).info())
     nodes = [node("cordoned", unschedulable=True, labels={"zone": "a"}),
              node("tainted", taints=DEDICATED, labels={"zone": "a"}),
              node("zone-b", labels={"zone": "b"}),
              busy,
              node("small", cpu="500m", labels={"zone": "a"})]
-    p = PodInfo.from_json({"metadata": {"name": "web", "namespace": "default"}, "spec": {
-        "nodeSelector": {"zone": "a"},
-        "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}],
-                        "resources": {"requests": {"cpu": "1"}}}]}})
+    p = (make_pod().name("web").namespace("default").node_selector({"zone": "a"})
+         .container(ports=[{"containerPort": 80, "hostPort": 80}], requests={"cpu": "1"})
+         .info())
     result = schedule(p, nodes)
     assert result.fit_error is not None
     assert filters_part(result.fit_error.message) == (

@@ -29,8 +29,9 @@ from polsched.plugins.default_preemption import (
     PreemptionReport,
     pick_one_node_for_preemption,
 )
+from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import schedule_pod
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -41,23 +42,17 @@ POLICY = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
 def pod(name: str, cpu: str = "0", priority: int = 0, labels: dict[str, str] | None = None,
         node: str = "", start: str = "", status: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None, **spec: Any) -> PodInfo:
-    st: dict[str, Any] = dict(status or {})
+    p = (make_pod().name(name).namespace("ns").uid(name).labels(labels or {})
+         .container(requests={"cpu": cpu}).priority(priority).node(node).spec(**spec)
+         .status(**(status or {})).metadata(**(meta or {})))
     if start:
-        st["startTime"] = start
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "ns", "uid": name, "labels": labels or {},
-                     **(meta or {})},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-                 "priority": priority, "nodeName": node, **spec},
-        "status": st})
+        p.status(startTime=start)
+    return p.info()
 
 
 def node(name: str, cpu: str = "1", *pods: PodInfo, **spec: Any) -> NodeInfo:
-    n = NodeInfo.from_json({"metadata": {"name": name, "labels": {}}, "spec": spec,
-                            "status": {"allocatable": {"cpu": cpu, "pods": "110"}}})
-    for p in pods:
-        n.add_pod(p)
-    return n
+    return (make_node().name(name).labels({}).spec(**spec)
+            .allocatable({"cpu": cpu, "pods": "110"}).info(*pods))
 
 
 def pdb(name: str, labels: dict[str, str], allowed: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import PERMIT_TIMEOUT, GangScheduling
 from polsched.scheduler.pipelines import build_pipeline
+from tests.builders import make_pod
 
 
 def pod_group(name: str = "g", min_count: int | None = 2, ns: str = "ns") -> Json:
@@ -31,10 +32,10 @@ def pod_group(name: str = "g", min_count: int | None = 2, ns: str = "ns") -> Jso
 
 
 def member(name: str, group: str | None = "g", node_name: str = "", ns: str = "ns") -> Json:
-    spec: Json = {"containers": [{"name": "c", "image": "x"}], "nodeName": node_name}
+    p = make_pod().name(name).namespace(ns).uid(f"uid-{name}").container(image="x").node(node_name)
     if group is not None:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"}, "spec": spec}
+        p.pod_group(group)
+    return p.obj()
 
 
 def setup(served: bool = True) -> tuple[ClusterCache, GangScheduling, dict[str, WaitingPod],

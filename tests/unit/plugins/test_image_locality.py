@@ -12,6 +12,7 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import image_locality
 from polsched.plugins.image_locality import MB, normalized_image_name
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -28,7 +29,7 @@ def spec(*images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = ()
 
 
 def pod(s: dict[str, Any]) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "p"}, "spec": s})
+    return make_pod().name("p").spec(**s).info()
 
 
 def images(*entries: tuple[list[str], int]) -> list[dict[str, Any]]:
@@ -50,7 +51,7 @@ NO_IMAGES: list[dict[str, Any]] = []
 
 
 def node(name: str, imgs: list[dict[str, Any]]) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name}, "status": {"images": imgs}})
+    return make_node().name(name).status(images=imgs).info()
 
 
 def scores(p: PodInfo, node_images: list[list[dict[str, Any]]]) -> list[int]:
@@ -61,7 +62,8 @@ def scores(p: PodInfo, node_images: list[list[dict[str, Any]]]) -> list[int]:
     if st.code is Code.SKIP:
         return [0] * len(nodes)
     assert st.ok
-    return plugin.score_nodes(state, p, nodes)
+    scores: list[int] = plugin.score_nodes(state, p, nodes)
+    return scores
 
 
 CASES = [

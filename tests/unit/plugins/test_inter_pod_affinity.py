@@ -23,6 +23,7 @@ from polsched.framework import (
     Status,
 )
 from polsched.plugins import inter_pod_affinity as ipa
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin, load
 
 pytestmark = pytest.mark.unit
@@ -54,14 +55,12 @@ def pod(name: str, labels: Mapping[str, str] | None = None, node: str = "", ns: 
         aff["podAntiAffinity"] = {
             REQ: list(anti),
             PREF: [{"weight": w, "podAffinityTerm": t} for w, t in pref_anti]}
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})},
-        "spec": {"nodeName": node, "affinity": aff, "containers": [{"name": "c"}]},
-    })
+    return (make_pod().name(name).namespace(ns).labels(labels or {}).node(node).affinity(aff)
+            .container().info())
 
 
 def cluster(nodes: Mapping[str, Mapping[str, str]], pods: Sequence[PodInfo]) -> Snapshot:
-    infos = {name: NodeInfo.from_json({"metadata": {"name": name, "labels": dict(labels)}})
+    infos = {name: make_node().name(name).labels(labels).info()
              for name, labels in nodes.items()}
     for p in pods:
         infos[p.node_name].add_pod(p)
@@ -94,7 +93,7 @@ def run_filter(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None
         return pre, {}
     statuses = {n.name: plugin.filter(state, incoming, n) for n in snap}
     # The form the pipeline's per-node loop calls gives the same statuses.
-    bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
+    bound = plugin.bind_filter(state, incoming)
     if bound is not None:
         assert {n.name: bound(n) for n in snap} == statuses
     return pre, statuses
@@ -107,7 +106,7 @@ def run_score(incoming: PodInfo, snap: Snapshot, args: Mapping[str, Any] | None 
                           objects=namespaces(ns_labels or {}))
     state = CycleState()
     nodes = list(snap)
-    pre = plugin.pre_score(state, incoming, nodes, snap)
+    pre: Status = plugin.pre_score(state, incoming, nodes, snap)
     if pre.code is not Code.SUCCESS:
         return pre
     scores = plugin.score_nodes(state, incoming, nodes)
@@ -380,7 +379,8 @@ def test_default_args() -> None:
 def test_invalid_args_name_the_field(args: dict[str, Any], path: str) -> None:
     for point in ("filters", "scorers"):
         with pytest.raises(PolicyError) as err:
-            load(defaults=False, **{point: [{"name": ipa.NAME, "args": args}]})
+            entries: dict[str, Any] = {point: [{"name": ipa.NAME, "args": args}]}
+            load(defaults=False, **entries)
         assert [e.path for e in err.value.errors] == [f"spec.{point}[0].args.{path}"]
 
 
@@ -409,7 +409,7 @@ def test_one_plugin_instance_sees_cluster_changes_between_cycles() -> None:
     assert cycle() == {"a": ANTI_FAIL, "b": EXISTING_FAIL}
     snap.by_name["a"].remove_pod(web)
     assert cycle() == {"a": OK, "b": EXISTING_FAIL}
-    fresh_b = NodeInfo.from_json({"metadata": {"name": "b", "labels": {"zone": "z2"}}})
+    fresh_b = make_node().name("b").label("zone", "z2").info()
     fresh_b.add_pod(pod("web2", {"app": "web"}, "b"))
     # A new NodeInfo whose generation happens to equal the old one's is still a new node.
     fresh_b.generation = snap.by_name["b"].generation
@@ -451,7 +451,7 @@ def test_prefilter_and_prescore_skip_without_walking_nodes_when_nobody_has_affin
             pass
 
     plain = pod("p", {"app": "web"})
-    snap = NoWalk([NodeInfo.from_json({"metadata": {"name": "a", "labels": {"zone": "z1"}}})])
+    snap = NoWalk([make_node().name("a").label("zone", "z1").info()])
     assert build_plugin(ipa.NAME).pre_filter(CycleState(), plain, snap).code is Code.SKIP
     scorer = build_plugin(ipa.NAME, point="score")
     assert scorer.pre_score(CycleState(), plain, [], snap).code is Code.SKIP

@@ -25,7 +25,7 @@ def risk_score(avg: float, std: float, req: float, cap: float, margin: float,
     """One resource's score, written out: clip, mu, sigma, risk."""
     avg, std = min(max(avg, 0), cap), min(max(std, 0), cap)
     mu = min(max((avg + req) / cap, 0), 1)
-    sigma = min(max(std / cap, 0), 1) ** (1 / sensitivity)
+    sigma: float = min(max(std / cap, 0), 1) ** (1 / sensitivity)
     sigma = min(max(sigma * margin, 0), 1)
     return (1 - (mu + sigma) / 2) * 100
 

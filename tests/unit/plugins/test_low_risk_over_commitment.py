@@ -123,9 +123,9 @@ def test_score_follows_the_formula(on_node: list[tuple[dict[str, str], dict[str,
         req_minus = sum(float(x.requests.get(r, 0)) for x in n.pods.values())
         lim_minus = sum(max(float(trimaran.requests_and_limits(x)[2 if r == "cpu" else 3]), 0)
                         for x in n.pods.values())
-        rq, _, lc, lm = trimaran.requests_and_limits(p)
-        my_req = rq if r == "cpu" else p.requests.get("memory", 0)
-        my_lim = lc if r == "cpu" else lm
+        req_cpu, _, lim_cpu, lim_mem = trimaran.requests_and_limits(p)
+        my_req = req_cpu if r == "cpu" else p.requests.get("memory", 0)
+        my_lim = lim_cpu if r == "cpu" else lim_mem
         cap = caps[r]
         mu = min(max(avg / cap, 0), 1)
         sigma = min(max(std / cap, 0), 1)

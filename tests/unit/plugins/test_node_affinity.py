@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.framework.interfaces import PreFilterResult
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity
@@ -18,6 +18,7 @@ from polsched.plugins.node_affinity import (
     ERR_REASON_ENFORCED,
     ERR_REASON_POD,
 )
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -28,12 +29,12 @@ PREF = "preferredDuringSchedulingIgnoredDuringExecution"
 
 def pod(node_selector: dict[str, str] | None = None,
         affinity: dict[str, Any] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {}
+    p = make_pod().name("p").namespace("ns")
     if node_selector is not None:
-        spec["nodeSelector"] = node_selector
+        p.node_selector(node_selector)
     if affinity is not None:
-        spec["affinity"] = {"nodeAffinity": affinity}
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+        p.affinity({"nodeAffinity": affinity})
+    return p.info()
 
 
 def required(*terms: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
 
 
 def node(name: str = "node1", labels: dict[str, str] | None = None) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels or {}}})
+    return make_node().name(name).labels(labels or {}).info()
 
 
 def run_filter(p: PodInfo, n: NodeInfo, args: dict[str, Any] | None = None,
@@ -207,7 +208,7 @@ def score(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None = None,
           ) -> list[int] | Code:
     plugin = build_plugin(node_affinity.NAME, args)
     state = CycleState()
-    pre = plugin.pre_score(state, p, nodes, Snapshot(nodes))
+    pre: Status = plugin.pre_score(state, p, nodes, Snapshot(nodes))
     if not pre.ok:
         return pre.code
     scores = plugin.score_nodes(state, p, nodes)

@@ -6,19 +6,20 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo
+from polsched.framework import CycleState, NodeInfo
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import Code
 from polsched.plugins import node_label
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
-POD = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {}})
+POD = make_pod().name("p").namespace("ns").info()
 
 
 def node(name: str, **labels: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels}})
+    return make_node().name(name).labels(labels).info()
 
 
 def new_filter(args: dict[str, Any]) -> node_label.NodeLabelFilter:

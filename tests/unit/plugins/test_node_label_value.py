@@ -6,21 +6,21 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo
+from polsched.framework import CycleState, NodeInfo
 from polsched.framework.registry import ArgsError
 from polsched.plugins import node_label_value
 from polsched.plugins.node_label_value import parse_number
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin
 
 pytestmark = pytest.mark.unit
 
 KEY = "priority.lixueduan.com"
-POD = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {}})
+POD = make_pod().name("p").namespace("ns").info()
 
 
 def node(name: str, value: str | None = None) -> NodeInfo:
-    labels = {} if value is None else {KEY: value}
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": labels}})
+    return make_node().name(name).labels({} if value is None else {KEY: value}).info()
 
 
 def new(args: dict[str, Any]) -> node_label_value.NodeLabelValue:

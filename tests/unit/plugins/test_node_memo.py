@@ -11,20 +11,19 @@ import pytest
 from polsched.cluster.cache import ClusterCache
 from polsched.framework.types import NodeInfo
 from polsched.plugins.node_memo import Aggregate, Share
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
 
 def node(name: str, zone: str | None) -> dict[str, Any]:
-    labels = {} if zone is None else {"zone": zone}
-    return {"metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    return (make_node().name(name).labels({} if zone is None else {"zone": zone})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod(name: str, node_name: str, phase: str = "Running") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-            "spec": {"nodeName": node_name, "containers": [{"name": "c"}]},
-            "status": {"phase": phase}}
+    return (make_pod().name(name).namespace("ns").uid(f"uid-{name}").node(node_name)
+            .container().phase(phase).obj())
 
 
 def share(node: NodeInfo) -> Share:

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, Snapshot
 from polsched.framework.interfaces import PreFilterResult
 from polsched.framework.status import Code
 from polsched.plugins import node_name
 from polsched.plugins.node_name import ERR_REASON
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
-
-
-def pod(node_name_: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"nodeName": node_name_}})
-
-
-def node(name: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name}})
 
 
 @pytest.mark.parametrize(("pod_node", "node_", "want"), [
@@ -31,11 +24,12 @@ def node(name: str) -> NodeInfo:
 def test_node_name(pod_node: str, node_: str, want: Code) -> None:
     plugin = build_plugin(node_name.NAME)
     state = CycleState()
-    p, n = pod(pod_node), node(node_)
+    p = make_pod().name("p").node(pod_node).info()
+    n = make_node().name(node_).info()
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if isinstance(pre, PreFilterResult):
         # As upstream v1.37: a pod naming a node is filtered against that node only.
-        assert pre.node_names == {pod_node}
+        assert pre.node_names == frozenset({pod_node})
     elif pre.code is Code.SKIP:
         assert want is Code.SKIP
         # Filter would pass anyway if called.

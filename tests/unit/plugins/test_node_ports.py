@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
+from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot, Status
 from polsched.framework.status import Code
 from polsched.plugins import node_ports
 from polsched.plugins.node_ports import ERR_REASON
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -28,17 +29,14 @@ def ports(*specs: str) -> list[dict[str, Any]]:
 
 
 def pod(*specs: str, name: str = "m1", init: list[dict[str, Any]] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "ports": ports(*specs)}]}
+    p = make_pod().name(name).namespace("ns").container(ports=ports(*specs))
     if init:
-        spec["initContainers"] = init
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns"}, "spec": spec})
+        p.spec(initContainers=init)
+    return p.info()
 
 
 def node_with(*existing: PodInfo) -> NodeInfo:
-    n = NodeInfo.from_json({"metadata": {"name": "n"}})
-    for p in existing:
-        n.add_pod(p)
-    return n
+    return make_node().name("n").info(*existing)
 
 
 def run(p: PodInfo, n: NodeInfo) -> Code:
@@ -47,7 +45,7 @@ def run(p: PodInfo, n: NodeInfo) -> Code:
     pre = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
         return Code.SKIP
-    st = plugin.filter(state, p, n)
+    st: Status = plugin.filter(state, p, n)
     if not st.ok:
         assert st.reasons == (ERR_REASON,)
     return st.code
@@ -88,8 +86,7 @@ def test_skip_filter_when_pod_has_no_host_ports() -> None:
 
 
 def test_empty_host_ip_and_protocol_mean_all_ips_and_tcp() -> None:
-    p = PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}})
+    p = make_pod().name("p").container(ports=[{"containerPort": 80, "hostPort": 80}]).info()
     assert run(p, node_with(pod("TCP/10.1.1.1/80", name="e"))) is CONFLICT
     assert run(p, node_with(pod("UDP/10.1.1.1/80", name="e"))) is OK
 

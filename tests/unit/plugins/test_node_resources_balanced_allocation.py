@@ -13,6 +13,8 @@ import pytest
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_resources_balanced_allocation as balanced
+from tests import builders
+from tests.builders import make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -22,12 +24,12 @@ _names = itertools.count()
 
 
 def pod(*containers: dict[str, str], node: str = "") -> PodInfo:
-    spec: dict[str, Any] = {"containers": [
-        {"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)]}
+    p = make_pod().name(f"p{next(_names)}").namespace("ns").containers([])
+    for i, r in enumerate(containers):
+        p.container(f"c{i}", resources={"requests": r})
     if node:
-        spec["nodeName"] = node
-    return PodInfo.from_json({"metadata": {"name": f"p{next(_names)}", "namespace": "ns"},
-                              "spec": spec})
+        p.node(node)
+    return p.info()
 
 
 def cpu_mem(cpu: str, mem: str, gpu: str | None = None) -> dict[str, str]:
@@ -46,10 +48,7 @@ def make_node(name: str, milli_cpu: int, memory: int, gpus: int | None = None,
     alloc = {"cpu": f"{milli_cpu}m", "memory": str(memory)}
     if gpus is not None:
         alloc[GPU] = str(gpus)
-    n = NodeInfo.from_json({"metadata": {"name": name}, "status": {"allocatable": alloc}})
-    for p in existing:
-        n.add_pod(p)
-    return n
+    return builders.make_node().name(name).allocatable(alloc).info(*existing)
 
 
 CPU_MEM_GPU = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
@@ -63,7 +62,7 @@ def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None = None
     st = plugin.pre_score(state, p, nodes, Snapshot(nodes))
     if st.code is Code.SKIP:
         return Code.SKIP
-    out = plugin.score_nodes(state, p, nodes)
+    out: list[int] = plugin.score_nodes(state, p, nodes)
     # Whether or not PreScore was called, the result is the same.
     assert [plugin.score(CycleState(), p, n) for n in nodes] == out
     return out

@@ -20,6 +20,7 @@ from polsched.plugins.node_resources_fit import (
     is_extended_resource_name,
     is_scalar_resource_name,
 )
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build, build_plugin, policy_object
 
 pytestmark = pytest.mark.unit
@@ -43,25 +44,21 @@ def requests(cpu_m: int = 0, memory: int = 0, extra: dict[str, int] | None = Non
 
 def pod(*containers: dict[str, str], init: tuple[dict[str, str], ...] = (),
         overhead: dict[str, str] | None = None, node: str = "") -> PodInfo:
-    spec: dict[str, Any] = {
-        "containers": [{"name": f"c{i}", "resources": {"requests": r}}
-                       for i, r in enumerate(containers)],
-        "initContainers": [{"name": f"i{i}", "resources": {"requests": r}}
-                           for i, r in enumerate(init)],
-    }
+    p = make_pod().name(f"p{next(_names)}").namespace("ns").containers([])
+    for i, r in enumerate(containers):
+        p.container(f"c{i}", resources={"requests": r})
+    p.spec(initContainers=[])
+    for i, r in enumerate(init):
+        p.init_container(f"i{i}", resources={"requests": r})
     if overhead:
-        spec["overhead"] = overhead
+        p.overhead(overhead)
     if node:
-        spec["nodeName"] = node
-    return PodInfo.from_json({"metadata": {"name": f"p{next(_names)}", "namespace": "ns"},
-                              "spec": spec})
+        p.node(node)
+    return p.info()
 
 
 def node(allocatable: dict[str, str], *existing: PodInfo, name: str = "n") -> NodeInfo:
-    n = NodeInfo.from_json({"metadata": {"name": name}, "status": {"allocatable": allocatable}})
-    for p in existing:
-        n.add_pod(p)
-    return n
+    return make_node().name(name).allocatable(allocatable).info(*existing)
 
 
 # makeAllocatableResources(10, 20, 32, 5, 20, 5)
@@ -229,7 +226,7 @@ def scores(p: PodInfo, nodes: list[NodeInfo], args: dict[str, Any] | None) -> li
     plugin = build_plugin(node_resources_fit.NAME, args)
     state = CycleState()
     assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
-    out = plugin.score_nodes(state, p, nodes)
+    out: list[int] = plugin.score_nodes(state, p, nodes)
     # Score one by one without PreScore gives the same numbers.
     assert [plugin.score(CycleState(), p, n) for n in nodes] == out
     return out
@@ -249,13 +246,10 @@ def strategy(kind: str, shape: list[tuple[int, int]] | None = None,
 def fit_score_nodes(pod_cpu: int, pod_mem: int) -> tuple[PodInfo, list[NodeInfo]]:
     """TestFitScore's cluster: whole-cpu quantities as upstream ("cpu": "3000")."""
     def n(name: str, cpu: int, used_cpu: int, used_mem: int) -> NodeInfo:
-        existing = PodInfo.from_json({"metadata": {"name": f"e-{name}"}, "spec": {
-            "containers": [{"name": "c", "resources": {"requests": {
-                "cpu": str(used_cpu), "memory": str(used_mem)}}}]}})
+        existing = (make_pod().name(f"e-{name}")
+                    .req(cpu=str(used_cpu), memory=str(used_mem)).info())
         return node({"cpu": str(cpu), "memory": "10000", "pods": "32"}, existing, name=name)
-    p = PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"cpu": str(pod_cpu),
-                                                 "memory": str(pod_mem)}}}]}})
+    p = make_pod().name("p").req(cpu=str(pod_cpu), memory=str(pod_mem)).info()
     return p, [n("node1", 4000, 2000, 4000), n("node2", 6000, 1000, 2000)]
 
 
@@ -278,7 +272,7 @@ def test_least_allocated_uses_non_zero_requests() -> None:
     # requests counts 100m cpu / 200Mi memory when scoring.
     n1 = node({"cpu": "4", "memory": "10000Mi", "pods": "32"}, name="node1")
     n2 = node({"cpu": "4", "memory": "10000Mi", "pods": "32"}, name="node2")
-    p = PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    p = make_pod().name("p").container().info()
     # cpu (4000-100)*100/4000 = 97, memory (10000-200)*100/10000 = 98 -> (97+98)/2 = 97
     assert scores(p, [n1, n2], None) == [97, 97]
 
@@ -425,12 +419,12 @@ def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
     a pod with spec.resources scores as its containers (100m / 200Mi defaults), while the
     filter counts spec.resources. Mirrored on purpose (docs/differences.md)."""
     def with_pod_level(level: dict[str, str] | None) -> PodInfo:
-        spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+        p = make_pod().name("p").namespace("ns").container()
         if level:
-            spec["resources"] = {"requests": level}
-        return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+            p.spec(resources={"requests": level})
+        return p.info()
 
-    nodes = [NodeInfo.from_json({"metadata": {"name": n}, "status": {"allocatable": a}})
+    nodes = [make_node().name(n).allocatable(a).info()
              for n, a in (("a", {"cpu": "4", "memory": "64Gi", "pods": "110"}),
                           ("b", {"cpu": "64", "memory": "2Gi", "pods": "110"}))]
     plugin = build_plugin(node_resources_fit.NAME)
@@ -445,9 +439,7 @@ def test_score_ignores_pod_level_resources_as_v1_37_newfit() -> None:
     big = with_pod_level({"cpu": "3", "memory": "100Mi"})
     assert scores(big) == scores(with_pod_level(None))
     # The filter does count them: 3 cpu do not fit a 2-cpu node.
-    small = NodeInfo.from_json({"metadata": {"name": "s"},
-                                "status": {"allocatable": {"cpu": "2", "memory": "8Gi",
-                                                           "pods": "110"}}})
+    small = make_node().name("s").allocatable({"cpu": "2", "memory": "8Gi", "pods": "110"}).info()
     state = CycleState()
     assert plugin.pre_filter(state, big, Snapshot([small])).ok
     assert plugin.filter(state, big, small).reasons == ("Insufficient cpu",)

@@ -13,10 +13,16 @@ import pytest
 
 from polsched.cluster.cache import ClusterCache
 from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
-from polsched.framework.interfaces import NodeSetFilter, PreFilterResult
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    NodeSetFilter,
+    PreFilterPlugin,
+    PreFilterResult,
+)
 from polsched.framework.status import Code
 from polsched.plugins import node_affinity, node_label, node_unschedulable, taint_toleration
-from polsched.scheduler.schedule_one import find_nodes_that_fit_pod, schedule_pod
+from polsched.scheduler.algorithm import find_nodes_that_fit_pod, schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -81,7 +87,7 @@ def random_pod(r: random.Random, n_nodes: int) -> PodInfo:
     for t in spec["tolerations"]:
         if t["operator"] == "Exists":
             t.pop("value")
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+    return make_pod().name("p").namespace("ns").spec(**spec).info()
 
 
 ADDED = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -102,7 +108,8 @@ def test_filter_nodes_names_exactly_the_nodes_filter_passes(plugin_name: str,
         snapshot = Snapshot(nodes)
         pod = random_pod(r, len(nodes))
         plugin = build_plugin(plugin_name, args)
-        assert isinstance(plugin, NodeSetFilter)
+        assert isinstance(plugin, NodeSetFilter) and isinstance(plugin, FilterPlugin)
+        assert isinstance(plugin, PreFilterPlugin)
         state = CycleState()
         pre = plugin.pre_filter(state, pod, snapshot)
         if isinstance(pre, PreFilterResult) or pre.code is not Code.SUCCESS:
@@ -129,7 +136,7 @@ def test_node_label_names_exactly_the_nodes_its_filter_passes() -> None:
         snapshot = Snapshot(nodes)
         reqs = [random_requirement(r) for _ in range(r.choice((1, 1, 2, 3)))]
         plugin = build_plugin(node_label.NAME, {"requirements": reqs})
-        assert isinstance(plugin, NodeSetFilter)
+        assert isinstance(plugin, NodeSetFilter) and isinstance(plugin, FilterPlugin)
         pod = random_pod(r, len(nodes))
         state = CycleState()
         passing = plugin.filter_nodes(state, pod, snapshot)
@@ -155,7 +162,7 @@ def test_node_label_set_follows_label_changes_and_gives_filters_statuses() -> No
                                                taint=i == 0))
     pl = build(filters=[{"name": "NodeLabel", "args": {"requirements": [
         {"key": "zone", "operator": "In", "values": ["a"]}]}}])
-    pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {}})
+    pod = make_pod().name("p").namespace("ns").info()
     plugin = next(f.plugin for f in pl.plugins_for(pod).filters if f.name == node_label.NAME)
 
     def feasible() -> set[str]:
@@ -173,6 +180,7 @@ def test_node_label_set_follows_label_changes_and_gives_filters_statuses() -> No
         return {n.name for n in found}
 
     assert feasible() == {"n1", "n2"}
+    assert isinstance(plugin, NodeSetFilter)
     first = plugin.filter_nodes(CycleState(), pod, cache.snapshot)
     assert plugin.filter_nodes(CycleState(), pod, cache.snapshot) is first
     cache.on_node_event("MODIFIED", node_json("n3", "a"))
@@ -202,11 +210,10 @@ def test_preferred_scores_from_the_index_equal_term_matching(args: Any) -> None:
 
 
 def node_json(name: str, zone: str, taint: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
+    n = make_node().name(name).label("zone", zone).spec()
     if taint:
-        spec["taints"] = [{"key": "maint", "value": "true", "effect": "NoSchedule"}]
-    return {"metadata": {"name": name, "labels": {"zone": zone}}, "spec": spec,
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+        n.taint("maint", "NoSchedule", value="true")
+    return n.allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).obj()
 
 
 def test_the_cache_snapshot_index_follows_node_changes() -> None:
@@ -216,8 +223,7 @@ def test_the_cache_snapshot_index_follows_node_changes() -> None:
     for i in range(4):
         cache.on_node_event("ADDED", node_json(f"n{i}", "a" if i < 2 else "b"))
     pl = build(defaults=True)
-    pod = PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
-        "nodeSelector": {"zone": "a"}}})
+    pod = make_pod().name("p").namespace("ns").node_selector({"zone": "a"}).info()
 
     def feasible() -> set[str]:
         state = CycleState()

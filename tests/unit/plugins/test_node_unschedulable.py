@@ -12,18 +12,18 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import node_unschedulable
 from polsched.plugins.node_unschedulable import ERR_REASON_UNSCHEDULABLE
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
 
 def pod(tolerations: list[dict[str, Any]] | None = None) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "p"}, "spec": {"tolerations": tolerations}})
+    return make_pod().name("p").spec(tolerations=tolerations).info()
 
 
 def node(unschedulable: bool) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": "n"},
-                               "spec": {"unschedulable": unschedulable}})
+    return make_node().name("n").unschedulable(unschedulable).info()
 
 
 def run(p: PodInfo, n: NodeInfo) -> tuple[Code, tuple[str, ...]]:

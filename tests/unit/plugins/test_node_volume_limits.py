@@ -27,10 +27,11 @@ OBJECTS = (
 def run(p: PodInfo, n: NodeInfo, *extra: dict[str, Any]) -> Status:
     plugin = make(nvl.NAME, *OBJECTS, *extra)
     state = CycleState()
-    pre = plugin.pre_filter(state, p, Snapshot([n]))
+    pre: Status = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
         return Status()
-    return plugin.filter(state, p, n)
+    st: Status = plugin.filter(state, p, n)
+    return st
 
 
 def test_under_the_limit_fits() -> None:

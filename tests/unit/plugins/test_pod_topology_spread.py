@@ -23,6 +23,7 @@ from polsched.framework import (
     Status,
 )
 from polsched.plugins import pod_topology_spread as pts
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
@@ -46,24 +47,19 @@ def pod(name: str, labels: Mapping[str, str] | None = None, node: str = "",
         ns: str = "default", constraints: Sequence[dict[str, Any]] = (),
         node_selector: Mapping[str, str] | None = None,
         tolerations: Sequence[dict[str, Any]] = (), deleting: bool = False) -> PodInfo:
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": dict(labels or {})}
+    p = make_pod().name(name).namespace(ns).labels(labels or {})
     if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return PodInfo.from_json({
-        "metadata": meta,
-        "spec": {"nodeName": node, "topologySpreadConstraints": list(constraints),
-                 "nodeSelector": dict(node_selector or {}), "tolerations": list(tolerations),
-                 "containers": [{"name": "c"}]},
-    })
+        p.terminating("2026-01-01T00:00:00Z")
+    return (p.node(node).spec(topologySpreadConstraints=list(constraints))
+            .node_selector(node_selector or {}).tolerations(tolerations).container().info())
 
 
 def node(name: str, zone: str | None = None, taints: Sequence[dict[str, Any]] = (),
          **labels: str) -> NodeInfo:
-    lbl = {HOST: name, **labels}
+    n = make_node().name(name).labels({HOST: name, **labels})
     if zone is not None:
-        lbl[ZONE] = zone
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": lbl},
-                               "spec": {"taints": list(taints)}})
+        n.label(ZONE, zone)
+    return n.taints(taints).info()
 
 
 def cluster(nodes: Sequence[NodeInfo], pods: Mapping[str, int] | Sequence[PodInfo],
@@ -94,7 +90,7 @@ def run_filter(incoming: PodInfo, snap: Snapshot,
         return pre, {}
     statuses = {n.name: plugin.filter(state, incoming, n) for n in snap}
     # The form the pipeline's per-node loop calls gives the same statuses.
-    bound = plugin.bind_filter(state, incoming)  # type: ignore[attr-defined]
+    bound = plugin.bind_filter(state, incoming)
     if bound is not None:
         assert {n.name: bound(n) for n in snap} == statuses
     # The nodes it names for the pipeline (NodeSetFilter) pass, and when it names one
@@ -119,7 +115,7 @@ def run_score(incoming: PodInfo, snap: Snapshot, nodes: Sequence[NodeInfo] | Non
     plugin = build_plugin(pts.NAME, args)
     state = CycleState()
     nodes = list(snap) if nodes is None else list(nodes)
-    pre = plugin.pre_score(state, incoming, nodes, snap)
+    pre: Status = plugin.pre_score(state, incoming, nodes, snap)
     if pre.code is not Code.SUCCESS:
         return pre
     scores = plugin.score_nodes(state, incoming, nodes)
@@ -168,8 +164,7 @@ def test_multiple_constraints_each_must_hold_and_need_every_key() -> None:
     """Zones hold 2 and 2 (maxSkew 2 fits everywhere); per host the minimum is node-b's 0,
     so only node-b fits the hostname constraint. A node without a hostname label is
     unresolvable although it has a zone."""
-    nodes = [*four_nodes(), NodeInfo.from_json({"metadata": {"name": "anon",
-                                                             "labels": {ZONE: "zone2"}}})]
+    nodes = [*four_nodes(), make_node().name("anon").label(ZONE, "zone2").info()]
     snap = cluster(nodes, {"node-a": 2, "node-x": 1, "node-y": 1})
     incoming = pod("p", FOO, constraints=[constraint(ZONE, max_skew=2), constraint(HOST)])
     _, st = run_filter(incoming, snap)
@@ -444,7 +439,7 @@ def default_scores(incoming: PodInfo, objects: Sequence[dict[str, Any]],
     nodes = [node("node-a", "zone1"), node("node-x", "zone2")]
     snap = cluster(nodes, {"node-a": existing}, labels=WEB)
     state = CycleState()
-    pre = plugin.pre_score(state, incoming, nodes, snap)
+    pre: Status = plugin.pre_score(state, incoming, nodes, snap)
     if pre.code is not Code.SUCCESS:
         return pre
     scores = plugin.score_nodes(state, incoming, nodes)
@@ -497,7 +492,7 @@ def test_domain_counts_equal_a_count_over_every_node_as_pods_and_nodes_change() 
     zones, regions = ["z1", "z2", "z3", "z4"], ["r1", "r2"]
 
     def random_node(i: int) -> NodeInfo:
-        labels = {}
+        labels: dict[str, Any] = {}
         if rng.random() < 0.9:
             labels["region"] = rng.choice(regions)
         return node(f"n{i}", rng.choice(zones) if rng.random() < 0.9 else None, **labels)

@@ -12,6 +12,7 @@ from polsched.framework.status import Code
 from polsched.framework.types import PodInfo
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -22,8 +23,7 @@ def policy(spec: dict[str, Any]) -> Any:
 
 
 def pod(**spec: Any) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
-                              "spec": {"containers": [{"name": "c"}], **spec}})
+    return make_pod().name("p").namespace("ns").uid("u").container().spec(**spec).info()
 
 
 def test_the_default_profile_gates_pods_with_scheduling_gates() -> None:

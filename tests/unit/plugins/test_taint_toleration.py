@@ -12,18 +12,18 @@ from polsched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from polsched.framework.status import Code
 from polsched.plugins import taint_toleration
 from polsched.plugins.taint_toleration import ERR_REASON_UNTOLERATED
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import args_errors, build_plugin
 
 pytestmark = pytest.mark.unit
 
 
 def pod(tolerations: list[dict[str, Any]]) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": "pod1", "namespace": "default"},
-                              "spec": {"tolerations": tolerations}})
+    return make_pod().name("pod1").namespace("default").tolerations(tolerations).info()
 
 
 def node(name: str, taints: list[dict[str, Any]]) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name}, "spec": {"taints": taints}})
+    return make_node().name(name).taints(taints).info()
 
 
 def run_filter(p: PodInfo, n: NodeInfo) -> tuple[Code, tuple[str, ...]]:
@@ -98,7 +98,7 @@ def score(p: PodInfo, nodes: list[NodeInfo]) -> list[int]:
     plugin = build_plugin(taint_toleration.NAME)
     state = CycleState()
     assert plugin.pre_score(state, p, nodes, Snapshot(nodes)).ok
-    scores = plugin.score_nodes(state, p, nodes)
+    scores: list[int] = plugin.score_nodes(state, p, nodes)
     assert plugin.normalize_score(state, p, scores).ok
     return scores
 

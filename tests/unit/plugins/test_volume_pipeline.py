@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from polsched.framework import NodeInfo, PodInfo, ScheduleResult, Snapshot
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
 from tests.unit.pipelines import build
 from tests.unit.plugins.volumes import IMMEDIATE, WAIT, node, pod, pv, pvc, storage_class
 

@@ -19,10 +19,11 @@ def run(p: PodInfo, n: NodeInfo, *objects: dict[str, Any], others: list[NodeInfo
         ) -> Status:
     plugin = make(vr.NAME, *objects)
     state = CycleState()
-    pre = plugin.pre_filter(state, p, Snapshot([n, *(others or [])]))
+    pre: Status = plugin.pre_filter(state, p, Snapshot([n, *(others or [])]))
     if not pre.ok:
         return pre
-    return plugin.filter(state, p, n)
+    st: Status = plugin.filter(state, p, n)
+    return st
 
 
 def vol(kind: str, **fields: Any) -> list[dict[str, Any]]:

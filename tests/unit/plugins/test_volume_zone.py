@@ -31,12 +31,13 @@ def run(p: PodInfo, labels: dict[str, str], *extra: dict[str, Any]) -> Status:
     plugin = make(vz.NAME, *OBJECTS, *extra)
     state = CycleState()
     n = node("n", labels)
-    pre = plugin.pre_filter(state, p, Snapshot([n]))
+    pre: Status = plugin.pre_filter(state, p, Snapshot([n]))
     if pre.code is Code.SKIP:
         return Status()
     if not pre.ok:
         return pre
-    return plugin.filter(state, p, n)
+    st: Status = plugin.filter(state, p, n)
+    return st
 
 
 @pytest.mark.parametrize(("claim", "labels", "fits"), [

@@ -7,6 +7,7 @@ from typing import Any
 
 from polsched.framework import NodeInfo, PodInfo
 from polsched.framework.listers import Listers
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build_plugin, listers_of
 
 WAIT = "wait-sc"
@@ -91,24 +92,20 @@ def csi_node(name: str, limits: dict[str, int]) -> dict[str, Any]:
 def pod(name: str = "pod-a", *claims: str, namespace: str = "ns",
         volumes: list[dict[str, Any]] | None = None, node: str = "",
         uid: str = "") -> PodInfo:
-    vols = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
-            for i, c in enumerate(claims)]
-    vols.extend(volumes or ())
-    spec: dict[str, Any] = {"containers": [{"name": "c"}], "volumes": vols}
+    p = make_pod().name(name).namespace(namespace).uid(uid or f"uid-{name}").container()
+    p.spec(volumes=[])
+    for c in claims:
+        p.pvc(c)
+    for v in volumes or ():
+        p.volume(v)
     if node:
-        spec["nodeName"] = node
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": namespace,
-                                           "uid": uid or f"uid-{name}"}, "spec": spec})
+        p.node(node)
+    return p.info()
 
 
 def node(name: str, labels: dict[str, str] | None = None, *pods: PodInfo) -> NodeInfo:
-    alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    info = NodeInfo.from_json({"metadata": {"name": name,
-                                            "labels": {HOSTNAME: name, **(labels or {})}},
-                               "status": {"allocatable": alloc}})
-    for p in pods:
-        info.add_pod(p)
-    return info
+    return (make_node().name(name).labels({HOSTNAME: name, **(labels or {})})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).info(*pods))
 
 
 def make(name: str, *objects: dict[str, Any], args: dict[str, Any] | None = None,

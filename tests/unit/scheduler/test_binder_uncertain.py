@@ -15,6 +15,7 @@ from aiohttp.client_reqrep import ConnectionKey
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.framework.types import PodInfo
 from polsched.scheduler.binder import Binder, BindOutcome
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -28,10 +29,8 @@ class FailingClient:
 
 
 def a_pod() -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
-        "spec": {"schedulerName": "s", "containers": [{"name": "c", "image": "i"}]},
-        "status": {"phase": "Pending"}})
+    return (make_pod().name("p").namespace("ns").uid("u1").scheduler("s").container(image="i")
+            .phase("Pending").info())
 
 
 @pytest.mark.parametrize(("err", "outcome", "uncertain"), [

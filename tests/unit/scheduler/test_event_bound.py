@@ -16,16 +16,15 @@ from aiohttp import web
 from polsched.cluster.client import ApiClient
 from polsched.framework.types import PodInfo
 from polsched.scheduler import metrics, recorder
+from tests.builders import make_pod
+from tests.e2e.scheduling import eventually
 
 pytestmark = pytest.mark.unit
 
 
 def pod(i: int) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u-{i}",
-                     "resourceVersion": "1"},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
-    })
+    return (make_pod().name(f"p{i}").namespace("ns").uid(f"u-{i}").resource_version("1")
+            .container(image="i").info())
 
 
 class HoldingServer:
@@ -75,7 +74,11 @@ def test_a_flood_of_events_is_bounded_and_the_drops_counted() -> None:
         before = dropped("flood", "queue_full")
         for i in range(3000):  # 3000 pods fail at once while the API server is stuck
             rec.failed_scheduling(pod(i), "0/5 nodes are available")
-        await asyncio.sleep(0.2)  # the two writers take their first write
+
+        async def writers_busy() -> bool:  # the two writers took their first write
+            return server.events == 2
+
+        await eventually(writers_busy, timeout=10, what="both writers holding a write")
         assert rec.queued_events <= recorder.MAX_QUEUED_EVENTS
         assert server.events <= 2
         # 2 writes were taken by the writers as the flood came in at most, so at least

@@ -11,15 +11,14 @@ import pytest
 
 from polsched.framework.types import PodInfo
 from polsched.scheduler import binder, recorder
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
 
 def pod(name: str, namespace: str = "ns", uid: str = "u-1", rv: str = "42") -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": rv},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
-    })
+    return (make_pod().name(name).namespace(namespace).uid(uid).resource_version(rv)
+            .container(image="i").info())
 
 
 @pytest.mark.parametrize("note", [

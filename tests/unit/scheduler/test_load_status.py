@@ -7,19 +7,18 @@ import pytest
 
 from polsched.cluster.client import ApiClient
 from polsched.cluster.node_metrics import NodeMetricsWatcher
-from polsched.framework import NodeInfo, Snapshot
+from polsched.framework import Snapshot
 from polsched.framework.interfaces import Handle
 from polsched.scheduler import load_status
 from polsched.scheduler.pipelines import build_pipeline
+from tests.builders import make_node
 from tests.unit.pipelines import load
 
 pytestmark = pytest.mark.unit
 
 
 def snapshot(*names: str) -> Snapshot:
-    return Snapshot([NodeInfo.from_json({"metadata": {"name": n},
-                                         "status": {"allocatable": {"cpu": "4"}}})
-                     for n in names])
+    return Snapshot([make_node().name(n).allocatable({"cpu": "4"}).info() for n in names])
 
 
 def item(name: str, stamp: str) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""The pod-group algorithm (scheduler.schedule_one.pod_group_algorithm) with the default
+"""The pod-group algorithm (scheduler.schedule_one_podgroup.pod_group_algorithm) with the default
 policy's pipeline from the production builder, on a ClusterCache fed with watch events:
 a gang that fits is placed whole, one that cannot be is rejected with upstream's texts,
 and the simulation leaves nothing assumed or reserved either way."""
@@ -15,16 +15,17 @@ from polsched.framework.status import Code, Status
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one import (
+from polsched.scheduler.schedule_one_podgroup import (
     PodGroupResult,
     pod_group_algorithm,
     pod_group_post_filter,
 )
+from tests.builders import make_node, make_pod
 
 
 def node(name: str, cpu: str = "4") -> Json:
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    return (make_node().name(name).label("kubernetes.io/hostname", name).spec()
+            .allocatable({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod_group(min_count: int | None) -> Json:
@@ -35,10 +36,8 @@ def pod_group(min_count: int | None) -> Json:
 
 
 def member(name: str, cpu: str) -> Json:
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-            "spec": {"schedulingGroup": {"podGroupName": "g"},
-                     "containers": [{"name": "c", "image": "x",
-                                     "resources": {"requests": {"cpu": cpu}}}]}}
+    return (make_pod().name(name).namespace("ns").uid(f"uid-{name}").pod_group("g")
+            .container(image="x", requests={"cpu": cpu}).obj())
 
 
 def run(min_count: int | None, cpus: list[str], nodes: int = 1) -> tuple[ClusterCache,
@@ -112,14 +111,11 @@ def test_no_members_to_try_is_unschedulable_before_any_search() -> None:
 def bound(name: str, node_name: str, cpu: str, priority: int = 0,
           group: str | None = None, labels: dict[str, str] | None = None,
           started: str = "2026-01-01T00:00:00Z") -> Json:
-    spec: Json = {"nodeName": node_name, "priority": priority,
-                  "containers": [{"name": "c", "image": "x",
-                                  "resources": {"requests": {"cpu": cpu}}}]}
+    p = (make_pod().name(name).namespace("ns").uid(f"uid-{name}").labels(labels or {})
+         .node(node_name).priority(priority).container(image="x", requests={"cpu": cpu}))
     if group is not None:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                         "labels": labels or {}},
-            "spec": spec, "status": {"phase": "Running", "startTime": started}}
+        p.pod_group(group)
+    return p.phase("Running").status(startTime=started).obj()
 
 
 def post_filter(spec: Json, cpus: list[str], others: list[Json], *, min_count: int = 2,

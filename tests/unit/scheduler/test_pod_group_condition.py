@@ -5,7 +5,7 @@ conditions merge by type, so only changed fields go)."""
 from __future__ import annotations
 
 from polsched.objects import Json
-from polsched.scheduler.schedule_one import condition_patch
+from polsched.scheduler.schedule_one_podgroup import condition_patch
 
 TYPE = "PodGroupInitiallyScheduled"
 

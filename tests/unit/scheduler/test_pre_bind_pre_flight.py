@@ -12,7 +12,8 @@ import pytest
 
 from polsched.framework import PodInfo, Snapshot
 from polsched.framework.status import Code, Status
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
+from tests import builders
 from tests.unit.extender.fake_extender import make_node, make_pod
 from tests.unit.pipelines import build
 
@@ -41,9 +42,6 @@ def test_a_pod_whose_volume_is_provisioned_for_the_node_has_pre_bind_work() -> N
            "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"],
                     "resources": {"requests": {"storage": "1Gi"}}},
            "status": {"phase": "Pending"}}
-    pod = PodInfo.from_json({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},
-        "spec": {"containers": [{"name": "c", "image": "pause"}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}})
+    pod = (builders.make_pod().typed().name("p").namespace("default").uid("uid-p")
+           .container(image="pause").pvc("data", volume="d").info())
     assert pre_flight(pod, [sc, pvc]).ok

@@ -14,13 +14,9 @@ from polsched.framework import PodInfo
 from polsched.framework.nominator import Nominator
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.scheduler.preemption import Executor
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
-
-
-def pod(name: str, priority: int = 0) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "uid": name},
-                              "spec": {"containers": [], "priority": priority}})
 
 
 class Recorder:
@@ -34,11 +30,13 @@ class Recorder:
 
 def test_a_waiting_victim_is_preempted_in_memory() -> None:
     async def run() -> tuple[Any, ...]:
-        victim, preemptor = pod("victim"), pod("pre", 10)
+        victim = make_pod().name("victim").namespace("ns").uid("victim").containers([]).info()
+        preemptor = (make_pod().name("pre").namespace("ns").uid("pre").containers([]).priority(10)
+                     .info())
         waiting = WaitingPod(victim, {"Gate": 30.0})
         # No API call may happen: a client that would fail on any use.
         executor = Executor(cast(ApiClient, None), Nominator(), {}, {victim.uid: waiting})
-        recorder, retried = Recorder(), []
+        recorder, retried = Recorder(), list[PodInfo]()
         executor.actuate("sched", recorder, preemptor, "n1", [victim], retried.append)
         assert executor.running(preemptor.uid)
         await executor.close()

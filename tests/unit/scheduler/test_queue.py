@@ -12,6 +12,7 @@ import pytest
 from polsched.framework import events as ev
 from polsched.framework.types import PodInfo
 from polsched.scheduler import queue as q
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -29,12 +30,9 @@ NODE_UPDATE = ev.ClusterEvent(ev.Resource.NODE, ev.ActionType.UPDATE)
 
 def pod(name: str, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
         uid: str = "", **spec: Any) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
-                     "creationTimestamp": created, "resourceVersion": "1"},
-        "spec": {"schedulerName": "s", "priority": priority,
-                 "containers": [{"name": "c", "image": "x"}], **spec},
-    })
+    return (make_pod().name(name).namespace("ns").uid(uid or f"uid-{name}").created(created)
+            .resource_version("1").scheduler("s").priority(priority).container(image="x")
+            .spec(**spec).info())
 
 
 def fail(queue: q.SchedulingQueue, name: str, rejected: tuple[str, ...] = ("NodeLabel",)

@@ -21,6 +21,7 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
+from tests.builders import make_pod
 
 GANG = "GangScheduling"
 
@@ -44,12 +45,11 @@ def pod_group(name: str = "g", min_count: int | None = None, priority: int = 0) 
 
 
 def member(name: str, group: str | None = "g", priority: int = 0) -> Json:
-    spec: Json = {"schedulerName": "s", "priority": priority,
-                  "containers": [{"name": "c", "image": "x"}]}
+    p = (make_pod().name(name).namespace("ns").uid(f"uid-{name}").resource_version("1")
+         .scheduler("s").priority(priority).container(image="x"))
     if group is not None:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                         "resourceVersion": "1"}, "spec": spec}
+        p.pod_group(group)
+    return p.obj()
 
 
 class Env:

@@ -16,6 +16,7 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import build_pipeline
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -31,22 +32,17 @@ class Clock:
 
 def node(name: str = "n1", cpu: str = "2", labels: dict[str, str] | None = None,
          taints: list[Json] | None = None, unschedulable: bool = False) -> Json:
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                                  **(labels or {})}},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    return (make_node().name(name).labels({"kubernetes.io/hostname": name, **(labels or {})})
+            .taints(taints or []).unschedulable(unschedulable)
+            .allocatable({"cpu": cpu, "memory": "8Gi", "pods": "110"}).obj())
 
 
 def pod(name: str = "p", cpu: str = "1", labels: dict[str, str] | None = None,
         node_name: str = "", **spec: Any) -> PodInfo:
-    container: Json = {"name": "c", "image": "x",
-                       "resources": {"requests": {"cpu": cpu}}}
-    if "ports" in spec:
-        container["ports"] = spec.pop("ports")
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                     "labels": labels or {}},
-        "spec": {"containers": [container], "nodeName": node_name, **spec}})
+    ports = {"ports": spec.pop("ports")} if "ports" in spec else {}
+    return (make_pod().name(name).namespace("ns").uid(f"uid-{name}").labels(labels or {})
+            .container(image="x", requests={"cpu": cpu}, **ports).node(node_name).spec(**spec)
+            .info())
 
 
 def rejected_queue(p: PodInfo, *plugins: str) -> q.SchedulingQueue:

@@ -15,6 +15,7 @@ from polsched.controller.policies.book import PolicyBook
 from polsched.framework.types import PodInfo
 from polsched.plugins import CATALOG
 from polsched.scheduler import shadow as sh
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -49,8 +50,7 @@ def cache() -> ClusterCache:
 
 
 def pod(name: str) -> PodInfo:
-    return PodInfo.from_json({"metadata": {"name": name, "namespace": "ns", "uid": name},
-                              "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    return make_pod().name(name).namespace("ns").uid(name).container(image="x").info()
 
 
 def test_agreement_is_counted_against_the_live_outcome() -> None:
@@ -108,7 +108,8 @@ def test_the_budget_skips_decisions_once_spent_and_refills_with_time(
     s = sh.Shadow(load_policy(policy("same", shadow_of="live"), CATALOG), "live")
     shadows.shadows["same"] = s
     c = cache()
-    slow = sh.schedule_pod
+    # The function the shadow module calls (it imports it; whichever module defines it).
+    slow = vars(sh)["schedule_pod"]
     cost = 0.4 * sh.BUCKET_SECONDS
 
     async def schedule(pl: Any, p: PodInfo, snap: Any, explain: bool = False) -> Any:

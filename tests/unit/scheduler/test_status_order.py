@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 
 from polsched.cluster.client import ApiClient
-from polsched.framework.types import PodInfo
 from polsched.scheduler import recorder
+from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -105,9 +105,7 @@ def test_another_objects_patches_do_not_wait() -> None:
     async def body(rec: recorder.EventRecorder) -> None:
         rec.set_pod_group_condition("ns", "gang", condition("False", "Unschedulable"))
         rec.set_pod_group_condition("ns", "gang", condition("True", "Scheduled"))
-        pod = PodInfo.from_json({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u-p"},
-            "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        pod = make_pod().name("p").namespace("ns").uid("u-p").container(image="i").info()
         rec.set_pod_scheduled_false(pod, recorder.REASON_UNSCHEDULABLE, "no")
         # The PodGroup's first patch is held: its second waits, the pod's goes.
         await server.until(lambda: (pod_path, "False") in server.arrived)

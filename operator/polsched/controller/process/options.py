@@ -108,8 +108,14 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s)")
     p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
                    help="schedulerNames no policy may claim, besides default-scheduler "
-                        "(always reserved): the profiles of the other schedulers in the "
-                        "cluster, which polsched cannot see (default: none)")
+                        "(reserved unless --allow-default-scheduler-name): the profiles of "
+                        "the other schedulers in the cluster, which polsched cannot see "
+                        "(default: none)")
+    p.add_argument("--allow-default-scheduler-name", action="store_true",
+                   help="let a policy claim default-scheduler, the name of every pod that "
+                        "names no scheduler: only when polsched replaces kube-scheduler, "
+                        "which must not run (docs/replacing-kube-scheduler.md; default: "
+                        "refused)")
     p.add_argument("--tenancy-config", metavar="FILE", default=None,
                    help="the cluster admin's SchedulingTenancy (YAML): who may claim which "
                         "schedulerName, which of TaintToleration, NodeAffinity and "

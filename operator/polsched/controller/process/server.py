@@ -90,7 +90,8 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     if host and port and port.isdigit():
         destinations = destinations.with_api_server(host, int(port))
     reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
-    return AdmissionRules.make(reserved, destinations, read_tenancy(args.tenancy_config))
+    return AdmissionRules.make(reserved, destinations, read_tenancy(args.tenancy_config),
+                               allow_default_scheduler=args.allow_default_scheduler_name)
 
 
 def read_tenancy(path: str | None) -> Tenancy:

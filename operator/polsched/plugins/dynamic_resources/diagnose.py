@@ -14,20 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from polsched.framework import device_classes as dc
-from polsched.framework.cycle_state import CycleState
-from polsched.framework.types import NodeInfo, PodInfo, Snapshot
-from polsched.plugins.dynamic_resources import device_cel
-from polsched.plugins.dynamic_resources.allocator import (
+from polsched import dra
+from polsched.dra import (
     AllocatorError,
     NodeRef,
-    _Run,
     gather_pools,
     node_matches,
     request_over_capacity,
     taint_prevents,
 )
-from polsched.plugins.dynamic_resources.model import ALL, Device, Request, Slice
+from polsched.dra.model import ALL, Device, Request, Slice
+from polsched.framework import device_classes as dc
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.dynamic_resources.plugin import _STATE_KEY, DynamicResources, _State
 
 
@@ -78,10 +77,10 @@ def _selector_failure(selectors: tuple[str | None, ...], s: Slice, dev: Device,
         if source is None:
             continue
         try:
-            ok = device_cel.compile_selector(source).matches(device_cel.DeviceInput(
+            ok = dra.compile_selector(source).matches(dra.DeviceInput(
                 driver=s.driver, attributes=dev.attributes, capacity=dev.raw_capacity,
                 allow_multiple_allocations=bool(dev.allow_multiple_allocations)))
-        except device_cel.CELError as e:
+        except dra.CELError as e:
             return f"{owner} selector #{i} fails with an error: {e}"
         if not ok:
             return f"{owner} selector #{i} is false: {source}"
@@ -166,7 +165,7 @@ def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef,
             for c, res in zip(claims, results, strict=True)
             for r in res["devices"]["results"]]
     a = s.allocator
-    run = _Run(a, node, claims)
+    in_use = a.in_use(node, claims)
     pools = gather_pools(a.on_node.get(node.name, []) + a.shared, node, a.features,
                          a.all_slices)
     for claim in claims:
@@ -189,7 +188,7 @@ def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef,
                         for dev in sl.devices:
                             did = (sl.driver, sl.pool, dev.name)
                             why = ""
-                            if not r.admin_access and run._in_use(did):
+                            if not r.admin_access and in_use(did):
                                 why = "in use by another claim"
                             if not why and klass is not None:
                                 why = _selector_failure(klass.selectors, sl, dev,

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from polsched import dra
+from polsched.dra import AllocatedState, NodeRef, model, node_matches
 from polsched.framework import device_classes as dc
 from polsched.framework import listers as ls
 from polsched.framework.types import NodeInfo
-from polsched.plugins.dynamic_resources import device_cel, model
-from polsched.plugins.dynamic_resources.allocator import AllocatedState, NodeRef, node_matches
 from polsched.plugins.dynamic_resources.plugin import allocated_state
 
 
@@ -58,7 +58,7 @@ class DeviceTotals:
                     capacity += 1
                     if self.allocated.is_allocated((s.driver, s.pool, d.name)):
                         allocated += 1
-        except device_cel.CELError:
+        except dra.CELError:
             return 0, 0
         return capacity, allocated
 
@@ -82,7 +82,7 @@ class DeviceTotals:
             key = (expression, s.driver, s.pool, d.name)
             hit = self._matches.get(key)
             if hit is None:
-                hit = device_cel.compile_selector(expression).matches(device_cel.DeviceInput(
+                hit = dra.compile_selector(expression).matches(dra.DeviceInput(
                     driver=s.driver, attributes=d.attributes, capacity=d.raw_capacity,
                     allow_multiple_allocations=False))
                 self._matches[key] = hit

@@ -62,6 +62,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polsched.dra import (
+    AllocatedState,
+    Allocator,
+    AllocatorError,
+    Features,
+    MatchCache,
+    NodeAllocationError,
+    NodeRef,
+    Quantity,
+    SliceIndex,
+    model,
+    node_matches,
+)
 from polsched.framework import device_classes as dc
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
@@ -91,19 +104,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import SKIP, SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
-from polsched.plugins.dynamic_resources import extended, model
-from polsched.plugins.dynamic_resources.allocator import (
-    AllocatedState,
-    Allocator,
-    AllocatorError,
-    Features,
-    MatchCache,
-    NodeAllocationError,
-    NodeRef,
-    SliceIndex,
-    node_matches,
-)
-from polsched.plugins.dynamic_resources.quantity import Quantity
+from polsched.plugins.dynamic_resources import extended
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from polsched.plugins.dynamic_resources import model
-from polsched.plugins.dynamic_resources.allocator import Allocator, AllocatorError
+from polsched.dra import model
+from polsched.dra.allocator import Allocator, AllocatorError
 from tests.unit.plugins.dynamic_resources import upstream
 
 pytestmark = pytest.mark.unit

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from polsched.plugins.dynamic_resources.device_cel import (
-    CELError,
+from polsched.dra import CELError
+from polsched.dra.device_cel import (
     DeviceInput,
     compare_semver,
     compile_selector,
-    expand_binds,
     parse_semver,
 )
+from polsched.dra.selector_syntax import expand_binds
 from tests.unit.plugins.dynamic_resources.upstream import TESTDATA
 
 pytestmark = pytest.mark.unit
@@ -186,7 +186,7 @@ def test_ip_and_cidr_errors(expression: str) -> None:
 
 # Optional syntax (cel-go's OptionalTypes, in Kubernetes' base environment), two-variable
 # comprehensions (ext.TwoVarComprehensions) and string() of IPs and CIDRs
-# (library/ip.go, cidr.go): the Rust core lacks them, device_cel.rewrite_syntax adds them.
+# (library/ip.go, cidr.go): the Rust core lacks them, selector_syntax.rewrite_syntax adds them.
 # Cases after cel-go's optional and comprehension tests and apiserver's ip/cidr tests.
 @pytest.mark.parametrize("expression, want", [
     ('device.attributes["gpu.example.com"].?model.orValue("none") == "a100"', True),
@@ -236,3 +236,56 @@ def test_a_selector_with_too_many_rewrites_is_refused_quickly() -> None:
     hostile = " && ".join(["[1].all(i, v, true)"] * 400)
     with pytest.raises(CELError, match="more than 32 uses"):
         compile_selector(hostile)
+
+
+# -- regex on RE2 (issue 36, finding 2) --------------------------------------------------
+
+# A driver publishes a string attribute (the API allows 64 characters); a claim's selector
+# searches it with a pattern that backtracks exponentially on Python's re: 2**40 steps
+# in one C call that holds the GIL. RE2 is linear in the subject.
+_REDOS = r"""
+from polsched.dra.device_cel import DeviceInput, compile_selector
+device = DeviceInput("gpu.example.com", {"serial": {"string": "a" * 40 + "!"}}, {})
+s = compile_selector('device.attributes["gpu.example.com"].serial.find("(a+)+$") == "" && '
+                     'size(device.attributes["gpu.example.com"].serial.findAll("(a|aa)+$")) == 0')
+print(s.matches(device))
+"""
+
+
+def test_a_backtracking_pattern_runs_in_linear_time() -> None:
+    """Under a watchdog in a subprocess: a GIL-holding call cannot be timed in-process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[4]
+    out = subprocess.run([sys.executable, "-c", _REDOS], capture_output=True, text=True,
+                         timeout=20, cwd=root, check=True)
+    assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("expression, want", [
+    ('"abc".findAll("b*") == ["", "b", ""]', True),  # Go skips an empty match after one
+    ('"ébéb".findAll("b|") == ["", "b", "b"]', True),
+    ('"aaa".findAll("^a") == ["a"]', True),  # ^ is the subject's start, not the last end
+    ('"a1b22c333".findAll("[0-9]+", 2) == ["1", "22"]', True),
+    ('"naïve".find("\\\\w+$") == "ve"', True),  # \w is ASCII, as Go's
+])
+def test_find_and_find_all_have_go_semantics(expression: str, want: bool) -> None:
+    assert evaluate(expression, GPU) is want
+
+
+@pytest.mark.parametrize("pattern", ["(", "\\\\pL{200}", "a{1001}"])
+def test_a_constant_pattern_re2_refuses_fails_the_compilation(pattern: str) -> None:
+    """As upstream, whose regex library compiles constant patterns with the program: even
+    where evaluation would never reach the call."""
+    with pytest.raises(CELError, match="compilation failed: .*regex"):
+        compile_selector(f'false && "abc".find("{pattern}") == ""')
+    with pytest.raises(CELError, match="compilation failed: .*regex"):
+        compile_selector(f'size("abc".findAll("{pattern}", 2)) == 0')
+
+
+def test_a_computed_pattern_re2_refuses_is_a_runtime_error() -> None:
+    sel = compile_selector('"abc".find(device.attributes["gpu.example.com"].model + "(") == ""')
+    with pytest.raises(CELError, match="invalid regex"):
+        sel.matches(GPU)

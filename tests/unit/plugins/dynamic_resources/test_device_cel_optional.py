@@ -1,4 +1,4 @@
-"""cel-go features the Rust CEL core lacks, rewritten by device_cel.rewrite_syntax:
+"""cel-go features the Rust CEL core lacks, rewritten by selector_syntax.rewrite_syntax:
 optional elements in list and map literals, optional chaining after `.?` / `[?]`,
 `transformMapEntry`, and the bounds that keep an untrusted selector from costing more
 than the length and nesting limits allow. Expected values are cel-go's (v0.29.2, the
@@ -10,9 +10,9 @@ import copy
 
 import pytest
 
-from polsched.plugins.dynamic_resources.device_cel import (
+from polsched.dra import CELError
+from polsched.dra.device_cel import (
     MAX_EXPRESSION_LENGTH,
-    CELError,
     DeviceInput,
     compile_selector,
 )
@@ -125,7 +125,7 @@ def test_selection_on_a_possible_optional_keeps_the_plain_errors(expression: str
 
 def test_a_plain_bind_is_not_routed_through_the_optional_helper() -> None:
     # cel.bind is DRA's documented idiom: its selections stay the core's own.
-    from polsched.plugins.dynamic_resources.device_cel import (
+    from polsched.dra.selector_syntax import (
         expand_binds,
         rewrite_optional_operands,
         rewrite_syntax,

@@ -21,7 +21,8 @@ from polsched.plugins.dynamic_resources import extended
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
 from polsched.plugins.node_resources_fit import DEFAULT_ARGS, NodeResourcesFit
 from polsched.plugins.node_resources_fit import new as new_fit
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build, listers_of
 
 pytestmark = pytest.mark.unit
@@ -49,9 +50,8 @@ def slice_(node_name: str, *devices: str) -> dict[str, Any]:
 
 
 def node(name: str, **extra: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": {}},
-                               "status": {"allocatable": {"cpu": "4", "memory": "8Gi",
-                                                          "pods": "110", **extra}}})
+    return (make_node().name(name).labels({})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110", **extra}).info())
 
 
 def container(name: str, requests: dict[str, str], sidecar: bool = False) -> dict[str, Any]:
@@ -62,9 +62,8 @@ def container(name: str, requests: dict[str, str], sidecar: bool = False) -> dic
 
 
 def gpu_pod(count: int = 1, resource: str = GPU, name: str = "trainer") -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [container("c", {resource: str(count)})]}})
+    return (make_pod().name(name).namespace("default").uid(f"uid-{name}")
+            .containers([container("c", {resource: str(count)})]).info())
 
 
 def schedule(p: PodInfo, nodes: list[NodeInfo], listers: Listers) -> Any:
@@ -275,8 +274,8 @@ def test_scoring_an_extended_resource_counts_the_nodes_devices() -> None:
     balanced = new_balanced({"resources": [{"name": "cpu", "weight": 1},
                                            {"name": GPU, "weight": 1}]},
                             Handle(listers=listers))
-    q = PodInfo.from_json({"metadata": {"name": "q", "namespace": "default", "uid": "q"},
-                           "spec": {"containers": [container("c", {"cpu": "2", GPU: "1"})]}})
+    q = (make_pod().name("q").namespace("default").uid("q")
+         .containers([container("c", {"cpu": "2", GPU: "1"})]).info())
     state = CycleState()
     assert balanced.pre_score(state, q, nodes, Snapshot(nodes)).ok
     assert balanced.score_nodes(state, q, nodes) == [81, 68]

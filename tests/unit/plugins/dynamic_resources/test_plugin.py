@@ -14,7 +14,8 @@ from polsched.framework import listers as listers_mod
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
 from polsched.plugins.dynamic_resources.plugin import DynamicResources
-from polsched.scheduler.schedule_one import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod
+from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build, listers_of
 
 pytestmark = pytest.mark.unit
@@ -23,9 +24,8 @@ DRIVER = "gpu.example.com"
 
 
 def node(name: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": {}},
-                               "status": {"allocatable": {"cpu": "4", "memory": "8Gi",
-                                                          "pods": "110"}}})
+    return (make_node().name(name).labels({})
+            .allocatable({"cpu": "4", "memory": "8Gi", "pods": "110"}).info())
 
 
 def device_class(name: str = "gpu") -> dict[str, Any]:
@@ -60,10 +60,11 @@ def claim(name: str, count: int = 1, selector: str = "",
 
 
 def pod(*claims: str, name: str = "trainer") -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "image": "x"}],
-                 "resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]}})
+    p = make_pod().name(name).namespace("default").uid(f"uid-{name}").container(image="x")
+    p.spec(resourceClaims=[])
+    for c in claims:
+        p.resource_claim(c, resourceClaimName=c)
+    return p.info()
 
 
 def schedule(p: PodInfo, nodes: list[NodeInfo], listers: Listers) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.plugins.dynamic_resources.quantity import Quantity
+from polsched.dra.quantity import Quantity
 
 pytestmark = pytest.mark.unit
 

@@ -11,16 +11,17 @@ from typing import Any
 
 import pytest
 
+from polsched.dra.allocator import AllocatedState
 from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
-from polsched.plugins.dynamic_resources.allocator import AllocatedState
 from polsched.plugins.dynamic_resources.plugin import (
     AllocatedIndex,
     DynamicResources,
     _add_allocation,
 )
+from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
 
@@ -58,19 +59,17 @@ def claim(name: str, count: int, allocation: dict[str, Any] | None = None) -> di
 
 
 def pod(name: str, claim_name: str) -> PodInfo:
-    return PodInfo.from_json({
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "image": "x"}],
-                 "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}})
+    return (make_pod().name(name).namespace("default").uid(f"uid-{name}").container(image="x")
+            .resource_claim("gpu", resourceClaimName=claim_name).info())
 
 
 def node_info(name: str) -> NodeInfo:
-    return NodeInfo.from_json({"metadata": {"name": name, "labels": {"zone": name[-1]}},
-                               "status": {"allocatable": {"cpu": "4", "pods": "110"}}})
+    return (make_node().name(name).label("zone", name[-1])
+            .allocatable({"cpu": "4", "pods": "110"}).info())
 
 
 def filter_all(plugin: DynamicResources, p: PodInfo, nodes: list[NodeInfo]
-               ) -> tuple[CycleState, dict[str, tuple[str, Any]]]:
+               ) -> tuple[CycleState, dict[str, tuple[str, str, Any]]]:
     state = CycleState()
     st = plugin.pre_filter(state, p, Snapshot(nodes))
     assert st.ok, st.message

@@ -16,8 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from polsched.plugins.dynamic_resources.allocator import AllocatedState, Features, NodeRef
-from polsched.plugins.dynamic_resources.quantity import Quantity
+from polsched.dra.allocator import AllocatedState, Features, NodeRef
+from polsched.dra.quantity import Quantity
 
 TESTDATA = Path(__file__).parent / "testdata"
 

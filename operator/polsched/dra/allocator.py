@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from polsched.framework.selectors import SelectorError, compile_requirements
-from polsched.plugins.dynamic_resources import device_cel
-from polsched.plugins.dynamic_resources.model import (
+from polsched.dra import device_cel
+from polsched.dra.model import (
     ALL,
     EXACT_COUNT,
     Capacity,
@@ -50,7 +49,9 @@ from polsched.plugins.dynamic_resources.model import (
     Slice,
     format_device_id,
 )
-from polsched.plugins.dynamic_resources.quantity import Quantity
+from polsched.dra.quantity import Quantity
+from polsched.dra.selector_syntax import CELError
+from polsched.framework.selectors import SelectorError, compile_requirements
 
 # resourceapi.AllocationResultsMaxSize
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -672,6 +673,12 @@ class Allocator:
             index.memo_classes = classes
         self._signatures: dict[int, tuple[Claim, str]] = {}
 
+    def in_use(self, node: NodeRef, claims: Sequence[Claim]) -> Callable[[DeviceID], bool]:
+        """Whether a device is taken for these claims on this node before the search
+        starts (allocated, or being allocated by another pod): what `explain` reports as
+        "in use by another claim"."""
+        return _Run(self, node, list(claims))._in_use
+
     def allocate(self, node: NodeRef, claims: Sequence[Claim]) -> list[dict[str, Any]] | None:
         """The allocation results, one per claim (status.allocation's JSON), or None when
         the claims do not fit on the node. AllocatorError when the input is broken,
@@ -883,13 +890,13 @@ class _Run:
                 continue
             try:
                 sel = device_cel.compile_selector(source)
-            except device_cel.CELError as err:
+            except CELError as err:
                 raise AllocatorError(f"{owner}: selector #{i}: CEL compile error: {err}") from err
             try:
                 ok = sel.matches(device_cel.DeviceInput(
                     driver=s.driver, attributes=dev.attributes, capacity=dev.raw_capacity,
                     allow_multiple_allocations=bool(dev.allow_multiple_allocations)))
-            except device_cel.CELError as err:
+            except CELError as err:
                 raise AllocatorError(
                     f"{owner}: selector #{i} on device {s.driver}/{s.pool}/{dev.name}: CEL "
                     f"runtime error: {err}") from err
@@ -1280,5 +1287,5 @@ def _add_requirements(src: Sequence[Json], dst: list[Json]) -> None:
 
 __all__ = ["Allocator", "AllocatedState", "AllocatorError", "Features", "NodeAllocationError",
            "NodeRef", "SliceIndex", "gather_pools", "node_matches", "request_over_capacity",
-           "tolerates",
+           "taint_prevents", "tolerates",
            "ALLOCATION_RESULTS_MAX_SIZE", "_DEFAULT_PARENT"]

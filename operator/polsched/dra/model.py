@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from polsched.plugins.dynamic_resources.quantity import Quantity, QuantityError
+from polsched.dra.quantity import Quantity, QuantityError
 
 Json = Mapping[str, Any]
 

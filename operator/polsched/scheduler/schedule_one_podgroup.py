@@ -1,0 +1,499 @@
+"""The pod-group cycle, as kube-scheduler's pkg/scheduler/schedule_one_podgroup.go.
+
+The algorithm (`pod_group_algorithm`: PlacementFeasible, each member searched on one
+snapshot, assumed and reserved, everything reverted in a `finally`), the PodGroupPostFilter
+phase (`pod_group_post_filter`), what the offline tools ask of it (`pod_group_verdict`,
+`validate_pod_group`), and `ScheduleOnePodGroup`: ScheduleOne with the group's cycle
+(scheduleOnePodGroup: validate, skip, algorithm, PodGroupPostFilter, submit, the
+PodGroupInitiallyScheduled condition). The members that fit go to their own binding
+cycles (scheduler.schedule_one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from polsched.framework import podgroups as pgs
+from polsched.framework.cycle_state import CycleState
+from polsched.framework.diagnosis import FitError, PipelineError, ScheduleResult
+from polsched.framework.interfaces import (
+    PlacementProgress,
+    PodGroupInfo,
+    PodGroupPostFilterResult,
+    ProposedAssignment,
+)
+from polsched.framework.runtime import Pipeline
+from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.types import PodInfo
+from polsched.objects import Json
+from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
+from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
+from polsched.scheduler import metrics
+from polsched.scheduler import queue as q
+from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.preemption import GroupPreemptor
+from polsched.scheduler.recorder import rfc3339
+from polsched.scheduler.schedule_one import Attempt, ScheduleOne
+
+if TYPE_CHECKING:
+    from polsched.cluster.cache import ClusterCache
+    from polsched.scheduler.profile import Profile
+
+log = logging.getLogger(__name__)
+
+
+# -- the pod-group algorithm (schedule_one_podgroup.go) ------------------------------------
+# errPodGroupUnschedulable
+POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+
+
+@dataclass
+class MemberResult:
+    """algorithmResult: one member's outcome in a pod-group cycle's simulation: Success
+    with the node it was assumed on (and the search's result and CycleState, which its
+    binding cycle goes on with), or its own rejection (with its FitError) or error."""
+
+    pod: PodInfo
+    status: Status
+    result: ScheduleResult | None = None
+    fit_error: FitError | None = None
+    node: str = ""
+    state: CycleState = field(default_factory=CycleState)
+
+
+@dataclass
+class PodGroupResult:
+    """podGroupAlgorithmResult: the group's status (Success: submit the members that fit;
+    Unschedulable: reject every member; Error) and the results of the members tried, in
+    order (the others were not tried)."""
+
+    status: Status
+    members: list[MemberResult] = field(default_factory=list)
+    # The status members that were not tried get: the group's before PodGroupPostFilter
+    # appends its message (completePodGroupAlgorithmResult clones it first, then
+    # applyPodGroupPostFilterResult appends to the group's only). None: `status`.
+    untried: Status | None = None
+    # The group's CycleState (podGroupCycleState), which every member's links to: what
+    # the PodGroupPostFilter plugins read (DynamicResources' members' states).
+    state: CycleState = field(default_factory=CycleState)
+
+
+async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                              pods: Sequence[PodInfo]) -> PodGroupResult:
+    """runRootSchedulingAlgorithm + podGroupSchedulingDefaultAlgorithm: PlacementFeasible
+    first (Remaining = the members to try, Scheduled = the group's assumed and bound
+    members), then each member in order on the cache's snapshot (filters and scores, no
+    PostFilter), assumed and reserved so that the next one sees it, PlacementFeasible after
+    each. A final Wait is Unschedulable; Success with nothing scheduled too. Everything
+    assumed or reserved is reverted before this returns, whatever happens (try/finally):
+    the algorithm is a simulation."""
+    group_plugins = pipeline.plugins
+    cycle_state = CycleState()
+    out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=cycle_state)
+    reverts: list[Callable[[], None]] = []
+    try:
+        gstate = cache.pod_groups.state(f"{group.namespace}/{group.name}")
+        progress = PlacementProgress(len(pods), gstate.scheduled_pods_count)
+        st = pipeline.run_placement_feasible_plugins(cycle_state, group, progress,
+                                                     group_plugins)
+        if st.code is Code.ERROR:
+            out.status = Status.error(f"failed to evaluate placement feasibility: {st.message}")
+            return out
+        if st.code is Code.UNSCHEDULABLE:
+            out.status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *st.reasons)
+            return out
+        status = st
+        any_scheduled = False
+        for pod in pods:
+            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state)
+            out.members.append(res)
+            if not res.status.ok and not res.status.rejected:
+                status = Status.error("failed to schedule other pod from a pod group: "
+                                      f"{res.status.message}")
+                break
+            progress = PlacementProgress(progress.remaining - 1,
+                                         progress.scheduled + (1 if res.status.ok else 0))
+            st = pipeline.run_placement_feasible_plugins(cycle_state, group, progress,
+                                                         group_plugins)
+            if st.code is Code.ERROR:
+                status = Status.error(f"failed to evaluate placement feasibility: {st.message}")
+                break
+            status = st
+            if st.code is Code.UNSCHEDULABLE:
+                break
+            any_scheduled = any_scheduled or res.status.ok
+        if status.code is Code.WAIT:
+            status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *status.reasons)
+        if status.ok and not any_scheduled:
+            # The framework requires at least 1 pod to be scheduled.
+            status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
+        out.status = status
+        return out
+    finally:
+        for revert in reversed(reverts):
+            revert()
+
+
+async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
+                            reverts: list[Callable[[], None]],
+                            group_state: CycleState | None = None) -> MemberResult:
+    """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter), then
+    assume + Reserve with a revert (assumeAndReserveWithRevert)."""
+    snapshot = cache.snapshot
+    if not snapshot.nodes:
+        return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
+    try:
+        result = await schedule_pod(pipeline, pod, snapshot, post_filter=False,
+                                    group_state=group_state)
+    except PipelineError as err:
+        return MemberResult(pod, Status.error(str(err)))
+    if result.node is None:
+        return MemberResult(pod, Status.unschedulable(), result, result.fit_error)
+    node = result.node
+    state = result.state if result.state is not None else CycleState()
+    plugins = pipeline.plugins_for(pod)
+    assumed = cache.assume(pod, node)
+    st = pipeline.run_reserve_plugins_reserve(state, assumed, node, plugins)
+
+    def revert() -> None:
+        pipeline.run_reserve_plugins_unreserve(state, assumed, node, plugins)
+        cache.forget(assumed)
+
+    if not st.ok:
+        revert()
+        if st.rejected:
+            return MemberResult(pod, st, result, FitError(1, {node: st}), node, state)
+        return MemberResult(pod, st, result, node=node, state=state)
+    reverts.append(revert)
+    return MemberResult(pod, SUCCESS, result, node=node, state=state)
+
+
+async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                            pods: Sequence[PodInfo]) -> tuple[PodGroupResult, Status]:
+    """The pod-group cycle's decision without acting on it (polsched explain and simulate):
+    pod_group_algorithm, then for a rejected group the PodGroupPostFilter phase, whose
+    error becomes the group's status and whose message is otherwise appended
+    (applyPodGroupPostFilterResult). Nothing is evicted or deallocated: the pipeline of an
+    offline tool has no API writer, and DefaultPreemption only chooses victims. Returns the
+    algorithm's result (its status untouched) and the group's final status."""
+    outcome = await pod_group_algorithm(pipeline, cache, group, pods)
+    status = outcome.status
+    if status.code is Code.UNSCHEDULABLE:
+        _, pst = await pod_group_post_filter(pipeline, cache, group, pods, outcome)
+        status = pst if pst.code is Code.ERROR else \
+            Status(status.code, (*status.reasons, pst.message), status.plugin)
+    return outcome, status
+
+
+async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                                pods: Sequence[PodInfo], outcome: PodGroupResult,
+                                ran: list[tuple[str, Code]] | None = None,
+                                ) -> tuple[PodGroupPostFilterResult | None, Status]:
+    """podGroupCycle's RunPodGroupPostFilterPlugins for a rejected group: the group's
+    CycleState of the cycle that rejected it, and a function that reruns the algorithm
+    (with a fresh group CycleState, everything it assumes reverted) for DefaultPreemption's
+    victim search."""
+
+    async def rerun() -> tuple[list[ProposedAssignment], Status]:
+        again = await pod_group_algorithm(pipeline, cache, group, pods)
+        st = again.status
+        if st.reasons and st.reasons[0] == POD_GROUP_UNSCHEDULABLE:
+            # errPodGroupUnschedulable is the status's error, not one of its reasons.
+            st = Status(st.code, st.reasons[1:], st.plugin)
+        return [ProposedAssignment(m.pod, m.node if m.status.ok else "", m.state)
+                for m in again.members], st
+
+    return await pipeline.run_pod_group_post_filter_plugins(
+        outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins, ran)
+
+
+def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequence[PodInfo],
+                       scheduler_name: str) -> str:
+    """validatePodGroup (PodGroupPreemptionPolicy off): the same schedulerName, the group's
+    priority and one preemption policy for every member, queued or already scheduled (in
+    `groups`), and a profile (`scheduler_name`) for them; "" when valid, else upstream's
+    error text. The engine's pod-group cycle and `polsched simulate` both ask it."""
+    spec = info.pod_group.get("spec") or {}
+    priority = spec.get("priority")
+    group_priority = priority if isinstance(priority, int) else 0
+    name = ""
+    preemption = ""
+
+    def validate(pod: PodInfo) -> str:
+        nonlocal preemption
+        if pod.scheduler_name != name:
+            return ("all pods in a single pod group should have the same "
+                    f".spec.schedulerName set, got: {_go_q(pod.scheduler_name)} and "
+                    f"{_go_q(name)}")
+        if pod.priority != group_priority:
+            return ("all pods in a single pod group should have the same priority as "
+                    f"the pod group's priority, got {pod.priority} and {group_priority}")
+        policy = pod.spec.get("preemptionPolicy") or "PreemptLowerPriority"
+        if not preemption:
+            preemption = policy
+        elif policy != preemption:
+            return ("all pods in a single pod group should have the same preemption "
+                    f"policy, got {policy} and {preemption}")
+        return ""
+
+    for pod in queued:
+        if not name:
+            name = pod.scheduler_name
+        err = validate(pod)
+        if err:
+            return err
+    state = groups.state(f"{info.namespace}/{info.name}")
+    for pod in state.scheduled_pods():
+        err = validate(pod)
+        if err:
+            return err
+    if name != scheduler_name:
+        return f"profile not found for scheduler name {_go_q(name)}"
+    return ""
+
+
+class ScheduleOnePodGroup(ScheduleOne):
+    """ScheduleOne with the pod-group cycle (schedule_one_podgroup.go's methods of
+    upstream's Scheduler): what the engine runs for every popped pod and pod group."""
+
+    # -- the pod-group cycle (schedule_one_podgroup.go) ----------------------------------
+    async def schedule_pod_group(self, profile: Profile, group: q.QueuedPodGroup) -> None:
+        """scheduleOnePodGroup for a popped pod group: validate it, simulate every member on
+        one snapshot (PlacementFeasible before and after each), revert the simulation, then
+        submit: the members that fit go to their own binding cycles when the group is
+        feasible; otherwise every member is rejected and nothing stays assumed or
+        reserved. A bug fails every member not yet handled as an error, never the loop."""
+        started = time.perf_counter()
+        attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
+        # How the cycle ended, for the queue's requeue of the group (an exception: error).
+        outcome = q.GroupOutcome.ERROR
+        try:
+            if not profile.runnable.is_set():
+                for a in attempts.values():
+                    profile.restore(a.queued)
+                outcome = q.GroupOutcome.RESTORED
+                return
+            outcome = await self._pod_group_cycle(profile, group, attempts, started)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise
+            log.error("scheduling pod group %s failed: a CancelledError nobody asked for",
+                      group.key)
+            for a in attempts.values():
+                self.handle_failure(a, Status.error("internal error: CancelledError"))
+        except Exception as err:  # a bug must not stop the scheduler
+            log.exception("scheduling pod group %s failed", group.key)
+            for a in attempts.values():
+                self.handle_failure(a, Status.error(f"internal error: {err}"))
+        finally:
+            # AddAttemptedPodGroupIfNeeded, after every member's own requeue.
+            profile.group_done(group.key, outcome)
+
+    async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
+                               attempts: dict[str, Attempt],
+                               started: float) -> q.GroupOutcome:
+        """The cycle's steps; every member handled leaves `attempts`. Returns the root
+        status's outcome for the queue."""
+        groups = self._cache.pod_groups
+        pod_group = groups.get(group.namespace, group.name)
+        if pod_group is None:
+            # reconcilePodGroupWithSnapshot: the group went away after the pop; its
+            # members go back without a condition (there is no object to write it on).
+            err = f'podgroup.scheduling.k8s.io "{group.name}" not found'
+            for key in list(attempts):
+                self.handle_failure(attempts.pop(key), Status.error(err))
+            return q.GroupOutcome.ERROR
+        info = PodGroupInfo(group.namespace, group.name, pod_group)
+        err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
+        if err:  # handlePodGroupFailureBeforeScheduling
+            for key in list(attempts):
+                self.handle_failure(attempts.pop(key), Status.error(err))
+            self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
+                                             err)
+            return q.GroupOutcome.ERROR
+        # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
+        live: list[Attempt] = []
+        for key in list(attempts):
+            a = attempts[key]
+            pod = self.current(a.queued.pod)
+            if pod is None:
+                s.done(attempts.pop(key).queued)
+                continue
+            if not s.namespace_selected(pod, self._cache.namespaces):
+                s.done(attempts.pop(key).queued)
+                self._hooks.enqueue(s, pod)
+                continue
+            a.queued.pod = a.pod = pod
+            live.append(a)
+        if not live:
+            return q.GroupOutcome.SUCCESS
+        pipeline = s.pipeline
+        for a in live:
+            a.pipeline = pipeline
+        outcome = await pod_group_algorithm(pipeline, self._cache, info,
+                                            [a.pod for a in live])
+        metrics.pod_group_algorithm(time.perf_counter() - started)
+        waiting: PodGroupPostFilterResult | None = None
+        # The queue requeues the group by the algorithm's status (podGroupCycle's
+        # rootStatus), taken before the PodGroupPostFilter: an error there (DynamicResources'
+        # `not found`) is what the members and the PodGroup say, but the group still backs
+        # off as rejected (UnschedulableCount), not for an error (ConsecutiveErrorsCount).
+        root = outcome.status
+        if outcome.status.code is Code.UNSCHEDULABLE:
+            # podGroupCycle: RunPodGroupPostFilterPlugins, then
+            # applyPodGroupPostFilterResult: an error becomes the group's status, else its
+            # message is appended to the group's; a Success leaves the group waiting on
+            # preemption, its members nominated.
+            ran: list[tuple[str, Code]] = []
+            post, pst = await pod_group_post_filter(pipeline, self._cache, info,
+                                                    [a.pod for a in live], outcome, ran)
+            for name, code in ran:  # DefaultPreemption's PodGroupPostFilter, deferred count
+                if name == DEFAULT_PREEMPTION:
+                    metrics.workload_preemption_attempt(code)
+            outcome.untried = outcome.status
+            if pst.code is Code.ERROR:
+                outcome.status = pst
+            else:
+                outcome.status = Status(outcome.status.code,
+                                        (*outcome.status.reasons, pst.message),
+                                        outcome.status.plugin)
+                if pst.ok:
+                    waiting = post or PodGroupPostFilterResult()
+                    self._preempt_for_group(s, info, live, waiting)
+        self._submit_pod_group(s, info, live, outcome, waiting)
+        for a in live:
+            attempts.pop(a.queued.key, None)
+        # submitPodGroupAlgorithmResult's metric: the group's final status (after its
+        # PodGroupPostFilter), not `root`.
+        final = outcome.status
+        if final.ok:
+            result = metrics.SCHEDULED
+        elif final.rejected:
+            result = metrics.UNSCHEDULABLE if waiting is None else metrics.WAITING_ON_PREEMPTION
+        else:
+            result = metrics.ERROR
+        metrics.pod_group_attempt(s.name, result, time.perf_counter() - started)
+        if root.ok:
+            return q.GroupOutcome.SUCCESS
+        return q.GroupOutcome.REJECTED if root.rejected else q.GroupOutcome.ERROR
+
+    def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
+                            queued: Sequence[PodInfo]) -> str:
+        return validate_pod_group(self._cache.pod_groups, info, queued, s.name)
+
+    def _submit_pod_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
+                          outcome: PodGroupResult,
+                          waiting: PodGroupPostFilterResult | None = None) -> None:
+        """submitPodGroupAlgorithmResult: each member's outcome, then the group's
+        PodGroupInitiallyScheduled condition. `waiting`: the group waits on preemption;
+        each member gets its nomination from it (ModeOverride; "" clears)."""
+        results, status = outcome.members, outcome.status
+
+        def nominate(a: Attempt) -> str | None:
+            return None if waiting is None else waiting.nominating.get(a.pod.key, "")
+
+        for i, a in enumerate(live):
+            res = results[i] if i < len(results) else None
+            own = res.status if res is not None else status
+            if status.code is Code.ERROR:
+                self.handle_failure(a, own if own.code is Code.ERROR else status)
+                continue
+            if res is not None:
+                a.result, a.node, a.state = res.result, res.node, res.state
+                a.state.pod_group = None  # SetPodGroupSchedulingCycle(nil)
+            if res is not None and res.status.ok:
+                if status.ok:
+                    # prepareForBindingCycle: assume and Reserve for real, Permit, and the
+                    # member's own binding cycle.
+                    self._assume_reserve_permit(a)
+                else:
+                    self.handle_failure(a, Status.unschedulable(POD_GROUP_UNSCHEDULABLE,
+                                                                status.message), group=True,
+                                        nominate=nominate(a))
+                continue
+            if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
+                self.handle_failure(a, outcome.untried or status, group=True,
+                                    nominate=nominate(a))
+            elif res.status.rejected:
+                self.handle_failure(a, res.status, res.fit_error, nominate=nominate(a))
+            else:
+                self.handle_failure(a, res.status)
+        if status.ok:
+            self._update_pod_group_condition(s, info, "True", pgs.REASON_SCHEDULED,
+                                             status.message)
+            log.info("Successfully scheduled a pod group %s/%s", info.namespace, info.name)
+        elif status.rejected:
+            self._update_pod_group_condition(s, info, "False", pgs.REASON_UNSCHEDULABLE,
+                                             status.message)
+            log.info("Unable to schedule a pod group %s/%s: %s", info.namespace, info.name,
+                     status.message)
+        else:
+            self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
+                                             status.message)
+
+    def _update_pod_group_condition(self, s: Profile, info: PodGroupInfo, status: str,
+                                    reason: str, message: str) -> None:
+        """updatePodGroupCondition: never from True back to False; patched only when
+        SetStatusCondition changes something (observedGeneration included)."""
+        obj = info.pod_group
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        existing = next((c for c in conditions if isinstance(c, Mapping)
+                         and c.get("type") == pgs.POD_GROUP_INITIALLY_SCHEDULED), None)
+        if existing is not None and existing.get("status") == "True" and status != "True":
+            return
+        generation = (obj.get("metadata") or {}).get("generation") or 0
+        if existing is not None and existing.get("status") == status \
+                and existing.get("reason") == reason and existing.get("message") == message \
+                and (existing.get("observedGeneration") or 0) == generation:
+            return
+        transition = existing.get("lastTransitionTime") if existing is not None \
+            and existing.get("status") == status else None
+        condition: Json = {
+            "type": pgs.POD_GROUP_INITIALLY_SCHEDULED, "status": status, "reason": reason,
+            "message": message, "observedGeneration": generation,
+            "lastTransitionTime": transition or rfc3339(time.time()),
+        }
+        s.set_pod_group_condition(info.namespace, info.name,
+                                  condition_patch(existing, condition))
+
+    def _preempt_for_group(self, s: Profile, info: PodGroupInfo, live: Sequence[Attempt],
+                           post: PodGroupPostFilterResult) -> None:
+        """actuatePodGroupPreemption: evict the group's victims in the background (async
+        preemption), the PodGroup the preemptor ("podgroup", its uid, node "cluster").
+        A failed call retries the group at once (its members reactivated)."""
+        if not post.victims or not live:
+            return
+        uid = str((info.pod_group.get("metadata") or {}).get("uid") or "")
+        members = [a.pod for a in live]
+
+        def retry(_: PodInfo) -> None:  # an API call failed: try the group again now
+            if self._hooks.is_live(s):
+                s.activate(m.key for m in members)
+
+        preemptor = GroupPreemptor(members[0], uid, disruptions=post.disruptions)
+        self.actuate_preemption(s, preemptor, f"pod group {info.namespace}/{info.name}",
+                                CLUSTER_DOMAIN, post.victims, retry)
+
+
+def condition_patch(existing: Mapping[str, Any] | None, condition: Json) -> Json:
+    """The condition as PatchPodGroupStatus sends it: CreateTwoWayMergePatch(old, new)
+    merges conditions by type, so against the version the cycle read (`existing`) only the
+    fields that changed go, with the type. A True written meanwhile (not seen yet) then
+    keeps its status when a later rejection changes only the message, as upstream's
+    condition does."""
+    if existing is None:
+        return condition
+    return {k: v for k, v in condition.items()
+            if k == "type" or (existing.get(k) or
+                               (0 if k == "observedGeneration" else "")) != v}
+
+
+def _go_q(s: str) -> str:
+    """Go's %q of a name."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,234 @@
+"""The Helm chart (charts/polsched) against `polsched render operator`: one install, two
+front ends. `helm template` is run with the real helm that hack/helm.sh builds from Go
+modules (the Makefile builds it before the tests, with its progress shown), and its
+objects are compared one by one with render's, for the defaults and for non-default
+settings: a drift in either front end fails here."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import polsched
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "polsched"
+# Labels and annotations the chart adds on top of render's objects, and nothing else.
+HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
+               "app.kubernetes.io/version"}
+KEEP = "helm.sh/resource-policy"
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    p = subprocess.run([str(ROOT / "hack" / "helm.sh")], capture_output=True, text=True)
+    assert p.returncode == 0, f"hack/helm.sh failed (run `make helm` first):\n{p.stderr}"
+    return p.stdout.strip()
+
+
+def helm_template(helm: str, *args: str, namespace: str = "polsched-system") -> list[Obj]:
+    p = subprocess.run([helm, "template", "polsched", str(CHART), "--namespace", namespace,
+                        *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return [d for d in yaml.safe_load_all(p.stdout) if d]
+
+
+def render_operator(*args: str) -> list[Obj]:
+    # The installed command, wherever its module lives.
+    p = subprocess.run([str(Path(sys.executable).parent / "polsched"), "render", "operator", *args],
+                       capture_output=True, text=True, check=True)
+    return [d for d in yaml.safe_load_all(p.stdout) if d]
+
+
+def key(o: Obj) -> tuple[str, str, str, str]:
+    m = o["metadata"]
+    return (o["apiVersion"], o["kind"], m.get("namespace", ""), m["name"])
+
+
+def without_helm(o: Obj) -> Obj:
+    """The object less what Helm adds: its labels (on the object and the pod template)
+    and the CRD's resource-policy annotation, which the test checks apart."""
+    o = copy.deepcopy(o)
+    metas = [o["metadata"]]
+    if o["kind"] == "Deployment":
+        metas.append(o["spec"]["template"]["metadata"])
+    for m in metas:
+        for field, drop in (("labels", HELM_LABELS), ("annotations", {KEEP})):
+            kept = {k: v for k, v in (m.get(field) or {}).items() if k not in drop}
+            if kept:
+                m[field] = kept
+            else:
+                m.pop(field, None)
+    return o
+
+
+def by_key(objs: list[Obj]) -> dict[tuple[str, str, str, str], Obj]:
+    out = {key(o): o for o in objs}
+    assert len(out) == len(objs), "two objects with one name"
+    return out
+
+
+def assert_same_install(chart: list[Obj], rendered: list[Obj]) -> None:
+    """Object by object: the chart's are render's, except render's Namespace (Helm's
+    release lives in the namespace, so it exists before the chart installs)."""
+    want = by_key([o for o in rendered if o["kind"] != "Namespace"])
+    got = by_key([without_helm(o) for o in chart])
+    assert sorted(got) == sorted(want), "the chart and render install different objects"
+    for k, o in want.items():
+        assert got[k] == o, f"{k}: the chart's object differs from render's"
+
+
+def test_default_values_install_what_render_operator_prints(helm: str) -> None:
+    assert_same_install(helm_template(helm), render_operator())
+
+
+def test_namespace_and_image_move_in_both_front_ends_alike(helm: str) -> None:
+    chart = helm_template(helm, "--set", "image.repository=registry.example/team/polsched",
+                          "--set", "image.tag=9.8.7", namespace="sched")
+    assert_same_install(chart, render_operator("--namespace", "sched", "--image",
+                                               "registry.example/team/polsched:9.8.7"))
+
+
+def test_every_object_carries_helms_labels(helm: str) -> None:
+    for o in helm_template(helm):
+        labels = o["metadata"].get("labels") or {}
+        assert HELM_LABELS <= set(labels), key(o)
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+
+def test_the_crd_is_a_template_kept_on_uninstall(helm: str) -> None:
+    """crds/ is installed once and never upgraded by Helm: the CRD is a template, so a new
+    field is served after `helm upgrade`, and `keep` leaves it (and every policy) on
+    uninstall."""
+    assert not (CHART / "crds").exists()
+    (crd,) = [o for o in helm_template(helm) if o["kind"] == "CustomResourceDefinition"]
+    assert crd["metadata"]["annotations"][KEEP] == "keep"
+    assert not [o for o in helm_template(helm, "--set", "crd.install=false")
+                if o["kind"] == "CustomResourceDefinition"]
+
+
+def deployment(objs: list[Obj]) -> Obj:
+    (dep,) = [o for o in objs if o["kind"] == "Deployment"]
+    return dep
+
+
+def test_scheduling_constraints_replicas_and_resources_change_only_themselves(
+        helm: str, tmp_path: Path) -> None:
+    values = {
+        "replicas": 2,
+        "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+        "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
+                         "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {
+                    "app.kubernetes.io/name": "polsched-operator"}}}}]}},
+        "priorityClassName": "system-cluster-critical",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        "image": {"pullPolicy": "Always"},
+        "imagePullSecrets": [{"name": "regcred"}],
+    }
+    f = tmp_path / "values.yaml"
+    f.write_text(yaml.safe_dump(values))
+    default, changed = deployment(helm_template(helm)), deployment(helm_template(helm, "-f",
+                                                                                 str(f)))
+    assert changed["spec"]["replicas"] == 2
+    pod = changed["spec"]["template"]["spec"]
+    for field in ("nodeSelector", "tolerations", "affinity", "priorityClassName",
+                  "imagePullSecrets"):
+        assert pod[field] == values[field], field
+    assert pod["containers"][0]["resources"] == values["resources"]
+    assert pod["containers"][0]["imagePullPolicy"] == "Always"
+    # Nothing else moved.
+    expect = copy.deepcopy(default)
+    expect["spec"]["replicas"] = 2
+    epod = expect["spec"]["template"]["spec"]
+    for field in ("nodeSelector", "tolerations", "affinity", "priorityClassName",
+                  "imagePullSecrets"):
+        epod[field] = values[field]
+    epod["containers"][0]["resources"] = values["resources"]
+    epod["containers"][0]["imagePullPolicy"] = "Always"
+    assert changed == expect
+
+
+def test_pod_disruption_budget_is_opt_in(helm: str) -> None:
+    assert not [o for o in helm_template(helm) if o["kind"] == "PodDisruptionBudget"]
+    (pdb,) = [o for o in helm_template(helm, "--set", "podDisruptionBudget.enabled=true")
+              if o["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"] == {"selector": {"matchLabels": {
+        "app.kubernetes.io/name": "polsched-operator"}}, "maxUnavailable": 1}
+    p = subprocess.run([helm, "template", str(CHART), "--set",
+                        "podDisruptionBudget.enabled=true,podDisruptionBudget.minAvailable=1"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "exactly one of minAvailable and maxUnavailable" in p.stderr
+
+
+def test_metrics_stay_on_loopback_unless_exposed_and_the_service_monitor_scrapes_them(
+        helm: str) -> None:
+    objs = helm_template(helm)
+    args = deployment(objs)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--metrics-listen") + 1] == "127.0.0.1:8080"
+    assert not [o for o in objs if o["kind"] == "ServiceMonitor"
+                or o["metadata"]["name"] == "polsched-metrics"]
+
+    objs = helm_template(helm, "--set", "metrics.service.enabled=true",
+                         "--set", "metrics.serviceMonitor.enabled=true",
+                         "--set", "metrics.serviceMonitor.labels.release=prom")
+    c = deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][c["args"].index("--metrics-listen") + 1] == "0.0.0.0:8080"
+    assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in c["ports"]
+    (svc,) = [o for o in objs if o["metadata"]["name"] == "polsched-metrics"]
+    (sm,) = [o for o in objs if o["kind"] == "ServiceMonitor"]
+    assert svc["spec"]["ports"][0]["targetPort"] == "metrics"
+    # The monitor selects the metrics Service alone (the webhook's has the pod labels too).
+    webhook = next(o for o in objs if o["metadata"]["name"] == "polsched-webhook")
+    selector = sm["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= svc["metadata"]["labels"].items()
+    assert not selector.items() <= webhook["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    assert sm["metadata"]["labels"]["release"] == "prom"
+
+    p = subprocess.run([helm, "template", str(CHART), "--set",
+                        "metrics.serviceMonitor.enabled=true"], capture_output=True, text=True)
+    assert p.returncode != 0 and "needs metrics.service.enabled" in p.stderr
+
+
+def test_tenancy_reserves_scheduler_names_and_refuses_what_is_not_enforced(helm: str) -> None:
+    objs = helm_template(helm, "--set", "tenancy.reservedSchedulerNames={volcano,kai}")
+    args = deployment(objs)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--reserved-scheduler-names") + 1] == "volcano,kai"
+    p = subprocess.run([helm, "template", str(CHART), "--set", "tenancy.teams[0].name=a"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "not enforced yet" in p.stderr
+
+
+def test_cert_manager_certificates_are_refused_until_the_operator_serves_them(
+        helm: str) -> None:
+    p = subprocess.run([helm, "template", str(CHART), "--set",
+                        "webhook.certificates.mode=cert-manager"], capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and "only self-managed" in p.stderr
+
+
+def test_helm_lint_passes(helm: str) -> None:
+    p = subprocess.run([helm, "lint", "--strict", str(CHART)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_chart_version_is_the_package_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["version"] == chart["appVersion"] == project["version"] \
+        == polsched.__version__
