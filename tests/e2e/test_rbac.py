@@ -110,6 +110,8 @@ OPERATOR_MAY: list[Check] = SCHEDULER_MAY + [
      None, "a re-created configuration gets its caBundle back"),
     ("create", "subjectaccessreviews.authorization.k8s.io", None,
      "may the author read the CA Secret it names (as system:kube-scheduler)"),
+    ("create", "selfsubjectreviews.authentication.k8s.io", None,
+     "the webhook knows its own last-good writes (system:basic-user)"),
     ("create", "deployments.apps", NS, "Dedicated schedulers"),
     ("patch", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),
     ("delete", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),

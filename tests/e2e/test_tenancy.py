@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from polsched.commands import render
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
@@ -40,9 +40,9 @@ def free_port() -> int:
 
 
 def tenancy_file(h: Harness, name: str, config: dict[str, Any]) -> str:
-    path = h.workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "polsched.io/v1alpha1",
-                                    "kind": "SchedulingTenancy", **config}))
+    """The configuration as the install's ConfigMap holds it (render, the chart)."""
+    path = h.workdir / f"{name}.json"
+    path.write_text(render.tenancy_json(config))
     return str(path)
 
 
@@ -106,8 +106,8 @@ def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> N
                              "name": g} for g in (group_a, group_b)]}
     h.cluster.apply(role)
     h.cluster.apply(binding)
-    h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
-               "--tenancy-config", tenancy_file(h, rid, config))
+    op = h.operator(f"{rid}-op", "--webhook-listen", f"127.0.0.1:{free_port}",
+                    "--tenancy-config", tenancy_file(h, rid, config))
     try:
         def configured() -> bool:
             p = h.cluster.kubectl("get", "validatingwebhookconfiguration", "polsched.io",
@@ -150,6 +150,31 @@ def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> N
         first["spec"]["percentageOfNodesToScore"] = 50
         code, err = apply_as("alice", group_a, first)
         assert code == 0, err
+        # The operator, granted no name, still writes its last-good record on the policy
+        # (an UPDATE that leaves the spec as it was, by the webhook's own identity).
+        wait_for(lambda: '"generation":2' in (h.policy(first["metadata"]["name"])[
+            "metadata"].get("annotations") or {}).get("polsched.io/last-good", ""), 15,
+            "the operator's last-good record of generation 2")
+        # Another team may neither annotate the policy nor take it over by renaming it.
+        p = h.cluster.kubectl("--as", "bob", "--as-group", group_b, "annotate", "spol",
+                              f"{rid}-1", "team=b", check=False)
+        assert p.returncode != 0 and "is not granted" in p.stderr, p.stderr
+        taken = json.loads(json.dumps(first))
+        taken["spec"]["schedulerName"] = f"{rid}-b-taken"
+        code, err = apply_as("bob", group_b, taken)
+        assert code != 0 and "the name this policy claims before the edit" in err, err
+
+        # The owner deleted: its name is held for it, at the webhook too. Another policy
+        # of the team is refused; the owner re-created gets it back.
+        h.cluster.kubectl("delete", "spol", f"{rid}-1")
+        wait_for(lambda: f"SchedulingPolicy {rid}-1 deleted" in op.log(), 10, "the delete")
+        code, err = apply_as("carol", group_a, zone_policy(f"{rid}-6", "a",
+                                                           scheduler=f"{rid}-a-batch"))
+        assert code != 0 and f"is held for SchedulingPolicy '{rid}-1'" in err, err
+        code, err = apply_as("alice", group_a, zone_policy(f"{rid}-1", "a",
+                                                           scheduler=f"{rid}-a-batch"))
+        assert code == 0, err
+        h.wait_ready(f"{rid}-1")
     finally:
         h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
                           "--ignore-not-found", check=False)
@@ -193,3 +218,22 @@ def test_dedicated_policies_over_the_cap_or_refused_are_reported_once(
     h.cluster.kubectl("delete", "spol", other)
     wait_for(lambda: f"SchedulingPolicy {other} deleted" in op.log(), 10, "the sync")
     assert op.log().count(f"SchedulingPolicy {bad}: the API server refused") == refusals == 1
+
+
+def test_the_installs_tenancy_configmap_and_network_policy_are_accepted(
+        cluster: Cluster, namespace: str) -> None:
+    """What `render operator --tenancy-config --webhook-allow-from` (and the chart) add is
+    accepted by the API server as rendered: the ConfigMap, the Deployment that mounts it
+    and the NetworkPolicy with named ports (server-side dry run: nothing is created)."""
+    objs = render.operator_templated(namespace, tenancy={"nameGraceSeconds": 60},
+                                     allow_from=["10.96.0.1/32", "fd00::/120"])
+    kept = [o for o in objs if o["kind"] in ("ConfigMap", "Deployment", "NetworkPolicy")]
+    assert len(kept) == 3
+    p = cluster.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
+                        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}))
+    served = {o["kind"]: o for o in json.loads(p.stdout)["items"]}
+    ingress = served["NetworkPolicy"]["spec"]["ingress"]
+    assert ingress[0]["ports"] == [{"port": "webhook", "protocol": "TCP"}]
+    assert [f["ipBlock"]["cidr"] for f in ingress[0]["from"]] == ["10.96.0.1/32",
+                                                                  "fd00::/120"]
+    assert json.loads(served["ConfigMap"]["data"]["tenancy.json"])["nameGraceSeconds"] == 60
