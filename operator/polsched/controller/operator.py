@@ -55,9 +55,11 @@ OPERATOR_LEASE = "polsched-operator"
 OPERATOR_CONTAINER = "operator"  # the container's name in manifests/templates/operator.yaml.j2
 
 
-def admission_flags(args: argparse.Namespace) -> list[str]:
+def admission_flags(args: argparse.Namespace, rules: AdmissionRules | None = None) -> list[str]:
     """The admission flags given to this process, for the Dedicated schedulers it
-    deploys: they load and call extenders under the same rules."""
+    deploys: they load and call extenders under the same rules. `rules`: this process's,
+    whose tenancy's allowDisabling they get as --allow-disabling (the file stays the
+    operator's; the rest of it is the operator's and the webhook's to apply)."""
     out: list[str] = []
     if args.reserved_scheduler_names:
         out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
@@ -67,6 +69,8 @@ def admission_flags(args: argparse.Namespace) -> list[str]:
         out.append(f"--extender-deny={args.extender_deny}")
     if args.extender_allow:
         out.append(f"--extender-allow={args.extender_allow}")
+    if rules is not None and rules.tenancy.allow_disabling:
+        out.append(f"--allow-disabling={','.join(sorted(rules.tenancy.allow_disabling))}")
     return out
 
 
@@ -189,7 +193,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                            health_listen=args.health_listen)
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args))
+                                 args=admission_flags(args, rules))
     reconcilers: list[PolicyReconciler] = []
 
     def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:

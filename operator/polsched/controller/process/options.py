@@ -123,6 +123,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "policies, the name grace period; see docs/security.md (default: "
                         "anyone claims any free name, none of the three may be switched off, "
                         "no caps, 300 s grace)")
+    p.add_argument("--allow-disabling", metavar="PLUGIN,...", default="",
+                   help="of TaintToleration, NodeAffinity and NodeUnschedulable, which a "
+                        "policy may switch off, besides the tenancy configuration's "
+                        "allowDisabling (the operator passes its own to the Dedicated "
+                        "schedulers it deploys; default: none)")
     p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
                    help="extender URLs whose host is or resolves into these networks are "
                         "refused, when the policy is applied (spec.extenders[i].urlPrefix) "

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
-from polsched.api.tenancy import Tenancy, TenancyError, parse_tenancy
+from polsched.api.tenancy import PROTECTED_PLUGINS, Tenancy, TenancyError, parse_tenancy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies.ledger import BindLedger
@@ -90,7 +90,16 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     if host and port and port.isdigit():
         destinations = destinations.with_api_server(host, int(port))
     reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
-    return AdmissionRules.make(reserved, destinations, read_tenancy(args.tenancy_config),
+    tenancy = read_tenancy(args.tenancy_config)
+    switch_off = [n.strip() for n in args.allow_disabling.split(",") if n.strip()]
+    for name in switch_off:
+        if name not in PROTECTED_PLUGINS:
+            raise SystemExit(f"polsched: --allow-disabling: {name!r} is not one of "
+                             f"{', '.join(PROTECTED_PLUGINS)}")
+    if switch_off:
+        tenancy = dataclasses.replace(
+            tenancy, allow_disabling=tenancy.allow_disabling | set(switch_off))
+    return AdmissionRules.make(reserved, destinations, tenancy,
                                allow_default_scheduler=args.allow_default_scheduler_name)
 
 
