@@ -141,15 +141,16 @@ def check_grant(rules: AdmissionRules, policy: Policy, userinfo: Mapping[str, An
     which the API server fills from authentication) the schedulerName claimed, and on an
     UPDATE (`old`: the object before it) also the name the policy claimed before: a team
     may not take another team's policy over by renaming what it claims."""
-    groups = userinfo.get("groups") or []
+    raw_groups = userinfo.get("groups") or []
     username = str(userinfo.get("username") or "")
-    groups = [str(g) for g in groups] if isinstance(groups, list) else []
+    groups = [str(g) for g in raw_groups] if isinstance(raw_groups, list) else []
+    # (name, shadowOf, what the message adds) of each claim the request must be granted.
+    asked = [(policy.scheduler_name, policy.shadow_of, "")]
     before = claims.ObjectClaim.of(old) if old is not None else None
-    for sname, shadow, edited in (
-            (policy.scheduler_name, policy.shadow_of, ""),
-            *(((before.claimed, before.shadow_of, " (the name this policy claims before the "
-                                                   "edit)"),)
-              if before is not None and before.claimed != policy.scheduler_name else ())):
+    if before is not None and before.claimed != policy.scheduler_name:
+        asked.append((before.claimed, before.shadow_of,
+                      " (the name this policy claims before the edit)"))
+    for sname, shadow, edited in asked:
         if shadow:
             continue  # a shadow claims no name; its target's allowedShadows decides
         why = rules.tenancy.claim_refusal(sname, username, groups)
