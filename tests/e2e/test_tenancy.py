@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,9 @@ def reason(h: Harness, name: str) -> str:
 def test_a_replaced_policy_keeps_its_name_and_pods(harness: Harness, namespace: str,
                                                    nodes: NodeFactory) -> None:
     """Team B deletes and re-creates its policy (a GitOps replace); team A's idle policy
-    of the same schedulerName never receives B's pods, and takes the name over only when
-    the grace period has passed without B."""
+    of the same schedulerName never receives B's pods, not after the grace period nor
+    after a restart, and takes the name over only when the grace period has passed
+    without B."""
     h = harness
     rid = unique("grace")
     zone_a = nodes(f"{rid}-a", labels={"zone": "a"})
@@ -77,6 +79,22 @@ def test_a_replaced_policy_keeps_its_name_and_pods(harness: Harness, namespace: 
     # B's filter keeps zone a: the pod made while B was gone went to B, not A (zone b).
     wait_for(lambda: h.bound(namespace).get("during-replace") == zone_a, 15,
              "the pod bound by B's re-created policy")
+    assert reason(h, team_a) == "SchedulerNameConflict"
+    # B is now the newest claimant, A the oldest. The grace period ends with nothing to
+    # see (the name stays B's: that is the point), so its end is waited for on the clock.
+    grace_over = time.monotonic() + 21
+    wait_for(lambda: time.monotonic() > grace_over, 30, "the grace period over", interval=1)
+    h.create_pods(namespace, ["after-grace-b"], sname)
+    wait_for(lambda: h.bound(namespace).get("after-grace-b") == zone_a, 15,
+             "B still binds after the grace period")
+    assert reason(h, team_a) == "SchedulerNameConflict"
+    # And after a restart of the operator, which reads only the objects.
+    op.stop()
+    op = h.operator(f"{rid}-op2", "--tenancy-config",
+                    tenancy_file(h, rid, {"nameGraceSeconds": 20}))
+    h.create_pods(namespace, ["after-restart"], sname)
+    wait_for(lambda: h.bound(namespace).get("after-restart") == zone_a, 30,
+             "B binds after the restart")
     assert reason(h, team_a) == "SchedulerNameConflict"
 
     # Without B for the grace period, the next claimant owns the name.

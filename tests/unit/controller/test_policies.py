@@ -106,3 +106,36 @@ def test_a_recreated_policy_starts_from_scratch() -> None:
     book.observe(body("p", 1, uid="a"))
     rec, loaded = book.observe(body("p", 1, uid="b", filters=BAD_CEL))
     assert loaded and rec.loaded is None
+
+
+def conflicting(b: dict[str, Any]) -> dict[str, Any]:
+    """`b` as the operator reported it: not the owner of its name."""
+    return {**b, "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "SchedulerNameConflict"}]}}
+
+
+def test_a_re_created_owner_keeps_its_name_after_the_grace_period_and_a_restart() -> None:
+    """Team B's replace makes it the newest claimant: team A's idle, older policy, which
+    the operator reported as conflicting, does not take the name once the grace period
+    is over, nor when the operator restarts (a new book, from the objects)."""
+    clock = Clock()
+    book = PolicyBook(clock=clock)
+    book.observe(body("team-b", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    book.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                  schedulerName="s")))
+    assert book.owner_of("s") == "team-b"
+    book.forget("team-b")
+    recreated = body("team-b", created="2026-01-03T00:00:00Z", uid="again", schedulerName="s")
+    book.observe(recreated)
+    clock.now += DEFAULT_NAME_GRACE_SECONDS + 1
+    assert not book.held() and book.owner_of("s") == "team-b"
+    restarted = PolicyBook()
+    restarted.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                       schedulerName="s")))
+    restarted.observe(recreated)
+    assert restarted.owner_of("s") == "team-b"
+    # With the owner gone for good, the one left owns it, whatever it was told before.
+    later = PolicyBook(AdmissionRules(tenancy=parse_tenancy({"nameGraceSeconds": 0})))
+    later.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                   schedulerName="s")))
+    assert later.owner_of("s") == "team-a"

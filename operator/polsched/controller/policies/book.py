@@ -3,7 +3,9 @@ that loaded, and who owns which schedulerName.
 
 A schedulerName is cluster-wide, like a kube-scheduler profile: when two policies claim
 one, the older (creationTimestamp, then name) keeps it and the newer waits with
-Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admission).
+Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admission); one
+reported so never takes the name from one that was not (api.claims.owners), so the owner
+keeps it across restarts, and after re-creating itself within the grace period.
 Deleting the owner does not hand the name over at once: for the tenancy's
 nameGraceSeconds the name stays held for a policy of the owner's name, so that a delete
 and re-create (a GitOps replace) gets it back, and another team's idle policy never
@@ -51,6 +53,11 @@ class PolicyRecord:
     build_error: PolicyError | None = None
     # Why this shadow is not attached: its target does not allow it ("" otherwise).
     shadow_refusal: str = ""
+
+    @property
+    def conflicting(self) -> bool:
+        """The operator last reported it as not owning its name (api.claims)."""
+        return claims.reported_conflicting(self.status)
 
     @property
     def mode(self) -> RuntimeMode:

@@ -722,7 +722,7 @@ class PolicyReconciler:
             ready = cond.Condition(
                 cond.READY, False, cond.SCHEDULER_NAME_CONFLICT,
                 f"schedulerName {rec.claimed!r} is already used by SchedulingPolicy "
-                f"{owner!r}, which is older; change spec.schedulerName or delete {owner!r}",
+                f"{owner!r}, which owns it; change spec.schedulerName or delete {owner!r}",
                 gen)
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
