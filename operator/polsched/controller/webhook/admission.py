@@ -187,8 +187,8 @@ class Myself:
 
 async def check_claim(client: ApiClient, policy: Policy, body: Mapping[str, Any],
                       held: Held | None = None) -> None:
-    """One owner per schedulerName: refuse a policy that another existing policy
-    (older, not a shadow) already claims the name of, and a name held for a deleted
+    """One owner per schedulerName: refuse a policy whose name another existing policy
+    owns (api.claims.owners, as the operator decides), and a name held for a deleted
     owner within the grace period (controller.policies.book) for anyone but a policy of
     that owner's name. An UPDATE of the owner itself is never refused."""
     if policy.shadow_of:
