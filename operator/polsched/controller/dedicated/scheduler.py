@@ -63,7 +63,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     # A client of its own, as kube-scheduler's leader-election client (on its own
     # thread, controller.process.server): renewals never queue behind binds for the same
     # client-side budget.
-    election = Election(args.namespace, lease_name(args.policy),
+    election = Election(args.lease_namespace, lease_name(args.policy),
                         LeaseTiming(args.lease_duration, args.renew_period),
                         lease_client(args.kubeconfig, client, credentials.budget(args))
                         ) if elect else None
@@ -79,6 +79,6 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, dedicated=scope, rules=rules))
-    lease = f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else ""
+    lease = f" (lease {args.lease_namespace}/{lease_name(args.policy)})" if elect else ""
     await process.run(started=f"polsched scheduler for SchedulingPolicy {args.policy} "
                               f"started as {identity}{lease}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -36,7 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
+from polsched.api.tenancy import PROTECTED_PLUGINS, Tenancy, TenancyError, parse_tenancy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies.ledger import BindLedger
@@ -86,8 +90,29 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     if host and port and port.isdigit():
         destinations = destinations.with_api_server(host, int(port))
     reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
-    return AdmissionRules.make(reserved, destinations,
+    tenancy = read_tenancy(args.tenancy_config)
+    switch_off = [n.strip() for n in args.allow_disabling.split(",") if n.strip()]
+    for name in switch_off:
+        if name not in PROTECTED_PLUGINS:
+            raise SystemExit(f"polsched: --allow-disabling: {name!r} is not one of "
+                             f"{', '.join(PROTECTED_PLUGINS)}")
+    if switch_off:
+        tenancy = dataclasses.replace(
+            tenancy, allow_disabling=tenancy.allow_disabling | set(switch_off))
+    return AdmissionRules.make(reserved, destinations, tenancy,
                                allow_default_scheduler=args.allow_default_scheduler_name)
+
+
+def read_tenancy(path: str | None) -> Tenancy:
+    """The admin's tenancy configuration from --tenancy-config (None: the protective
+    defaults). Raises SystemExit naming the file and the field that does not parse."""
+    if not path:
+        return parse_tenancy(None)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_tenancy(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError, TenancyError) as e:
+        raise SystemExit(f"polsched: --tenancy-config {path}: {e}") from e
 
 
 async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
@@ -103,7 +128,7 @@ async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
             continue
         for *_, sockaddr in infos:
             destinations = destinations.with_api_server(str(sockaddr[0]), port)
-    return AdmissionRules(rules.reserved_scheduler_names, destinations)
+    return dataclasses.replace(rules, destinations=destinations)
 
 
 async def until_stopped() -> None:
