@@ -7,7 +7,10 @@ shadows (check_shadow). register() installs the handler in kopf's registry (kopf
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError, load_policy
@@ -19,6 +22,12 @@ from polsched.controller.webhook.configuration import WEBHOOK_ID
 from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
+
+# Validations (load_policy) run at once, each on a thread of its own; more wait their
+# turn, and the API server's webhook timeout refuses what waits too long. Loading a large
+# valid policy takes ~1 s: on the event loop, four concurrent requests stalled the
+# scheduling of every policy, the Lease's deadline checks and the probes (issue 36).
+VALIDATION_CONCURRENCY = 2
 
 
 def validate_policy(body: Any, rules: AdmissionRules = DEFAULT_RULES) -> Policy:
@@ -95,16 +104,24 @@ def plain(obj: Any) -> Any:
 
 
 def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RULES,
-             client: ApiClient | None = None) -> None:
-    """The handler (kopf routes /validate-policy to it). With `client`, the CA Secrets
+             client: ApiClient | None = None) -> Callable[..., Coroutine[Any, Any, None]]:
+    """Install the handler (kopf routes /validate-policy to it) and return it. With
+    `client`, the CA Secrets
     it can read are checked (check_ca_secrets) and a shadow against the policy it
     shadows (check_shadow)."""
-    @kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
-                      operations=["CREATE", "UPDATE"], ignore_failures=True)
+    validators = ThreadPoolExecutor(VALIDATION_CONCURRENCY,
+                                    thread_name_prefix="polsched-webhook-validate")
+
     async def _validate(body: kopf.Body, **_: Any) -> None:
-        policy = validate_policy(body, rules)
+        # Off the scheduling loop (VALIDATION_CONCURRENCY): the loader is pure and reads
+        # nothing the loop writes; kopf's body is not changed while the request runs.
+        policy = await asyncio.get_running_loop().run_in_executor(
+            validators, validate_policy, body, rules)
         if client is not None:
             await check_ca_secrets(client, policy)
             if policy.shadow_of:
                 await check_shadow(client, policy)
 
+    kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
+                     operations=["CREATE", "UPDATE"], ignore_failures=True)(_validate)
+    return _validate
