@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from polsched.framework import events as ev
-from polsched.framework.cycle_state import CycleState
+from polsched.framework.cycle_state import Budget, CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
@@ -399,13 +399,15 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
 
         # getExistingAntiAffinityCounts: only nodes with pods carrying required anti-affinity.
-        existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot)
+        existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot,
+                                                       state.budget)
         if not existing and not affinity and not anti:
             return SKIP
         affinity_counts: Counts = {}
         anti_counts: Counts = {}
         if affinity or anti:
-            affinity_counts, anti_counts = self._incoming_counts(pod, terms, snapshot)
+            affinity_counts, anti_counts = self._incoming_counts(pod, terms, snapshot,
+                                                                 state.budget)
 
         own_ns = None if lookup is None else lookup.get(pod.namespace)
         self_ok = (not affinity_counts and bool(affinity)
@@ -416,7 +418,8 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
 
     def _existing_anti_affinity_counts(self, pod: PodInfo,
                                        own_ns_labels: Mapping[str, str] | None,
-                                       snapshot: Snapshot) -> Counts:
+                                       snapshot: Snapshot,
+                                       budget: Budget | None = None) -> Counts:
         """getExistingAntiAffinityCounts: per topology pair, the existing pods whose
         required anti-affinity terms match the incoming pod; only nodes holding such pods
         are looked at. The result depends on the incoming pod's namespace, labels and
@@ -428,6 +431,8 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         def share(node: NodeInfo) -> Share:
             if not node.pods_with_required_anti_affinity:
                 return ()
+            if budget is not None:  # the attempt's time budget, once per node walked
+                budget.check(f"PreFilter {NAME}, the existing pods' anti-affinity terms")
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 if other.has_required_anti_affinity:
@@ -440,7 +445,7 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         return cast(Counts, self._counts.get(signature).sync(snapshot, share))
 
     def _incoming_counts(self, pod: PodInfo, terms: PodTerms, snapshot: Snapshot,
-                         ) -> tuple[Counts, Counts]:
+                         budget: Budget | None = None) -> tuple[Counts, Counts]:
         """getIncomingAffinityAntiAffinityCounts: per topology pair, the existing pods that
         match ALL the incoming pod's affinity terms, and those matching each of its
         anti-affinity terms. Kept per the terms across cycles unless a term has a
@@ -455,6 +460,9 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
             agg = Aggregate()
 
         def share(node: NodeInfo) -> Share:
+            if budget is not None:  # the attempt's time budget, once per node walked
+                budget.check(f"PreFilter {NAME}, the pod's {len(affinity) + len(anti)} "
+                             "required terms")
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 ns_labels = None if lookup is None else lookup.get(other.namespace)
@@ -728,12 +736,16 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         else:
             agg = Aggregate()
 
+        budget = state.budget
+
         def share(node: NodeInfo) -> Share:
             # Unless the incoming pod has preferred terms, only pods with affinity matter.
             if not has_constraints and not node.pods_with_affinity:
                 return ()
             if not node.labels:
                 return ()
+            if budget is not None:  # the attempt's time budget, once per node walked
+                budget.check(f"PreScore {NAME}")
             found: list[tuple[str, str, int]] = []
             for other in node.pods.values():
                 if has_constraints:

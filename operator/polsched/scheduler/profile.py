@@ -81,8 +81,11 @@ class Profile:
         # Started: its pods are queued and the dispatcher takes its cycles (Engine._run).
         self.started = False
         self.stopped = False
-        # In the dispatcher's ready deque; a cycle of an awaiting pipeline runs (its task).
+        # In the dispatcher's ready heap; a cycle of an awaiting pipeline runs (its task).
         self.ready = False
+        # The loop time this policy's cycles were charged, in ns (Engine._run's fair
+        # share): the ready policy charged least goes next.
+        self.vtime = 0
         self.task: asyncio.Task[None] | None = None
         # When the queue's next backoff or leftover flush is due (the dispatcher's timer).
         self.due: asyncio.TimerHandle | None = None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polsched.framework import events as ev
+from polsched.framework.budget import DEFAULT_ATTEMPT_BUDGET_SECONDS, new_budget
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     FitError,
@@ -120,8 +121,12 @@ class ScheduleOne:
     def __init__(self, hooks: EngineHooks, cache: ClusterCache, binder: Binder,
                  nominator: Nominator, preemption: Executor,
                  waiting_pods: MutableMapping[str, WaitingPod],
-                 annotate_decisions: bool = False) -> None:
+                 annotate_decisions: bool = False,
+                 attempt_budget: float | None = DEFAULT_ATTEMPT_BUDGET_SECONDS) -> None:
+        """`attempt_budget`: seconds each attempt's search may take (framework.budget);
+        None or 0: no budget."""
         self._hooks = hooks
+        self.attempt_budget = attempt_budget
         self._cache = cache
         self._binder = binder
         self._nominator = nominator
@@ -202,7 +207,8 @@ class ScheduleOne:
         for _ in range(RECHECK_RETRIES):
             pipeline = a.pipeline = s.pipeline  # a swap takes effect at the next decision
             try:
-                result = a.result = await schedule_pod(pipeline, a.pod, snapshot)
+                result = a.result = await schedule_pod(
+                    pipeline, a.pod, snapshot, budget=new_budget(self.attempt_budget))
             except PipelineError as err:
                 self.handle_failure(a, Status.error(str(err)))
                 return False
