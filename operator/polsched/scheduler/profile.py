@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from polsched.framework import pod_bounds
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
@@ -91,6 +92,9 @@ class Profile:
         self.due: asyncio.TimerHandle | None = None
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
+        # Pending pods over framework.pod_bounds' bounds, never attempted: key -> the
+        # message their FailedScheduling and PodScheduled condition say.
+        self.refused: dict[str, str] = {}
         self.warned: set[str] = set()
         # Shadow policies deciding beside this one (scheduler.shadow).
         self.shadows = ShadowSet()
@@ -116,8 +120,8 @@ class Profile:
         scheduling gates, they are never attempted."""
         active, backoff, unschedulable, gated = self.queue.sizes()
         pending, incomplete = self.queue.group_sizes()
-        sizes = (active, backoff, unschedulable, len(self.blocked) + gated, pending,
-                 incomplete)
+        sizes = (active, backoff, unschedulable,
+                 len(self.blocked) + len(self.refused) + gated, pending, incomplete)
         name = self.name
         for queue, n in zip(_PENDING_QUEUES, sizes, strict=True):
             metrics.pending_pods(name, queue, n)
@@ -135,7 +139,22 @@ class Profile:
 
     def enqueue(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]) -> None:
         """Queue `pod`, or park it among `blocked` when the policy's namespaceSelector
-        does not select its namespace (warned once, unless a PreEnqueue plugin gates it)."""
+        does not select its namespace (warned once, unless a PreEnqueue plugin gates it).
+        A pod over the bounds of framework.pod_bounds is refused first, before any
+        PreEnqueue plugin: kept among `refused`, never attempted, with a FailedScheduling
+        and PodScheduled=False naming the field (once per message)."""
+        over = pod_bounds.violation(pod.spec)
+        if over:
+            self.queue.delete(pod.key, pod.uid)
+            self.blocked.pop(pod.key, None)
+            if self.refused.get(pod.key) != over:
+                self.refused[pod.key] = over
+                self.recorder.failed_scheduling(pod, over)
+                self.recorder.set_pod_scheduled_false(pod, REASON_UNSCHEDULABLE, over)
+            self.report_pending()
+            return
+        if self.refused.pop(pod.key, None) is not None:
+            self.report_pending()
         selected = self.namespace_selected(pod, namespaces)
         was_parked = self.blocked.pop(pod.key, None) is not None
         if selected:
@@ -169,6 +188,7 @@ class Profile:
         """The pod is gone (deleted, bound by another, or no longer ours): out of the queue
         and the parked pods."""
         self.blocked.pop(pod.key, None)
+        self.refused.pop(pod.key, None)
         self.warned.discard(pod.key)
         self.queue.delete(pod.key, pod.uid)  # reports the sizes, the parked pods' too
 

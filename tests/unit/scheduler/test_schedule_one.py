@@ -21,6 +21,7 @@ from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework import events as ev
+from polsched.framework import pod_bounds
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.types import PodInfo
@@ -394,3 +395,33 @@ def test_a_pod_group_deleted_after_the_pop_sends_its_members_back_as_errors() ->
         assert not [p for p, _ in w.recorder.patches if "podgroups" in p]
 
     asyncio.run(run())
+
+
+# -- bounded pods (framework.pod_bounds) ---------------------------------------------------
+def test_a_pod_over_the_bounds_is_refused_naming_the_field_and_queued_once_within() -> None:
+    w = world(node("n1", "2"))
+    over = pod("wide", "100m")
+    over["spec"]["tolerations"] = [{"key": f"t{i}", "operator": "Exists"}
+                                   for i in range(pod_bounds.MAX_TOLERATIONS + 1)]
+    w.add_pods(over)
+    assert w.where("wide") is None  # never queued, never attempted
+    assert w.pending(metrics.GATED) == 1
+    [(key, reason, note)] = w.recorder.events
+    assert (key, reason) == ("ns/wide", "FailedScheduling")
+    assert note.startswith(f"spec.tolerations has {pod_bounds.MAX_TOLERATIONS + 1} "
+                           f"tolerations, over the bound of {pod_bounds.MAX_TOLERATIONS}")
+    [(_, patch)] = w.recorder.patches
+    [condition] = patch["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == \
+        ("PodScheduled", "False", "Unschedulable")
+    assert condition["message"] == note
+    # The same version seen again (a resync) writes nothing more.
+    w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
+    assert len(w.recorder.events) == 1 and len(w.recorder.patches) == 1
+    # Within bounds after an update: queued as any pod.
+    within = pod("wide", "100m")
+    within["metadata"]["resourceVersion"] = "2"
+    w.cache.on_pod_event("MODIFIED", within)
+    w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
+    assert w.where("wide") is q.Location.ACTIVE
+    assert w.pending(metrics.GATED) == 0
