@@ -246,6 +246,18 @@ NODE_METRICS_REQUESTS = Counter(
     "Requests for node usage to the Metrics API (metrics.k8s.io) by the node metrics "
     "watcher, by result ('success' or 'error'); none on the per-pod path")
 
+# Issue 36's guards of the shared loop: attempts ended on their time budget
+# (framework.budget) and pods refused over the pod bounds (framework.pod_bounds).
+BUDGET_EXCEEDED = Counter(
+    "polsched_attempt_budget_exceeded_total",
+    "Scheduling attempts that ended on their time budget (--attempt-budget), by profile "
+    "(the policy's schedulerName); each also counts as an 'error' attempt")
+PODS_REFUSED = Counter(
+    "polsched_pods_refused_total",
+    "Pods refused before they were queued because they are over the pod bounds (terms, "
+    "requirements, values, spread constraints, tolerations), by profile; counted once per "
+    "refusal message")
+
 ALL: tuple[Counter | Gauge | Histogram, ...] = (
     SCHEDULE_ATTEMPTS, ATTEMPT_DURATION, PENDING_PODS, POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
@@ -253,7 +265,7 @@ ALL: tuple[Counter | Gauge | Histogram, ...] = (
     PREEMPTION_VICTIMS, GOROUTINES, PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION,
     PODGROUP_ALGORITHM_DURATION, WORKLOAD_PREEMPTION_ATTEMPTS, WORKLOAD_PREEMPTION_VICTIMS,
     PREEMPTION_WORKLOAD_DISRUPTIONS, GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED,
-    NODE_METRICS_REQUESTS)
+    NODE_METRICS_REQUESTS, BUDGET_EXCEEDED, PODS_REFUSED)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -263,6 +275,14 @@ def schedule_attempt(profile: str, result: str, seconds: float) -> None:
     labels = (("profile", profile), ("result", result))
     SCHEDULE_ATTEMPTS.inc(labels)
     ATTEMPT_DURATION.observe(labels, seconds)
+
+
+def budget_exceeded(profile: str) -> None:
+    BUDGET_EXCEEDED.inc((("profile", profile),))
+
+
+def pod_refused(profile: str) -> None:
+    PODS_REFUSED.inc((("profile", profile),))
 
 
 def pending_pods(profile: str, queue: str, count: int) -> None:

@@ -149,6 +149,7 @@ class Profile:
             self.blocked.pop(pod.key, None)
             if self.refused.get(pod.key) != over:
                 self.refused[pod.key] = over
+                metrics.pod_refused(self.name)
                 self.recorder.failed_scheduling(pod, over)
                 self.recorder.set_pod_scheduled_false(pod, REASON_UNSCHEDULABLE, over)
             self.report_pending()

@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polsched.framework import events as ev
-from polsched.framework.budget import DEFAULT_ATTEMPT_BUDGET_SECONDS, new_budget
+from polsched.framework.budget import (
+    DEFAULT_ATTEMPT_BUDGET_SECONDS,
+    BudgetExceeded,
+    new_budget,
+)
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     FitError,
@@ -210,6 +214,8 @@ class ScheduleOne:
                 result = a.result = await schedule_pod(
                     pipeline, a.pod, snapshot, budget=new_budget(self.attempt_budget))
             except PipelineError as err:
+                if isinstance(err, BudgetExceeded):
+                    metrics.budget_exceeded(s.name)
                 self.handle_failure(a, Status.error(str(err)))
                 return False
             if s.undecided is pipeline:

@@ -193,7 +193,8 @@ class World:
             (("profile", SCHEDULER), ("queue", queue)), 0)
 
 
-def world(*nodes: Json, groups: Sequence[Json] = ()) -> World:
+def world(*nodes: Json, groups: Sequence[Json] = (), attempt_budget: float | None = None
+          ) -> World:
     cache = ClusterCache(None)
     cache.pod_groups.served = True
     for n in nodes:
@@ -215,7 +216,8 @@ def world(*nodes: Json, groups: Sequence[Json] = ()) -> World:
     hooks = Hooks(cache, profile=profile)
     binder = RecordingBinder()
     executor = Executor(cast(ApiClient, None), nominator, cache.pods, waiting)
-    attempts = ScheduleOnePodGroup(hooks, cache, binder, nominator, executor, waiting)
+    attempts = ScheduleOnePodGroup(hooks, cache, binder, nominator, executor, waiting,
+                                   attempt_budget=attempt_budget)
     return World(cache, profile, attempts, binder, recorder, hooks)
 
 
@@ -406,6 +408,7 @@ def test_a_pod_over_the_bounds_is_refused_naming_the_field_and_queued_once_withi
     w.add_pods(over)
     assert w.where("wide") is None  # never queued, never attempted
     assert w.pending(metrics.GATED) == 1
+    assert metrics.PODS_REFUSED.values == {(("profile", SCHEDULER),): 1}
     [(key, reason, note)] = w.recorder.events
     assert (key, reason) == ("ns/wide", "FailedScheduling")
     assert note.startswith(f"spec.tolerations has {pod_bounds.MAX_TOLERATIONS + 1} "
@@ -418,6 +421,7 @@ def test_a_pod_over_the_bounds_is_refused_naming_the_field_and_queued_once_withi
     # The same version seen again (a resync) writes nothing more.
     w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
     assert len(w.recorder.events) == 1 and len(w.recorder.patches) == 1
+    assert metrics.PODS_REFUSED.values == {(("profile", SCHEDULER),): 1}
     # Within bounds after an update: queued as any pod.
     within = pod("wide", "100m")
     within["metadata"]["resourceVersion"] = "2"
@@ -425,3 +429,36 @@ def test_a_pod_over_the_bounds_is_refused_naming_the_field_and_queued_once_withi
     w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
     assert w.where("wide") is q.Location.ACTIVE
     assert w.pending(metrics.GATED) == 0
+
+
+# -- the time budget (framework.budget) ----------------------------------------------------
+def test_an_attempt_over_its_budget_fails_as_an_error_naming_it_and_backs_off() -> None:
+    async def run() -> None:
+        # A budget of a nanosecond: the first check after the attempt began is past it.
+        w = world(node("n1", "2"), attempt_budget=1e-9)
+        w.add_pods(pod("a", "100m"))
+        await w.cycle()
+        assert not w.binder.binds
+        assert w.where("a") is q.Location.BACKOFF
+        [(key, reason, note)] = w.recorder.events
+        assert (key, reason) == ("ns/a", "FailedScheduling")
+        assert note.startswith("the scheduling attempt used its time budget of 1e-09s "
+                               "(--attempt-budget) in PreFilter before ")
+        [(_, patch)] = w.recorder.patches
+        [condition] = patch["status"]["conditions"]
+        assert (condition["reason"], condition["message"]) == ("SchedulerError", note)
+        assert metrics.BUDGET_EXCEEDED.values == {(("profile", SCHEDULER),): 1}
+
+    asyncio.run(run())
+
+
+def test_without_a_budget_the_same_attempt_binds() -> None:
+    async def run() -> None:
+        w = world(node("n1", "2"), attempt_budget=None)
+        w.add_pods(pod("a", "100m"))
+        await w.cycle()
+        [b] = w.binder.binds
+        assert b.node == "n1"
+        assert not metrics.BUDGET_EXCEEDED.values
+
+    asyncio.run(run())
