@@ -144,35 +144,37 @@ class Profile:
         PreEnqueue plugin: kept among `refused`, never attempted, with a FailedScheduling
         and PodScheduled=False naming the field (once per message)."""
         over = pod_bounds.violation(pod.spec)
+        refused_before = self.refused.pop(pod.key, None)
+        was_parked = self.blocked.pop(pod.key, None) is not None
         if over:
-            self.queue.delete(pod.key, pod.uid)
-            self.blocked.pop(pod.key, None)
-            if self.refused.get(pod.key) != over:
-                self.refused[pod.key] = over
+            self.refused[pod.key] = over
+            if refused_before != over:
                 metrics.pod_refused(self.name)
                 self.recorder.failed_scheduling(pod, over)
                 self.recorder.set_pod_scheduled_false(pod, REASON_UNSCHEDULABLE, over)
-            self.report_pending()
-            return
-        if self.refused.pop(pod.key, None) is not None:
-            self.report_pending()
-        selected = self.namespace_selected(pod, namespaces)
-        was_parked = self.blocked.pop(pod.key, None) is not None
-        if selected:
-            self.queue.add(pod)
-        else:
             self.queue.delete(pod.key, pod.uid)
-            self.blocked[pod.key] = pod
-            # A gated pod is left alone, even by this warning (SchedulingGates): the
-            # queue's PreEnqueue says which, as it would if the pod were queued.
-            if pod.key not in self.warned and not self.queue.gating_plugin(pod):
-                self.warned.add(pod.key)
-                self.recorder.event(
-                    pod, WARNING, "FailedScheduling", "Scheduling",
-                    f'namespace "{pod.namespace}" is not selected by '
-                    f'spec.namespaceSelector of SchedulingPolicy "{self.policy.name}": '
-                    "the pod stays Pending; label the namespace or change the selector")
-        if selected is was_parked:  # the parked pods (counted as gated) changed
+            # Parked and refused pods both count as gated: the count moved only if the
+            # pod was neither before.
+            changed = refused_before is None and not was_parked
+        else:
+            selected = self.namespace_selected(pod, namespaces)
+            if selected:
+                self.queue.add(pod)
+            else:
+                self.queue.delete(pod.key, pod.uid)
+                self.blocked[pod.key] = pod
+                # A gated pod is left alone, even by this warning (SchedulingGates): the
+                # queue's PreEnqueue says which, as it would if the pod were queued.
+                if pod.key not in self.warned and not self.queue.gating_plugin(pod):
+                    self.warned.add(pod.key)
+                    self.recorder.event(
+                        pod, WARNING, "FailedScheduling", "Scheduling",
+                        f'namespace "{pod.namespace}" is not selected by '
+                        f'spec.namespaceSelector of SchedulingPolicy "{self.policy.name}": '
+                        "the pod stays Pending; label the namespace or change the selector")
+            # The parked pods (counted as gated) changed.
+            changed = selected is was_parked or refused_before is not None
+        if changed:
             self.report_pending()
 
     def unpark(self, namespace: str | None = None) -> list[PodInfo]:
