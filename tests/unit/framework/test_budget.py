@@ -116,3 +116,22 @@ def test_zero_or_none_is_no_budget() -> None:
     assert new_budget(None) is None
     b = new_budget(DEFAULT_ATTEMPT_BUDGET_SECONDS)
     assert b is not None and b.seconds == DEFAULT_ATTEMPT_BUDGET_SECONDS
+
+
+def test_pod_topology_spread_checks_while_counting_the_pods_its_constraints_select() -> None:
+    # Reads: the budget's start, the runtime's check before PodTopologySpread's PreFilter,
+    # then the plugin's own once per node it counts: the third is past the deadline.
+    pl = build(filters=[{"name": "PodTopologySpread"}], defaults=False)
+    existing = [make_pod().name(f"e{i}").label("app", "web").node(f"n{i:03d}").info()
+                for i in range(6)]
+    incoming = make_pod().name("new").label("app", "web").spec(topologySpreadConstraints=[
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "web"}}}]).info()
+    with pytest.raises(BudgetExceeded,
+                       match=r"in PodTopologySpread, counting the pods its constraints select"):
+        asyncio.run(schedule_pod(pl, incoming, nodes(9, *existing),
+                                 budget=AttemptBudget(1.0, clock_expiring_after(2))))
+    # Within the budget the same pipeline decides.
+    result = asyncio.run(schedule_pod(pl, incoming, nodes(9, *existing),
+                                      budget=AttemptBudget(60.0)))
+    assert result.node is not None
