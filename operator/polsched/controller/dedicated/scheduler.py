@@ -71,7 +71,8 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
                            if args.extender_ca_dir else None)
     config = ProcessConfig(identity, election, args.status_interval,
-                           EngineOptions(node_metrics_interval=args.node_metrics_interval),
+                           EngineOptions(node_metrics_interval=args.node_metrics_interval,
+                                         attempt_budget=args.attempt_budget),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration),
                            metrics_listen=args.metrics_listen,
                            health_listen=args.health_listen, policy=args.policy,

@@ -208,6 +208,9 @@ class PolicyReconciler:
                     log.info("SchedulingPolicy %s: generation %d loaded", rec.name,
                              rec.generation)
                 loads.append((rec, time.perf_counter() - started))
+                # A large valid policy takes ~1 s to load: let the loop turn between
+                # them (binds, events, the webhook) rather than after the whole listing.
+                await asyncio.sleep(0)
             if not loads and not self._retry and not self._reseed:
                 return
             started = time.perf_counter()

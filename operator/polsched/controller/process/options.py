@@ -21,6 +21,21 @@ DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
 NODE_METRICS_INTERVAL = 15.0
 
 
+# framework.budget.DEFAULT_ATTEMPT_BUDGET_SECONDS (the parser imports only the standard
+# library: test_layers).
+DEFAULT_ATTEMPT_BUDGET = 1.0
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError("must be from 0 (no budget) to 60 seconds")
+    return value
+
+
 def _interval(text: str) -> float:
     try:
         value = float(text)
@@ -115,6 +130,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "Metrics API (metrics.k8s.io), for policies whose scorers do not set "
                         "metricsIntervalSeconds; nothing is read without such a policy "
                         "(default %(default)s)")
+    p.add_argument("--attempt-budget", type=_budget, default=DEFAULT_ATTEMPT_BUDGET,
+                   metavar="SECONDS",
+                   help="the time one scheduling attempt's search may take (PreFilter, "
+                        "Filter, Score, DRA allocation); past it the attempt ends with a "
+                        "FailedScheduling naming this budget and the pod is retried after "
+                        "a backoff, so one pod cannot hold the loop every policy shares; "
+                        "0: no budget (default %(default)s)")
     p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
                    help="schedulerNames no policy may claim, besides default-scheduler "
                         "(reserved unless --allow-default-scheduler-name): the profiles of "

@@ -51,6 +51,7 @@ from polsched.controller.process import credentials, gcpolicy, secure_metrics
 from polsched.controller.process.endpoints import Endpoints, probes_for, serve_metrics
 from polsched.controller.process.health import Liveness
 from polsched.controller.process.leases import LeaseThread, LeaseTiming
+from polsched.controller.process.loopwatch import LoopWatch
 from polsched.controller.process.options import (
     DEFAULT_EXTENDER_DENY,
     DEFAULT_EXTENDER_DENY_IN_CLUSTER,
@@ -180,6 +181,10 @@ class ProcessConfig:
     secure_metrics: secure_metrics.Options | None = None
     # The one policy this process watches (a Dedicated scheduler's); None: every policy.
     policy: str | None = None
+    # How long the scheduling loop may stand still before /healthz fails: far above any
+    # attempt (the cost model and the budgets bound those), below the restart a stuck
+    # process deserves. The kubelet's probe adds its period x failureThreshold.
+    max_loop_lag: float = 30.0
 
 
 def lease_client(kubeconfig: str | None, client: ApiClient,
@@ -214,6 +219,10 @@ class Process:
         election = config.election
         # What /healthz reports: the engine's loop, the watched tasks, the leadership.
         self.liveness = Liveness(grace=config.liveness_grace)
+        # Says when the loop stands still, and where (binds and events wait meanwhile);
+        # /healthz fails once its lag passes max_loop_lag.
+        self.loopwatch = LoopWatch()
+        self.liveness.lag("scheduling loop", self.loopwatch.lag, config.max_loop_lag)
         self.elector: LeaseThread | None = None
         deadline = None
         if election is not None:
@@ -305,13 +314,15 @@ class Process:
         # The cache's lists (sent by controller.process.boot) are applied while the rest
         # sets up (`prerequisite`, the metrics server, kopf): the sync is the longest part
         # of the start-up.
+        self.loopwatch.start()
         sync = loop.create_task(self.engine.start(), name="polsched-sync")
         ready, healthy = probes_for(self.engine, self.liveness)
         try:
             # Ready once the cache has synced (engine.start() returns then), while healthy.
             self._probes = await serve_metrics(cfg.metrics_listen, ready, healthy,
-                                               cfg.health_listen, cfg.secure_metrics,
-                                               self.client)
+                                               cfg.health_listen, self.liveness.explain,
+                                               None if cfg.secure_metrics is None else
+                                               (cfg.secure_metrics, self.client))
             if prerequisite is not None:
                 await prerequisite
             main = until()
@@ -355,6 +366,7 @@ class Process:
                 await t
         await self.engine.stop()
         await self.client.close()
+        await self.loopwatch.stop()
 
     async def close(self) -> None:
         """Stop the process, once: no more policy events and no new binds, then the last
@@ -384,3 +396,4 @@ class Process:
         await self.client.close()
         if self._probes is not None:
             await self._probes.cleanup()
+        await self.loopwatch.stop()

@@ -9,8 +9,10 @@ WEBHOOK_ID).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from polsched.api import (
@@ -31,6 +33,12 @@ from polsched.controller.webhook.configuration import WEBHOOK_ID
 from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
+
+# Validations (load_policy) run at once, each on a thread of its own; more wait their
+# turn, and the API server's webhook timeout refuses what waits too long. Loading a large
+# valid policy takes ~1 s: on the event loop, four concurrent requests stalled the
+# scheduling of every policy, the Lease's deadline checks and the probes (issue 36).
+VALIDATION_CONCURRENCY = 2
 
 
 def validate_policy(body: Any, rules: AdmissionRules = DEFAULT_RULES) -> Policy:
@@ -243,20 +251,26 @@ def same_spec(body: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
 
 
 def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RULES,
-             client: ApiClient | None = None, held: Held | None = None) -> None:
-    """The handler (kopf routes /validate-policy to it). The requesting user must be
-    granted the schedulerName, and on an UPDATE the one claimed before (check_grant),
-    except this process itself writing metadata (its last-good record). With `client`,
-    a CREATE or an UPDATE of the spec is checked against the other claimants and `held`
-    (check_claim), its CA Secrets (check_ca_secrets) and, for a shadow, the policy it
-    shadows (check_shadow); an UPDATE that leaves the spec as it was names nothing new
-    and skips those."""
+             client: ApiClient | None = None,
+             held: Held | None = None) -> Callable[..., Coroutine[Any, Any, None]]:
+    """Install the handler (kopf routes /validate-policy to it) and return it. The policy
+    is loaded off the scheduling loop, VALIDATION_CONCURRENCY at a time. The requesting
+    user must be granted the schedulerName, and on an UPDATE the one claimed before
+    (check_grant), except this process itself writing metadata (its last-good record).
+    With `client`, a CREATE or an UPDATE of the spec is checked against the other
+    claimants and `held` (check_claim), its CA Secrets (check_ca_secrets) and, for a
+    shadow, the policy it shadows (check_shadow); an UPDATE that leaves the spec as it
+    was names nothing new and skips those."""
     myself = Myself(client) if client is not None else None
+    validators = ThreadPoolExecutor(VALIDATION_CONCURRENCY,
+                                    thread_name_prefix="polsched-webhook-validate")
 
-    @kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
-                      operations=["CREATE", "UPDATE"], ignore_failures=True)
-    async def _validate(body: kopf.Body, userinfo: kopf.UserInfo, **kwargs: Any) -> None:
-        policy = validate_policy(body, rules)
+    async def _validate(body: kopf.Body, userinfo: kopf.UserInfo | None = None,
+                        **kwargs: Any) -> None:
+        # Off the scheduling loop (VALIDATION_CONCURRENCY): the loader is pure and reads
+        # nothing the loop writes; kopf's body is not changed while the request runs.
+        policy = await asyncio.get_running_loop().run_in_executor(
+            validators, validate_policy, body, rules)
         # kopf's `old`: the object before an UPDATE (None on CREATE).
         new, before, user = plain(body), plain(kwargs.get("old")), plain(userinfo) or {}
         unchanged = same_spec(new, before)
@@ -268,3 +282,7 @@ def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RU
         await check_ca_secrets(client, policy, user)
         if policy.shadow_of:
             await check_shadow(client, policy)
+
+    kopf.on.validate(GROUP, VERSION, PLURAL, id=WEBHOOK_ID, registry=registry,
+                     operations=["CREATE", "UPDATE"], ignore_failures=True)(_validate)
+    return _validate
