@@ -25,7 +25,7 @@ RUN python3 -m venv /venv \
 FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3-minimal libpython3.11-stdlib \
-         ca-certificates \
+         ca-certificates libstdc++6 \
     && rm -rf /var/lib/apt/lists/* /var/cache/* /var/log/* /usr/bin/openssl /usr/bin/c_rehash \
     && echo 'polsched:x:10001:10001:polsched:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \
     && echo 'polsched:x:10001:' >> /etc/group \
