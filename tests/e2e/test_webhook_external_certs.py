@@ -92,6 +92,10 @@ def inject(h: Harness, port: int, ca: str) -> dict[str, Any]:
     Certificate's ca.crt); it calls the webhook at its URL, as a local process serves it."""
     conf = bare_configuration(port)
     conf["webhooks"][0]["clientConfig"]["caBundle"] = base64.b64encode(ca.encode()).decode()
+    # Fail, as the chart installs it: a call that fails (the apiserver still on the
+    # previous caBundle) refuses the policy without its field path, and the check is
+    # retried, rather than admitting the invalid policy unchecked.
+    conf["webhooks"][0]["failurePolicy"] = "Fail"
     h.cluster.apply(conf)
     return conf
 
