@@ -48,8 +48,9 @@ build() {
 }
 
 run_tests() {
-  local promtool work
+  local promtool
   promtool=$(build)
+  # Global, not local: the EXIT trap runs after this function has returned (set -u).
   work=$(mktemp -d "${TMPDIR:-/tmp}/polsched-promtool-XXXXXX")
   trap 'rm -rf "$work"' EXIT
   python3 - "$root/manifests/monitoring/prometheusrule.yaml" "$work/rules.yaml" <<'PY'

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from polsched.controller.process.options import DEDICATED_LEASE_NAMESPACE
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import (
@@ -46,7 +47,7 @@ def deployment(h: Harness, name: str) -> dict[str, Any] | None:
 
 
 def lease_holder(h: Harness, name: str) -> str:
-    p = h.cluster.kubectl("get", "lease", name, "-n", NS, "-o",
+    p = h.cluster.kubectl("get", "lease", name, "-n", DEDICATED_LEASE_NAMESPACE, "-o",
                           "jsonpath={.spec.holderIdentity}", check=False)
     return p.stdout.strip() if p.returncode == 0 else ""
 

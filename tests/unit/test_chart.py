@@ -84,10 +84,13 @@ def by_key(objs: list[Obj]) -> dict[tuple[str, str, str, str], Obj]:
     return out
 
 
-def assert_same_install(chart: list[Obj], rendered: list[Obj]) -> None:
-    """Object by object: the chart's are render's, except render's Namespace (Helm's
-    release lives in the namespace, so it exists before the chart installs)."""
-    want = by_key([o for o in rendered if o["kind"] != "Namespace"])
+def assert_same_install(chart: list[Obj], rendered: list[Obj],
+                        namespace: str = "polsched-system") -> None:
+    """Object by object: the chart's are render's, except render's Namespace of the
+    operator (Helm's release lives in the namespace, so it exists before the chart
+    installs; polsched-leases, the Dedicated schedulers', is the chart's too)."""
+    want = by_key([o for o in rendered
+                   if o["kind"] != "Namespace" or o["metadata"]["name"] != namespace])
     got = by_key([without_helm(o) for o in chart])
     assert sorted(got) == sorted(want), "the chart and render install different objects"
     for k, o in want.items():
@@ -102,7 +105,8 @@ def test_namespace_and_image_move_in_both_front_ends_alike(helm: str) -> None:
     chart = helm_template(helm, "--set", "image.repository=registry.example/team/polsched",
                           "--set", "image.tag=9.8.7", namespace="sched")
     assert_same_install(chart, render_operator("--namespace", "sched", "--image",
-                                               "registry.example/team/polsched:9.8.7"))
+                                               "registry.example/team/polsched:9.8.7"),
+                        namespace="sched")
 
 
 def test_every_object_carries_helms_labels(helm: str) -> None:
@@ -217,6 +221,45 @@ def test_tenancy_reserves_scheduler_names_and_refuses_what_is_not_enforced(helm:
     p = subprocess.run([helm, "template", str(CHART), "--set", "tenancy.teams[0].name=a"],
                        capture_output=True, text=True)
     assert p.returncode != 0 and "not enforced yet" in p.stderr
+
+
+TENANCY = {"schedulerNames": [{"names": ["team-a-*", "batch"], "groups": ["team-a"],
+                               "users": ["system:serviceaccount:argocd:app<&>"]}],
+           "allowDisabling": ["NodeUnschedulable"], "nameGraceSeconds": 60,
+           "dedicated": {"maxPolicies": 3, "maxReplicas": 2,
+                         "maxResources": {"cpu": "1500m", "memory": "4Gi"}}}
+
+
+def test_tenancy_config_and_webhook_network_policy_install_as_render_does(
+        helm: str, tmp_path: Path) -> None:
+    """tenancy.config and webhook.networkPolicy.apiServerCIDRs are render's
+    --tenancy-config and --webhook-allow-from: the same ConfigMap (byte for byte), mount,
+    flag and NetworkPolicy."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"tenancy": {"config": TENANCY}, "webhook": {
+        "networkPolicy": {"apiServerCIDRs": ["10.0.0.0/24", "fd00::/64"]}}}))
+    config = tmp_path / "tenancy.yaml"
+    config.write_text(yaml.safe_dump({"apiVersion": "polsched.io/v1alpha1",
+                                      "kind": "SchedulingTenancy", **TENANCY}))
+    chart = helm_template(helm, "-f", str(values))
+    assert {o["kind"] for o in chart} >= {"ConfigMap", "NetworkPolicy"}
+    assert_same_install(chart, render_operator("--tenancy-config", str(config),
+                                               "--webhook-allow-from",
+                                               "10.0.0.0/24,fd00::/64"))
+
+
+def test_the_network_policy_lets_in_the_metrics_port_only_when_it_is_exposed(
+        helm: str) -> None:
+    def ports(*args: str) -> list[str]:
+        (np,) = [o for o in helm_template(
+            helm, "--set", "webhook.networkPolicy.apiServerCIDRs={10.0.0.0/24}", *args)
+            if o["kind"] == "NetworkPolicy"]
+        return [r["ports"][0]["port"] for r in np["spec"]["ingress"]]
+
+    assert ports() == ["webhook", "health"]
+    assert ports("--set", "metrics.service.enabled=true") == ["webhook", "health", "metrics"]
+    assert ports("--set", "metrics.secure.enabled=true") == ["webhook", "health",
+                                                             "https-metrics"]
 
 
 def run_args(objs: list[Obj]) -> argparse.Namespace:

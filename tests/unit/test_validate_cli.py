@@ -55,6 +55,10 @@ BROKEN: dict[str, tuple[str, str, int]] = {
     "status-type.yaml": ("  paused: false\nstatus:\n  boundPods: many\n", "status.boundPods",
                          8),
     "disabled.yaml": ("  disabledPlugins: [NodeLabel]\n", "spec.disabledPlugins[0]", 6),
+    # decimal.Overflow used to escape the loader and crash the command
+    "huge-quantity.yaml": ("  runtime:\n    mode: Dedicated\n    resources:\n"
+                           "      requests: {cpu: 1e999999999}\n",
+                           "spec.runtime.resources.requests.cpu", 9),
 }
 
 

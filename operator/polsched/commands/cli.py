@@ -155,6 +155,13 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--no-crd", action="store_true", help="operator: leave out the CRD")
     p.add_argument("--no-rbac", action="store_true",
                    help="operator: leave out the Namespace and RBAC")
+    p.add_argument("--tenancy-config", metavar="FILE", default=None,
+                   help="operator: the admin's SchedulingTenancy (docs/security.md), "
+                        "installed as the ConfigMap polsched-tenancy that the operator "
+                        "reads (default: none, the operator's protective defaults)")
+    p.add_argument("--webhook-allow-from", metavar="CIDR,...", default=None,
+                   help="operator: the API server's networks; adds a NetworkPolicy that "
+                        "lets only them reach the webhook (default: none, no NetworkPolicy)")
     p.set_defaults(func=_run_render)
 
 

@@ -32,6 +32,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun, snapshot
 from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
+from polsched.framework import pod_bounds
 from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
 from polsched.framework.device_classes import is_dra_extended_resource_name
@@ -256,6 +257,11 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         policy, Handle(listers=cache.listers, nominator=nominator, load=node_load,
                        pod_groups=cache.pod_groups), extenders)
     info = PodInfo.from_json(target)
+    refused = pod_bounds.violation(info.spec)
+    if refused:  # the engine never queues it (scheduler.profile): no search to explain
+        return Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
+                      nodes=[NodeReport(n.name) for n in cache.snapshot.nodes], scorers=[],
+                      winner=None, message=refused)
     gang = await _explain_gang(pipeline, cache, info)
     result = await schedule_pod(pipeline, info, cache.snapshot, explain=True)
     ex = result.explanation

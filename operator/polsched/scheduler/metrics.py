@@ -494,6 +494,20 @@ NODE_METRICS_REQUESTS = Counter(
     "watcher, by result ('success' or 'error'); none on the per-pod path",
     labels=("result",))
 
+# Issue 36's guards of the shared loop: attempts ended on their time budget
+# (framework.budget) and pods refused over the pod bounds (framework.pod_bounds).
+BUDGET_EXCEEDED = Counter(
+    "polsched_attempt_budget_exceeded_total",
+    "Scheduling attempts that ended on their time budget (--attempt-budget), by profile "
+    "(the policy's schedulerName); each also counts as an 'error' attempt",
+    labels=("profile",))
+PODS_REFUSED = Counter(
+    "polsched_pods_refused_total",
+    "Pods refused before they were queued because they are over the pod bounds (terms, "
+    "requirements, values, spread constraints, tolerations), by profile; counted once per "
+    "refusal message",
+    labels=("profile",))
+
 Metric = Counter | Gauge | Histogram | Sampled
 
 ALL: tuple[Metric, ...] = (*PROCESS,
@@ -508,7 +522,8 @@ ALL: tuple[Metric, ...] = (*PROCESS,
     BUILD_INFO, POLICY_PENDING_PODS, POLICY_CONDITION, WEBHOOK_CERT_EXPIRY,
     POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
-    GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED, NODE_METRICS_REQUESTS)
+    GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED, NODE_METRICS_REQUESTS,
+    BUDGET_EXCEEDED, PODS_REFUSED)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -518,6 +533,14 @@ def schedule_attempt(profile: str, result: str, seconds: float) -> None:
     labels = (("profile", profile), ("result", result))
     SCHEDULE_ATTEMPTS.inc(labels)
     ATTEMPT_DURATION.observe(labels, seconds)
+
+
+def budget_exceeded(profile: str) -> None:
+    BUDGET_EXCEEDED.inc((("profile", profile),))
+
+
+def pod_refused(profile: str) -> None:
+    PODS_REFUSED.inc((("profile", profile),))
 
 
 def pending_pods(profile: str, queue: str, count: int) -> None:
@@ -819,28 +842,41 @@ def import_server() -> None:
 
 async def serve(listen: str, ready: Callable[[], bool] = lambda: True,
                 healthy: Callable[[], bool] = lambda: True, *,
-                with_metrics: bool = True) -> web.AppRunner:
+                with_metrics: bool = True,
+                explain: Callable[[], str] | None = None) -> web.AppRunner:
     """Serve /metrics, /healthz and /readyz on `listen` (HOST:PORT; port 0 picks a free
     one: read it from the runner's addresses). /readyz answers 200 once `ready()` is true
     (the cache has synced), /healthz while `healthy()` is. `with_metrics=False`: the
     probes only (--health-listen: what kubelet reaches on the pod's IP tells nothing but
-    ok). Stop with `await runner.cleanup()`."""
+    ok). `explain()`: the body of a failing /healthz. Stop with `await runner.cleanup()`."""
     from aiohttp import web
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=exposition().encode(),
-                            headers={"Content-Type": CONTENT_TYPE})
+        # Served from a thread apart from the loop that updates the series
+        # (controller.process.endpoints): a series added meanwhile ends an iteration
+        # with RuntimeError; the next try reads a consistent dict.
+        for _attempt in range(4):
+            try:
+                text = exposition()
+                break
+            except RuntimeError:
+                continue
+        else:
+            text = exposition()
+        return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
 
-    def probe(check: Callable[[], bool]) -> Callable[[web.Request], object]:
+    def probe(check: Callable[[], bool],
+              why: Callable[[], str] | None = None) -> Callable[[web.Request], object]:
         async def handler(_: web.Request) -> web.Response:
             ok = check()
-            return web.Response(status=200 if ok else 503, text="ok" if ok else "not ok")
+            text = "ok" if ok else "not ok" + (f": {why()}" if why is not None else "")
+            return web.Response(status=200 if ok else 503, text=text)
         return handler
 
     app = web.Application()
     if with_metrics:
         app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", probe(healthy))  # type: ignore[arg-type]
+    app.router.add_get("/healthz", probe(healthy, explain))  # type: ignore[arg-type]
     app.router.add_get("/readyz", probe(ready))  # type: ignore[arg-type]
     host, port = parse_listen(listen)
     runner = web.AppRunner(app, access_log=None)

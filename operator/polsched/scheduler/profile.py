@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from polsched.framework import pod_bounds
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
@@ -83,13 +84,19 @@ class Profile:
         # Started: its pods are queued and the dispatcher takes its cycles (Engine._run).
         self.started = False
         self.stopped = False
-        # In the dispatcher's ready deque; a cycle of an awaiting pipeline runs (its task).
+        # In the dispatcher's ready heap; a cycle of an awaiting pipeline runs (its task).
         self.ready = False
+        # The loop time this policy's cycles were charged, in ns (Engine._run's fair
+        # share): the ready policy charged least goes next.
+        self.vtime = 0
         self.task: asyncio.Task[None] | None = None
         # When the queue's next backoff or leftover flush is due (the dispatcher's timer).
         self.due: asyncio.TimerHandle | None = None
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
+        # Pending pods over framework.pod_bounds' bounds, never attempted: key -> the
+        # message their FailedScheduling and PodScheduled condition say.
+        self.refused: dict[str, str] = {}
         self.warned: set[str] = set()
         # Shadow policies deciding beside this one (scheduler.shadow).
         self.shadows = ShadowSet()
@@ -109,8 +116,8 @@ class Profile:
         scheduling gates, they are never attempted."""
         active, backoff, unschedulable, gated = self.queue.sizes()
         pending, incomplete = self.queue.group_sizes()
-        sizes = (active, backoff, unschedulable, len(self.blocked) + gated, pending,
-                 incomplete)
+        sizes = (active, backoff, unschedulable,
+                 len(self.blocked) + len(self.refused) + gated, pending, incomplete)
         name = self.name
         for queue, n in zip(_PENDING_QUEUES, sizes, strict=True):
             metrics.pending_pods(name, queue, n)
@@ -129,22 +136,40 @@ class Profile:
 
     def enqueue(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]) -> None:
         """Queue `pod`, or park it among `blocked` when the policy's namespaceSelector
-        does not select its namespace (warned once, unless a PreEnqueue plugin gates it)."""
-        selected = self.namespace_selected(pod, namespaces)
+        does not select its namespace (warned once, unless a PreEnqueue plugin gates it).
+        A pod over the bounds of framework.pod_bounds is refused first, before any
+        PreEnqueue plugin: kept among `refused`, never attempted, with a FailedScheduling
+        and PodScheduled=False naming the field (once per message)."""
+        over = pod_bounds.violation(pod.spec)
+        refused_before = self.refused.pop(pod.key, None)
         was_parked = self.blocked.pop(pod.key, None) is not None
-        if selected:
-            self.queue.add(pod)
-        else:
+        if over:
+            self.refused[pod.key] = over
+            if refused_before != over:
+                metrics.pod_refused(self.name)
+                self.recorder.failed_scheduling(pod, over)
+                self.recorder.set_pod_scheduled_false(pod, REASON_UNSCHEDULABLE, over)
             self.queue.delete(pod.key, pod.uid)
-            self.blocked[pod.key] = pod
-            # A gated pod is left alone, even by this warning (SchedulingGates): the
-            # queue's PreEnqueue says which, as it would if the pod were queued.
-            if pod.key not in self.warned and not self.queue.gating_plugin(pod):
-                self.warned.add(pod.key)
-                self.recorder.event(
-                    pod, WARNING, "FailedScheduling", "Scheduling",
-                    not_selected_message(self.policy, pod))
-        if selected is was_parked:  # the parked pods (counted as gated) changed
+            # Parked and refused pods both count as gated: the count moved only if the
+            # pod was neither before.
+            changed = refused_before is None and not was_parked
+        else:
+            selected = self.namespace_selected(pod, namespaces)
+            if selected:
+                self.queue.add(pod)
+            else:
+                self.queue.delete(pod.key, pod.uid)
+                self.blocked[pod.key] = pod
+                # A gated pod is left alone, even by this warning (SchedulingGates): the
+                # queue's PreEnqueue says which, as it would if the pod were queued.
+                if pod.key not in self.warned and not self.queue.gating_plugin(pod):
+                    self.warned.add(pod.key)
+                    self.recorder.event(
+                        pod, WARNING, "FailedScheduling", "Scheduling",
+                        not_selected_message(self.policy, pod))
+            # The parked pods (counted as gated) changed.
+            changed = selected is was_parked or refused_before is not None
+        if changed:
             self.report_pending()
 
     def unpark(self, namespace: str | None = None) -> list[PodInfo]:
@@ -161,6 +186,7 @@ class Profile:
         """The pod is gone (deleted, bound by another, or no longer ours): out of the queue
         and the parked pods."""
         self.blocked.pop(pod.key, None)
+        self.refused.pop(pod.key, None)
         self.warned.discard(pod.key)
         self.queue.delete(pod.key, pod.uid)  # reports the sizes, the parked pods' too
 

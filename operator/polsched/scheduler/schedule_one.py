@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polsched.framework import events as ev
+from polsched.framework.budget import (
+    DEFAULT_ATTEMPT_BUDGET_SECONDS,
+    BudgetExceeded,
+    new_budget,
+)
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     FitError,
@@ -133,6 +138,15 @@ class EngineHooks(Protocol):
         (Activate)."""
 
 
+@dataclass(frozen=True)
+class AttemptSettings:
+    """How every attempt of an engine runs: `annotate_decisions` (the Binding carries the
+    decision's annotations), `attempt_budget` (seconds each attempt's search may take,
+    framework.budget; None or 0: no budget)."""
+    annotate_decisions: bool = False
+    attempt_budget: float | None = DEFAULT_ATTEMPT_BUDGET_SECONDS
+
+
 class ScheduleOne:
     """scheduleOne and its cycles, for every profile of one engine. Holds the parts the
     attempts share: the cache, the binder, the nominator, the preemption executor and the
@@ -141,14 +155,15 @@ class ScheduleOne:
     def __init__(self, hooks: EngineHooks, cache: ClusterCache, binder: Binder,
                  nominator: Nominator, preemption: Executor,
                  waiting_pods: MutableMapping[str, WaitingPod],
-                 annotate_decisions: bool = False) -> None:
+                 settings: AttemptSettings = AttemptSettings()) -> None:
         self._hooks = hooks
+        self.attempt_budget = settings.attempt_budget
         self._cache = cache
         self._binder = binder
         self._nominator = nominator
         self._preemption = preemption
         self._waiting_pods = waiting_pods
-        self._annotate = annotate_decisions
+        self._annotate = settings.annotate_decisions
         self._bindings = 0  # binding cycles under way, every profile's
 
     # -- skipPodSchedule -----------------------------------------------------------------
@@ -225,8 +240,11 @@ class ScheduleOne:
             pipeline = a.pipeline = s.pipeline  # a swap takes effect at the next decision
             began = time.perf_counter()
             try:
-                result = a.result = await schedule_pod(pipeline, a.pod, snapshot)
+                result = a.result = await schedule_pod(
+                    pipeline, a.pod, snapshot, budget=new_budget(self.attempt_budget))
             except PipelineError as err:
+                if isinstance(err, BudgetExceeded):
+                    metrics.budget_exceeded(s.name)
                 self.handle_failure(a, Status.error(str(err)))
                 return False
             metrics.scheduling_algorithm(time.perf_counter() - began)

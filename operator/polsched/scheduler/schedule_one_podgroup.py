@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from polsched.framework import podgroups as pgs
+from polsched.framework.budget import new_budget
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, ScheduleResult
 from polsched.framework.interfaces import (
@@ -84,14 +85,16 @@ class PodGroupResult:
 
 
 async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
-                              pods: Sequence[PodInfo]) -> PodGroupResult:
+                              pods: Sequence[PodInfo], budget_seconds: float | None = None
+                              ) -> PodGroupResult:
     """runRootSchedulingAlgorithm + podGroupSchedulingDefaultAlgorithm: PlacementFeasible
     first (Remaining = the members to try, Scheduled = the group's assumed and bound
     members), then each member in order on the cache's snapshot (filters and scores, no
     PostFilter), assumed and reserved so that the next one sees it, PlacementFeasible after
     each. A final Wait is Unschedulable; Success with nothing scheduled too. Everything
     assumed or reserved is reverted before this returns, whatever happens (try/finally):
-    the algorithm is a simulation."""
+    the algorithm is a simulation. `budget_seconds`: each member's search has that time
+    budget (framework.budget); None: none."""
     group_plugins = pipeline.plugins
     cycle_state = CycleState()
     out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=cycle_state)
@@ -110,7 +113,8 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
         status = st
         any_scheduled = False
         for pod in pods:
-            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state)
+            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state,
+                                          budget_seconds)
             out.members.append(res)
             if not res.status.ok and not res.status.rejected:
                 status = Status.error("failed to schedule other pod from a pod group: "
@@ -141,7 +145,8 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
 
 async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
                             reverts: list[Callable[[], None]],
-                            group_state: CycleState | None = None) -> MemberResult:
+                            group_state: CycleState | None = None,
+                            budget_seconds: float | None = None) -> MemberResult:
     """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter), then
     assume + Reserve with a revert (assumeAndReserveWithRevert)."""
     snapshot = cache.snapshot
@@ -149,7 +154,8 @@ async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInf
         return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
     try:
         result = await schedule_pod(pipeline, pod, snapshot, post_filter=False,
-                                    group_state=group_state)
+                                    group_state=group_state,
+                                    budget=new_budget(budget_seconds))
     except PipelineError as err:
         return MemberResult(pod, Status.error(str(err)))
     if result.node is None:
@@ -367,7 +373,7 @@ class ScheduleOnePodGroup(ScheduleOne):
         for a in live:
             a.pipeline = pipeline
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
-                                            [a.pod for a in live])
+                                            [a.pod for a in live], self.attempt_budget)
         metrics.pod_group_algorithm(time.perf_counter() - started)
         waiting: PodGroupPostFilterResult | None = None
         # The queue requeues the group by the algorithm's status (podGroupCycle's

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from polsched.api.admission import AdmissionRules
 from polsched.controller.dedicated.deployments import (
     EXTENDER_CA_DIR,
     SERVICE_ACCOUNT,
@@ -186,3 +187,38 @@ def test_dedicated_pods_serve_authenticated_metrics_when_the_operator_does() -> 
     c = deploy["spec"]["template"]["spec"]["containers"][0]
     assert c["args"][c["args"].index("--metrics-secure-listen") + 1] == "0.0.0.0:8443"
     assert {"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"} in c["ports"]
+
+
+def test_dedicated_schedulers_may_switch_off_what_the_admin_allows() -> None:
+    """The admin's allowDisabling reaches the Dedicated schedulers (the tenancy file is
+    the operator's): a policy the operator runs, its Dedicated scheduler loads too."""
+    import argparse
+
+    from polsched.api import PolicyError, load_policy
+    from polsched.api.tenancy import parse_tenancy
+    from polsched.controller.operator import admission_flags
+    from polsched.controller.process.options import add_run_arguments, add_scheduler_arguments
+    from polsched.controller.process.server import admission_rules
+    from polsched.plugins import CATALOG
+
+    run = argparse.ArgumentParser()
+    add_run_arguments(run)
+    operator_rules = AdmissionRules.make(tenancy=parse_tenancy(
+        {"allowDisabling": ["TaintToleration", "NodeUnschedulable"]}))
+    flags = admission_flags(run.parse_args([]), operator_rules)
+    assert flags == ["--allow-disabling=NodeUnschedulable,TaintToleration"]
+    sched = argparse.ArgumentParser()
+    add_scheduler_arguments(sched)
+    body = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": "p"},
+            "spec": {"runtime": {"mode": "Dedicated"}, "disabledPlugins": ["TaintToleration"]}}
+    rules = admission_rules(sched.parse_args(["--policy", "p", *flags]), "https://10.0.0.1")
+    assert load_policy(body, CATALOG, rules=rules).name == "p"
+    # Without it, the scheduler's defaults protect the plugin; a name not protected is
+    # refused as a flag.
+    with pytest.raises(PolicyError, match="spec.disabledPlugins"):
+        load_policy(body, CATALOG, rules=admission_rules(sched.parse_args(["--policy", "p"]),
+                                                         "https://10.0.0.1"))
+    with pytest.raises(SystemExit, match="--allow-disabling"):
+        admission_rules(sched.parse_args(["--policy", "p", "--allow-disabling=Foo"]),
+                        "https://10.0.0.1")

@@ -252,3 +252,28 @@ def test_queues_sharing_a_journal_see_the_events_of_their_pods_flight_as_their_o
     for _ in range(3 * EventJournal.TRIM_AT):
         journal.append(ev.NODE_ADD, None, node())
     assert len(journal) < EventJournal.TRIM_AT
+
+
+def test_inter_pod_affinity_hint_parses_a_parked_pod_once_per_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hint reads the parked pod's terms parsed once for this version of the pod, not
+    on every pod event in the cluster (70 ms per event per parked pod at 3000 terms)."""
+    from polsched.plugins import inter_pod_affinity as ipa
+
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    parked = pod(affinity=affinity)
+    queue = rejected_queue(parked, "InterPodAffinity")
+    parsed: list[str] = []
+    parse = ipa.PodTerms.parse
+
+    def counting(p: PodInfo, strict: bool) -> ipa.PodTerms:
+        parsed.append(p.name)
+        return parse(p, strict)
+
+    monkeypatch.setattr(ipa.PodTerms, "parse", staticmethod(counting))
+    for i in range(5):
+        assert not moved(queue, ev.ASSIGNED_POD_ADD, None,
+                         pod(f"web{i}", labels={"app": "web"}, node_name="n1"))
+    assert parsed.count(parked.name) == 1

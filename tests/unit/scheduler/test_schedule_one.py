@@ -21,6 +21,7 @@ from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework import events as ev
+from polsched.framework import pod_bounds
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.types import PodInfo
@@ -34,6 +35,7 @@ from polsched.scheduler.pipelines import build_pipeline
 from polsched.scheduler.profile import Counters, Profile
 from polsched.scheduler.queue.types import Location
 from polsched.scheduler.recorder import EventRecorder
+from polsched.scheduler.schedule_one import AttemptSettings
 from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
 
 pytestmark = pytest.mark.unit
@@ -192,7 +194,8 @@ class World:
             (("profile", SCHEDULER), ("queue", queue)), 0)
 
 
-def world(*nodes: Json, groups: Sequence[Json] = ()) -> World:
+def world(*nodes: Json, groups: Sequence[Json] = (), attempt_budget: float | None = None
+          ) -> World:
     cache = ClusterCache(None)
     cache.pod_groups.served = True
     for n in nodes:
@@ -214,7 +217,8 @@ def world(*nodes: Json, groups: Sequence[Json] = ()) -> World:
     hooks = Hooks(cache, profile=profile)
     binder = RecordingBinder()
     executor = Executor(cast(ApiClient, None), nominator, cache.pods, waiting)
-    attempts = ScheduleOnePodGroup(hooks, cache, binder, nominator, executor, waiting)
+    attempts = ScheduleOnePodGroup(hooks, cache, binder, nominator, executor, waiting,
+                                   AttemptSettings(attempt_budget=attempt_budget))
     return World(cache, profile, attempts, binder, recorder, hooks)
 
 
@@ -392,5 +396,70 @@ def test_a_pod_group_deleted_after_the_pop_sends_its_members_back_as_errors() ->
         notes = {note for _, reason, note in w.recorder.events if reason == "FailedScheduling"}
         assert notes == {'podgroup.scheduling.k8s.io "g" not found'}
         assert not [p for p, _ in w.recorder.patches if "podgroups" in p]
+
+    asyncio.run(run())
+
+
+# -- bounded pods (framework.pod_bounds) ---------------------------------------------------
+def test_a_pod_over_the_bounds_is_refused_naming_the_field_and_queued_once_within() -> None:
+    w = world(node("n1", "2"))
+    over = pod("wide", "100m")
+    over["spec"]["tolerations"] = [{"key": f"t{i}", "operator": "Exists"}
+                                   for i in range(pod_bounds.MAX_TOLERATIONS + 1)]
+    w.add_pods(over)
+    assert w.where("wide") is None  # never queued, never attempted
+    assert w.pending(metrics.GATED) == 1
+    assert metrics.PODS_REFUSED.values == {(("profile", SCHEDULER),): 1}
+    [(key, reason, note)] = w.recorder.events
+    assert (key, reason) == ("ns/wide", "FailedScheduling")
+    assert note.startswith(f"spec.tolerations has {pod_bounds.MAX_TOLERATIONS + 1} "
+                           f"tolerations, over the bound of {pod_bounds.MAX_TOLERATIONS}")
+    [(_, patch)] = w.recorder.patches
+    [condition] = patch["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == \
+        ("PodScheduled", "False", "Unschedulable")
+    assert condition["message"] == note
+    # The same version seen again (a resync) writes nothing more.
+    w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
+    assert len(w.recorder.events) == 1 and len(w.recorder.patches) == 1
+    assert metrics.PODS_REFUSED.values == {(("profile", SCHEDULER),): 1}
+    # Within bounds after an update: queued as any pod.
+    within = pod("wide", "100m")
+    within["metadata"]["resourceVersion"] = "2"
+    w.cache.on_pod_event("MODIFIED", within)
+    w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
+    assert w.where("wide") is Location.ACTIVE
+    assert w.pending(metrics.GATED) == 0
+
+
+# -- the time budget (framework.budget) ----------------------------------------------------
+def test_an_attempt_over_its_budget_fails_as_an_error_naming_it_and_backs_off() -> None:
+    async def run() -> None:
+        # A budget of a nanosecond: the first check after the attempt began is past it.
+        w = world(node("n1", "2"), attempt_budget=1e-9)
+        w.add_pods(pod("a", "100m"))
+        await w.cycle()
+        assert not w.binder.binds
+        assert w.where("a") is Location.BACKOFF
+        [(key, reason, note)] = w.recorder.events
+        assert (key, reason) == ("ns/a", "FailedScheduling")
+        assert note.startswith("the scheduling attempt used its time budget of 1e-09s "
+                               "(--attempt-budget) in PreFilter before ")
+        [(_, patch)] = w.recorder.patches
+        [condition] = patch["status"]["conditions"]
+        assert (condition["reason"], condition["message"]) == ("SchedulerError", note)
+        assert metrics.BUDGET_EXCEEDED.values == {(("profile", SCHEDULER),): 1}
+
+    asyncio.run(run())
+
+
+def test_without_a_budget_the_same_attempt_binds() -> None:
+    async def run() -> None:
+        w = world(node("n1", "2"), attempt_budget=None)
+        w.add_pods(pod("a", "100m"))
+        await w.cycle()
+        [b] = w.binder.binds
+        assert b.node == "n1"
+        assert not metrics.BUDGET_EXCEEDED.values
 
     asyncio.run(run())

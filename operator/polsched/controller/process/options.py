@@ -10,12 +10,30 @@ import argparse
 import os
 
 DEFAULT_NAMESPACE = "polsched-system"
+# Where Dedicated schedulers elect (manifests/rbac/dedicated.yaml): apart from the
+# operator's Lease, which their role therefore cannot reach.
+DEDICATED_LEASE_NAMESPACE = "polsched-leases"
 LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
 # cluster.node_metrics.DEFAULT_INTERVAL_SECONDS (not imported: this module stays light).
 NODE_METRICS_INTERVAL = 15.0
+
+
+# framework.budget.DEFAULT_ATTEMPT_BUDGET_SECONDS (the parser imports only the standard
+# library: test_layers).
+DEFAULT_ATTEMPT_BUDGET = 1.0
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError("must be from 0 (no budget) to 60 seconds")
+    return value
 
 
 def _interval(text: str) -> float:
@@ -112,6 +130,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "Metrics API (metrics.k8s.io), for policies whose scorers do not set "
                         "metricsIntervalSeconds; nothing is read without such a policy "
                         "(default %(default)s)")
+    p.add_argument("--attempt-budget", type=_budget, default=DEFAULT_ATTEMPT_BUDGET,
+                   metavar="SECONDS",
+                   help="the time one scheduling attempt's search may take (PreFilter, "
+                        "Filter, Score, DRA allocation); past it the attempt ends with a "
+                        "FailedScheduling naming this budget and the pod is retried after "
+                        "a backoff, so one pod cannot hold the loop every policy shares; "
+                        "0: no budget (default %(default)s)")
     p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
                    help="schedulerNames no policy may claim, besides default-scheduler "
                         "(reserved unless --allow-default-scheduler-name): the profiles of "
@@ -122,6 +147,18 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "names no scheduler: only when polsched replaces kube-scheduler, "
                         "which must not run (docs/replacing-kube-scheduler.md; default: "
                         "refused)")
+    p.add_argument("--tenancy-config", metavar="FILE", default=None,
+                   help="the cluster admin's SchedulingTenancy (YAML): who may claim which "
+                        "schedulerName, which of TaintToleration, NodeAffinity and "
+                        "NodeUnschedulable a policy may switch off, caps on Dedicated "
+                        "policies, the name grace period; see docs/security.md (default: "
+                        "anyone claims any free name, none of the three may be switched off, "
+                        "no caps, 300 s grace)")
+    p.add_argument("--allow-disabling", metavar="PLUGIN,...", default="",
+                   help="of TaintToleration, NodeAffinity and NodeUnschedulable, which a "
+                        "policy may switch off, besides the tenancy configuration's "
+                        "allowDisabling (the operator passes its own to the Dedicated "
+                        "schedulers it deploys; default: none)")
     p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
                    help="extender URLs whose host is or resolves into these networks are "
                         "refused, when the policy is applied (spec.extenders[i].urlPrefix) "
@@ -189,6 +226,10 @@ def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
                    help="elect with a Lease named after the policy (default true, as "
                         "kube-scheduler); false only for a single process run by hand "
                         "(auto: the same as true)")
+    p.add_argument("--lease-namespace", default=DEDICATED_LEASE_NAMESPACE,
+                   help="the namespace of the policy's Lease; the install grants Dedicated "
+                        "schedulers Leases only there, apart from the operator's Lease "
+                        "(default %(default)s)")
     p.add_argument("--extender-ca-dir", metavar="DIR", default=None,
                    help="the extenders' CA Secrets of --namespace as mounted in this pod, "
                         "DIR/SECRET/ca.crt (the Deployment the operator renders sets it); "

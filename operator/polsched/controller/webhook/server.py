@@ -31,6 +31,10 @@ from polsched.scheduler import metrics
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL = 3600.0
+# The largest AdmissionReview read: an UPDATE carries the object and the old object, each
+# at most etcd's 1.5 MiB request limit, in a small envelope. Larger bodies are refused
+# (413) before they are parsed; aiohttp's implicit 1 MiB refused large valid updates.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 # After a new CA: the bundle (old + new CA) is published first; the server switches to a
 # certificate of the new CA once the apiserver has had time to read the new bundle.
 CA_SWITCH_DELAY = 10.0
@@ -119,7 +123,7 @@ class ManagedWebhookServer:
         certs = await self._first_certificates()
         context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
         load_into(context, certs)
-        app = aiohttp.web.Application()
+        app = aiohttp.web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.add_routes([aiohttp.web.post("/{id:.*}", serve)])
         runner = aiohttp.web.AppRunner(app, handle_signals=False)
         await runner.setup()

@@ -607,6 +607,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return self._unavailable(s, unavailable)
         assert s.allocator is not None
         s.allocator.deadline = time.monotonic() + self.filter_timeout
+        budget = state.budget
+        if budget is not None:  # the attempt's time budget (framework.budget) ends it first
+            budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+            s.allocator.deadline = min(s.allocator.deadline, budget.deadline)
         claims = [s.claims[i].claim for i in indexes]
         if s.extended is not None and s.extended in indexes:
             variant = s.ext_by_node[node.name]
@@ -618,6 +622,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return Status.unresolvable(str(e))
         except AllocatorError as e:
             if "took too long" in str(e):
+                if budget is not None:
+                    budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
                 return Status.error(f"node {node.name}: timed out trying to allocate devices")
             return Status.error(str(e))
         if results is None or len(results) != len(indexes):
