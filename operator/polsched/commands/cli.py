@@ -45,6 +45,10 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _run_operator(args: argparse.Namespace) -> int:
     if args.webhook_service and not args.webhook_listen:  # before anything is sent
         raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
+    if args.webhook_certificates == "external" and not args.webhook_service:
+        raise SystemExit("polsched: --webhook-certificates external needs --webhook-service: "
+                         "the issuer's certificate names the Service, and its CA injector "
+                         "fills the in-cluster configuration's caBundle")
     if (args.webhook_ca_secret or "polsched-webhook-ca") == \
             (args.webhook_secret or "polsched-webhook-tls"):
         raise SystemExit("polsched: --webhook-ca-secret must name another Secret than "

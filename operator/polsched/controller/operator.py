@@ -82,6 +82,13 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
     names = (server.service_names(service[0], service[1]) if service is not None
              else [server.split_listen(args.webhook_listen)[0]])
     certs: rotator.CertificateSource
+    if getattr(args, "webhook_certificates", "self-managed") == "external":
+        # Served as the issuer (cert-manager) keeps them; its CA injector, not this
+        # process, puts the CA into the configuration's caBundle.
+        certs = rotator.ExternalCertificates(client, args.namespace,
+                                             args.webhook_secret or rotator.DEFAULT_SECRET)
+        return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
+                                           publish=None, ca_switch_delay=0.0)
     if service is not None or args.webhook_secret is not None:
         certs = rotator.CertificateManager(client, args.namespace,
                                            args.webhook_secret or rotator.DEFAULT_SECRET, names,

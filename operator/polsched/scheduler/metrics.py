@@ -763,6 +763,43 @@ reaches it: the chart's `metrics.service.enabled` and `metrics.serviceMonitor.en
 [manifests/monitoring/](../manifests/monitoring/) (Service, ServiceMonitor, PodMonitor for
 Dedicated schedulers, alerts as a PrometheusRule, and a Grafana dashboard).
 
+## Scraping with authentication, from the Helm chart
+
+`--metrics-secure-listen` serves `/metrics` over HTTPS to bearer tokens the API server
+authenticates (TokenReview) and allows to `get` the non-resource URL `/metrics`
+(SubjectAccessReview), as kube-scheduler's secure port does; the plain listener stays on
+the loopback. With the chart and the Prometheus Operator (kube-prometheus-stack):
+
+```yaml
+metrics:
+  secure:
+    enabled: true          # --metrics-secure-listen 0.0.0.0:8443, port https-metrics,
+                           # the RBAC for both reviews, ClusterRole polsched-metrics-reader
+    readerServiceAccounts: # who may read /metrics: your Prometheus's ServiceAccount
+      - {name: prometheus-kube-prometheus-prometheus, namespace: monitoring}
+  service:
+    enabled: true          # Service polsched-metrics, HTTPS port only
+  serviceMonitor:
+    enabled: true          # scheme https, Prometheus's ServiceAccount token
+    labels: {release: prometheus}
+  prometheusRule:
+    enabled: true          # the alerts of manifests/monitoring/prometheusrule.yaml
+    labels: {release: prometheus}
+  dashboard:
+    enabled: true          # ConfigMap polsched-dashboard, label grafana_dashboard: "1"
+```
+
+The certificate is self-signed (made at start): the ServiceMonitor skips its
+verification, and the token is what lets a scraper in. A token without the reader role
+gets 403, no token 401. Check it from a pod of the Prometheus ServiceAccount, or with a
+token of your own: `kubectl create token prometheus-kube-prometheus-prometheus -n
+monitoring`, then `curl -k -H "Authorization: Bearer $TOKEN"
+https://polsched-metrics.polsched-system.svc:8443/metrics`. Dedicated schedulers follow
+the operator's `--metrics-secure-listen` (port `https-metrics`); without the chart, see
+[manifests/monitoring/kustomization.yaml](../manifests/monitoring/kustomization.yaml).
+
+## Metrics
+
 kube-scheduler's stable and beta metrics (v1.37) keep their names, labels and buckets; a
 `profile` is a policy's `schedulerName`. A few are registered but not observed yet (their
 help says so): dashboards that chart them show no data. polsched exports no `go_*`

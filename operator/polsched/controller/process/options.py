@@ -195,6 +195,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "and key, apart from --webhook-secret so that only the operator "
                         "reads the CA key (default polsched-webhook-ca; used with "
                         "--webhook-service or --webhook-secret)")
+    p.add_argument("--webhook-certificates", choices=("self-managed", "external"),
+                   default="self-managed",
+                   help="self-managed: the operator makes, renews and injects the webhook's "
+                        "CA and serving certificate (--webhook-secret, --webhook-ca-secret); "
+                        "external: another issuer (cert-manager) keeps tls.crt and tls.key in "
+                        "--webhook-secret, which the operator serves as they are and reloads "
+                        "when the Secret changes, never writing it nor the caBundle (which "
+                        "cert-manager's CA injector fills); needs --webhook-service "
+                        "(default %(default)s)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
