@@ -417,10 +417,13 @@ def dedicated_rollout(w: World) -> Result:
                                             w.workdir / f"{DEDICATED_SA}.kc")
 
     def replica(who: str, d: Json) -> None:
+        # The replicas share this host, where a pod has an IP of its own: the probes'
+        # port the Deployment gives every replica (--health-listen 0.0.0.0:8081) would
+        # collide, so they serve none (the scenario reads the Lease, not the probes).
         args = d["spec"]["template"]["spec"]["containers"][0]["args"]
         s.process(who, kubeconfig, *args, "--namespace", ns, "--identity",
                   f"{s.run}-{who}", "--lease-duration", "10", "--renew-period", "1",
-                  "--metrics-listen", "")
+                  "--metrics-listen", "", "--health-listen", "")
 
     replica("rs1-a", dep)
     wait_until(lambda: s.h.condition(name, "Ready").get("status") == "True", 30)
