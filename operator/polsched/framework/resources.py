@@ -54,8 +54,11 @@ def parse_quantity(value: Any) -> Decimal:
         raise QuantityError(f"invalid quantity {value!r}: want a number with an optional suffix "
                             "(m, k, M, G, Ki, Mi, Gi, ... or an exponent e3)")
     number, suffix = Decimal(m.group(1)), m.group(2) or ""
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        return number * (Decimal(10) ** int(suffix[1:]))
+    if suffix[:1] in ("e", "E") and suffix not in _SUFFIXES:  # 1e3 is 1000, 1Ei binary SI
+        try:
+            return number * (Decimal(10) ** int(suffix[1:]))
+        except ArithmeticError as err:  # 1e999999999: past any Decimal context
+            raise QuantityError(f"invalid quantity {value!r}: too large") from err
     return number * _SUFFIXES[suffix]
 
 

@@ -1,0 +1,161 @@
+"""A fuzz campaign: the saved corpus, then generated cases, each through the watchdog; the
+invariants only a whole run can judge (time against estimated cost); a summary.
+
+Time against cost: the CEL cost model (cel/cost.py) exists so that an expression's price
+is known before it runs. A case whose seconds per estimated unit are far above the run's
+median is one the model underprices (finding 1 of issue 36: `matches('\\w{200}')` was
+charged a few hundred units and took 110 ms per evaluation compiling its pattern).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fuzz import generators
+from tests.fuzz.watchdog import Watchdog
+
+Json = dict[str, Any]
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+# Flagged: seconds per estimated cost unit this many times the run's median, and the case
+# slow enough for it to matter (tiny times are noise on a shared machine).
+COST_RATIO = 100.0
+COST_MIN_SECONDS = 0.25
+
+
+@dataclass
+class Outcome:
+    name: str
+    case: Json
+    result: Json
+    xfail: str = ""
+
+    @property
+    def violations(self) -> list[str]:
+        found: list[str] = self.result.get("violations", [])
+        return found
+
+
+@dataclass
+class Report:
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+    # The corpus's open findings: a generated case whose every violation starts with one
+    # of these is that finding met again, counted apart and not as a failure.
+    known: tuple[str, ...] = ()
+
+    def _known(self, o: Outcome) -> bool:
+        return bool(self.known) and all(v.startswith(self.known) for v in o.violations)
+
+    def failures(self) -> list[Outcome]:
+        """The outcomes with a violation that is not an expected (xfail) one."""
+        return [o for o in self.outcomes if o.violations and not o.xfail and not self._known(o)]
+
+    def known_again(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.violations and not o.xfail and self._known(o)]
+
+    def xpassed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.xfail and not o.violations]
+
+    def summary(self) -> str:
+        kinds = Counter(o.case.get("kind", "?") for o in self.outcomes)
+        classes = Counter(v.split(":", 1)[0] for o in self.failures() for v in o.violations)
+        loaded = sum(1 for o in self.outcomes if o.result.get("loader"))
+        decisions = sum(int(o.result.get("decisions", 0)) for o in self.outcomes)
+        lines = [f"{len(self.outcomes)} cases in {self.seconds:.0f} s "
+                 f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); "
+                 f"{loaded} policies loaded, {decisions} pods decided",
+                 f"{len(self.failures())} cases with invariant violations"
+                 + (f" ({', '.join(f'{k} {n}' for k, n in classes.most_common())})"
+                    if classes else ""),
+                 f"{sum(1 for o in self.outcomes if o.xfail)} known (xfail) corpus cases, "
+                 f"{len(self.xpassed())} of them passed; {len(self.known_again())} generated "
+                 "cases met a known finding again"]
+        for o in self.failures()[:20]:
+            lines.append(f"  {o.name}: {'; '.join(o.violations)[:400]}")
+        return "\n".join(lines)
+
+
+def _repeat(obj: Json) -> Any:
+    """A json object hook: {"$repeat": n, "item": x} is n copies of x, so that a saved
+    case with thousands of equal terms stays a small file."""
+    if set(obj) == {"$repeat", "item"}:
+        return [obj["item"]] * int(obj["$repeat"])
+    return obj
+
+
+def _corpus(directory: Path) -> Iterator[Json]:
+    for path in sorted(directory.glob("*.json")):
+        doc: Json = json.loads(path.read_text(encoding="utf-8"), object_hook=_repeat)
+        doc["name"] = path.stem
+        yield doc
+
+
+def corpus_cases(directory: Path = CORPUS) -> Iterator[tuple[str, Json, str]]:
+    """(name, case, xfail reason or "") of each saved case."""
+    for doc in _corpus(directory):
+        yield doc["name"], doc["case"], str(doc.get("xfail", ""))
+
+
+def known_signatures(directory: Path = CORPUS) -> tuple[str, ...]:
+    """The violations (their beginnings) of the corpus's open findings ("signature")."""
+    return tuple(str(doc["signature"]) for doc in _corpus(directory)
+                 if doc.get("xfail") and doc.get("signature"))
+
+
+def flag_cost_outliers(outcomes: list[Outcome]) -> None:
+    """Add a `cost` violation to each outcome whose time per estimated cost unit is
+    COST_RATIO times the median of the run's cases that have an estimate."""
+    rates = {id(o): o.result["sched_seconds"] / (o.result["est_cost"] * o.result["evaluations"])
+             for o in outcomes
+             if o.result.get("est_cost") and o.result.get("evaluations")}
+    if len(rates) < 5:
+        return
+    median = statistics.median(rates.values())
+    for o in outcomes:
+        rate = rates.get(id(o))
+        if rate is not None and rate > COST_RATIO * median \
+                and o.result["sched_seconds"] > COST_MIN_SECONDS:
+            o.violations.append(f"cost: {rate:.2e} s per estimated unit, "
+                                f"{rate / median:.0f}x the median")
+
+
+def run(cases: int, seed: int, timeout: float = 10.0, corpus: Path | None = CORPUS,
+        max_rss_mib: int = 1024, duration: float | None = None,
+        findings: Path | None = None, progress: bool = False,
+        limit: int = 10**6) -> Report:
+    """The corpus (when given), then `cases` generated cases of campaign `seed`; stops
+    early after `duration` seconds. Each failing generated case is saved to `findings`.
+    `limit` caps the generators' sizes (generators.generate)."""
+    report = Report(known=known_signatures(corpus) if corpus is not None else ())
+    started = time.monotonic()
+    with Watchdog(timeout, max_rss_mib) as dog:
+        if corpus is not None:
+            for name, case, xfail in corpus_cases(corpus):
+                report.outcomes.append(Outcome(f"corpus/{name}", case, dog.run(case), xfail))
+        for i in range(cases):
+            if duration is not None and time.monotonic() - started > duration:
+                break
+            case = generators.generate(seed, i, limit)
+            outcome = Outcome(f"seed {seed} case {i}", case, dog.run(case))
+            report.outcomes.append(outcome)
+            if progress and i % 250 == 0:
+                print(f"[fuzz] {i} cases, {len(report.failures())} failing, "
+                      f"{time.monotonic() - started:.0f} s", flush=True)
+    flag_cost_outliers(report.outcomes)
+    report.seconds = time.monotonic() - started
+    if findings is not None:
+        findings.mkdir(parents=True, exist_ok=True)
+        for o in report.failures():
+            if not o.name.startswith("corpus/"):
+                path = findings / f"seed{seed}-case{o.case['index']}.json"
+                path.write_text(json.dumps({"why": o.violations, "case": o.case}),
+                                encoding="utf-8")
+    return report
