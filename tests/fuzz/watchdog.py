@@ -22,6 +22,21 @@ Json = dict[str, Any]
 
 REPO = Path(__file__).resolve().parents[2]
 POLL_SECONDS = 0.05
+_TICKS = os.sysconf("SC_CLK_TCK")
+# The time limit is on the worker's CPU time, so that a loaded machine (other jobs on the
+# same cores) does not turn slow answers into hangs; wall time gets this many times more,
+# for a worker that is stuck without burning CPU.
+WALL_FACTOR = 6.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _rss_kb(pid: int) -> int:
@@ -36,8 +51,8 @@ def _rss_kb(pid: int) -> int:
 
 
 class Watchdog:
-    """Runs cases in a worker subprocess under a time limit (seconds per case) and a
-    memory limit (MiB of the worker's RSS)."""
+    """Runs cases in a worker subprocess under a time limit (CPU seconds per case; wall
+    time WALL_FACTOR times that) and a memory limit (MiB of the worker's RSS)."""
 
     def __init__(self, timeout: float = 10.0, max_rss_mib: int = 1024) -> None:
         self.timeout = timeout
@@ -82,6 +97,7 @@ class Watchdog:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         started = time.monotonic()
+        cpu_started = _cpu_seconds(proc.pid)
         try:
             proc.stdin.write(json.dumps(case) + "\n")
             proc.stdin.flush()
@@ -105,10 +121,12 @@ class Watchdog:
                     return result
                 peak = max(peak, _rss_kb(proc.pid))
                 elapsed = time.monotonic() - started
-                if elapsed > timeout:
+                cpu = _cpu_seconds(proc.pid) - cpu_started
+                if cpu > timeout or elapsed > WALL_FACTOR * timeout:
                     self._kill()
                     return {"error": "hang", "violations": [
-                        f"hang: no answer in {timeout:g} s"], "wall_seconds": elapsed}
+                        f"hang: no answer after {cpu:.1f} s of CPU ({elapsed:.1f} s)"],
+                        "wall_seconds": elapsed}
                 if peak > self.max_rss_kb:
                     self._kill()
                     return {"error": "memory", "violations": [
