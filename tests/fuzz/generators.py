@@ -53,11 +53,20 @@ _NAMES = plugins.REGISTRY.names()
 # The largest size a generator may draw; the short test in `make test` lowers it so that
 # its few hundred cases stay quick (the corpus keeps the minimised huge cases).
 _LIMIT = [10**6]
+# What is left of the case's budget: the sum of the sizes drawn. Sizes multiply (3000
+# terms of 500 values of 100 KB), and a case must stay a file one can save and read.
+CASE_BUDGET = 2 * 10**6
+_BUDGET = [CASE_BUDGET]
 
 
 def big(rng: random.Random, *sizes: int) -> int:
-    """One of `sizes`, capped at the current limit."""
-    return min(rng.choice(sizes), _LIMIT[0])
+    """One of `sizes`, capped at the current limit and at what is left of the case's
+    budget (then the smallest)."""
+    n = min(rng.choice(sizes), _LIMIT[0])
+    if n > _BUDGET[0]:
+        n = min(sizes)
+    _BUDGET[0] -= n
+    return n
 
 
 def _string(rng: random.Random, max_len: int = 40) -> str:
@@ -169,6 +178,8 @@ def _corrupt(rng: random.Random, doc: Any, depth: int = 0) -> Any:
         return _random_json(rng, 1)
     if r < 0.5:
         item = doc[0] if isinstance(doc, list) and doc else doc
+        if isinstance(item, dict | list | str) and len(str(item)) > 100:
+            item = "x"  # a copy per element: the budget counts elements, not their size
         return [item] * big(rng, 65, 1000, 20000)
     if r < 0.65:
         return _deep(rng, big(rng, 50, 400, 900))  # json nests at most ~990 deep
@@ -386,6 +397,7 @@ def generate(seed: int, index: int, limit: int = 10**6) -> Json:
     decide with it, "selector" and "devices" for a DRA selector. `limit` caps the sizes
     of lists, strings and nesting drawn (the case records it)."""
     _LIMIT[0] = limit
+    _BUDGET[0] = CASE_BUDGET
     rng = random.Random(f"{seed}:{index}")
     kind = KINDS[index % len(KINDS)]
     case: Json = {"kind": kind, "seed": seed, "index": index, "limit": limit}
