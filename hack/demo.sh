@@ -295,6 +295,23 @@ POD
     sleep 2
   done
   k top nodes 2>/dev/null | sed 's/^/  /'
+  # The scorers see usage only once the operator has polled it for every node: until the
+  # policy's MetricsAvailable is True they give every node the same neutral score, and the
+  # pods would tie (and could land on the busiest node).
+  k wait --for=condition=MetricsAvailable spol/load-aware --timeout=120s >/dev/null \
+    || die "SchedulingPolicy load-aware: MetricsAvailable not True after 120s; see kubectl describe spol load-aware and $dev/operator.log"
+  # The condition may have been True before the usage above was served: wait for one more
+  # successful poll of the operator's, which then reads it.
+  local url polls
+  url=$(grep -o 'serving /metrics.* on http://[^ ]*' "$dev/operator.log" | tail -1 | grep -o 'http://.*')
+  if [[ -n $url ]]; then
+    node_metrics_polls() { curl -s "$url/metrics" | awk '/^polsched_node_metrics_requests_total\{result="success"\}/ {print int($2)}'; }
+    polls=$(node_metrics_polls)
+    until [[ $(node_metrics_polls) -gt ${polls:-0} ]]; do
+      ((SECONDS < deadline + 60)) || die "the operator did not poll the Metrics API again; see $dev/operator.log"
+      sleep 1
+    done
+  fi
   { pod spread-1 load-aware 500m; pod spread-2 load-aware 500m; pod spread-3 load-aware 500m; } | apply_pods
   wait_pods spread-1 spread-2 spread-3
 }

@@ -278,7 +278,10 @@ class NodeMetricsWatcher:
         now = self._clock()
         stale = tuple(sorted(n for n, node in self._nodes.items()
                              if now - node.seen > self.stale_after))
-        key = (self.last_error is None, stale)
+        # The served nodes count too: a node served for the first time leaves the
+        # "never seen" list without any node turning stale (after a first poll that the
+        # Metrics API answered before it served any node, nothing else would change).
+        key = (self.last_error is None, stale, frozenset(self._nodes))
         if key != self._missing_key:
             self._missing_key = key
             if self.on_change is not None:

@@ -2,10 +2,11 @@
 the operator use.
 
 - `render operator`: the Namespace and RBAC (manifests/rbac/*.yaml), the CRD (crds/), and
-  manifests/templates/operator.yaml.j2 (Deployment, webhook Service and configuration,
-  metrics Service). `kubectl apply -k manifests/` installs the same objects with the
-  defaults; manifests/operator.yaml is the template rendered with them (a unit test keeps
-  the two equal).
+  manifests/templates/operator.yaml.j2 (Deployment, webhook Service and configuration;
+  no metrics Service: /metrics listens on the pod's loopback, the chart's
+  metrics.service.enabled exposes it). `kubectl apply -k manifests/` installs the same
+  objects with the defaults; manifests/operator.yaml is the template rendered with them
+  (a unit test keeps the two equal).
 - `render dedicated --policy F`: a Dedicated policy's Deployment, rendered by the
   operator's own function (controller.dedicated.deployments.render); its ServiceAccount and RBAC
   are the install's (manifests/rbac/dedicated.yaml).

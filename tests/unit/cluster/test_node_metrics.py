@@ -85,6 +85,27 @@ def test_stale_after_three_intervals_and_reported() -> None:
                                         "n3 (never seen)"
 
 
+def test_a_node_served_for_the_first_time_is_reported_as_a_change() -> None:
+    """The Metrics API may answer before it serves any node (metrics-server's first
+    scrapes): the nodes it serves later leave "never seen", and the policies' condition
+    must hear of it although no node turned stale."""
+    clock = Clock()
+    w = watcher(clock)
+    changes: list[list[str]] = []
+    w.on_change = lambda: changes.append([m.node for m in w.missing(["n1", "n2"])])
+    w.ingest({"items": []})
+    w._check_changed()
+    clock.now += 10
+    w.ingest({"items": [item("n1", "1", "1Gi", "2026-01-01T00:00:10Z"),
+                        item("n2", "1", "1Gi", "2026-01-01T00:00:10Z")]})
+    w._check_changed()
+    clock.now += 10
+    w.ingest({"items": [item("n1", "1", "1Gi", "2026-01-01T00:00:20Z"),
+                        item("n2", "1", "1Gi", "2026-01-01T00:00:20Z")]})
+    w._check_changed()  # nothing changed: no call
+    assert changes == [["n1", "n2"], []]
+
+
 def test_a_shorter_interval_asked_for_wins_while_its_owner_lives() -> None:
     w = watcher(Clock())
     assert w.interval == 10

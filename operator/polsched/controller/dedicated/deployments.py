@@ -9,7 +9,7 @@ ServiceAccount and no role binding, so a policy author can never make it mint an
 or grant a role.
 
 The prefix keeps the name apart from the operator's own objects (`polsched-operator`, the
-webhook and metrics Services); and the operator applies or deletes a Deployment only if it
+webhook Service, any metrics Service); and the operator applies or deletes a Deployment only if it
 made it (ours(): the managed-by label and a controller ownerReference to a
 SchedulingPolicy of the same name). Anything else under that name is reported
 (ForeignObject) and left alone: applying with force over it, or putting our
