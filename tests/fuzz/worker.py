@@ -46,6 +46,7 @@ from polsched.plugins import CATALOG
 from polsched.plugins.expression import compile_expression
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
+from tests.fuzz import extender
 
 Json = dict[str, Any]
 
@@ -212,10 +213,15 @@ def run_case(case: Json) -> Json:
     out: Json = {"violations": [], "max_message": 0, "decisions": 0, "evaluations": 0,
                  "est_cost": 0, "sched_seconds": 0.0}
     started = time.perf_counter()
-    if "policy" in case:
+    if "policy" in case and case.get("kind") != "extender":
         _run_policy(case, out)
     if "selector" in case:
         _run_selector(case, out)
+    if case.get("kind") == "extender":
+        try:
+            extender.run(case, out)
+        except BaseException as err:  # noqa: BLE001 - the invariant: nothing else escapes
+            out["violations"].append(_escape("extender", err))
     out["seconds"] = time.perf_counter() - started
     out["rss_kb"] = _rss_kb()
     return out
