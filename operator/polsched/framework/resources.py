@@ -38,6 +38,21 @@ class QuantityError(ValueError):
     pass
 
 
+class QuantityTooLarge(QuantityError):
+    """A quantity of the API server's form whose exponent is past any Decimal context
+    ("1e999999999"): the API server admits it in a pod or a node."""
+
+    def __init__(self, message: str, negative: bool) -> None:
+        super().__init__(message)
+        self.negative = negative
+
+
+# What a quantity counts as at most, in the scheduler's unit: int64's range, as
+# resource.Quantity's Value and MilliValue are int64. Upstream's overflow to 0 would
+# count "1e999999999" cpu as nothing; here it fits no node.
+MAX_QUANTITY = 2**63 - 1
+
+
 _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
 )
@@ -58,18 +73,25 @@ def parse_quantity(value: Any) -> Decimal:
         try:
             return number * (Decimal(10) ** int(suffix[1:]))
         except ArithmeticError as err:  # 1e999999999: past any Decimal context
-            raise QuantityError(f"invalid quantity {value!r}: too large") from err
+            raise QuantityTooLarge(f"invalid quantity {value!r}: too large",
+                                   number < 0) from err
     return number * _SUFFIXES[suffix]
 
 
 def to_int(name: str, value: Any) -> int:
-    """A quantity in the scheduler's unit for resource `name` (millicores for cpu)."""
+    """A quantity in the scheduler's unit for resource `name` (millicores for cpu), within
+    +-MAX_QUANTITY."""
     key = (str(value), name == CPU)
     hit = _cache.get(key)
     if hit is not None:
         return hit
-    q = parse_quantity(value)
-    result = math.ceil(q * 1000) if name == CPU else math.ceil(q)
+    try:
+        q = parse_quantity(value)
+    except QuantityTooLarge as err:  # a pod's or a node's: admitted, so counted
+        result = -MAX_QUANTITY if err.negative else MAX_QUANTITY
+    else:
+        result = math.ceil(q * 1000) if name == CPU else math.ceil(q)
+        result = max(-MAX_QUANTITY, min(MAX_QUANTITY, result))
     if len(_cache) < 10000:
         _cache[key] = result
     return result

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.framework.resources import QuantityError, parse_quantity, pod_requests, to_int
+from polsched.framework.resources import (
+    MAX_QUANTITY,
+    QuantityError,
+    parse_quantity,
+    pod_requests,
+    to_int,
+)
 
 
 @pytest.mark.parametrize(("q", "cpu", "mem"), [
@@ -21,6 +27,22 @@ def test_quantity_rounds_up_like_milli_value(q: str, cpu: int, mem: int) -> None
 def test_bad_quantity_is_refused(bad: str) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(bad)
+
+
+@pytest.mark.parametrize(("q", "want"), [
+    ("1e999999999", MAX_QUANTITY), ("-1e999999999", -MAX_QUANTITY),
+    ("99999999999999999999Ei", MAX_QUANTITY),
+])
+def test_a_quantity_past_int64_counts_as_the_int64_bound(q: str, want: int) -> None:
+    # The API server admits "1e999999999" in a pod; a Decimal cannot hold it (a fuzz
+    # finding: decimal.Overflow escaped the cluster cache).
+    assert to_int("cpu", q) == want
+    assert to_int("memory", q) == want
+
+
+def test_a_pod_requesting_1e999999999_cpu_requests_the_most_there_is() -> None:
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e999999999"}}}]}
+    assert pod_requests(spec)["cpu"] == MAX_QUANTITY
 
 
 def c(cpu: str | None = None, mem: str | None = None, restart: str | None = None) -> dict:  # type: ignore[type-arg]
