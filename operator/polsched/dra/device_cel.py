@@ -1003,7 +1003,10 @@ class Selector:
         for name, cap in device.capacity.items():
             domain, ident = _split(name, device.driver)
             raw = cap.get("value") if isinstance(cap, Mapping) else cap
-            capacity.setdefault(domain, {})[ident] = quantity_value(Quantity.parse(raw))
+            try:
+                capacity.setdefault(domain, {})[ident] = quantity_value(Quantity.parse(raw))
+            except QuantityError as err:  # "1e999999999": past what a Decimal holds
+                raise CELError(f"capacity {name}: {err}") from err
         for domain in self._domains:
             attributes.setdefault(domain, {})
             capacity.setdefault(domain, {})
