@@ -19,11 +19,11 @@ from typing import Any
 
 from polsched import plugins
 from polsched.api.crd import openapi_schema
-from tests.fuzz import extender
+from tests.fuzz import events, extender
 
 Json = dict[str, Any]
 
-KINDS = ("policy", "cel", "selector", "pod", "extender")
+KINDS = ("policy", "cel", "selector", "pod", "extender", "events")
 
 # Strings a person would not type: controls, escapes, bidi overrides, zero-width and
 # non-BMP characters, a lone surrogate, lookalikes of ASCII.
@@ -396,7 +396,8 @@ def generate(seed: int, index: int, limit: int = 10**6) -> Json:
     """Case `index` of the campaign seeded `seed`: {"kind", "seed", "index"} and the
     inputs of its kind: "policy" (a SchedulingPolicy document), "nodes" and "pods" to
     decide with it, "selector" and "devices" for a DRA selector, and for an extender
-    case what tests.fuzz.extender.generate draws (its policy, cluster and behaviours).
+    case what tests.fuzz.extender.generate draws (its policy, cluster and behaviours),
+    for an events case tests.fuzz.events.generate's stream of policy events.
     `limit` caps the sizes of lists, strings and nesting drawn (the case records it)."""
     _LIMIT[0] = limit
     _BUDGET[0] = CASE_BUDGET
@@ -415,6 +416,8 @@ def generate(seed: int, index: int, limit: int = 10**6) -> Json:
         case["devices"] = [device(rng) for _ in range(rng.randint(1, 3))]
     elif kind == "extender":
         case.update(extender.generate(rng))
+    elif kind == "events":
+        case.update(events.generate(rng))
     else:
         case["policy"] = SIMPLE_POLICY
         _cluster(rng, case)

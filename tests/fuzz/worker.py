@@ -46,7 +46,7 @@ from polsched.plugins import CATALOG
 from polsched.plugins.expression import compile_expression
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from tests.fuzz import extender
+from tests.fuzz import events, extender
 
 Json = dict[str, Any]
 
@@ -222,6 +222,8 @@ def run_case(case: Json) -> Json:
             extender.run(case, out)
         except BaseException as err:  # noqa: BLE001 - the invariant: nothing else escapes
             out["violations"].append(_escape("extender", err))
+    if case.get("kind") == "events":
+        events.run(case, out)
     out["seconds"] = time.perf_counter() - started
     out["rss_kb"] = _rss_kb()
     return out
