@@ -563,6 +563,15 @@ def test_a_ca_that_is_not_pem_certificates_is_refused_with_its_field(ca: bytes) 
     assert "must be base64-encoded PEM CA certificates" in err.message
 
 
+@pytest.mark.parametrize("data", ["été", "🙂" * 3, "\u202e"])
+def test_ca_data_that_is_not_ascii_is_refused_with_its_field(data: str) -> None:
+    # A fuzz finding: base64 raises a bare ValueError on non-ASCII text, which escaped
+    # the loader.
+    [err] = errors({"extenders": [{**EXT, "tlsConfig": {"caData": data}}]})
+    assert err.path == "spec.extenders[0].tlsConfig.caData"
+    assert err.message == "must be base64-encoded PEM CA certificates"
+
+
 def test_a_ca_bundle_with_a_good_certificate_loads(ca_pem: str) -> None:
     bundle = base64.b64encode((ca_pem + ca_pem).encode()).decode()
     [ext] = load({"extenders": [{**EXT, "tlsConfig": {"caData": bundle}}]}).extenders
