@@ -10,6 +10,7 @@ What a case goes through, each stage as production runs it:
 - the CRD's OpenAPI schema (jsonschema Draft 4, as `polsched validate`);
 - polsched.api.load_policy with the in-tree catalog (the operator's loader);
 - the webhook's validate_policy;
+- `polsched validate` (api.validate_files.check_text) on the document as a YAML file;
 - for a policy that loads: scheduler.pipelines.build_pipeline, the pods and nodes fed to a
   ClusterCache as watch events, each pod through the PreEnqueue plugins and
   scheduler.algorithm.schedule_pod;
@@ -31,9 +32,11 @@ import traceback
 from typing import Any
 
 import jsonschema
+import yaml
 
 from polsched.api import PolicyError, load_policy
 from polsched.api.crd import openapi_schema
+from polsched.api.validate_files import check_text
 from polsched.cluster.cache import ClusterCache
 from polsched.controller.process.kopf_import import kopf
 from polsched.controller.webhook.admission import validate_policy
@@ -133,6 +136,7 @@ def _run_policy(case: Json, out: Json) -> None:
         return
     if webhook != out["loader"]:
         out["violations"].append(f"disagree: webhook {webhook}, loader {out['loader']}")
+    _run_validate(doc, schema_ok, out)
     if policy is None or not case.get("nodes"):
         return
     try:
@@ -142,6 +146,32 @@ def _run_policy(case: Json, out: Json) -> None:
         out["violations"].append(_escape("build", err))
         return
     _decide(case, pipeline, out)
+
+
+def _run_validate(doc: Any, schema_ok: bool | None, out: Json) -> None:
+    """`polsched validate` (api.validate_files.check_text) on the document written as a
+    YAML file: nothing escapes, and it finds a problem exactly when the CRD schema or the
+    loader does. A document that PyYAML cannot write (nested past its recursion) is
+    written as JSON, which is YAML too, and only checked for escapes: JSON's 1e308 would
+    read back as a string in YAML 1.1."""
+    try:
+        text, exact = yaml.safe_dump(doc, allow_unicode=True), True
+    except RecursionError:
+        text, exact = json.dumps(doc), False
+    except yaml.YAMLError:
+        return  # not representable (a lone surrogate): the fuzzer's problem
+    try:
+        report = check_text(text, "fuzz.yaml", CATALOG)
+    except BaseException as err:  # noqa: BLE001
+        out["violations"].append(_escape("validate", err))
+        return
+    if not exact or report.policies != 1 or schema_ok is None:
+        return
+    valid = not report.problems
+    if valid != (bool(out["loader"]) and schema_ok):
+        out["violations"].append(f"disagree: polsched validate {valid}, schema {schema_ok}, "
+                                 f"loader {out['loader']}: "
+                                 f"{'; '.join(str(p) for p in report.problems)[:300]}")
 
 
 def _decide(case: Json, pipeline: Any, out: Json) -> None:

@@ -175,6 +175,10 @@ def check_text(text: str, label: str, catalog: Catalog) -> Report:
         msg = " ".join(str(err).split())
         report.problems.append(Problem(label, None, "", f"not YAML: {msg}"))
         return report
+    except RecursionError:  # PyYAML's composer recurses once per level
+        report.problems.append(Problem(label, None, "", "not YAML this command can read: "
+                                       "nested too deep"))
+        return report
     for i, doc in enumerate(docs):
         if doc is None:
             continue
@@ -184,7 +188,10 @@ def check_text(text: str, label: str, catalog: Catalog) -> Report:
             report.policies += 1
             name = (obj.get("metadata") or {}).get("name") if isinstance(
                 obj.get("metadata"), Mapping) else None
-            errs = check_policy(obj, catalog)
+            try:
+                errs = check_policy(obj, catalog)
+            except RecursionError:  # jsonschema recurses once per level
+                errs = [FieldError("", "nested too deep to check against the CRD's schema")]
             for e in errs:
                 report.problems.append(Problem(label, i, prefix + e.path, e.message))
             if not errs:
