@@ -1014,13 +1014,15 @@ class Selector:
 
     def matches(self, device: DeviceInput) -> bool:
         attributes, capacity = self._maps(device)
-        self._context.add_variable("device", {
-            "driver": device.driver,
-            "allowMultipleAllocations": device.allow_multiple_allocations,
-            "attributes": attributes,
-            "capacity": capacity,
-        })
         try:
+            # Converting a value the Rust core cannot hold (a string with a lone
+            # surrogate) raises here, not in execute.
+            self._context.add_variable("device", {
+                "driver": device.driver,
+                "allowMultipleAllocations": device.allow_multiple_allocations,
+                "attributes": attributes,
+                "capacity": capacity,
+            })
             result = self._program.execute(self._context)
         except BaseException as err:  # the Rust core may raise pyo3's PanicException
             if isinstance(err, KeyboardInterrupt | SystemExit):

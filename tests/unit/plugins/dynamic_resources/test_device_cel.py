@@ -296,3 +296,11 @@ def test_a_capacity_past_what_a_decimal_holds_is_a_match_error_naming_it() -> No
     device = DeviceInput("dra.example.com", {}, {"memory": {"value": "1e999999999"}})
     with pytest.raises(CELError, match="capacity memory: invalid quantity '1e999999999'"):
         evaluate("device.driver == 'dra.example.com'", device)
+
+
+def test_an_attribute_the_cel_core_cannot_hold_is_a_match_error() -> None:
+    # A fuzz finding: a string with a lone surrogate failed conversion in add_variable,
+    # before the try around execute, and a ValueError escaped Selector.matches.
+    device = DeviceInput("dra.example.com", {"model": {"string": "\ud800"}}, {})
+    with pytest.raises(CELError, match="Failed to convert"):
+        evaluate("device.attributes['dra.example.com'].model == 'a'", device)
