@@ -2,9 +2,10 @@
 invariants only a whole run can judge (time against estimated cost); a summary.
 
 Time against cost: the CEL cost model (cel/cost.py) exists so that an expression's price
-is known before it runs. A case whose seconds per estimated unit are far above the run's
-median is one the model underprices (finding 1 of issue 36: `matches('\\w{200}')` was
-charged a few hundred units and took 110 ms per evaluation compiling its pattern).
+is known before it runs. The worker times the Expression plugin's evaluations and sums
+the units they were charged; a case whose seconds per charged unit are far above the
+run's median is one the model underprices (finding 1 of issue 36: `matches('\\w{200}')`
+was charged a few hundred units and took 110 ms per evaluation compiling its pattern).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.fuzz.watchdog import Watchdog
 Json = dict[str, Any]
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-# Flagged: seconds per estimated cost unit this many times the run's median, and the case
+# Flagged: seconds per charged cost unit this many times the run's median, and the case
 # slow enough for it to matter (tiny times are noise on a shared machine).
 COST_RATIO = 100.0
 COST_MIN_SECONDS = 0.25
@@ -111,19 +112,19 @@ def known_signatures(directory: Path = CORPUS) -> tuple[str, ...]:
 
 
 def flag_cost_outliers(outcomes: list[Outcome]) -> None:
-    """Add a `cost` violation to each outcome whose time per estimated cost unit is
-    COST_RATIO times the median of the run's cases that have an estimate."""
-    rates = {id(o): o.result["sched_seconds"] / (o.result["est_cost"] * o.result["evaluations"])
-             for o in outcomes
-             if o.result.get("est_cost") and o.result.get("evaluations")}
+    """Add a `cost` violation to each outcome whose CEL seconds per charged cost unit
+    (worker._measure_cel) are COST_RATIO times the median of the run's cases that
+    evaluated an expression."""
+    rates = {id(o): o.result["cel_seconds"] / o.result["cel_units"]
+             for o in outcomes if o.result.get("cel_units")}
     if len(rates) < 5:
         return
     median = statistics.median(rates.values())
     for o in outcomes:
         rate = rates.get(id(o))
         if rate is not None and rate > COST_RATIO * median \
-                and o.result["sched_seconds"] > COST_MIN_SECONDS:
-            o.violations.append(f"cost: {rate:.2e} s per estimated unit, "
+                and o.result["cel_seconds"] > COST_MIN_SECONDS:
+            o.violations.append(f"cost: {rate:.2e} s per charged cost unit, "
                                 f"{rate / median:.0f}x the median")
 
 

@@ -45,8 +45,9 @@ from polsched.dra.device_cel import DeviceInput, compile_selector
 from polsched.framework.diagnosis import PipelineError
 from polsched.framework.interfaces import Handle
 from polsched.framework.messages import MAX_CONDITION_MESSAGE_CHARS, condition_message
+from polsched.framework.types import NodeInfo, PodInfo
 from polsched.plugins import CATALOG
-from polsched.plugins.expression import compile_expression
+from polsched.plugins.expression import Budget, Evaluator, Rate, compile_expression
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
 from tests.fuzz import events, extender
@@ -82,17 +83,35 @@ def _schema_accepts(doc: Any) -> bool | None:
         return None
 
 
-def _estimated_cost(doc: Json) -> int:
-    """The static CEL cost estimate (cel/cost.py, as the loader computed it) summed over
-    the policy's Expression entries."""
-    total = 0
+def _expressions(doc: Json) -> list[str]:
+    """The expressions of the policy's Expression entries."""
     spec = doc.get("spec") or {}
-    for key in ("filters", "scorers"):
-        for e in spec.get(key) or []:
-            if isinstance(e, dict) and e.get("name") == "Expression":
-                args = e.get("args") or {}
-                total += compile_expression(args.get("expression"), "expression").static_cost
-    return total
+    return [str((e.get("args") or {}).get("expression"))
+            for key in ("filters", "scorers") for e in spec.get(key) or []
+            if isinstance(e, dict) and e.get("name") == "Expression"]
+
+
+def _measure_cel(case: Json, doc: Json, out: Json) -> None:
+    """Time against cost: each Expression evaluated on every (pod, node) of the case by
+    the plugin's own Evaluator (what the scheduling cycle runs, its caches included), with
+    a budget and a rate too large to refuse; the seconds it took and the units it charged
+    go to the campaign, which flags a case whose seconds per unit are far above the run's
+    median (an evaluation the cost model underprices). Only evaluate() is timed: what a
+    pod's size costs elsewhere in the cycle is not CEL's."""
+    pods = [PodInfo.from_json(p) for p in case["pods"]]
+    nodes = [NodeInfo.from_json(n) for n in case["nodes"]]
+    for source in _expressions(doc):
+        evaluator = Evaluator(compile_expression(source), Rate(rate=10**15, burst=10**15))
+        for pod in pods:
+            view = evaluator.pod_view(pod)
+            if view.refused:
+                continue
+            for node in nodes:
+                budget = Budget(10**15)
+                started = time.perf_counter()
+                evaluator.evaluate(view, node, budget)
+                out["cel_seconds"] += time.perf_counter() - started
+                out["cel_units"] += 10**15 - budget.left
 
 
 def _check_message(out: Json, where: str, text: str) -> None:
@@ -140,12 +159,15 @@ def _run_policy(case: Json, out: Json) -> None:
     if policy is None or not case.get("nodes"):
         return
     try:
-        out["est_cost"] = _estimated_cost(doc)
         pipeline = build_pipeline(policy, Handle())
     except BaseException as err:  # noqa: BLE001
         out["violations"].append(_escape("build", err))
         return
     _decide(case, pipeline, out)
+    try:
+        _measure_cel(case, doc, out)
+    except BaseException as err:  # noqa: BLE001 - the Evaluator never raises, it says
+        out["violations"].append(_escape("expression", err))
 
 
 def _run_validate(doc: Any, schema_ok: bool | None, out: Json) -> None:
@@ -241,7 +263,7 @@ def _rss_kb() -> int:
 
 def run_case(case: Json) -> Json:
     out: Json = {"violations": [], "max_message": 0, "decisions": 0, "evaluations": 0,
-                 "est_cost": 0, "sched_seconds": 0.0}
+                 "cel_seconds": 0.0, "cel_units": 0, "sched_seconds": 0.0}
     started = time.perf_counter()
     if "policy" in case and case.get("kind") != "extender":
         _run_policy(case, out)
