@@ -140,7 +140,8 @@ conformance: venv build
 	$(PY) -m conformance $(CONFORMANCE_ARGS)
 
 # The long fuzz campaign (issue 36): 10,000 cases by default; e.g. FUZZ_ARGS="--cases 500
-# --seed 7 --timeout 5". The short run is tests/unit/test_fuzz.py, in `make test`.
+# --seed 7 --timeout 5", or "--minimise FILE" for a saved case. The short run is
+# tests/unit/test_fuzz.py, in `make test`.
 fuzz: venv
 	$(PY) -m tests.fuzz $(FUZZ_ARGS)
 

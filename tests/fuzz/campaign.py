@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fuzz import generators
+from tests.fuzz.minimise import minimise
 from tests.fuzz.watchdog import Watchdog
 
 Json = dict[str, Any]
@@ -84,7 +85,7 @@ class Report:
         return "\n".join(lines)
 
 
-def _repeat(obj: Json) -> Any:
+def repeat(obj: Json) -> Any:
     """A json object hook: {"$repeat": n, "item": x} is n copies of x, so that a saved
     case with thousands of equal terms stays a small file."""
     if set(obj) == {"$repeat", "item"}:
@@ -94,7 +95,7 @@ def _repeat(obj: Json) -> Any:
 
 def _corpus(directory: Path) -> Iterator[Json]:
     for path in sorted(directory.glob("*.json")):
-        doc: Json = json.loads(path.read_text(encoding="utf-8"), object_hook=_repeat)
+        doc: Json = json.loads(path.read_text(encoding="utf-8"), object_hook=repeat)
         doc["name"] = path.stem
         yield doc
 
@@ -155,12 +156,29 @@ def run(cases: int, seed: int, timeout: float = 10.0, corpus: Path | None = CORP
     flag_cost_outliers(report.outcomes)
     report.seconds = time.monotonic() - started
     if findings is not None:
-        findings.mkdir(parents=True, exist_ok=True)
-        for o in report.failures():
-            if not o.name.startswith("corpus/"):
-                # regenerated: a case found slow only at the end was not kept whole
-                case = generators.generate(seed, o.case["index"], limit)
-                path = findings / f"seed{seed}-case{o.case['index']}.json"
-                path.write_text(json.dumps({"why": o.violations, "case": case}),
-                                encoding="utf-8")
+        save_findings(report, seed, limit, findings, timeout, max_rss_mib)
     return report
+
+
+def save_findings(report: Report, seed: int, limit: int, findings: Path,
+                  timeout: float, max_rss_mib: int) -> None:
+    """Each failing generated case, whole, and minimised beside it (`.min.json`, the
+    form the corpus keeps) when its violations can be judged from one run (not `cost`,
+    which is relative to the run)."""
+    findings.mkdir(parents=True, exist_ok=True)
+    failing = [o for o in report.failures() if not o.name.startswith("corpus/")]
+    if not failing:
+        return
+    with Watchdog(timeout, max_rss_mib) as dog:
+        for o in failing:
+            # regenerated: a case found slow only at the end was not kept whole
+            case = generators.generate(seed, o.case["index"], limit)
+            stem = findings / f"seed{seed}-case{o.case['index']}"
+            stem.with_suffix(".json").write_text(
+                json.dumps({"why": o.violations, "case": case}), encoding="utf-8")
+            judged = [v for v in o.violations if not v.startswith("cost")]
+            if not judged:
+                continue
+            small, runs = minimise(case, judged, lambda c: list(dog.run(c)["violations"]))
+            stem.with_suffix(".min.json").write_text(json.dumps(
+                {"why": judged, "minimised_in_runs": runs, "case": small}), encoding="utf-8")
