@@ -3,8 +3,9 @@ how the extender behaves per verb; a hostile extender on 127.0.0.1 that behaves 
 the run through production code (the policy loaded, its extenders built by
 extender.client.build_extenders, its pipeline by scheduler.pipelines.build_pipeline).
 
-Behaviours, per verb (filter, prioritize, preempt), each drawn with its parameters when the
-case is generated, so that the case replays from its seed and index:
+Behaviours, per verb (filter, prioritize, preempt, and bind for some cases), each drawn
+with its parameters when the case is generated, so that the case replays from its seed
+and index:
 - honest: a valid answer about what was sent (a subset of the nodes, scores, a subset of
   the offered victims);
 - lie: a well-formed answer about what was not sent: nodes that were not candidates or do
@@ -22,7 +23,9 @@ The invariants (checked by `run`): nothing but PipelineError escapes the schedul
 and nothing but ExtenderError the client's calls; each call ends within its httpTimeout
 (plus slack for a loaded machine); every preemption victim was offered on its node and is
 of lower priority than the preemptor; FailedNodes name only nodes that were sent, and the
-feasible nodes are among them; every message is bounded and printable.
+feasible nodes are among them; every message is bounded and printable; a bind the
+extender claims is reported (no pod lost), and reported bound only when the watch shows
+the pod on its node (nothing assumed without confirmation).
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from polsched.api import load_policy
+from polsched.cluster.client import ApiClient
 from polsched.extender.client import MAX_REASON_CHARS, build_extenders
 from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
@@ -51,11 +55,12 @@ from polsched.framework.messages import (
 from polsched.framework.nominator import Nominator
 from polsched.plugins import CATALOG
 from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.pipelines import build_pipeline
 
 Json = dict[str, Any]
 
-VERBS = ("filter", "prioritize", "preempt")
+VERBS = ("filter", "prioritize", "preempt")  # and bind, drawn apart
 MODES = ("honest", "lie", "hostile", "slow", "trickle", "oversized", "http")
 # A call may take its httpTimeout plus this much (a loaded machine, the worker's own CPU).
 SLACK_SECONDS = 3.0
@@ -125,14 +130,22 @@ def generate(rng: random.Random) -> Json:
                           "containers": [{"name": "c", "image": "x", "resources": {
                               "requests": {"cpu": rng.choice(("500m", "1", "2"))}}}]},
                  "status": {"phase": "Pending"}}
-    return {"policy": {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
-                       "metadata": {"name": "fuzz-ext"},
-                       "spec": {"schedulerName": "fuzz-ext", "extenders": [ext]}},
-            "nodes": nodes, "running": running, "preemptor": preemptor,
-            "timeout": timeout,
-            "behaviour": {v: _behaviour(rng, timeout) for v in verbs},
-            # the direct calls: which nodes are sent, which victims offered
-            "subset": rng.randrange(2**32)}
+    case: Json = {"policy": {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                             "metadata": {"name": "fuzz-ext"},
+                             "spec": {"schedulerName": "fuzz-ext", "extenders": [ext]}},
+                  "nodes": nodes, "running": running, "preemptor": preemptor,
+                  "timeout": timeout,
+                  "behaviour": {v: _behaviour(rng, timeout) for v in verbs},
+                  # the direct calls: which nodes are sent, which victims offered
+                  "subset": rng.randrange(2**32)}
+    if rng.random() < 0.4:  # the extender binds: what the watch shows after it answers
+        ext["bindVerb"] = "bind"
+        # An ignorable binder that fails hands the bind to the API server's Binding,
+        # which an extender case has none of (only the e2e tests have a real one).
+        ext["ignorable"] = False
+        case["behaviour"]["bind"] = _behaviour(rng, timeout)
+        case["watch"] = rng.choice(("none", "there", "elsewhere"))
+    return case
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -159,6 +172,8 @@ def offered_uids(body: Any) -> dict[str, set[str]]:
 
 
 def _honest(verb: str, body: Any, rng: random.Random) -> Any:
+    if verb == "bind":
+        return {"Error": ""}
     sent = _sent_nodes(body)
     if verb == "filter":
         keep = [n for n in sent if rng.random() < 0.7]
@@ -178,6 +193,8 @@ def _honest(verb: str, body: Any, rng: random.Random) -> Any:
 
 
 def _lie(verb: str, body: Any, rng: random.Random, cluster: list[Json]) -> Any:
+    if verb == "bind":  # success claimed whatever was done, or an error of escapes
+        return rng.choice(({"Error": ""}, {}, {"Error": ESCAPES * 5000}))
     sent = _sent_nodes(body)
     ghosts = ["ghost", "kube-system", "n0", "n9", "n1\x1b[2J", "", "n0 "]
     if verb == "filter":
@@ -531,6 +548,39 @@ async def _cycle(case: Json, server: HostileServer, policy: Any, exts: list[Any]
                 _check_victims(out, "preempt", node, victims.pods, preemptor, offered, pods)
 
 
+# How long a claimed bind waits for the watch here (production waits 5 s).
+BIND_CONFIRM_SECONDS = 0.3
+
+
+async def _bind(case: Json, ext: Any, out: Json) -> None:
+    """The extender binds the preemptor to n0 through the scheduler's Binder; the watch
+    shows the pod nowhere, on n0 or on another node. No pod is lost (the Binder always
+    reports), none is taken as bound unless the watch shows it on n0, and the report's
+    message is bounded and printable."""
+    pod = PodInfo.from_json(case["preemptor"])
+    watch: dict[str, PodInfo] = {}
+    shown = {"there": "n0", "elsewhere": "n9"}.get(case["watch"])
+    if shown is not None:
+        watch[pod.key] = PodInfo.from_json({**case["preemptor"], "spec": {
+            **case["preemptor"]["spec"], "nodeName": shown}})
+    binder = Binder(cast(ApiClient, None), watched=watch,
+                    extender_bind_confirm_seconds=BIND_CONFIRM_SECONDS)
+    got: asyncio.Future[tuple[BindOutcome, str]] = asyncio.get_running_loop().create_future()
+    binder.bind(pod, "n0", lambda o, m: got.set_result((o, m)), [ext])
+    try:
+        outcome, message = await _timed(
+            out, "bind", float(case["timeout"]) + BIND_CONFIRM_SECONDS + SLACK_SECONDS, got)
+    except TimeoutError:
+        out["violations"].append("lost:bind: the Binder never reported the bind")
+        return
+    finally:
+        await binder.close()
+    _check_raw(out, "bind", message, MAX_CONDITION_MESSAGE_CHARS)
+    if outcome is BindOutcome.BOUND and case["watch"] != "there":
+        out["violations"].append(f"assumed:bind: taken as bound to n0 while the watch "
+                                 f"shows it {case['watch']}")
+
+
 def run(case: Json, out: Json) -> None:
     """Run an "extender" case through production code; add what breaks to out."""
     with HostileServer(case["behaviour"], case["running"]) as server:
@@ -539,6 +589,8 @@ def run(case: Json, out: Json) -> None:
             exts = await build_extenders(policy.extenders, None)
             try:
                 await _cycle(case, server, policy, list(exts), out)
+                if exts and exts[0].is_binder():
+                    await _bind(case, exts[0], out)
             finally:
                 for e in exts:
                     await e.close()
