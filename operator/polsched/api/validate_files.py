@@ -121,24 +121,27 @@ def schema_errors(obj: Mapping[str, Any]) -> list[FieldError]:
     return out
 
 
-def _overlaps(a: str, b: str) -> bool:
-    """Whether one path is the other or contains it."""
-    if a == b:
-        return True
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    return long.startswith(short) and long[len(short)] in ".["
+def _enclosing(path: str) -> list[str]:
+    """`path` and every field path that contains it ("spec.a[1].b": itself, "spec.a[1]",
+    "spec.a", "spec")."""
+    return [path] + [path[:i] for i, c in enumerate(path) if c in ".[" and i > 0]
 
 
 def check_policy(obj: Mapping[str, Any], catalog: Catalog) -> list[FieldError]:
     """Every problem of one SchedulingPolicy object: the loader's (they say what to do),
-    then what only the schema caught (lengths, list sizes, status), one per field."""
+    then what only the schema caught (lengths, list sizes, status), one per field: a
+    schema error is dropped when its path is a loader error's, or contains one, or is
+    contained in one. Linear in the errors (a policy with 20,000 bad entries took 90 s
+    comparing every pair)."""
     try:
         load_policy(obj, catalog)
         semantic: list[FieldError] = []
     except PolicyError as err:
         semantic = list(err.errors)
+    named = {s.path for s in semantic}
+    around = {p for s in semantic for p in _enclosing(s.path)}
     extra = [e for e in schema_errors(obj)
-             if not any(_overlaps(e.path, s.path) for s in semantic)]
+             if e.path not in around and not any(p in named for p in _enclosing(e.path))]
     return semantic + extra
 
 
