@@ -36,7 +36,7 @@ import yaml
 
 from polsched.api import PolicyError, load_policy
 from polsched.api.crd import openapi_schema
-from polsched.api.validate_files import check_text
+from polsched.api.validate_files import check_text, pruned_nulls
 from polsched.cluster.cache import ClusterCache
 from polsched.controller.process.kopf_import import kopf
 from polsched.controller.webhook.admission import validate_policy
@@ -77,8 +77,8 @@ def _names_a_field(err: PolicyError) -> bool:
 def _schema_accepts(doc: Any) -> bool | None:
     """Whether the CRD's schema admits `doc`; None when jsonschema itself gave up (deep
     nesting past its recursion), which is the fuzzer's problem, not the scheduler's."""
-    try:
-        return bool(_SCHEMA.is_valid(doc))
+    try:  # nulls pruned first, as the API server does
+        return bool(_SCHEMA.is_valid(pruned_nulls(doc, openapi_schema())))
     except RecursionError:
         return None
 

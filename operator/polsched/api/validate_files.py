@@ -109,9 +109,44 @@ def _document_order(err: jsonschema.ValidationError) -> list[tuple[int, int, str
     return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in err.absolute_path]
 
 
+def pruned_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
+    """`value` as the API server validates it: a null in a field the schema declares and
+    does not make `nullable` is dropped first (apiextensions prunes it before defaulting),
+    so `spec: null` is admitted as no spec; unknown fields (preserved) keep theirs.
+    Iterative: documents nest deep."""
+    if not isinstance(value, Mapping | list):
+        return value
+    root: Any = {} if isinstance(value, Mapping) else []
+    stack: list[tuple[Any, Mapping[str, Any], Any]] = [(value, schema, root)]
+    while stack:
+        src, sch, dst = stack.pop()
+        if isinstance(src, Mapping):
+            props = sch.get("properties") or {}
+            extra = sch.get("additionalProperties")
+            for k, v in src.items():
+                sub = props.get(k, extra if isinstance(extra, Mapping) else None)
+                if sub is None:  # an unknown field (preserved): kept as it is
+                    sub = {}
+                elif v is None and not sub.get("nullable"):
+                    continue
+                dst[k] = {} if isinstance(v, Mapping) else [] if isinstance(v, list) else v
+                if isinstance(v, Mapping | list):
+                    stack.append((v, sub, dst[k]))
+        else:
+            sub = sch.get("items") or {}
+            for v in src:
+                child = {} if isinstance(v, Mapping) else [] if isinstance(v, list) else v
+                dst.append(child)
+                if isinstance(v, Mapping | list):
+                    stack.append((v, sub, child))
+    return root
+
+
 def schema_errors(obj: Mapping[str, Any]) -> list[FieldError]:
-    """The CRD schema's complaints about one object, with kube-style field paths."""
+    """The CRD schema's complaints about one object, with kube-style field paths, after
+    the API server's pruning of nulls (pruned_nulls)."""
     out: list[FieldError] = []
+    obj = pruned_nulls(obj, crd.openapi_schema())
     for err in sorted(_validator().iter_errors(obj), key=_document_order):
         path = _format_path(err.absolute_path)
         if err.validator == "required":

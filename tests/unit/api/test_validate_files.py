@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from polsched.api import PolicyError, load_policy
-from polsched.api.validate_files import check_policy, schema_errors
+from polsched.api import PolicyError, crd, load_policy
+from polsched.api.validate_files import check_policy, pruned_nulls, schema_errors
 from polsched.plugins import CATALOG
 
 pytestmark = pytest.mark.unit
@@ -42,3 +42,17 @@ def test_schema_problems_on_the_loaders_fields_or_around_or_inside_them_are_drop
     extra = [e.path for e in got[len(semantic):]]
     assert "status.boundPods" in extra
     assert len(extra) < len(schema_errors(obj))  # some were the loader's, or around them
+
+
+def test_nulls_in_declared_fields_are_pruned_as_the_api_server_does() -> None:
+    # A fuzz finding (seed 2028): `spec: null`, which the API server admits as no spec
+    # (it prunes a null of a field that is not nullable) and the loader loads, was a
+    # schema error for `polsched validate`.
+    obj: dict[str, Any] = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+                           "metadata": {"name": "p"}, "spec": None}
+    assert check_policy(obj, CATALOG) == []
+    obj["spec"] = {"scorers": None, "filters": [
+        {"name": "NodeLabel", "args": {"requirements": [], "x": None}}]}
+    assert pruned_nulls(obj, crd.openapi_schema())["spec"] == {"filters": [
+        {"name": "NodeLabel", "args": {"requirements": [], "x": None}}]}  # args: preserved
+    assert [e.path for e in check_policy(obj, CATALOG)] == ["spec.filters[0].args.x"]
