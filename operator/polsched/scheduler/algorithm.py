@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
+from polsched.framework.budget import AttemptBudget
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     Explanation,
@@ -57,27 +58,31 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
 # -- the search ----------------------------------------------------------------------------
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                        explain: bool = False, post_filter: bool = True,
-                       group_state: CycleState | None = None) -> ScheduleResult:
+                       group_state: CycleState | None = None,
+                       budget: AttemptBudget | None = None) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
     `explain` evaluates every node and keeps every score (polsched explain).
     `post_filter` False: no PostFilter for a member tried in a pod-group cycle
     (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
-    group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle)."""
+    group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle).
+    `budget`: the attempt's time budget (framework.budget), on every CycleState of the
+    search; past it BudgetExceeded (a PipelineError) ends the search. None: the group's,
+    if any, else none."""
     n_all = len(snapshot.nodes)
     if n_all == 0:
         return ScheduleResult(None, fit_error=FitError(0))
     plugins = pipeline.plugins_for(pod)
     if pipeline.nominator is not None and not explain:
         nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins,
-                                                        group_state)
+                                                        group_state, budget)
         if nominated_first is not None:
             # evaluateNominatedNode: the node preemption made room on is tried before
             # the others; when it fits it is the only feasible node looked at.
             node_name, nominated_state = nominated_first
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
-    state = CycleState(group_state)
+    state = CycleState(group_state, budget)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
                                                   explain)
     evaluated = len(feasible) + len(diagnosis.node_statuses)
@@ -125,7 +130,8 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
 
 
 async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
-                                  plugins: PluginSet, group_state: CycleState | None = None
+                                  plugins: PluginSet, group_state: CycleState | None = None,
+                                  budget: AttemptBudget | None = None
                                   ) -> tuple[str, CycleState] | None:
     """evaluateNominatedNode: the pod's nominated node (and the cycle's state) when it
     passes PreFilter, the filters (with the other nominated pods) and the filter
@@ -135,7 +141,7 @@ async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Sn
     node = snapshot.get(node_name) if node_name else None
     if node is None:
         return None
-    state = CycleState(group_state)
+    state = CycleState(group_state, budget)
     st, narrowed = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
     if not st.ok or (narrowed.node_names is not None
                      and node_name not in narrowed.node_names):

@@ -19,7 +19,7 @@ put into the handle here, so no caller can forget them. Pure: no I/O.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,6 +36,7 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
 from polsched.framework.types import Json, PodInfo
 from polsched.plugins import REGISTRY
@@ -215,3 +216,15 @@ def _build(entry: PluginEntry, handle: Handle, kind: type[_P]) -> _P:
         raise BuildError(f"{entry.path}: {entry.name}'s factory returned "
                          f"{type(plugin).__name__}, not a {kind.__name__}")
     return plugin
+
+
+def nominator_of(pods: Iterable[PodInfo]) -> Nominator:
+    """The nominations a cache holding `pods` gives the engine's Nominator: the engine
+    hands it every pending pod (Engine.pending_pod_changed: Nominator.update), which keeps
+    those with a status.nominatedNodeName. `polsched simulate` and `polsched explain`
+    build theirs here, so the filters count the same nominated pods."""
+    nominator = Nominator()
+    for pod in pods:
+        if not pod.node_name and not pod.terminal:
+            nominator.update(pod)
+    return nominator

@@ -73,3 +73,25 @@ def test_args_nested_hundreds_deep_are_refused_with_their_field_not_a_500() -> N
         validate_policy(body)
     assert err.value.code == 422
     assert "spec.filters[0].args.x: unknown field" in str(err.value)
+
+
+def test_the_webhook_validates_off_the_event_loop() -> None:
+    """load_policy runs on the webhook's validation threads: while a policy is being
+    validated, the event loop (the scheduling loop, the probes' deadlines) turns. Run
+    synchronously, the handler would have finished before any other task got a turn."""
+    import asyncio
+
+    from polsched.controller.webhook import admission
+
+    handler = admission.register(kopf.OperatorRegistry())
+    body = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": "p"}, "spec": {}}
+
+    async def main() -> bool:
+        validating = asyncio.get_running_loop().create_task(handler(body=body))
+        await asyncio.sleep(0)  # one turn of the loop: the handler's first step ran
+        turned_while_validating = not validating.done()
+        await validating
+        return turned_while_validating
+
+    assert asyncio.run(main())

@@ -75,3 +75,23 @@ def test_non_zero_defaults_apply_only_to_missing_requests() -> None:
     got = pod_requests(spec, non_zero=True)
     # first container: defaults 100m / 200Mi; second: cpu explicitly 0, memory default
     assert got == {"cpu": 100, "memory": 2 * 200 * 2**20}
+
+
+@pytest.mark.parametrize("huge", ["1e999999999", "1E-999999999", "1e1001"])
+def test_quantity_beyond_bounds_is_a_quantity_error_not_overflow(huge: str) -> None:
+    # decimal.Overflow is an ArithmeticError: callers catching QuantityError missed it.
+    # What must be refused (a policy's, a metric's quantity) is parsed by parse_quantity.
+    with pytest.raises(QuantityError):
+        parse_quantity(huge)
+
+
+@pytest.mark.parametrize(("q", "want"), [
+    ("1e1001", MAX_QUANTITY), ("-1e1001", -MAX_QUANTITY),
+    ("1E-999999999", 1), ("1e-1001", 1), ("-1e-1001", 0), ("0e999999999", 0),
+    ("1e1000", MAX_QUANTITY), ("1e-1000", 1),
+])
+def test_a_pod_or_node_quantity_beyond_the_exponent_bound_is_counted(q: str, want: int) -> None:
+    # A pod's or a node's quantity is admitted by the API server, so it is counted, not
+    # refused: past the bound as int64's bound (fits no node), below 1n as resource.Quantity
+    # rounds it, up to 1n.
+    assert to_int("memory", q) == want
