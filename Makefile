@@ -23,7 +23,7 @@ endif
 # `make image`: the OCI archive written (and loaded into DEV_DIR's real node, if one runs).
 IMAGE_ARCHIVE ?= .build/polsched-image.tar
 
-.PHONY: all venv build build-metrics helm release release-tools cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean e2e-upstream
+.PHONY: all venv build build-metrics helm release release-tools cluster cluster-down test test-unit test-e2e test-install image lint demo demo-down bench conformance chaos clean e2e-upstream fuzz
 
 all: test
 
@@ -138,6 +138,12 @@ e2e-upstream: venv build
 
 conformance: venv build
 	$(PY) -m conformance $(CONFORMANCE_ARGS)
+
+# The long fuzz campaign (issue 36): 10,000 cases by default; e.g. FUZZ_ARGS="--cases 500
+# --seed 7 --timeout 5", or "--minimise FILE" for a saved case. The short run is
+# tests/unit/test_fuzz.py, in `make test`.
+fuzz: venv
+	$(PY) -m tests.fuzz $(FUZZ_ARGS)
 
 clean: cluster-down
 	rm -rf $(VENV) $(DEV_DIR)

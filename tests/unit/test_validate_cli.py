@@ -116,6 +116,19 @@ def test_not_yaml(tmp_path: Path) -> None:
     assert line.startswith(f"{f}:2:1: not YAML: "), line  # where the parser gave up
 
 
+def test_a_file_nested_too_deep_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    # A fuzz finding: PyYAML's composer recursed past Python's limit on args nested 900
+    # deep (which the API server admits), and `polsched validate` ended in a traceback.
+    f = tmp_path / "deep.yaml"
+    f.write_text(HEAD.format(name="deep") + "  filters:\n    - name: NodeLabel\n      args: "
+                 + '{"x": ' * 900 + "1" + "}" * 900 + "\n")
+    proc = validate(str(f))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith(str(f))]
+    assert line == f"{f}: not YAML this command can read: nested too deep"
+
+
 def test_duplicate_keys_are_refused_as_kubectl_does(tmp_path: Path) -> None:
     f = tmp_path / "dup.yaml"
     f.write_text(HEAD.format(name="d") + "  scorers: []\n  scorers: []\n")

@@ -17,7 +17,6 @@ No I/O.
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 import ssl
 import urllib.parse
@@ -576,7 +575,7 @@ class _Loader:
             # the PEM bundle.
             try:
                 ca_data = base64.b64decode(raw_ca, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
+            except ValueError:  # binascii.Error, UnicodeDecodeError, and non-ASCII text
                 self.errors.add(f"{path}.caData", "must be base64-encoded PEM CA certificates")
             else:
                 problem = ca_bundle_problem(ca_data)

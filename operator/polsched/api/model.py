@@ -15,6 +15,7 @@ from typing import Any
 # Below the API layer: the extender client reads it too (polsched.api re-exports it).
 from polsched.extender.config import ExtenderConfig
 from polsched.framework.interfaces import Handle, Plugin
+from polsched.framework.messages import ELLIPSIS, MAX_CONDITION_MESSAGE_CHARS
 from polsched.framework.selectors import Matcher
 
 GROUP = "polsched.io"
@@ -22,6 +23,13 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "SchedulingPolicy"
 PLURAL = "schedulingpolicies"
+
+
+# One problem's text at most (a message may quote the value it refuses, and a value may
+# be a 1 MB string), and a whole PolicyError's: it becomes the policy's conditions and
+# the webhook's answer, and a metav1.Condition's message is at most 32768 characters.
+MAX_FIELD_ERROR_CHARS = 4096
+MAX_POLICY_ERROR_CHARS = MAX_CONDITION_MESSAGE_CHARS
 
 
 @dataclass(frozen=True)
@@ -32,15 +40,26 @@ class FieldError:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        text = f"{self.path}: {self.message}"
+        if len(text) > MAX_FIELD_ERROR_CHARS:  # cut, not sanitised: CEL's carets span lines
+            return text[:MAX_FIELD_ERROR_CHARS] + ELLIPSIS
+        return text
 
 
 class PolicyError(ValueError):
     def __init__(self, errors: list[FieldError], name: str = "") -> None:
         self.errors = errors
         self.name = name
-        what = f"SchedulingPolicy {name!r}" if name else "SchedulingPolicy"
-        super().__init__(f"{what} is invalid: " + "; ".join(str(e) for e in errors))
+        shown = name[:300] + ELLIPSIS if isinstance(name, str) and len(name) > 300 else name
+        what = f"SchedulingPolicy {shown!r}" if name else "SchedulingPolicy"
+        text = f"{what} is invalid: "
+        for i, e in enumerate(errors):
+            part = ("; " if i else "") + str(e)
+            if len(text) + len(part) > MAX_POLICY_ERROR_CHARS:
+                text += f"; and {len(errors) - i} more"
+                break
+            text += part
+        super().__init__(text)
 
 
 FILTER = "filter"

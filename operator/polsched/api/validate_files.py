@@ -158,9 +158,44 @@ def _document_order(err: jsonschema.ValidationError) -> list[tuple[int, int, str
     return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in err.absolute_path]
 
 
+def pruned_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
+    """`value` as the API server validates it: a null in a field the schema declares and
+    does not make `nullable` is dropped first (apiextensions prunes it before defaulting),
+    so `spec: null` is admitted as no spec; unknown fields (preserved) keep theirs.
+    Iterative: documents nest deep."""
+    if not isinstance(value, Mapping | list):
+        return value
+    root: Any = {} if isinstance(value, Mapping) else []
+    stack: list[tuple[Any, Mapping[str, Any], Any]] = [(value, schema, root)]
+    while stack:
+        src, sch, dst = stack.pop()
+        if isinstance(src, Mapping):
+            props = sch.get("properties") or {}
+            extra = sch.get("additionalProperties")
+            for k, v in src.items():
+                sub = props.get(k, extra if isinstance(extra, Mapping) else None)
+                if sub is None:  # an unknown field (preserved): kept as it is
+                    sub = {}
+                elif v is None and not sub.get("nullable"):
+                    continue
+                dst[k] = {} if isinstance(v, Mapping) else [] if isinstance(v, list) else v
+                if isinstance(v, Mapping | list):
+                    stack.append((v, sub, dst[k]))
+        else:
+            sub = sch.get("items") or {}
+            for v in src:
+                child = {} if isinstance(v, Mapping) else [] if isinstance(v, list) else v
+                dst.append(child)
+                if isinstance(v, Mapping | list):
+                    stack.append((v, sub, child))
+    return root
+
+
 def schema_errors(obj: Mapping[str, Any]) -> list[FieldError]:
-    """The CRD schema's complaints about one object, with kube-style field paths."""
+    """The CRD schema's complaints about one object, with kube-style field paths, after
+    the API server's pruning of nulls (pruned_nulls)."""
     out: list[FieldError] = []
+    obj = pruned_nulls(obj, crd.openapi_schema())
     for err in sorted(_validator().iter_errors(obj), key=_document_order):
         path = _format_path(err.absolute_path)
         if err.validator == "required":
@@ -170,24 +205,27 @@ def schema_errors(obj: Mapping[str, Any]) -> list[FieldError]:
     return out
 
 
-def _overlaps(a: str, b: str) -> bool:
-    """Whether one path is the other or contains it."""
-    if a == b:
-        return True
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    return long.startswith(short) and long[len(short)] in ".["
+def _enclosing(path: str) -> list[str]:
+    """`path` and every field path that contains it ("spec.a[1].b": itself, "spec.a[1]",
+    "spec.a", "spec")."""
+    return [path] + [path[:i] for i, c in enumerate(path) if c in ".[" and i > 0]
 
 
 def check_policy(obj: Mapping[str, Any], catalog: Catalog) -> list[FieldError]:
     """Every problem of one SchedulingPolicy object: the loader's (they say what to do),
-    then what only the schema caught (lengths, list sizes, status), one per field."""
+    then what only the schema caught (lengths, list sizes, status), one per field: a
+    schema error is dropped when its path is a loader error's, or contains one, or is
+    contained in one. Linear in the errors (a policy with 20,000 bad entries took 90 s
+    comparing every pair)."""
     try:
         load_policy(obj, catalog)
         semantic: list[FieldError] = []
     except PolicyError as err:
         semantic = list(err.errors)
+    named = {s.path for s in semantic}
+    around = {p for s in semantic for p in _enclosing(s.path)}
     extra = [e for e in schema_errors(obj)
-             if not any(_overlaps(e.path, s.path) for s in semantic)]
+             if e.path not in around and not any(p in named for p in _enclosing(e.path))]
     return semantic + extra
 
 
@@ -244,6 +282,10 @@ def check_text(text: str, label: str, catalog: Catalog) -> Report:
         line, col = _line_col(mark) if mark is not None else (1, 1)
         report.problems.append(Problem(label, None, "", f"not YAML: {msg}", line, col))
         return report
+    except RecursionError:  # PyYAML's composer recurses once per level
+        report.problems.append(Problem(label, None, "", "not YAML this command can read: "
+                                       "nested too deep"))
+        return report
     for i, (doc, node) in enumerate(docs):
         if doc is None:
             continue
@@ -254,7 +296,10 @@ def check_text(text: str, label: str, catalog: Catalog) -> Report:
             report.policies += 1
             name = (obj.get("metadata") or {}).get("name") if isinstance(
                 obj.get("metadata"), Mapping) else None
-            errs = check_policy(obj, catalog)
+            try:
+                errs = check_policy(obj, catalog)
+            except RecursionError:  # jsonschema recurses once per level
+                errs = [FieldError("", "nested too deep to check against the CRD's schema")]
             for e in errs:
                 line, col = _line_col(locate(node, prefix + e.path))
                 report.problems.append(Problem(label, i, prefix + e.path, e.message,

@@ -1003,7 +1003,10 @@ class Selector:
         for name, cap in device.capacity.items():
             domain, ident = _split(name, device.driver)
             raw = cap.get("value") if isinstance(cap, Mapping) else cap
-            capacity.setdefault(domain, {})[ident] = quantity_value(Quantity.parse(raw))
+            try:
+                capacity.setdefault(domain, {})[ident] = quantity_value(Quantity.parse(raw))
+            except QuantityError as err:  # "1e999999999": past what a Decimal holds
+                raise CELError(f"capacity {name}: {err}") from err
         for domain in self._domains:
             attributes.setdefault(domain, {})
             capacity.setdefault(domain, {})
@@ -1011,13 +1014,15 @@ class Selector:
 
     def matches(self, device: DeviceInput) -> bool:
         attributes, capacity = self._maps(device)
-        self._context.add_variable("device", {
-            "driver": device.driver,
-            "allowMultipleAllocations": device.allow_multiple_allocations,
-            "attributes": attributes,
-            "capacity": capacity,
-        })
         try:
+            # Converting a value the Rust core cannot hold (a string with a lone
+            # surrogate) raises here, not in execute.
+            self._context.add_variable("device", {
+                "driver": device.driver,
+                "allowMultipleAllocations": device.allow_multiple_allocations,
+                "attributes": attributes,
+                "capacity": capacity,
+            })
             result = self._program.execute(self._context)
         except BaseException as err:  # the Rust core may raise pyo3's PanicException
             if isinstance(err, KeyboardInterrupt | SystemExit):

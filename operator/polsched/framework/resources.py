@@ -38,9 +38,33 @@ class QuantityError(ValueError):
     pass
 
 
-# The largest decimal exponent a quantity may carry. resource.Quantity keeps values in an
-# int64 scaled by a power of ten, so nothing the API server stores needs more than a few
-# dozen digits; the bound keeps "1e999999999" from raising decimal.Overflow (an
+class QuantityTooLarge(QuantityError):
+    """A quantity of the API server's form whose exponent is past MAX_QUANTITY_EXPONENT
+    ("1e999999999"): the API server admits it in a pod or a node, so to_int counts it as
+    +-MAX_QUANTITY; where a quantity must be refused (a policy's), it is a QuantityError."""
+
+    def __init__(self, message: str, negative: bool) -> None:
+        super().__init__(message)
+        self.negative = negative
+
+
+class QuantityTooSmall(QuantityError):
+    """A quantity whose exponent is below -MAX_QUANTITY_EXPONENT ("1e-999999999"): nonzero
+    but smaller than 1n, which resource.Quantity rounds up to 1n (or 0 when negative)."""
+
+    def __init__(self, message: str, negative: bool) -> None:
+        super().__init__(message)
+        self.negative = negative
+
+
+# What a quantity counts as at most, in the scheduler's unit: int64's range, as
+# resource.Quantity's Value and MilliValue are int64. Upstream's overflow to 0 would
+# count "1e999999999" cpu as nothing; here it fits no node.
+MAX_QUANTITY = 2**63 - 1
+
+# The largest decimal exponent parse_quantity computes with. resource.Quantity keeps values
+# in an int64 scaled by a power of ten, so nothing the API server stores needs more than a
+# few dozen digits; the bound keeps "1e999999999" from raising decimal.Overflow (an
 # ArithmeticError, which callers that catch QuantityError/ValueError would let through:
 # `polsched validate` crashed, and one Metrics API item ended the node-metrics task).
 MAX_QUANTITY_EXPONENT = 1000
@@ -64,26 +88,39 @@ def parse_quantity(value: Any) -> Decimal:
         raise QuantityError(f"invalid quantity {value!r}: want a number with an optional suffix "
                             "(m, k, M, G, Ki, Mi, Gi, ... or an exponent e3)")
     number, suffix = Decimal(m.group(1)), m.group(2) or ""
+    if number == 0:
+        return number
     try:
-        if suffix[:1] in ("e", "E") and len(suffix) > 1:
+        if suffix[:1] in ("e", "E") and suffix not in _SUFFIXES:  # 1e3 is 1000, 1Ei binary SI
             exponent = int(suffix[1:])
-            if abs(exponent) > MAX_QUANTITY_EXPONENT:
-                raise QuantityError(f"invalid quantity {value!r}: exponent beyond "
-                                    f"magnitude {MAX_QUANTITY_EXPONENT}")
+            if exponent > MAX_QUANTITY_EXPONENT:
+                raise QuantityTooLarge(f"invalid quantity {value!r}: exponent beyond "
+                                       f"magnitude {MAX_QUANTITY_EXPONENT}", number < 0)
+            if exponent < -MAX_QUANTITY_EXPONENT:
+                raise QuantityTooSmall(f"invalid quantity {value!r}: exponent beyond "
+                                       f"magnitude {MAX_QUANTITY_EXPONENT}", number < 0)
             return number * (Decimal(10) ** exponent)
         return number * _SUFFIXES[suffix]
     except DecimalException as e:  # digits beyond the context's bounds
-        raise QuantityError(f"invalid quantity {value!r}: out of range") from e
+        raise QuantityTooLarge(f"invalid quantity {value!r}: out of range", number < 0) from e
 
 
 def to_int(name: str, value: Any) -> int:
-    """A quantity in the scheduler's unit for resource `name` (millicores for cpu)."""
+    """A quantity in the scheduler's unit for resource `name` (millicores for cpu), within
+    +-MAX_QUANTITY."""
     key = (str(value), name == CPU)
     hit = _cache.get(key)
     if hit is not None:
         return hit
-    q = parse_quantity(value)
-    result = math.ceil(q * 1000) if name == CPU else math.ceil(q)
+    try:
+        q = parse_quantity(value)
+    except QuantityTooLarge as err:  # a pod's or a node's: admitted, so counted
+        result = -MAX_QUANTITY if err.negative else MAX_QUANTITY
+    except QuantityTooSmall as err:  # below 1n: rounded up, as resource.Quantity does
+        result = 0 if err.negative else 1
+    else:
+        result = math.ceil(q * 1000) if name == CPU else math.ceil(q)
+        result = max(-MAX_QUANTITY, min(MAX_QUANTITY, result))
     if len(_cache) < 10000:
         _cache[key] = result
     return result

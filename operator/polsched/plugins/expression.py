@@ -515,7 +515,10 @@ class Evaluator:
                 spent = self._spend(values * VIEW_VALUE_COST, budget)
                 if spent is not None:
                     return spent
-                context = _cel().Context({"node": view}, dict(c.functions) or None)
+                try:
+                    context = _cel().Context({"node": view}, dict(c.functions) or None)
+                except Exception as err:  # noqa: BLE001 - a value the CEL core cannot hold
+                    refused = (False, _error_text(err))
             entry = _NodeEntry(node.raw, context, sizes, refused)
             self._entries[node.name] = entry
         else:
@@ -531,7 +534,10 @@ class Evaluator:
             return spent
         # The context is ours alone and a cycle runs without awaiting, so replacing its
         # pod is safe; converting a small pod view is cheap next to converting the node.
-        entry.context.add_variable("pod", pod.view)
+        try:
+            entry.context.add_variable("pod", pod.view)
+        except Exception as err:  # noqa: BLE001 - a value the CEL core cannot hold
+            return False, _error_text(err)
         outcome = self._run(entry.context)
         if len(entry.outcomes) >= _PER_NODE_POD_VIEWS:
             entry.outcomes.clear()

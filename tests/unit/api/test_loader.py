@@ -18,6 +18,7 @@ import pytest
 from polsched import plugins
 from polsched.api import FieldError, Policy, PolicyError, load_policy
 from polsched.api.admission import AdmissionRules, DestinationPolicy
+from polsched.api.model import MAX_FIELD_ERROR_CHARS, MAX_POLICY_ERROR_CHARS
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import FilterPlugin, Handle, ScorePlugin
 from polsched.framework.listers import Listers
@@ -562,6 +563,15 @@ def test_a_ca_that_is_not_pem_certificates_is_refused_with_its_field(ca: bytes) 
     assert "must be base64-encoded PEM CA certificates" in err.message
 
 
+@pytest.mark.parametrize("data", ["été", "🙂" * 3, "\u202e"])
+def test_ca_data_that_is_not_ascii_is_refused_with_its_field(data: str) -> None:
+    # A fuzz finding: base64 raises a bare ValueError on non-ASCII text, which escaped
+    # the loader.
+    [err] = errors({"extenders": [{**EXT, "tlsConfig": {"caData": data}}]})
+    assert err.path == "spec.extenders[0].tlsConfig.caData"
+    assert err.message == "must be base64-encoded PEM CA certificates"
+
+
 def test_a_ca_bundle_with_a_good_certificate_loads(ca_pem: str) -> None:
     bundle = base64.b64encode((ca_pem + ca_pem).encode()).decode()
     [ext] = load({"extenders": [{**EXT, "tlsConfig": {"caData": bundle}}]}).extenders
@@ -628,3 +638,23 @@ def test_extender_destination_policy_allows_exceptions_and_other_hosts() -> None
                  rules) == ["spec.extenders[0].urlPrefix"]
     # Without rules (polsched validate, an Engine built by hand) nothing is refused.
     load({"extenders": [{**EXT, "urlPrefix": "http://169.254.169.254/"}]})
+
+
+def test_a_huge_wrong_value_makes_an_error_that_fits_a_condition() -> None:
+    # A fuzz finding: the loader quoted a 400 KB `kind` whole, past the 32768 characters
+    # of a metav1.Condition's message (the status write would be refused).
+    with pytest.raises(PolicyError) as exc:
+        load(kind="x" * 400_000)
+    text = str(exc.value)
+    assert text.startswith("SchedulingPolicy 'p' is invalid: kind: must be SchedulingPolicy")
+    assert len(text) <= MAX_FIELD_ERROR_CHARS + 100
+    assert len(exc.value.errors[0].message) > 400_000  # the error itself keeps it
+
+
+def test_a_policy_error_with_thousands_of_problems_says_how_many_it_left_out() -> None:
+    problems = [FieldError(f"spec.filters[{i}].name", "x" * 100) for i in range(1000)]
+    text = str(PolicyError(problems, "p"))
+    assert len(text) <= MAX_POLICY_ERROR_CHARS + 30
+    assert text.startswith("SchedulingPolicy 'p' is invalid: spec.filters[0].name: ")
+    kept = text.count("spec.filters[")
+    assert text.endswith(f"; and {1000 - kept} more") and 100 < kept < 1000

@@ -57,3 +57,12 @@ def test_unknown_to_true_is_a_transition() -> None:
     first = merge_conditions(None, [Condition("Ready", "Unknown", "Progressing", "", 2)], "T1")
     then = merge_conditions(first, [Condition("Ready", True, "Running", "", 2)], "T2")
     assert then[0]["lastTransitionTime"] == "T2"
+
+
+def test_a_message_is_written_sanitised_and_capped() -> None:
+    # The API server refuses a condition message over 32768 characters: the status write
+    # would fail, and the policy's status never say why.
+    huge = "\x1b[2Jbad " + "x" * 100_000
+    (out,) = merge_conditions(None, [Condition("Valid", False, "InvalidSpec", huge, 1)], "T")
+    assert len(out["message"]) <= 32768
+    assert out["message"].startswith("bad xxx") and out["message"].isprintable()

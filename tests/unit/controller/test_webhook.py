@@ -59,6 +59,22 @@ def test_default_scheduler_and_reserved_names_are_refused_with_the_field() -> No
         validate_policy(body, AdmissionRules.make(["volcano"]))
 
 
+def test_args_nested_hundreds_deep_are_refused_with_their_field_not_a_500() -> None:
+    """The API server admits args nested ~900 deep (x-kubernetes-preserve-unknown-fields);
+    converting kopf's body must not recurse past Python's limit (a 500, found by make
+    fuzz: tests/fuzz/corpus/webhook-deep-args.json)."""
+    args: object = "leaf"
+    for i in range(900):
+        args = {"x": args} if i % 2 else [args]
+    body = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": "p"}, "spec": {"filters": [{"name": "NodeLabel",
+                                                             "args": {"x": args}}]}}
+    with pytest.raises(kopf.AdmissionError) as err:
+        validate_policy(body)
+    assert err.value.code == 422
+    assert "spec.filters[0].args.x: unknown field" in str(err.value)
+
+
 def test_the_webhook_validates_off_the_event_loop() -> None:
     """load_policy runs on the webhook's validation threads: while a policy is being
     validated, the event loop (the scheduling loop, the probes' deadlines) turns. Run

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from polsched.framework.resources import QuantityError, parse_quantity, pod_requests, to_int
+from polsched.framework.resources import (
+    MAX_QUANTITY,
+    QuantityError,
+    parse_quantity,
+    pod_requests,
+    to_int,
+)
 
 
 @pytest.mark.parametrize(("q", "cpu", "mem"), [
@@ -21,6 +27,22 @@ def test_quantity_rounds_up_like_milli_value(q: str, cpu: int, mem: int) -> None
 def test_bad_quantity_is_refused(bad: str) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(bad)
+
+
+@pytest.mark.parametrize(("q", "want"), [
+    ("1e999999999", MAX_QUANTITY), ("-1e999999999", -MAX_QUANTITY),
+    ("99999999999999999999Ei", MAX_QUANTITY),
+])
+def test_a_quantity_past_int64_counts_as_the_int64_bound(q: str, want: int) -> None:
+    # The API server admits "1e999999999" in a pod; a Decimal cannot hold it (a fuzz
+    # finding: decimal.Overflow escaped the cluster cache).
+    assert to_int("cpu", q) == want
+    assert to_int("memory", q) == want
+
+
+def test_a_pod_requesting_1e999999999_cpu_requests_the_most_there_is() -> None:
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e999999999"}}}]}
+    assert pod_requests(spec)["cpu"] == MAX_QUANTITY
 
 
 def c(cpu: str | None = None, mem: str | None = None, restart: str | None = None) -> dict:  # type: ignore[type-arg]
@@ -58,5 +80,18 @@ def test_non_zero_defaults_apply_only_to_missing_requests() -> None:
 @pytest.mark.parametrize("huge", ["1e999999999", "1E-999999999", "1e1001"])
 def test_quantity_beyond_bounds_is_a_quantity_error_not_overflow(huge: str) -> None:
     # decimal.Overflow is an ArithmeticError: callers catching QuantityError missed it.
+    # What must be refused (a policy's, a metric's quantity) is parsed by parse_quantity.
     with pytest.raises(QuantityError):
-        to_int("memory", huge)
+        parse_quantity(huge)
+
+
+@pytest.mark.parametrize(("q", "want"), [
+    ("1e1001", MAX_QUANTITY), ("-1e1001", -MAX_QUANTITY),
+    ("1E-999999999", 1), ("1e-1001", 1), ("-1e-1001", 0), ("0e999999999", 0),
+    ("1e1000", MAX_QUANTITY), ("1e-1000", 1),
+])
+def test_a_pod_or_node_quantity_beyond_the_exponent_bound_is_counted(q: str, want: int) -> None:
+    # A pod's or a node's quantity is admitted by the API server, so it is counted, not
+    # refused: past the bound as int64's bound (fits no node), below 1n as resource.Quantity
+    # rounds it, up to 1n.
+    assert to_int("memory", q) == want

@@ -159,6 +159,19 @@ def test_runtime_error_rejects_the_node_with_the_message() -> None:
                                "node.metadata.labels['zone'] == 'a': no such key: zone",)
 
 
+@pytest.mark.parametrize("where", ["node", "pod"])
+def test_a_value_the_cel_core_cannot_hold_rejects_the_node(where: str) -> None:
+    # A fuzz finding (seed 2026): a label with a lone surrogate failed conversion where
+    # the node's context is made or the pod is added to it, outside the try around
+    # execute, and the Evaluator (which never raises) raised.
+    f = new_filter({"expression": "node.metadata.labels.all(k, size(pod.metadata.labels) > 0)"})
+    bad = {"tier": "\ud800"}
+    (st,) = run_filter(f, pod("p", **bad) if where == "pod" else pod("p"),
+                       [node("n", **bad) if where == "node" else node("n", tier="a")])
+    assert st.code is Code.UNSCHEDULABLE
+    assert "Failed to convert" in st.message
+
+
 def test_type_errors_and_non_bool_results_reject_the_node() -> None:
     f = new_filter({"expression": "pod.metadata.name + 1 == 'x'"})
     (st,) = run_filter(f, pod("p"), [node("n")])

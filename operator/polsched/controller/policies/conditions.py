@@ -20,7 +20,9 @@ never takes a verdict about generation N for one about N+1: `kubectl wait
 metadata.generation. Ready is never True for a generation that does not run.
 
 As apimachinery's meta.SetStatusCondition: lastTransitionTime changes only when the
-status flips. Purely data-manipulative.
+status flips. A message is written sanitised and capped (framework.messages), whatever
+made it: the API server refuses a condition whose message is over 32768 characters, and
+the status would then never say why. Purely data-manipulative.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from polsched.api.claims import CONFLICT_REASON
+from polsched.framework.messages import condition_message
 
 READY = "Ready"
 RECONCILING = "Reconciling"
@@ -72,7 +75,7 @@ class Condition:
             "type": self.type,
             "status": self.status_text,
             "reason": self.reason,
-            "message": self.message,
+            "message": condition_message(self.message),
             "observedGeneration": self.observed_generation,
             "lastTransitionTime": last_transition_time,
         }

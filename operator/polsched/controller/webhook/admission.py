@@ -233,15 +233,40 @@ def _items(listed: Any) -> Iterable[Mapping[str, Any]]:
     return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
 
 
-def plain(obj: Any) -> Any:
-    """kopf's body views as plain dicts and lists (what the loader expects)."""
+def _container(obj: Any) -> dict[str, Any] | list[Any] | None:
+    """An empty dict or list for a mapping or a sequence of kopf's body, else None."""
     if isinstance(obj, str | bytes | int | float | bool) or obj is None:
-        return obj
+        return None
     if hasattr(obj, "items"):
-        return {str(k): plain(v) for k, v in obj.items()}
+        return {}
     if isinstance(obj, list | tuple):
-        return [plain(v) for v in obj]
-    return obj
+        return []
+    return None
+
+
+def plain(obj: Any) -> Any:
+    """kopf's body views as plain dicts and lists (what the loader expects). Iterative:
+    a body nested as deep as the API server admits (args under
+    x-kubernetes-preserve-unknown-fields, hundreds of levels) must reach the loader, which
+    names the field, and not end in a RecursionError answered as a 500."""
+    root = _container(obj)
+    if root is None:
+        return obj
+    stack: list[tuple[Any, dict[str, Any] | list[Any]]] = [(obj, root)]
+    while stack:
+        src, dst = stack.pop()
+        pairs = ((str(k), v) for k, v in src.items()) if isinstance(dst, dict) \
+            else enumerate(src)
+        for key, value in pairs:
+            child = _container(value)
+            if child is not None:
+                stack.append((value, child))
+                value = child
+            if isinstance(dst, dict):
+                dst[str(key)] = value
+            else:
+                dst.append(value)
+    return root
 
 
 def same_spec(body: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:

@@ -289,3 +289,18 @@ def test_a_computed_pattern_re2_refuses_is_a_runtime_error() -> None:
     sel = compile_selector('"abc".find(device.attributes["gpu.example.com"].model + "(") == ""')
     with pytest.raises(CELError, match="invalid regex"):
         sel.matches(GPU)
+
+
+def test_a_capacity_past_what_a_decimal_holds_is_a_match_error_naming_it() -> None:
+    # A fuzz finding: "1e999999999" raised QuantityError out of Selector.matches.
+    device = DeviceInput("dra.example.com", {}, {"memory": {"value": "1e999999999"}})
+    with pytest.raises(CELError, match="capacity memory: invalid quantity '1e999999999'"):
+        evaluate("device.driver == 'dra.example.com'", device)
+
+
+def test_an_attribute_the_cel_core_cannot_hold_is_a_match_error() -> None:
+    # A fuzz finding: a string with a lone surrogate failed conversion in add_variable,
+    # before the try around execute, and a ValueError escaped Selector.matches.
+    device = DeviceInput("dra.example.com", {"model": {"string": "\ud800"}}, {})
+    with pytest.raises(CELError, match="Failed to convert"):
+        evaluate("device.attributes['dra.example.com'].model == 'a'", device)
