@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
+from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun, snapshot
 from polsched.extender.client import ExtenderSetupError
@@ -258,7 +259,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     # The engine's construction, with listers filled from the objects given.
     pipeline: Pipeline = build_pipeline(
         policy, Handle(listers=cache.listers, nominator=nominator, load=node_load,
-                       pod_groups=cache.pod_groups), extenders)
+                       pod_groups=cache.pod_groups,
+                       features=featuregates.scheduler_features()), extenders)
     info = PodInfo.from_json(target)
     gang = await _explain_gang(pipeline, cache, info)
     result = await schedule_pod(pipeline, info, cache.snapshot, explain=True)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
+from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
 from polsched.commands.snapshot import KIND_ORDER, SnapshotError, read_snapshot
@@ -486,7 +487,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     # the pods placed during the simulation are in flight on their nodes.
     pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
                                                        load=static_load(objects),
-                                                       pod_groups=cache.pod_groups),
+                                                       pod_groups=cache.pod_groups,
+                                                       features=featuregates.scheduler_features()),
                                         extenders, rng=random.Random(SEED))
     out: list[Decision] = []
     groups: list[GroupOutcome] = []

@@ -23,11 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
+from polsched.cluster.featuregates import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from polsched.framework.interfaces import (
     Extender,
     FilterPlugin,
     Handle,
     PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
     Plugin,
     PostBindPlugin,
     PostFilterPlugin,
@@ -38,7 +41,7 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
 from polsched.framework.types import Json, PodInfo
-from polsched.plugins import REGISTRY
+from polsched.plugins import REGISTRY, pod_group_pods_count, topology_placement
 from polsched.plugins import default_preemption as dp
 from polsched.plugins import gang_scheduling as gang
 
@@ -119,8 +122,22 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     # GangScheduling last, after DefaultPreemption, as applyGangScheduling appends it to
     # upstream's MultiPoint list.
     pre_enqueue.sort(key=lambda p: isinstance(p, gang.GangScheduling))
+    # TopologyAwareWorkloadScheduling: applyTopologyAwareWorkloadScheduling appends
+    # TopologyPlacementGenerator and PodGroupPodsCount (weight 1) to the default profile;
+    # NodeResourcesFit, a scorer, also scores placements, with its weight.
+    placement_algorithm = TOPOLOGY_AWARE_WORKLOAD_SCHEDULING in ph.features
+    generate: list[PlacementGeneratePlugin] = []
+    placement_score: list[tuple[PlacementScorePlugin, int]] = []
+    if placement_algorithm:
+        generate.append(topology_placement.new(None, ph))
+        placement_score += [(s.plugin, s.weight) for s in scorers
+                            if isinstance(s.plugin, PlacementScorePlugin) and s.when is None]
+        placement_score.append((pod_group_pods_count.new(None, ph),
+                                pod_group_pods_count.WEIGHT))
     pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
-                        post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
+                        post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph,
+                        placement_generate=generate, placement_score=placement_score,
+                        placement_algorithm=placement_algorithm)
     pipeline.built_from = tuple(built)
     return pipeline
 

@@ -22,20 +22,22 @@ from polsched.framework import podgroups as pgs
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, ScheduleResult
 from polsched.framework.interfaces import (
+    Placement,
     PlacementProgress,
+    PodGroupAssignments,
     PodGroupInfo,
     PodGroupPostFilterResult,
     ProposedAssignment,
 )
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import SUCCESS, Code, Status
-from polsched.framework.types import PodInfo
+from polsched.framework.types import NodeInfo, PodInfo
 from polsched.objects import Json
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
 from polsched.scheduler import queue as q
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import schedule_pod, select_host
 from polsched.scheduler.preemption import GroupPreemptor
 from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
@@ -81,20 +83,59 @@ class PodGroupResult:
     # The group's CycleState (podGroupCycleState), which every member's links to: what
     # the PodGroupPostFilter plugins read (DynamicResources' members' states).
     state: CycleState = field(default_factory=CycleState)
+    # Whether a member was placed (anyScheduled; False when the status is not Success).
+    any_scheduled: bool = False
+    # The placement algorithm's (TopologyAwareWorkloadScheduling): every placement tried,
+    # in order, and the name of the one chosen (None: none was). None: the default
+    # algorithm ran.
+    placements: list[PlacementOutcome] | None = None
+    chosen: str | None = None
+    generated: int = 0  # how many placements were generated
+
+
+@dataclass
+class PlacementOutcome:
+    """One placement the placement algorithm tried: the group's status and its members'
+    results there, how long it took, and (when more than one was feasible) each
+    PlacementScore plugin's weighted score and their total."""
+
+    placement: Placement
+    status: Status
+    members: list[MemberResult]
+    seconds: float = 0.0
+    scores: dict[str, int] = field(default_factory=dict)
+    total: int | None = None
 
 
 async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                               pods: Sequence[PodInfo]) -> PodGroupResult:
-    """runRootSchedulingAlgorithm + podGroupSchedulingDefaultAlgorithm: PlacementFeasible
-    first (Remaining = the members to try, Scheduled = the group's assumed and bound
-    members), then each member in order on the cache's snapshot (filters and scores, no
-    PostFilter), assumed and reserved so that the next one sees it, PlacementFeasible after
-    each. A final Wait is Unschedulable; Success with nothing scheduled too. Everything
-    assumed or reserved is reverted before this returns, whatever happens (try/finally):
-    the algorithm is a simulation."""
-    group_plugins = pipeline.plugins
+    """runRootSchedulingAlgorithm + podGroupSchedulingAlgorithm: the placement algorithm
+    when the pipeline runs it (TopologyAwareWorkloadScheduling), else the default one on
+    every node. Success with nothing scheduled is Unschedulable (the framework requires
+    at least 1 pod to be scheduled). Everything either assumes or reserves is reverted
+    before this returns: the algorithm is a simulation."""
     cycle_state = CycleState()
+    if pipeline.placement_algorithm:
+        out = await _placement_algorithm(pipeline, cache, group, pods, cycle_state)
+    else:
+        out = await _default_algorithm(pipeline, cache, group, pods, cycle_state)
+    if out.status.ok and not out.any_scheduled:
+        out.status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
+    return out
+
+
+async def _default_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                             pods: Sequence[PodInfo], cycle_state: CycleState,
+                             placement: Placement | None = None) -> PodGroupResult:
+    """podGroupSchedulingDefaultAlgorithm: PlacementFeasible first (Remaining = the
+    members to try, Scheduled = the group's assumed and bound members), then each member
+    in order on the cache's snapshot (on the `placement`'s nodes only, when given; filters
+    and scores, no PostFilter), assumed and reserved so that the next one sees it,
+    PlacementFeasible after each. A final Wait is Unschedulable. Everything assumed or
+    reserved is reverted before this returns, whatever happens (try/finally)."""
+    group_plugins = pipeline.plugins
     out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=cycle_state)
+    nodes = None if placement is None else placement.nodes
     reverts: list[Callable[[], None]] = []
     try:
         gstate = cache.pod_groups.state(f"{group.namespace}/{group.name}")
@@ -110,7 +151,7 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
         status = st
         any_scheduled = False
         for pod in pods:
-            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state)
+            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state, nodes)
             out.members.append(res)
             if not res.status.ok and not res.status.rejected:
                 status = Status.error("failed to schedule other pod from a pod group: "
@@ -129,27 +170,108 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
             any_scheduled = any_scheduled or res.status.ok
         if status.code is Code.WAIT:
             status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *status.reasons)
-        if status.ok and not any_scheduled:
-            # The framework requires at least 1 pod to be scheduled.
-            status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
         out.status = status
+        out.any_scheduled = any_scheduled and status.ok
         return out
     finally:
         for revert in reversed(reverts):
             revert()
 
 
+def _as_error(st: Status) -> str:
+    """Status.AsError().Error() of upstream: the status's error when it has one (here the
+    reason errPodGroupUnschedulable put first), else its message."""
+    if st.reasons and st.reasons[0] == POD_GROUP_UNSCHEDULABLE:
+        return POD_GROUP_UNSCHEDULABLE
+    return st.message
+
+
+async def _placement_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                               pods: Sequence[PodInfo], cycle_state: CycleState
+                               ) -> PodGroupResult:
+    """podGroupSchedulingPlacementAlgorithm: the PlacementGenerate plugins' placements out
+    of every node; the default algorithm in each (reverted after each); none feasible:
+    the first one's result, Unschedulable `0/N placements are available, first placement
+    status: ...`; one: that one; more: the PlacementScore plugins choose
+    (findBestPodGroupPlacement). The result keeps every placement tried
+    (`placements`, for the metrics and explain) and the chosen one's name."""
+    placements, st = pipeline.run_placement_generate_plugins(cycle_state, group,
+                                                             cache.snapshot.nodes)
+    if not st.ok:
+        return PodGroupResult(st, state=cycle_state, placements=[])
+    out = await _try_placements(pipeline, cache, group, pods, cycle_state, placements)
+    out.generated = len(placements)
+    return out
+
+
+async def _try_placements(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                          pods: Sequence[PodInfo], cycle_state: CycleState,
+                          placements: list[Placement]) -> PodGroupResult:
+    tried: list[PlacementOutcome] = []
+    first: PodGroupResult | None = None
+    feasible: list[tuple[PlacementOutcome, PodGroupResult]] = []
+    for placement in placements:
+        started = time.perf_counter()
+        res = await _default_algorithm(pipeline, cache, group, pods, cycle_state, placement)
+        outcome = PlacementOutcome(placement, res.status, res.members,
+                                   time.perf_counter() - started)
+        if res.status.code is Code.ERROR:
+            res.placements = tried
+            return res
+        tried.append(outcome)
+        if first is None:
+            first = res
+        if res.status.ok:
+            feasible.append((outcome, res))
+    if not feasible:
+        assert first is not None  # at least one placement was generated
+        first.status = Status.unschedulable(
+            POD_GROUP_UNSCHEDULABLE, f"0/{len(placements)} placements are available, "
+            f"first placement status: {_as_error(first.status)}")
+        first.placements = tried
+        return first
+    best, st = _find_best_placement(pipeline, group, feasible)
+    if best is None:
+        return PodGroupResult(st, state=cycle_state, placements=tried)
+    best.placements = tried
+    best.chosen = feasible[[r for _, r in feasible].index(best)][0].placement.name
+    return best
+
+
+def _find_best_placement(pipeline: Pipeline, group: PodGroupInfo,
+                         feasible: list[tuple[PlacementOutcome, PodGroupResult]]
+                         ) -> tuple[PodGroupResult | None, Status]:
+    """findBestPodGroupPlacement: the only feasible placement, or the one with the highest
+    total of the PlacementScore plugins (ties broken at random, the pipeline's rng); each
+    scored outcome gets its scores. A plugin's failure: (None, its status)."""
+    if len(feasible) == 1:
+        return feasible[0][1], SUCCESS
+    assignments = [PodGroupAssignments(o.placement, tuple(
+        ProposedAssignment(m.pod, m.node, m.state) for m in r.members
+        if m.status.ok and m.node)) for o, r in feasible]
+    states = [CycleState(r.state) for _, r in feasible]
+    scores, st = pipeline.run_placement_score_plugins(states, group, assignments)
+    if not st.ok:
+        return None, st
+    for (outcome, _), ps in zip(feasible, scores, strict=True):
+        outcome.scores, outcome.total = ps.scores, ps.total
+    best = select_host(pipeline, [ps.total for ps in scores])
+    return feasible[best][1], SUCCESS
+
+
 async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
                             reverts: list[Callable[[], None]],
-                            group_state: CycleState | None = None) -> MemberResult:
-    """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter), then
-    assume + Reserve with a revert (assumeAndReserveWithRevert)."""
+                            group_state: CycleState | None = None,
+                            placement: Sequence[NodeInfo] | None = None) -> MemberResult:
+    """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter; on the
+    `placement`'s nodes only, when given), then assume + Reserve with a revert
+    (assumeAndReserveWithRevert)."""
     snapshot = cache.snapshot
-    if not snapshot.nodes:
+    if not (snapshot.nodes if placement is None else placement):
         return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
     try:
         result = await schedule_pod(pipeline, pod, snapshot, post_filter=False,
-                                    group_state=group_state)
+                                    group_state=group_state, placement=placement)
     except PipelineError as err:
         return MemberResult(pod, Status.error(str(err)))
     if result.node is None:
@@ -339,6 +461,10 @@ class ScheduleOnePodGroup(ScheduleOne):
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
         metrics.pod_group_algorithm(time.perf_counter() - started)
+        if outcome.placements is not None:
+            metrics.generated_placements(s.name, outcome.generated)
+            for tried in outcome.placements:
+                metrics.placement_evaluation(s.name, tried.status.ok, tried.seconds)
         waiting: PodGroupPostFilterResult | None = None
         # The queue requeues the group by the algorithm's status (podGroupCycle's
         # rootStatus), taken before the PodGroupPostFilter: an error there (DynamicResources'
