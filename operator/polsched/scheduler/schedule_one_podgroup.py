@@ -259,6 +259,28 @@ def _find_best_placement(pipeline: Pipeline, group: PodGroupInfo,
     return feasible[best][1], SUCCESS
 
 
+async def placement_capacity(pipeline: Pipeline, cache: ClusterCache,
+                             pods: Sequence[PodInfo], placement: Placement) -> int:
+    """How many of `pods` the member search (podGroupPodSchedulingAlgorithm) places in
+    `placement`, one after another, each seeing those before it, with no PlacementFeasible
+    to stop it early: what `polsched explain` reports as a domain's room for a gang (the
+    decision stays pod_group_algorithm's). Everything is reverted before this returns."""
+    reverts: list[Callable[[], None]] = []
+    placed = 0
+    try:
+        for pod in pods:
+            res = await _member_algorithm(pipeline, cache, pod, reverts, CycleState(),
+                                          placement.nodes)
+            if res.status.ok:
+                placed += 1
+            elif not res.status.rejected:
+                break
+        return placed
+    finally:
+        for revert in reversed(reverts):
+            revert()
+
+
 async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
                             reverts: list[Callable[[], None]],
                             group_state: CycleState | None = None,
@@ -461,8 +483,9 @@ class ScheduleOnePodGroup(ScheduleOne):
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live])
         metrics.pod_group_algorithm(time.perf_counter() - started)
-        if outcome.placements is not None:
+        if outcome.generated:  # RecordGeneratedPlacements: only when generation succeeded
             metrics.generated_placements(s.name, outcome.generated)
+        if outcome.placements is not None:
             for tried in outcome.placements:
                 metrics.placement_evaluation(s.name, tried.status.ok, tried.seconds)
         waiting: PodGroupPostFilterResult | None = None
