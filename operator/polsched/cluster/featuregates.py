@@ -15,6 +15,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from polsched.framework import podgroups
+
 ENV = "POLSCHED_FEATURE_GATES"
 # A bounded, plain list: component-base's --feature-gates syntax (Name=bool, comma-separated).
 _ITEM = re.compile(r"[A-Za-z][A-Za-z0-9]{0,99}=(true|false)")
@@ -58,7 +60,7 @@ def enabled(name: str, env: Mapping[str, str] | None = None) -> bool:
 
 # The gates polsched itself reads (framework.interfaces.Handle.features); every other
 # listed gate only reaches the control plane and kube-scheduler.
-TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = "TopologyAwareWorkloadScheduling"
+TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = podgroups.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 
 
 def scheduler_features(env: Mapping[str, str] | None = None) -> frozenset[str]:

@@ -17,7 +17,11 @@ from polsched.framework.status import Code
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.schedule_one_podgroup import PodGroupResult, pod_group_algorithm
+from polsched.scheduler.schedule_one_podgroup import (
+    PodGroupResult,
+    pod_group_algorithm,
+    pod_group_post_filter,
+)
 from tests.builders import make_node, make_pod
 
 RACK = "example.com/rack"
@@ -192,3 +196,20 @@ def test_the_simulation_leaves_nothing_assumed() -> None:
     assert not cache.assumed_keys_by_scheduler()
     assert all(not n.pods for n in cache.snapshot.nodes)
     assert cache.pod_groups.state("ns/g").scheduled_pods_count == 0
+
+
+def test_dynamic_resources_pod_group_post_filter_leaves_a_constrained_group_alone() -> None:
+    # No placement at all, so no member ran DynamicResources' PreFilter: without the gate
+    # its PodGroupPostFilter would fail with `not found`; with it, a group with
+    # schedulingConstraints is skipped (Unschedulable, no reason) and DefaultPreemption
+    # answers.
+    cache, pipeline = setup([node("n1", None)], pod_group(1), [member("m0", "1")])
+    group = PodGroupInfo("ns", "g", pod_group(1))
+    pods = [cache.pods["ns/m0"]]
+    outcome = asyncio.run(pod_group_algorithm(pipeline, cache, group, pods))
+    ran: list[tuple[str, Code]] = []
+    _, st = asyncio.run(pod_group_post_filter(pipeline, cache, group, pods, outcome, ran))
+    assert ran[0] == ("DynamicResources", Code.UNSCHEDULABLE)
+    assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.message == ("pod group preemption: No preemption victims found for incoming "
+                          "preemptor")
