@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.api import GROUP
 from polsched.api.admission import AdmissionRules
+from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.dedicated.deployments import DEFAULT_IMAGE, DedicatedDeployer
@@ -185,7 +186,8 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                            health_listen=args.health_listen)
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args))
+                                 args=admission_flags(args),
+                                 feature_gates=featuregates.from_env())
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, deployer=deployer, records_last_good=True,

@@ -150,3 +150,15 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     add_scheduler_arguments(sched)
     parsed = sched.parse_args(args[1:])
     assert parsed.reserved_scheduler_names == "volcano"
+
+
+def test_dedicated_schedulers_get_the_operators_feature_gates() -> None:
+    rec = record("p", {"runtime": {"mode": "Dedicated"}})
+    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    deploy = render(rec, namespace="polsched-system", image="img:1", feature_gates=gates)[-1]
+    env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "POLSCHED_FEATURE_GATES", "value": gates} in env
+    # Without gates the container's environment is as before.
+    plain = render(rec, namespace="polsched-system", image="img:1")[-1]
+    names = [e["name"] for e in plain["spec"]["template"]["spec"]["containers"][0]["env"]]
+    assert names == ["POD_NAMESPACE", "POD_NAME"]

@@ -78,10 +78,13 @@ def mounted_ca_secrets(record: PolicyRecord, namespace: str) -> list[str]:
 
 
 def render(record: PolicyRecord, *, namespace: str, image: str,
-           directory: Path | None = None, extra_args: Sequence[str] = ()) -> list[Json]:
+           directory: Path | None = None, extra_args: Sequence[str] = (),
+           feature_gates: str = "") -> list[Json]:
     """The objects of `record`'s Dedicated scheduler, in apply order. Pure but for
     reading the templates. `extra_args`: more flags for `polsched scheduler` (the
-    operator's admission flags, so that a Dedicated scheduler enforces the same rules)."""
+    operator's admission flags, so that a Dedicated scheduler enforces the same rules).
+    `feature_gates`: the operator's POLSCHED_FEATURE_GATES, given to the scheduler too
+    (TopologyAwareWorkloadScheduling changes how it places pod groups)."""
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
@@ -114,6 +117,7 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
                   "uid": record.uid, "controller": True, "blockOwnerDeletion": False},
         "ca_secrets": ca_secrets,
         "ca_dir": EXTENDER_CA_DIR,
+        "feature_gates": feature_gates,
     }
     out: list[Json] = []
     for template in TEMPLATES:
@@ -163,12 +167,14 @@ def foreign_message(obj: Mapping[str, Any], policy_name: str) -> str:
 
 class DedicatedDeployer:
     def __init__(self, client: ApiClient, *, namespace: str, image: str = DEFAULT_IMAGE,
-                 directory: Path | None = None, args: Sequence[str] = ()) -> None:
+                 directory: Path | None = None, args: Sequence[str] = (),
+                 feature_gates: str = "") -> None:
         self.client = client
         self.namespace = namespace
         self.image = image
         self.directory = directory
         self.args = tuple(args)
+        self.feature_gates = feature_gates
 
     async def _existing(self, path: str) -> Json | None:
         try:
@@ -182,7 +188,8 @@ class DedicatedDeployer:
         """Apply the policy's objects; ForeignObject (nothing applied) when one of their
         names is taken by an object polsched did not make for this policy."""
         objs = render(record, namespace=self.namespace, image=self.image,
-                      directory=self.directory, extra_args=self.args)
+                      directory=self.directory, extra_args=self.args,
+                      feature_gates=self.feature_gates)
         for obj in objs:
             existing = await self._existing(api_path(obj))
             if existing is not None and not ours(existing, record.name):
