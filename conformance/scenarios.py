@@ -1798,6 +1798,23 @@ def _topo_plain_pods_first(g: Racks) -> None:
     g.step(g.delete("p0"))
 
 
+def _topo_preempt_rack(g: Racks) -> None:
+    """A high-priority gang that fits no rack as it is: workload-aware preemption reruns
+    the placement algorithm without the lower-priority pods, picks the rack it then fits
+    (the other is too small either way) and evicts only what stands in that rack; or, when
+    no rack would hold it even then, evicts nothing."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 2)
+    node = g.b.sc.nodes[0]["metadata"]["name"]
+    g.step(g.pod("low", None, "2", nodeName=node, priorityClassName="conformance-low"))
+    # 1500m: each rack holds one member now (alike: "1 scheduled, 0 remaining"), the big
+    # one both without `low`. 5 CPUs: no rack holds even one, before or after.
+    cpu = r.choice(["1500m", "1500m", "5"])
+    g.step(g.tgroup("a", 2, priority_class="conformance-high"))
+    g.each(g.members("a", 2, cpu, priorityClassName="conformance-high"))
+
+
 TOPOLOGY_SHAPES: dict[str, Callable[[Racks], None]] = {
     "one_rack_fits": _topo_one_rack_fits,
     "most_members": _topo_most_members,
@@ -1808,6 +1825,7 @@ TOPOLOGY_SHAPES: dict[str, Callable[[Racks], None]] = {
     "unconstrained": _topo_unconstrained,
     "two_gangs": _topo_two_gangs,
     "plain_pods_first": _topo_plain_pods_first,
+    "preempt_rack": _topo_preempt_rack,
 }
 
 

@@ -561,7 +561,11 @@ class ScheduleOnePodGroup(ScheduleOne):
                     # prepareForBindingCycle: assume and Reserve for real, Permit, and the
                     # member's own binding cycle.
                     self._assume_reserve_permit(a)
+                elif waiting is not None:
+                    # waitingOnPreemption: the group's own status, as it is.
+                    self.handle_failure(a, status, group=True, nominate=nominate(a))
                 else:
+                    # The group's message behind errPodGroupUnschedulable.
                     self.handle_failure(a, Status.unschedulable(POD_GROUP_UNSCHEDULABLE,
                                                                 status.message), group=True,
                                         nominate=nominate(a))
