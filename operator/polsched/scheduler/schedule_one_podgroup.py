@@ -207,6 +207,7 @@ async def _placement_algorithm(pipeline: Pipeline, cache: ClusterCache, group: P
 async def _try_placements(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                           pods: Sequence[PodInfo], cycle_state: CycleState,
                           placements: list[Placement]) -> PodGroupResult:
+    """The loop of podGroupSchedulingPlacementAlgorithm over the generated placements."""
     tried: list[PlacementOutcome] = []
     first: PodGroupResult | None = None
     feasible: list[tuple[PlacementOutcome, PodGroupResult]] = []
@@ -230,22 +231,23 @@ async def _try_placements(pipeline: Pipeline, cache: ClusterCache, group: PodGro
             f"first placement status: {_as_error(first.status)}")
         first.placements = tried
         return first
-    best, st = _find_best_placement(pipeline, group, feasible)
-    if best is None:
+    i, st = _find_best_placement(pipeline, group, feasible)
+    if i is None:
         return PodGroupResult(st, state=cycle_state, placements=tried)
-    best.placements = tried
-    best.chosen = feasible[[r for _, r in feasible].index(best)][0].placement.name
+    chosen, best = feasible[i]
+    best.placements, best.chosen = tried, chosen.placement.name
     return best
 
 
 def _find_best_placement(pipeline: Pipeline, group: PodGroupInfo,
                          feasible: list[tuple[PlacementOutcome, PodGroupResult]]
-                         ) -> tuple[PodGroupResult | None, Status]:
-    """findBestPodGroupPlacement: the only feasible placement, or the one with the highest
-    total of the PlacementScore plugins (ties broken at random, the pipeline's rng); each
-    scored outcome gets its scores. A plugin's failure: (None, its status)."""
+                         ) -> tuple[int | None, Status]:
+    """findBestPodGroupPlacement: the index of the only feasible placement, or of the one
+    with the highest total of the PlacementScore plugins (ties broken at random, the
+    pipeline's rng); each scored outcome gets its scores. A plugin's failure: (None, its
+    status)."""
     if len(feasible) == 1:
-        return feasible[0][1], SUCCESS
+        return 0, SUCCESS
     assignments = [PodGroupAssignments(o.placement, tuple(
         ProposedAssignment(m.pod, m.node, m.state) for m in r.members
         if m.status.ok and m.node)) for o, r in feasible]
@@ -255,8 +257,7 @@ def _find_best_placement(pipeline: Pipeline, group: PodGroupInfo,
         return None, st
     for (outcome, _), ps in zip(feasible, scores, strict=True):
         outcome.scores, outcome.total = ps.scores, ps.total
-    best = select_host(pipeline, [ps.total for ps in scores])
-    return feasible[best][1], SUCCESS
+    return select_host(pipeline, [ps.total for ps in scores]), SUCCESS
 
 
 async def placement_capacity(pipeline: Pipeline, cache: ClusterCache,
