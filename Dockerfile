@@ -1,6 +1,6 @@
 # The polsched image, for people with Docker: the same thing `make image` builds without
-# it (hack/image.sh): Debian bookworm's Python 3.11 and openssl, the dependencies locked
-# with hashes in hack/image/requirements.txt and the polsched wheel under
+# it (hack/image.sh): Debian bookworm's Python 3.11 (no openssl command), the dependencies
+# locked with hashes in hack/image/requirements.txt and the polsched wheel under
 # /opt/polsched/lib, user 10001, nothing writable but /tmp, `polsched run` by default.
 # Build: docker build -t ghcr.io/polsched/polsched:0.1.0 .
 FROM debian:bookworm-slim AS build
@@ -25,8 +25,8 @@ RUN python3 -m venv /venv \
 FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3-minimal libpython3.11-stdlib \
-         openssl ca-certificates \
-    && rm -rf /var/lib/apt/lists/* /var/cache/* /var/log/* \
+         ca-certificates libstdc++6 \
+    && rm -rf /var/lib/apt/lists/* /var/cache/* /var/log/* /usr/bin/openssl /usr/bin/c_rehash \
     && echo 'polsched:x:10001:10001:polsched:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \
     && echo 'polsched:x:10001:' >> /etc/group \
     && find / -xdev -type d -perm -0002 ! -path /tmp -exec chmod o-w {} + \

@@ -60,10 +60,11 @@ from bench import workloads as wl  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
+from polsched.framework.budget import new_budget  # noqa: E402
 from polsched.framework.interfaces import Handle  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
-from polsched.scheduler.algorithm import schedule_pod  # noqa: E402
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
@@ -188,7 +189,8 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
             shadow_t += ts - t1
         else:
             ts = t1
-        result = run_sync(schedule_pod(pipeline, pod, snapshot))
+        result = run_sync(schedule_pod(pipeline, pod, snapshot,
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
         t2 = clock()
         node = result.node
         if node is None:
@@ -281,7 +283,8 @@ def plugin_times(workload: wl.Workload) -> dict[str, float]:
         cache.on_pod_event("ADDED", obj)
         pod = cache.pods[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"]
         t = clock()
-        result = run_sync(schedule_pod(pipeline, pod, snapshot))
+        result = run_sync(schedule_pod(pipeline, pod, snapshot,
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
         t_all += clock() - t
         if result.node is not None:
             if workload.dra:
@@ -303,6 +306,11 @@ def profile(workload: wl.Workload, top: int) -> str:
     return out.getvalue()
 
 
+# --attempt-budget: each decision runs under the engine's time budget (framework.budget),
+# as ScheduleOne runs it; 0 (the default here): none, to measure what the checks cost.
+ATTEMPT_BUDGET: list[float] = [0.0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
@@ -314,7 +322,11 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="cProfile each workload, print the top N functions by own time")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--attempt-budget", type=float, default=0.0, metavar="SECONDS",
+                    help="decide under the engine's per-attempt time budget (the operator's "
+                         "default is 1); 0: no budget (default)")
     args = ap.parse_args()
+    ATTEMPT_BUDGET[0] = args.attempt_budget
     results = []
     for name in args.workloads.split(","):
         w = wl.WORKLOADS[name]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # polsched's OCI image, built without Docker and without pulling from any registry:
-#   1. a minimal Debian bookworm root filesystem with Python 3.11 and openssl (mmdebstrap,
-#      cached under ~/.cache/polsched by its package list);
+#   1. a minimal Debian bookworm root filesystem with Python 3.11 (mmdebstrap, cached under
+#      ~/.cache/polsched by its package list);
 #   2. the dependencies of hack/image/requirements.txt (exact versions, hashes checked)
 #      and the polsched wheel of this checkout, under /opt/polsched/lib;
 #   3. buildah (vfs storage in a throwaway directory: no daemon, no mounts left) puts
@@ -19,9 +19,12 @@ root=$(dirname "$here")
 version=$(python3 -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"rb"))["project"]["version"])' "$root/pyproject.toml")
 IMAGE=${IMAGE:-local/polsched:$version}
 SUITE=bookworm
-# Debian packages of the root filesystem: python3-minimal + its standard library, openssl
-# for the webhook's certificates (controller/webhook/certificates.py), CA certificates.
-PACKAGES=python3-minimal,libpython3.11-stdlib,openssl,ca-certificates
+# Debian packages of the root filesystem: python3-minimal + its standard library, CA
+# certificates, and libstdc++ (google-re2's extension, cel/regex.py, links against it; the
+# essential variant does not carry it). No openssl command: the webhook's certificates are
+# made in-process (controller/webhook/certificates.py, the cryptography package); see
+# rootfs_hook.
+PACKAGES=python3-minimal,libpython3.11-stdlib,ca-certificates,libstdc++6
 
 log() { printf '[hack/image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -86,6 +89,9 @@ rootfs_hook() {
   # iconv modules (Python brings its own codecs): 40 MB nothing in the image uses.
   rm -rf "$r"/usr/share/perl "$r"/usr/lib/x86_64-linux-gnu/perl "$r"/usr/lib/x86_64-linux-gnu/libperl.so* \
     "$r"/usr/lib/x86_64-linux-gnu/gconv "$r"/usr/share/zoneinfo/right "$r"/usr/share/common-licenses
+  # ca-certificates depends on the openssl package (its scripts rehash /etc/ssl/certs, done
+  # by now): its commands go, nothing in the image runs them; libssl's openssl.cnf stays.
+  rm -f "$r"/usr/bin/openssl "$r"/usr/bin/c_rehash
   find "$r" -xdev -type d -perm -0002 ! -path "$r/tmp" -exec chmod o-w {} +
   chmod 1777 "$r/tmp"
 }
@@ -123,6 +129,26 @@ build() {
   cp -r "$root/manifests/templates" "$work/opt/polsched/manifests/"
   install -m 0755 "$here/image/polsched" "$work/usr/local/bin/polsched"
   chmod -R go-w "$work/opt" "$work/usr"
+  # Smoke test: the image's own python3 imports every module of the package, native
+  # extensions included (a wheel whose shared library the root filesystem lacks, as
+  # google-re2's libstdc++ once was, fails here rather than in a CrashLoopBackOff).
+  # chroot needs root, as the build's install-deps does; elsewhere it is skipped, said so.
+  if [[ $(id -u) == 0 ]]; then
+    mkdir "$work/smoke"
+    tar -C "$work/smoke" -xf "$tar"
+    cp -a "$work/opt" "$work/smoke/"
+    chroot "$work/smoke" /usr/bin/python3 -s -c '
+import importlib, pkgutil, sys
+sys.path.insert(0, "/opt/polsched/lib")
+import polsched
+for m in pkgutil.walk_packages(polsched.__path__, "polsched."):
+    importlib.import_module(m.name)
+' || die "the image's python3 cannot import polsched (a missing shared library? see above)"
+    rm -rf "$work/smoke"
+    log "smoke test: the image's python3 imports every polsched module"
+  else
+    log "smoke test skipped: chroot needs root"
+  fi
 
   log "buildah: one layer from scratch"
   local b="buildah --storage-driver vfs --root $work/storage --runroot $work/run"

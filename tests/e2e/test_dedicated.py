@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from polsched.controller.process.options import DEDICATED_LEASE_NAMESPACE
 from tests.conftest import Cluster, NodeFactory, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import (
@@ -45,7 +47,7 @@ def deployment(h: Harness, name: str) -> dict[str, Any] | None:
 
 
 def lease_holder(h: Harness, name: str) -> str:
-    p = h.cluster.kubectl("get", "lease", name, "-n", NS, "-o",
+    p = h.cluster.kubectl("get", "lease", name, "-n", DEDICATED_LEASE_NAMESPACE, "-o",
                           "jsonpath={.spec.holderIdentity}", check=False)
     return p.stdout.strip() if p.returncode == 0 else ""
 
@@ -69,7 +71,11 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
             [("SchedulingPolicy", rid, uid)], owners
         assert deploy["spec"]["replicas"] == 2
         container = deploy["spec"]["template"]["spec"]["containers"][0]
-        assert container["args"] == ["scheduler", "--policy", rid, "--leader-elect=true"]
+        assert container["args"] == ["scheduler", "--policy", rid, "--leader-elect=true",
+                                     "--health-listen", "0.0.0.0:8081"]
+        # kubelet restarts a stuck leader and waits for the cache to sync.
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["resources"] == {"requests": {"cpu": "100m"}}
         # The install's identity: the operator made no ServiceAccount and no binding.
         assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == DEDICATED_SA
@@ -125,6 +131,16 @@ def test_dedicated_scheduler_deployed_and_lease_elected(harness: Harness, namesp
              "the Deployment garbage-collected", interval=0.3)
 
 
+def probes_apart(args: tuple[str, ...]) -> list[str]:
+    """`args` with --health-listen on a free loopback port of its own."""
+    out = list(args)
+    i = out.index("--health-listen")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        out[i + 1] = f"127.0.0.1:{s.getsockname()[1]}"
+    return out
+
+
 def test_rollout_of_a_one_replica_policy_never_runs_two_schedulers(
         harness: Harness, namespace: str, nodes: NodeFactory) -> None:
     """A rollout of a 1-replica Dedicated policy runs the old and the new pod side by side,
@@ -143,14 +159,15 @@ def test_rollout_of_a_one_replica_policy_never_runs_two_schedulers(
         args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
         kubeconfig = service_account_kubeconfig(h.cluster, NS, DEDICATED_SA,
                                                 h.workdir / f"{DEDICATED_SA}.kubeconfig")
+        # Pods have an IP each; processes side by side on one host need a probe port each.
         common = (*args, "--namespace", NS, "--lease-duration", "4", "--renew-period", "0.5")
-        old = h.process(kubeconfig, *common, "--identity", f"{rid}-old")
+        old = h.process(kubeconfig, *probes_apart(common), "--identity", f"{rid}-old")
         lease = f"polsched-scheduler-{rid}"
         wait_for(lambda: lease_holder(h, lease) == f"{rid}-old", 30, "old holds the lease",
                  interval=0.1)
         h.create_pods(namespace, ["p0"], rid)
         wait_for(lambda: len(h.bound(namespace)) == 1, 10, "the old pod binds")
-        new = h.process(kubeconfig, *common, "--identity", f"{rid}-new")
+        new = h.process(kubeconfig, *probes_apart(common), "--identity", f"{rid}-new")
         wait_for(lambda: "started as" in new.log(), 20, "the new pod started")
         old.signal(signal.SIGSTOP)  # the old pod, not yet stopped, holds the lease
         h.create_pods(namespace, [f"q{i}" for i in range(3)], rid)

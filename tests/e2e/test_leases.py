@@ -309,3 +309,26 @@ def test_a_hanging_renew_steps_down_before_anyone_takes_over_and_drops_queued_bi
 def _scheduled_events(cluster: Cluster, ns: str) -> list[str]:
     got = cluster.kubectl_json("get", "events.events.k8s.io", "-n", ns)
     return [e["regarding"]["name"] for e in got["items"] if e.get("reason") == "Scheduled"]
+
+
+def test_a_huge_observed_lease_duration_is_capped(cluster: Cluster, namespace: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: one write of leaseDurationSeconds 2147483647 by whoever may write the
+    Lease parked every candidate for decades; a candidate honours at most twice its own."""
+    clock = [1000.0]
+    monkeypatch.setattr("polsched.controller.process.leases.time.monotonic", lambda: clock[0])
+
+    async def body(client: ApiClient) -> None:
+        squatter, b = elector(client, namespace, "squatter"), elector(client, namespace, "b")
+        assert await squatter.try_acquire_or_renew()
+        lease = await client.get(lease_path(namespace, "l"))
+        lease["spec"]["leaseDurationSeconds"] = 2147483647
+        await client.put(lease_path(namespace, "l"), lease)
+        assert not await b.try_acquire_or_renew()
+        clock[0] += 29
+        assert not await b.try_acquire_or_renew()
+        clock[0] += 2
+        assert await b.try_acquire_or_renew()
+        assert (await spec(client, namespace))["holderIdentity"] == "b"
+
+    run(cluster, body)

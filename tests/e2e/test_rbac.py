@@ -11,12 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from polsched.controller.process.options import DEDICATED_LEASE_NAMESPACE
 from tests.conftest import Cluster
 from tests.e2e.rbac import DEDICATED_SA, OPERATOR_NAMESPACE, OPERATOR_SA, install_rbac
 
 pytestmark = pytest.mark.e2e
 
 NS = OPERATOR_NAMESPACE
+LEASES = DEDICATED_LEASE_NAMESPACE
 OPERATOR = f"system:serviceaccount:{NS}:{OPERATOR_SA}"
 DEDICATED = f"system:serviceaccount:{NS}:{DEDICATED_SA}"
 
@@ -106,6 +108,10 @@ OPERATOR_MAY: list[Check] = SCHEDULER_MAY + [
     ("watch", "secrets/polsched-webhook-ca", NS, "an invalid edit is made good at once"),
     ("watch", "validatingwebhookconfigurations.admissionregistration.k8s.io/polsched.io",
      None, "a re-created configuration gets its caBundle back"),
+    ("create", "subjectaccessreviews.authorization.k8s.io", None,
+     "may the author read the CA Secret it names (as system:kube-scheduler)"),
+    ("create", "selfsubjectreviews.authentication.k8s.io", None,
+     "the webhook knows its own last-good writes (system:basic-user)"),
     ("create", "deployments.apps", NS, "Dedicated schedulers"),
     ("patch", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),
     ("delete", "deployments.apps/polsched-dedicated-x", NS, "Dedicated schedulers"),
@@ -141,11 +147,15 @@ GANG_MAY_NOT: list[Check] = [
 ]
 
 DEDICATED_MAY: list[Check] = SCHEDULER_MAY + [
-    ("create", "leases.coordination.k8s.io", NS, "its Lease"),
-    ("get", "leases.coordination.k8s.io/polsched-scheduler-x", NS, "its Lease"),
-    ("update", "leases.coordination.k8s.io/polsched-scheduler-x", NS, "its Lease"),
+    ("create", "leases.coordination.k8s.io", LEASES, "its Lease"),
+    ("get", "leases.coordination.k8s.io/polsched-scheduler-x", LEASES, "its Lease"),
+    ("update", "leases.coordination.k8s.io/polsched-scheduler-x", LEASES, "its Lease"),
 ]
 DEDICATED_MAY_NOT: list[Check] = SCHEDULER_MAY_NOT + [
+    # issue 36: one write of leaseDurationSeconds parked the operator
+    ("update", "leases.coordination.k8s.io/polsched-operator", NS, "the operator's Lease"),
+    ("get", "leases.coordination.k8s.io/polsched-operator", NS, "the operator's Lease"),
+    ("create", "leases.coordination.k8s.io", NS, "Leases only in their own namespace"),
     ("get", "secrets/polsched-webhook-tls", NS, "the webhook's keys"),
     ("get", "secrets/polsched-webhook-ca", NS, "the webhook's CA key"),
     ("get", "secrets/ext-ca", NS, "its CA Secrets are mounted, not read"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import http.client
 import json
 import socket
 import ssl
@@ -28,6 +29,7 @@ from polsched.controller.webhook import server as webhook_server
 from tests.conftest import Cluster, unique
 from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
+from tests.old_webhook_pki import old_pki
 
 SECRET = "polsched-webhook-tls"
 CA_SECRET = "polsched-webhook-ca"
@@ -161,13 +163,38 @@ def test_operator_keeps_its_certificates_in_a_secret(harness: Harness, free_port
     assert certificates.validity(stored["tls.crt"])[1] - datetime.now(UTC) > timedelta(days=300)
     assert same_cert(served_certificate(free_port), stored["tls.crt"])
     assert refuses_invalid_policy(h, rid)
+    # What the apiserver would never send is answered 400 with kopf's reason (the server
+    # calls kopf's public WebhookFn), the CA of the Secret verifying the server.
+    status, reason = post_review(free_port, stored["ca.crt"], b"not json")
+    assert status == 400 and reason.startswith("not JSON")
+    unknown = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "request": {"uid": "u", "resource": {"group": "example.com", "version": "v1",
+                                                    "resource": "widgets"}}}
+    status, reason = post_review(free_port, stored["ca.crt"], json.dumps(unknown).encode())
+    assert status == 400 and "has no handlers" in reason
+
+
+def post_review(port: int, ca: str, body: bytes) -> tuple[int, str]:
+    """POST `body` to the webhook's route as the apiserver calls it: (status, reason)."""
+    ctx = ssl.create_default_context(cadata=ca)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    try:
+        conn.request("POST", f"/{webhook_configuration.WEBHOOK_ID}", body,
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status, resp.reason
+    finally:
+        conn.close()
 
 
 def test_a_certificate_about_to_expire_is_renewed_at_start(harness: Harness,
                                                           free_port: int) -> None:
+    """An install of an earlier version: certificates its openssl commands made 364 days
+    ago, in the serving Secret of the old layout (the CA key in it)."""
     h = harness
-    ca, ca_key = certificates.new_ca()
-    cert, key = certificates.new_serving(ca, ca_key, ["127.0.0.1"], days=1)
+    old = old_pki(["127.0.0.1"], datetime.now(UTC) - timedelta(days=364))
+    ca, ca_key, cert, key = old.ca, old.ca_key, old.cert, old.key
     b64 = {k: base64.b64encode(v.encode()).decode() for k, v in
            {"ca.crt": ca, "ca.key": ca_key, "tls.crt": cert, "tls.key": key}.items()}
     h.cluster.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -327,8 +354,8 @@ def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,
     jumps: list[timedelta] = []
 
     def now() -> datetime:
-        # The next check sees the clock moved ahead, once; openssl dates the certificates
-        # it makes by the real clock, so the check after that finds them fresh.
+        # The next check sees the clock moved ahead, once; the certificates are dated
+        # by the real clock, so the check after that finds them fresh.
         return datetime.now(UTC) + (jumps.pop() if jumps else timedelta(0))
 
     async def scenario() -> tuple[list[Any], str, str, str]:
@@ -366,6 +393,9 @@ def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,
             second = await served_changes(first)
             jumps.append(timedelta(days=2500))  # the CA's last third
             third = await served_changes(second)
+            # What a certificate-expiry metric reads: the certificate being served.
+            assert server.current is not None and same_cert(server.current.cert, third)
+            assert server.current.not_after == certificates.not_after(third)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -6,7 +6,9 @@ settings: a drift in either front end fails here."""
 
 from __future__ import annotations
 
+import argparse
 import copy
+import json
 import subprocess
 import sys
 import tomllib
@@ -17,6 +19,9 @@ import pytest
 import yaml
 
 import polsched
+from polsched.commands import cli
+from polsched.controller.webhook import rotator
+from polsched.controller.webhook import server as webhook_server
 
 pytestmark = pytest.mark.unit
 
@@ -79,10 +84,13 @@ def by_key(objs: list[Obj]) -> dict[tuple[str, str, str, str], Obj]:
     return out
 
 
-def assert_same_install(chart: list[Obj], rendered: list[Obj]) -> None:
-    """Object by object: the chart's are render's, except render's Namespace (Helm's
-    release lives in the namespace, so it exists before the chart installs)."""
-    want = by_key([o for o in rendered if o["kind"] != "Namespace"])
+def assert_same_install(chart: list[Obj], rendered: list[Obj],
+                        namespace: str = "polsched-system") -> None:
+    """Object by object: the chart's are render's, except render's Namespace of the
+    operator (Helm's release lives in the namespace, so it exists before the chart
+    installs; polsched-leases, the Dedicated schedulers', is the chart's too)."""
+    want = by_key([o for o in rendered
+                   if o["kind"] != "Namespace" or o["metadata"]["name"] != namespace])
     got = by_key([without_helm(o) for o in chart])
     assert sorted(got) == sorted(want), "the chart and render install different objects"
     for k, o in want.items():
@@ -97,7 +105,8 @@ def test_namespace_and_image_move_in_both_front_ends_alike(helm: str) -> None:
     chart = helm_template(helm, "--set", "image.repository=registry.example/team/polsched",
                           "--set", "image.tag=9.8.7", namespace="sched")
     assert_same_install(chart, render_operator("--namespace", "sched", "--image",
-                                               "registry.example/team/polsched:9.8.7"))
+                                               "registry.example/team/polsched:9.8.7"),
+                        namespace="sched")
 
 
 def test_every_object_carries_helms_labels(helm: str) -> None:
@@ -214,12 +223,180 @@ def test_tenancy_reserves_scheduler_names_and_refuses_what_is_not_enforced(helm:
     assert p.returncode != 0 and "not enforced yet" in p.stderr
 
 
-def test_cert_manager_certificates_are_refused_until_the_operator_serves_them(
+TENANCY = {"schedulerNames": [{"names": ["team-a-*", "batch"], "groups": ["team-a"],
+                               "users": ["system:serviceaccount:argocd:app<&>"]}],
+           "allowDisabling": ["NodeUnschedulable"], "nameGraceSeconds": 60,
+           "dedicated": {"maxPolicies": 3, "maxReplicas": 2,
+                         "maxResources": {"cpu": "1500m", "memory": "4Gi"}}}
+
+
+def test_tenancy_config_and_webhook_network_policy_install_as_render_does(
+        helm: str, tmp_path: Path) -> None:
+    """tenancy.config and webhook.networkPolicy.apiServerCIDRs are render's
+    --tenancy-config and --webhook-allow-from: the same ConfigMap (byte for byte), mount,
+    flag and NetworkPolicy."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"tenancy": {"config": TENANCY}, "webhook": {
+        "networkPolicy": {"apiServerCIDRs": ["10.0.0.0/24", "fd00::/64"]}}}))
+    config = tmp_path / "tenancy.yaml"
+    config.write_text(yaml.safe_dump({"apiVersion": "polsched.io/v1alpha1",
+                                      "kind": "SchedulingTenancy", **TENANCY}))
+    chart = helm_template(helm, "-f", str(values))
+    assert {o["kind"] for o in chart} >= {"ConfigMap", "NetworkPolicy"}
+    assert_same_install(chart, render_operator("--tenancy-config", str(config),
+                                               "--webhook-allow-from",
+                                               "10.0.0.0/24,fd00::/64"))
+
+
+def test_the_network_policy_lets_in_the_metrics_port_only_when_it_is_exposed(
         helm: str) -> None:
+    def ports(*args: str) -> list[str]:
+        (np,) = [o for o in helm_template(
+            helm, "--set", "webhook.networkPolicy.apiServerCIDRs={10.0.0.0/24}", *args)
+            if o["kind"] == "NetworkPolicy"]
+        return [r["ports"][0]["port"] for r in np["spec"]["ingress"]]
+
+    assert ports() == ["webhook", "health"]
+    assert ports("--set", "metrics.service.enabled=true") == ["webhook", "health", "metrics"]
+    assert ports("--set", "metrics.secure.enabled=true") == ["webhook", "health",
+                                                             "https-metrics"]
+
+
+def run_args(objs: list[Obj]) -> argparse.Namespace:
+    """The Deployment's arguments as `polsched run` parses them: a flag the chart passes
+    that the operator does not know fails here."""
+    args = deployment(objs)["spec"]["template"]["spec"]["containers"][0]["args"]
+    return cli.build_parser().parse_args(args)
+
+
+def from_manifests(path: str, namespace: str) -> list[Obj]:
+    """The objects of a manifests/ file, moved to `namespace` as the chart moves them."""
+    text = (ROOT / path).read_text().replace("namespace: polsched-system",
+                                             f"namespace: {namespace}")
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_cert_manager_issues_the_certificate_the_operator_serves_and_injects_its_ca(
+        helm: str, tmp_path: Path) -> None:
+    self_managed = helm_template(helm, namespace="sched")
+    objs = helm_template(helm, "--set", "webhook.certificates.mode=cert-manager",
+                         namespace="sched")
+    (issuer,) = [o for o in objs if o["kind"] == "Issuer"]
+    (cert,) = [o for o in objs if o["kind"] == "Certificate"]
+    (conf,) = [o for o in objs if o["kind"] == "ValidatingWebhookConfiguration"]
+    assert issuer["spec"] == {"selfSigned": {}}
+    assert cert["spec"]["issuerRef"] == {"name": issuer["metadata"]["name"], "kind": "Issuer",
+                                         "group": "cert-manager.io"}
+    # The Secret the operator reads (its default --webhook-secret, which its Role names),
+    # for the names the apiserver checks when it calls the Service.
+    args = run_args(objs)
+    assert args.webhook_certificates == "external" and args.webhook_secret is None
+    assert cert["spec"]["secretName"] == rotator.DEFAULT_SECRET
+    ns, name, _ = webhook_server.parse_service(args.webhook_service)
+    assert set(webhook_server.service_names(ns, name)) <= set(cert["spec"]["dnsNames"])
+    role = next(o for o in objs if o["kind"] == "Role"
+                and o["metadata"]["name"] == "polsched-operator")
+    assert any(rotator.DEFAULT_SECRET in r.get("resourceNames", []) and "watch" in r["verbs"]
+               for r in role["rules"])
+    # cert-manager's CA injector fills the caBundle from that Certificate.
+    assert conf["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
+        f"sched/{cert['metadata']['name']}"
+    assert cert["metadata"]["namespace"] == "sched"
+    # Nothing else changes: the same objects as self-managed, less the flag and the
+    # annotation.
+    dep = deployment(objs)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    i = c["args"].index("--webhook-certificates")
+    del c["args"][i:i + 2]
+    del conf["metadata"]["annotations"]
+    assert by_key([o for o in objs if o["kind"] not in ("Issuer", "Certificate")]) == \
+        by_key(self_managed)
+    assert run_args(self_managed).webhook_certificates == "self-managed"
+
+    # An issuer of the cluster's instead of the self-signed one.
+    objs = helm_template(helm, "--set", "webhook.certificates.mode=cert-manager",
+                         "--set", "webhook.certificates.certManager.issuerRef.name=corp-ca",
+                         "--set", "webhook.certificates.certManager.issuerRef.kind=ClusterIssuer")
+    assert not [o for o in objs if o["kind"] == "Issuer"]
+    (cert,) = [o for o in objs if o["kind"] == "Certificate"]
+    assert cert["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer",
+                                         "group": "cert-manager.io"}
+
     p = subprocess.run([helm, "template", str(CHART), "--set",
-                        "webhook.certificates.mode=cert-manager"], capture_output=True,
-                       text=True)
-    assert p.returncode != 0 and "only self-managed" in p.stderr
+                        "webhook.certificates.mode=vault"], capture_output=True, text=True)
+    assert p.returncode != 0 and "self-managed or cert-manager" in p.stderr
+
+
+def test_secure_metrics_listener_with_its_reviews_rbac_and_an_https_service_monitor(
+        helm: str) -> None:
+    default = helm_template(helm)
+    assert run_args(default).metrics_secure_listen is None
+    assert not [o for o in default if o["metadata"]["name"].startswith("polsched-metrics")]
+
+    objs = helm_template(helm, "--set", "metrics.secure.enabled=true",
+                         "--set", "metrics.service.enabled=true",
+                         "--set", "metrics.serviceMonitor.enabled=true",
+                         "--set", "metrics.secure.readerServiceAccounts[0].name=prom",
+                         "--set", "metrics.secure.readerServiceAccounts[0].namespace=mon",
+                         namespace="sched")
+    args = run_args(objs)
+    assert args.metrics_secure_listen == "0.0.0.0:8443"
+    # The plain, unauthenticated listener stays on the loopback, without a port.
+    assert args.metrics_listen == "127.0.0.1:8080"
+    c = deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"} in c["ports"]
+    assert not [p for p in c["ports"] if p["name"] == "metrics"]
+    (svc,) = [o for o in objs if o["kind"] == "Service"
+              and o["metadata"]["name"] == "polsched-metrics"]
+    assert svc["spec"]["ports"] == [{"name": "https-metrics", "port": 8443,
+                                     "targetPort": "https-metrics", "protocol": "TCP"}]
+    (sm,) = [o for o in objs if o["kind"] == "ServiceMonitor"]
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["port"] == "https-metrics" and endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    # The reviews and the reader role: manifests/monitoring/metrics-auth-rbac.yaml's, one
+    # source, bound to the release's ServiceAccounts.
+    got = by_key([without_helm(o) for o in objs])
+    for o in from_manifests("manifests/monitoring/metrics-auth-rbac.yaml", "sched"):
+        assert got[key(o)] == o, key(o)
+    binding = got[("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "",
+                   "polsched-metrics-auth")]
+    assert {s["namespace"] for s in binding["subjects"]} == {"sched"}
+    reader = got[("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "",
+                  "polsched-metrics-reader")]
+    assert reader["roleRef"]["name"] == "polsched-metrics-reader"
+    assert reader["subjects"] == [{"kind": "ServiceAccount", "name": "prom",
+                                   "namespace": "mon"}]
+
+
+def test_alerts_and_dashboard_are_opt_in_and_manifests_monitorings_own(helm: str) -> None:
+    assert not [o for o in helm_template(helm)
+                if o["kind"] in ("PrometheusRule", "ConfigMap")]
+    objs = helm_template(helm, "--set", "metrics.prometheusRule.enabled=true",
+                         "--set", "metrics.prometheusRule.labels.release=prom",
+                         "--set", "metrics.dashboard.enabled=true",
+                         "--set", "metrics.dashboard.namespace=grafana", namespace="sched")
+    (rule,) = [o for o in objs if o["kind"] == "PrometheusRule"]
+    (source,) = from_manifests("manifests/monitoring/prometheusrule.yaml", "sched")
+    assert rule["spec"] == source["spec"]
+    assert rule["metadata"]["namespace"] == "sched"
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    assert source["metadata"]["labels"].items() <= rule["metadata"]["labels"].items()
+    (dashboard,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    # What kube-prometheus-stack's Grafana sidecar looks for.
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["namespace"] == "grafana"
+    (text,) = dashboard["data"].values()
+    assert json.loads(text) == json.loads(
+        (ROOT / "manifests" / "monitoring" / "dashboard.json").read_text())
+
+
+def test_monitoring_files_are_links_to_manifests() -> None:
+    """One source: the chart's files/ link to manifests/, never copy them."""
+    for f in ("metrics-auth-rbac.yaml", "prometheusrule.yaml", "dashboard.json"):
+        link = CHART / "files" / "monitoring" / f
+        assert link.is_symlink()
+        assert link.resolve() == ROOT / "manifests" / "monitoring" / f
 
 
 def test_helm_lint_passes(helm: str) -> None:

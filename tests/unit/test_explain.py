@@ -80,6 +80,17 @@ def test_no_node_fits_gives_kube_schedulers_message() -> None:
     assert report.message.startswith("0/3 nodes are available:")
 
 
+def test_a_pod_over_the_bounds_is_explained_as_the_engine_refuses_it() -> None:
+    wide = pod("wide")
+    wide["spec"]["tolerations"] = [{"key": f"t{i}", "operator": "Exists"}
+                                   for i in range(129)]
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), wide, NODES))
+    assert report.winner is None
+    assert report.message.startswith("spec.tolerations has 129 tolerations, over the bound "
+                                      "of 128 ")
+    assert [n.name for n in report.nodes] == ["n1", "n2", "n3"]
+
+
 def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "policy.yaml").write_text(yaml.safe_dump(POLICY))
     # nodes as a List, the pod as one of several documents

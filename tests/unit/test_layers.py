@@ -56,6 +56,12 @@ RULES: tuple[tuple[str, frozenset[str]], ...] = (
     # k8s.io/dynamic-resource-allocation: no plugin, policy, cache or client.
     ("polsched.dra", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER,
                                 AIOHTTP})),
+    # Preemption (upstream's framework/preemption): the executor writes through the API
+    # server, a scheduler part; the rest (candidates, victims' facts, the pod-group
+    # evaluator) is computation below the plugins that DefaultPreemption uses.
+    ("polsched.preemption.executor", frozenset({API, CONTROLLER, PLUGINS})),
+    ("polsched.preemption", frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER,
+                                       AIOHTTP})),
     # The framework is computation: it knows no plugin, policy, cache or client.
     (FRAMEWORK, frozenset({API, CLUSTER, CONTROLLER, EXTENDER, PLUGINS, SCHEDULER, AIOHTTP})),
     # A plugin reads a snapshot and returns a Status: it knows no policy, no cache, no
@@ -94,7 +100,7 @@ EXPECTED_TO_FAIL: Mapping[str, str] = {}
 
 # The order modules are imported in: the light layers first (see the module docstring).
 _ORDER = ("polsched.objects", "polsched.extender.config", "polsched.extender.wire", FRAMEWORK,
-          "polsched.dra", PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
+          "polsched.dra", "polsched.preemption", PLUGINS, API, CLUSTER, EXTENDER, SCHEDULER)
 
 
 def _under(module: str, name: str) -> bool:
@@ -186,7 +192,8 @@ def test_every_layer_has_a_rule_and_the_check_can_fail() -> None:
 # What building the parser may load (`polsched --help`, and every subcommand before it
 # runs): the parser, and the options of the two long-running commands.
 _PARSER_MODULES = frozenset({
-    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.commands.version",
+    "polsched", "polsched.commands", "polsched.commands.cli", "polsched.commands.connection",
+    "polsched.commands.version",
     "polsched.controller",
     "polsched.controller.process", "polsched.controller.process.options"})
 

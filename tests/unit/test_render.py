@@ -4,12 +4,16 @@ manifests/` installs, and a Dedicated policy's objects from the operator's rende
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from polsched.api.tenancy import parse_tenancy
 from polsched.commands import render
+from polsched.controller.process.options import DEDICATED_LEASE_NAMESPACE
+from polsched.controller.process.server import read_tenancy
 
 pytestmark = pytest.mark.unit
 
@@ -56,7 +60,9 @@ def test_operator_install_has_every_piece_and_the_deployment_is_hardened() -> No
 
 def test_namespace_is_moved_everywhere() -> None:
     objs = render.operator_install(namespace="sched")
-    assert all(o["metadata"].get("namespace") in (None, "sched") for o in objs)
+    # Dedicated schedulers' Leases stay in their own namespace (--lease-namespace).
+    assert all(o["metadata"].get("namespace") in (None, "sched", DEDICATED_LEASE_NAMESPACE)
+               for o in objs)
     assert ("Namespace", "sched") in {(o["kind"], o["metadata"]["name"]) for o in objs}
     for o in objs:
         for s in o.get("subjects") or ():
@@ -80,14 +86,15 @@ def test_dedicated_uses_the_operators_templates() -> None:
     assert dep["metadata"]["name"] == "polsched-dedicated-big"
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "scheduler", "--policy", "big", "--leader-elect=true"]
+        "scheduler", "--policy", "big", "--leader-elect=true",
+        "--health-listen", "0.0.0.0:8081"]
     # never applied: no uid, so no ownerReference the API server would refuse
     assert all("ownerReferences" not in o["metadata"] for o in objs)
 
 
 def test_the_namespace_enforces_the_restricted_pod_security_profile() -> None:
-    (ns,) = [o for o in render.operator_install(namespace="sched") if o["kind"] == "Namespace"]
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for ns in (o for o in render.operator_install(namespace="sched") if o["kind"] == "Namespace"):
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets() -> None:
@@ -118,5 +125,83 @@ def test_no_cluster_role_writes_identities_workloads_bindings_or_reads_secrets()
                                  "persistentvolumes", "persistentvolumeclaims",
                                  "schedulingpolicies", "schedulingpolicies/status",
                                  "resourceclaims", "resourceclaims/status",
-                                 "resourceclaims/binding", "podgroups/status"} \
+                                 "resourceclaims/binding", "podgroups/status",
+                                 "subjectaccessreviews"} \
                 or not writes, (role["metadata"]["name"], rule)
+
+
+TENANCY = {"schedulerNames": [{"names": ["team-a-*"], "groups": ["team-a"],
+                               "users": ["system:serviceaccount:argocd:app<&>"]}],
+           "allowDisabling": ["NodeUnschedulable"], "nameGraceSeconds": 60,
+           "dedicated": {"maxPolicies": 3, "maxReplicas": 2,
+                         "maxResources": {"cpu": "2", "memory": "4Gi"}}}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "polsched"), "render",
+                           "operator", *args], capture_output=True, text=True)
+
+
+def test_the_tenancy_config_is_a_configmap_the_operator_reads(tmp_path: Path) -> None:
+    """--tenancy-config: the file as a ConfigMap mounted where --tenancy-config points, and
+    what the operator reads there is the admin's configuration."""
+    f = tmp_path / "tenancy.yaml"
+    f.write_text(yaml.safe_dump({"apiVersion": "polsched.io/v1alpha1",
+                                 "kind": "SchedulingTenancy", **TENANCY}))
+    p = _cli("--tenancy-config", str(f), "--no-crd", "--no-rbac")
+    assert p.returncode == 0, p.stderr
+    objs = [d for d in yaml.safe_load_all(p.stdout) if d]
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    assert cm["metadata"] == {"name": "polsched-tenancy", "namespace": "polsched-system",
+                              "labels": cm["metadata"]["labels"]}
+    pod = next(o for o in objs if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    path = Path(c["args"][c["args"].index("--tenancy-config") + 1])
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == str(path.parent)]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == "polsched-tenancy"
+    read = read_tenancy(str(write(tmp_path / path.name, cm["data"][path.name])))
+    assert read == parse_tenancy(TENANCY)
+    assert read.name_grants[0].users == {"system:serviceaccount:argocd:app<&>"}
+    # Without the flag, nothing of it.
+    plain = render.operator_templated()
+    assert not [o for o in plain if o["kind"] == "ConfigMap"]
+    assert "--tenancy-config" not in plain[0]["spec"]["template"]["spec"]["containers"][0][
+        "args"]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_a_bad_tenancy_config_is_refused_naming_the_field(tmp_path: Path) -> None:
+    f = write(tmp_path / "t.yaml", yaml.safe_dump({"dedicated": {"maxPolicies": -1}}))
+    p = _cli("--tenancy-config", str(f))
+    assert p.returncode == 1 and "tenancy.dedicated.maxPolicies" in p.stderr, p.stderr
+    assert not p.stdout
+
+
+def test_the_network_policy_lets_only_the_api_server_reach_the_webhook() -> None:
+    objs = render.operator_templated(allow_from=["10.0.0.0/24", "fd00::/64"])
+    (np,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert np["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert np["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert np["spec"]["policyTypes"] == ["Ingress"]
+    ports = {p["name"]: p["containerPort"]
+             for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    rules = {r["ports"][0]["port"]: r.get("from") for r in np["spec"]["ingress"]}
+    assert set(rules) <= set(ports)
+    # The webhook from the API server's networks only; the health port (kubelet) open.
+    assert rules == {"webhook": [{"ipBlock": {"cidr": "10.0.0.0/24"}},
+                                 {"ipBlock": {"cidr": "fd00::/64"}}],
+                     "health": None}
+    assert not [o for o in render.operator_templated() if o["kind"] == "NetworkPolicy"]
+
+
+def test_a_bad_webhook_network_is_refused() -> None:
+    p = _cli("--webhook-allow-from", "10.0.0.1/8")
+    assert p.returncode == 1 and "--webhook-allow-from" in p.stderr and "10.0.0.1/8" in p.stderr

@@ -401,3 +401,110 @@ def test_extended_resources_served_by_devices_take_devices_in_turn(
     assert sorted(n for n in nodes.values() if n) == ["n1", "n2"]
     [late] = [p for p in doc["pods"] if p["node"] is None]
     assert "cannot allocate all claims" in late["reason"]
+
+
+# -- the order pods reach the scheduler ---------------------------------------------------
+def created_at(p: dict[str, Any], revision: int, *, written: bool = False) -> dict[str, Any]:
+    """`p` as the API server returns it: its creation revision, and one managedFields entry
+    at its creation; `written`: a status written since (a later revision, an entry for the
+    status subresource)."""
+    meta = p["metadata"]
+    meta["resourceVersion"] = str(revision + (1000 if written else 0))
+    meta["managedFields"] = [{"manager": "e2e", "operation": "Update",
+                              "time": meta["creationTimestamp"]}]
+    if written:
+        meta["managedFields"].append({"manager": "polsched", "operation": "Update",
+                                      "subresource": "status",
+                                      "time": meta["creationTimestamp"]})
+    return p
+
+
+def twelve_in_one_second(*, written: str = "") -> list[dict[str, Any]]:
+    """sim-p1..sim-p12 created in one second, in that order (revisions 101..112); six
+    1-CPU nodes ranked 1..6 take two 500m pods each, the highest rank first."""
+    objs: list[dict[str, Any]] = [node(f"r{r}", r, "a", cpu="1") for r in range(1, 7)]
+    objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    for i in range(1, 13):
+        name = f"sim-p{i}"
+        objs.append(created_at(pod(name, created="2026-01-01T00:00:07Z", cpu="500m"), 100 + i,
+                               written=name == written))
+    return objs
+
+
+def simulate_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                     objs: list[dict[str, Any]]) -> dict[str, Any]:
+    snap = tmp_path / "snap.json"
+    snap.write_text(snapshot.dump(snapshot.as_list(objs), "json"))
+    cand = tmp_path / "p.yaml"
+    cand.write_text(yaml.safe_dump(policy()))
+    code, out, err = run(capsys, "-f", str(cand), "--snapshot", str(snap), "-o", "json",
+                         "--baseline", "none")
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def test_pods_of_one_second_are_decided_in_creation_order_not_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = simulate_objects(tmp_path, capsys, twelve_in_one_second())
+    # The snapshot kept each pending pod's creation revision, and the engine's order is
+    # theirs: sim-p1 and sim-p2 on the top rank, not sim-p1 and sim-p10.
+    placed = {d["name"]: d["node"] for d in doc["pods"]}
+    assert placed == {f"sim-p{i}": f"r{6 - (i - 1) // 2}" for i in range(1, 13)}
+    assert "orderUnknown" not in doc["summary"]
+    assert not any(d.get("orderUnknown") for d in doc["pods"])
+
+
+def test_a_pod_written_since_its_creation_is_reported_as_an_order_guess(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objs = twelve_in_one_second(written="sim-p3")
+    kept = snapshot.as_list(objs)["items"]
+    revisions = {o["metadata"]["name"]: o["metadata"].get("resourceVersion")
+                 for o in kept if o["kind"] == "Pod"}
+    assert revisions["sim-p3"] is None and revisions["sim-p4"] == "104"
+    doc = simulate_objects(tmp_path, capsys, objs)
+    # Every pod of that second depends on where sim-p3 stands among them.
+    assert doc["summary"]["orderUnknown"] == 12
+    assert all(d["orderUnknown"] for d in doc["pods"])
+
+
+def test_creation_revision_is_known_only_while_nothing_wrote_the_pod() -> None:
+    p = created_at(pod("a", created="2026-01-01T00:00:07Z"), 5)
+    assert snapshot.creation_revision(p) == 5
+    later = json.loads(json.dumps(p))
+    later["metadata"]["managedFields"][0]["time"] = "2026-01-01T00:00:09Z"
+    assert snapshot.creation_revision(later) is None
+    conditioned = json.loads(json.dumps(p))
+    conditioned["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    assert snapshot.creation_revision(conditioned) is None
+    gated = json.loads(json.dumps(p))  # the API server's own condition at creation
+    gated["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                      "reason": "SchedulingGated"}]
+    assert snapshot.creation_revision(gated) == 5
+    bound = pod("b", created="2026-01-01T00:00:07Z", node_name="n1")
+    bound["metadata"]["resourceVersion"] = "9"
+    assert "resourceVersion" not in snapshot.clean(bound)["metadata"]
+
+
+def test_a_nominated_pod_counts_in_simulate_as_in_explain(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from polsched.api import load_policy
+    from polsched.commands import explain
+    from polsched.plugins import CATALOG
+
+    # A pending pod of higher priority nominated to n3 (its victims are going) holds n3's
+    # 2 CPUs: the next pod, which ranks n3 first, goes to n2 in both tools.
+    nominated = pod("preemptor", created="2026-01-01T00:00:01Z", cpu="2", priority=100,
+                    scheduler="other")
+    nominated["status"]["nominatedNodeName"] = "n3"
+    nodes = [node("n1", 1, "a"), node("n2", 5, "a"), node("n3", 9, "b")]
+    new = pod("new", created="2026-01-01T00:00:02Z")
+    objs = [*nodes, {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": "default"}}, nominated, new]
+    doc = simulate_objects(tmp_path, capsys, objs)
+    assert {d["name"]: d["node"] for d in doc["pods"]} == {"new": "n2"}
+    report = asyncio.run(explain.explain(load_policy(policy(), CATALOG), new, nodes,
+                                         [nominated]))
+    assert report.winner == "n2"

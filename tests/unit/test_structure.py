@@ -30,17 +30,10 @@ MAX_MODULES_PER_FOLDER = 11  # "fewer than 12"
 # Import cycles other branches remove: the modules a cycle may span (the cycle is known if
 # all of its modules are in the set), and who removes it. Strict: once no such cycle is
 # left, its test fails until the entry is taken out.
-KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {
-    "preemption": (frozenset({
-        "polsched.plugins.default_preemption", "polsched.plugins.pod_group_preemption",
-        "polsched.scheduler.preemption"}), "preemption package: next round"),
-}
+KNOWN_CYCLES: Mapping[str, tuple[frozenset[str], str]] = {}
 
 # Modules over MAX_LINES that another branch splits, and who.
 TOO_LONG: Mapping[str, str] = {
-    "polsched.plugins.dynamic_resources.plugin":
-        "the DynamicResources plugin's PodGroup and scoring parts leave plugin.py: next round",
-    "polsched.scheduler.queue": "queue.py split along upstream's lines: next round",
 }
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.unit
 
@@ -21,33 +23,42 @@ metadata:
 spec:
 """
 
-# file name -> (spec body, the path the output must name)
-BROKEN: dict[str, tuple[str, str]] = {
-    "unknown-plugin.yaml": ("  filters:\n    - name: Foo\n", "spec.filters[0].name"),
+# file name -> (spec body, the path the output must name, and the line: the field's, a
+# missing field's parent's; HEAD is lines 1-5)
+BROKEN: dict[str, tuple[str, str, int]] = {
+    "unknown-plugin.yaml": ("  filters:\n    - name: Foo\n", "spec.filters[0].name", 7),
     "wrong-point.yaml": ("  filters:\n    - name: NodeLabelValue\n      args: {key: a}\n",
-                         "spec.filters[0].name"),
+                         "spec.filters[0].name", 7),
     "bad-operator.yaml": (
         "  filters:\n    - name: NodeLabel\n      args:\n        requirements:\n"
         "          - {key: a, operator: Exists}\n          - {key: b, operator: Near}\n",
-        "spec.filters[0].args.requirements[1].operator"),
+        "spec.filters[0].args.requirements[1].operator", 11),
     "zero-weight.yaml": ("  scorers:\n    - name: ImageLocality\n"
                          "    - name: NodeLabelValue\n      weight: 0\n      args: {key: a}\n",
-                         "spec.scorers[1].weight"),
+                         "spec.scorers[1].weight", 9),
     "extender-weight.yaml": ("  extenders:\n    - urlPrefix: http://e:8888/\n"
-                             "      prioritizeVerb: prioritize\n", "spec.extenders[0].weight"),
+                             "      prioritizeVerb: prioritize\n", "spec.extenders[0].weight",
+                             7),
     "two-binders.yaml": ("  extenders:\n    - {urlPrefix: 'http://a/', bindVerb: bind}\n"
-                         "    - {urlPrefix: 'http://b/', bindVerb: bind}\n", "spec.extenders"),
+                         "    - {urlPrefix: 'http://b/', bindVerb: bind}\n", "spec.extenders",
+                         6),
     "bad-expression.yaml": ("  scorers:\n    - name: Expression\n      args: {expression: '1 +'}\n",
-                            "spec.scorers[0].args.expression"),
+                            "spec.scorers[0].args.expression", 8),
     # a 12-level .all() hidden behind // comments with quotes: refused by its cost
     "cel-bomb.yaml": ("  filters:\n    - name: Expression\n      args:\n        expression: |\n"
                       + "".join(f"          [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].all(x{i}, // it's ' (\n"
                                 for i in range(12))
                       + "          true" + ")" * 12 + "\n",
-                      "spec.filters[0].args.expression"),
-    "too-long-name.yaml": ("  scorers:\n    - name: " + "N" * 64 + "\n", "spec.scorers[0].name"),
-    "status-type.yaml": ("  paused: false\nstatus:\n  boundPods: many\n", "status.boundPods"),
-    "disabled.yaml": ("  disabledPlugins: [NodeLabel]\n", "spec.disabledPlugins[0]"),
+                      "spec.filters[0].args.expression", 9),
+    "too-long-name.yaml": ("  scorers:\n    - name: " + "N" * 64 + "\n", "spec.scorers[0].name",
+                           7),
+    "status-type.yaml": ("  paused: false\nstatus:\n  boundPods: many\n", "status.boundPods",
+                         8),
+    "disabled.yaml": ("  disabledPlugins: [NodeLabel]\n", "spec.disabledPlugins[0]", 6),
+    # decimal.Overflow used to escape the loader and crash the command
+    "huge-quantity.yaml": ("  runtime:\n    mode: Dedicated\n    resources:\n"
+                           "      requests: {cpu: 1e999999999}\n",
+                           "spec.runtime.resources.requests.cpu", 9),
 }
 
 
@@ -61,16 +72,17 @@ def test_a_good_policy_passes() -> None:
     assert (proc.returncode, proc.stdout) == (0, "1 policies valid\n"), proc.stderr
 
 
-def test_each_broken_file_is_reported_with_its_path(tmp_path: Path) -> None:
-    for i, (fname, (body, _)) in enumerate(BROKEN.items()):
+def test_each_broken_file_is_reported_with_its_line_and_path(tmp_path: Path) -> None:
+    for i, (fname, (body, _, _)) in enumerate(BROKEN.items()):
         (tmp_path / fname).write_text(HEAD.format(name=f"p{i}") + body)
     (tmp_path / "good.yml").write_text(GOOD.read_text())
     proc = validate(str(tmp_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    for fname, (_, path) in BROKEN.items():
-        prefix = f"{tmp_path / fname}:0: {path}: "
-        assert any(line.startswith(prefix) for line in lines), (prefix, proc.stdout)
+    for fname, (_, path, line_no) in BROKEN.items():
+        prefix = f"{tmp_path / fname}:{line_no}:"
+        assert any(line.startswith(prefix) and f": {path}: " in line for line in lines), (
+            prefix, path, proc.stdout)
     assert not any("good.yml" in line for line in lines)
     # One problem per broken file, nothing reported twice by schema and loader.
     problems = [line for line in lines if line.startswith(str(tmp_path))]
@@ -85,9 +97,14 @@ def test_multi_document_files_count_documents_and_skip_other_kinds(tmp_path: Pat
                  + HEAD.format(name="second") + "  percentageOfNodesToScore: 150\n---\n")
     proc = validate("-v", str(f))
     assert proc.returncode == 1
-    assert f"{f}:2: spec.percentageOfNodesToScore: must be between 0 and 100" in proc.stdout
-    assert f"{f}:0: skipped: kind 'ConfigMap'" in proc.stdout
-    assert f"{f}:1: SchedulingPolicy 'label-priority' valid" in proc.stdout
+    # Lines count through the whole file, across documents.
+    second = 3 + 1 + GOOD.read_text().count("\n") + 1 + 1
+    assert (f"{f}:{second + 5}:3: spec.percentageOfNodesToScore: must be between 0 and 100"
+            in proc.stdout), proc.stdout
+    assert f"{f}:1: skipped: kind 'ConfigMap'" in proc.stdout
+    # A document's line is its first field's (GOOD opens with a comment).
+    first = 4 + 1 + GOOD.read_text().splitlines().index("apiVersion: polsched.io/v1alpha1")
+    assert f"{f}:{first}: SchedulingPolicy 'label-priority' valid" in proc.stdout
 
 
 def test_not_yaml(tmp_path: Path) -> None:
@@ -96,7 +113,7 @@ def test_not_yaml(tmp_path: Path) -> None:
     proc = validate(str(f))
     assert proc.returncode == 1
     [line] = [x for x in proc.stdout.splitlines() if x.startswith(str(f))]
-    assert line.startswith(f"{f}: not YAML: ")
+    assert line.startswith(f"{f}:2:1: not YAML: "), line  # where the parser gave up
 
 
 def test_duplicate_keys_are_refused_as_kubectl_does(tmp_path: Path) -> None:
@@ -104,6 +121,42 @@ def test_duplicate_keys_are_refused_as_kubectl_does(tmp_path: Path) -> None:
     f.write_text(HEAD.format(name="d") + "  scorers: []\n  scorers: []\n")
     proc = validate(str(f))
     assert proc.returncode == 1 and "found duplicate key 'scorers'" in proc.stdout
+    assert f"{f}:7:3: not YAML: " in proc.stdout, proc.stdout  # the second `scorers`
+
+
+def test_a_field_in_a_list_and_a_dotted_label_key_get_their_own_lines(tmp_path: Path) -> None:
+    """The line of the field itself, even behind a key with dots (a label key)."""
+    f = tmp_path / "p.yaml"
+    f.write_text(HEAD.format(name="lines") + "  filters:\n"
+                 "    - name: NodeLabel\n"
+                 "      args:\n"
+                 "        requirements:\n"
+                 "          - key: example.com/a\n"
+                 "            operator: Exists\n"
+                 "          - key: example.com/b\n"
+                 "            operator: In\n"
+                 "            values: []\n")
+    proc = validate(str(f))
+    assert proc.returncode == 1
+    problems = [x for x in proc.stdout.splitlines() if x.startswith(str(f))]
+    assert problems and all(x.startswith(f"{f}:1") for x in problems), proc.stdout
+    assert any(x.startswith(f"{f}:1") and "requirements[1]" in x for x in problems)
+
+
+def test_json_output_lists_each_problem_with_file_line_column_and_path(tmp_path: Path
+                                                                     ) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text(HEAD.format(name="j") + "  filters:\n    - name: Foo\n")
+    proc = validate("-o", "json", str(f))
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert doc["valid"] is False and doc["policies"] == 1
+    [p] = doc["problems"]
+    assert (p["file"], p["line"], p["column"], p["document"], p["path"]) == (
+        str(f), 7, 7, 0, "spec.filters[0].name")
+    proc = validate("-o", "yaml", str(GOOD))
+    assert proc.returncode == 0
+    assert yaml.safe_load(proc.stdout) == {"policies": 1, "valid": True, "problems": []}
 
 
 def test_missing_path_and_stdin_list(tmp_path: Path) -> None:

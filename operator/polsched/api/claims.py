@@ -1,8 +1,12 @@
 """Who owns a schedulerName when several SchedulingPolicies claim it.
 
 A schedulerName is cluster-wide, like a kube-scheduler profile's: the oldest claimant
-(metadata.creationTimestamp, then name) keeps it; a shadow policy (spec.shadowOf) claims
-none, since it decides the pods of the policy it shadows. The operator applies this rule
+(metadata.creationTimestamp, then name) keeps it, except that a claimant the operator
+last reported as not owning it (Ready reason SchedulerNameConflict in its status) never
+takes it from one it did not: an owner re-created under its own name within the grace
+period (controller.policies.book) is the newest claimant, and keeps its name after the
+grace period and across restarts. A shadow policy (spec.shadowOf) claims none, since it
+decides the pods of the policy it shadows. The operator applies this rule
 (controller.policies.book.PolicyBook) and the dry-run commands repeat it
 (polsched.commands.dryrun), so that `polsched explain` and `simulate` pick the policy the
 operator runs. Pure: no I/O.
@@ -26,6 +30,22 @@ class Claim(Protocol):
     def claimed(self) -> str: ...     # the schedulerName it claims
     @property
     def shadow_of(self) -> str: ...   # spec.shadowOf, "" when not a shadow
+    @property
+    def conflicting(self) -> bool: ...  # reported_conflicting(its status)
+
+
+# The Ready reason the operator reports on a claimant that does not own its name
+# (controller.policies.conditions.SCHEDULER_NAME_CONFLICT).
+CONFLICT_REASON = "SchedulerNameConflict"
+
+
+def reported_conflicting(status: Any) -> bool:
+    """Whether `status` (a SchedulingPolicy's) says Ready=False for CONFLICT_REASON."""
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in conditions if isinstance(conditions, list) else ():
+        if isinstance(c, Mapping) and c.get("type") == "Ready":
+            return c.get("reason") == CONFLICT_REASON
+    return False
 
 
 @dataclass(frozen=True)
@@ -36,6 +56,7 @@ class ObjectClaim:
     created: str
     claimed: str
     shadow_of: str
+    conflicting: bool = False
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> ObjectClaim:
@@ -48,14 +69,16 @@ class ObjectClaim:
         shadow = spec.get("shadowOf")
         return cls(name=name, created=str(meta.get("creationTimestamp") or ""),
                    claimed=wanted if isinstance(wanted, str) and wanted else name,
-                   shadow_of=shadow if isinstance(shadow, str) else "")
+                   shadow_of=shadow if isinstance(shadow, str) else "",
+                   conflicting=reported_conflicting(obj.get("status")))
 
 
 def owners(claims: Iterable[Claim]) -> dict[str, str]:
-    """schedulerName -> the name of the policy that owns it: the oldest claimant (by
-    creationTimestamp, then name) that is not a shadow."""
+    """schedulerName -> the name of the policy that owns it: of the claimants that are not
+    shadows, the oldest (by creationTimestamp, then name) of those not reported
+    conflicting, else the oldest."""
     out: dict[str, str] = {}
-    for c in sorted(claims, key=lambda c: (c.created, c.name)):
+    for c in sorted(claims, key=lambda c: (c.conflicting, c.created, c.name)):
         if not c.shadow_of:
             out.setdefault(c.claimed, c.name)
     return out

@@ -71,6 +71,7 @@ RUNTIME_FIELDS = ("mode", "replicas", "resources")
 # The CRD's schema says the same (spec.runtime.replicas maximum).
 MAX_REPLICAS = 5
 RUNTIME_MODES = tuple(m.value for m in RuntimeMode)
+MAX_DEDICATED_NAME = 63  # a label value
 RESOURCES_FIELDS = ("limits", "requests")
 EXTENDER_FIELDS = (
     "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb", "weight",
@@ -297,6 +298,9 @@ class _Loader:
         pre_enqueue = [e for n in pre_enqueue_names
                        if (e := self._default_entry(n, PRE_ENQUEUE, 0, handle)) is not None]
 
+        if not shadow_of:
+            self._protected(filters, bool(spec.get("disabledPlugins")))
+        self._dedicated_caps(runtime, name)
         if errors.items:
             raise PolicyError(errors.items, name)
         return Policy(
@@ -317,6 +321,54 @@ class _Loader:
             ignored_resources=ignored,
             uid=uid if isinstance(uid, str) else "",
         )
+
+    def _protected(self, filters: Sequence[PluginEntry | None], disabled: bool) -> None:
+        """The default filters that fence nodes (tenancy.PROTECTED_PLUGINS) stay in the
+        pipeline, unconditionally, unless the admin allows switching them off: checked on
+        the pipeline built, so disabledPlugins, "*", defaultPlugins: false and a `when`
+        all count as switching off."""
+        kept = {e.name for e in filters if e is not None and e.when is None}
+        missing = [n for n in self.rules.tenancy.protected_plugins
+                   if n in self.default_filters and n not in kept]
+        if missing:
+            path = "spec.disabledPlugins" if disabled else "spec.filters"
+            self.errors.add(path, f"{', '.join(missing)} must stay in the pipeline, without "
+                                  f"`when`: they keep pods off cordoned, tainted and "
+                                  f"affinity-fenced nodes; only the cluster admin may allow "
+                                  f"switching them off (tenancy allowDisabling)")
+
+    def _dedicated_caps(self, runtime: RuntimeConfig, name: str) -> None:
+        """What the API server would refuse in a Dedicated scheduler's objects, and the
+        admin's caps on it (tenancy.dedicated): refused here, so that the operator never
+        applies (and retries) an object that cannot be made."""
+        if runtime.mode is not RuntimeMode.DEDICATED:
+            return
+        if len(name) > MAX_DEDICATED_NAME:
+            # The Deployment's pods carry the policy's name as a label value (at most 63).
+            self.errors.add("metadata.name", f"a Dedicated policy's name is at most "
+                                             f"{MAX_DEDICATED_NAME} characters (it labels "
+                                             f"its scheduler's pods); this one has {len(name)}")
+        caps = self.rules.tenancy.dedicated
+        if caps.max_policies == 0:
+            self.errors.add("spec.runtime.mode", "Dedicated policies are not allowed by the "
+                                                 "tenancy configuration (maxPolicies: 0)")
+        if caps.max_replicas is not None and runtime.replicas > caps.max_replicas:
+            self.errors.add("spec.runtime.replicas",
+                            f"at most {caps.max_replicas} (tenancy dedicated.maxReplicas)")
+        for part in RESOURCES_FIELDS:
+            quantities = runtime.resources.get(part)
+            if not isinstance(quantities, Mapping):
+                continue
+            for rname, qty in quantities.items():
+                try:
+                    value = resources.parse_quantity(qty)
+                except (resources.QuantityError, ValueError, TypeError):
+                    continue  # reported by _runtime
+                path = f"spec.runtime.resources.{part}.{rname}"
+                cap = caps.max_resources.get(str(rname))
+                if cap is not None and value > cap:
+                    self.errors.add(path, f"{qty} is over the cluster admin's cap {cap} "
+                                          f"(tenancy dedicated.maxResources.{rname})")
 
     def _reserved_name(self, scheduler_name: str, explicit: bool) -> None:
         path = "spec.schedulerName" if explicit else "metadata.name"
@@ -385,10 +437,13 @@ class _Loader:
             quantities = self._mapping(res.get(part), rpath) or {}
             for rname, qty in quantities.items():
                 try:
-                    resources.parse_quantity(qty)
+                    value = resources.parse_quantity(qty)
                 except (resources.QuantityError, ValueError, TypeError):
                     self.errors.add(f"{rpath}.{rname}",
                                     f"{qty!r} is not a quantity (e.g. 500m, 128Mi, 2)")
+                    continue
+                if value < 0:  # the API server refuses the Deployment
+                    self.errors.add(f"{rpath}.{rname}", f"{qty!r} must not be negative")
         return RuntimeConfig(mode=mode, replicas=replicas, resources=dict(res))
 
     # -- extenders ---------------------------------------------------------------------

@@ -3,15 +3,18 @@
 Each SchedulingPolicy document goes through the CRD's openAPIV3Schema (crds/, via
 polsched.api.crd; JSON Schema ignores the x-kubernetes-* keys and the CEL rules) and then
 through the loader, which checks everything the CEL rules and the webhook check, and
-more. Problems print one per line as `file:doc-index: path: message` (doc-index counts
-the YAML documents of the file from 0), so editors and CI annotate them like compiler
-errors. Documents of other kinds are skipped, so a directory of mixed manifests can be
-checked as it is.
+more. Problems print one per line as `file:line:column: path: message`, so editors and
+CI annotate them like compiler errors: the line of the field the path names (its key, or
+its list item), else of the nearest enclosing field the file has (a missing required
+field points at its parent), found on the YAML node tree, whose nodes keep their marks.
+`-o json|yaml` prints the same problems as objects. Documents of other kinds are skipped,
+so a directory of mixed manifests can be checked as it is.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,16 +57,62 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 @dataclass(frozen=True)
 class Problem:
     file: str
-    doc: int | None   # None: the file as a whole
+    doc: int | None   # the YAML document's index from 0; None: the file as a whole
     path: str
     message: str
+    line: int | None = None    # from 1; None: the file could not be read at all
+    column: int | None = None  # from 1
+
+    @property
+    def one_line_message(self) -> str:
+        # One problem per line, whatever the message (CEL parse errors span lines).
+        return " ".join(line.strip() for line in self.message.splitlines() if line.strip())
 
     def __str__(self) -> str:
-        # One problem per line, whatever the message (CEL parse errors span lines).
-        message = " ".join(line.strip() for line in self.message.splitlines() if line.strip())
+        where = self.file if self.line is None else f"{self.file}:{self.line}:{self.column or 1}"
         if self.doc is None:
-            return f"{self.file}: {message}"
-        return f"{self.file}:{self.doc}: {self.path or '.'}: {message}"
+            return f"{where}: {self.one_line_message}"
+        return f"{where}: {self.path or '.'}: {self.one_line_message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "column": self.column,
+                "document": self.doc, "path": self.path, "message": self.message}
+
+
+# A field path's next step: `[3]` in a list, `.key` or `key` in a mapping.
+_INDEX = re.compile(r"\[(\d+)\]\.?")
+
+
+def locate(node: yaml.Node | None, path: str) -> yaml.Mark | None:
+    """The mark of the field `path` names in the document `node` (its key's, or its list
+    item's), or of the deepest field on the way that the document has. Keys may hold dots
+    (a label key): at each mapping the longest key that prefixes the rest is taken."""
+    if node is None:
+        return None
+    mark: yaml.Mark = node.start_mark
+    rest = path
+    while rest:
+        if isinstance(node, yaml.SequenceNode):
+            m = _INDEX.match(rest)
+            if m is None or int(m[1]) >= len(node.value):
+                break
+            node = node.value[int(m[1])]
+            mark, rest = node.start_mark, rest[m.end():]
+        elif isinstance(node, yaml.MappingNode):
+            best: tuple[yaml.Node, yaml.Node] | None = None
+            for k, v in node.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else None
+                if isinstance(key, str) and rest.startswith(key) and (
+                        len(rest) == len(key) or rest[len(key)] in ".[") and (
+                        best is None or len(key) > len(best[0].value)):
+                    best = (k, v)
+            if best is None:
+                break
+            mark, node = best[0].start_mark, best[1]
+            rest = rest[len(best[0].value):].removeprefix(".")
+        else:
+            break
+    return mark
 
 
 def _format_path(parts: Iterable[Any]) -> str:
@@ -167,18 +216,39 @@ class Report:
     notes: list[str]
 
 
+def documents(text: str) -> list[tuple[Any, yaml.Node | None]]:
+    """Every YAML document of `text`, constructed (duplicate keys refused) and as the node
+    tree it was built from (whose marks say where each field is)."""
+    loader = _StrictLoader(text)
+    out: list[tuple[Any, yaml.Node | None]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            out.append((loader.construct_document(node), node))
+    finally:
+        loader.dispose()
+    return out
+
+
+def _line_col(mark: yaml.Mark | None) -> tuple[int | None, int | None]:
+    return (None, None) if mark is None else (mark.line + 1, mark.column + 1)
+
+
 def check_text(text: str, label: str, catalog: Catalog) -> Report:
     report = Report([], 0, [])
     try:
-        docs = list(yaml.load_all(text, Loader=_StrictLoader))  # noqa: S506 - safe subclass
+        docs = documents(text)
     except yaml.YAMLError as err:
         msg = " ".join(str(err).split())
-        report.problems.append(Problem(label, None, "", f"not YAML: {msg}"))
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line, col = _line_col(mark) if mark is not None else (1, 1)
+        report.problems.append(Problem(label, None, "", f"not YAML: {msg}", line, col))
         return report
-    for i, doc in enumerate(docs):
+    for i, (doc, node) in enumerate(docs):
         if doc is None:
             continue
         found = False
+        at, _ = _line_col(locate(node, ""))
         for prefix, obj in _policies(doc):
             found = True
             report.policies += 1
@@ -186,11 +256,15 @@ def check_text(text: str, label: str, catalog: Catalog) -> Report:
                 obj.get("metadata"), Mapping) else None
             errs = check_policy(obj, catalog)
             for e in errs:
-                report.problems.append(Problem(label, i, prefix + e.path, e.message))
+                line, col = _line_col(locate(node, prefix + e.path))
+                report.problems.append(Problem(label, i, prefix + e.path, e.message,
+                                               line, col))
             if not errs:
-                report.notes.append(f"{label}:{i}: {prefix or ''}SchedulingPolicy {name!r} valid")
+                line, _ = _line_col(locate(node, prefix.rstrip(".")))
+                report.notes.append(f"{label}:{line}: {prefix or ''}SchedulingPolicy "
+                                    f"{name!r} valid")
         if not found:
-            report.notes.append(f"{label}:{i}: skipped: {_describe(doc)} is not a "
+            report.notes.append(f"{label}:{at}: skipped: {_describe(doc)} is not a "
                                 "SchedulingPolicy")
     return report
 
@@ -219,12 +293,14 @@ def expand(paths: Sequence[str]) -> tuple[list[str], list[Problem]]:
 
 
 def run(paths: Sequence[str], catalog: Catalog, verbose: bool = False,
-        out: TextIO = sys.stdout, stdin: TextIO = sys.stdin) -> int:
+        out: TextIO = sys.stdout, stdin: TextIO = sys.stdin, fmt: str = "text") -> int:
     """Check `paths` against `catalog` (the plugins a policy may name; the caller's, the
     in-tree polsched.plugins.CATALOG for `polsched validate`); print problems (and,
-    verbose, what was skipped); 1 on any problem."""
+    verbose, what was skipped), or with `fmt` json or yaml one object saying all of it;
+    1 on any problem."""
     files, problems = expand(paths)
     policies = 0
+    notes: list[str] = []
     for f in files:
         label = "<stdin>" if f == STDIN else f
         try:
@@ -235,9 +311,22 @@ def run(paths: Sequence[str], catalog: Catalog, verbose: bool = False,
         report = check_text(text, label, catalog)
         policies += report.policies
         problems.extend(report.problems)
-        if verbose:
+        notes.extend(report.notes)
+        if verbose and fmt == "text":
             for note in report.notes:
                 print(note, file=out)
+    if fmt != "text":
+        doc: dict[str, Any] = {"policies": policies, "valid": not problems,
+                               "problems": [p.to_json() for p in problems]}
+        if verbose:
+            doc["notes"] = notes
+        if fmt == "yaml":
+            out.write(yaml.safe_dump(doc, sort_keys=False, width=1 << 16))
+        else:
+            import json
+
+            out.write(json.dumps(doc, indent=2) + "\n")
+        return 1 if problems else 0
     for p in problems:
         print(p, file=out)
     if problems:

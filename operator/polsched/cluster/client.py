@@ -38,12 +38,13 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 
 from polsched.cluster import http1, kubeconfig, tls
 from polsched.cluster.backoff import TokenBucket, parse_retry_after
@@ -52,6 +53,12 @@ from polsched.objects import Json
 _log = logging.getLogger(__name__)
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
+
+# Told of every request's end, as client-go's RequestResult and RequestLatency metrics:
+# (method, host, HTTP status or None when no answer came, seconds). scheduler.metrics
+# installs its rest_client_* counters here; cluster/ imports nothing of the scheduler.
+RequestObserver = Callable[[str, str, "int | None", float], None]
+request_observer: RequestObserver | None = None
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
@@ -279,9 +286,13 @@ class ApiClient:
         basic_auth: tuple[str, str] | None = None,
         server_hostname: str | None = None,
         limits: ClientLimits = ClientLimits(),
-        user_agent: str = "polsched",
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """`headers` go with every request: a User-Agent other than polsched's, kubectl's
+        --as (Impersonate-User, Impersonate-Group: repeated keys are kept)."""
         self.host = host.rstrip("/")
+        user_agent = next((v for k, v in headers if k.lower() == "user-agent"), "polsched")
+        self._extra_headers = tuple((k, v) for k, v in headers if k.lower() != "user-agent")
         self._token = token
         self._token_value: str | None = None
         self._token_read = 0.0
@@ -307,6 +318,7 @@ class ApiClient:
         self._host_header = ""
         self._fixed_head: dict[tuple[str | None, str], bytes] = {}
         self.outage = Outage(self.host)
+        self._metrics_host = urllib.parse.urlsplit(self.host).netloc
 
     # -- construction from configuration ------------------------------------------------
     @classmethod
@@ -340,7 +352,8 @@ class ApiClient:
             connector = aiohttp.TCPConnector(limit=self._connection_limit, keepalive_timeout=60)
             self._session = aiohttp.ClientSession(
                 connector=connector, auth=self._basic,
-                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+                headers=CIMultiDict([("User-Agent", self._user_agent),
+                                     ("Accept", "application/json"), *self._extra_headers]),
                 timeout=aiohttp.ClientTimeout(total=None, connect=10, sock_read=60),
                 json_serialize=json.dumps,
                 # The API server sets no cookies; a real jar filters them on every request.
@@ -416,15 +429,20 @@ class ApiClient:
         if limiter is not None:
             await self._throttle(limiter, method, path)
         headers = self._headers({"Content-Type": content_type} if data is not None else None)
+        began = time.perf_counter()
+        code: int | None = None
         try:
             async with self._get_session().request(
                 method, self.host + path, params=_params(params), data=data, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout), **self._conn_kwargs,
             ) as resp:
+                code = resp.status
                 raw = await resp.read()
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
             raise
+        finally:
+            self._observed(method, code, began)
         self.outage.answered()
         if resp.status >= 400:
             raise ApiError.from_answer(resp.status, raw, resp.headers.get("Retry-After"))
@@ -451,15 +469,23 @@ class ApiClient:
         if writer is None:
             writer = self._writer = self._make_writer()
         head = self._head(method, path, content_type)
+        began = time.perf_counter()
         try:
             status, raw = await writer.send(head, body, timeout)
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
+            self._observed(method, None, began)
             raise
+        self._observed(method, status, began)
         self.outage.answered()
         if status >= 400:
             raise ApiError.from_answer(status, raw)
         return status
+
+    def _observed(self, method: str, code: int | None, began: float) -> None:
+        observer = request_observer
+        if observer is not None:
+            observer(method, self._metrics_host, code, time.perf_counter() - began)
 
     async def _throttle(self, limiter: FairTokens, method: str, path: str,
                         tenant: str = "") -> None:
@@ -504,7 +530,8 @@ class ApiClient:
         fixed = self._fixed_head.get(key)
         if fixed is None:
             lines = [f"Host: {self._host_header}", f"User-Agent: {self._user_agent}",
-                     "Accept: application/json", f"Content-Type: {content_type}"]
+                     "Accept: application/json", f"Content-Type: {content_type}",
+                     *(f"{k}: {v}" for k, v in self._extra_headers)]
             if auth:
                 lines.append(f"Authorization: {auth}")
             if len(self._fixed_head) > 16:  # rotated tokens: keep only the current ones
@@ -564,6 +591,7 @@ class ApiClient:
         # No total timeout: the server closes after timeoutSeconds; a silent connection
         # (no event, no bookmark) for longer than that plus a margin is dead.
         read_timeout = (timeout_seconds or 300) + 30
+        began = time.perf_counter()
         try:
             opened = await self._get_session().get(
                 self.host + path, params=_params(params), headers=self._headers(),
@@ -572,7 +600,11 @@ class ApiClient:
             )
         except (aiohttp.ClientConnectionError, ConnectionError) as err:
             self.outage.failed(err)
+            self._observed("GET", None, began)
             raise
+        # A watch counts when its answer begins, as client-go's (its latency: the wait
+        # for the headers, not the stream).
+        self._observed("GET", opened.status, began)
         self.outage.answered()
         async with opened as resp:
             if resp.status >= 400:

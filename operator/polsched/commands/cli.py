@@ -13,14 +13,14 @@ import sys
 from collections.abc import Sequence
 
 from polsched import __version__
-from polsched.commands import version
+from polsched.commands import connection, version
 
 
 def _run_validate(args: argparse.Namespace) -> int:
     from polsched.api import validate_files
     from polsched.plugins import CATALOG
 
-    return validate_files.run(args.paths, CATALOG, verbose=args.verbose)
+    return validate_files.run(args.paths, CATALOG, verbose=args.verbose, fmt=args.output)
 
 
 def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,19 +28,27 @@ def _add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "validate",
         help="check SchedulingPolicy manifests offline (schema and semantics)",
         description="Check SchedulingPolicy manifests against the CRD schema and the same "
-                    "rules the operator applies. Prints `file:doc-index: path: message` per "
-                    "problem; exits 1 if there is any. Directories are walked for *.yaml and "
-                    "*.yml; `-` reads standard input; documents of other kinds are skipped.",
+                    "rules the operator applies. Prints `file:line:column: path: message` "
+                    "per problem (the line of the field, or of its document); exits 1 if "
+                    "there is any. Directories are walked for *.yaml and *.yml; `-` reads "
+                    "standard input; documents of other kinds are skipped.",
     )
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="manifests to check")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also say which documents were valid or skipped")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                   help="text: one line per problem (editors and CI annotate them); "
+                        "json or yaml: the problems as a list of objects")
     p.set_defaults(func=_run_validate)
 
 
 def _run_operator(args: argparse.Namespace) -> int:
     if args.webhook_service and not args.webhook_listen:  # before anything is sent
         raise SystemExit("polsched: --webhook-service needs --webhook-listen (where to serve)")
+    if args.webhook_certificates == "external" and not args.webhook_service:
+        raise SystemExit("polsched: --webhook-certificates external needs --webhook-service: "
+                         "the issuer's certificate names the Service, and its CA injector "
+                         "fills the in-cluster configuration's caBundle")
     if (args.webhook_ca_secret or "polsched-webhook-ca") == \
             (args.webhook_secret or "polsched-webhook-tls"):
         raise SystemExit("polsched: --webhook-ca-secret must name another Secret than "
@@ -104,11 +112,12 @@ def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     "raw/normalized/weighted score and the winner. Live: `explain POD -n NS` "
                     "reads the pod, nodes, pods and the policy (by the pod's schedulerName) "
                     "from the cluster. Offline: `explain --policy F --nodes F --pod F` reads "
-                    "files (YAML or JSON, a List or several documents). Extenders are called.",
+                    "files (YAML or JSON, a List or several documents). Extenders are called. "
+                    "Live, it only reads: the ClusterRole polsched-explain (docs/kubectl.md) "
+                    "is all it needs.",
     )
     p.add_argument("name", nargs="?", metavar="POD",
                    help="the pod (live); offline: which pod of --pod's file")
-    p.add_argument("-n", "--namespace", default="default", help="the pod's namespace (live)")
     p.add_argument("--policy", metavar="NAME|FILE",
                    help="live: the SchedulingPolicy's name (default: the one whose "
                         "schedulerName the pod names); offline: a file with the policy")
@@ -117,8 +126,10 @@ def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--pod", metavar="FILE", help="offline: the pod to explain")
     p.add_argument("--pods", metavar="FILE", action="append",
                    help="offline: pods already bound, counted on their nodes (repeatable)")
-    p.add_argument("--kubeconfig", default=None, help="live: kubeconfig (default: $KUBECONFIG)")
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--heatmap", metavar="FILE.svg", default=None,
+                   help="also draw the node x scorer weighted scores as an SVG heat map")
+    connection.add_arguments(p)
     p.set_defaults(func=_run_explain)
 
 
@@ -144,6 +155,13 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--no-crd", action="store_true", help="operator: leave out the CRD")
     p.add_argument("--no-rbac", action="store_true",
                    help="operator: leave out the Namespace and RBAC")
+    p.add_argument("--tenancy-config", metavar="FILE", default=None,
+                   help="operator: the admin's SchedulingTenancy (docs/security.md), "
+                        "installed as the ConfigMap polsched-tenancy that the operator "
+                        "reads (default: none, the operator's protective defaults)")
+    p.add_argument("--webhook-allow-from", metavar="CIDR,...", default=None,
+                   help="operator: the API server's networks; adds a NetworkPolicy that "
+                        "lets only them reach the webhook (default: none, no NetworkPolicy)")
     p.set_defaults(func=_run_render)
 
 
@@ -179,15 +197,21 @@ def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                     "CSIDrivers, PriorityClasses, Services, ReplicationControllers, "
                     "ReplicaSets, StatefulSets, PodDisruptionBudgets, SchedulingPolicies "
                     "and PodGroups (where served) "
-                    "(reads only; KUBECONFIG honoured) and print them as a v1 List sorted by "
+                    "(reads only) and print them as a v1 List sorted by "
                     "kind, namespace and name, without managedFields, resourceVersions and "
                     "heartbeats: a fixture for `polsched simulate --snapshot`. With -f, "
-                    "convert a file instead (kwokctl's `snapshot export`, or any objects).")
+                    "convert a file instead (kwokctl's `snapshot export`, or any objects). "
+                    "What scheduling never reads and may be secret (container env values, "
+                    "command and args, annotations no plugin reads) is redacted unless "
+                    "--no-redact.")
     p.add_argument("-f", "--file", metavar="FILE", default=None,
                    help="read objects from FILE instead of the cluster (- for stdin)")
     p.add_argument("-o", "--output", choices=("json", "yaml"), default="json")
     p.add_argument("--out", metavar="FILE", default=None, help="write there, not to stdout")
-    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
+    p.add_argument("--no-redact", dest="redact", action="store_false",
+                   help="keep env values, command, args and every annotation (the file may "
+                        "then hold secrets: do not commit it)")
+    connection.add_arguments(p, namespace=False)
     p.add_argument("--node-metrics", action="store_true",
                    help="include every node's usage from the Metrics API (metrics.k8s.io "
                         "NodeMetrics), so that `polsched simulate` previews load-aware "
@@ -227,21 +251,48 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--replay", action="store_true",
                    help="also re-decide the pods of the policy's schedulerName that are "
                         "bound now, in creation order, on the cluster emptied of them")
-    p.add_argument("-o", "--output", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml", "markdown"),
+                   default="table",
+                   help="markdown: for a PR comment, with a Mermaid chart of the utilisation")
     p.add_argument("--out", metavar="FILE", default=None, help="write the report there")
+    p.add_argument("--plot", metavar="FILE.svg", default=None,
+                   help="also draw the utilisation per node (per zone when there are many "
+                        "nodes) before and after, and what changed, as an SVG")
     p.add_argument("--fail-on", action="append", metavar="COND", default=[],
                    help="exit non-zero when COND holds (comma-separated or repeated): "
                         "unschedulable (exit 3), new-unschedulable (exit 4), "
                         "changed>N or changed>N%% (exit 5); the smallest code when "
                         "several hold")
-    p.add_argument("--kubeconfig", default=None,
-                   help="live: kubeconfig (default: $KUBECONFIG)")
+    connection.add_arguments(p, namespace=False)
     p.set_defaults(func=_run_simulate)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _run_completion(args: argparse.Namespace) -> int:
+    from polsched.commands import completion
+
+    sys.stdout.write(completion.script(args.shell, build_parser(args.prog)))
+    return 0
+
+
+def _add_completion(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                    prog: str) -> None:
+    p = sub.add_parser(
+        "completion", help="print a shell completion script (bash, zsh or fish)",
+        description="Print the completion script of this command for SHELL. bash: "
+                    "`source <(polsched completion bash)`; zsh: `source <(polsched "
+                    "completion zsh)`; fish: `polsched completion fish | source`. As "
+                    "kubectl-polsched, the script completes `kubectl polsched` too.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p.set_defaults(func=_run_completion, prog=prog)
+
+
+PROG = "polsched"
+KUBECTL_PROG = "kubectl polsched"  # how kubectl runs us as the plugin kubectl-polsched
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="polsched",
+        prog=prog,
         description="A Kubernetes-native scheduler driven by SchedulingPolicy resources.")
     parser.add_argument("--version", action="version", version=f"polsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -254,13 +305,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_scheduler(sub)
     version.add_parser(sub)
+    _add_completion(sub, prog)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     code: int = args.func(args)
     return code
+
+
+def kubectl_complete() -> int:
+    """`kubectl_complete-polsched ARGS... WORD`: kubectl's shell completion runs it to
+    complete `kubectl polsched ARGS... WORD`."""
+    from polsched.commands import completion
+
+    sys.stdout.write(completion.kubectl_answer(build_parser(KUBECTL_PROG), sys.argv[1:]))
+    return 0
+
+
+def kubectl_main() -> int:
+    """The kubectl plugin `kubectl-polsched`: kubectl finds it on PATH and runs it with the
+    words after `kubectl polsched`; only the name in help and errors differs."""
+    return main(prog=KUBECTL_PROG)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def policies_in(objs: Iterable[Json]) -> list[Json]:
 
 def owner_of(policies: Iterable[Json], scheduler_name: str) -> Json | None:
     """The policy that schedules the pods of `scheduler_name`, as the operator decides when
-    several claim it (api.claims.owners: the oldest that is not a shadow); None if none
+    several claim it (api.claims.owners: the owner the operator would keep); None if none
     claims it."""
     by_name = {claims.ObjectClaim.of(p).name: p for p in policies}
     owner = claims.owners(claims.ObjectClaim.of(p) for p in by_name.values()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 import time
@@ -34,6 +33,7 @@ from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun, snapshot
 from polsched.extender.client import ExtenderSetupError
 from polsched.framework import listers as ls
+from polsched.framework import pod_bounds
 from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
 from polsched.framework.device_classes import is_dra_extended_resource_name
@@ -46,16 +46,15 @@ from polsched.framework.load import (
     ago,
     static_load,
 )
-from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG, topology_placement
-from polsched.plugins.default_preemption import PreemptionReport
-from polsched.plugins.trimaran import LoadAwareScorer
+from polsched.preemption.candidates import PreemptionReport
+from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.pipelines import build_pipeline
+from polsched.scheduler.pipelines import build_pipeline, nominator_of
 from polsched.scheduler.schedule_one_podgroup import (
     PodGroupResult,
     placement_capacity,
@@ -281,7 +280,6 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     target = dryrun.pending_copy(pod) if (pod.get("spec") or {}).get("nodeName") else pod
     target_key = PodInfo.from_json(target).key
     cache = ClusterCache(None)
-    nominator = Nominator()
     for n in nodes:
         cache.on_node_event("ADDED", n)
     for p in pods:
@@ -289,9 +287,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         if f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" == target_key:
             continue  # the pod explained never counts against itself
         cache.on_pod_event("ADDED", p)
-        other = PodInfo.from_json(p)
-        if not other.node_name and not other.terminal and other.nominated_node:
-            nominator.update(other)
+    # The nominations the engine's Nominator holds for these pods (simulate's too).
+    nominator = nominator_of(cache.pods.values())
     for o in objects:
         kind = ls.KINDS_BY_NAME.get(o.get("kind") or "")
         if kind is not None:
@@ -305,6 +302,11 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
                        pod_groups=cache.pod_groups,
                        features=featuregates.scheduler_features()), extenders)
     info = PodInfo.from_json(target)
+    refused = pod_bounds.violation(info.spec)
+    if refused:  # the engine never queues it (scheduler.profile): no search to explain
+        return Report(pod=info.key, policy=policy.name, scheduler_name=policy.scheduler_name,
+                      nodes=[NodeReport(n.name) for n in cache.snapshot.nodes], scorers=[],
+                      winner=None, message=refused)
     gang = await _explain_gang(pipeline, cache, info)
     result = await schedule_pod(pipeline, info, cache.snapshot, explain=True)
     ex = result.explanation
@@ -330,7 +332,7 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     if info.spec.get("resourceClaims") or any(
             is_dra_extended_resource_name(n) for n in info.requests):
         report.devices = _devices(pipeline, info, cache)
-    if any(isinstance(s.plugin, LoadAwareScorer) for s in pipeline.scorers):
+    if load_status.reads_node_load(pipeline):
         report.node_usage = _node_usage(cache, node_load, last_seen or {})
     if result.node is None:
         report.message = result.fit_error.message if result.fit_error is not None else ""
@@ -689,11 +691,12 @@ async def offline(args: argparse.Namespace) -> Report:
 
 
 async def live(args: argparse.Namespace) -> Report:
-    from polsched.cluster.client import ApiClient, ApiError
+    from polsched.cluster.client import ApiError
+    from polsched.commands import connection
 
-    client = ApiClient.from_kubeconfig(args.kubeconfig)
+    client = connection.client(args)
     try:
-        ns = args.namespace
+        ns = connection.namespace(args)
         try:
             pod = await client.get(f"/api/v1/namespaces/{ns}/pods/{args.name}")
         except ApiError as e:
@@ -780,8 +783,14 @@ def run(args: argparse.Namespace) -> int:
     except PipelineError as e:
         print(f"polsched explain: the pipeline failed: {e}", file=sys.stderr)
         return 1
-    if args.output == "json":
-        print(json.dumps(report.to_json(), indent=2))
+    from polsched.commands import output
+
+    if args.output in output.STRUCTURED:
+        sys.stdout.write(output.render(report.to_json(), args.output))
     else:
         sys.stdout.write(format_report(report))
+    if getattr(args, "heatmap", None):
+        from polsched.commands import plot
+
+        output.write(plot.heatmap_svg(report.to_json()), args.heatmap)
     return 0

@@ -3,10 +3,13 @@ the operator use.
 
 - `render operator`: the Namespace and RBAC (manifests/rbac/*.yaml), the CRD (crds/), and
   manifests/templates/operator.yaml.j2 (Deployment, webhook Service and configuration;
-  no metrics Service: /metrics listens on the pod's loopback, the chart's
-  metrics.service.enabled exposes it). `kubectl apply -k manifests/` installs the same
-  objects with the defaults; manifests/operator.yaml is the template rendered with them
-  (a unit test keeps the two equal).
+  no metrics Service: /metrics listens on the pod's loopback; the chart's
+  metrics.service.enabled and manifests/monitoring/ expose it). `kubectl apply -k
+  manifests/` installs the same objects with the defaults; manifests/operator.yaml is the
+  template rendered with them (a unit test keeps the two equal). `--tenancy-config FILE`
+  adds the admin's tenancy configuration (a ConfigMap the operator reads),
+  `--webhook-allow-from CIDR,...` a NetworkPolicy that lets only the API server's networks
+  reach the webhook.
 - `render dedicated --policy F`: a Dedicated policy's Deployment, rendered by the
   operator's own function (controller.dedicated.deployments.render); its ServiceAccount and RBAC
   are the install's (manifests/rbac/dedicated.yaml).
@@ -15,7 +18,10 @@ the operator use.
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import jinja2
@@ -29,6 +35,8 @@ METRICS_PORT = 8080
 HEALTH_PORT = 8081
 WEBHOOK_PORT = 9443
 RBAC_FILES = ("operator.yaml", "dedicated.yaml")
+TENANCY_API_VERSION = "polsched.io/v1alpha1"
+TENANCY_KIND = "SchedulingTenancy"
 
 
 def _templates_dir() -> Path:
@@ -43,9 +51,50 @@ def _default_image() -> str:
     return DEFAULT_IMAGE
 
 
+def tenancy_json(config: Json) -> str:
+    """The admin's tenancy configuration as the ConfigMap holds it: compact JSON with sorted
+    keys and <, >, & escaped, which is what the chart's `toJson` writes for the same
+    values, so that both front ends install the same ConfigMap."""
+    body = {**config, "apiVersion": TENANCY_API_VERSION, "kind": TENANCY_KIND}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for c in "<>&\u2028\u2029":
+        text = text.replace(c, f"\\u{ord(c):04x}")
+    return text
+
+
+def read_tenancy_file(path: str) -> Json:
+    """The tenancy configuration of `path`, checked as the operator will check it; raises
+    ValueError naming the file and the field."""
+    from polsched.api.tenancy import TenancyError, parse_tenancy
+
+    try:
+        config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        parse_tenancy(config)
+    except (OSError, yaml.YAMLError, TenancyError) as e:
+        raise ValueError(f"--tenancy-config {path}: {e}") from e
+    if not isinstance(config, dict):
+        raise ValueError(f"--tenancy-config {path}: empty")
+    return config
+
+
+def webhook_sources(cidrs: Iterable[str]) -> list[Json]:
+    """NetworkPolicy peers for the API server's networks; ValueError names a bad one."""
+    peers: list[Json] = []
+    for cidr in cidrs:
+        try:
+            peers.append({"ipBlock": {"cidr": str(ipaddress.ip_network(cidr.strip()))}})
+        except ValueError as e:
+            raise ValueError(f"--webhook-allow-from: {e}") from e
+    return peers
+
+
 def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-                       replicas: int = 1, directory: Path | None = None) -> list[Json]:
-    """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration)."""
+                       replicas: int = 1, directory: Path | None = None, *,
+                       tenancy: Json | None = None,
+                       allow_from: Iterable[str] = ()) -> list[Json]:
+    """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration; with
+    `tenancy`, the ConfigMap the operator reads it from; with `allow_from`, the
+    NetworkPolicy that lets only those networks reach the webhook)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory or _templates_dir())),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True)
@@ -53,14 +102,17 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
     text = env.get_template(OPERATOR_TEMPLATE).render(
         namespace=namespace, image=image or _default_image(), replicas=replicas,
         selector=selector, labels={**selector, "app.kubernetes.io/part-of": "polsched"},
-        metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT)
+        metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT,
+        tenancy_json=None if tenancy is None else tenancy_json(tenancy),
+        webhook_sources=webhook_sources(allow_from))
     return [d for d in yaml.safe_load_all(text) if d]
 
 
 def _renamespace(obj: Json, namespace: str) -> Json:
     """RBAC files name polsched-system; move their objects and subjects to `namespace`."""
     if obj.get("kind") == "Namespace":
-        obj["metadata"]["name"] = namespace
+        if obj["metadata"]["name"] == DEFAULT_NAMESPACE:  # not polsched-leases
+            obj["metadata"]["name"] = namespace
     elif obj["metadata"].get("namespace") == DEFAULT_NAMESPACE:
         obj["metadata"]["namespace"] = namespace
     for s in obj.get("subjects") or ():
@@ -80,7 +132,9 @@ def rbac(namespace: str = DEFAULT_NAMESPACE) -> list[Json]:
 
 
 def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-                     crd: bool = True, with_rbac: bool = True) -> list[Json]:
+                     crd: bool = True, with_rbac: bool = True, *,
+                     tenancy: Json | None = None,
+                     allow_from: Iterable[str] = ()) -> list[Json]:
     """Every object `kubectl apply -k manifests/` creates, in apply order."""
     import copy
 
@@ -91,7 +145,7 @@ def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = Non
         out += rbac(namespace)
     if crd:
         out.append(copy.deepcopy(crd_manifest()))
-    return out + operator_templated(namespace, image)
+    return out + operator_templated(namespace, image, tenancy=tenancy, allow_from=allow_from)
 
 
 def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
@@ -125,9 +179,16 @@ def run(args: argparse.Namespace) -> int:
     from polsched.api import KIND, PolicyError
 
     if args.what == "operator":
-        sys.stdout.write(dump(operator_install(args.namespace, args.image,
-                                               crd=not args.no_crd,
-                                               with_rbac=not args.no_rbac)))
+        try:
+            tenancy = read_tenancy_file(args.tenancy_config) if args.tenancy_config else None
+            objs = operator_install(args.namespace, args.image, crd=not args.no_crd,
+                                    with_rbac=not args.no_rbac, tenancy=tenancy,
+                                    allow_from=[c for c in (args.webhook_allow_from or
+                                                            "").split(",") if c.strip()])
+        except ValueError as e:
+            print(f"polsched render operator: {e}", file=sys.stderr)
+            return 1
+        sys.stdout.write(dump(objs))
         return 0
     if not args.policy:
         print("polsched render dedicated: --policy FILE is required", file=sys.stderr)

@@ -1,39 +1,34 @@
 """`polsched simulate`: what a candidate policy would do, before it is applied.
 
-The cluster comes from a snapshot file (polsched.commands.snapshot, or kwokctl's export) or, live,
-from the API server (listed, never written). Its objects are fed to the scheduler's own
-cache (cluster.ClusterCache) through the same ingest methods its watches call, and the
-candidate's Pipeline is the one scheduler.pipelines.build_pipeline builds for the engine,
-so the simulation sees the state and runs the code the operator would.
+The cluster comes from a snapshot file (polsched.commands.snapshot, or kwokctl's export) or,
+live, from the API server (listed, never written). Its objects are fed to the scheduler's
+own cache through the ingest methods its watches call; the candidate's Pipeline is the one
+scheduler.pipelines.build_pipeline builds for the engine. What is decided is decided by
+the engine's functions: the engine's queue (SchedulingQueue, its PreEnqueue plugins and
+pop_group) orders the pods; schedule_pod searches; reserve_and_permit assumes, reserves
+and permits, with schedule_one.rejection's message; profile.namespace_selected and its
+message; pipelines.nominator_of counts the nominated pods; a pod group goes through
+validate_pod_group, pod_group_verdict (pod_group_algorithm and its PodGroupPostFilter,
+acting on nothing) and member_verdict (the submit, member by member), and a gang's quorum
+is GangScheduling's Permit. What is simulate's own: the order of the pods (`arrival`: the
+order the engine's watch received them, from the snapshot's creation revisions) and the
+report. The engine's ScheduleOne itself is not driven: its cycles write conditions,
+events and metrics through a Profile and bind through the API, and a recording Profile
+and binder were more than this round could build and prove; the functions above are the
+decisions it makes, called rather than restated.
 
-Pods decided:
-- the pending pods of the candidate's schedulerName, in the order its queue pops them
-  (scheduler.queue.SchedulingQueue: priority, then creationTimestamp);
-- with `replay`, also the pods of that schedulerName bound now: they are taken off the
-  cluster and re-decided first, in creation order, then the pending pods.
-Each decision is assumed on its node in the cache (as the engine assumes before binding),
-so the next pod sees it. Nothing is bound and nothing is written: no client is handed to
-the cache, and the live mode only lists. Extenders are called (filter and prioritize).
+Pods decided: the pending pods of the candidate's schedulerName; with `replay`, also the
+pods bound now, taken off the cluster and decided first, in creation order. Each decision is
+assumed in the cache, so the next pod sees it. Nothing is bound or written. Extenders are
+called. Ties between equally scored nodes are drawn from a seeded generator (the same for
+candidate and baseline). A pod that does not fit stays unschedulable: a simulation without
+time has no later events to retry it on, and no Permit timeouts (a Permit that waits
+passes).
 
-Ties between equally scored nodes are broken by a draw from a seeded generator, the same
-seed for the candidate and the baseline, so a run repeats exactly and a policy compared
-with itself shows no change.
-
-A pod that does not fit when its turn comes stays unschedulable in the report; the live
-scheduler would retry it on later cluster events, which a simulation without time has
-none of.
-
-Pod groups (scheduling.k8s.io/v1beta1 PodGroup, where the policy runs GangScheduling and
-the input has PodGroups or the live cluster serves them): the queue pops a group's
-members as one unit (SchedulingQueue.pop_group), and the unit goes through the engine's
-pod-group cycle: validate_pod_group, pod_group_algorithm (every member searched on one
-snapshot, the simulation reverted), pod_group_post_filter for a rejected group, then the
-members that fit are assumed and reserved only when the group as a whole succeeded
-(submitPodGroupAlgorithmResult). A gang that does not fit places none of its members and
-holds nothing for the pods after it. Members that GangScheduling's PreEnqueue holds (no
-PodGroup yet, fewer than minCount members) are reported as waiting, with its text. From a
-file, a member whose PodGroup is not in the file is an error (the snapshot is incomplete);
-live, it waits for its group as it does in the cluster.
+Pod groups (scheduling.k8s.io/v1beta1, where the policy runs GangScheduling): a gang that
+does not fit places none of its members and holds nothing for the pods after it. Members
+that GangScheduling's PreEnqueue holds are reported waiting, with its text. From a file, a
+member whose PodGroup is not in the file is an error; live, it waits for its group.
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ import argparse
 import asyncio
 import dataclasses
 import functools
-import json
+import math
 import random
 import re
 import sys
@@ -55,7 +50,12 @@ from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
-from polsched.commands.snapshot import KIND_ORDER, SnapshotError, read_snapshot
+from polsched.commands.snapshot import (
+    KIND_ORDER,
+    SnapshotError,
+    creation_revision,
+    read_snapshot,
+)
 from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
@@ -63,18 +63,22 @@ from polsched.framework import resources as res
 from polsched.framework.diagnosis import FitError, PipelineError
 from polsched.framework.interfaces import Handle, PodGroupInfo
 from polsched.framework.load import static_load
+from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
-from polsched.framework.status import Code, Status
+from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
+from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import schedule_pod
-from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn
-from polsched.scheduler.queue import SchedulingQueue
+from polsched.scheduler.pipelines import build_pipeline, nominator_of, pod_group_key_fn
+from polsched.scheduler.profile import namespace_selected, not_selected_message
+from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
+from polsched.scheduler.schedule_one import rejection, reserve_and_permit
 from polsched.scheduler.schedule_one_podgroup import (
-    POD_GROUP_UNSCHEDULABLE,
     MemberResult,
+    member_verdict,
     pod_group_verdict,
     validate_pod_group,
 )
@@ -112,6 +116,8 @@ class Decision:
     group: str = ""
     # The PreEnqueue plugin that keeps it out of the queue ("" when it was decided).
     gated_by: str = ""
+    # Its turn in the queue is not known (Plan.order_unknown): the prediction depends on it.
+    order_unknown: bool = False
 
     @property
     def key(self) -> str:
@@ -274,6 +280,9 @@ class Report:
                      "unschedulable": self.unschedulable,
                      "replayed": sum(d.replayed for d in self.decisions),
                      "nodes": self.nodes, "seconds": round(self.seconds, 3)}
+        unknown = sum(d.order_unknown for d in self.decisions)
+        if unknown:
+            out["orderUnknown"] = unknown
         if self.groups or self.baseline_groups:
             out["gangs"] = gang_counts(self.groups)
         if self.groups:
@@ -398,6 +407,8 @@ class Plan:
     # serves PodGroups (None: when the objects hold any).
     scheduler_name: str = ""
     pod_groups: bool | None = None
+    # Pending pods whose turn in the queue the input does not show (order_unknown).
+    order_unknown: frozenset[str] = frozenset()
 
     @property
     def pods(self) -> list[Planned]:
@@ -416,7 +427,7 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     infos = [(o, PodInfo.from_json(o)) for o in pods]
     replayed = sorted(((o, i) for o, i in infos if i.scheduler_name == scheduler_name
                        and i.node_name and not i.terminal and replay),
-                      key=lambda oi: (oi[1].creation, oi[1].key))
+                      key=lambda oi: arrival(*oi))
     entries: list[Entry] = []
     by_group: dict[str, Entry] = {}
     for o, i in replayed:
@@ -431,13 +442,16 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
     queue = SchedulingQueue(clock=lambda: 0.0)
     queue.configure(pre_enqueue, group_of=group_of)
     by_key: dict[str, Json] = {}
-    # Added oldest first, as the pods reached the running scheduler: the queue orders by
-    # priority, then by when a pod was added (ties by name: timestamps have seconds).
-    for o, i in sorted(infos, key=lambda oi: (oi[1].creation, oi[1].key)):
-        if i.scheduler_name == scheduler_name and not i.node_name and not i.terminal \
-                and not (o.get("metadata") or {}).get("deletionTimestamp"):
-            queue.add(i)
-            by_key[i.key] = o
+    # Added in the order the pods reached the running scheduler (arrival): the queue
+    # orders by priority, then by when a pod was added.
+    pending = sorted(((o, i) for o, i in infos
+                      if i.scheduler_name == scheduler_name and not i.node_name
+                      and not i.terminal
+                      and not (o.get("metadata") or {}).get("deletionTimestamp")),
+                     key=lambda oi: arrival(*oi))
+    for o, i in pending:
+        queue.add(i)
+        by_key[i.key] = o
     popped = set()
     while (qp := queue.pop_nowait()) is not None:
         group = queue.pop_group(qp)
@@ -465,7 +479,30 @@ def plan(objects: Sequence[Json], scheduler_name: str, replay: bool,
         p = plugins.get(name)
         message = p.pre_enqueue(PodInfo.from_json(o)).message if p is not None else ""
         gated.append((o, name, message))
-    return Plan(entries, frozenset(i.key for _, i in replayed), gated)
+    return Plan(entries, frozenset(i.key for _, i in replayed), gated,
+                order_unknown=order_unknown(pending))
+
+
+def arrival(obj: Json, pod: PodInfo) -> tuple[str, float, str]:
+    """Where a pending pod stands in the order the running engine received it: its cache's
+    order (Engine._start_scheduler walks it when a policy is applied; a later pod comes
+    with its watch event), which is etcd's creation order (snapshot.creation_revision);
+    creationTimestamp agrees with it across seconds. A pod whose creation revision is not
+    known goes after the known ones of its second, by name: a guess (order_unknown). An
+    operator started after the pods lists them in key order instead; simulate predicts
+    the operator that was running when they came."""
+    revision = creation_revision(obj)
+    return (pod.creation, float(revision) if revision is not None else math.inf, pod.key)
+
+
+def order_unknown(pending: Sequence[tuple[Json, PodInfo]]) -> frozenset[str]:
+    """The pending pods whose turn simulate cannot know: those sharing a priority and a
+    creation second with another where one of them has no known creation revision."""
+    by_turn: dict[tuple[int, str], list[tuple[Json, PodInfo]]] = {}
+    for o, i in pending:
+        by_turn.setdefault((i.priority, i.creation), []).append((o, i))
+    return frozenset(i.key for same in by_turn.values() if len(same) > 1
+                     and any(creation_revision(o) is None for o, _ in same) for _, i in same)
 
 
 def _gated_reason(plugin: str, message: str) -> str:
@@ -485,10 +522,13 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     # The engine's builder, its plugins reading the listers the cache was fed.
     # Load-aware scorers read the snapshot's NodeMetrics (`polsched snapshot --node-metrics`);
     # the pods placed during the simulation are in flight on their nodes.
+    # The pending pods' nominations count as the engine's Nominator counts them.
+    nominator = nominator_of(cache.pods.values())
     pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
                                                        load=static_load(objects),
                                                        pod_groups=cache.pod_groups,
-                                                       features=featuregates.scheduler_features()),
+                                                       features=featuregates.scheduler_features(),
+                                                       nominator=nominator),
                                         extenders, rng=random.Random(SEED))
     out: list[Decision] = []
     groups: list[GroupOutcome] = []
@@ -500,7 +540,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             progress(done_before + i, total)
         i += len(entry.pods)
         if entry.group:
-            decisions, outcome = await _decide_group(policy, pipeline, cache, entry)
+            decisions, outcome = await _decide_group(policy, pipeline, cache, nominator,
+                                                     entry)
             out += decisions
             groups.append(outcome)
             continue
@@ -519,16 +560,12 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         if result.node is None:
             _unschedulable(d, result.fit_error)
             continue
-        # Reserve, as the engine does before binding: what a plugin holds for the pod
-        # (DynamicResources' devices) is held from the next pod too.
-        rejected = _reserve(pipeline, result.state, pod, result.node)
-        if rejected:
-            d.reason = rejected
-            d.reasons = (rejected,)
+        # Assume, Reserve and Permit as the engine's scheduling cycle does: what a plugin
+        # holds for the pod (DynamicResources' devices) is held from the next pod too.
+        if _assume(pipeline, cache, nominator, result.state, pod, result.node, d)[0] is None:
             continue
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
-        cache.assume(pod, result.node)
     waiting: dict[str, GroupOutcome] = {}
     for obj, plugin, message in the_plan.gated:
         pod = PodInfo.from_json(obj)
@@ -548,22 +585,38 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                     exists=obj_group is not None)
             waiting[key].members.append(pod.key)
     groups += waiting.values()
+    for d in out:
+        d.order_unknown = not d.replayed and d.key in the_plan.order_unknown
     return out, groups, cache
 
 
 def _not_selected(policy: Policy, cache: ClusterCache, pod: PodInfo, d: Decision) -> bool:
-    """The policy's namespaceSelector leaves the pod out (the engine never queues it)."""
-    selector = policy.namespace_selector
-    if selector is None:
+    """The policy's namespaceSelector leaves the pod out: the engine parks it, with this
+    warning (scheduler.profile)."""
+    if namespace_selected(policy, pod, cache.namespaces):
         return False
-    labels = cache.namespaces.get(pod.namespace) or {
-        "kubernetes.io/metadata.name": pod.namespace}
-    if selector(labels):
-        return False
-    d.reason = (f'namespace "{pod.namespace}" is not selected by '
-                f'spec.namespaceSelector of SchedulingPolicy "{policy.name}"')
+    d.reason = not_selected_message(policy, pod)
     d.reasons = ("namespace not selected",)
     return True
+
+
+def _assume(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator, state: Any,
+            pod: PodInfo, node: str, d: Decision) -> tuple[PodInfo | None, Status]:
+    """The engine's assume, Reserve and Permit (schedule_one.reserve_and_permit): the pod
+    assumed, and Permit's status (Wait: held until a Permit plugin allows it); on a
+    rejection, forgotten with handle_failure's message in `d`, and None."""
+    assumed = cache.assume(pod, node)
+    nominator.remove(pod.key)
+    plugins = pipeline.plugins_for(assumed)
+    if state is None or not plugins.binding:
+        return assumed, SUCCESS
+    st, _ = reserve_and_permit(pipeline, state, assumed, node, plugins)
+    if st.ok or st.code is Code.WAIT:
+        return assumed, st
+    cache.forget(assumed)
+    d.reason = rejection(st, node).message if st.rejected else f"error: {st.message}"
+    d.reasons = (d.reason,)
+    return None, st
 
 
 def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
@@ -578,7 +631,8 @@ def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fi
 
 
 async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
-                        entry: Entry) -> tuple[list[Decision], GroupOutcome]:
+                        nominator: Nominator, entry: Entry
+                        ) -> tuple[list[Decision], GroupOutcome]:
     """One pod-group cycle, as ScheduleOne.schedule_pod_group runs it: validate the group,
     run pod_group_algorithm (a simulation it reverts), PodGroupPostFilter for a rejected
     group, then submit as submitPodGroupAlgorithmResult: only when the group succeeded are
@@ -624,45 +678,35 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []
     for i, (d, pod) in enumerate(live):
         r = result.members[i] if i < len(result.members) else None
-        if status.code is Code.ERROR:
-            own = r.status if r is not None and r.status.code is Code.ERROR else status
-            d.reason = f"error: {own.message}"
-            d.reasons = (d.reason,)
-        elif r is None:  # not tried: the group's status before PodGroupPostFilter's text
-            d.reason = untried.message
-            d.reasons = (untried.message,)
-        elif r.status.ok and status.ok:
+        v = member_verdict(r, status, untried)  # the engine's submit, member by member
+        if v.status is None and r is not None:
             placed.append((d, pod, r))
-        elif r.status.ok:
-            d.reason = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, status.message).message
+        elif v.status is None or not v.status.rejected:
+            d.reason = f"error: {v.status.message if v.status is not None else ''}"
             d.reasons = (d.reason,)
-        elif r.status.rejected:
-            _unschedulable(d, r.fit_error, r.status.message)
+        elif v.group or r is None:
+            d.reason = v.status.message
+            d.reasons = (d.reason,)
         else:
-            d.reason = f"error: {r.status.message}"
-            d.reasons = (d.reason,)
+            _unschedulable(d, v.fit_error or rejection(v.status, r.node))
     # prepareForBindingCycle: assume and Reserve for real, so the pods after the group
     # see its members (Permit lets a gang through: the cycle reached minCount).
     held: list[tuple[Decision, PodInfo, MemberResult]] = []
+    permit = SUCCESS
     for d, pod, r in placed:
-        assumed = cache.assume(pod, r.node)
-        rejected = _reserve(pipeline, r.state, assumed, r.node)
-        if rejected:
-            cache.forget(assumed)
-            d.reason = rejected
-            d.reasons = (rejected,)
-            continue
-        held.append((d, assumed, r))
-    need = pgs.min_count(obj_group)
-    if need is not None and held and len(held) < len(placed) and \
-            groups.state(entry.group).scheduled_pods_count < need:
-        # A member failed Reserve and the gang is short of minCount: the others would
-        # wait at GangScheduling's Permit until it times out, bound to nothing.
+        assumed, st = _assume(pipeline, cache, nominator, r.state, pod, r.node, d)
+        if assumed is not None:
+            held.append((d, assumed, r))
+            permit = st
+    if held and permit.code is Code.WAIT:
+        # The last member held still waits at Permit (GangScheduling: a member failed
+        # Reserve and the gang is short of minCount), so every member held waits: no
+        # later Permit allows them, and they time out bound to nothing.
         for d, assumed, r in held:
             pipeline.run_reserve_plugins_unreserve(r.state, assumed, r.node,
                                                    pipeline.plugins_for(assumed))
             cache.forget(assumed)
-            d.reason = "waiting for minCount pods from a gang to be scheduled"
+            d.reason = permit.message
             d.reasons = (d.reason,)
         held = []
         outcome.state = NOT_PLACED
@@ -680,20 +724,6 @@ class Baseline:
     policy: Policy
     label: str | None = None
     extenders: Sequence[Any] = ()
-
-
-def _reserve(pipeline: Pipeline, state: Any, pod: PodInfo, node: str) -> str:
-    """Run the Reserve plugins that apply to the pod (the runtime's
-    RunReservePluginsReserve); on a failure, unreserve them all and return the message
-    ("" when all reserved)."""
-    if state is None:
-        return ""
-    plugins = pipeline.plugins_for(pod)
-    st = pipeline.run_reserve_plugins_reserve(state, pod, node, plugins)
-    if st.ok:
-        return ""
-    pipeline.run_reserve_plugins_unreserve(state, pod, node, plugins)
-    return f'running Reserve plugin "{st.plugin}": {st.message}'
 
 
 def _plan_for(policy: Policy, objects: Sequence[Json], scheduler_name: str, replay: bool,
@@ -833,6 +863,8 @@ def to_json(r: Report) -> Json:
             entry["podGroup"] = d.group
         if d.gated_by:
             entry["gatedBy"] = d.gated_by
+        if d.order_unknown:
+            entry["orderUnknown"] = True
         pods.append(entry)
     out: Json = {"policy": r.policy, "schedulerName": r.scheduler_name, "source": r.source,
                  "baseline": r.baseline, "summary": r.summary(),
@@ -893,6 +925,10 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
         line += " No baseline to compare with."
     if r.groups or r.baseline_groups:
         line += " " + _gang_line(r)
+    if s.get("orderUnknown"):
+        line += (f" {s['orderUnknown']} pod(s) (marked *) share a creation second and "
+                 "priority, and their creation order is not known: their placements, and "
+                 "those after them, may differ.")
     out: list[tuple[str, str, list[list[str]] | None]] = [("Summary", line, None)]
     if r.groups:
         out.append(("Pod groups", "", _group_rows(r)))
@@ -936,7 +972,8 @@ def _sections(r: Report) -> list[tuple[str, str, list[list[str]] | None]]:
                 "" if changed else "No node changes.", rows if changed else None))
     rows = [["POD", "NODE", "DECIDED BY / REASON"]]
     for d in r.decisions:
-        rows.append([d.key + (" (replayed)" if d.replayed else ""),
+        rows.append([d.key + (" (replayed)" if d.replayed else "")
+                     + (" *" if d.order_unknown else ""),
                      d.node or "-", (d.deciding_scorer or "-") if d.node else d.reason])
     out.append(("Pods", "" if r.decisions else "No pod to decide.",
                 rows if r.decisions else None))
@@ -1155,10 +1192,7 @@ async def _extenders(policy: Policy, client: Any | None) -> list[HTTPExtender]:
 
 
 def _reads_load(policy: Policy) -> bool:
-    from polsched.plugins.trimaran import LoadAwareScorer
-
-    return any(isinstance(s.plugin, LoadAwareScorer)
-               for s in build_pipeline(policy, Handle()).scorers)
+    return load_status.reads_node_load(build_pipeline(policy, Handle()))
 
 
 async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report:
@@ -1174,11 +1208,11 @@ async def _run(args: argparse.Namespace, conditions: Sequence[FailOn]) -> Report
             except SnapshotError as e:
                 raise SimulateError(str(e)) from e
         else:
-            from polsched.cluster.client import ApiClient
+            from polsched.commands import connection
             from polsched.commands.snapshot import KINDS, NODE_METRICS, POD_GROUPS, collect
 
             source = "the live cluster"
-            client = ApiClient.from_kubeconfig(args.kubeconfig)
+            client = connection.client(args)
             # Node usage too when the candidate has a load-aware scorer (the Metrics API;
             # left out with a warning where it is not served).
             kinds = (*KINDS, NODE_METRICS) if _reads_load(candidate) else KINDS
@@ -1246,17 +1280,17 @@ def run(args: argparse.Namespace) -> int:
     except SimulateError as e:
         print(f"polsched simulate: {e}", file=sys.stderr)
         return EXIT_ERROR
-    if args.output == "json":
-        text = json.dumps(to_json(report), indent=1) + "\n"
+    from polsched.commands import output, plot
+
+    if args.output in output.STRUCTURED:
+        text = output.render(to_json(report), args.output, indent=1)
     elif args.output == "markdown":
-        text = format_markdown(report)
+        text = format_markdown(report) + plot.mermaid_section(to_json(report))
     else:
         text = format_table(report)
-    if args.out and args.out != "-":
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    output.write(text, args.out)
+    if getattr(args, "plot", None):
+        output.write(plot.utilisation_svg(to_json(report)), args.plot)
     code, why = verdict(report, conditions)
     for w in why:
         print(f"polsched simulate: --fail-on: {w}", file=sys.stderr)

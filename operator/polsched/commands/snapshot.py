@@ -3,8 +3,20 @@
 A snapshot is a `v1 List` of Kubernetes objects, one per item, sorted by kind, namespace
 and name, keys sorted, without what changes on every write and decides nothing
 (metadata.managedFields, resourceVersion, the last-applied annotation, node condition
-heartbeats). It can be committed next to the policies and given to `polsched simulate
---snapshot`, or produced in CI from a read-only kubeconfig: taking it only lists.
+heartbeats). A pending pod keeps its resourceVersion while it is still the one it was
+created at (`creation_revision`): the scheduler takes pods of equal priority in the order
+they reached it, which is the order etcd created them in, and a name does not tell it.
+It can be committed next to the policies and given to `polsched simulate --snapshot`, or
+produced in CI from a read-only kubeconfig: taking it only lists.
+
+Committed files must not carry secrets, so by default (`redact`) what scheduling never
+reads and commonly holds them is taken out of pods and the pod templates of workload
+controllers: container env values, command and args (also probes' and hooks' exec
+commands), and pod annotations that no SchedulingPolicy in the snapshot names (kept:
+polsched.io/ ones). Nodes, volumes and claims keep theirs: the volume plugins read them.
+The decisions of `polsched simulate` are the same on a redacted snapshot
+(tests/unit/commands/test_snapshot_redaction.py), as long as the candidate policy reads
+no pod annotation the snapshot's policies do not name (then take it with --no-redact).
 
 `read_snapshot` reads that format, and also kwok's `kwokctl snapshot export` format (a
 multi-document YAML of objects) or any file of objects (a List, or several documents):
@@ -26,6 +38,7 @@ from typing import Any
 import yaml
 
 from polsched.api.model import API_VERSION, KIND, PLURAL
+from polsched.commands import output
 from polsched.framework import listers as ls
 from polsched.framework import load
 from polsched.framework import podgroups as pgs
@@ -83,12 +96,52 @@ class SnapshotError(Exception):
     """Something the user has to fix; printed without a traceback."""
 
 
+def creation_revision(obj: Json) -> int | None:
+    """The etcd revision a pod was created at, where the object still shows it: its
+    resourceVersion (etcd's modification revision, monotonic across the cluster) while
+    nothing has written the pod since its creation. None when that is not known: no
+    resourceVersion; a write after the creation (an entry of metadata.managedFields for a
+    subresource, a second manager, or a time after creationTimestamp); a condition or a
+    nomination the scheduler or the kubelet wrote; a deletion under way.
+
+    An object without managedFields is taken at its word: a snapshot keeps the
+    resourceVersion only of pods this function vouched for when it was taken."""
+    meta = obj.get("metadata") or {}
+    rv = meta.get("resourceVersion")
+    if not isinstance(rv, str) or not rv.isdigit() or meta.get("deletionTimestamp"):
+        return None
+    status = obj.get("status") or {}
+    if not isinstance(status, dict) or status.get("nominatedNodeName") or any(
+            not isinstance(c, dict) or c.get("reason") != "SchedulingGated"
+            for c in status.get("conditions") or ()):
+        return None  # the API server writes SchedulingGated at creation; others come later
+    managed = meta.get("managedFields")
+    if managed is not None:
+        created = meta.get("creationTimestamp")
+        if not isinstance(managed, list) or len(managed) != 1:
+            return None
+        entry = managed[0]
+        if not isinstance(entry, dict) or entry.get("subresource") \
+                or entry.get("time") != created:
+            return None
+    return int(rv)
+
+
+def _pending(obj: Json) -> bool:
+    spec = obj.get("spec") or {}
+    return obj.get("kind") == "Pod" and not (isinstance(spec, dict) and spec.get("nodeName"))
+
+
 def clean(obj: Json) -> Json:
-    """`obj` without what churns and decides nothing (a copy; `obj` is not changed)."""
+    """`obj` without what churns and decides nothing (a copy; `obj` is not changed). A
+    pending pod keeps its creation revision (see creation_revision)."""
     out = dict(obj)
     meta = dict(out.get("metadata") or {})
+    revision = creation_revision(obj) if _pending(obj) else None
     for k in ("managedFields", "resourceVersion", "selfLink", "generation"):
         meta.pop(k, None)
+    if revision is not None:
+        meta["resourceVersion"] = str(revision)
     ann = meta.get("annotations")
     if ann:
         ann = {k: v for k, v in ann.items() if k not in _VOLATILE_ANNOTATIONS}
@@ -116,15 +169,113 @@ def sort_key(obj: Json) -> tuple[int, str, str, str]:
             str(meta.get("name") or ""))
 
 
-def as_list(objects: Iterable[Json]) -> Json:
-    """The snapshot document: cleaned objects in a stable order."""
-    return {"apiVersion": "v1", "kind": "List",
-            "items": sorted((clean(o) for o in objects), key=sort_key)}
+# -- redaction ----------------------------------------------------------------------------
+REDACTED = "(redacted)"
+# Kinds whose objects carry a pod template (spec.template) that is redacted like a pod.
+_TEMPLATE_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+_KEPT_ANNOTATION_PREFIXES = ("polsched.io/",)
+
+
+def _redact_exec(handler: Any) -> Any:
+    if isinstance(handler, dict) and isinstance(handler.get("exec"), dict) \
+            and "command" in handler["exec"]:
+        return {**handler, "exec": {**handler["exec"], "command": [REDACTED]}}
+    return handler
+
+
+def _redact_container(c: Json) -> Json:
+    out = dict(c)
+    for key in ("command", "args"):
+        if key in out:
+            out[key] = [REDACTED]
+    if isinstance(out.get("env"), list):
+        out["env"] = [{**e, "value": REDACTED} if isinstance(e, dict) and "value" in e else e
+                      for e in out["env"]]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if probe in out:
+            out[probe] = _redact_exec(out[probe])
+    if isinstance(out.get("lifecycle"), dict):
+        out["lifecycle"] = {k: _redact_exec(v) for k, v in out["lifecycle"].items()}
+    return out
+
+
+def _redact_pod(pod: Json, keep: frozenset[str]) -> Json:
+    """A pod (or a pod template): metadata and spec without what may be secret."""
+    out = dict(pod)
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and meta.get("annotations"):
+        ann = {k: v for k, v in meta["annotations"].items()
+               if k in keep or k.startswith(_KEPT_ANNOTATION_PREFIXES)}
+        out["metadata"] = {**meta, "annotations": ann} if ann else \
+            {k: v for k, v in meta.items() if k != "annotations"}
+    spec = out.get("spec")
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        for key in _CONTAINER_LISTS:
+            if isinstance(spec.get(key), list):
+                spec[key] = [_redact_container(c) if isinstance(c, dict) else c
+                             for c in spec[key]]
+        out["spec"] = spec
+    return out
+
+
+def annotations_named(objects: Iterable[Json]) -> frozenset[str]:
+    """Pod annotation keys a SchedulingPolicy among `objects` may read: every string of
+    the policies' specs (a CEL expression's `pod.metadata.annotations['k']` names `k`)."""
+    found: set[str] = set()
+
+    def strings(x: Any) -> None:
+        if isinstance(x, str):
+            found.add(x)
+            found.update(_quoted(x))
+        elif isinstance(x, dict):
+            for v in x.values():
+                strings(v)
+        elif isinstance(x, list):
+            for v in x:
+                strings(v)
+
+    for o in objects:
+        if o.get("kind") == KIND:
+            strings(o.get("spec"))
+    return frozenset(found)
+
+
+def _quoted(text: str) -> list[str]:
+    """The string literals of a CEL expression ('k' or "k")."""
+    import re
+
+    return [a or b for a, b in re.findall(r"'([^'\\]*)'|\"([^\"\\]*)\"", text)]
+
+
+def redact(obj: Json, keep_annotations: frozenset[str] = frozenset()) -> Json:
+    """`obj` without env values, commands, args and pod annotations outside
+    `keep_annotations` (a copy; only pods and workload pod templates change)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return _redact_pod(obj, keep_annotations)
+    if kind in _TEMPLATE_KINDS and isinstance(obj.get("spec"), dict) \
+            and isinstance(obj["spec"].get("template"), dict):
+        return {**obj, "spec": {**obj["spec"], "template": _redact_pod(
+            obj["spec"]["template"], keep_annotations)}}
+    return obj
+
+
+def as_list(objects: Iterable[Json], *, redact_secrets: bool = True) -> Json:
+    """The snapshot document: cleaned (and, by default, redacted) objects in a stable
+    order."""
+    cleaned = [clean(o) for o in objects]
+    if redact_secrets:
+        keep = annotations_named(cleaned)
+        cleaned = [redact(o, keep) for o in cleaned]
+    return {"apiVersion": "v1", "kind": "List", "items": sorted(cleaned, key=sort_key)}
 
 
 def dump(doc: Json, fmt: str) -> str:
     if fmt == "yaml":
-        return yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, width=1 << 16)
+        # libyaml's emitter where built in: the same bytes, ~3x faster (3,000 pods: 1.7 s, not 5.0).
+        return output.to_yaml(doc, sort_keys=True, allow_unicode=False)
     return json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -195,10 +346,10 @@ async def collect(client: Any, kinds: Iterable[Kind] = KINDS,
     return out
 
 
-async def _live(kubeconfig: str | None, node_metrics: bool = False) -> list[Json]:
-    from polsched.cluster.client import ApiClient
+async def _live(args: argparse.Namespace, node_metrics: bool = False) -> list[Json]:
+    from polsched.commands import connection
 
-    client = ApiClient.from_kubeconfig(kubeconfig)
+    client = connection.client(args)
     kinds = (*KINDS, NODE_METRICS) if node_metrics else KINDS
     def warn(message: str) -> None:
         # A cluster without GenericWorkload serves no PodGroups: nothing to say.
@@ -216,15 +367,10 @@ def run(args: argparse.Namespace) -> int:
         if args.file:
             objects = read_snapshot(args.file)
         else:
-            objects = asyncio.run(_live(args.kubeconfig,
-                                        bool(getattr(args, "node_metrics", False))))
+            objects = asyncio.run(_live(args, bool(getattr(args, "node_metrics", False))))
     except SnapshotError as e:
         print(f"polsched snapshot: {e}", file=sys.stderr)
         return 1
-    text = dump(as_list(objects), args.output)
-    if args.out and args.out != "-":
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    text = dump(as_list(objects, redact_secrets=getattr(args, "redact", True)), args.output)
+    output.write(text, args.out)
     return 0

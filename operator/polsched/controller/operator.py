@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from polsched.api import GROUP
@@ -28,9 +28,13 @@ from polsched.api.admission import AdmissionRules
 from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller.dedicated.deployments import DEFAULT_IMAGE, DedicatedDeployer
+from polsched.controller.dedicated.deployments import (
+    DEFAULT_IMAGE,
+    DedicatedDeployer,
+    Inherited,
+)
 from polsched.controller.policies.reconciler import PolicyReconciler
-from polsched.controller.process import credentials, namespaces
+from polsched.controller.process import credentials, namespaces, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
 from polsched.controller.process.server import (
     Election,
@@ -47,15 +51,20 @@ from polsched.scheduler.engine import EngineOptions
 if TYPE_CHECKING:
     import kopf
 
+    from polsched.controller.policies.status import StatusWriter
+    from polsched.scheduler.engine import Engine
+
 log = logging.getLogger(__name__)
 
 OPERATOR_LEASE = "polsched-operator"
 OPERATOR_CONTAINER = "operator"  # the container's name in manifests/templates/operator.yaml.j2
 
 
-def admission_flags(args: argparse.Namespace) -> list[str]:
+def admission_flags(args: argparse.Namespace, rules: AdmissionRules | None = None) -> list[str]:
     """The admission flags given to this process, for the Dedicated schedulers it
-    deploys: they load and call extenders under the same rules."""
+    deploys: they load and call extenders under the same rules. `rules`: this process's,
+    whose tenancy's allowDisabling they get as --allow-disabling (the file stays the
+    operator's; the rest of it is the operator's and the webhook's to apply)."""
     out: list[str] = []
     if args.reserved_scheduler_names:
         out.append(f"--reserved-scheduler-names={args.reserved_scheduler_names}")
@@ -65,6 +74,8 @@ def admission_flags(args: argparse.Namespace) -> list[str]:
         out.append(f"--extender-deny={args.extender_deny}")
     if args.extender_allow:
         out.append(f"--extender-allow={args.extender_allow}")
+    if rules is not None and rules.tenancy.allow_disabling:
+        out.append(f"--allow-disabling={','.join(sorted(rules.tenancy.allow_disabling))}")
     return out
 
 
@@ -76,6 +87,13 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
     names = (server.service_names(service[0], service[1]) if service is not None
              else [server.split_listen(args.webhook_listen)[0]])
     certs: rotator.CertificateSource
+    if getattr(args, "webhook_certificates", "self-managed") == "external":
+        # Served as the issuer (cert-manager) keeps them; its CA injector, not this
+        # process, puts the CA into the configuration's caBundle.
+        certs = rotator.ExternalCertificates(client, args.namespace,
+                                             args.webhook_secret or rotator.DEFAULT_SECRET)
+        return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
+                                           publish=None, ca_switch_delay=0.0)
     if service is not None or args.webhook_secret is not None:
         certs = rotator.CertificateManager(client, args.namespace,
                                            args.webhook_secret or rotator.DEFAULT_SECRET, names,
@@ -136,7 +154,8 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
         return credentials.connection_info(kubeconfig)
 
 
-def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules
+def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules,
+                  held: Callable[[], Mapping[str, tuple[str, float]]] | None = None
                   ) -> Coroutine[Any, Any, None]:
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
@@ -146,7 +165,7 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionR
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    admission.register(registry, rules, client)
+    admission.register(registry, rules, client, held)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -180,21 +199,36 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     config = ProcessConfig(identity, election, args.status_interval,
                            EngineOptions(annotate_decisions=args.annotate_decisions,
                                          shadow_budget=args.shadow_budget,
-                                         node_metrics_interval=args.node_metrics_interval),
+                                         node_metrics_interval=args.node_metrics_interval,
+                                         attempt_budget=args.attempt_budget),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration),
                            metrics_listen=args.metrics_listen,
-                           health_listen=args.health_listen)
+                           health_listen=args.health_listen,
+                           secure_metrics=secure_metrics.options(args))
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args),
-                                 feature_gates=featuregates.from_env())
-    process = Process(client, cache, config,
-                      lambda engine, writer: PolicyReconciler(
-                          client, engine, writer, deployer=deployer, records_last_good=True,
-                          rules=rules))
+                                 inherited=Inherited(
+                                     tuple(admission_flags(args, rules)),
+                                     feature_gates=featuregates.from_env(),
+                                     metrics_listen=args.metrics_listen,
+                                     metrics_secure_listen=args.metrics_secure_listen))
+    reconcilers: list[PolicyReconciler] = []
+
+    def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:
+        made = PolicyReconciler(client, engine, writer, deployer=deployer,
+                                records_last_good=True, rules=rules)
+        reconcilers.append(made)
+        return made
+
+    def held() -> dict[str, tuple[str, float]]:
+        # The names this process's book holds for deleted owners (the webhook refuses
+        # other claimants of them within the grace period).
+        return reconcilers[-1].book.held() if reconcilers else {}
+
+    process = Process(client, cache, config, reconciler)
 
     def kopf() -> Coroutine[Any, Any, None]:
-        return serve_webhook(args, client, rules)
+        return serve_webhook(args, client, rules, held)
 
     # The process runs until kopf (serving the webhook) stops, or a signal.
     await process.run(kopf if args.webhook_listen else until_stopped,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 from typing import Any
 
 CPU = "cpu"
@@ -38,6 +38,14 @@ class QuantityError(ValueError):
     pass
 
 
+# The largest decimal exponent a quantity may carry. resource.Quantity keeps values in an
+# int64 scaled by a power of ten, so nothing the API server stores needs more than a few
+# dozen digits; the bound keeps "1e999999999" from raising decimal.Overflow (an
+# ArithmeticError, which callers that catch QuantityError/ValueError would let through:
+# `polsched validate` crashed, and one Metrics API item ended the node-metrics task).
+MAX_QUANTITY_EXPONENT = 1000
+
+
 _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
 )
@@ -48,15 +56,24 @@ def parse_quantity(value: Any) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise QuantityError(f"invalid quantity {value!r}")
         return Decimal(str(value))
     m = _QUANTITY.match(str(value).strip())
     if not m:
         raise QuantityError(f"invalid quantity {value!r}: want a number with an optional suffix "
                             "(m, k, M, G, Ki, Mi, Gi, ... or an exponent e3)")
     number, suffix = Decimal(m.group(1)), m.group(2) or ""
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        return number * (Decimal(10) ** int(suffix[1:]))
-    return number * _SUFFIXES[suffix]
+    try:
+        if suffix[:1] in ("e", "E") and len(suffix) > 1:
+            exponent = int(suffix[1:])
+            if abs(exponent) > MAX_QUANTITY_EXPONENT:
+                raise QuantityError(f"invalid quantity {value!r}: exponent beyond "
+                                    f"magnitude {MAX_QUANTITY_EXPONENT}")
+            return number * (Decimal(10) ** exponent)
+        return number * _SUFFIXES[suffix]
+    except DecimalException as e:  # digits beyond the context's bounds
+        raise QuantityError(f"invalid quantity {value!r}: out of range") from e
 
 
 def to_int(name: str, value: Any) -> int:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar, overload
 
 from polsched.framework import events
+from polsched.framework.budget import NODES_PER_CHECK
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, PostFilterResult
 from polsched.framework.interfaces import (
@@ -326,18 +327,13 @@ class Pipeline:
         post_filter: Sequence[PostFilterPlugin] = (),
         pre_enqueue: Sequence[PreEnqueuePlugin] = (),
         handle: Handle | None = None,
-        placement_generate: Sequence[PlacementGeneratePlugin] = (),
-        placement_score: Sequence[tuple[PlacementScorePlugin, int]] = (),
-        placement_algorithm: bool = False,
     ) -> None:
         """`handle`: the one the plugins were built with; the pipeline counts the pods of
-        its nominator and breaks ties with its rng (its own when None).
-        `placement_algorithm`: pod groups go through the placement algorithm
-        (TopologyAwareWorkloadScheduling on), with the PlacementGenerate plugins and the
-        PlacementScore plugins and their weights."""
-        self.placement_algorithm = placement_algorithm
-        self.placement_generate = tuple(placement_generate)
-        self.placement_score = tuple(placement_score)
+        its nominator and breaks ties with its rng (its own when None). Pod groups go
+        through the default algorithm unless use_placement_algorithm says otherwise."""
+        self.placement_algorithm = False
+        self.placement_generate: tuple[PlacementGeneratePlugin, ...] = ()
+        self.placement_score: tuple[tuple[PlacementScorePlugin, int], ...] = ()
         nominator = handle.nominator if handle is not None else None
         rng = handle.rng if handle is not None else None
         self.filters = _labelled(filters)
@@ -369,6 +365,16 @@ class Pipeline:
         # (scheduler.pipelines.build_pipeline): a hot reload's new pipeline takes over the
         # plugins whose entry did not change, with their warm per-node tables.
         self.built_from: tuple[tuple[object, Plugin], ...] = ()
+
+    def use_placement_algorithm(self, generate: Sequence[PlacementGeneratePlugin],
+                                score: Sequence[tuple[PlacementScorePlugin, int]]) -> None:
+        """Pod groups go through the placement algorithm (TopologyAwareWorkloadScheduling
+        on), with the PlacementGenerate plugins `generate` and the PlacementScore plugins
+        with their weights `score`. Set once, by the builder (scheduler.pipelines), before
+        the pipeline is used."""
+        self.placement_algorithm = True
+        self.placement_generate = tuple(generate)
+        self.placement_score = tuple(score)
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
@@ -431,7 +437,10 @@ class Pipeline:
         names: frozenset[str] | None = None
         with_nodes: list[str] = []
         rejection: Status | None = None
+        budget = state.budget
         for f in plugins.pre_filter:
+            if budget is not None:
+                budget.check(f"PreFilter before {f.name}")
             st = f.plugin.pre_filter(state, pod, snapshot)  # type: ignore[attr-defined]
             if isinstance(st, PreFilterResult):
                 if st.node_names is None:
@@ -579,10 +588,15 @@ class Pipeline:
                               None if rejection is None else rejection.with_plugin(name)))
             shared = chain if len(chain) == len(outside_chain) else None
             prev = 0
+            budget = state.budget
+            checked = 0
             for p in itertools.compress(range(n_nodes), flags):
                 need = to_find - len(feasible)
                 if p - prev >= need:
                     break
+                checked += 1
+                if budget is not None and not checked % NODES_PER_CHECK:
+                    budget.check(f"Filter after {p} of {n_nodes} nodes")
                 feasible.extend(order[prev:p])
                 node = order[p]
                 node_name = node.name
@@ -607,7 +621,10 @@ class Pipeline:
                 feasible.extend(order[prev:end])
                 prev = end
             return feasible, prev
+        budget = state.budget
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
+            if budget is not None and not processed % NODES_PER_CHECK:
+                budget.check(f"Filter after {processed} of {n_nodes} nodes")
             processed += 1
             node_name = node.name
             if nominated and node_name in nominated:
@@ -775,7 +792,10 @@ class Pipeline:
                               plugins: PluginSet) -> None:
         """RunPreScorePlugins: Skip marks the scorer skipped for this cycle; anything but
         Success raises PipelineError."""
+        budget = state.budget
         for s in plugins.pre_score:
+            if budget is not None:
+                budget.check(f"PreScore before {s.name}")
             st = s.plugin.pre_score(state, pod, nodes, snapshot)  # type: ignore[attr-defined]
             if st.code is Code.SKIP:
                 state.skip_score.add(s.name)
@@ -792,9 +812,12 @@ class Pipeline:
         totals = [0] * len(nodes)
         out = Scores(totals)
         skip = state.skip_score
+        budget = state.budget
         for s in plugins.scorers:
             if s.name in skip:
                 continue
+            if budget is not None:
+                budget.check(f"Score before {s.name}")
             raw = s.plugin.score_nodes(state, pod, nodes)
             if isinstance(raw, Status):
                 raise PipelineError(Status.error(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from polsched.framework import events as ev
-from polsched.framework.cycle_state import CycleState
+from polsched.framework.cycle_state import Budget, CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     FilterPlugin,
@@ -189,13 +189,15 @@ _EMPTY_TERMS = PodTerms()
 
 class _TermsCache:
     """Parsed terms of existing pods, reused while the PodInfo object is the same (the
-    cache builds a new PodInfo for every pod version)."""
+    cache builds a new PodInfo for every pod version). `strict`: parsed as an incoming
+    pod's (a parse error is raised, never kept): the queueing hints' parked pods."""
 
-    __slots__ = ("_entries", "_limit")
+    __slots__ = ("_entries", "_limit", "_strict")
 
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = False) -> None:
         self._entries: dict[str, tuple[PodInfo, PodTerms]] = {}
         self._limit = 4096
+        self._strict = strict
 
     def get(self, pod: PodInfo) -> PodTerms:
         if not pod.has_affinity:
@@ -203,7 +205,7 @@ class _TermsCache:
         hit = self._entries.get(pod.key)
         if hit is not None and hit[0] is pod:
             return hit[1]
-        terms = PodTerms.parse(pod, strict=False)
+        terms = PodTerms.parse(pod, strict=self._strict)
         if len(self._entries) >= self._limit:
             # Entries of deleted pods are never looked up again: start over rather than
             # track deletions; live pods are re-parsed once.
@@ -377,6 +379,10 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         self._namespaces = _namespace_lookup(handle)
         self._terms = _TermsCache()
         self._incoming = _IncomingTerms()
+        # The parked pods' terms for the queueing hints, parsed once per pod version:
+        # re-parsed on every event, a parked pod with 3000 terms cost 70 ms per pod event
+        # in the cluster (issue 36).
+        self._parked = _TermsCache(strict=True)
         # The counts per signature, kept up to date with the nodes that change.
         self._counts = AggregateMemo()
 
@@ -393,13 +399,15 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         own_ns_labels = None if lookup is None else lookup.get(pod.namespace, _NO_LABELS)
 
         # getExistingAntiAffinityCounts: only nodes with pods carrying required anti-affinity.
-        existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot)
+        existing = self._existing_anti_affinity_counts(pod, own_ns_labels, snapshot,
+                                                       state.budget)
         if not existing and not affinity and not anti:
             return SKIP
         affinity_counts: Counts = {}
         anti_counts: Counts = {}
         if affinity or anti:
-            affinity_counts, anti_counts = self._incoming_counts(pod, terms, snapshot)
+            affinity_counts, anti_counts = self._incoming_counts(pod, terms, snapshot,
+                                                                 state.budget)
 
         own_ns = None if lookup is None else lookup.get(pod.namespace)
         self_ok = (not affinity_counts and bool(affinity)
@@ -410,7 +418,8 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
 
     def _existing_anti_affinity_counts(self, pod: PodInfo,
                                        own_ns_labels: Mapping[str, str] | None,
-                                       snapshot: Snapshot) -> Counts:
+                                       snapshot: Snapshot,
+                                       budget: Budget | None = None) -> Counts:
         """getExistingAntiAffinityCounts: per topology pair, the existing pods whose
         required anti-affinity terms match the incoming pod; only nodes holding such pods
         are looked at. The result depends on the incoming pod's namespace, labels and
@@ -422,6 +431,8 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         def share(node: NodeInfo) -> Share:
             if not node.pods_with_required_anti_affinity:
                 return ()
+            if budget is not None:  # the attempt's time budget, once per node walked
+                budget.check(f"PreFilter {NAME}, the existing pods' anti-affinity terms")
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 if other.has_required_anti_affinity:
@@ -434,7 +445,7 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         return cast(Counts, self._counts.get(signature).sync(snapshot, share))
 
     def _incoming_counts(self, pod: PodInfo, terms: PodTerms, snapshot: Snapshot,
-                         ) -> tuple[Counts, Counts]:
+                         budget: Budget | None = None) -> tuple[Counts, Counts]:
         """getIncomingAffinityAntiAffinityCounts: per topology pair, the existing pods that
         match ALL the incoming pod's affinity terms, and those matching each of its
         anti-affinity terms. Kept per the terms across cycles unless a term has a
@@ -449,6 +460,9 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
             agg = Aggregate()
 
         def share(node: NodeInfo) -> Share:
+            if budget is not None:  # the attempt's time budget, once per node walked
+                budget.check(f"PreFilter {NAME}, the pod's {len(affinity) + len(anti)} "
+                             "required terms")
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 ns_labels = None if lookup is None else lookup.get(other.namespace)
@@ -594,7 +608,7 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
         for p in (new, old):
             if p is not None and not p.node_name and not p.nominated_node:
                 return ev.QUEUE_SKIP
-        terms = PodTerms.parse(pod, strict=True)
+        terms = self._parked.get(pod)
 
         def all_match(ts: Sequence[AffinityTerm], p: PodInfo) -> bool:
             return bool(ts) and all(t.matches(p, None) for t in ts)
@@ -613,13 +627,13 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
             return ev.QUEUE if all_match(affinity, new) else ev.QUEUE_SKIP
         if any_match(anti, old):
             return ev.QUEUE
-        old_anti = PodTerms.parse(old, strict=False).required_anti_affinity
+        old_anti = self._terms.get(old).required_anti_affinity
         return ev.QUEUE if any_match(old_anti, pod) else ev.QUEUE_SKIP
 
     def _after_node_change(self, pod: PodInfo, old: Any, new: Any) -> ev.QueueingHint:
         """isSchedulableAfterNodeChange: a topology key of the pod's terms appeared or
         changed (affinity), or went away or changed (anti-affinity)."""
-        terms = PodTerms.parse(pod, strict=True)
+        terms = self._parked.get(pod)
         before, after = ev.node_of(old), ev.node_of(new)
         for t in terms.required_affinity:
             if before is None:
@@ -722,12 +736,16 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
         else:
             agg = Aggregate()
 
+        budget = state.budget
+
         def share(node: NodeInfo) -> Share:
             # Unless the incoming pod has preferred terms, only pods with affinity matter.
             if not has_constraints and not node.pods_with_affinity:
                 return ()
             if not node.labels:
                 return ()
+            if budget is not None:  # the attempt's time budget, once per node walked
+                budget.check(f"PreScore {NAME}")
             found: list[tuple[str, str, int]] = []
             for other in node.pods.values():
                 if has_constraints:

@@ -112,6 +112,9 @@ class Aggregate:
         position = NODE_CHANGES.position
         shares = self.shares
         if changed is None:
+            # Until this recount ends the memo matches no snapshot: a compute that raises
+            # (the attempt's time budget) leaves it to be counted afresh, never partly.
+            self._snapshot = None
             shares.clear()
             self.totals.clear()
             self.refs.clear()

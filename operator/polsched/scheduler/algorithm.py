@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from polsched.framework.budget import AttemptBudget
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     Explanation,
@@ -55,10 +57,25 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
 
 
 # -- the search ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchLimits:
+    """What bounds one pod's search, beyond the snapshot. `budget`: the attempt's time
+    budget (framework.budget), on every CycleState of the search; past it BudgetExceeded
+    (a PipelineError) ends the search; None: the group's, if any, else none.
+    `placement`: the only nodes searched (the placement algorithm's assumed placement,
+    ListNodesInPlacement); the plugins still see the whole snapshot; None: every node."""
+
+    budget: AttemptBudget | None = None
+    placement: Sequence[NodeInfo] | None = None
+
+
+NO_LIMITS = SearchLimits()
+
+
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                        explain: bool = False, post_filter: bool = True,
                        group_state: CycleState | None = None,
-                       placement: Sequence[NodeInfo] | None = None) -> ScheduleResult:
+                       limits: SearchLimits = NO_LIMITS) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
@@ -66,8 +83,9 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     `post_filter` False: no PostFilter for a member tried in a pod-group cycle
     (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
     group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle).
-    `placement`: the only nodes searched (the placement algorithm's assumed placement,
-    ListNodesInPlacement); the plugins still see the whole snapshot."""
+    `limits`: what bounds the search (SearchLimits: the attempt's time budget, the
+    placement's nodes)."""
+    budget, placement = limits.budget, limits.placement
     nodes = snapshot.nodes if placement is None else placement
     n_all = len(nodes)
     if n_all == 0:
@@ -75,13 +93,13 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     plugins = pipeline.plugins_for(pod)
     if pipeline.nominator is not None and not explain:
         nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins,
-                                                        group_state, placement)
+                                                        group_state, placement, budget)
         if nominated_first is not None:
             # evaluateNominatedNode: the node preemption made room on is tried before
             # the others; when it fits it is the only feasible node looked at.
             node_name, nominated_state = nominated_first
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
-    state = CycleState(group_state)
+    state = CycleState(group_state, budget)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
                                                   explain, placement)
     evaluated = len(feasible) + len(diagnosis.node_statuses)
@@ -131,6 +149,7 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
 async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                                   plugins: PluginSet, group_state: CycleState | None = None,
                                   placement: Sequence[NodeInfo] | None = None,
+                                  budget: AttemptBudget | None = None,
                                   ) -> tuple[str, CycleState] | None:
     """evaluateNominatedNode: the pod's nominated node (and the cycle's state) when it
     passes PreFilter, the filters (with the other nominated pods) and the filter
@@ -142,7 +161,7 @@ async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Sn
     if node is None or (placement is not None
                         and all(n.name != node_name for n in placement)):
         return None
-    state = CycleState(group_state)
+    state = CycleState(group_state, budget)
     st, narrowed = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
     if not st.ok or (narrowed.node_names is not None
                      and node_name not in narrowed.node_names):

@@ -18,10 +18,16 @@ NODES_WITHOUT_METRICS = "NodesWithoutMetrics"
 METRICS_API_UNAVAILABLE = "MetricsAPIUnavailable"
 
 
+def reads_node_load(pipeline: Pipeline) -> bool:
+    """Whether some scorer of `pipeline` reads node usage: the one answer the engine (its
+    MetricsAvailable condition), `polsched explain` (its node usage section) and `polsched
+    simulate` (whether to list the Metrics API) share."""
+    return any(isinstance(e.plugin, LoadAwareScorer) for e in pipeline.scorers)
+
+
 def reads_load(source: LoadSource | None, pipeline: Pipeline) -> bool:
     """Whether some scorer of `pipeline` reads node usage (from `source`)."""
-    return source is not None and any(isinstance(e.plugin, LoadAwareScorer)
-                                      for e in pipeline.scorers)
+    return source is not None and reads_node_load(pipeline)
 
 
 def condition(source: LoadSource | None, pipeline: Pipeline,

@@ -19,7 +19,7 @@ put into the handle here, so no caller can forget them. Pure: no I/O.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -39,6 +39,7 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
 from polsched.framework.types import Json, PodInfo
 from polsched.plugins import REGISTRY, pod_group_pods_count, topology_placement
@@ -125,19 +126,16 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     # TopologyAwareWorkloadScheduling: applyTopologyAwareWorkloadScheduling appends
     # TopologyPlacementGenerator and PodGroupPodsCount (weight 1) to the default profile;
     # NodeResourcesFit, a scorer, also scores placements, with its weight.
-    placement_algorithm = TOPOLOGY_AWARE_WORKLOAD_SCHEDULING in ph.features
-    generate: list[PlacementGeneratePlugin] = []
-    placement_score: list[tuple[PlacementScorePlugin, int]] = []
-    if placement_algorithm:
-        generate.append(topology_placement.new(None, ph))
-        placement_score += [(s.plugin, s.weight) for s in scorers
-                            if isinstance(s.plugin, PlacementScorePlugin) and s.when is None]
+    pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
+                        post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
+    if TOPOLOGY_AWARE_WORKLOAD_SCHEDULING in ph.features:
+        generate: list[PlacementGeneratePlugin] = [topology_placement.new(None, ph)]
+        placement_score: list[tuple[PlacementScorePlugin, int]] = [
+            (s.plugin, s.weight) for s in scorers
+            if isinstance(s.plugin, PlacementScorePlugin) and s.when is None]
         placement_score.append((pod_group_pods_count.new(None, ph),
                                 pod_group_pods_count.WEIGHT))
-    pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
-                        post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph,
-                        placement_generate=generate, placement_score=placement_score,
-                        placement_algorithm=placement_algorithm)
+        pipeline.use_placement_algorithm(generate, placement_score)
     pipeline.built_from = tuple(built)
     return pipeline
 
@@ -232,3 +230,15 @@ def _build(entry: PluginEntry, handle: Handle, kind: type[_P]) -> _P:
         raise BuildError(f"{entry.path}: {entry.name}'s factory returned "
                          f"{type(plugin).__name__}, not a {kind.__name__}")
     return plugin
+
+
+def nominator_of(pods: Iterable[PodInfo]) -> Nominator:
+    """The nominations a cache holding `pods` gives the engine's Nominator: the engine
+    hands it every pending pod (Engine.pending_pod_changed: Nominator.update), which keeps
+    those with a status.nominatedNodeName. `polsched simulate` and `polsched explain`
+    build theirs here, so the filters count the same nominated pods."""
+    nominator = Nominator()
+    for pod in pods:
+        if not pod.node_name and not pod.terminal:
+            nominator.update(pod)
+    return nominator

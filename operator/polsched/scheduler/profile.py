@@ -18,12 +18,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from polsched.framework import pod_bounds
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import pod_group_key_fn, pod_group_lookup_fn
+from polsched.scheduler.queue.journal import EventJournal
+from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
+from polsched.scheduler.queue.types import GroupOutcome, QueuedPod
 from polsched.scheduler.recorder import (
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
@@ -67,13 +70,13 @@ class Profile:
     """One policy's queue, pipeline, recorder and dispatch state."""
 
     def __init__(self, policy: Policy, pipeline: Pipeline, recorder: EventRecorder,
-                 counters: Counters, journal: q.EventJournal | None = None) -> None:
+                 counters: Counters, journal: EventJournal | None = None) -> None:
         self.name = policy.scheduler_name
         self.policy = policy
         self.pipeline = pipeline
         self.recorder = recorder
         self.counters = counters
-        self.queue = q.SchedulingQueue(journal=journal)
+        self.queue = SchedulingQueue(journal=journal)
         self.queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
                              pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
         self.queue.on_sizes = self.report_pending
@@ -81,13 +84,19 @@ class Profile:
         # Started: its pods are queued and the dispatcher takes its cycles (Engine._run).
         self.started = False
         self.stopped = False
-        # In the dispatcher's ready deque; a cycle of an awaiting pipeline runs (its task).
+        # In the dispatcher's ready heap; a cycle of an awaiting pipeline runs (its task).
         self.ready = False
+        # The loop time this policy's cycles were charged, in ns (Engine._run's fair
+        # share): the ready policy charged least goes next.
+        self.vtime = 0
         self.task: asyncio.Task[None] | None = None
         # When the queue's next backoff or leftover flush is due (the dispatcher's timer).
         self.due: asyncio.TimerHandle | None = None
         # Pending pods of namespaces the policy's namespaceSelector does not select.
         self.blocked: dict[str, PodInfo] = {}
+        # Pending pods over framework.pod_bounds' bounds, never attempted: key -> the
+        # message their FailedScheduling and PodScheduled condition say.
+        self.refused: dict[str, str] = {}
         self.warned: set[str] = set()
         # Shadow policies deciding beside this one (scheduler.shadow).
         self.shadows = ShadowSet()
@@ -98,13 +107,7 @@ class Profile:
 
     def namespace_selected(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]
                            ) -> bool:
-        sel = self.policy.namespace_selector
-        if sel is None:
-            return True
-        labels = namespaces.get(pod.namespace)
-        if labels is None:  # not seen yet: its automatic name label at least
-            labels = {"kubernetes.io/metadata.name": pod.namespace}
-        return sel(labels)
+        return namespace_selected(self.policy, pod, namespaces)
 
     def report_pending(self) -> None:
         """scheduler_pending_pods for this scheduler, from the queue's O(1) sizes; called
@@ -113,11 +116,12 @@ class Profile:
         scheduling gates, they are never attempted."""
         active, backoff, unschedulable, gated = self.queue.sizes()
         pending, incomplete = self.queue.group_sizes()
-        sizes = (active, backoff, unschedulable, len(self.blocked) + gated, pending,
-                 incomplete)
+        sizes = (active, backoff, unschedulable,
+                 len(self.blocked) + len(self.refused) + gated, pending, incomplete)
         name = self.name
         for queue, n in zip(_PENDING_QUEUES, sizes, strict=True):
             metrics.pending_pods(name, queue, n)
+        metrics.unschedulable_pool(name, self.queue.unschedulable_pods)
 
     # -- what the engine changes ---------------------------------------------------------
     def swap(self, policy: Policy, pipeline: Pipeline) -> None:
@@ -132,24 +136,40 @@ class Profile:
 
     def enqueue(self, pod: PodInfo, namespaces: Mapping[str, Mapping[str, str]]) -> None:
         """Queue `pod`, or park it among `blocked` when the policy's namespaceSelector
-        does not select its namespace (warned once, unless a PreEnqueue plugin gates it)."""
-        selected = self.namespace_selected(pod, namespaces)
+        does not select its namespace (warned once, unless a PreEnqueue plugin gates it).
+        A pod over the bounds of framework.pod_bounds is refused first, before any
+        PreEnqueue plugin: kept among `refused`, never attempted, with a FailedScheduling
+        and PodScheduled=False naming the field (once per message)."""
+        over = pod_bounds.violation(pod.spec)
+        refused_before = self.refused.pop(pod.key, None)
         was_parked = self.blocked.pop(pod.key, None) is not None
-        if selected:
-            self.queue.add(pod)
-        else:
+        if over:
+            self.refused[pod.key] = over
+            if refused_before != over:
+                metrics.pod_refused(self.name)
+                self.recorder.failed_scheduling(pod, over)
+                self.recorder.set_pod_scheduled_false(pod, REASON_UNSCHEDULABLE, over)
             self.queue.delete(pod.key, pod.uid)
-            self.blocked[pod.key] = pod
-            # A gated pod is left alone, even by this warning (SchedulingGates): the
-            # queue's PreEnqueue says which, as it would if the pod were queued.
-            if pod.key not in self.warned and not self.queue.gating_plugin(pod):
-                self.warned.add(pod.key)
-                self.recorder.event(
-                    pod, WARNING, "FailedScheduling", "Scheduling",
-                    f'namespace "{pod.namespace}" is not selected by '
-                    f'spec.namespaceSelector of SchedulingPolicy "{self.policy.name}": '
-                    "the pod stays Pending; label the namespace or change the selector")
-        if selected is was_parked:  # the parked pods (counted as gated) changed
+            # Parked and refused pods both count as gated: the count moved only if the
+            # pod was neither before.
+            changed = refused_before is None and not was_parked
+        else:
+            selected = self.namespace_selected(pod, namespaces)
+            if selected:
+                self.queue.add(pod)
+            else:
+                self.queue.delete(pod.key, pod.uid)
+                self.blocked[pod.key] = pod
+                # A gated pod is left alone, even by this warning (SchedulingGates): the
+                # queue's PreEnqueue says which, as it would if the pod were queued.
+                if pod.key not in self.warned and not self.queue.gating_plugin(pod):
+                    self.warned.add(pod.key)
+                    self.recorder.event(
+                        pod, WARNING, "FailedScheduling", "Scheduling",
+                        not_selected_message(self.policy, pod))
+            # The parked pods (counted as gated) changed.
+            changed = selected is was_parked or refused_before is not None
+        if changed:
             self.report_pending()
 
     def unpark(self, namespace: str | None = None) -> list[PodInfo]:
@@ -166,18 +186,19 @@ class Profile:
         """The pod is gone (deleted, bound by another, or no longer ours): out of the queue
         and the parked pods."""
         self.blocked.pop(pod.key, None)
+        self.refused.pop(pod.key, None)
         self.warned.discard(pod.key)
         self.queue.delete(pod.key, pod.uid)  # reports the sizes, the parked pods' too
 
     # -- what an attempt records (scheduler.schedule_one) -------------------------------
-    def scheduling_error(self, qp: q.QueuedPod, message: str) -> None:
+    def scheduling_error(self, qp: QueuedPod, message: str) -> None:
         """handleSchedulingFailure for an error: backoff, FailedScheduling and
         PodScheduled False with reason SchedulerError."""
         self.queue.add_backoff(qp)
         self.recorder.failed_scheduling(qp.pod, message)
         self.recorder.set_pod_scheduled_false(qp.pod, REASON_SCHEDULER_ERROR, message)
 
-    def unschedulable(self, qp: q.QueuedPod, rejected_by: Iterable[str], message: str,
+    def unschedulable(self, qp: QueuedPod, rejected_by: Iterable[str], message: str,
                       nominated: str | None) -> None:
         """handleSchedulingFailure for a rejection: counted, parked among the
         unschedulable pods keyed by the plugins that rejected it, FailedScheduling and
@@ -188,7 +209,7 @@ class Profile:
         self.recorder.set_pod_scheduled_false(qp.pod, REASON_UNSCHEDULABLE, message,
                                               nominated)
 
-    def bound(self, qp: q.QueuedPod, assumed: PodInfo, node: str) -> None:
+    def bound(self, qp: QueuedPod, assumed: PodInfo, node: str) -> None:
         """The binding cycle bound the pod: it leaves the queue, counted, the Scheduled
         event."""
         self.queue.done(qp)
@@ -196,11 +217,11 @@ class Profile:
         self.counters.last_bind_time = rfc3339(time.time())
         self.recorder.scheduled(assumed, node)
 
-    def done(self, qp: q.QueuedPod) -> None:
+    def done(self, qp: QueuedPod) -> None:
         """The attempt ended without a requeue (the pod went away or was bound elsewhere)."""
         self.queue.done(qp)
 
-    def restore(self, qp: q.QueuedPod) -> None:
+    def restore(self, qp: QueuedPod) -> None:
         """The attempt did not run (paused, or its bind never sent): back as it was."""
         self.queue.restore(qp)
 
@@ -215,7 +236,7 @@ class Profile:
         self.queue.delete(pod.key, pod.uid)
         return True
 
-    def group_done(self, key: str, outcome: q.GroupOutcome) -> None:
+    def group_done(self, key: str, outcome: GroupOutcome) -> None:
         """The pod group's cycle ended (AddAttemptedPodGroupIfNeeded)."""
         self.queue.group_done(key, outcome)
 
@@ -275,3 +296,24 @@ class Profile:
 # scheduler_pending_pods' queue label of each of report_pending's sizes, in order.
 _PENDING_QUEUES = (metrics.ACTIVE, metrics.BACKOFF, metrics.UNSCHEDULABLE_QUEUE,
                    metrics.GATED, metrics.PENDING, metrics.INCOMPLETE)
+
+
+def namespace_selected(policy: Policy, pod: PodInfo,
+                       namespaces: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether `policy` schedules `pod` at all (spec.namespaceSelector over its namespace's
+    labels): the engine queues the pods it selects and parks the others; `polsched
+    simulate` asks the same."""
+    sel = policy.namespace_selector
+    if sel is None:
+        return True
+    labels = namespaces.get(pod.namespace)
+    if labels is None:  # not seen yet: its automatic name label at least
+        labels = {"kubernetes.io/metadata.name": pod.namespace}
+    return sel(labels)
+
+
+def not_selected_message(policy: Policy, pod: PodInfo) -> str:
+    """The FailedScheduling warning a pod parked by the namespaceSelector gets."""
+    return (f'namespace "{pod.namespace}" is not selected by spec.namespaceSelector of '
+            f'SchedulingPolicy "{policy.name}": the pod stays Pending; label the namespace '
+            "or change the selector")

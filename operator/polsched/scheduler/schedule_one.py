@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polsched.framework import events as ev
+from polsched.framework.budget import (
+    DEFAULT_ATTEMPT_BUDGET_SECONDS,
+    BudgetExceeded,
+    new_budget,
+)
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import (
     FitError,
@@ -33,16 +38,16 @@ from polsched.framework.runtime import Pipeline, PluginSet
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
+from polsched.preemption.executor import GroupPreemptor
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
-from polsched.scheduler.algorithm import schedule_pod, still_fits
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod, still_fits
 from polsched.scheduler.binder import Binder, BindOutcome
-from polsched.scheduler.preemption import GroupPreemptor
+from polsched.scheduler.queue.types import QueuedPod
 
 if TYPE_CHECKING:
     from polsched.cluster.cache import ClusterCache
     from polsched.framework.nominator import Nominator
-    from polsched.scheduler.preemption import Executor
+    from polsched.preemption.executor import Executor
     from polsched.scheduler.profile import Profile
     from polsched.scheduler.shadow import Verdicts
 
@@ -70,7 +75,7 @@ class Attempt:
     upstream carries as the QueuedPodInfo, the ScheduleResult and the CycleState)."""
 
     profile: Profile
-    queued: q.QueuedPod
+    queued: QueuedPod
     # The pod this attempt decides for: the cache's version at the start of the cycle,
     # and the one assumed (after extenders, the version the node was checked again for).
     pod: PodInfo
@@ -93,6 +98,27 @@ class Attempt:
     binding: bool = False
 
 
+def reserve_and_permit(pipeline: Pipeline, state: CycleState, assumed: PodInfo, node: str,
+                       plugins: PluginSet) -> tuple[Status, dict[str, float]]:
+    """The scheduling cycle's Reserve, then Permit, for a pod assumed on `node`
+    (assumeAndReserve, then RunPermitPlugins): Success, Wait with the waiting plugins'
+    timeouts, or the rejection or error, after which every Reserve plugin has been
+    unreserved (the caller forgets the assumed pod). `polsched simulate` runs the same."""
+    st = pipeline.run_reserve_plugins_reserve(state, assumed, node, plugins)
+    waits: dict[str, float] = {}
+    if st.ok:
+        st, waits = pipeline.run_permit_plugins(state, assumed, node, plugins)
+    if not st.ok and st.code is not Code.WAIT:
+        pipeline.run_reserve_plugins_unreserve(state, assumed, node, plugins)
+    return st, waits
+
+
+def rejection(st: Status, node: str) -> FitError:
+    """A Reserve, Permit or PreBind rejection on the chosen node as handle_failure records
+    it (NumAllNodes 1): its message is the pod's FailedScheduling message."""
+    return FitError(1, {node: st})
+
+
 class EngineHooks(Protocol):
     """What an attempt needs of the engine that owns the profiles."""
 
@@ -112,6 +138,15 @@ class EngineHooks(Protocol):
         (Activate)."""
 
 
+@dataclass(frozen=True)
+class AttemptSettings:
+    """How every attempt of an engine runs: `annotate_decisions` (the Binding carries the
+    decision's annotations), `attempt_budget` (seconds each attempt's search may take,
+    framework.budget; None or 0: no budget)."""
+    annotate_decisions: bool = False
+    attempt_budget: float | None = DEFAULT_ATTEMPT_BUDGET_SECONDS
+
+
 class ScheduleOne:
     """scheduleOne and its cycles, for every profile of one engine. Holds the parts the
     attempts share: the cache, the binder, the nominator, the preemption executor and the
@@ -120,14 +155,15 @@ class ScheduleOne:
     def __init__(self, hooks: EngineHooks, cache: ClusterCache, binder: Binder,
                  nominator: Nominator, preemption: Executor,
                  waiting_pods: MutableMapping[str, WaitingPod],
-                 annotate_decisions: bool = False) -> None:
+                 settings: AttemptSettings = AttemptSettings()) -> None:
         self._hooks = hooks
+        self.attempt_budget = settings.attempt_budget
         self._cache = cache
         self._binder = binder
         self._nominator = nominator
         self._preemption = preemption
         self._waiting_pods = waiting_pods
-        self._annotate = annotate_decisions
+        self._annotate = settings.annotate_decisions
         self._bindings = 0  # binding cycles under way, every profile's
 
     # -- skipPodSchedule -----------------------------------------------------------------
@@ -143,11 +179,12 @@ class ScheduleOne:
         return current
 
     # -- scheduleOne ---------------------------------------------------------------------
-    async def schedule_one(self, profile: Profile, qp: q.QueuedPod) -> None:
+    async def schedule_one(self, profile: Profile, qp: QueuedPod) -> None:
         """scheduleOne for a popped pod: the scheduling cycle, then the binding cycle in
         the background when it has anything to wait for. A bug fails the attempt as an
         error, never the scheduling loop."""
         a = Attempt(profile, qp, qp.pod, time.perf_counter())
+        qp.initial_attempt = qp.initial_attempt or a.started
         if not profile.runnable.is_set():
             profile.restore(qp)
             return
@@ -201,11 +238,17 @@ class ScheduleOne:
         a.verdicts = await s.shadow_verdicts(a.pod, snapshot)
         for _ in range(RECHECK_RETRIES):
             pipeline = a.pipeline = s.pipeline  # a swap takes effect at the next decision
+            began = time.perf_counter()
             try:
-                result = a.result = await schedule_pod(pipeline, a.pod, snapshot)
+                result = a.result = await schedule_pod(
+                    pipeline, a.pod, snapshot,
+                    limits=SearchLimits(new_budget(self.attempt_budget)))
             except PipelineError as err:
+                if isinstance(err, BudgetExceeded):
+                    metrics.budget_exceeded(s.name)
                 self.handle_failure(a, Status.error(str(err)))
                 return False
+            metrics.scheduling_algorithm(time.perf_counter() - began)
             if s.undecided is pipeline:
                 s.first_decision(a.pod, result.node, qp.timestamp)
             if result.node is None:
@@ -245,15 +288,12 @@ class ScheduleOne:
         if a.verdicts:
             s.shadows_assumed(assumed, a.verdicts)
         if plugins.binding:
-            st = pipeline.run_reserve_plugins_reserve(a.state, assumed, a.node, plugins)
-            if st.ok:
-                st, waits = pipeline.run_permit_plugins(a.state, assumed, a.node, plugins)
-                if st.code is Code.WAIT:
-                    a.waiting = WaitingPod(assumed, waits)
-                    self._waiting_pods[assumed.uid] = a.waiting
-                    st = SUCCESS
+            st, waits = reserve_and_permit(pipeline, a.state, assumed, a.node, plugins)
+            if st.code is Code.WAIT:
+                a.waiting = WaitingPod(assumed, waits)
+                self._waiting_pods[assumed.uid] = a.waiting
+                st = SUCCESS
             if not st.ok:
-                pipeline.run_reserve_plugins_unreserve(a.state, assumed, a.node, plugins)
                 self._cache.forget(assumed)
                 # The attempt bound nothing: its verdicts are not compared.
                 s.shadows_bind_ended(a.pod, None)
@@ -288,10 +328,12 @@ class ScheduleOne:
                     log.warning("nominating %s to %s before its binding took %.1fs",
                                 assumed.key, a.node, took)
             if a.waiting is not None:
+                began = time.monotonic()
                 try:
                     st = await a.waiting.wait()
                 finally:
                     self._waiting_pods.pop(assumed.uid, None)
+                metrics.permit_waited(st.code, time.monotonic() - began)
                 if not st.ok:
                     self.handle_binding_cycle_error(a, st)
                     return
@@ -345,6 +387,10 @@ class ScheduleOne:
             # As upstream's PodScheduled: from the pop to the end of the binding.
             metrics.schedule_attempt(s.name, metrics.SCHEDULED,
                                      time.perf_counter() - a.started)
+            # A pod group's members are popped with their group: their first attempt is
+            # this one unless an earlier one set it.
+            metrics.pod_scheduled(qp.attempts,
+                                  time.perf_counter() - (qp.initial_attempt or a.started))
             s.bound(qp, assumed, a.node)
             self._hooks.changed(s.name)
             return
@@ -414,8 +460,8 @@ class ScheduleOne:
             s.unschedulable(qp, (), st.message, nominate or "")
             self._hooks.changed(s.name)
             return
-        if fit_error is None:  # a Reserve, Permit or PreBind rejection: NumAllNodes 1
-            fit_error = FitError(1, {a.node: st})
+        if fit_error is None:
+            fit_error = rejection(st, a.node)
         post = a.result.post_filter if a.result is not None else None
         metrics.schedule_attempt(s.name, metrics.UNSCHEDULABLE, elapsed)
         nominated = None if post is None else post.nominated_node

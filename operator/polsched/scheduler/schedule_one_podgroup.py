@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from polsched.framework import podgroups as pgs
+from polsched.framework.budget import new_budget
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, ScheduleResult
 from polsched.framework.interfaces import (
@@ -34,11 +35,11 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import NodeInfo, PodInfo
 from polsched.objects import Json
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
-from polsched.plugins.pod_group_preemption import CLUSTER_DOMAIN
+from polsched.preemption.executor import GroupPreemptor
+from polsched.preemption.pod_group import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
-from polsched.scheduler.algorithm import schedule_pod, select_host
-from polsched.scheduler.preemption import GroupPreemptor
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod, select_host
+from polsched.scheduler.queue.types import GroupOutcome, QueuedPodGroup
 from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
 
@@ -108,17 +109,21 @@ class PlacementOutcome:
 
 
 async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
-                              pods: Sequence[PodInfo]) -> PodGroupResult:
+                              pods: Sequence[PodInfo], budget_seconds: float | None = None
+                              ) -> PodGroupResult:
     """runRootSchedulingAlgorithm + podGroupSchedulingAlgorithm: the placement algorithm
     when the pipeline runs it (TopologyAwareWorkloadScheduling), else the default one on
     every node. Success with nothing scheduled is Unschedulable (the framework requires
     at least 1 pod to be scheduled). Everything either assumes or reserves is reverted
-    before this returns: the algorithm is a simulation."""
+    before this returns: the algorithm is a simulation. `budget_seconds`: each member's
+    search has that time budget (framework.budget); None: none."""
     cycle_state = CycleState()
     if pipeline.placement_algorithm:
-        out = await _placement_algorithm(pipeline, cache, group, pods, cycle_state)
+        out = await _placement_algorithm(pipeline, cache, group, pods, cycle_state,
+                                         budget_seconds)
     else:
-        out = await _default_algorithm(pipeline, cache, group, pods, cycle_state)
+        out = await _default_algorithm(pipeline, cache, group, pods, cycle_state,
+                                       budget_seconds=budget_seconds)
     if out.status.ok and not out.any_scheduled:
         out.status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
     return out
@@ -126,13 +131,15 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
 
 async def _default_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                              pods: Sequence[PodInfo], cycle_state: CycleState,
-                             placement: Placement | None = None) -> PodGroupResult:
+                             placement: Placement | None = None,
+                             budget_seconds: float | None = None) -> PodGroupResult:
     """podGroupSchedulingDefaultAlgorithm: PlacementFeasible first (Remaining = the
     members to try, Scheduled = the group's assumed and bound members), then each member
     in order on the cache's snapshot (on the `placement`'s nodes only, when given; filters
     and scores, no PostFilter), assumed and reserved so that the next one sees it,
     PlacementFeasible after each. A final Wait is Unschedulable. Everything assumed or
-    reserved is reverted before this returns, whatever happens (try/finally)."""
+    reserved is reverted before this returns, whatever happens (try/finally).
+    `budget_seconds`: each member's search has that time budget; None: none."""
     group_plugins = pipeline.plugins
     out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=cycle_state)
     nodes = None if placement is None else placement.nodes
@@ -151,7 +158,8 @@ async def _default_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Pod
         status = st
         any_scheduled = False
         for pod in pods:
-            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state, nodes)
+            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state, nodes,
+                                          budget_seconds)
             out.members.append(res)
             if not res.status.ok and not res.status.rejected:
                 status = Status.error("failed to schedule other pod from a pod group: "
@@ -187,8 +195,8 @@ def _as_error(st: Status) -> str:
 
 
 async def _placement_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
-                               pods: Sequence[PodInfo], cycle_state: CycleState
-                               ) -> PodGroupResult:
+                               pods: Sequence[PodInfo], cycle_state: CycleState,
+                               budget_seconds: float | None = None) -> PodGroupResult:
     """podGroupSchedulingPlacementAlgorithm: the PlacementGenerate plugins' placements out
     of every node; the default algorithm in each (reverted after each); none feasible:
     the first one's result, Unschedulable `0/N placements are available, first placement
@@ -199,21 +207,24 @@ async def _placement_algorithm(pipeline: Pipeline, cache: ClusterCache, group: P
                                                              cache.snapshot.nodes)
     if not st.ok:
         return PodGroupResult(st, state=cycle_state, placements=[])
-    out = await _try_placements(pipeline, cache, group, pods, cycle_state, placements)
+    out = await _try_placements(pipeline, cache, group, pods, cycle_state, placements,
+                                budget_seconds)
     out.generated = len(placements)
     return out
 
 
 async def _try_placements(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                           pods: Sequence[PodInfo], cycle_state: CycleState,
-                          placements: list[Placement]) -> PodGroupResult:
+                          placements: list[Placement],
+                          budget_seconds: float | None = None) -> PodGroupResult:
     """The loop of podGroupSchedulingPlacementAlgorithm over the generated placements."""
     tried: list[PlacementOutcome] = []
     first: PodGroupResult | None = None
     feasible: list[tuple[PlacementOutcome, PodGroupResult]] = []
     for placement in placements:
         started = time.perf_counter()
-        res = await _default_algorithm(pipeline, cache, group, pods, cycle_state, placement)
+        res = await _default_algorithm(pipeline, cache, group, pods, cycle_state, placement,
+                                       budget_seconds)
         outcome = PlacementOutcome(placement, res.status, res.members,
                                    time.perf_counter() - started)
         if res.status.code is Code.ERROR:
@@ -285,16 +296,19 @@ async def placement_capacity(pipeline: Pipeline, cache: ClusterCache,
 async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
                             reverts: list[Callable[[], None]],
                             group_state: CycleState | None = None,
-                            placement: Sequence[NodeInfo] | None = None) -> MemberResult:
+                            placement: Sequence[NodeInfo] | None = None,
+                            budget_seconds: float | None = None) -> MemberResult:
     """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter; on the
-    `placement`'s nodes only, when given), then assume + Reserve with a revert
-    (assumeAndReserveWithRevert)."""
+    `placement`'s nodes only, when given; with a time budget of `budget_seconds`), then
+    assume + Reserve with a revert (assumeAndReserveWithRevert)."""
     snapshot = cache.snapshot
     if not (snapshot.nodes if placement is None else placement):
         return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
     try:
         result = await schedule_pod(pipeline, pod, snapshot, post_filter=False,
-                                    group_state=group_state, placement=placement)
+                                    group_state=group_state,
+                                    limits=SearchLimits(new_budget(budget_seconds),
+                                                        placement))
     except PipelineError as err:
         return MemberResult(pod, Status.error(str(err)))
     if result.node is None:
@@ -316,6 +330,40 @@ async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInf
         return MemberResult(pod, st, result, node=node, state=state)
     reverts.append(revert)
     return MemberResult(pod, SUCCESS, result, node=node, state=state)
+
+
+@dataclass(frozen=True)
+class MemberVerdict:
+    """What submitPodGroupAlgorithmResult does with one member: assume it (`status` None)
+    or fail it with `status` (its FitError; `group`: rejected with its group's status)."""
+
+    status: Status | None
+    fit_error: FitError | None = None
+    group: bool = False
+
+
+def member_verdict(res: MemberResult | None, status: Status,
+                   untried: Status | None = None, waiting: bool = False) -> MemberVerdict:
+    """One member's verdict from its result in the cycle (None: not tried) and the group's
+    final status (`untried`: the group's before its PodGroupPostFilter, what a member not
+    tried gets; `waiting`: the group waits on preemption, its PodGroupPostFilter
+    nominated). The engine's submit and `polsched simulate` both ask it."""
+    if status.code is Code.ERROR:
+        own = res.status if res is not None else status
+        return MemberVerdict(own if own.code is Code.ERROR else status)
+    if res is not None and res.status.ok:
+        if status.ok:
+            return MemberVerdict(None)
+        if waiting:  # waitingOnPreemption: the group's own status, as it is
+            return MemberVerdict(status, group=True)
+        # The group's message behind errPodGroupUnschedulable.
+        return MemberVerdict(Status.unschedulable(POD_GROUP_UNSCHEDULABLE, status.message),
+                             group=True)
+    if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
+        return MemberVerdict(untried or status, group=True)
+    if res.status.rejected:
+        return MemberVerdict(res.status, res.fit_error)
+    return MemberVerdict(res.status)
 
 
 async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
@@ -407,7 +455,7 @@ class ScheduleOnePodGroup(ScheduleOne):
     upstream's Scheduler): what the engine runs for every popped pod and pod group."""
 
     # -- the pod-group cycle (schedule_one_podgroup.go) ----------------------------------
-    async def schedule_pod_group(self, profile: Profile, group: q.QueuedPodGroup) -> None:
+    async def schedule_pod_group(self, profile: Profile, group: QueuedPodGroup) -> None:
         """scheduleOnePodGroup for a popped pod group: validate it, simulate every member on
         one snapshot (PlacementFeasible before and after each), revert the simulation, then
         submit: the members that fit go to their own binding cycles when the group is
@@ -416,12 +464,12 @@ class ScheduleOnePodGroup(ScheduleOne):
         started = time.perf_counter()
         attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
         # How the cycle ended, for the queue's requeue of the group (an exception: error).
-        outcome = q.GroupOutcome.ERROR
+        outcome = GroupOutcome.ERROR
         try:
             if not profile.runnable.is_set():
                 for a in attempts.values():
                     profile.restore(a.queued)
-                outcome = q.GroupOutcome.RESTORED
+                outcome = GroupOutcome.RESTORED
                 return
             outcome = await self._pod_group_cycle(profile, group, attempts, started)
         except asyncio.CancelledError:
@@ -440,9 +488,9 @@ class ScheduleOnePodGroup(ScheduleOne):
             # AddAttemptedPodGroupIfNeeded, after every member's own requeue.
             profile.group_done(group.key, outcome)
 
-    async def _pod_group_cycle(self, s: Profile, group: q.QueuedPodGroup,
+    async def _pod_group_cycle(self, s: Profile, group: QueuedPodGroup,
                                attempts: dict[str, Attempt],
-                               started: float) -> q.GroupOutcome:
+                               started: float) -> GroupOutcome:
         """The cycle's steps; every member handled leaves `attempts`. Returns the root
         status's outcome for the queue."""
         groups = self._cache.pod_groups
@@ -453,7 +501,7 @@ class ScheduleOnePodGroup(ScheduleOne):
             err = f'podgroup.scheduling.k8s.io "{group.name}" not found'
             for key in list(attempts):
                 self.handle_failure(attempts.pop(key), Status.error(err))
-            return q.GroupOutcome.ERROR
+            return GroupOutcome.ERROR
         info = PodGroupInfo(group.namespace, group.name, pod_group)
         err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
         if err:  # handlePodGroupFailureBeforeScheduling
@@ -461,7 +509,7 @@ class ScheduleOnePodGroup(ScheduleOne):
                 self.handle_failure(attempts.pop(key), Status.error(err))
             self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
                                              err)
-            return q.GroupOutcome.ERROR
+            return GroupOutcome.ERROR
         # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
         live: list[Attempt] = []
         for key in list(attempts):
@@ -477,12 +525,12 @@ class ScheduleOnePodGroup(ScheduleOne):
             a.queued.pod = a.pod = pod
             live.append(a)
         if not live:
-            return q.GroupOutcome.SUCCESS
+            return GroupOutcome.SUCCESS
         pipeline = s.pipeline
         for a in live:
             a.pipeline = pipeline
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
-                                            [a.pod for a in live])
+                                            [a.pod for a in live], self.attempt_budget)
         metrics.pod_group_algorithm(time.perf_counter() - started)
         if outcome.generated:  # RecordGeneratedPlacements: only when generation succeeded
             metrics.generated_placements(s.name, outcome.generated)
@@ -530,8 +578,8 @@ class ScheduleOnePodGroup(ScheduleOne):
             result = metrics.ERROR
         metrics.pod_group_attempt(s.name, result, time.perf_counter() - started)
         if root.ok:
-            return q.GroupOutcome.SUCCESS
-        return q.GroupOutcome.REJECTED if root.rejected else q.GroupOutcome.ERROR
+            return GroupOutcome.SUCCESS
+        return GroupOutcome.REJECTED if root.rejected else GroupOutcome.ERROR
 
     def _validate_pod_group(self, s: Profile, info: PodGroupInfo,
                             queued: Sequence[PodInfo]) -> str:
@@ -550,34 +598,23 @@ class ScheduleOnePodGroup(ScheduleOne):
 
         for i, a in enumerate(live):
             res = results[i] if i < len(results) else None
-            own = res.status if res is not None else status
+            v = member_verdict(res, status, outcome.untried, waiting is not None)
             if status.code is Code.ERROR:
-                self.handle_failure(a, own if own.code is Code.ERROR else status)
+                assert v.status is not None
+                self.handle_failure(a, v.status)
                 continue
             if res is not None:
                 a.result, a.node, a.state = res.result, res.node, res.state
                 a.state.pod_group = None  # SetPodGroupSchedulingCycle(nil)
-            if res is not None and res.status.ok:
-                if status.ok:
-                    # prepareForBindingCycle: assume and Reserve for real, Permit, and the
-                    # member's own binding cycle.
-                    self._assume_reserve_permit(a)
-                elif waiting is not None:
-                    # waitingOnPreemption: the group's own status, as it is.
-                    self.handle_failure(a, status, group=True, nominate=nominate(a))
-                else:
-                    # The group's message behind errPodGroupUnschedulable.
-                    self.handle_failure(a, Status.unschedulable(POD_GROUP_UNSCHEDULABLE,
-                                                                status.message), group=True,
-                                        nominate=nominate(a))
-                continue
-            if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
-                self.handle_failure(a, outcome.untried or status, group=True,
+            if v.status is None:
+                # prepareForBindingCycle: assume and Reserve for real, Permit, and the
+                # member's own binding cycle.
+                self._assume_reserve_permit(a)
+            elif v.status.rejected:
+                self.handle_failure(a, v.status, v.fit_error, group=v.group,
                                     nominate=nominate(a))
-            elif res.status.rejected:
-                self.handle_failure(a, res.status, res.fit_error, nominate=nominate(a))
             else:
-                self.handle_failure(a, res.status)
+                self.handle_failure(a, v.status)
         if status.ok:
             self._update_pod_group_condition(s, info, "True", pgs.REASON_SCHEDULED,
                                              status.message)

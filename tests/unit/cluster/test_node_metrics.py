@@ -141,3 +141,11 @@ def test_a_node_unserved_for_an_hour_is_forgotten() -> None:
     clock.now += 3601
     w.ingest({"items": [item("kept", "1", "1Gi", "2026-01-01T01:00:10Z")]})
     assert w.state("gone").age is None and w.state("kept").age == 0
+
+
+def test_one_item_with_an_unbounded_quantity_spoils_only_itself() -> None:
+    clock = Clock()
+    w = watcher(clock)
+    w.ingest({"items": [item("bad", "1e999999999", "1Gi", "2026-01-01T00:00:10Z"),
+                        item("good", "1", "1Gi", "2026-01-01T00:00:10Z")]})
+    assert w.state("bad").age is None and w.state("good").age == 0

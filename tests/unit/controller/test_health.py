@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import threading
+import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -134,3 +137,63 @@ def test_loopback_is_refused_by_default_in_a_pod_only(monkeypatch: pytest.Monkey
     assert inside.refuses_address("10.96.0.1", 443)
     assert inside.refuses_address("kubernetes.default.svc.cluster.local", 443)
     assert not inside.refuses_address("extender.example.svc", 8888)
+
+
+def test_healthz_answers_while_the_scheduling_loop_stalls_and_reports_its_lag() -> None:
+    """The probes are served from a thread of their own (controller.process.endpoints),
+    wired as the Process wires them: a synchronous stall of the scheduling loop (a pod or
+    a policy that holds it) is measured by the loop watchdog and reported by /healthz,
+    which keeps answering within 1 s meanwhile."""
+    from polsched.controller.process.endpoints import serve_metrics
+    from polsched.controller.process.loopwatch import LoopWatch
+
+    async def main() -> list[tuple[int, str]]:
+        live = Liveness()
+        watch = LoopWatch(threshold=0.2, beat=0.05)
+        live.lag("scheduling loop", watch.lag, 0.5)
+        watch.start()
+        endpoints = await serve_metrics("", live.healthy, live.healthy,
+                                        health_listen="127.0.0.1:0", explain=live.explain)
+        assert endpoints is not None
+        port = endpoints.addresses[0][1]
+        answers: list[tuple[int, str]] = []
+
+        def get() -> tuple[int, str]:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz",
+                                            timeout=1.0) as r:
+                    return int(r.status), r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+
+        def probe_until_unhealthy() -> None:
+            # Each probe must answer within its 1 s timeout while the loop stands still;
+            # the loop is unhealthy once its lag passes the limit.
+            deadline = time.monotonic() + 15.0
+            while time.monotonic() < deadline:
+                answers.append(get())
+                if answers[-1][0] == 503:
+                    return
+                time.sleep(0.05)  # polling the condition, not synchronising
+
+        try:
+            answers.append(await asyncio.to_thread(get))
+            prober = threading.Thread(target=probe_until_unhealthy)
+            prober.start()
+            prober.join(20.0)  # synchronously, on the loop: the loop stalls meanwhile
+            # The loop turns again: healthy once the watchdog's next beat is seen.
+            for _ in range(100):
+                answers.append(await asyncio.to_thread(get))
+                if answers[-1][0] == 200:
+                    break
+                await asyncio.sleep(0.05)
+            return answers
+        finally:
+            await endpoints.cleanup()
+            await watch.stop()
+
+    answers = asyncio.run(main())
+    assert answers[0] == (200, "ok")
+    stalled = next(a for a in answers if a[0] == 503)
+    assert "the scheduling loop has not turned for" in stalled[1]
+    assert answers[-1] == (200, "ok")

@@ -82,3 +82,19 @@ def test_a_record_that_no_longer_loads_falls_back_to_nothing() -> None:
 def test_a_record_newer_than_the_object_is_ignored() -> None:
     rec, _ = PolicyBook().observe(body(2, BAD, lastgood.encode(3, GOOD)))
     assert rec.loaded is None
+
+
+def labels(n: int) -> list[dict[str, Any]]:
+    return [{"name": "NodeLabel", "args": {"requirements": [
+        {"key": f"k{i}", "operator": "Exists"}]}} for i in range(n)]
+
+
+def test_a_record_beyond_the_crds_bounds_is_not_restored() -> None:
+    # Issue 36: the annotation is author-writable and the API server never checks it;
+    # 65 filters load, but the CRD allows 64.
+    over = {"schedulerName": "s", "filters": labels(65)}
+    rec, _ = PolicyBook().observe(body(5, BAD, lastgood.encode(3, over)))
+    assert rec.loaded is None and rec.error is not None
+    at_bound = {"schedulerName": "s", "filters": labels(64)}
+    rec, _ = PolicyBook().observe(body(5, BAD, lastgood.encode(3, at_bound)))
+    assert rec.loaded is not None and rec.loaded.generation == 3

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from polsched.api.admission import AdmissionRules
+from polsched.api.tenancy import DEFAULT_NAME_GRACE_SECONDS, parse_tenancy
 from polsched.controller.policies.book import PolicyBook
 
 pytestmark = pytest.mark.unit
@@ -43,13 +45,53 @@ def test_the_same_generation_is_not_loaded_again() -> None:
     assert again.status == {"bindsTotal": 3}
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_the_older_policy_owns_a_contested_scheduler_name() -> None:
-    book = PolicyBook()
+    clock = Clock()
+    book = PolicyBook(clock=clock)
     book.observe(body("young", created="2026-01-02T00:00:00Z", schedulerName="s"))
     book.observe(body("old", created="2026-01-01T00:00:00Z", schedulerName="s"))
     assert book.owner_of("s") == "old"
     book.forget("old")
+    clock.now += DEFAULT_NAME_GRACE_SECONDS
     assert book.owner_of("s") == "young"
+
+
+def test_a_deleted_owner_keeps_its_name_for_the_grace_period() -> None:
+    # Team B's GitOps replace (delete, then create) must not hand B's pods to team A's
+    # idle policy of the same schedulerName.
+    clock = Clock()
+    book = PolicyBook(clock=clock)
+    book.observe(body("team-b", created="2026-01-01T00:00:00Z", schedulerName="s"))
+    book.observe(body("team-a", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    book.forget("team-b")
+    assert book.owner_of("s") is None and book.held()["s"][0] == "team-b"
+    assert book.next_release() == DEFAULT_NAME_GRACE_SECONDS
+    clock.now += 10
+    book.observe(body("team-b", created="2026-01-03T00:00:00Z", uid="again",
+                      schedulerName="s"))
+    assert book.owner_of("s") == "team-b"  # the newest, yet the owner
+    book.forget("team-b")
+    clock.now += DEFAULT_NAME_GRACE_SECONDS - 1
+    assert book.owner_of("s") is None
+    clock.now += 1
+    assert book.owner_of("s") == "team-a" and book.next_release() is None
+
+
+def test_without_grace_the_next_claimant_owns_at_once() -> None:
+    rules = AdmissionRules(tenancy=parse_tenancy({"nameGraceSeconds": 0}))
+    book = PolicyBook(rules)
+    book.observe(body("b", created="2026-01-01T00:00:00Z", schedulerName="s"))
+    book.observe(body("a", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    book.forget("b")
+    assert book.owner_of("s") == "a"
 
 
 def test_an_invalid_policy_still_claims_its_name() -> None:
@@ -64,3 +106,36 @@ def test_a_recreated_policy_starts_from_scratch() -> None:
     book.observe(body("p", 1, uid="a"))
     rec, loaded = book.observe(body("p", 1, uid="b", filters=BAD_CEL))
     assert loaded and rec.loaded is None
+
+
+def conflicting(b: dict[str, Any]) -> dict[str, Any]:
+    """`b` as the operator reported it: not the owner of its name."""
+    return {**b, "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "SchedulerNameConflict"}]}}
+
+
+def test_a_re_created_owner_keeps_its_name_after_the_grace_period_and_a_restart() -> None:
+    """Team B's replace makes it the newest claimant: team A's idle, older policy, which
+    the operator reported as conflicting, does not take the name once the grace period
+    is over, nor when the operator restarts (a new book, from the objects)."""
+    clock = Clock()
+    book = PolicyBook(clock=clock)
+    book.observe(body("team-b", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    book.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                  schedulerName="s")))
+    assert book.owner_of("s") == "team-b"
+    book.forget("team-b")
+    recreated = body("team-b", created="2026-01-03T00:00:00Z", uid="again", schedulerName="s")
+    book.observe(recreated)
+    clock.now += DEFAULT_NAME_GRACE_SECONDS + 1
+    assert not book.held() and book.owner_of("s") == "team-b"
+    restarted = PolicyBook()
+    restarted.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                       schedulerName="s")))
+    restarted.observe(recreated)
+    assert restarted.owner_of("s") == "team-b"
+    # With the owner gone for good, the one left owns it, whatever it was told before.
+    later = PolicyBook(AdmissionRules(tenancy=parse_tenancy({"nameGraceSeconds": 0})))
+    later.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                   schedulerName="s")))
+    assert later.owner_of("s") == "team-a"

@@ -57,3 +57,23 @@ def test_a_process_without_election_leads_from_the_start() -> None:
         await process.engine.stop()
 
     asyncio.run(main())
+
+
+def test_a_listing_of_policies_lets_the_loop_turn_between_loads() -> None:
+    """observe_all loads the policies of a listing one at a time and yields between
+    them: a listing of large policies (~1 s each) does not hold the loop for its sum."""
+    async def main() -> int:
+        process = build(elect=False)
+        process.reconciler.only = None
+        bodies = [{**POLICY, "metadata": {"name": f"p{i}", "uid": f"u{i}", "generation": 1},
+                   "spec": {"schedulerName": f"s{i}"}} for i in range(2)]
+        listing = asyncio.get_running_loop().create_task(
+            process.reconciler.observe_all(bodies))
+        await asyncio.sleep(0)  # one turn: observe_all's first step has run
+        loaded_at_first_turn = len(process.reconciler.book.records())
+        await listing
+        assert len(process.reconciler.book.records()) == 2
+        await process.engine.stop()
+        return loaded_at_first_turn
+
+    assert asyncio.run(main()) == 1

@@ -57,3 +57,25 @@ def test_default_scheduler_and_reserved_names_are_refused_with_the_field() -> No
     validate_policy(body)
     with pytest.raises(kopf.AdmissionError, match="spec.schedulerName: .*reserved"):
         validate_policy(body, AdmissionRules.make(["volcano"]))
+
+
+def test_the_webhook_validates_off_the_event_loop() -> None:
+    """load_policy runs on the webhook's validation threads: while a policy is being
+    validated, the event loop (the scheduling loop, the probes' deadlines) turns. Run
+    synchronously, the handler would have finished before any other task got a turn."""
+    import asyncio
+
+    from polsched.controller.webhook import admission
+
+    handler = admission.register(kopf.OperatorRegistry())
+    body = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+            "metadata": {"name": "p"}, "spec": {}}
+
+    async def main() -> bool:
+        validating = asyncio.get_running_loop().create_task(handler(body=body))
+        await asyncio.sleep(0)  # one turn of the loop: the handler's first step ran
+        turned_while_validating = not validating.done()
+        await validating
+        return turned_while_validating
+
+    assert asyncio.run(main())

@@ -9,11 +9,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from polsched.controller.webhook import certificates
 from polsched.controller.webhook import server as webhook_server
 from polsched.controller.webhook.certificates import Certificates, first_pem, renewed, validity
 from polsched.controller.webhook.server import service_names
+from tests.old_webhook_pki import OldPki, old_pki
 
 pytestmark = pytest.mark.unit
 
@@ -84,6 +88,91 @@ def test_a_short_lived_certificate_is_renewed_at_once(fresh: Certificates) -> No
     short = Certificates(fresh.ca_bundle, fresh.ca_key, cert, key, fresh.names)
     out = renewed(short, NAMES, NOW)
     assert out is not None and out.cert != cert and out.ca == fresh.ca
+
+
+# -- certificates the openssl commands of earlier versions made ---------------------------
+
+MINTED = NOW - timedelta(days=100)  # an install that has run for 100 days
+
+
+@pytest.fixture(scope="module")
+def old() -> OldPki:
+    return old_pki(NAMES, MINTED)
+
+
+def stored(o: OldPki) -> Certificates:
+    return Certificates(o.ca, o.ca_key, o.cert, o.key, tuple(NAMES))
+
+
+def test_an_old_installs_certificates_are_read_and_kept(old: OldPki) -> None:
+    info = certificates.inspect(old.cert)
+    assert info.names == frozenset(NAMES) and not info.is_ca
+    assert certificates.inspect(old.ca).is_ca
+    assert certificates.key_matches(old.cert, old.key)
+    assert certificates.key_matches(old.ca, old.ca_key)
+    assert certificates.signed_by(old.cert, old.ca)
+    assert certificates.not_after(old.cert) == MINTED.replace(microsecond=0) + timedelta(
+        days=365)
+    assert renewed(stored(old), NAMES, NOW) is None
+
+
+def test_an_old_installs_serving_certificate_is_renewed_by_its_ca(old: OldPki) -> None:
+    later = MINTED + timedelta(days=250)  # 115 of its 365 days left
+    out = renewed(stored(old), NAMES, later)
+    assert out is not None
+    assert out.ca_bundle == old.ca and out.ca_key == old.ca_key
+    assert out.cert != old.cert and serves(out)
+
+
+def test_an_old_installs_ca_is_rotated_and_trusted_meanwhile(old: OldPki) -> None:
+    later = MINTED + timedelta(days=2500)  # the CA in its last third
+    out = renewed(stored(old), NAMES, later)
+    assert out is not None
+    assert out.ca != old.ca and out.ca_key != old.ca_key and serves(out)
+    assert out.ca_bundle == out.ca + old.ca
+    # Replicas still presenting the old serving certificate stay trusted.
+    assert verifies(out.ca_bundle, old.cert, NAMES[0])
+
+
+def _layout(pem: str) -> list[tuple[str, bool, object]]:
+    """A certificate's extensions (key identifiers by kind only: they hash the keys)."""
+    cert = x509.load_pem_x509_certificate(pem.encode())
+    return [(e.oid.dotted_string, e.critical,
+             type(e.value).__name__ if isinstance(
+                 e.value, x509.SubjectKeyIdentifier | x509.AuthorityKeyIdentifier)
+             else e.value) for e in cert.extensions]
+
+
+def test_new_certificates_are_laid_out_as_the_old_ones(old: OldPki,
+                                                       fresh: Certificates) -> None:
+    """Same key type and size, signature, subjects, extensions and lifetimes as the
+    openssl commands made: what reads an old install's certificates reads the new."""
+    for new_pem, old_pem in ((fresh.ca, old.ca), (fresh.cert, old.cert)):
+        new, was = (x509.load_pem_x509_certificate(p.encode()) for p in (new_pem, old_pem))
+        assert _layout(new_pem) == _layout(old_pem)
+        assert new.subject == was.subject and new.issuer == was.issuer
+        assert new.signature_hash_algorithm is not None
+        assert was.signature_hash_algorithm is not None
+        assert new.signature_hash_algorithm.name == was.signature_hash_algorithm.name
+        new_key, old_key = new.public_key(), was.public_key()
+        assert isinstance(new_key, rsa.RSAPublicKey) and isinstance(old_key, rsa.RSAPublicKey)
+        assert new_key.key_size == old_key.key_size == 2048
+        assert (new.not_valid_after_utc - new.not_valid_before_utc
+                == was.not_valid_after_utc - was.not_valid_before_utc)
+    for key in (fresh.key, fresh.ca_key):
+        assert key.startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8, as openssl wrote
+    ca, cert = (x509.load_pem_x509_certificate(p.encode()) for p in (fresh.ca, fresh.cert))
+    ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    aki = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
+    assert aki.key_identifier == ski.digest
+
+
+def test_not_after_is_the_serving_certificates_expiry(fresh: Certificates) -> None:
+    assert fresh.not_after == validity(fresh.cert)[1] == certificates.not_after(fresh.cert)
+    assert certificates.not_after(fresh.ca) == validity(fresh.ca)[1]
+    assert fresh.not_after - datetime.now(UTC) > timedelta(days=364)
+    with pytest.raises(RuntimeError):
+        certificates.not_after("garbage")
 
 
 # -- whatever is invalid is made again (cert-controller's rotator) -----------------------
@@ -159,6 +248,25 @@ def test_a_ca_key_of_another_ca_is_replaced(fresh: Certificates,
                                             stranger: Certificates) -> None:
     out = renewed(replace(fresh, ca_key=stranger.ca_key), NAMES, NOW)
     assert out is not None and out.ca != fresh.ca and out.ca != stranger.ca
+    assert serves(out)
+
+
+def test_a_ca_key_that_matches_but_cannot_sign_is_replaced(fresh: Certificates) -> None:
+    """The CA key's public half is the CA's, its private numbers are not consistent
+    (what a corrupted Secret may hold): the CA cannot sign, so a new one is made."""
+    numbers = serialization.load_pem_private_key(fresh.ca_key.encode(), None)
+    assert isinstance(numbers, rsa.RSAPrivateKey)
+    n = numbers.private_numbers()
+    broken = rsa.RSAPrivateNumbers(n.p, n.q, n.d + 2, n.dmp1, n.dmq1, n.iqmp,
+                                   n.public_numbers).private_key(
+        unsafe_skip_rsa_key_validation=True)
+    bad_key = broken.private_bytes(serialization.Encoding.PEM,
+                                   serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()).decode()
+    assert certificates.key_matches(fresh.ca, bad_key)  # the public half matches
+    out = renewed(replace(fresh, ca_key=bad_key, cert=""), NAMES, NOW)
+    assert out is not None and out.ca != fresh.ca and out.ca_key != bad_key
+    assert out.ca_bundle == out.ca + fresh.ca  # the old CA still trusted meanwhile
     assert serves(out)
 
 

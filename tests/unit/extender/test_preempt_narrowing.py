@@ -19,10 +19,10 @@ from polsched.framework.interfaces import Handle, Victims
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.plugins import CATALOG
-from polsched.plugins.default_preemption import PreemptionReport
+from polsched.preemption.candidates import PreemptionReport
+from polsched.preemption.executor import Executor
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.preemption import Executor
 from tests.unit.extender.conftest import StartExtender
 from tests.unit.extender.fake_extender import config, make_pod, run
 

@@ -53,3 +53,10 @@ def test_non_zero_defaults_apply_only_to_missing_requests() -> None:
     got = pod_requests(spec, non_zero=True)
     # first container: defaults 100m / 200Mi; second: cpu explicitly 0, memory default
     assert got == {"cpu": 100, "memory": 2 * 200 * 2**20}
+
+
+@pytest.mark.parametrize("huge", ["1e999999999", "1E-999999999", "1e1001"])
+def test_quantity_beyond_bounds_is_a_quantity_error_not_overflow(huge: str) -> None:
+    # decimal.Overflow is an ArithmeticError: callers catching QuantityError missed it.
+    with pytest.raises(QuantityError):
+        to_int("memory", huge)

@@ -19,13 +19,12 @@ from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.plugins import CATALOG
-from polsched.plugins.default_preemption import (
+from polsched.plugins.default_preemption import DefaultPreemption, DefaultPreemptionArgs
+from polsched.preemption.candidates import (
     RULE_LATEST_START,
     RULE_PDB,
     RULE_SUM_PRIORITIES,
     Candidate,
-    DefaultPreemption,
-    DefaultPreemptionArgs,
     PreemptionReport,
     pick_one_node_for_preemption,
 )

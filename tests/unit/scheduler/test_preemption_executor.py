@@ -13,7 +13,7 @@ from polsched.cluster.client import ApiClient
 from polsched.framework import PodInfo
 from polsched.framework.nominator import Nominator
 from polsched.framework.waiting_pods import WaitingPod
-from polsched.scheduler.preemption import Executor
+from polsched.preemption.executor import Executor
 from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,9 @@ import pytest
 
 from polsched.framework import events as ev
 from polsched.framework.types import PodInfo
-from polsched.scheduler import queue as q
+from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
+from polsched.scheduler.queue.types import Location, QueuedPod
+from polsched.scheduler.queue.unschedulable import UNSCHEDULABLE_FLUSH_PERIOD
 from tests.builders import make_pod
 
 pytestmark = pytest.mark.unit
@@ -35,8 +37,8 @@ def pod(name: str, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
             .spec(**spec).info())
 
 
-def fail(queue: q.SchedulingQueue, name: str, rejected: tuple[str, ...] = ("NodeLabel",)
-         ) -> q.QueuedPod:
+def fail(queue: SchedulingQueue, name: str, rejected: tuple[str, ...] = ("NodeLabel",)
+         ) -> QueuedPod:
     """Pop `name` (it must be next) and report it unschedulable."""
     qp = queue.pop_nowait()
     assert qp is not None and qp.pod.name == name
@@ -48,7 +50,7 @@ def test_pops_by_priority_then_the_time_the_pod_entered_the_queue() -> None:
     """Defect 6: PrioritySort orders equal priorities by QueuedPodInfo.Timestamp (when the
     pod last entered the queue), not by creationTimestamp."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     for name, priority, created in (("low-first", 0, "2026-01-03T00:00:00Z"),
                                     ("high-first", 10, "2026-01-03T00:00:00Z"),
                                     ("low-second", 0, "2025-12-31T00:00:00Z"),
@@ -65,7 +67,7 @@ def test_a_pod_that_failed_goes_behind_pods_queued_since() -> None:
     """Its timestamp is refreshed when it comes back, as upstream's
     AddUnschedulablePodIfNotPresent."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("old", created="2020-01-01T00:00:00Z"))
     clock.now += 1
     queue.add(pod("new", created="2026-01-01T00:00:00Z"))
@@ -77,7 +79,7 @@ def test_a_pod_that_failed_goes_behind_pods_queued_since() -> None:
 
 
 def test_priority_update_reorders_active_pod() -> None:
-    queue = q.SchedulingQueue(clock=Clock())
+    queue = SchedulingQueue(clock=Clock())
     queue.add(pod("a", 0))
     queue.add(pod("b", 0, "2026-01-02T00:00:00Z"))
     queue.add(pod("b", 5, "2026-01-02T00:00:00Z"))
@@ -89,7 +91,7 @@ def test_priority_update_reorders_active_pod() -> None:
 def test_backoff_doubles_from_1s_to_10s() -> None:
     clock = Clock()
     # Without PopFromBackoffQ, to see the backoff itself.
-    queue = q.SchedulingQueue(clock=clock, pop_from_backoff=False)
+    queue = SchedulingQueue(clock=clock, pop_from_backoff=False)
     queue.add(pod("p"))
     durations = []
     for _ in range(6):
@@ -107,7 +109,7 @@ def test_backoff_doubles_from_1s_to_10s() -> None:
 
 def test_error_backoff_counts_consecutive_errors() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("p"))
     qp = queue.pop_nowait()
     assert qp is not None
@@ -122,7 +124,7 @@ def test_error_backoff_counts_consecutive_errors() -> None:
 
 def test_unschedulable_waits_for_a_cluster_event() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("p"))
     fail(queue, "p")
     assert queue.where("ns/p") == "unschedulable"
@@ -140,7 +142,7 @@ def test_without_hints_cluster_events_move_every_unschedulable_pod(
         event: ev.ClusterEvent) -> None:
     """Plugins that register no events (no EnqueueExtensions) are registered for all."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("a"))
     queue.add(pod("b", created="2026-01-02T00:00:00Z"))
     fail(queue, "a")
@@ -154,7 +156,7 @@ def test_without_hints_cluster_events_move_every_unschedulable_pod(
 def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
     """inFlightEvents: a node added while the pod was being scheduled must not be lost."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock, pop_from_backoff=False)
+    queue = SchedulingQueue(clock=clock, pop_from_backoff=False)
     queue.add(pod("p"))
     qp = queue.pop_nowait()
     assert qp is not None
@@ -168,20 +170,20 @@ def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() 
 
 def test_unschedulable_pods_are_flushed_after_five_minutes() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("p"))
     fail(queue, "p")
     clock.now += 299
     assert queue.pop_nowait() is None
     # Checked every 30 s, as upstream's flushUnschedulableEntitiesLeftover.
-    clock.now += q.UNSCHEDULABLE_FLUSH_PERIOD
+    clock.now += UNSCHEDULABLE_FLUSH_PERIOD
     qp = queue.pop_nowait()
     assert qp is not None and qp.pod.name == "p"
 
 
 def test_a_pod_update_moves_it_but_a_status_update_does_not() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     p = pod("p")
     queue.add(p)
     fail(queue, "p")
@@ -201,7 +203,7 @@ def test_a_pod_update_moves_it_but_a_status_update_does_not() -> None:
 
 def test_no_pod_is_queued_twice() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("p"))
     queue.add(pod("p"))
     assert len(queue) == 1
@@ -218,7 +220,7 @@ def test_no_pod_is_queued_twice() -> None:
 
 def test_deleted_or_bound_pods_leave_every_queue() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     for name in ("active", "backoff", "unsched"):
         queue.add(pod(name))
     queue.delete("ns/active")
@@ -238,7 +240,7 @@ def test_deleted_or_bound_pods_leave_every_queue() -> None:
 
 
 def test_a_pod_deleted_while_in_flight_is_not_requeued() -> None:
-    queue = q.SchedulingQueue(clock=Clock())
+    queue = SchedulingQueue(clock=Clock())
     queue.add(pod("p"))
     qp = queue.pop_nowait()
     assert qp is not None
@@ -254,7 +256,7 @@ def test_a_pod_deleted_while_in_flight_is_not_requeued() -> None:
 
 
 def test_restore_puts_a_paused_pod_back_uncounted() -> None:
-    queue = q.SchedulingQueue(clock=Clock())
+    queue = SchedulingQueue(clock=Clock())
     queue.add(pod("p"))
     qp = queue.pop_nowait()
     assert qp is not None
@@ -267,7 +269,7 @@ def test_a_pod_that_may_be_popped_wakes_the_loop_and_backoff_says_when() -> None
     on one moved to backoff; next_due says when a queue found empty has a pod again;
     a closed queue wakes nobody."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock, initial_backoff=1.0, backoff_window=1.0)
+    queue = SchedulingQueue(clock=clock, initial_backoff=1.0, backoff_window=1.0)
     woken: list[int] = []
     queue.on_wake = lambda: woken.append(1)
     assert queue.pop_nowait() is None and queue.next_due() is None
@@ -305,7 +307,7 @@ class Gate:
 
 def test_a_gated_pod_waits_outside_the_active_queue_until_its_gates_go() -> None:
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     gate = Gate()
     queue.configure(pre_enqueue=[gate])  # type: ignore[list-item]
     gated = pod("g", schedulingGates=[{"name": "example.com/hold"}])
@@ -330,7 +332,7 @@ def test_a_gated_pod_waits_outside_the_active_queue_until_its_gates_go() -> None
 def test_a_pod_recreated_while_its_predecessor_is_in_flight_is_queued() -> None:
     """Defect 3: a StatefulSet pod deleted and recreated under the same name while the old
     one is being scheduled is a new pod: queued now; the old one is never requeued."""
-    queue = q.SchedulingQueue(clock=Clock())
+    queue = SchedulingQueue(clock=Clock())
     queue.add(pod("web-0", uid="old"))
     old = queue.pop_nowait()
     assert old is not None
@@ -345,7 +347,7 @@ def test_a_pod_recreated_while_its_predecessor_is_in_flight_is_queued() -> None:
 
 def test_a_recreated_pod_replaces_its_predecessor_without_a_delete_event() -> None:
     """The watch may show the new pod before (or without) the old one's deletion."""
-    queue = q.SchedulingQueue(clock=Clock())
+    queue = SchedulingQueue(clock=Clock())
     queue.add(pod("web-0", uid="old"))
     old = queue.pop_nowait()
     assert old is not None
@@ -364,7 +366,7 @@ def test_pop_from_backoff_when_active_is_empty() -> None:
     """PopFromBackoffQ: a pod rejected by plugins does not wait out its backoff while
     there is nothing else to do; a pod that failed with an error does."""
     clock = Clock()
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.add(pod("rejected"))
     queue.add(pod("error", created="2026-01-02T00:00:00Z"))
     clock.now += 1
@@ -393,7 +395,7 @@ def test_backoff_ends_at_the_ordering_window_after_it_expires() -> None:
     for pop_from_backoff, ends in ((True, 1002.0), (False, 1001.3)):
         clock = Clock()
         clock.now = 1000.3
-        queue = q.SchedulingQueue(clock=clock, pop_from_backoff=pop_from_backoff)
+        queue = SchedulingQueue(clock=clock, pop_from_backoff=pop_from_backoff)
         queue.add(pod("p"))
         qp = queue.pop_nowait()
         assert qp is not None
@@ -413,7 +415,7 @@ def test_backoff_windows_are_the_wall_clocks_seconds_with_the_monotonic_clock() 
     moment, not up to a second apart (the gang family's min_increase at seed 1)."""
     import time as _time
 
-    queue = q.SchedulingQueue()  # the engine's: time.monotonic
+    queue = SchedulingQueue()  # the engine's: time.monotonic
     queue.add(pod("p"))
     qp = queue.pop_nowait()
     assert qp is not None
@@ -433,19 +435,19 @@ def test_a_preemptor_waits_gated_until_activated_once_its_preemption_is_done() -
     clock = Clock()
     running = {"uid-p"}
     plugin = DefaultPreemption(preempting=running.__contains__)
-    queue = q.SchedulingQueue(clock=clock)
+    queue = SchedulingQueue(clock=clock)
     queue.configure(pre_enqueue=[plugin], hints=ev.hint_map(
         {NAME: plugin, "NodeResourcesFit": object()}))
     queue.add(pod("p"))
-    assert queue.where("ns/p") == q.Location.GATED
+    assert queue.where("ns/p") == Location.GATED
     assert queue.activate_gated(NAME) == 0  # still evicting: stays gated
-    assert queue.where("ns/p") == q.Location.GATED
+    assert queue.where("ns/p") == Location.GATED
     queue.add(pod("other"))  # other pods are not held
-    assert queue.where("ns/other") == q.Location.ACTIVE
+    assert queue.where("ns/other") == Location.ACTIVE
     running.clear()
     assert queue.activate_gated("SchedulingGates") == 0  # another plugin's gate: no
     assert queue.activate_gated(NAME) == 1
-    assert queue.where("ns/p") == q.Location.ACTIVE
+    assert queue.where("ns/p") == Location.ACTIVE
 
 
 def test_the_queue_runs_the_one_pre_enqueue_for_pods_it_holds_and_pods_it_does_not() -> None:
@@ -460,7 +462,7 @@ def test_the_queue_runs_the_one_pre_enqueue_for_pods_it_holds_and_pods_it_does_n
     pipeline = build_pipeline(load_policy({
         "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
         "metadata": {"name": "s"}, "spec": {}}, CATALOG))
-    queue = q.SchedulingQueue(clock=Clock())
+    queue = SchedulingQueue(clock=Clock())
     queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints())
     held = pod("held", schedulingGates=[{"name": "example.com/hold"}])
     assert queue.gating_plugin(held) == "SchedulingGates"
@@ -468,7 +470,7 @@ def test_the_queue_runs_the_one_pre_enqueue_for_pods_it_holds_and_pods_it_does_n
     assert len(queue) == 0 and queue.sizes() == (0, 0, 0, 0)  # asking queues nothing
     # The same answer gates the pod once it is queued, and names the rejecting plugin.
     queue.add(held)
-    assert queue.where("ns/held") == q.Location.GATED
+    assert queue.where("ns/held") == Location.GATED
     qp = queue.get("ns/held")
     assert qp is not None and qp.gating_plugin == "SchedulingGates"
     assert "SchedulingGates" in qp.rejected_by

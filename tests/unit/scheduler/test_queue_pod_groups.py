@@ -19,8 +19,9 @@ from polsched.framework.interfaces import Handle
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
-from polsched.scheduler import queue as q
 from polsched.scheduler.pipelines import build_pipeline, pod_group_key_fn, pod_group_lookup_fn
+from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
+from polsched.scheduler.queue.types import GroupOutcome, Location, QueuedPodGroup
 from tests.builders import make_pod
 
 GANG = "GangScheduling"
@@ -66,7 +67,7 @@ class Env:
             "apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
             "metadata": {"name": "s"}, "spec": {}}, CATALOG), handle)
         self.pipeline = pipeline
-        self.queue = q.SchedulingQueue(clock=self.clock)
+        self.queue = SchedulingQueue(clock=self.clock)
         self.configure()
 
     def configure(self) -> None:
@@ -95,22 +96,22 @@ class Env:
         self.queue.move(ev.UNSCHEDULED_POD_ADD, None, p)
         return p
 
-    def pop(self) -> q.QueuedPodGroup:
+    def pop(self) -> QueuedPodGroup:
         first = self.queue.pop_nowait()
         assert first is not None
         g = self.queue.pop_group(first)
         assert g is not None
         return g
 
-    def reject(self, g: q.QueuedPodGroup, plugins: tuple[str, ...] = ()) -> None:
+    def reject(self, g: QueuedPodGroup, plugins: tuple[str, ...] = ()) -> None:
         """The group's cycle rejected it: each member fails (with the group's status, no
         plugin), then group_done."""
         for m in g.members:
             self.queue.add_unschedulable(m, plugins)
-        self.queue.group_done(g.key, q.GroupOutcome.REJECTED)
+        self.queue.group_done(g.key, GroupOutcome.REJECTED)
 
 
-def names(g: q.QueuedPodGroup) -> list[str]:
+def names(g: QueuedPodGroup) -> list[str]:
     return [m.pod.name for m in g.members]
 
 
@@ -126,7 +127,7 @@ def test_a_group_is_popped_as_one_unit_in_upstreams_member_order() -> None:
     group = env.pop()
     assert group.key == "ns/g" and names(group) == ["a", "b", "c"]
     assert group.attempts == 1 and all(m.attempts == 1 for m in group.members)
-    assert all(env.queue.where(m.key) is q.Location.IN_FLIGHT for m in group.members)
+    assert all(env.queue.where(m.key) is Location.IN_FLIGHT for m in group.members)
     plain = env.queue.pop_nowait()
     assert plain is not None and plain.pod.name == "plain"
     assert env.queue.pop_group(plain) is None
@@ -146,10 +147,10 @@ def test_members_without_a_podgroup_wait_incomplete_until_it_is_observed() -> No
     env = Env()
     env.pod(member("a"))
     env.pod(member("b"))
-    assert env.queue.where("ns/a") is q.Location.INCOMPLETE
+    assert env.queue.where("ns/a") is Location.INCOMPLETE
     assert env.queue.group_sizes() == (0, 2) and env.queue.pop_nowait() is None
     env.group(pod_group())
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
     assert env.queue.group_sizes() == (0, 0) and names(env.pop()) == ["a", "b"]
 
 
@@ -158,7 +159,7 @@ def test_a_podgroup_deleted_sends_its_queued_members_back_to_incomplete() -> Non
     env.group(pod_group())
     env.pod(member("a"))
     env.group(pod_group(), "DELETED")
-    assert env.queue.where("ns/a") is q.Location.INCOMPLETE and len(env.queue) == 0
+    assert env.queue.where("ns/a") is Location.INCOMPLETE and len(env.queue) == 0
 
 
 def test_a_gang_waits_gated_as_a_whole_until_min_count_members_are_there() -> None:
@@ -166,10 +167,10 @@ def test_a_gang_waits_gated_as_a_whole_until_min_count_members_are_there() -> No
     env.group(pod_group(min_count=3))
     env.pod(member("a"))
     env.pod(member("b"))
-    assert env.queue.where("ns/a") is q.Location.GATED
+    assert env.queue.where("ns/a") is Location.GATED
     assert env.queue.sizes() == (0, 0, 0, 2)
     env.pod(member("c"))  # the UnscheduledPod/Add hint of GangScheduling moves the group
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
     assert env.queue.sizes() == (3, 0, 0, 0)
     assert names(env.pop()) == ["a", "b", "c"]
 
@@ -182,7 +183,7 @@ def test_a_rejected_group_backs_off_as_one_entity_and_counts_its_rejections() ->
     g = env.pop()
     env.reject(g)
     assert g.unschedulable_count == 1 and g.consecutive_errors == 0
-    assert env.queue.where("ns/a") is q.Location.BACKOFF
+    assert env.queue.where("ns/a") is Location.BACKOFF
     assert env.queue.sizes() == (0, 2, 0, 0)
     # A group is never popped from backoffQ early (its own rejector plugins are empty:
     # upstream's error backoff heap), even with activeQ empty.
@@ -223,8 +224,8 @@ def test_after_a_success_the_remaining_members_go_straight_to_active_with_their_
     env.clock.now += 5
     env.queue.done(a)  # bound
     env.queue.add_unschedulable(b, ("NodeResourcesFit",))  # did not fit
-    env.queue.group_done(g.key, q.GroupOutcome.SUCCESS)
-    assert env.queue.where("ns/b") is q.Location.ACTIVE
+    env.queue.group_done(g.key, GroupOutcome.SUCCESS)
+    assert env.queue.where("ns/b") is Location.ACTIVE
     assert g.unschedulable_count == 0 and g.consecutive_errors == 0
     assert g.timestamp == stamp  # kept: preemption is tried at once
     assert names(env.pop()) == ["b"]
@@ -237,11 +238,11 @@ def test_after_a_success_new_members_alone_get_a_new_timestamp() -> None:
     g = env.pop()
     env.clock.now += 5
     env.pod(member("late"))  # arrives during the cycle: pendingPodGroupPods
-    assert env.queue.where("ns/late") is q.Location.PENDING
+    assert env.queue.where("ns/late") is Location.PENDING
     assert env.queue.group_sizes() == (1, 0) and env.queue.pop_nowait() is None
     env.queue.done(g.members[0])
-    env.queue.group_done(g.key, q.GroupOutcome.SUCCESS)
-    assert env.queue.where("ns/late") is q.Location.ACTIVE and g.timestamp == env.clock.now
+    env.queue.group_done(g.key, GroupOutcome.SUCCESS)
+    assert env.queue.where("ns/late") is Location.ACTIVE and g.timestamp == env.clock.now
 
 
 def test_an_error_counts_consecutive_errors_and_backs_off() -> None:
@@ -250,8 +251,8 @@ def test_an_error_counts_consecutive_errors_and_backs_off() -> None:
     env.pod(member("a"))
     g = env.pop()
     env.queue.add_backoff(g.members[0])
-    env.queue.group_done(g.key, q.GroupOutcome.ERROR)
-    assert g.consecutive_errors == 1 and env.queue.where("ns/a") is q.Location.BACKOFF
+    env.queue.group_done(g.key, GroupOutcome.ERROR)
+    assert g.consecutive_errors == 1 and env.queue.where("ns/a") is Location.BACKOFF
 
 
 def test_a_group_with_nothing_left_to_schedule_leaves_the_queue() -> None:
@@ -260,11 +261,11 @@ def test_a_group_with_nothing_left_to_schedule_leaves_the_queue() -> None:
     env.pod(member("a"))
     g = env.pop()
     env.queue.done(g.members[0])
-    env.queue.group_done(g.key, q.GroupOutcome.SUCCESS)
+    env.queue.group_done(g.key, GroupOutcome.SUCCESS)
     assert len(env.queue) == 0 and env.queue.keys() == set()
     # A member that fails later (its binding) starts a new group entity.
     env.queue.add_unschedulable(g.members[0], ())
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
     assert env.queue.group("ns/g") is not g
 
 
@@ -275,7 +276,7 @@ def test_a_member_added_to_a_backing_off_group_joins_it_there() -> None:
     g = env.pop()
     env.reject(g)
     env.pod(member("b"))
-    assert env.queue.where("ns/b") is q.Location.BACKOFF and names(g) == ["a", "b"]
+    assert env.queue.where("ns/b") is Location.BACKOFF and names(g) == ["a", "b"]
     assert env.queue.sizes() == (0, 2, 0, 0)
 
 
@@ -285,7 +286,7 @@ def test_a_deleted_member_leaves_its_group_and_an_empty_group_leaves_the_queue()
     env.pod(member("a"))
     env.pod(member("b"))
     env.queue.delete("ns/a", "uid-a")
-    assert "ns/a" not in env.queue and env.queue.where("ns/b") is q.Location.ACTIVE
+    assert "ns/a" not in env.queue and env.queue.where("ns/b") is Location.ACTIVE
     env.queue.delete("ns/b")
     assert len(env.queue) == 0 and env.queue.group("ns/g") is None
 
@@ -295,10 +296,10 @@ def test_deleting_a_gang_member_gates_the_group_again() -> None:
     env.group(pod_group(min_count=2))
     env.pod(member("a"))
     env.pod(member("b"))
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
     env.cache.on_pod_event("DELETED", member("b"))
     env.queue.delete("ns/b")
-    assert env.queue.where("ns/a") is q.Location.GATED
+    assert env.queue.where("ns/a") is Location.GATED
 
 
 def test_a_held_member_deleted_during_the_cycle_is_not_queued() -> None:
@@ -309,7 +310,7 @@ def test_a_held_member_deleted_during_the_cycle_is_not_queued() -> None:
     env.pod(member("late"))
     env.queue.delete("ns/late")
     env.queue.done(g.members[0])
-    env.queue.group_done(g.key, q.GroupOutcome.SUCCESS)
+    env.queue.group_done(g.key, GroupOutcome.SUCCESS)
     assert "ns/late" not in env.queue and len(env.queue) == 0
 
 
@@ -320,9 +321,9 @@ def test_activate_of_a_member_activates_the_whole_group() -> None:
     env.pod(member("b"))
     g = env.pop()
     env.reject(g)
-    assert env.queue.where("ns/a") is q.Location.BACKOFF
+    assert env.queue.where("ns/a") is Location.BACKOFF
     assert env.queue.activate(["ns/b", "ns/missing"]) == 1
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
     assert env.pop() is g
 
 
@@ -331,20 +332,20 @@ def test_a_min_count_decrease_moves_a_gated_gang_by_the_groups_hint() -> None:
     env.group(pod_group(min_count=3))
     env.pod(member("a"))
     env.pod(member("b"))
-    assert env.queue.where("ns/a") is q.Location.GATED
+    assert env.queue.where("ns/a") is Location.GATED
     env.group(pod_group(min_count=4), "MODIFIED")  # an increase: QueueSkip
-    assert env.queue.where("ns/a") is q.Location.GATED
+    assert env.queue.where("ns/a") is Location.GATED
     env.group(pod_group(min_count=2), "MODIFIED")
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
 
 
 def test_a_gated_group_is_flushed_through_preenqueue_after_five_minutes() -> None:
     env = Env()
     env.group(pod_group(min_count=2))
     env.pod(member("a"))
-    assert env.queue.where("ns/a") is q.Location.GATED
+    assert env.queue.where("ns/a") is Location.GATED
     env.clock.now += 400
-    assert env.queue.pop_nowait() is None and env.queue.where("ns/a") is q.Location.GATED
+    assert env.queue.pop_nowait() is None and env.queue.where("ns/a") is Location.GATED
 
 
 def test_restore_puts_a_paused_groups_members_back_uncounted() -> None:
@@ -355,8 +356,8 @@ def test_restore_puts_a_paused_groups_members_back_uncounted() -> None:
     g = env.pop()
     for m in g.members:
         env.queue.restore(m)
-    env.queue.group_done(g.key, q.GroupOutcome.RESTORED)
-    assert g.attempts == 0 and env.queue.where("ns/a") is q.Location.ACTIVE
+    env.queue.group_done(g.key, GroupOutcome.RESTORED)
+    assert g.attempts == 0 and env.queue.where("ns/a") is Location.ACTIVE
     assert sorted(names(env.pop())) == ["a", "b"]
 
 
@@ -368,7 +369,7 @@ def test_a_member_updated_in_flight_is_not_queued_twice() -> None:
     updated = member("a")
     updated["metadata"]["labels"] = {"x": "y"}
     env.queue.add(PodInfo.from_json(updated))
-    assert env.queue.where("ns/a") is q.Location.IN_FLIGHT
+    assert env.queue.where("ns/a") is Location.IN_FLIGHT
     env.reject(g)
     assert env.queue.keys() == {"ns/a"} and names(g) == ["a"]
     assert g.members[0].pod.labels == {"x": "y"}
@@ -380,8 +381,8 @@ def test_switching_gang_scheduling_off_queues_the_members_as_pods() -> None:
     env.pod(member("a"))
     env.pod(member("b", "nogroup"))  # incomplete
     env.queue.configure()
-    assert env.queue.where("ns/a") is q.Location.ACTIVE
-    assert env.queue.where("ns/b") is q.Location.ACTIVE
+    assert env.queue.where("ns/a") is Location.ACTIVE
+    assert env.queue.where("ns/b") is Location.ACTIVE
     popped = {env.queue.pop_nowait().pod.name for _ in range(2)}  # type: ignore[union-attr]
     assert popped == {"a", "b"}
 
@@ -397,7 +398,7 @@ def test_switching_gang_scheduling_on_queues_waiting_members_as_their_group() ->
     assert names(env.pop()) == ["a", "b"]
 
 
-def where_all(env: Env, live: set[str]) -> dict[str, q.Location | None]:
+def where_all(env: Env, live: set[str]) -> dict[str, Location | None]:
     return {k: env.queue.where(k) for k in sorted(live)}
 
 
@@ -410,7 +411,7 @@ def test_random_transitions_never_lose_or_duplicate_a_member() -> None:
     rng = random.Random(7)
     env = Env()
     live: set[str] = set()
-    in_cycle: list[q.QueuedPodGroup] = []
+    in_cycle: list[QueuedPodGroup] = []
     groups = {"g": 2, "h": None}
     env.group(pod_group("g", min_count=2))
     env.group(pod_group("h"))
@@ -434,15 +435,15 @@ def test_random_transitions_never_lose_or_duplicate_a_member() -> None:
                     in_cycle.append(g)
         elif op < 0.6 and in_cycle:
             g = in_cycle.pop()
-            outcome = rng.choice(list(q.GroupOutcome))
+            outcome = rng.choice(list(GroupOutcome))
             for m in g.members:
-                if outcome is q.GroupOutcome.RESTORED:
+                if outcome is GroupOutcome.RESTORED:
                     env.queue.restore(m)
-                elif outcome is q.GroupOutcome.SUCCESS and rng.random() < 0.5:
+                elif outcome is GroupOutcome.SUCCESS and rng.random() < 0.5:
                     env.queue.done(m)  # bound: it leaves
                     live.discard(m.key)
                     env.cache.on_pod_event("DELETED", member(m.pod.name, None))
-                elif outcome is q.GroupOutcome.ERROR:
+                elif outcome is GroupOutcome.ERROR:
                     env.queue.add_backoff(m)
                 else:
                     env.queue.add_unschedulable(m, rng.choice([(), (GANG,)]))
@@ -468,10 +469,10 @@ def test_random_transitions_never_lose_or_duplicate_a_member() -> None:
         flying = {m.key for g in in_cycle for m in g.members}
         for key, loc in places.items():
             assert loc is not None, key  # never dropped
-            assert (loc is q.Location.IN_FLIGHT) == (key in flying), (key, loc)
+            assert (loc is Location.IN_FLIGHT) == (key in flying), (key, loc)
         counted = [sum(loc is want for loc in places.values()) for want in (
-            q.Location.ACTIVE, q.Location.BACKOFF, q.Location.UNSCHEDULABLE,
-            q.Location.GATED, q.Location.PENDING, q.Location.INCOMPLETE)]
+            Location.ACTIVE, Location.BACKOFF, Location.UNSCHEDULABLE,
+            Location.GATED, Location.PENDING, Location.INCOMPLETE)]
         assert [*env.queue.sizes(), *env.queue.group_sizes()] == counted
         # A pod deleted during its group's cycle stays in flight until the cycle ends.
         assert live <= env.queue.keys() <= live | flying

@@ -21,19 +21,21 @@ from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework import events as ev
+from polsched.framework import pod_bounds
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.preemption.executor import Executor
 from polsched.scheduler import metrics
-from polsched.scheduler import queue as q
 from polsched.scheduler.binder import BindCallback, Binder, BindOutcome
 from polsched.scheduler.pipelines import build_pipeline
-from polsched.scheduler.preemption import Executor
 from polsched.scheduler.profile import Counters, Profile
+from polsched.scheduler.queue.types import Location
 from polsched.scheduler.recorder import EventRecorder
+from polsched.scheduler.schedule_one import AttemptSettings
 from polsched.scheduler.schedule_one_podgroup import ScheduleOnePodGroup
 
 pytestmark = pytest.mark.unit
@@ -184,7 +186,7 @@ class World:
         if b.task is not None:
             await b.task
 
-    def where(self, name: str) -> q.Location | None:
+    def where(self, name: str) -> Location | None:
         return self.profile.queue.where(f"ns/{name}")
 
     def pending(self, queue: str) -> float:
@@ -192,7 +194,8 @@ class World:
             (("profile", SCHEDULER), ("queue", queue)), 0)
 
 
-def world(*nodes: Json, groups: Sequence[Json] = ()) -> World:
+def world(*nodes: Json, groups: Sequence[Json] = (), attempt_budget: float | None = None
+          ) -> World:
     cache = ClusterCache(None)
     cache.pod_groups.served = True
     for n in nodes:
@@ -214,7 +217,8 @@ def world(*nodes: Json, groups: Sequence[Json] = ()) -> World:
     hooks = Hooks(cache, profile=profile)
     binder = RecordingBinder()
     executor = Executor(cast(ApiClient, None), nominator, cache.pods, waiting)
-    attempts = ScheduleOnePodGroup(hooks, cache, binder, nominator, executor, waiting)
+    attempts = ScheduleOnePodGroup(hooks, cache, binder, nominator, executor, waiting,
+                                   AttemptSettings(attempt_budget=attempt_budget))
     return World(cache, profile, attempts, binder, recorder, hooks)
 
 
@@ -235,7 +239,7 @@ def test_a_pod_that_fits_is_assumed_bound_and_counted_when_the_bind_succeeds() -
         [b] = w.binder.binds
         assert (b.pod.key, b.node) == ("ns/a", "n1")
         assert w.cache.is_assumed("ns/a")
-        assert w.where("a") is q.Location.IN_FLIGHT
+        assert w.where("a") is Location.IN_FLIGHT
         assert w.pending(metrics.ACTIVE) == 0
         await w.answer(b, BindOutcome.BOUND, "")
         assert w.where("a") is None
@@ -253,7 +257,7 @@ def test_a_pod_that_fits_nowhere_is_parked_unschedulable_with_the_fit_error() ->
         w.add_pods(pod("big", "2"))
         await w.cycle()
         assert not w.binder.binds
-        assert w.where("big") is q.Location.UNSCHEDULABLE
+        assert w.where("big") is Location.UNSCHEDULABLE
         queued = w.profile.queue.get("ns/big")
         assert queued is not None and queued.rejected_by == {"NodeResourcesFit"}
         assert w.profile.counters.unschedulable_attempts == 1
@@ -277,7 +281,7 @@ def test_a_failed_bind_forgets_the_pod_and_backs_it_off_as_an_error() -> None:
         await w.cycle()
         await w.answer(w.binder.binds[0], BindOutcome.FAILED, "the API server said no")
         assert not w.cache.is_assumed("ns/a")
-        assert w.where("a") is q.Location.BACKOFF
+        assert w.where("a") is Location.BACKOFF
         assert w.pending(metrics.BACKOFF) == 1
         assert ("ns/a", "FailedScheduling", "the API server said no") in w.recorder.events
         [(_, patch)] = w.recorder.patches
@@ -308,7 +312,7 @@ def test_a_bind_never_sent_puts_the_pod_back_untouched() -> None:
         await w.cycle()
         await w.answer(w.binder.binds[0], BindOutcome.DROPPED, "")
         assert not w.cache.is_assumed("ns/a")
-        assert w.where("a") is q.Location.ACTIVE
+        assert w.where("a") is Location.ACTIVE
         assert w.pending(metrics.ACTIVE) == 1
         assert not w.recorder.events
 
@@ -359,7 +363,7 @@ def test_a_gang_that_cannot_fit_rejects_every_member_and_assumes_nothing() -> No
         assert not w.cache.assumed_keys_by_scheduler()
         # Requeued as one group (the queue decides where: backoff for a rejected group).
         assert w.where("m0") is w.where("m1")
-        assert w.where("m0") in (q.Location.BACKOFF, q.Location.UNSCHEDULABLE)
+        assert w.where("m0") in (Location.BACKOFF, Location.UNSCHEDULABLE)
         assert w.profile.counters.unschedulable_attempts == 2
         failed = [(k, note) for k, reason, note in w.recorder.events
                   if reason == "FailedScheduling"]
@@ -419,5 +423,70 @@ def test_a_pod_group_deleted_after_the_pop_sends_its_members_back_as_errors() ->
         notes = {note for _, reason, note in w.recorder.events if reason == "FailedScheduling"}
         assert notes == {'podgroup.scheduling.k8s.io "g" not found'}
         assert not [p for p, _ in w.recorder.patches if "podgroups" in p]
+
+    asyncio.run(run())
+
+
+# -- bounded pods (framework.pod_bounds) ---------------------------------------------------
+def test_a_pod_over_the_bounds_is_refused_naming_the_field_and_queued_once_within() -> None:
+    w = world(node("n1", "2"))
+    over = pod("wide", "100m")
+    over["spec"]["tolerations"] = [{"key": f"t{i}", "operator": "Exists"}
+                                   for i in range(pod_bounds.MAX_TOLERATIONS + 1)]
+    w.add_pods(over)
+    assert w.where("wide") is None  # never queued, never attempted
+    assert w.pending(metrics.GATED) == 1
+    assert metrics.PODS_REFUSED.values == {(("profile", SCHEDULER),): 1}
+    [(key, reason, note)] = w.recorder.events
+    assert (key, reason) == ("ns/wide", "FailedScheduling")
+    assert note.startswith(f"spec.tolerations has {pod_bounds.MAX_TOLERATIONS + 1} "
+                           f"tolerations, over the bound of {pod_bounds.MAX_TOLERATIONS}")
+    [(_, patch)] = w.recorder.patches
+    [condition] = patch["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == \
+        ("PodScheduled", "False", "Unschedulable")
+    assert condition["message"] == note
+    # The same version seen again (a resync) writes nothing more.
+    w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
+    assert len(w.recorder.events) == 1 and len(w.recorder.patches) == 1
+    assert metrics.PODS_REFUSED.values == {(("profile", SCHEDULER),): 1}
+    # Within bounds after an update: queued as any pod.
+    within = pod("wide", "100m")
+    within["metadata"]["resourceVersion"] = "2"
+    w.cache.on_pod_event("MODIFIED", within)
+    w.hooks.enqueue(w.profile, w.cache.pods["ns/wide"])
+    assert w.where("wide") is Location.ACTIVE
+    assert w.pending(metrics.GATED) == 0
+
+
+# -- the time budget (framework.budget) ----------------------------------------------------
+def test_an_attempt_over_its_budget_fails_as_an_error_naming_it_and_backs_off() -> None:
+    async def run() -> None:
+        # A budget of a nanosecond: the first check after the attempt began is past it.
+        w = world(node("n1", "2"), attempt_budget=1e-9)
+        w.add_pods(pod("a", "100m"))
+        await w.cycle()
+        assert not w.binder.binds
+        assert w.where("a") is Location.BACKOFF
+        [(key, reason, note)] = w.recorder.events
+        assert (key, reason) == ("ns/a", "FailedScheduling")
+        assert note.startswith("the scheduling attempt used its time budget of 1e-09s "
+                               "(--attempt-budget) in PreFilter before ")
+        [(_, patch)] = w.recorder.patches
+        [condition] = patch["status"]["conditions"]
+        assert (condition["reason"], condition["message"]) == ("SchedulerError", note)
+        assert metrics.BUDGET_EXCEEDED.values == {(("profile", SCHEDULER),): 1}
+
+    asyncio.run(run())
+
+
+def test_without_a_budget_the_same_attempt_binds() -> None:
+    async def run() -> None:
+        w = world(node("n1", "2"), attempt_budget=None)
+        w.add_pods(pod("a", "100m"))
+        await w.cycle()
+        [b] = w.binder.binds
+        assert b.node == "n1"
+        assert not metrics.BUDGET_EXCEEDED.values
 
     asyncio.run(run())

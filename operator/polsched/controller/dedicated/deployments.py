@@ -9,9 +9,9 @@ ServiceAccount and no role binding, so a policy author can never make it mint an
 or grant a role.
 
 The prefix keeps the name apart from the operator's own objects (`polsched-operator`, the
-webhook Service, any metrics Service); and the operator applies or deletes a Deployment only if it
-made it (ours(): the managed-by label and a controller ownerReference to a
-SchedulingPolicy of the same name). Anything else under that name is reported
+webhook Service, the chart's opt-in metrics Service); and the operator applies or deletes
+a Deployment only if it made it (ours(): the managed-by label and a controller
+ownerReference to a SchedulingPolicy of the same name). Anything else under that name is reported
 (ForeignObject) and left alone: applying with force over it, or putting our
 ownerReference on it, would let deleting the policy garbage-collect someone else's
 object.
@@ -25,7 +25,8 @@ fields survives.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import polsched
 from polsched.api import API_VERSION, GROUP, KIND
 from polsched.cluster.client import ApiClient, ApiError
 from polsched.controller.policies.book import PolicyRecord
+from polsched.controller.process.options import DEFAULT_METRICS_LISTEN
 from polsched.objects import Json
 
 FIELD_MANAGER = "polsched"
@@ -47,6 +49,9 @@ COMPONENT = "app.kubernetes.io/component"
 DEDICATED_COMPONENT = "dedicated-scheduler"
 # Where a Dedicated scheduler's pod finds its extenders' CA Secrets, one directory each.
 EXTENDER_CA_DIR = "/etc/polsched/extender-ca"
+# The probes' port on the pod's IP, as the operator's (commands.render.HEALTH_PORT).
+HEALTH_PORT = 8081
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 class ForeignObject(Exception):
@@ -77,14 +82,31 @@ def mounted_ca_secrets(record: PolicyRecord, namespace: str) -> list[str]:
                    if ref is not None and ref[0] == namespace})
 
 
+@dataclass(frozen=True)
+class Inherited:
+    """What a Dedicated scheduler takes over from the operator that deploys it.
+    `args`: more flags for `polsched scheduler` (the operator's admission flags, so that
+    a Dedicated scheduler enforces the same rules). `feature_gates`: the operator's
+    POLSCHED_FEATURE_GATES, given to the scheduler too (TopologyAwareWorkloadScheduling
+    changes how it places pod groups). `metrics_listen`: the operator's --metrics-listen
+    (None: the loopback default, "": off), so that a Dedicated scheduler's /metrics is
+    exposed exactly when the operator's is; `metrics_secure_listen` likewise
+    (--metrics-secure-listen, with a self-signed certificate: the operator's
+    --metrics-cert-dir is not mounted there)."""
+
+    args: tuple[str, ...] = ()
+    feature_gates: str = ""
+    metrics_listen: str | None = None
+    metrics_secure_listen: str | None = None
+
+
 def render(record: PolicyRecord, *, namespace: str, image: str,
-           directory: Path | None = None, extra_args: Sequence[str] = (),
-           feature_gates: str = "") -> list[Json]:
+           directory: Path | None = None, inherited: Inherited = Inherited()) -> list[Json]:
     """The objects of `record`'s Dedicated scheduler, in apply order. Pure but for
-    reading the templates. `extra_args`: more flags for `polsched scheduler` (the
-    operator's admission flags, so that a Dedicated scheduler enforces the same rules).
-    `feature_gates`: the operator's POLSCHED_FEATURE_GATES, given to the scheduler too
-    (TopologyAwareWorkloadScheduling changes how it places pod groups)."""
+    reading the templates. `inherited`: what it takes over from the operator (Inherited).
+    Its probes always answer on HEALTH_PORT, as the operator's do."""
+    metrics_listen = inherited.metrics_listen
+    metrics_secure_listen = inherited.metrics_secure_listen
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
@@ -99,10 +121,23 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
     selector = {"app.kubernetes.io/name": "polsched-scheduler",
                 "polsched.io/policy": record.name}
     ca_secrets = mounted_ca_secrets(record, namespace)
-    args = ["scheduler", "--policy", record.name, "--leader-elect=true"]
+    args = ["scheduler", "--policy", record.name, "--leader-elect=true",
+            "--health-listen", f"0.0.0.0:{HEALTH_PORT}"]
+    # Passed only when the operator's was given: the default address is given up with a
+    # warning when taken, an explicit one must bind (controller.process.endpoints).
+    if metrics_listen is not None:
+        args += ["--metrics-listen", metrics_listen]
+    listen = DEFAULT_METRICS_LISTEN if metrics_listen is None else metrics_listen
+    # A port is declared (for a PodMonitor) only when /metrics listens beyond loopback.
+    host, _, port = listen.rpartition(":")
+    metrics_port = int(port) if listen and host not in _LOOPBACK and port.isdigit() else None
+    secure_port = None
+    if metrics_secure_listen:
+        args += ["--metrics-secure-listen", metrics_secure_listen]
+        secure_port = int(metrics_secure_listen.rpartition(":")[2])
     if ca_secrets:
         args.append(f"--extender-ca-dir={EXTENDER_CA_DIR}")
-    args.extend(extra_args)
+    args.extend(inherited.args)
     values = {
         "name": object_name(record.name),
         "namespace": namespace,
@@ -117,7 +152,10 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
                   "uid": record.uid, "controller": True, "blockOwnerDeletion": False},
         "ca_secrets": ca_secrets,
         "ca_dir": EXTENDER_CA_DIR,
-        "feature_gates": feature_gates,
+        "feature_gates": inherited.feature_gates,
+        "health_port": HEALTH_PORT,
+        "metrics_port": metrics_port,
+        "secure_port": secure_port,
     }
     out: list[Json] = []
     for template in TEMPLATES:
@@ -167,14 +205,12 @@ def foreign_message(obj: Mapping[str, Any], policy_name: str) -> str:
 
 class DedicatedDeployer:
     def __init__(self, client: ApiClient, *, namespace: str, image: str = DEFAULT_IMAGE,
-                 directory: Path | None = None, args: Sequence[str] = (),
-                 feature_gates: str = "") -> None:
+                 directory: Path | None = None, inherited: Inherited = Inherited()) -> None:
         self.client = client
         self.namespace = namespace
         self.image = image
         self.directory = directory
-        self.args = tuple(args)
-        self.feature_gates = feature_gates
+        self.inherited = inherited
 
     async def _existing(self, path: str) -> Json | None:
         try:
@@ -188,8 +224,7 @@ class DedicatedDeployer:
         """Apply the policy's objects; ForeignObject (nothing applied) when one of their
         names is taken by an object polsched did not make for this policy."""
         objs = render(record, namespace=self.namespace, image=self.image,
-                      directory=self.directory, extra_args=self.args,
-                      feature_gates=self.feature_gates)
+                      directory=self.directory, inherited=self.inherited)
         for obj in objs:
             existing = await self._existing(api_path(obj))
             if existing is not None and not ours(existing, record.name):

@@ -21,7 +21,7 @@ from pathlib import Path
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies.reconciler import DedicatedScope, PolicyReconciler
-from polsched.controller.process import credentials
+from polsched.controller.process import credentials, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
 from polsched.controller.process.server import (
     Election,
@@ -63,7 +63,7 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     # A client of its own, as kube-scheduler's leader-election client (on its own
     # thread, controller.process.server): renewals never queue behind binds for the same
     # client-side budget.
-    election = Election(args.namespace, lease_name(args.policy),
+    election = Election(args.lease_namespace, lease_name(args.policy),
                         LeaseTiming(args.lease_duration, args.renew_period),
                         lease_client(args.kubeconfig, client, credentials.budget(args))
                         ) if elect else None
@@ -71,13 +71,15 @@ async def schedule(args: argparse.Namespace, *, client: ApiClient,
     scope = DedicatedScope(args.policy, (args.namespace, Path(args.extender_ca_dir))
                            if args.extender_ca_dir else None)
     config = ProcessConfig(identity, election, args.status_interval,
-                           EngineOptions(node_metrics_interval=args.node_metrics_interval),
+                           EngineOptions(node_metrics_interval=args.node_metrics_interval,
+                                         attempt_budget=args.attempt_budget),
                            liveness_grace=max(30.0, 2.0 * args.lease_duration),
                            metrics_listen=args.metrics_listen,
-                           health_listen=args.health_listen, policy=args.policy)
+                           health_listen=args.health_listen, policy=args.policy,
+                           secure_metrics=secure_metrics.options(args))
     process = Process(client, cache, config,
                       lambda engine, writer: PolicyReconciler(
                           client, engine, writer, dedicated=scope, rules=rules))
-    lease = f" (lease {args.namespace}/{lease_name(args.policy)})" if elect else ""
+    lease = f" (lease {args.lease_namespace}/{lease_name(args.policy)})" if elect else ""
     await process.run(started=f"polsched scheduler for SchedulingPolicy {args.policy} "
                               f"started as {identity}{lease}")

@@ -3,7 +3,13 @@ that loaded, and who owns which schedulerName.
 
 A schedulerName is cluster-wide, like a kube-scheduler profile: when two policies claim
 one, the older (creationTimestamp, then name) keeps it and the newer waits with
-Ready=False/SchedulerNameConflict; deleting the older hands the name over. A spec that
+Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admission); one
+reported so never takes the name from one that was not (api.claims.owners), so the owner
+keeps it across restarts, and after re-creating itself within the grace period.
+Deleting the owner does not hand the name over at once: for the tenancy's
+nameGraceSeconds the name stays held for a policy of the owner's name, so that a delete
+and re-create (a GitOps replace) gets it back, and another team's idle policy never
+silently receives the owner's pods; after the grace the next oldest claimant owns it. A spec that
 does not load never replaces the last one that did (hot reload keeps the good pipeline
 running), not even across a restart: a process that starts on a spec that does not
 load runs the last good generation recorded on the object (controller.policies.lastgood), if any.
@@ -12,7 +18,8 @@ Purely data-manipulative: no I/O, no engine calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +55,11 @@ class PolicyRecord:
     shadow_refusal: str = ""
 
     @property
+    def conflicting(self) -> bool:
+        """The operator last reported it as not owning its name (api.claims)."""
+        return claims.reported_conflicting(self.status)
+
+    @property
     def mode(self) -> RuntimeMode:
         return self.loaded.runtime.mode if self.loaded is not None else RuntimeMode.SHARED
 
@@ -67,9 +79,13 @@ def _claimed_name(body: Mapping[str, Any]) -> str:
 class PolicyBook:
     """`rules`: the operator's admission rules every spec is loaded against."""
 
-    def __init__(self, rules: AdmissionRules = DEFAULT_RULES) -> None:
+    def __init__(self, rules: AdmissionRules = DEFAULT_RULES,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._records: dict[str, PolicyRecord] = {}
         self.rules = rules
+        self._clock = clock
+        # schedulerName -> (the policy that owned it when deleted, until when it is held)
+        self._released: dict[str, tuple[str, float]] = {}
 
     def observe(self, body: Mapping[str, Any]) -> tuple[PolicyRecord, bool]:
         """Record the object as seen in a watch event. Loads the spec when its generation
@@ -117,7 +133,29 @@ class PolicyBook:
         return new, True
 
     def forget(self, name: str) -> PolicyRecord | None:
-        return self._records.pop(name, None)
+        was_owner = self.owners()
+        rec = self._records.pop(name, None)
+        if rec is not None and was_owner.get(rec.claimed) == name:
+            grace = self.rules.tenancy.name_grace_seconds
+            if grace > 0:
+                self._released[rec.claimed] = (name, self._clock() + grace)
+        return rec
+
+    def held(self) -> dict[str, tuple[str, float]]:
+        """schedulerName -> (its deleted owner, until when): names held for a policy of
+        the owner's name within the grace period."""
+        now = self._clock()
+        for sname, (_, until) in list(self._released.items()):
+            if until <= now:
+                del self._released[sname]
+        return dict(self._released)
+
+    def next_release(self) -> float | None:
+        """Seconds until the first held name is released (None: none held)."""
+        held = self.held()
+        if not held:
+            return None
+        return max(0.0, min(until for _, until in held.values()) - self._clock())
 
     def get(self, name: str) -> PolicyRecord | None:
         return self._records.get(name)
@@ -127,8 +165,16 @@ class PolicyBook:
 
     def owners(self) -> dict[str, str]:
         """schedulerName -> the name of the policy that owns it (api.claims.owners: the
-        oldest claimant that is not a shadow)."""
-        return claims.owners(self._records.values())
+        oldest claimant that is not a shadow), except that a held name (held()) is owned
+        only by a policy of its former owner's name, and by nobody while there is none."""
+        out = claims.owners(self._records.values())
+        for sname, (former, _) in self.held().items():
+            rec = self._records.get(former)
+            if rec is not None and rec.claimed == sname and not rec.shadow_of:
+                out[sname] = former
+            else:
+                out.pop(sname, None)
+        return out
 
     def owner_of(self, scheduler_name: str) -> str | None:
         return self.owners().get(scheduler_name)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from polsched.api.claims import CONFLICT_REASON
+
 READY = "Ready"
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
@@ -42,7 +44,7 @@ UNKNOWN: Status = "Unknown"
 
 # Reasons (CamelCase, as Kubernetes condition reasons).
 RUNNING = "Running"
-SCHEDULER_NAME_CONFLICT = "SchedulerNameConflict"
+SCHEDULER_NAME_CONFLICT = CONFLICT_REASON  # api.claims.owners reads it back
 INVALID_SPEC = "InvalidSpec"
 LOADED = "Loaded"
 DEDICATED = "Dedicated"

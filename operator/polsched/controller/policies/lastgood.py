@@ -25,6 +25,7 @@ from typing import Any
 
 from polsched.api import GROUP, Policy, PolicyError, load_policy
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
+from polsched.api.validate_files import schema_errors
 from polsched.plugins import CATALOG
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,15 @@ def restore(body: Mapping[str, Any], rules: AdmissionRules = DEFAULT_RULES
         return None
     old = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
            "metadata": {**meta, "generation": rec.generation}, "spec": dict(rec.spec)}
+    # The annotation is writable by whoever may edit the policy, and the API server never
+    # checked its spec against the CRD's schema: check it as the API server would a new
+    # spec (lengths, list sizes), then load it under the operator's rules.
+    refused = schema_errors(old)
+    if refused:
+        log.warning("SchedulingPolicy %s: the last good generation %d recorded in %s breaks "
+                    "the CRD's schema (%s); ignored", name, rec.generation, ANNOTATION,
+                    "; ".join(f"{e.path}: {e.message}" for e in refused[:3]))
+        return None
     try:
         policy = load_policy(old, CATALOG, rules=rules)
     except PolicyError as e:

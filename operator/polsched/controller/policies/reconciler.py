@@ -57,6 +57,8 @@ BUILD_FAILED = "BuildFailed"
 # Ready reason of a Dedicated policy whose Deployment's name is taken by an object that
 # polsched did not make for it (controller.dedicated.deployments.ForeignObject).
 DEDICATED_OBJECT_CONFLICT = "DedicatedObjectConflict"
+# A Dedicated policy over the admin's cap, or whose objects the API server refused.
+DEDICATED_REFUSED = "DedicatedRefused"
 # Extenders of a replaced pipeline are closed after decisions under way had time to end.
 EXTENDER_CLOSE_DELAY = 30.0
 # A Dedicated Deployment refused for a foreign object is tried again this often, so that
@@ -125,6 +127,11 @@ class PolicyReconciler:
         self._deployed: dict[str, int] = {}
         # policy name -> why its Dedicated Deployment was not applied (ForeignObject)
         self._conflicts: dict[str, str] = {}
+        # policy name -> (generation, why) its Dedicated scheduler is not deployed: over
+        # the tenancy's maxPolicies (generation None: looked at again on every sync, no
+        # API call), or refused by the API server (reported once; not applied again
+        # until the policy's next generation).
+        self._refused: dict[str, tuple[int | None, str]] = {}
         self._conflict_retry: asyncio.Task[None] | None = None
         self.records_last_good = records_last_good
         # policy name -> (uid, generation) of the last-good record written or tried: one
@@ -201,6 +208,9 @@ class PolicyReconciler:
                     log.info("SchedulingPolicy %s: generation %d loaded", rec.name,
                              rec.generation)
                 loads.append((rec, time.perf_counter() - started))
+                # A large valid policy takes ~1 s to load: let the loop turn between
+                # them (binds, events, the webhook) rather than after the whole listing.
+                await asyncio.sleep(0)
             if not loads and not self._retry and not self._reseed:
                 return
             started = time.perf_counter()
@@ -215,11 +225,29 @@ class PolicyReconciler:
             self.writer.drop(name)
             self._deployed.pop(name, None)
             self._conflicts.pop(name, None)
+            self._refused.pop(name, None)
             self._record_tried.pop(name, None)
             self.events.forget(name)
             if rec is not None:
                 log.info("SchedulingPolicy %s deleted: its scheduler stops", name)
             await self._sync()
+            self._resync_on_release()
+
+    def _resync_on_release(self) -> None:
+        """Sync again when the first held schedulerName is released (book.held), so that
+        the next claimant takes it over without waiting for an event."""
+        delay = self.book.next_release()
+        if delay is None:
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(delay + 0.05)
+            await self.resync()
+            self._resync_on_release()
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def set_leading(self, leading: bool) -> None:
         """Leadership changed (the Lease). Losing it stops binds and status writes at once.
@@ -467,16 +495,47 @@ class PolicyReconciler:
         assert self.deployer is not None
         from polsched.controller.dedicated.deployments import ForeignObject
 
+        def dedicated_owner(rec: PolicyRecord) -> bool:
+            return (rec.loaded is not None and rec.mode == DEDICATED
+                    and owners.get(rec.claimed) == rec.name)
+
+        # The admin's cap: the oldest maxPolicies Dedicated policies run.
+        cap = self.rules.tenancy.dedicated.max_policies
+        ranked = sorted((r for r in self.book.records() if dedicated_owner(r)),
+                        key=lambda r: (r.created, r.name))
+        over = {r.name for r in ranked[cap:]} if cap is not None else set()
         for rec in self.book.records():
-            dedicated = (rec.loaded is not None and rec.mode == DEDICATED
-                         and owners.get(rec.claimed) == rec.name)
+            dedicated = dedicated_owner(rec) and rec.name not in over
+            if rec.name in over:
+                self._set_refused(rec, owners, None, (
+                    f"the cluster admin allows {cap} Dedicated policies (tenancy "
+                    f"dedicated.maxPolicies) and {cap} older ones exist; this one is "
+                    f"deployed when one of them goes, or run it Shared"))
+            elif self._refused.get(rec.name, (0, ""))[0] is None:
+                self._set_refused(rec, owners, None, None)
             if dedicated:
                 if self._deployed.get(rec.name) == rec.generation:
                     continue
+                refused = self._refused.get(rec.name)
+                if refused is not None and refused[0] == rec.generation:
+                    continue  # reported once; the next generation is tried again
                 try:
                     await self.deployer.apply(rec)
                     self._deployed[rec.name] = rec.generation
                     self._set_conflict(rec, owners, None)
+                    self._set_refused(rec, owners, None, None)
+                except ApiError as e:
+                    if e.status in (400, 403, 422):  # not made better by retrying
+                        log.warning("SchedulingPolicy %s: the API server refused its "
+                                    "Dedicated scheduler: %s", rec.name, e)
+                        self._set_refused(rec, owners, rec.generation, (
+                            f"the API server refused the Dedicated scheduler's objects "
+                            f"({e.status} {e.reason}: {e.message[:256]}); fix "
+                            f"spec.runtime and apply again"))
+                    else:
+                        self._retry = True
+                        log.warning("SchedulingPolicy %s: applying the Dedicated scheduler "
+                                    "failed: %s", rec.name, e)
                 except ForeignObject as e:
                     # Stalled until someone removes the object or renames the policy;
                     # _retry_conflicts looks again every CONFLICT_RETRY_SECONDS (not
@@ -510,6 +569,24 @@ class PolicyReconciler:
                 for name in self._conflicts:
                     self._deployed.pop(name, None)
                 await self._sync()
+
+    def _set_refused(self, rec: PolicyRecord, owners: Mapping[str, str],
+                     generation: int | None, message: str | None) -> None:
+        """Record (or clear, message None) why a Dedicated policy is not deployed, and
+        write the status it changes (no scheduler of its own runs to write it)."""
+        before = self._refused.get(rec.name)
+        after = (generation, message) if message is not None else None
+        if before == after:
+            return
+        if after is None:
+            self._refused.pop(rec.name, None)
+        else:
+            self._refused[rec.name] = after
+        view = self._view(rec, owners)
+        if view is None:
+            self.writer.drop(rec.name)
+        else:
+            self.writer.update(rec.name, view, rec.status, created=rec.created)
 
     def _set_conflict(self, rec: PolicyRecord, owners: Mapping[str, str],
                       message: str | None) -> None:
@@ -634,11 +711,21 @@ class PolicyReconciler:
         if rec.shadow_of and rec.loaded is not None and rec.loaded.shadow_of == rec.shadow_of:
             return self._shadow_view(rec, owners, valid)
         owner = owners.get(rec.claimed)
+        held = self.book.held().get(rec.claimed)
+        if owner is None and held is not None and held[0] != rec.name:
+            ready = cond.Condition(
+                cond.READY, False, cond.SCHEDULER_NAME_CONFLICT,
+                f"schedulerName {rec.claimed!r} is held for SchedulingPolicy {held[0]!r}, "
+                f"its owner until deleted, for {self.rules.tenancy.name_grace_seconds} s "
+                f"after the delete (tenancy nameGraceSeconds), so that a re-created "
+                f"{held[0]!r} gets it back; this policy takes it over after that", gen)
+            return StatusView(rec.claimed, None, None, None,
+                              (*cond.kstatus(ready, stalled=False), valid))
         if owner != rec.name:
             ready = cond.Condition(
                 cond.READY, False, cond.SCHEDULER_NAME_CONFLICT,
                 f"schedulerName {rec.claimed!r} is already used by SchedulingPolicy "
-                f"{owner!r}, which is older; change spec.schedulerName or delete {owner!r}",
+                f"{owner!r}, which owns it; change spec.schedulerName or delete {owner!r}",
                 gen)
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
@@ -648,6 +735,11 @@ class PolicyReconciler:
             return StatusView(rec.claimed, None, None, None,
                               (*cond.kstatus(ready, stalled=True), valid))
         if not self._runs_here(rec):
+            refused = self._refused.get(rec.name)
+            if refused is not None:
+                ready = cond.Condition(cond.READY, False, DEDICATED_REFUSED, refused[1], gen)
+                return StatusView(rec.claimed, None, None, None,
+                                  (*cond.kstatus(ready, stalled=True), valid))
             conflict = self._conflicts.get(rec.name)
             if conflict is not None:
                 ready = cond.Condition(cond.READY, False, DEDICATED_OBJECT_CONFLICT,

@@ -30,6 +30,7 @@ from polsched.controller.policies import conditions
 from polsched.controller.policies.ledger import BindLedger, before_creation
 from polsched.controller.process.options import STATUS_INTERVAL_SECONDS
 from polsched.objects import Json
+from polsched.scheduler import metrics
 from polsched.scheduler.engine import SchedulerStats
 
 log = logging.getLogger(__name__)
@@ -255,6 +256,7 @@ class StatusWriter:
         """The policy is gone: stop writing its status."""
         slot = self._slots.pop(name, None)
         self._by_running = None
+        metrics.forget_policy_conditions(name)
         if slot is not None and slot.task is not None:
             slot.task.cancel()
         if slot is not None and slot.view.running is not None and self.ledger is not None:
@@ -366,6 +368,7 @@ class StatusWriter:
                 self._open_accounts()
             binds = self.ledger.persistable(view.running)
         desired = compose(view, stats, slot.written, conditions.now_rfc3339(), binds)
+        metrics.policy_conditions(slot.name, desired.get("conditions") or ())
         patch = changed_fields(desired, slot.written)
         if not patch:
             return

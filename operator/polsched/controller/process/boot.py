@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
-from polsched.controller.process import credentials, gcpolicy, loopwatch
+from polsched.controller.process import credentials, gcpolicy
 from polsched.scheduler import metrics
 
 
@@ -79,13 +79,8 @@ async def start(args: argparse.Namespace, load: Callable[[], Main]) -> None:
         await cache.stop()
         await client.close()
         raise
-    # Says when the loop stands still, and where (binds and events wait meanwhile).
-    watch = loopwatch.LoopWatch()
-    watch.start()
-    try:
-        await main(args, client=client, cache=cache)
-    finally:
-        await watch.stop()
+    # The loop watchdog is the Process's (controller.process.server): /healthz reads its lag.
+    await main(args, client=client, cache=cache)
 
 
 def _load(load: Callable[[], Main]) -> Main:

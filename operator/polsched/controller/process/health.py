@@ -10,7 +10,11 @@ Here the process is unhealthy when
 - a task that must run until shutdown has ended: the scheduling loop (Engine), the
   policy watch, the lease election;
 - it was elected leader more than `grace` seconds ago and the leadership was not
-  applied (the reconciler's set_leading did not complete: nothing binds).
+  applied (the reconciler's set_leading did not complete: nothing binds);
+- the scheduling loop has not turned for more than its lag limit (measured by the loop
+  watchdog, controller.process.loopwatch): /healthz is answered from a thread of its
+  own (controller.process.endpoints), so a stalled loop is seen by its measured lag, not
+  by a probe that times out.
 Ready (/readyz) additionally needs the cache to have synced.
 
 Purely bookkeeping: callers report what happens; `problems()` says what is wrong now.
@@ -41,6 +45,7 @@ class Liveness:
         self._elected_at: float | None = None
         self._applied = False
         self._reported: tuple[str, ...] = ()
+        self._lags: dict[str, tuple[Callable[[], float], float]] = {}
 
     def check(self, what: str, alive: Callable[[], bool]) -> None:
         """`alive()` must stay true (e.g. "scheduling loop")."""
@@ -49,6 +54,10 @@ class Liveness:
     def task(self, what: str, task: asyncio.Task[Any]) -> None:
         """`task` must run until the process stops."""
         self._tasks[what] = task
+
+    def lag(self, what: str, measure: Callable[[], float], limit: float) -> None:
+        """`measure()` (seconds `what` has not turned) must stay within `limit`."""
+        self._lags[what] = (measure, limit)
 
     def elected(self, leading: bool) -> None:
         """The lease was won (True) or lost (False)."""
@@ -61,9 +70,14 @@ class Liveness:
             self._applied = True
 
     def problems(self) -> list[str]:
-        out = [f"the {what} has stopped" for what, alive in self._checks.items()
+        # Called from the serving thread while the loop may add checks: iterate copies.
+        out = [f"the {what} has stopped" for what, alive in list(self._checks.items())
                if not alive()]
-        for what, task in self._tasks.items():
+        for what, (measure, limit) in list(self._lags.items()):
+            lag = measure()
+            if lag > limit:
+                out.append(f"the {what} has not turned for {lag:.1f}s (limit {limit:.0f}s)")
+        for what, task in list(self._tasks.items()):
             if task.done():
                 error = None if task.cancelled() else task.exception()
                 out.append(f"the {what} has stopped" + (f" ({error!r})" if error else ""))
@@ -81,3 +95,7 @@ class Liveness:
 
     def healthy(self) -> bool:
         return not self.problems()
+
+    def explain(self) -> str:
+        """What is wrong now, for the body of a failing /healthz."""
+        return "; ".join(self.problems())

@@ -33,8 +33,12 @@ from datetime import UTC, datetime
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.controller.process.options import LEASE_DURATION_SECONDS, RENEW_PERIOD_SECONDS
 from polsched.objects import Json
+from polsched.scheduler import metrics
 
 log = logging.getLogger(__name__)
+
+# The longest another holder's lease is honoured, in multiples of our own duration.
+OBSERVED_DURATION_FACTOR = 2
 
 
 
@@ -82,6 +86,7 @@ class LeaseElector:
         self._last_renew = 0.0  # monotonic time the last successful write was sent
         self._sent = 0.0  # monotonic time the write under way was sent
         self._stopped = asyncio.Event()
+        metrics.leader(name, False)  # a backup until it acquires the lease
 
     def valid_until(self) -> float:
         """Monotonic time until which calls made under the lease may run: the renew
@@ -142,6 +147,7 @@ class LeaseElector:
         if leading == self.leading:
             return
         self.leading = leading
+        metrics.leader(self.name, leading)
         log.info("lease %s/%s: %s %s", self.namespace, self.name, self.identity,
                  "acquired leadership" if leading else "is not the leader")
         if self._on_change is not None:
@@ -164,7 +170,7 @@ class LeaseElector:
         if record != self._observed:
             self._observed = record
             self._observed_at = now_mono
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        duration = self.observed_duration(spec.get("leaseDurationSeconds"))
         if holder and holder != self.identity and now_mono - self._observed_at < duration:
             return False  # someone else holds a lease that has not expired
         new_spec: Json = {
@@ -186,6 +192,21 @@ class LeaseElector:
             raise
         self._remember(updated)
         return True
+
+    def observed_duration(self, raw: object) -> float:
+        """Another holder's leaseDurationSeconds, capped at OBSERVED_DURATION_FACTOR times
+        ours: whoever may write the Lease (a Dedicated scheduler's token could, before
+        its role lost the operator's Lease) would otherwise park every candidate for
+        decades with 2147483647. The cap is safe: a holder that stops renewing steps
+        down at 2/3 of its own duration, so candidates wait long enough for any peer
+        whose duration is up to 3 times ours (peers of one Deployment share theirs)."""
+        try:
+            observed = float(raw) if isinstance(raw, int | float | str) and raw else 0.0
+        except ValueError:
+            observed = 0.0
+        if not observed > 0:
+            return float(self.lease_duration)
+        return min(observed, OBSERVED_DURATION_FACTOR * float(self.lease_duration))
 
     async def _create(self) -> bool:
         now = micro_time()

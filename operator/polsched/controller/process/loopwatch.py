@@ -54,6 +54,13 @@ class LoopWatch:
                                         daemon=True)
         self._thread.start()
 
+    def lag(self) -> float:
+        """Seconds since the loop last turned (beats every `beat` seconds while it runs):
+        what /healthz checks (controller.process.health). Read from any thread."""
+        if self._task is None:
+            return 0.0
+        return max(0.0, time.monotonic() - self._last - self.beat)
+
     async def _heartbeat(self) -> None:
         while True:
             self._last = time.monotonic()

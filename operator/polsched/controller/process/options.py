@@ -10,12 +10,30 @@ import argparse
 import os
 
 DEFAULT_NAMESPACE = "polsched-system"
+# Where Dedicated schedulers elect (manifests/rbac/dedicated.yaml): apart from the
+# operator's Lease, which their role therefore cannot reach.
+DEDICATED_LEASE_NAMESPACE = "polsched-leases"
 LEASE_DURATION_SECONDS = 15
 RENEW_PERIOD_SECONDS = 2.0
 STATUS_INTERVAL_SECONDS = 0.3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:8080"
 # cluster.node_metrics.DEFAULT_INTERVAL_SECONDS (not imported: this module stays light).
 NODE_METRICS_INTERVAL = 15.0
+
+
+# framework.budget.DEFAULT_ATTEMPT_BUDGET_SECONDS (the parser imports only the standard
+# library: test_layers).
+DEFAULT_ATTEMPT_BUDGET = 1.0
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError("must be from 0 (no budget) to 60 seconds")
+    return value
 
 
 def _interval(text: str) -> float:
@@ -83,6 +101,15 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "with a warning when that port is taken; an address given "
                         "explicitly must bind). Serve it beyond this host only behind "
                         "authentication or a NetworkPolicy: it is plain HTTP, unauthenticated")
+    p.add_argument("--metrics-secure-listen", metavar="HOST:PORT", default=None,
+                   help="also serve /metrics over HTTPS here, to bearer tokens the API "
+                        "server authenticates (TokenReview) and allows to get the "
+                        "non-resource URL /metrics (SubjectAccessReview), as kube-scheduler's "
+                        "secure port; the process's identity then needs to create both "
+                        "reviews (default: off)")
+    p.add_argument("--metrics-cert-dir", metavar="DIR", default=None,
+                   help="tls.crt and tls.key of --metrics-secure-listen (default: a "
+                        "self-signed certificate made at start)")
     p.add_argument("--health-listen", metavar="HOST:PORT", default=None,
                    help="also serve /healthz and /readyz (nothing else) here, for kubelet "
                         "probes on the pod's IP while /metrics stays on --metrics-listen "
@@ -103,6 +130,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "Metrics API (metrics.k8s.io), for policies whose scorers do not set "
                         "metricsIntervalSeconds; nothing is read without such a policy "
                         "(default %(default)s)")
+    p.add_argument("--attempt-budget", type=_budget, default=DEFAULT_ATTEMPT_BUDGET,
+                   metavar="SECONDS",
+                   help="the time one scheduling attempt's search may take (PreFilter, "
+                        "Filter, Score, DRA allocation); past it the attempt ends with a "
+                        "FailedScheduling naming this budget and the pod is retried after "
+                        "a backoff, so one pod cannot hold the loop every policy shares; "
+                        "0: no budget (default %(default)s)")
     p.add_argument("--reserved-scheduler-names", metavar="NAME,...", default="",
                    help="schedulerNames no policy may claim, besides default-scheduler "
                         "(reserved unless --allow-default-scheduler-name): the profiles of "
@@ -113,6 +147,18 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "names no scheduler: only when polsched replaces kube-scheduler, "
                         "which must not run (docs/replacing-kube-scheduler.md; default: "
                         "refused)")
+    p.add_argument("--tenancy-config", metavar="FILE", default=None,
+                   help="the cluster admin's SchedulingTenancy (YAML): who may claim which "
+                        "schedulerName, which of TaintToleration, NodeAffinity and "
+                        "NodeUnschedulable a policy may switch off, caps on Dedicated "
+                        "policies, the name grace period; see docs/security.md (default: "
+                        "anyone claims any free name, none of the three may be switched off, "
+                        "no caps, 300 s grace)")
+    p.add_argument("--allow-disabling", metavar="PLUGIN,...", default="",
+                   help="of TaintToleration, NodeAffinity and NodeUnschedulable, which a "
+                        "policy may switch off, besides the tenancy configuration's "
+                        "allowDisabling (the operator passes its own to the Dedicated "
+                        "schedulers it deploys; default: none)")
     p.add_argument("--extender-deny", metavar="CIDR,...", default=None,
                    help="extender URLs whose host is or resolves into these networks are "
                         "refused, when the policy is applied (spec.extenders[i].urlPrefix) "
@@ -149,6 +195,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "and key, apart from --webhook-secret so that only the operator "
                         "reads the CA key (default polsched-webhook-ca; used with "
                         "--webhook-service or --webhook-secret)")
+    p.add_argument("--webhook-certificates", choices=("self-managed", "external"),
+                   default="self-managed",
+                   help="self-managed: the operator makes, renews and injects the webhook's "
+                        "CA and serving certificate (--webhook-secret, --webhook-ca-secret); "
+                        "external: another issuer (cert-manager) keeps tls.crt and tls.key in "
+                        "--webhook-secret, which the operator serves as they are and reloads "
+                        "when the Secret changes, never writing it nor the caBundle (which "
+                        "cert-manager's CA injector fills); needs --webhook-service "
+                        "(default %(default)s)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
@@ -171,6 +226,10 @@ def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
                    help="elect with a Lease named after the policy (default true, as "
                         "kube-scheduler); false only for a single process run by hand "
                         "(auto: the same as true)")
+    p.add_argument("--lease-namespace", default=DEDICATED_LEASE_NAMESPACE,
+                   help="the namespace of the policy's Lease; the install grants Dedicated "
+                        "schedulers Leases only there, apart from the operator's Lease "
+                        "(default %(default)s)")
     p.add_argument("--extender-ca-dir", metavar="DIR", default=None,
                    help="the extenders' CA Secrets of --namespace as mounted in this pod, "
                         "DIR/SECRET/ca.crt (the Deployment the operator renders sets it); "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -36,17 +37,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from polsched.api.admission import AdmissionRules, DestinationPolicy, parse_networks
+from polsched.api.tenancy import PROTECTED_PLUGINS, Tenancy, TenancyError, parse_tenancy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies.ledger import BindLedger
 from polsched.controller.policies.reconciler import PolicyReconciler
 from polsched.controller.policies.status import StatusWriter
 from polsched.controller.policies.watch import watch_policies
-from polsched.controller.process import credentials, gcpolicy
+from polsched.controller.process import credentials, gcpolicy, secure_metrics
 from polsched.controller.process.endpoints import Endpoints, probes_for, serve_metrics
 from polsched.controller.process.health import Liveness
 from polsched.controller.process.leases import LeaseThread, LeaseTiming
+from polsched.controller.process.loopwatch import LoopWatch
 from polsched.controller.process.options import (
     DEFAULT_EXTENDER_DENY,
     DEFAULT_EXTENDER_DENY_IN_CLUSTER,
@@ -86,8 +91,29 @@ def admission_rules(args: argparse.Namespace, api_server: str) -> AdmissionRules
     if host and port and port.isdigit():
         destinations = destinations.with_api_server(host, int(port))
     reserved = [n.strip() for n in args.reserved_scheduler_names.split(",") if n.strip()]
-    return AdmissionRules.make(reserved, destinations,
+    tenancy = read_tenancy(args.tenancy_config)
+    switch_off = [n.strip() for n in args.allow_disabling.split(",") if n.strip()]
+    for name in switch_off:
+        if name not in PROTECTED_PLUGINS:
+            raise SystemExit(f"polsched: --allow-disabling: {name!r} is not one of "
+                             f"{', '.join(PROTECTED_PLUGINS)}")
+    if switch_off:
+        tenancy = dataclasses.replace(
+            tenancy, allow_disabling=tenancy.allow_disabling | set(switch_off))
+    return AdmissionRules.make(reserved, destinations, tenancy,
                                allow_default_scheduler=args.allow_default_scheduler_name)
+
+
+def read_tenancy(path: str | None) -> Tenancy:
+    """The admin's tenancy configuration from --tenancy-config (None: the protective
+    defaults). Raises SystemExit naming the file and the field that does not parse."""
+    if not path:
+        return parse_tenancy(None)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_tenancy(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError, TenancyError) as e:
+        raise SystemExit(f"polsched: --tenancy-config {path}: {e}") from e
 
 
 async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
@@ -103,7 +129,7 @@ async def resolve_api_servers(rules: AdmissionRules) -> AdmissionRules:
             continue
         for *_, sockaddr in infos:
             destinations = destinations.with_api_server(str(sockaddr[0]), port)
-    return AdmissionRules(rules.reserved_scheduler_names, destinations)
+    return dataclasses.replace(rules, destinations=destinations)
 
 
 async def until_stopped() -> None:
@@ -151,8 +177,14 @@ class ProcessConfig:
     # --metrics-listen (None: the default address) and --health-listen.
     metrics_listen: str | None = None
     health_listen: str | None = None
+    # --metrics-secure-listen and --metrics-cert-dir (None: off).
+    secure_metrics: secure_metrics.Options | None = None
     # The one policy this process watches (a Dedicated scheduler's); None: every policy.
     policy: str | None = None
+    # How long the scheduling loop may stand still before /healthz fails: far above any
+    # attempt (the cost model and the budgets bound those), below the restart a stuck
+    # process deserves. The kubelet's probe adds its period x failureThreshold.
+    max_loop_lag: float = 30.0
 
 
 def lease_client(kubeconfig: str | None, client: ApiClient,
@@ -187,6 +219,10 @@ class Process:
         election = config.election
         # What /healthz reports: the engine's loop, the watched tasks, the leadership.
         self.liveness = Liveness(grace=config.liveness_grace)
+        # Says when the loop stands still, and where (binds and events wait meanwhile);
+        # /healthz fails once its lag passes max_loop_lag.
+        self.loopwatch = LoopWatch()
+        self.liveness.lag("scheduling loop", self.loopwatch.lag, config.max_loop_lag)
         self.elector: LeaseThread | None = None
         deadline = None
         if election is not None:
@@ -278,12 +314,15 @@ class Process:
         # The cache's lists (sent by controller.process.boot) are applied while the rest
         # sets up (`prerequisite`, the metrics server, kopf): the sync is the longest part
         # of the start-up.
+        self.loopwatch.start()
         sync = loop.create_task(self.engine.start(), name="polsched-sync")
         ready, healthy = probes_for(self.engine, self.liveness)
         try:
             # Ready once the cache has synced (engine.start() returns then), while healthy.
             self._probes = await serve_metrics(cfg.metrics_listen, ready, healthy,
-                                               cfg.health_listen)
+                                               cfg.health_listen, self.liveness.explain,
+                                               None if cfg.secure_metrics is None else
+                                               (cfg.secure_metrics, self.client))
             if prerequisite is not None:
                 await prerequisite
             main = until()
@@ -327,6 +366,7 @@ class Process:
                 await t
         await self.engine.stop()
         await self.client.close()
+        await self.loopwatch.stop()
 
     async def close(self) -> None:
         """Stop the process, once: no more policy events and no new binds, then the last
@@ -356,3 +396,4 @@ class Process:
         await self.client.close()
         if self._probes is not None:
             await self._probes.cleanup()
+        await self.loopwatch.stop()

@@ -17,6 +17,11 @@ RBAC rightly cannot create, and exit after its retries). Two ways to serve it:
   them is invalid (CertificateManager, as open-policy-agent/cert-controller's rotator).
   Both Secrets and the configuration are watched by name: a broken Secret is made good,
   and a re-created or edited configuration gets its caBundle back, at once.
+- In-cluster with certificates it did not make (`--webhook-certificates external`, the
+  chart's cert-manager mode): the serving certificate and key are read from
+  `--webhook-secret` as cert-manager's Certificate writes them, reloaded when the Secret
+  changes, and never made, renewed or written; cert-manager's CA injector, not the
+  operator, fills the caBundle (ExternalCertificates).
 - Local (`--webhook-listen` alone, for `polsched run` on a laptop and the e2e tests):
   the configuration `polsched.io` points at https://HOST:PORT with a CA made in memory
   (or kept in `--webhook-secret`), failurePolicy Ignore, and its webhook is removed

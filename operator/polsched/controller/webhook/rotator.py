@@ -1,7 +1,9 @@
 """Where the webhook's certificates are kept, and kept valid: CertificateManager stores
 the CA and the serving certificate in two Secrets shared by every replica and renews them
 when due (as open-policy-agent/cert-controller's rotator); EphemeralCertificates makes
-them once, in memory, for a local process. Both are a CertificateSource for the server.
+them once, in memory, for a local process; ExternalCertificates reads what another issuer
+(cert-manager) keeps in a Secret and never writes it. Each is a CertificateSource for the
+server.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from polsched.controller.webhook.certificates import (
     CertificateDays,
     Certificates,
     b64,
+    key_matches,
     renewed,
     validity,
 )
@@ -208,6 +211,63 @@ class EphemeralCertificates:
         """Nothing outside the process changes them."""
         await asyncio.Event().wait()
         yield None  # pragma: no cover
+
+
+class ExternalCertificates:
+    """`--webhook-certificates external`: the serving certificate and key another issuer
+    keeps in the Secret `secret` of `namespace` (cert-manager's Certificate writes tls.crt,
+    tls.key and ca.crt there), read as they are and watched by name, so that a renewal is
+    served as soon as it is written. Nothing is made, renewed or written here, and the CA
+    bundle is not published by the operator (cert-manager's CA injector fills the
+    configuration's caBundle). What cannot be served (the Secret missing, a key that is not
+    the certificate's) is an error: the server retries before it first serves, and keeps
+    the certificate it has afterwards."""
+
+    def __init__(self, client: ApiClient, namespace: str, secret: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.secret = secret
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/secrets/{self.secret}"
+
+    async def ensure(self) -> Certificates:
+        where = f"the webhook's Secret {self.namespace}/{self.secret}"
+        try:
+            obj = await self.client.get(self.path)
+        except ApiError as e:
+            if e.status == 404:
+                raise RuntimeError(f"{where} does not exist (yet): with --webhook-certificates "
+                                   "external, cert-manager's Certificate (or whoever issues "
+                                   "the certificate) writes it") from e
+            raise RuntimeError(f"reading {where}: {e}") from e
+        data = _data(obj)
+        cert, key = data.get("tls.crt", ""), data.get("tls.key", "")
+        if not cert or not key:
+            raise RuntimeError(f"{where}: tls.crt and tls.key must both be set")
+        if not await asyncio.to_thread(key_matches, cert, key):
+            raise RuntimeError(f"{where}: tls.key is not the key of tls.crt's certificate "
+                               "(or either is not PEM)")
+        return Certificates(data.get("ca.crt", ""), "", cert, key, ())
+
+    async def changes(self) -> AsyncIterator[None]:
+        """Yields whenever the Secret changes (or is deleted)."""
+        wake: asyncio.Queue[None] = asyncio.Queue()
+        task = asyncio.get_running_loop().create_task(
+            watch_named(self.client, f"/api/v1/namespaces/{self.namespace}/secrets",
+                        self.secret, lambda _kind, _obj: wake.put_nowait(None)),
+            name=f"polsched-webhook-secret-{self.secret}")
+        try:
+            while True:
+                await wake.get()
+                while not wake.empty():
+                    wake.get_nowait()
+                yield None
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 class CertificateSource(Protocol):

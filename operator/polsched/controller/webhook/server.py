@@ -9,26 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp.web
 
 from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiError
 from polsched.controller.process.kopf_import import kopf
-from polsched.controller.webhook.certificates import Certificates, b64
+from polsched.controller.webhook.certificates import Certificates, b64, validity
 from polsched.controller.webhook.configuration import CONFIGURATIONS, Publisher
 from polsched.controller.webhook.rotator import CertificateSource
 from polsched.controller.webhook.watch import watch_named
+from polsched.scheduler import metrics
 
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL = 3600.0
+# The largest AdmissionReview read: an UPDATE carries the object and the old object, each
+# at most etcd's 1.5 MiB request limit, in a small envelope. Larger bodies are refused
+# (413) before they are parsed; aiohttp's implicit 1 MiB refused large valid updates.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 # After a new CA: the bundle (old + new CA) is published first; the server switches to a
 # certificate of the new CA once the apiserver has had time to read the new bundle.
 CA_SWITCH_DELAY = 10.0
@@ -42,6 +48,7 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
         key.touch(0o600)
         key.write_text(certs.key)
         context.load_cert_chain(str(crt), str(key))
+    metrics.webhook_certificate(validity(certs.cert)[1].timestamp())
 
 
 class ManagedWebhookServer:
@@ -53,7 +60,8 @@ class ManagedWebhookServer:
     client config (CA bundle), before the server presents a certificate of a new CA,
     and `publish.withdraw()` is called when the server stops. Checks the certificates
     every `check_interval` seconds; a renewal goes into the running server's SSL
-    context, no restart."""
+    context, no restart. `current` is what it serves (None before it serves):
+    `current.not_after` is the serving certificate's expiry."""
 
     def __init__(self, listen: str, manager: CertificateSource, *,
                  service: tuple[str, str, int] | None = None,
@@ -68,6 +76,7 @@ class ManagedWebhookServer:
         self.check_interval = check_interval
         self.ca_switch_delay = ca_switch_delay
         self.backoff = backoff
+        self.current: Certificates | None = None
 
     async def _publish(self, certs: Certificates) -> bool:
         if self.publish is None:
@@ -109,12 +118,12 @@ class ManagedWebhookServer:
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
-            return await kopf.WebhookServer._serve(fn, request)
+            return await serve_review(fn, request)
 
         certs = await self._first_certificates()
         context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
         load_into(context, certs)
-        app = aiohttp.web.Application()
+        app = aiohttp.web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.add_routes([aiohttp.web.post("/{id:.*}", serve)])
         runner = aiohttp.web.AppRunner(app, handle_signals=False)
         await runner.setup()
@@ -143,6 +152,7 @@ class ManagedWebhookServer:
             site = aiohttp.web.TCPSite(runner, self.host, self.port, ssl_context=context,
                                        reuse_address=True)
             await site.start()
+            self.current = certs
             log.info("serving the validating webhook on https://%s:%d%s", self.host,
                      self.port, "" if self.service is None else
                      f" (Service {self.service[0]}/{self.service[1]}:{self.service[2]})")
@@ -194,8 +204,9 @@ class ManagedWebhookServer:
                         log.error("webhook certificate not loaded, still serving the "
                                   "previous one: %s", e)
                         continue
-                certs = fresh
+                certs = self.current = fresh
         finally:
+            self.current = None
             for t in watchers:  # before withdraw(): its own edit is no drift
                 t.cancel()
             for t in watchers:
@@ -208,6 +219,39 @@ class ManagedWebhookServer:
                     log.warning("webhook configuration not withdrawn: %s", e)
             with contextlib.suppress(Exception):
                 await runner.cleanup()
+
+
+async def serve_review(fn: kopf.WebhookFn, request: aiohttp.web.Request
+                       ) -> aiohttp.web.Response:
+    """One AdmissionReview, served as kopf's public contract for a custom webhook server
+    asks (kopf.WebhookFn, kopf.WebhookServerProtocol): the decoded request goes to `fn`
+    with the route's id, the headers and the client's TLS certificate, and its response
+    goes back as JSON. A body that is not a JSON object, or a review kopf cannot take
+    (data missing, a resource without a handler), is answered 400 with the reason, and the
+    apiserver applies the configuration's failurePolicy. (kopf's own server answers its
+    unknown and ambiguous resources 404 and 409; which of its exceptions those are is not
+    public, and to the apiserver each is a failed call.)"""
+    try:
+        data = json.loads(await request.text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise aiohttp.web.HTTPBadRequest(reason=_reason(f"not JSON: {e}")) from e
+    if not isinstance(data, dict):
+        raise aiohttp.web.HTTPBadRequest(reason="not an AdmissionReview (a JSON object)")
+    peer = request.transport.get_extra_info("peercert") if request.transport else None
+    try:
+        # cast: the request's TypedDict (kopf's reviews.Request) is not in kopf's public API.
+        response = await fn(cast(Any, data), webhook=request.match_info.get("id"),
+                            headers=dict(request.headers), sslpeer=peer)
+    except Exception as e:
+        log.warning("admission request not served (400): %s: %s", type(e).__name__, e)
+        raise aiohttp.web.HTTPBadRequest(reason=_reason(str(e) or type(e).__name__)) from e
+    return aiohttp.web.json_response(response)
+
+
+def _reason(text: str) -> str:
+    """An HTTP reason phrase: one line, bounded."""
+    line = " ".join(text.split())
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -9,6 +9,8 @@ upstream's k8s.io/dynamic-resource-allocation). The package:
   queueing hints) over the cache's listers;
 - extended_score: the node's devices as the allocatable of an extended resource a
   DeviceClass serves, for NodeResourcesFit's and BalancedAllocation's scores;
+- allocated: the devices in use: allocated claims (AllocatedIndex) and Reserve's
+  allocations in flight (ClaimTracker), as upstream's allocateddevices.go;
 - diagnose: the device-level account `polsched explain` prints.
 """
 

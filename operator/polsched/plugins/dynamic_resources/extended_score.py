@@ -21,7 +21,7 @@ from polsched.dra import AllocatedState, NodeRef, model, node_matches
 from polsched.framework import device_classes as dc
 from polsched.framework import listers as ls
 from polsched.framework.types import NodeInfo
-from polsched.plugins.dynamic_resources.plugin import allocated_state
+from polsched.plugins.dynamic_resources.allocated import allocated_state
 
 
 class DeviceTotals:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from polsched.framework import listers as ls
+from polsched.framework.cycle_state import Budget
 from polsched.framework.interfaces import Handle
 from polsched.framework.nodeaffinity import REQUIRED, RequiredNodeAffinity
 from polsched.framework.selectors import (
@@ -278,7 +279,7 @@ class SpreadBase:
 
     def _aggregate(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
                    action: str, default_sig: str, snapshot: Snapshot,
-                   require_all: bool = True) -> Aggregate:
+                   require_all: bool = True, budget: Budget | None = None) -> Aggregate:
         """Every node's matching pods per constraint and domain, summed (group i: domain
         value -> pods of constraint i), kept across cycles (node_memo.Aggregate) on
         everything a node's share depends on, the default constraints' selector included.
@@ -286,7 +287,8 @@ class SpreadBase:
         counts it when its node inclusion policies let it in. When scoring, hostname
         constraints are not summed per domain: group -1-i holds node name -> pods of
         constraint i, for every node with the hostname label (Score counts those per node,
-        without the inclusion policies, as upstream)."""
+        without the inclusion policies, as upstream). `budget`: the attempt's time budget,
+        checked once per node counted."""
         agg = self._counts.get((action, pod.namespace, _spread_signature(pod, action),
                                 default_sig, require_all))
         scoring = action == SCHEDULE_ANYWAY
@@ -297,6 +299,8 @@ class SpreadBase:
             labels = node.labels
             if require_all and not has_keys(labels, constraints):
                 return ()
+            if budget is not None:
+                budget.check(f"{NAME}, counting the pods its constraints select")
             if not inclusion:
                 inclusion.append(NodeInclusion(pod))
             includes = inclusion[0].includes
@@ -317,7 +321,7 @@ class SpreadBase:
 
     def _domain_counts(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
                        snapshot: Snapshot, require_all: bool = True,
-                       ) -> list[dict[str, int]] | None:
+                       budget: Budget | None = None) -> list[dict[str, int]] | None:
         """Per constraint, domain value -> matching pods over the nodes that take part (every
         topologyKey when `require_all`, else a missing key is the value "") and that the
         constraint's inclusion policies let in: what summing every node's row gives,
@@ -370,6 +374,8 @@ class SpreadBase:
                 selector = c.selector
 
                 def matching(node: NodeInfo, selector: Matcher = selector) -> Share:
+                    if budget is not None:
+                        budget.check(f"{NAME}, counting the pods its constraints select")
                     n = count_matching(node, selector, namespace)
                     return ((0, node_class(node), n),) if n else ()
 

@@ -72,10 +72,10 @@ class Filtering(SpreadBase, PreFilterPlugin, PreFilterExtensions, FilterPlugin, 
             return Status.error(f"obtaining pod's hard topology spread constraints: {err}")
         if not constraints:
             return SKIP
-        counts = self._domain_counts(pod, constraints, snapshot)
+        counts = self._domain_counts(pod, constraints, snapshot, budget=state.budget)
         if counts is None:
             totals = self._aggregate(pod, constraints, DO_NOT_SCHEDULE, default_sig,
-                                     snapshot).totals
+                                     snapshot, budget=state.budget).totals
             # The aggregate's own dicts: read only (AddPod / RemovePod copy them).
             counts = [cast(dict[str, int], totals.get(i) or {})
                       for i in range(len(constraints))]

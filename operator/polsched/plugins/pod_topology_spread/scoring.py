@@ -77,14 +77,14 @@ class Scoring(SpreadBase, PreScorePlugin, ScorePlugin, ScoreExtensions):
             kept = [n for n in nodes if has_keys(n.labels, constraints)]
             if len(kept) != len(nodes):
                 ignored = {n.name for n in nodes} - {n.name for n in kept}
-        fast = self._domain_counts(pod, constraints, snapshot, require_all)
+        fast = self._domain_counts(pod, constraints, snapshot, require_all, state.budget)
         shares: Mapping[str, tuple[NodeInfo, int, Share]] = {}
         totals: Mapping[Hashable, Mapping[Hashable, int]] = {}
         if fast is not None:
             totals = cast(Mapping[Hashable, Mapping[Hashable, int]], dict(enumerate(fast)))
         else:
             agg = self._aggregate(pod, constraints, SCHEDULE_ANYWAY, default_sig, snapshot,
-                                  require_all)
+                                  require_all, state.budget)
             totals, shares = agg.totals, agg.shares
         counts: list[dict[str, int]] = []
         weights: list[float] = []

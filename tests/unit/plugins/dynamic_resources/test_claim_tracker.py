@@ -11,8 +11,8 @@ import pytest
 
 from polsched.framework import listers as ls
 from polsched.framework.listers import Listers
-from polsched.plugins.dynamic_resources import plugin
-from polsched.plugins.dynamic_resources.plugin import ClaimTracker, _InFlight
+from polsched.plugins.dynamic_resources import allocated
+from polsched.plugins.dynamic_resources.allocated import ClaimTracker, InFlight
 
 pytestmark = pytest.mark.unit
 
@@ -23,9 +23,9 @@ def claim(name: str, uid: str, rv: str) -> dict[str, Any]:
             "spec": {"devices": {"requests": []}}}
 
 
-def created_entry(now: float) -> _InFlight:
+def created_entry(now: float) -> InFlight:
     """What PreBind leaves after creating the claim and writing its status (rv 12)."""
-    return _InFlight(allocation={"devices": {}}, written_rv="12", key="ns/ext",
+    return InFlight(allocation={"devices": {}}, written_rv="12", key="ns/ext",
                      seen=False, created_at=now)
 
 
@@ -62,7 +62,7 @@ def test_existing_claim_absent_is_deleted() -> None:
     """A claim that was in the cache when Reserve allocated it (seen by default): absent
     means deleted."""
     listers, tracker = Listers(), ClaimTracker()
-    tracker.in_flight["u2"] = _InFlight(allocation={}, written_rv="5", key="ns/c")
+    tracker.in_flight["u2"] = InFlight(allocation={}, written_rv="5", key="ns/c")
     tracker.settle(listers)
     assert "u2" not in tracker.in_flight
 
@@ -73,7 +73,7 @@ def test_created_claim_never_seen_is_forgotten_after_the_grace(
     monkeypatch.setattr("time.monotonic", lambda: now[0])
     listers, tracker = Listers(), ClaimTracker()
     tracker.in_flight["u1"] = created_entry(now[0])
-    now[0] += plugin.UNSEEN_GRACE_SECONDS - 1
+    now[0] += allocated.UNSEEN_GRACE_SECONDS - 1
     tracker.settle(listers)
     assert "u1" in tracker.in_flight
     now[0] += 2

@@ -16,11 +16,8 @@ from polsched.framework import NodeInfo, PodInfo, Snapshot
 from polsched.framework import listers as ls
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.listers import Listers
-from polsched.plugins.dynamic_resources.plugin import (
-    AllocatedIndex,
-    DynamicResources,
-    _add_allocation,
-)
+from polsched.plugins.dynamic_resources.allocated import AllocatedIndex, add_allocation
+from polsched.plugins.dynamic_resources.plugin import DynamicResources
 from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
@@ -143,7 +140,7 @@ def fresh_state(listers: Listers) -> tuple[set[Any], set[str]]:
         alloc = (raw.get("status") or {}).get("allocation")
         if alloc is not None:
             uids.add(raw["metadata"]["uid"])
-            _add_allocation(state, alloc)
+            add_allocation(state, alloc)
     return state.devices, uids
 
 

@@ -36,10 +36,7 @@ from polsched.framework.nominator import Nominator
 from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.objects import Json
-from polsched.plugins.default_preemption import (
-    DISRUPTION_TARGET,
-    REASON_PREEMPTION_BY_SCHEDULER,
-)
+from polsched.preemption.victims import DISRUPTION_TARGET, REASON_PREEMPTION_BY_SCHEDULER
 from polsched.scheduler import metrics
 from polsched.scheduler.recorder import NORMAL, rfc3339
 

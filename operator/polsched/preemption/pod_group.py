@@ -1,4 +1,5 @@
-"""Workload-aware preemption: DefaultPreemption's PodGroupPostFilter (GenericWorkload).
+"""Workload-aware preemption, DefaultPreemption's PodGroupPostFilter (GenericWorkload): the
+PodGroupEvaluator.
 
 Follows kube-scheduler v1.37's PodGroupEvaluator (pkg/scheduler/framework/preemption/
 podgrouppreemption.go, with types.go and util.go), the gate PodGroupPreemptionPolicy off:
@@ -51,6 +52,11 @@ from polsched.framework.interfaces import (
 from polsched.framework.podgroups import PodGroups, pod_group_key
 from polsched.framework.status import Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
+from polsched.preemption.victims import (
+    filter_victims_with_pdb_violation,
+    pod_terminating_by_preemption,
+    start_time,
+)
 
 PREFIX = "pod group preemption: "
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
@@ -61,8 +67,6 @@ NO_VICTIMS = "No preemption victims found for incoming preemptor"
 PREEMPTOR_TYPE = "podgroup"
 # The candidate's name when the domain is the whole cluster (Preempt).
 CLUSTER_DOMAIN = "cluster"
-DISRUPTION_TARGET = "DisruptionTarget"
-REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
 def found_placement(n: int) -> str:
@@ -92,11 +96,6 @@ def _disrupts_all(pod_group: Json | None) -> bool:
     return isinstance(mode, dict) and mode.get("all") is not None
 
 
-def _start(pod: PodInfo, now: float) -> float:
-    from polsched.plugins.default_preemption import start_time  # one definition
-    return start_time(pod, now)
-
-
 @dataclass
 class DomainVictim:
     """A victim: one pod, or the scheduled pods of a PodGroup taken whole."""
@@ -106,7 +105,7 @@ class DomainVictim:
     group: str = ""  # the PodGroup's key when the victim is a group
 
     def earliest_start(self, now: float) -> float:
-        return min((_start(p, now) for p in self.pods), default=now)
+        return min((start_time(p, now) for p in self.pods), default=now)
 
 
 def more_important_key(now: float) -> Callable[[DomainVictim], tuple[int, int, int, float]]:
@@ -203,7 +202,6 @@ def is_ongoing_preemption(pods: Sequence[PodInfo], priority: int, snapshot: Snap
                           groups: PodGroups | None) -> bool:
     """isOngoingPreemption: a member's nominated node has a pod of lower priority that
     is terminating by preemption."""
-    from polsched.plugins.default_preemption import pod_terminating_by_preemption
     nominated = {p.nominated_node for p in pods if p.nominated_node}
     for name in sorted(nominated):
         node = snapshot.get(name)
@@ -220,7 +218,6 @@ async def preempt(handle: FrameworkHandle, group: PodGroupInfo, pods: Sequence[P
                   groups: PodGroups | None, pdbs: Sequence[Json]
                   ) -> tuple[PodGroupPostFilterResult | None, Status]:
     """PodGroupEvaluator.Preempt (messages without DefaultPreemption's prefix)."""
-    from polsched.plugins.default_preemption import filter_victims_with_pdb_violation
     priority = group_priority(group.pod_group)
     if preemption_policy(pods) == "Never":
         return None, Status.unschedulable(NOT_ELIGIBLE_NEVER)
