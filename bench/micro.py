@@ -64,7 +64,7 @@ from polsched.framework.budget import new_budget  # noqa: E402
 from polsched.framework.interfaces import Handle  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
-from polsched.scheduler.algorithm import schedule_pod  # noqa: E402
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
@@ -190,7 +190,7 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         else:
             ts = t1
         result = run_sync(schedule_pod(pipeline, pod, snapshot,
-                                       budget=new_budget(ATTEMPT_BUDGET[0])))
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
         t2 = clock()
         node = result.node
         if node is None:
@@ -284,7 +284,7 @@ def plugin_times(workload: wl.Workload) -> dict[str, float]:
         pod = cache.pods[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"]
         t = clock()
         result = run_sync(schedule_pod(pipeline, pod, snapshot,
-                                       budget=new_budget(ATTEMPT_BUDGET[0])))
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
         t_all += clock() - t
         if result.node is not None:
             if workload.dra:

@@ -3,7 +3,8 @@
 Per pod, these must be equal: the outcome (bound, Unschedulable, SchedulerError, pending),
 the PodScheduled=False message, the first FailedScheduling event's note, what a gated pod
 looked like before its gates were removed, the nominated node and the victims of a
-preemption, and the chosen node wherever both sides' top score was unique. A bound pod
+preemption, the topology domain of a bound member of a topology-constrained gang (and of
+its PodGroup), and the chosen node wherever both sides' top score was unique. A bound pod
 whose best score tied on either side is a tie, counted apart and never a difference; when
 the two sides then chose different nodes, the scenario's later pods met different
 clusters: their differences are counted as "diverged", apart from the real ones.
@@ -23,7 +24,8 @@ from conformance.runner import PodResult, ScenarioResult
 from conformance.scenarios import PRIORITY_CLASSES, Scenario
 from polsched.objects import Json
 
-FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims", "devices")
+FIELDS = ("outcome", "message", "event", "gated", "nominated", "victims", "devices",
+          "domain")
 
 # Differences that docs/differences.md lists on purpose, recognised by what polsched says:
 # (family, why, predicate on the scenario's pod spec and polsched's result).

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import hashlib
 import json
 import os
 import re
@@ -163,6 +164,9 @@ class PodResult:
     # Stepped scenarios: every distinct event note seen for the object so far, in order
     # (recorded for reading, not compared: see Side._snapshot).
     notes: list[str] = field(default_factory=list)
+    # Stepped scenarios with a topology label (scenario.topology_key): a bound pod's
+    # domain (its node's value of the label); for a PodGroup, its bound members' domains.
+    domain: str | None = None
 
     def to_json(self) -> Json:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], {}, "")}
@@ -194,7 +198,7 @@ class Side:
         self.gates = gates
         # The suite's extender (conformance/extender.py), for pods of its resource only.
         self.extender_url = extender_url
-        self.dir = workdir / (f"{key}-gated" if gates else key)
+        self.dir = workdir / side_dir(key, gates)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = str(self.dir / "kubeconfig")
         self.client: ApiClient | None = None
@@ -877,6 +881,14 @@ class Side:
             return [mask(e) for e in self.all_events.get(uid, ())]
 
         out: list[PodResult] = []
+        # node name -> its value of the scenario's topology label
+        domains = {n["metadata"]["name"]: n["metadata"]["labels"][sc.topology_key]
+                   for n in sc.nodes if sc.topology_key in n["metadata"].get("labels", {})}
+        domains_in: dict[str, set[str]] = defaultdict(set)
+        # The PodGroups with a topology constraint: their members' domains are compared
+        # (another group's members land where ties take them).
+        constrained = {k for k, pg in self.podgroups.items()
+                       if sc.topology_key and (pg.get("spec") or {}).get("schedulingConstraints")}
         bound_in: dict[str, int] = defaultdict(int)
         members_in: dict[str, int] = defaultdict(int)
         for key in pods:
@@ -900,6 +912,9 @@ class Side:
                 if sc.exact_nodes:
                     res.node = cur["spec"]["nodeName"]
                     res.unique = True
+                if group and f"{ns}/{group}" in constrained:
+                    res.domain = domains.get(cur["spec"]["nodeName"], "<none>")
+                    domains_in[f"{ns}/{group}"].add(res.domain)
             else:
                 status, reason, msg = _condition_full(cur)
                 res.outcome = reason or status or "pending"
@@ -917,6 +932,8 @@ class Side:
                 res.outcome = "missing"
                 continue
             res.outcome = f"{bound_in[key]} of {members_in[key]} members bound"
+            if domains_in[key]:
+                res.domain = ",".join(sorted(domains_in[key]))
             res.message = "; ".join(
                 mask(f"{c.get('type')}={c.get('status')} {c.get('reason') or ''}: "
                      f"{_condition_message(c)}")
@@ -1115,11 +1132,22 @@ def _bound(pod: Json | None, uid: str) -> Json | None:
     return pod if pod["spec"].get("nodeName") else None
 
 
+def side_dir(key: str, gates: str) -> str:
+    """A side's directory in the run's workdir: KEY, KEY-gated for the gang family's
+    gates, KEY-gated-<slug> for any other gate list (each pair of control planes has its
+    own etcd)."""
+    if not gates:
+        return key
+    if gates == scn.GANG_GATES:
+        return f"{key}-gated"
+    return f"{key}-gated-" + hashlib.sha256(gates.encode()).hexdigest()[:8]
+
+
 def stop_leftovers(workdir: Path) -> None:
     """Stop what a run in `workdir` started, whatever state it was left in: the
     schedulers (by the pid each recorded) and the control planes (ungated and gated)."""
-    for key in ("kube", "polsched", "kube-gated", "polsched-gated"):
-        d = workdir / key
+    for d in sorted({workdir / side_dir(key, gates) for key in ("kube", "polsched")
+                     for gates in ("", *scn.FAMILY_GATES.values())}):
         pid_file = d / "scheduler.pid"
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):

@@ -133,6 +133,9 @@ class Scenario:
     # feasible node), so that the node is compared; otherwise only counts per group are.
     exact_nodes: bool = False
     shape: str = ""  # the gang family's scenario shape (gang_fits, min_decrease, ...)
+    # The gang-topology family: the node label its PodGroups' topology constraints name
+    # (the runner reports each bound member's domain by it).
+    topology_key: str = ""
 
     @property
     def prefix(self) -> str:
@@ -151,6 +154,8 @@ class Scenario:
         if self.steps:
             out["shape"] = self.shape
             out["exact_nodes"] = self.exact_nodes
+            if self.topology_key:
+                out["topology_key"] = self.topology_key
             out["steps"] = [[a.to_json() for a in step] for step in self.steps]
         return out
 
@@ -1298,12 +1303,16 @@ OTHER_SCHEDULER = "conformance-other"  # a scheduler name nobody serves
 
 
 def podgroup(ns: str, name: str, min_count: int | None, *,
-             priority_class: str | None = None) -> Json:
-    """A PodGroup with a gang policy of `min_count`, or a basic policy when None."""
+             priority_class: str | None = None, topology: str | None = None) -> Json:
+    """A PodGroup with a gang policy of `min_count`, or a basic policy when None; with
+    `topology`, the constraint to keep it in one domain of that node label
+    (TopologyAwareWorkloadScheduling)."""
     policy: Json = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     spec: Json = {"schedulingPolicy": policy}
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
     return {"apiVersion": PODGROUP_API, "kind": "PodGroup",
             "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
@@ -1643,6 +1652,192 @@ def fam_gang(b: Builder) -> None:
     GANG_SHAPES[shape](Gang(b, shape))
 
 
+# -- the gang-topology family (TopologyAwareWorkloadScheduling) ------------------------------
+TOPOLOGY_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+RACK = "topology.polsched.io/rack"
+
+
+class Racks(Gang):
+    """A gang scenario whose nodes are in racks (the RACK label): `rack(...)` adds one.
+    Every scenario avoids what kube-scheduler leaves to chance: which of two placements
+    with the same total score wins (a random tie-break), and which placement is tried
+    first (a Go map's order), which a group's message shows when none fits; so either
+    one placement wins by its score, or every rack fails alike."""
+
+    def __init__(self, b: Builder, shape: str) -> None:
+        super().__init__(b, shape)
+        b.sc.topology_key = RACK
+        self.racks = 0
+
+    def rack(self, nodes: int, cpu: int, memory: str = "8Gi") -> str:
+        name = f"r{self.racks}"
+        self.racks += 1
+        for _ in range(nodes):
+            self.b.node(str(cpu), memory, labels={RACK: name})
+        return name
+
+    def tgroup(self, name: str, min_count: int | None, key: str = RACK, **kw: Any) -> Action:
+        return self.group(name, min_count, topology=key, **kw)
+
+
+def _topo_one_rack_fits(g: Racks) -> None:
+    """Only the bigger rack holds the gang: every member lands there (the smaller is
+    infeasible), whatever order the racks come in."""
+    r = g.b.rng
+    for n in r.sample([1, 2], 2):
+        g.rack(n, 4)
+    if g.b.maybe():
+        g.rack(1, 2)  # a rack too small for even two members
+    k = r.choice([3, 4])
+    g.step(g.tgroup("a", k))
+    g.each(g.members("a", k, "1500m"))
+
+
+def _topo_most_members(g: Racks) -> None:
+    """More members than minCount, all there before the PodGroup: two racks hold minCount,
+    one holds them all, and PodGroupPodsCount picks that one."""
+    r = g.b.rng
+    order = r.sample([2, 1], 2)
+    for n in order:
+        g.rack(n, 4)
+    k = r.choice([2, 3])
+    g.either(g.members("a", 4, "1500m"))
+    g.step(g.tgroup("a", k))
+
+
+def _topo_fullest_rack(g: Racks) -> None:
+    """Both racks hold the whole gang: NodeResourcesFit's placement score (MostAllocated)
+    prefers the one already fuller or smaller."""
+    r = g.b.rng
+    kind = r.choice(["bound", "sizes"])
+    if kind == "bound":
+        g.rack(1, 4)
+        g.rack(1, 4)
+        node = g.b.sc.nodes[r.randrange(2)]["metadata"]["name"]
+        g.step(g.pod("p0", None, r.choice(["500m", "1"]), nodeName=node))
+    else:
+        for cpu in r.sample([4, 8], 2):
+            g.rack(1, cpu)
+    g.step(g.tgroup("a", 2))
+    g.each(g.members("a", 2, "1"))
+
+
+def _topo_no_rack_fits(g: Racks) -> None:
+    """Every rack alike and too small: no member bound; the group's message names the
+    placements tried and the first one's status, the same in every rack."""
+    r = g.b.rng
+    racks, per = r.randint(2, 3), r.choice([1, 2])
+    for _ in range(racks):
+        g.rack(per, 2)
+    k = 2 * per + 1
+    g.step(g.tgroup("a", k))
+    g.each(g.members("a", k, "900m"))
+
+
+def _topo_no_label(g: Racks) -> None:
+    """The constraint names a label no node has (no placement at all), or racks that
+    hold some nodes only."""
+    r = g.b.rng
+    if g.b.maybe():
+        g.nodes(2, 4)
+        g.step(g.tgroup("a", 2, key="topology.polsched.io/missing"))
+        g.each(g.members("a", 2, "1"))
+    else:
+        g.nodes(1, 8)  # no rack label: never used by the gang
+        g.rack(1, 4)
+        k = r.choice([2, 3])
+        g.step(g.tgroup("a", k))
+        g.each(g.members("a", k, "1500m"))
+
+
+def _topo_pinned(g: Racks) -> None:
+    """A gang bound in its rack pins later members there: a member that fits only in the
+    other rack stays pending, its message counting the pinned rack's nodes only."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 8)
+    # The 4-CPU rack is the fuller one for 2 x 1500m (MostAllocated), so the gang goes there.
+    g.step(g.tgroup("a", 2))
+    g.each(g.members("a", 2, "1500m"))
+    g.step(g.pod("a2", "a", r.choice(["500m", "1500m"])))
+
+
+def _topo_unconstrained(g: Racks) -> None:
+    """A PodGroup without a topology constraint, the gate on: one placement of every node
+    (placed across racks, or `0/1 placements are available` when it does not fit)."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 4)
+    k = r.choice([3, 5])
+    g.step(g.group("a", k))
+    g.each(g.members("a", k, "1500m"))
+
+
+def _topo_two_gangs(g: Racks) -> None:
+    """Two gangs one after the other: the first takes the rack it fills most, the second
+    gets the other one or nothing."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 6)
+    g.step(g.tgroup("a", 2))
+    g.each(g.members("a", 2, "1500m"))
+    g.step(g.tgroup("b", 2))
+    # 7 CPUs fit nowhere: both racks fail at the first member alike.
+    g.each(g.members("b", 2, r.choice(["1500m", "7"])))
+
+
+def _topo_plain_pods_first(g: Racks) -> None:
+    """Plain pods bound in a rack leave it too little room: the gang goes to the other
+    rack; deleting them later moves nothing."""
+    g.rack(1, 4)
+    g.rack(1, 4)
+    node = g.b.sc.nodes[0]["metadata"]["name"]
+    g.step(g.pod("p0", None, "2", nodeName=node))
+    g.step(g.tgroup("a", 2))
+    g.each(g.members("a", 2, "1500m"))
+    g.step(g.delete("p0"))
+
+
+def _topo_preempt_rack(g: Racks) -> None:
+    """A high-priority gang that fits no rack as it is: workload-aware preemption reruns
+    the placement algorithm without the lower-priority pods, picks the rack it then fits
+    (the other is too small either way) and evicts only what stands in that rack; or, when
+    no rack would hold it even then, evicts nothing."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 2)
+    node = g.b.sc.nodes[0]["metadata"]["name"]
+    g.step(g.pod("low", None, "2", nodeName=node, priorityClassName="conformance-low"))
+    # 1500m: each rack holds one member now (alike: "1 scheduled, 0 remaining"), the big
+    # one both without `low`. 5 CPUs: no rack holds even one, before or after.
+    cpu = r.choice(["1500m", "1500m", "5"])
+    g.step(g.tgroup("a", 2, priority_class="conformance-high"))
+    g.each(g.members("a", 2, cpu, priorityClassName="conformance-high"))
+
+
+TOPOLOGY_SHAPES: dict[str, Callable[[Racks], None]] = {
+    "one_rack_fits": _topo_one_rack_fits,
+    "most_members": _topo_most_members,
+    "fullest_rack": _topo_fullest_rack,
+    "no_rack_fits": _topo_no_rack_fits,
+    "no_label": _topo_no_label,
+    "pinned": _topo_pinned,
+    "unconstrained": _topo_unconstrained,
+    "two_gangs": _topo_two_gangs,
+    "plain_pods_first": _topo_plain_pods_first,
+    "preempt_rack": _topo_preempt_rack,
+}
+
+
+def fam_gang_topology(b: Builder) -> None:
+    """Gangs kept in one rack (PodGroup spec.schedulingConstraints.topology), played on
+    control planes with TOPOLOGY_GATES: a stepped scenario of one of TOPOLOGY_SHAPES,
+    cycled by the scenario's rank in the family; the runner reports each bound member's
+    rack."""
+    shape = list(TOPOLOGY_SHAPES)[b.ordinal % len(TOPOLOGY_SHAPES)]
+    TOPOLOGY_SHAPES[shape](Racks(b, shape))
+
+
 FAMILIES: dict[str, Callable[[Builder], None]] = {
     "resources": fam_resources,
     "init-sidecar": fam_init_sidecar,
@@ -1669,11 +1864,12 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "gang": fam_gang,
     "node-features": fam_node_features,
     "resize": fam_resize,
+    "gang-topology": fam_gang_topology,
 }
 FAMILY_NAMES = list(FAMILIES)
 # Families played on control planes with feature gates of their own (hack/cluster.sh's
 # POLSCHED_FEATURE_GATES; the oracle gets them too): family -> gate list.
-FAMILY_GATES = {"gang": GANG_GATES}
+FAMILY_GATES = {"gang": GANG_GATES, "gang-topology": TOPOLOGY_GATES}
 
 
 def generate(seed: int, index: int, family: str | None = None,

@@ -1,7 +1,7 @@
 """The differential conformance suite's fast subset: kube-scheduler and polsched's default
 policy, side by side on two control planes, agree pod by pod.
 
-`make conformance` plays the whole suite (conformance/, every family, 625 scenarios);
+`make conformance` plays the whole suite (conformance/, every family, 25 scenarios each);
 this test plays FAST_COUNT scenarios of the families in FAST_FAMILIES through the same
 runner and comparison, and fails with the table and the differing pods.
 

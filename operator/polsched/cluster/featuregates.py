@@ -15,6 +15,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from polsched.framework import podgroups
+
 ENV = "POLSCHED_FEATURE_GATES"
 # A bounded, plain list: component-base's --feature-gates syntax (Name=bool, comma-separated).
 _ITEM = re.compile(r"[A-Za-z][A-Za-z0-9]{0,99}=(true|false)")
@@ -54,3 +56,14 @@ def enabled(name: str, env: Mapping[str, str] | None = None) -> bool:
     """Whether the environment's gate list turns `name` on (off when not listed: every gate
     this is asked about is off by default in v1.37)."""
     return parse(from_env(env)).get(name, False)
+
+
+# The gates polsched itself reads (framework.interfaces.Handle.features); every other
+# listed gate only reaches the control plane and kube-scheduler.
+TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = podgroups.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
+
+
+def scheduler_features(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The gates of the environment's list that are on, for the Handle polsched's plugins
+    are built with (the engine, explain and simulate read the same variable)."""
+    return frozenset(name for name, on in parse(from_env(env)).items() if on)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from polsched.api import API_VERSION, KIND, PLURAL, Policy, PolicyError, load_policy
+from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun, snapshot
 from polsched.extender.client import ExtenderSetupError
@@ -49,12 +50,16 @@ from polsched.framework.runtime import Pipeline
 from polsched.framework.status import Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
-from polsched.plugins import CATALOG
+from polsched.plugins import CATALOG, topology_placement
 from polsched.preemption.candidates import PreemptionReport
 from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline, nominator_of
-from polsched.scheduler.schedule_one_podgroup import pod_group_verdict
+from polsched.scheduler.schedule_one_podgroup import (
+    PodGroupResult,
+    placement_capacity,
+    pod_group_verdict,
+)
 
 
 class ExplainError(Exception):
@@ -114,6 +119,41 @@ class GangMember:
 
 
 @dataclass(frozen=True)
+class DomainReport:
+    """One placement the placement algorithm tried for the group (a domain of the
+    topology label, or "" for every node): how many of the group's members it holds
+    (already scheduled ones and pending ones that fit, each seeing those before it),
+    whether the group fit there in the engine's trial (else that trial's status), and
+    when several domains fit, each PlacementScore plugin's weighted score and the total."""
+
+    domain: str
+    nodes: int
+    holds: int
+    feasible: bool
+    status: str = ""
+    scores: dict[str, int] = field(default_factory=dict)
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class TopologyReport:
+    """The placement algorithm's view of the group (TopologyAwareWorkloadScheduling): the
+    label its constraint names (None: no constraint, one placement of every node), every
+    placement tried, the one chosen and why, or why none was."""
+
+    key: str | None
+    domains: list[DomainReport]
+    chosen: str | None
+    why: str
+
+    def to_json(self) -> Json:
+        return {"key": self.key, "chosen": self.chosen, "why": self.why,
+                "domains": [{"domain": d.domain, "nodes": d.nodes, "holds": d.holds,
+                             "feasible": d.feasible, "status": d.status,
+                             "scores": d.scores, "total": d.total} for d in self.domains]}
+
+
+@dataclass(frozen=True)
 class GangReport:
     """The pod group of the pod explained, as the pod-group cycle sees it now: minCount
     (None: a basic group), members already scheduled, each pending member's outcome, and
@@ -125,13 +165,17 @@ class GangReport:
     members: list[GangMember]
     fits: bool
     message: str
+    topology: TopologyReport | None = None
 
     def to_json(self) -> Json:
-        return {"podGroup": self.group, "minCount": self.min_count,
-                "alreadyScheduled": self.scheduled, "fits": self.fits,
-                "message": self.message,
-                "members": [{"pod": m.pod, "node": m.node, "reason": m.reason,
-                             "tried": m.tried} for m in self.members]}
+        out: Json = {"podGroup": self.group, "minCount": self.min_count,
+                     "alreadyScheduled": self.scheduled, "fits": self.fits,
+                     "message": self.message,
+                     "members": [{"pod": m.pod, "node": m.node, "reason": m.reason,
+                                  "tried": m.tried} for m in self.members]}
+        if self.topology is not None:
+            out["topology"] = self.topology.to_json()
+        return out
 
 
 @dataclass
@@ -255,7 +299,8 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
     # The engine's construction, with listers filled from the objects given.
     pipeline: Pipeline = build_pipeline(
         policy, Handle(listers=cache.listers, nominator=nominator, load=node_load,
-                       pod_groups=cache.pod_groups), extenders)
+                       pod_groups=cache.pod_groups,
+                       features=featuregates.scheduler_features()), extenders)
     info = PodInfo.from_json(target)
     refused = pod_bounds.violation(info.spec)
     if refused:  # the engine never queues it (scheduler.profile): no search to explain
@@ -371,8 +416,58 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
         else:
             out.append(GangMember(m.key, None, r.fit_error.message if r.fit_error
                                   is not None else r.status.message))
+    topology = await _explain_topology(pipeline, cache, group, members, outcome,
+                                       state.scheduled_pods_count)
     return GangReport(key, pgs.min_count(obj), state.scheduled_pods_count, out,
-                      status.ok, status.message)
+                      status.ok, status.message, topology)
+
+
+async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                            members: Sequence[PodInfo], outcome: PodGroupResult,
+                            scheduled: int) -> TopologyReport | None:
+    """The placements of the engine's trial (`outcome`, pod_group_algorithm's), each
+    domain's room for the group (placement_capacity, the engine's member search), and
+    the reason for the choice in words; None when the group has no topology constraint
+    and the placement algorithm is off."""
+    key = topology_placement.topology_key(group.pod_group)
+    if outcome.placements is None:
+        if key is None:
+            return None
+        return TopologyReport(key, [], None, (
+            f"{featuregates.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING} is off here, so the "
+            "constraint is not applied: set POLSCHED_FEATURE_GATES as the operator has it"))
+    label = key if key is not None else "placement"
+    domains = []
+    for tried in outcome.placements:
+        holds = scheduled + await placement_capacity(pipeline, cache, members, tried.placement)
+        domains.append(DomainReport(tried.placement.name, len(tried.placement.nodes), holds,
+                                    tried.status.ok, "" if tried.status.ok
+                                    else tried.status.message, tried.scores, tried.total))
+    need = pgs.effective_min_count(group.pod_group)
+    feasible = [d for d in domains if d.feasible]
+    if not domains:
+        why = (f"no node has the label {key}" if outcome.status.message ==
+               "no feasible placements found" else outcome.status.message)
+    elif not feasible:
+        closest = max(domains, key=lambda d: d.holds)
+        why = (f"no {label} domain can hold {need} members; the closest "
+               f"({closest.domain or 'every node'}) holds {closest.holds}")
+    elif len(feasible) == 1:
+        why = (f"{feasible[0].domain or 'every node'} is the only {label} domain that "
+               f"holds the group")
+    else:
+        ranked = sorted(feasible, key=lambda d: -(d.total or 0))
+        best = next(d for d in ranked if d.domain == outcome.chosen)
+        parts = ", ".join(f"{n} {v}" for n, v in best.scores.items())
+        tied = [d.domain for d in ranked if d.total == best.total and d is not best]
+        if tied:
+            why = (f"{best.domain} tied at {best.total} ({parts}) with {', '.join(tied)}; "
+                   "the tie is broken at random, as kube-scheduler does")
+        else:
+            runner_up = next(d for d in ranked if d is not best)
+            why = (f"{best.domain} has the highest total score, {best.total} ({parts}); "
+                   f"next: {runner_up.domain} with {runner_up.total}")
+    return TopologyReport(key, domains, outcome.chosen, why)
 
 
 def _format_gang(g: GangReport) -> list[str]:
@@ -386,6 +481,26 @@ def _format_gang(g: GangReport) -> list[str]:
     out += [dryrun.table(rows)]
     out.append("The group fits: its members bind together." if g.fits
                else f"The group does not fit: {g.message}")
+    if g.topology is not None:
+        out += _format_topology(g.topology)
+    return out
+
+
+def _format_topology(t: TopologyReport) -> list[str]:
+    head = (f"Topology: one domain of {t.key} (spec.schedulingConstraints.topology)"
+            if t.key is not None else "Topology: no constraint, one placement of every node")
+    out = ["", f"{head}: {len(t.domains)} placement(s) tried, "
+               f"{sum(d.feasible for d in t.domains)} feasible"]
+    if t.domains:
+        plugins = list(dict.fromkeys(n for d in t.domains for n in d.scores))
+        rows = [["DOMAIN", "NODES", "HOLDS", "FEASIBLE", *plugins, "TOTAL", "WHY NOT"]]
+        for d in t.domains:
+            rows.append([d.domain or "(every node)", str(d.nodes), str(d.holds),
+                         "yes" if d.feasible else "no",
+                         *(str(d.scores[n]) if n in d.scores else "-" for n in plugins),
+                         "-" if d.total is None else str(d.total), d.status])
+        out.append(dryrun.table(rows))
+    out.append(f"Chosen: {t.chosen}: {t.why}" if t.chosen is not None else t.why)
     return out
 
 

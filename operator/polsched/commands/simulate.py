@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
+from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
 from polsched.commands.snapshot import (
@@ -526,6 +527,7 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     pipeline: Pipeline = build_pipeline(policy, Handle(listers=cache.listers,
                                                        load=static_load(objects),
                                                        pod_groups=cache.pod_groups,
+                                                       features=featuregates.scheduler_features(),
                                                        nominator=nominator),
                                         extenders, rng=random.Random(SEED))
     out: list[Decision] = []

@@ -25,9 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from polsched.api import GROUP
 from polsched.api.admission import AdmissionRules
+from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient, ApiError
-from polsched.controller.dedicated.deployments import DEFAULT_IMAGE, DedicatedDeployer
+from polsched.controller.dedicated.deployments import (
+    DEFAULT_IMAGE,
+    DedicatedDeployer,
+    Inherited,
+)
 from polsched.controller.policies.reconciler import PolicyReconciler
 from polsched.controller.process import credentials, namespaces, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
@@ -202,9 +207,11 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
                            secure_metrics=secure_metrics.options(args))
     image = args.dedicated_image or await own_image(client) or DEFAULT_IMAGE
     deployer = DedicatedDeployer(client, namespace=args.namespace, image=image,
-                                 args=admission_flags(args, rules),
-                                 metrics_listen=args.metrics_listen,
-                                 metrics_secure_listen=args.metrics_secure_listen)
+                                 inherited=Inherited(
+                                     tuple(admission_flags(args, rules)),
+                                     feature_gates=featuregates.from_env(),
+                                     metrics_listen=args.metrics_listen,
+                                     metrics_secure_listen=args.metrics_secure_listen))
     reconcilers: list[PolicyReconciler] = []
 
     def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:

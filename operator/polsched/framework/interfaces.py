@@ -65,6 +65,10 @@ class ExtensionPoint(enum.Enum):
     PLACEMENT_FEASIBLE = "PlacementFeasible"
     # A rejected pod group (framework.PodGroupPostFilterPlugin, GenericWorkload).
     POD_GROUP_POST_FILTER = "PodGroupPostFilter"
+    # The placement algorithm (TopologyAwareWorkloadScheduling): candidate sets of nodes
+    # for a pod group, and the score of each one the group fits in.
+    PLACEMENT_GENERATE = "PlacementGenerate"
+    PLACEMENT_SCORE = "PlacementScore"
 
 
 class Plugin:
@@ -214,6 +218,52 @@ class PlacementFeasiblePlugin(Plugin):
     def placement_feasible(self, state: CycleState, group: PodGroupInfo,
                            progress: PlacementProgress) -> Status:
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Placement:
+    """fwk.Placement: a set of nodes a pod group is tried on as a whole (a topology
+    domain's nodes, or every node), named for diagnostics (the domain's label value; ""
+    for the placement of every node)."""
+
+    name: str
+    nodes: tuple[NodeInfo, ...]
+
+
+class PlacementGeneratePlugin(Plugin):
+    """framework.PlacementGeneratePlugin (TopologyAwareWorkloadScheduling): the placements
+    a pod group is to be tried in, out of `parent` (every node of the snapshot). Only the
+    first such plugin of a profile runs (RunPlacementGeneratePlugins)."""
+
+    def generate_placements(self, state: CycleState, group: PodGroupInfo,
+                            parent: Placement) -> tuple[list[Placement], Status]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PodGroupAssignments:
+    """fwk.PodGroupAssignments: a placement the group fits in, and the members the
+    algorithm placed there (each with its node)."""
+
+    placement: Placement
+    assignments: tuple[ProposedAssignment, ...]
+
+
+class PlacementScorePlugin(Plugin):
+    """framework.PlacementScorePlugin: a score for each placement the group fits in (when
+    more than one does); the highest weighted total wins, ties broken at random. A plugin
+    with `normalize_placement_scores` (PlacementScoreExtensions) scales its raw scores
+    to 0..MAX_NODE_SCORE itself; every final score must be in that range."""
+
+    def score_placement(self, state: CycleState, group: PodGroupInfo,
+                        placement: PodGroupAssignments) -> tuple[int, Status]:
+        raise NotImplementedError
+
+    def normalize_placement_scores(self, state: CycleState, group: PodGroupInfo,
+                                   scores: list[int]) -> Status | None:
+        """NormalizePlacementScore, in place; None (the default): the plugin has no
+        PlacementScoreExtensions."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -449,6 +499,10 @@ class Handle:
     # Handle.Activate: move these pending pods to the active queue (GangScheduling's
     # Permit activates a group's unscheduled members). None where nothing is queued.
     activate: Callable[[Sequence[PodInfo]], None] | None = None
+    # The Kubernetes feature gates turned on beyond v1.37's defaults (POLSCHED_FEATURE_GATES,
+    # polsched.cluster.featuregates): TopologyAwareWorkloadScheduling makes the builder
+    # add the placement plugins and the pod-group cycle run the placement algorithm.
+    features: frozenset[str] = frozenset()
 
 
 def default_normalize(scores: list[int], reverse: bool = False) -> Status:

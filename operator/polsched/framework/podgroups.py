@@ -33,6 +33,11 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 
 
+# The alpha gate of topology-constrained groups (Handle.features): the placement algorithm,
+# and DynamicResources' PodGroupPostFilter leaves groups with schedulingConstraints alone.
+TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = "TopologyAwareWorkloadScheduling"
+
+
 def pod_group_name(pod: PodInfo) -> str | None:
     """The PodGroup a pod belongs to (spec.schedulingGroup.podGroupName), or None."""
     group = pod.spec.get("schedulingGroup")

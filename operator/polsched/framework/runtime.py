@@ -38,15 +38,21 @@ from polsched.framework.budget import NODES_PER_CHECK
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, PostFilterResult
 from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
     Extender,
     ExtensionPoint,
     FilterPlugin,
     Handle,
     NodeSetFilter,
     PermitPlugin,
+    Placement,
     PlacementFeasiblePlugin,
+    PlacementGeneratePlugin,
     PlacementProgress,
+    PlacementScorePlugin,
     Plugin,
+    PodGroupAssignments,
     PodGroupInfo,
     PodGroupPostFilterPlugin,
     PodGroupPostFilterResult,
@@ -248,6 +254,16 @@ def _as_error(point: ExtensionPoint, plugin: str, st: Status) -> Status:
 
 
 @dataclass
+class PlacementScores:
+    """fwk.PlacementPluginScores: one placement's weighted score from each PlacementScore
+    plugin (by name, in the profile's order) and their total."""
+
+    placement: Placement
+    scores: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+
+
+@dataclass
 class Scores:
     """What RunScorePlugins computed for the feasible nodes (in their order)."""
 
@@ -313,7 +329,11 @@ class Pipeline:
         handle: Handle | None = None,
     ) -> None:
         """`handle`: the one the plugins were built with; the pipeline counts the pods of
-        its nominator and breaks ties with its rng (its own when None)."""
+        its nominator and breaks ties with its rng (its own when None). Pod groups go
+        through the default algorithm unless use_placement_algorithm says otherwise."""
+        self.placement_algorithm = False
+        self.placement_generate: tuple[PlacementGeneratePlugin, ...] = ()
+        self.placement_score: tuple[tuple[PlacementScorePlugin, int], ...] = ()
         nominator = handle.nominator if handle is not None else None
         rng = handle.rng if handle is not None else None
         self.filters = _labelled(filters)
@@ -345,6 +365,16 @@ class Pipeline:
         # (scheduler.pipelines.build_pipeline): a hot reload's new pipeline takes over the
         # plugins whose entry did not change, with their warm per-node tables.
         self.built_from: tuple[tuple[object, Plugin], ...] = ()
+
+    def use_placement_algorithm(self, generate: Sequence[PlacementGeneratePlugin],
+                                score: Sequence[tuple[PlacementScorePlugin, int]]) -> None:
+        """Pod groups go through the placement algorithm (TopologyAwareWorkloadScheduling
+        on), with the PlacementGenerate plugins `generate` and the PlacementScore plugins
+        with their weights `score`. Set once, by the builder (scheduler.pipelines), before
+        the pipeline is used."""
+        self.placement_algorithm = True
+        self.placement_generate = tuple(generate)
+        self.placement_score = tuple(score)
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, list[str]]:
@@ -933,6 +963,72 @@ class Pipeline:
                                              f"plugins: {st.message}",), p.name)
         return None, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
 
+    def run_placement_generate_plugins(self, state: CycleState, group: PodGroupInfo,
+                                       nodes: Sequence[NodeInfo],
+                                       ) -> tuple[list[Placement], Status]:
+        """RunPlacementGeneratePlugins: the placements of the first PlacementGenerate
+        plugin out of one of every node (that one alone when there is no plugin). A
+        plugin's failure is returned with its name; no placement at all is Unschedulable
+        `no feasible placements found`."""
+        parent = Placement("", tuple(nodes))
+        if not self.placement_generate:
+            return [parent], SUCCESS
+        p = self.placement_generate[0]
+        try:
+            placements, st = p.generate_placements(state, group, parent)
+        except Exception as err:  # noqa: BLE001
+            placements, st = [], Status.error(f"{type(err).__name__}: {err}")
+        if not st.ok:
+            return [], Status(st.code, st.reasons, p.name)
+        if not placements:
+            return [], Status(Code.UNSCHEDULABLE, ("no feasible placements found",), p.name)
+        return placements, SUCCESS
+
+    def run_placement_score_plugins(self, states: Sequence[CycleState], group: PodGroupInfo,
+                                    assignments: Sequence[PodGroupAssignments],
+                                    ) -> tuple[list[PlacementScores], Status]:
+        """RunPlacementScorePlugins: every plugin scores every placement (`states[i]` is
+        placement i's CycleState), the plugins with PlacementScoreExtensions normalize
+        theirs, each score is checked to be in 0..MAX_NODE_SCORE and weighted; upstream's
+        texts for each failure."""
+        raw: dict[str, list[int]] = {}
+        for p, _ in self.placement_score:
+            scores = []
+            for state, a in zip(states, assignments, strict=True):
+                try:
+                    score, st = p.score_placement(state, group, a)
+                except Exception as err:  # noqa: BLE001
+                    score, st = 0, Status.error(f"{type(err).__name__}: {err}")
+                if not st.ok:
+                    return [], Status.error("running PlacementScore plugins: plugin "
+                                            f'"{p.name}" failed with: {st.message}')
+                scores.append(score)
+            raw[p.name] = scores
+        for p, _ in self.placement_score:
+            try:
+                nst = p.normalize_placement_scores(states[0] if states else CycleState(),
+                                                   group, raw[p.name])
+            except Exception as err:  # noqa: BLE001
+                nst = Status.error(f"{type(err).__name__}: {err}")
+            if nst is not None and not nst.ok:
+                return [], Status.error("running NormalizePlacementScore on PlacementScore "
+                                        f'plugins: plugin "{p.name}" failed with: '
+                                        f"{nst.message}")
+        out = []
+        for i, a in enumerate(assignments):
+            ps = PlacementScores(a.placement)
+            for p, weight in self.placement_score:
+                score = raw[p.name][i]
+                if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+                    return [], Status.error(
+                        "applying score defaultWeights on PlacementScore plugins: plugin "
+                        f'"{p.name}" returns an invalid score {score}, it should in the '
+                        f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
+                ps.scores[p.name] = score * weight
+                ps.total += score * weight
+            out.append(ps)
+        return out, SUCCESS
+
     def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: str,
                                  plugins: PluginSet) -> Status:
         """RunPreBindPreFlights: SUCCESS when any PreBind plugin has work, SKIP when none
@@ -980,4 +1076,5 @@ class Pipeline:
 
 
 __all__ = ["ALL_NODES", "MAX_PERMIT_TIMEOUT", "FilterEntry", "Narrowed", "Pipeline",
-           "PluginSet", "ScoreEntry", "Scores", "filter_error", "go_list", "node_copy"]
+           "PlacementScores", "PluginSet", "ScoreEntry", "Scores", "filter_error", "go_list",
+           "node_copy"]

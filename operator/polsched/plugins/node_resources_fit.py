@@ -29,6 +29,9 @@ from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
     NodeSetFilter,
+    PlacementScorePlugin,
+    PodGroupAssignments,
+    PodGroupInfo,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -421,7 +424,7 @@ class _PodRequest:
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
-                       ScorePlugin, ev.EnqueueExtensions):
+                       ScorePlugin, PlacementScorePlugin, ev.EnqueueExtensions):
     NAME = NAME
 
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
@@ -433,6 +436,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
         self.strategy = strategy
         self.vectors = ResourceVectors([n for n, _ in strategy.resources], use_requested=False)
         self._scorer = build_scorer(strategy)
+        # ScorePlacement (TopologyAwareWorkloadScheduling): MostAllocated over the
+        # strategy's resources, whatever the strategy's type (NewFit's placementScorer).
+        self._placement_scorer = build_scorer(ScoringStrategy(MOST_ALLOCATED,
+                                                              strategy.resources))
         # The default strategy gets an unrolled score_nodes (see _least_allocated_cpu_memory).
         self._cpu_memory_weights: tuple[int, int] | None = None
         if strategy.type == LEAST_ALLOCATED and self.vectors.kinds == (_CPU, _MEMORY):
@@ -713,6 +720,27 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlu
         return score // weight_sum if weight_sum else 0
 
     # -- queueing hints ------------------------------------------------------------------
+    # -- PlacementScore (TopologyAwareWorkloadScheduling) -----------------------------------
+    def score_placement(self, state: CycleState, group: PodGroupInfo,
+                        placement: PodGroupAssignments) -> tuple[int, Status]:
+        """scorePlacement: how full the placement's nodes would be with the members placed
+        there, MostAllocated over the sums of every node's allocatable and allocated
+        (non-zero requests) and the members' requests. No NormalizePlacementScore."""
+        vectors = self.vectors
+        n = len(vectors.names)
+        requested = [0] * n
+        for a in placement.assignments:
+            for i, r in enumerate(vectors.pod_requests(a.pod)):
+                requested[i] += r
+        allocated, allocatable = [0] * n, [0] * n
+        for node in placement.placement.nodes:
+            _, node_allocated, node_allocatable = vectors.node(node, requested)
+            for i in range(n):
+                allocatable[i] += node_allocatable[i]
+                allocated[i] += node_allocated[i]
+                requested[i] += node_allocated[i]
+        return self._placement_scorer(requested, allocatable), SUCCESS
+
     def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
         """fit.go EventsToRegister, with v1.37's defaults (InPlacePodVerticalScaling on)."""
         r, a = ev.Resource, ev.ActionType

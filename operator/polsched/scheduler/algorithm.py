@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from polsched.framework.budget import AttemptBudget
 from polsched.framework.cycle_state import CycleState
@@ -56,10 +57,25 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
 
 
 # -- the search ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchLimits:
+    """What bounds one pod's search, beyond the snapshot. `budget`: the attempt's time
+    budget (framework.budget), on every CycleState of the search; past it BudgetExceeded
+    (a PipelineError) ends the search; None: the group's, if any, else none.
+    `placement`: the only nodes searched (the placement algorithm's assumed placement,
+    ListNodesInPlacement); the plugins still see the whole snapshot; None: every node."""
+
+    budget: AttemptBudget | None = None
+    placement: Sequence[NodeInfo] | None = None
+
+
+NO_LIMITS = SearchLimits()
+
+
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                        explain: bool = False, post_filter: bool = True,
                        group_state: CycleState | None = None,
-                       budget: AttemptBudget | None = None) -> ScheduleResult:
+                       limits: SearchLimits = NO_LIMITS) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
@@ -67,16 +83,17 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     `post_filter` False: no PostFilter for a member tried in a pod-group cycle
     (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
     group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle).
-    `budget`: the attempt's time budget (framework.budget), on every CycleState of the
-    search; past it BudgetExceeded (a PipelineError) ends the search. None: the group's,
-    if any, else none."""
-    n_all = len(snapshot.nodes)
+    `limits`: what bounds the search (SearchLimits: the attempt's time budget, the
+    placement's nodes)."""
+    budget, placement = limits.budget, limits.placement
+    nodes = snapshot.nodes if placement is None else placement
+    n_all = len(nodes)
     if n_all == 0:
         return ScheduleResult(None, fit_error=FitError(0))
     plugins = pipeline.plugins_for(pod)
     if pipeline.nominator is not None and not explain:
         nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins,
-                                                        group_state, budget)
+                                                        group_state, placement, budget)
         if nominated_first is not None:
             # evaluateNominatedNode: the node preemption made room on is tried before
             # the others; when it fits it is the only feasible node looked at.
@@ -84,7 +101,7 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
     state = CycleState(group_state, budget)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
-                                                  explain)
+                                                  explain, placement)
     evaluated = len(feasible) + len(diagnosis.node_statuses)
     if feasible and pipeline.extenders:
         feasible = await find_nodes_that_pass_extenders(pipeline, pod, feasible, diagnosis)
@@ -93,7 +110,7 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
         explanation = Explanation(filters=dict(diagnosis.node_statuses))
         if diagnosis.absent_status is not None:  # the nodes a PreFilterResult left out
             seen = {n.name for n in feasible}
-            for n in snapshot.nodes:
+            for n in nodes:
                 if n.name not in seen:
                     explanation.filters.setdefault(n.name, diagnosis.absent_status)
     if not feasible:
@@ -131,15 +148,18 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
 
 async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                                   plugins: PluginSet, group_state: CycleState | None = None,
-                                  budget: AttemptBudget | None = None
+                                  placement: Sequence[NodeInfo] | None = None,
+                                  budget: AttemptBudget | None = None,
                                   ) -> tuple[str, CycleState] | None:
     """evaluateNominatedNode: the pod's nominated node (and the cycle's state) when it
     passes PreFilter, the filters (with the other nominated pods) and the filter
-    extenders; None otherwise (the full search follows, with a fresh CycleState)."""
+    extenders; None otherwise (the full search follows, with a fresh CycleState). A
+    nominated node outside the `placement` is not tried (GetNodeInPlacement)."""
     assert pipeline.nominator is not None
     node_name = pipeline.nominator.node_of(pod.key) or pod.nominated_node
     node = snapshot.get(node_name) if node_name else None
-    if node is None:
+    if node is None or (placement is not None
+                        and all(n.name != node_name for n in placement)):
         return None
     state = CycleState(group_state, budget)
     st, narrowed = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
@@ -151,8 +171,8 @@ async def evaluate_nominated_node(pipeline: Pipeline, pod: PodInfo, snapshot: Sn
     if not st.ok:
         return None
     if pipeline.extenders:
-        feasible = await find_nodes_that_pass_extenders(pipeline, pod, [node],
-                                                        FitError(len(snapshot.nodes)))
+        feasible = await find_nodes_that_pass_extenders(pipeline, pod, [node], FitError(
+            len(snapshot.nodes if placement is None else placement)))
         if not feasible:
             return None
     return node_name, state
@@ -180,11 +200,13 @@ def still_fits(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot, node_name: 
 
 def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
                             snapshot: Snapshot, plugins: PluginSet, explain: bool = False,
+                            placement: Sequence[NodeInfo] | None = None,
                             ) -> tuple[list[NodeInfo], FitError]:
     """schedule_one.go findNodesThatFitPod without the extenders: PreFilter, then Filter
-    over the nodes from where the previous search stopped (pipeline.next_start) until
-    numFeasibleNodesToFind feasible nodes are found (every node with `explain`)."""
-    all_nodes = snapshot.nodes
+    over the nodes (the `placement`'s only, when given) from where the previous search
+    stopped (pipeline.next_start) until numFeasibleNodesToFind feasible nodes are found
+    (every node with `explain`)."""
+    all_nodes = snapshot.nodes if placement is None else list(placement)
     n_all = len(all_nodes)
     diagnosis = FitError(n_all)
     st, pre_result = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
@@ -200,6 +222,9 @@ def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
         get = snapshot.get
         nodes = [n for n in (get(name) for name in sorted(pre_result.node_names))
                  if n is not None]
+        if placement is not None:  # GetNodeInPlacement
+            inside = {n.name for n in placement}
+            nodes = [n for n in nodes if n.name in inside]
         diagnosis.absent_status = Status.unresolvable(
             f"node(s) didn't satisfy plugin(s) {go_list(pre_result.plugins)}")
         diagnosis.unschedulable_plugins.update(pre_result.plugins)

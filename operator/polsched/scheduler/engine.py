@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from polsched.cluster import featuregates
 from polsched.cluster.cache import CacheListener, ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.cluster.node_metrics import DEFAULT_INTERVAL_SECONDS, NodeMetricsWatcher
@@ -155,7 +156,8 @@ class Engine(CacheListener):
         self.handle = Handle(listers=self.cache.listers, api=client,
                              waiting_pods=self.waiting_pods, nominator=self.nominator,
                              preempting=self.preemption.running, load=self.node_metrics,
-                             pod_groups=self.cache.pod_groups, activate=self._activate_pods)
+                             pod_groups=self.cache.pod_groups, activate=self._activate_pods,
+                             features=featuregates.scheduler_features())
         self._schedulers: dict[str, Profile] = {}
         # A pending group member counts toward its group only when a profile here serves
         # its schedulerName (upstream's responsibleForPod before AddPodGroupMember).

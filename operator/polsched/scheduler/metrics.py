@@ -399,6 +399,25 @@ PREEMPTION_WORKLOAD_DISRUPTIONS = Histogram(
     "Number of workload preemption units being preempted. A single preemption unit can be "
     "all pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
     "DisruptionMode=single).", _UNIT_BUCKETS, labels=("preemptor",))
+# TopologyAwareWorkloadScheduling's (metrics.go GeneratedPlacementsTotal,
+# PlacementEvaluations, PlacementEvaluationDuration): the placement algorithm.
+GENERATED_PLACEMENTS = Counter(
+    "scheduler_generated_placements_total",
+    "Number of candidate placements generated when scheduling pod groups.",
+    labels=("profile",))
+PLACEMENT_EVALUATIONS = Counter(
+    "scheduler_placement_evaluations_total",
+    "Number of candidate placements evaluated when scheduling pod groups, by result. "
+    "'feasible' means the pod group fit into the placement, while 'infeasible' means it "
+    "did not.", labels=("profile", "result"))
+# metrics.ExponentialBuckets(0.001, 2, 15)
+PLACEMENT_EVALUATION_DURATION = Histogram(
+    "scheduler_placement_evaluation_duration_seconds",
+    "Latency in seconds of evaluating a single candidate placement when scheduling pod "
+    "groups, by result. 'feasible' means the pod group fit into the placement, while "
+    "'infeasible' means it did not.", exponential_buckets(0.001, 2, 15),
+    labels=("profile", "result"))
+FEASIBLE, INFEASIBLE = "feasible", "infeasible"
 
 # -- client-go and kube components ----------------------------------------------------------
 # component-base/metrics/prometheus/restclient: every request of the one API client.
@@ -518,6 +537,7 @@ ALL: tuple[Metric, ...] = (*PROCESS,
     PODGROUP_SCHEDULE_ATTEMPTS, PODGROUP_ATTEMPT_DURATION, PODGROUP_ALGORITHM_DURATION,
     WORKLOAD_PREEMPTION_ATTEMPTS, WORKLOAD_PREEMPTION_VICTIMS,
     PREEMPTION_WORKLOAD_DISRUPTIONS,
+    GENERATED_PLACEMENTS, PLACEMENT_EVALUATIONS, PLACEMENT_EVALUATION_DURATION,
     REST_CLIENT_REQUESTS, REST_CLIENT_DURATION, LEADER,
     BUILD_INFO, POLICY_PENDING_PODS, POLICY_CONDITION, WEBHOOK_CERT_EXPIRY,
     POLICY_RELOADS, RELOAD_DURATION,
@@ -678,6 +698,18 @@ def pod_group_attempt(profile: str, result: str, seconds: float) -> None:
 def pod_group_algorithm(seconds: float) -> None:
     """The pod group scheduling algorithm took `seconds` since the group's pop."""
     PODGROUP_ALGORITHM_DURATION.observe((), seconds)
+
+
+def generated_placements(profile: str, count: int) -> None:
+    """RecordGeneratedPlacements: the placement algorithm generated `count` placements."""
+    GENERATED_PLACEMENTS.inc((("profile", profile),), count)
+
+
+def placement_evaluation(profile: str, feasible: bool, seconds: float) -> None:
+    """ObservePlacementEvaluation: one placement tried, the group fit there or not."""
+    labels = (("profile", profile), ("result", FEASIBLE if feasible else INFEASIBLE))
+    PLACEMENT_EVALUATIONS.inc(labels)
+    PLACEMENT_EVALUATION_DURATION.observe(labels, seconds)
 
 
 # fwk.Code's String(), the result label of scheduler_workload_preemption_attempts_total.

@@ -23,11 +23,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
+from polsched.cluster.featuregates import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from polsched.framework.interfaces import (
     Extender,
     FilterPlugin,
     Handle,
     PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
     Plugin,
     PostBindPlugin,
     PostFilterPlugin,
@@ -39,7 +42,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import FilterEntry, Pipeline, ScoreEntry
 from polsched.framework.types import Json, PodInfo
-from polsched.plugins import REGISTRY
+from polsched.plugins import REGISTRY, pod_group_pods_count, topology_placement
 from polsched.plugins import default_preemption as dp
 from polsched.plugins import gang_scheduling as gang
 
@@ -120,8 +123,19 @@ def build_pipeline(policy: Policy, handle: Handle | None = None,
     # GangScheduling last, after DefaultPreemption, as applyGangScheduling appends it to
     # upstream's MultiPoint list.
     pre_enqueue.sort(key=lambda p: isinstance(p, gang.GangScheduling))
+    # TopologyAwareWorkloadScheduling: applyTopologyAwareWorkloadScheduling appends
+    # TopologyPlacementGenerator and PodGroupPodsCount (weight 1) to the default profile;
+    # NodeResourcesFit, a scorer, also scores placements, with its weight.
     pipeline = Pipeline(filters, scorers, extenders, policy.percentage_of_nodes_to_score,
                         post_filter=post_filter, pre_enqueue=pre_enqueue, handle=ph)
+    if TOPOLOGY_AWARE_WORKLOAD_SCHEDULING in ph.features:
+        generate: list[PlacementGeneratePlugin] = [topology_placement.new(None, ph)]
+        placement_score: list[tuple[PlacementScorePlugin, int]] = [
+            (s.plugin, s.weight) for s in scorers
+            if isinstance(s.plugin, PlacementScorePlugin) and s.when is None]
+        placement_score.append((pod_group_pods_count.new(None, ph),
+                                pod_group_pods_count.WEIGHT))
+        pipeline.use_placement_algorithm(generate, placement_score)
     pipeline.built_from = tuple(built)
     return pipeline
 

@@ -40,7 +40,7 @@ from polsched.framework.types import PodInfo
 from polsched.framework.waiting_pods import WaitingPod
 from polsched.preemption.executor import GroupPreemptor
 from polsched.scheduler import metrics
-from polsched.scheduler.algorithm import schedule_pod, still_fits
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod, still_fits
 from polsched.scheduler.binder import Binder, BindOutcome
 from polsched.scheduler.queue.types import QueuedPod
 
@@ -241,7 +241,8 @@ class ScheduleOne:
             began = time.perf_counter()
             try:
                 result = a.result = await schedule_pod(
-                    pipeline, a.pod, snapshot, budget=new_budget(self.attempt_budget))
+                    pipeline, a.pod, snapshot,
+                    limits=SearchLimits(new_budget(self.attempt_budget)))
             except PipelineError as err:
                 if isinstance(err, BudgetExceeded):
                     metrics.budget_exceeded(s.name)

@@ -23,20 +23,22 @@ from polsched.framework.budget import new_budget
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, ScheduleResult
 from polsched.framework.interfaces import (
+    Placement,
     PlacementProgress,
+    PodGroupAssignments,
     PodGroupInfo,
     PodGroupPostFilterResult,
     ProposedAssignment,
 )
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import SUCCESS, Code, Status
-from polsched.framework.types import PodInfo
+from polsched.framework.types import NodeInfo, PodInfo
 from polsched.objects import Json
 from polsched.plugins.default_preemption import NAME as DEFAULT_PREEMPTION
 from polsched.preemption.executor import GroupPreemptor
 from polsched.preemption.pod_group import CLUSTER_DOMAIN
 from polsched.scheduler import metrics
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod, select_host
 from polsched.scheduler.queue.types import GroupOutcome, QueuedPodGroup
 from polsched.scheduler.recorder import rfc3339
 from polsched.scheduler.schedule_one import Attempt, ScheduleOne
@@ -82,22 +84,65 @@ class PodGroupResult:
     # The group's CycleState (podGroupCycleState), which every member's links to: what
     # the PodGroupPostFilter plugins read (DynamicResources' members' states).
     state: CycleState = field(default_factory=CycleState)
+    # Whether a member was placed (anyScheduled; False when the status is not Success).
+    any_scheduled: bool = False
+    # The placement algorithm's (TopologyAwareWorkloadScheduling): every placement tried,
+    # in order, and the name of the one chosen (None: none was). None: the default
+    # algorithm ran.
+    placements: list[PlacementOutcome] | None = None
+    chosen: str | None = None
+    generated: int = 0  # how many placements were generated
+
+
+@dataclass
+class PlacementOutcome:
+    """One placement the placement algorithm tried: the group's status and its members'
+    results there, how long it took, and (when more than one was feasible) each
+    PlacementScore plugin's weighted score and their total."""
+
+    placement: Placement
+    status: Status
+    members: list[MemberResult]
+    seconds: float = 0.0
+    scores: dict[str, int] = field(default_factory=dict)
+    total: int | None = None
 
 
 async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                               pods: Sequence[PodInfo], budget_seconds: float | None = None
                               ) -> PodGroupResult:
-    """runRootSchedulingAlgorithm + podGroupSchedulingDefaultAlgorithm: PlacementFeasible
-    first (Remaining = the members to try, Scheduled = the group's assumed and bound
-    members), then each member in order on the cache's snapshot (filters and scores, no
-    PostFilter), assumed and reserved so that the next one sees it, PlacementFeasible after
-    each. A final Wait is Unschedulable; Success with nothing scheduled too. Everything
-    assumed or reserved is reverted before this returns, whatever happens (try/finally):
-    the algorithm is a simulation. `budget_seconds`: each member's search has that time
-    budget (framework.budget); None: none."""
-    group_plugins = pipeline.plugins
+    """runRootSchedulingAlgorithm + podGroupSchedulingAlgorithm: the placement algorithm
+    when the pipeline runs it (TopologyAwareWorkloadScheduling), else the default one on
+    every node. Success with nothing scheduled is Unschedulable (the framework requires
+    at least 1 pod to be scheduled). Everything either assumes or reserves is reverted
+    before this returns: the algorithm is a simulation. `budget_seconds`: each member's
+    search has that time budget (framework.budget); None: none."""
     cycle_state = CycleState()
+    if pipeline.placement_algorithm:
+        out = await _placement_algorithm(pipeline, cache, group, pods, cycle_state,
+                                         budget_seconds)
+    else:
+        out = await _default_algorithm(pipeline, cache, group, pods, cycle_state,
+                                       budget_seconds=budget_seconds)
+    if out.status.ok and not out.any_scheduled:
+        out.status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
+    return out
+
+
+async def _default_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                             pods: Sequence[PodInfo], cycle_state: CycleState,
+                             placement: Placement | None = None,
+                             budget_seconds: float | None = None) -> PodGroupResult:
+    """podGroupSchedulingDefaultAlgorithm: PlacementFeasible first (Remaining = the
+    members to try, Scheduled = the group's assumed and bound members), then each member
+    in order on the cache's snapshot (on the `placement`'s nodes only, when given; filters
+    and scores, no PostFilter), assumed and reserved so that the next one sees it,
+    PlacementFeasible after each. A final Wait is Unschedulable. Everything assumed or
+    reserved is reverted before this returns, whatever happens (try/finally).
+    `budget_seconds`: each member's search has that time budget; None: none."""
+    group_plugins = pipeline.plugins
     out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=cycle_state)
+    nodes = None if placement is None else placement.nodes
     reverts: list[Callable[[], None]] = []
     try:
         gstate = cache.pod_groups.state(f"{group.namespace}/{group.name}")
@@ -113,7 +158,7 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
         status = st
         any_scheduled = False
         for pod in pods:
-            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state,
+            res = await _member_algorithm(pipeline, cache, pod, reverts, cycle_state, nodes,
                                           budget_seconds)
             out.members.append(res)
             if not res.status.ok and not res.status.rejected:
@@ -133,11 +178,116 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
             any_scheduled = any_scheduled or res.status.ok
         if status.code is Code.WAIT:
             status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *status.reasons)
-        if status.ok and not any_scheduled:
-            # The framework requires at least 1 pod to be scheduled.
-            status = Status.unschedulable(POD_GROUP_UNSCHEDULABLE)
         out.status = status
+        out.any_scheduled = any_scheduled and status.ok
         return out
+    finally:
+        for revert in reversed(reverts):
+            revert()
+
+
+def _as_error(st: Status) -> str:
+    """Status.AsError().Error() of upstream: the status's error when it has one (here the
+    reason errPodGroupUnschedulable put first), else its message."""
+    if st.reasons and st.reasons[0] == POD_GROUP_UNSCHEDULABLE:
+        return POD_GROUP_UNSCHEDULABLE
+    return st.message
+
+
+async def _placement_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                               pods: Sequence[PodInfo], cycle_state: CycleState,
+                               budget_seconds: float | None = None) -> PodGroupResult:
+    """podGroupSchedulingPlacementAlgorithm: the PlacementGenerate plugins' placements out
+    of every node; the default algorithm in each (reverted after each); none feasible:
+    the first one's result, Unschedulable `0/N placements are available, first placement
+    status: ...`; one: that one; more: the PlacementScore plugins choose
+    (findBestPodGroupPlacement). The result keeps every placement tried
+    (`placements`, for the metrics and explain) and the chosen one's name."""
+    placements, st = pipeline.run_placement_generate_plugins(cycle_state, group,
+                                                             cache.snapshot.nodes)
+    if not st.ok:
+        return PodGroupResult(st, state=cycle_state, placements=[])
+    out = await _try_placements(pipeline, cache, group, pods, cycle_state, placements,
+                                budget_seconds)
+    out.generated = len(placements)
+    return out
+
+
+async def _try_placements(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                          pods: Sequence[PodInfo], cycle_state: CycleState,
+                          placements: list[Placement],
+                          budget_seconds: float | None = None) -> PodGroupResult:
+    """The loop of podGroupSchedulingPlacementAlgorithm over the generated placements."""
+    tried: list[PlacementOutcome] = []
+    first: PodGroupResult | None = None
+    feasible: list[tuple[PlacementOutcome, PodGroupResult]] = []
+    for placement in placements:
+        started = time.perf_counter()
+        res = await _default_algorithm(pipeline, cache, group, pods, cycle_state, placement,
+                                       budget_seconds)
+        outcome = PlacementOutcome(placement, res.status, res.members,
+                                   time.perf_counter() - started)
+        if res.status.code is Code.ERROR:
+            res.placements = tried
+            return res
+        tried.append(outcome)
+        if first is None:
+            first = res
+        if res.status.ok:
+            feasible.append((outcome, res))
+    if not feasible:
+        assert first is not None  # at least one placement was generated
+        first.status = Status.unschedulable(
+            POD_GROUP_UNSCHEDULABLE, f"0/{len(placements)} placements are available, "
+            f"first placement status: {_as_error(first.status)}")
+        first.placements = tried
+        return first
+    i, st = _find_best_placement(pipeline, group, feasible)
+    if i is None:
+        return PodGroupResult(st, state=cycle_state, placements=tried)
+    chosen, best = feasible[i]
+    best.placements, best.chosen = tried, chosen.placement.name
+    return best
+
+
+def _find_best_placement(pipeline: Pipeline, group: PodGroupInfo,
+                         feasible: list[tuple[PlacementOutcome, PodGroupResult]]
+                         ) -> tuple[int | None, Status]:
+    """findBestPodGroupPlacement: the index of the only feasible placement, or of the one
+    with the highest total of the PlacementScore plugins (ties broken at random, the
+    pipeline's rng); each scored outcome gets its scores. A plugin's failure: (None, its
+    status)."""
+    if len(feasible) == 1:
+        return 0, SUCCESS
+    assignments = [PodGroupAssignments(o.placement, tuple(
+        ProposedAssignment(m.pod, m.node, m.state) for m in r.members
+        if m.status.ok and m.node)) for o, r in feasible]
+    states = [CycleState(r.state) for _, r in feasible]
+    scores, st = pipeline.run_placement_score_plugins(states, group, assignments)
+    if not st.ok:
+        return None, st
+    for (outcome, _), ps in zip(feasible, scores, strict=True):
+        outcome.scores, outcome.total = ps.scores, ps.total
+    return select_host(pipeline, [ps.total for ps in scores]), SUCCESS
+
+
+async def placement_capacity(pipeline: Pipeline, cache: ClusterCache,
+                             pods: Sequence[PodInfo], placement: Placement) -> int:
+    """How many of `pods` the member search (podGroupPodSchedulingAlgorithm) places in
+    `placement`, one after another, each seeing those before it, with no PlacementFeasible
+    to stop it early: what `polsched explain` reports as a domain's room for a gang (the
+    decision stays pod_group_algorithm's). Everything is reverted before this returns."""
+    reverts: list[Callable[[], None]] = []
+    placed = 0
+    try:
+        for pod in pods:
+            res = await _member_algorithm(pipeline, cache, pod, reverts, CycleState(),
+                                          placement.nodes)
+            if res.status.ok:
+                placed += 1
+            elif not res.status.rejected:
+                break
+        return placed
     finally:
         for revert in reversed(reverts):
             revert()
@@ -146,16 +296,19 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
 async def _member_algorithm(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo,
                             reverts: list[Callable[[], None]],
                             group_state: CycleState | None = None,
+                            placement: Sequence[NodeInfo] | None = None,
                             budget_seconds: float | None = None) -> MemberResult:
-    """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter), then
+    """podGroupPodSchedulingAlgorithm: the search for one member (no PostFilter; on the
+    `placement`'s nodes only, when given; with a time budget of `budget_seconds`), then
     assume + Reserve with a revert (assumeAndReserveWithRevert)."""
     snapshot = cache.snapshot
-    if not snapshot.nodes:
+    if not (snapshot.nodes if placement is None else placement):
         return MemberResult(pod, Status.unresolvable(), fit_error=FitError(0))
     try:
         result = await schedule_pod(pipeline, pod, snapshot, post_filter=False,
                                     group_state=group_state,
-                                    budget=new_budget(budget_seconds))
+                                    limits=SearchLimits(new_budget(budget_seconds),
+                                                        placement))
     except PipelineError as err:
         return MemberResult(pod, Status.error(str(err)))
     if result.node is None:
@@ -190,16 +343,20 @@ class MemberVerdict:
 
 
 def member_verdict(res: MemberResult | None, status: Status,
-                   untried: Status | None = None) -> MemberVerdict:
+                   untried: Status | None = None, waiting: bool = False) -> MemberVerdict:
     """One member's verdict from its result in the cycle (None: not tried) and the group's
     final status (`untried`: the group's before its PodGroupPostFilter, what a member not
-    tried gets). The engine's submit and `polsched simulate` both ask it."""
+    tried gets; `waiting`: the group waits on preemption, its PodGroupPostFilter
+    nominated). The engine's submit and `polsched simulate` both ask it."""
     if status.code is Code.ERROR:
         own = res.status if res is not None else status
         return MemberVerdict(own if own.code is Code.ERROR else status)
     if res is not None and res.status.ok:
         if status.ok:
             return MemberVerdict(None)
+        if waiting:  # waitingOnPreemption: the group's own status, as it is
+            return MemberVerdict(status, group=True)
+        # The group's message behind errPodGroupUnschedulable.
         return MemberVerdict(Status.unschedulable(POD_GROUP_UNSCHEDULABLE, status.message),
                              group=True)
     if res is None:  # not tried: the group's status (completePodGroupAlgorithmResult)
@@ -375,6 +532,11 @@ class ScheduleOnePodGroup(ScheduleOne):
         outcome = await pod_group_algorithm(pipeline, self._cache, info,
                                             [a.pod for a in live], self.attempt_budget)
         metrics.pod_group_algorithm(time.perf_counter() - started)
+        if outcome.generated:  # RecordGeneratedPlacements: only when generation succeeded
+            metrics.generated_placements(s.name, outcome.generated)
+        if outcome.placements is not None:
+            for tried in outcome.placements:
+                metrics.placement_evaluation(s.name, tried.status.ok, tried.seconds)
         waiting: PodGroupPostFilterResult | None = None
         # The queue requeues the group by the algorithm's status (podGroupCycle's
         # rootStatus), taken before the PodGroupPostFilter: an error there (DynamicResources'
@@ -436,7 +598,7 @@ class ScheduleOnePodGroup(ScheduleOne):
 
         for i, a in enumerate(live):
             res = results[i] if i < len(results) else None
-            v = member_verdict(res, status, outcome.untried)
+            v = member_verdict(res, status, outcome.untried, waiting is not None)
             if status.code is Code.ERROR:
                 assert v.status is not None
                 self.handle_failure(a, v.status)

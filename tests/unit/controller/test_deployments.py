@@ -13,6 +13,7 @@ from polsched.api.admission import AdmissionRules
 from polsched.controller.dedicated.deployments import (
     EXTENDER_CA_DIR,
     SERVICE_ACCOUNT,
+    Inherited,
     api_path,
     foreign_message,
     object_name,
@@ -144,7 +145,8 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     assert flags == ["--reserved-scheduler-names=volcano", "--extender-deny=10.0.0.0/8",
                      "--extender-allow=10.1.0.0/16"]
     rec = record("fast", {"runtime": {"mode": "Dedicated"}})
-    deploy = render(rec, namespace="polsched-system", image="img:1", extra_args=flags)[-1]
+    deploy = render(rec, namespace="polsched-system", image="img:1",
+                    inherited=Inherited(tuple(flags)))[-1]
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["scheduler", "--policy", "fast", "--leader-elect=true",
                     "--health-listen", "0.0.0.0:8081", *flags]
@@ -157,6 +159,17 @@ def test_dedicated_schedulers_get_the_operators_admission_flags() -> None:
     assert parsed.reserved_scheduler_names == "volcano"
 
 
+def test_dedicated_schedulers_get_the_operators_feature_gates() -> None:
+    rec = record("p", {"runtime": {"mode": "Dedicated"}})
+    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    deploy = render(rec, namespace="polsched-system", image="img:1",
+                    inherited=Inherited(feature_gates=gates))[-1]
+    env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "POLSCHED_FEATURE_GATES", "value": gates} in env
+    # Without gates the container's environment is as before.
+    plain = render(rec, namespace="polsched-system", image="img:1")[-1]
+    names = [e["name"] for e in plain["spec"]["template"]["spec"]["containers"][0]["env"]]
+    assert names == ["POD_NAMESPACE", "POD_NAME"]
 def test_dedicated_pods_have_probes_and_expose_metrics_where_the_operator_does() -> None:
     """kubelet restarts a Dedicated scheduler stuck as leader (/healthz) and routes nothing
     to it before its cache has synced (/readyz), on the probes' port on the pod's IP;
@@ -170,12 +183,13 @@ def test_dedicated_pods_have_probes_and_expose_metrics_where_the_operator_does()
     assert c["ports"] == [{"name": "health", "containerPort": 8081, "protocol": "TCP"}]
 
     (deploy,) = render(rec, namespace="polsched-system", image="img:1",
-                       metrics_listen="0.0.0.0:9090")
+                       inherited=Inherited(metrics_listen="0.0.0.0:9090"))
     c = deploy["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in c["ports"]
     assert c["args"][c["args"].index("--metrics-listen") + 1] == "0.0.0.0:9090"
 
-    (deploy,) = render(rec, namespace="polsched-system", image="img:1", metrics_listen="")
+    (deploy,) = render(rec, namespace="polsched-system", image="img:1",
+                       inherited=Inherited(metrics_listen=""))
     c = deploy["spec"]["template"]["spec"]["containers"][0]
     assert [p["name"] for p in c["ports"]] == ["health"]
 
@@ -183,7 +197,7 @@ def test_dedicated_pods_have_probes_and_expose_metrics_where_the_operator_does()
 def test_dedicated_pods_serve_authenticated_metrics_when_the_operator_does() -> None:
     rec = record("fast", {"runtime": {"mode": "Dedicated"}})
     (deploy,) = render(rec, namespace="polsched-system", image="img:1",
-                       metrics_secure_listen="0.0.0.0:8443")
+                       inherited=Inherited(metrics_secure_listen="0.0.0.0:8443"))
     c = deploy["spec"]["template"]["spec"]["containers"][0]
     assert c["args"][c["args"].index("--metrics-secure-listen") + 1] == "0.0.0.0:8443"
     assert {"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"} in c["ports"]

@@ -20,7 +20,7 @@ from polsched.framework.budget import (
 )
 from polsched.framework.diagnosis import PipelineError
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod
 from tests.builders import make_node, make_pod
 from tests.unit.pipelines import build
 
@@ -67,7 +67,7 @@ def test_the_filter_loop_stops_at_a_check_past_the_deadline_and_names_it() -> No
     budget = AttemptBudget(2.0, clock_expiring_after(4))
     with pytest.raises(BudgetExceeded) as err:
         asyncio.run(schedule_pod(pl, make_pod().name("p").info(), nodes(100),
-                                 budget=budget))
+                                 limits=SearchLimits(budget)))
     assert isinstance(err.value, PipelineError)  # failed as an attempt's error
     assert str(err.value) == (
         "the scheduling attempt used its time budget of 2s (--attempt-budget) in Filter "
@@ -79,7 +79,7 @@ def test_within_the_budget_the_search_decides_as_without_one() -> None:
                          "args": {"expression": "node.metadata.name == 'n042'"}}],
                defaults=False)
     result = asyncio.run(schedule_pod(pl, make_pod().name("p").info(), nodes(100),
-                                      budget=AttemptBudget(60.0)))
+                                      limits=SearchLimits(AttemptBudget(60.0))))
     assert result.node == "n042"
 
 
@@ -90,7 +90,8 @@ def test_inter_pod_affinity_checks_inside_its_walk_over_the_existing_pods() -> N
     existing = [anti_affinity_pod(f"e{i}", "web", f"n{i:03d}") for i in range(5)]
     with pytest.raises(BudgetExceeded, match=r"in PreFilter InterPodAffinity, "):
         asyncio.run(schedule_pod(pl, anti_affinity_pod("new", "web"), nodes(10, *existing),
-                                 budget=AttemptBudget(1.0, clock_expiring_after(2))))
+                                 limits=SearchLimits(AttemptBudget(1.0,
+                                                                   clock_expiring_after(2)))))
 
 
 def test_an_attempt_stopped_mid_walk_leaves_the_plugin_deciding_as_a_fresh_one() -> None:
@@ -102,8 +103,8 @@ def test_an_attempt_stopped_mid_walk_leaves_the_plugin_deciding_as_a_fresh_one()
     pl = build(filters=[{"name": "InterPodAffinity"}], defaults=False)
     for reads in (2, 4, 6):
         with pytest.raises(BudgetExceeded):
-            asyncio.run(schedule_pod(pl, incoming, snapshot,
-                                     budget=AttemptBudget(1.0, clock_expiring_after(reads))))
+            budget = AttemptBudget(1.0, clock_expiring_after(reads))
+            asyncio.run(schedule_pod(pl, incoming, snapshot, limits=SearchLimits(budget)))
     after = asyncio.run(schedule_pod(pl, incoming, snapshot))
     fresh = asyncio.run(schedule_pod(build(filters=[{"name": "InterPodAffinity"}],
                                            defaults=False), incoming, snapshot))
@@ -130,8 +131,9 @@ def test_pod_topology_spread_checks_while_counting_the_pods_its_constraints_sele
     with pytest.raises(BudgetExceeded,
                        match=r"in PodTopologySpread, counting the pods its constraints select"):
         asyncio.run(schedule_pod(pl, incoming, nodes(9, *existing),
-                                 budget=AttemptBudget(1.0, clock_expiring_after(2))))
+                                 limits=SearchLimits(AttemptBudget(1.0,
+                                                                   clock_expiring_after(2)))))
     # Within the budget the same pipeline decides.
     result = asyncio.run(schedule_pod(pl, incoming, nodes(9, *existing),
-                                      budget=AttemptBudget(60.0)))
+                                      limits=SearchLimits(AttemptBudget(60.0))))
     assert result.node is not None

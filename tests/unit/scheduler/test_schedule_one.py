@@ -382,6 +382,33 @@ def test_a_gang_that_cannot_fit_rejects_every_member_and_assumes_nothing() -> No
     asyncio.run(run())
 
 
+def test_a_gang_waiting_on_preemption_gives_its_members_the_groups_own_status() -> None:
+    # submitPodGroupAlgorithmResult: a member that fit, of a group waiting on preemption,
+    # gets the group's status as it is (no errPodGroupUnschedulable in front of it, as a
+    # member of a plainly rejected group gets); seen on kube-scheduler v1.37.1 by the
+    # conformance family gang-topology (preempt_rack).
+    async def run() -> None:
+        group = pod_group("g", 2)
+        group["spec"]["priority"] = 10
+        w = world(node("n1", "4"), groups=[group])
+        low = pod("low", "2")
+        low["spec"]["nodeName"] = "n1"
+        w.cache.on_pod_event("ADDED", low)
+        members = [pod("m0", "1500m", "g"), pod("m1", "1500m", "g")]
+        for m in members:
+            m["spec"]["priority"] = 10
+        w.add_pods(*members)
+        await w.cycle()
+        failed = [(k, note) for k, reason, note in w.recorder.events
+                  if reason == "FailedScheduling"]
+        assert failed == [
+            ("ns/m0", "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group "
+                      "preemption: found a placement for podgroup, preempting 1 victims"),
+            ("ns/m1", "0/1 nodes are available: 1 Insufficient cpu.")]
+
+    asyncio.run(run())
+
+
 def test_a_pod_group_deleted_after_the_pop_sends_its_members_back_as_errors() -> None:
     async def run() -> None:
         w = world(node("n1", "4"), groups=[pod_group("g", 2)])

@@ -25,7 +25,8 @@ fields survives.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,18 +82,31 @@ def mounted_ca_secrets(record: PolicyRecord, namespace: str) -> list[str]:
                    if ref is not None and ref[0] == namespace})
 
 
+@dataclass(frozen=True)
+class Inherited:
+    """What a Dedicated scheduler takes over from the operator that deploys it.
+    `args`: more flags for `polsched scheduler` (the operator's admission flags, so that
+    a Dedicated scheduler enforces the same rules). `feature_gates`: the operator's
+    POLSCHED_FEATURE_GATES, given to the scheduler too (TopologyAwareWorkloadScheduling
+    changes how it places pod groups). `metrics_listen`: the operator's --metrics-listen
+    (None: the loopback default, "": off), so that a Dedicated scheduler's /metrics is
+    exposed exactly when the operator's is; `metrics_secure_listen` likewise
+    (--metrics-secure-listen, with a self-signed certificate: the operator's
+    --metrics-cert-dir is not mounted there)."""
+
+    args: tuple[str, ...] = ()
+    feature_gates: str = ""
+    metrics_listen: str | None = None
+    metrics_secure_listen: str | None = None
+
+
 def render(record: PolicyRecord, *, namespace: str, image: str,
-           directory: Path | None = None, extra_args: Sequence[str] = (),
-           metrics_listen: str | None = None,
-           metrics_secure_listen: str | None = None) -> list[Json]:
+           directory: Path | None = None, inherited: Inherited = Inherited()) -> list[Json]:
     """The objects of `record`'s Dedicated scheduler, in apply order. Pure but for
-    reading the templates. `extra_args`: more flags for `polsched scheduler` (the
-    operator's admission flags, so that a Dedicated scheduler enforces the same rules).
-    `metrics_listen`: the operator's --metrics-listen (None: the loopback default, "":
-    off), so that a Dedicated scheduler's /metrics is exposed exactly when the
-    operator's is; `metrics_secure_listen` likewise (--metrics-secure-listen, with a
-    self-signed certificate: the operator's --metrics-cert-dir is not mounted there). Its
-    probes always answer on HEALTH_PORT, as the operator's do."""
+    reading the templates. `inherited`: what it takes over from the operator (Inherited).
+    Its probes always answer on HEALTH_PORT, as the operator's do."""
+    metrics_listen = inherited.metrics_listen
+    metrics_secure_listen = inherited.metrics_secure_listen
     policy = record.loaded
     if policy is None:
         raise ValueError(f"SchedulingPolicy {record.name} has no loaded spec to render")
@@ -123,7 +137,7 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
         secure_port = int(metrics_secure_listen.rpartition(":")[2])
     if ca_secrets:
         args.append(f"--extender-ca-dir={EXTENDER_CA_DIR}")
-    args.extend(extra_args)
+    args.extend(inherited.args)
     values = {
         "name": object_name(record.name),
         "namespace": namespace,
@@ -138,6 +152,7 @@ def render(record: PolicyRecord, *, namespace: str, image: str,
                   "uid": record.uid, "controller": True, "blockOwnerDeletion": False},
         "ca_secrets": ca_secrets,
         "ca_dir": EXTENDER_CA_DIR,
+        "feature_gates": inherited.feature_gates,
         "health_port": HEALTH_PORT,
         "metrics_port": metrics_port,
         "secure_port": secure_port,
@@ -190,16 +205,12 @@ def foreign_message(obj: Mapping[str, Any], policy_name: str) -> str:
 
 class DedicatedDeployer:
     def __init__(self, client: ApiClient, *, namespace: str, image: str = DEFAULT_IMAGE,
-                 directory: Path | None = None, args: Sequence[str] = (),
-                 metrics_listen: str | None = None,
-                 metrics_secure_listen: str | None = None) -> None:
+                 directory: Path | None = None, inherited: Inherited = Inherited()) -> None:
         self.client = client
         self.namespace = namespace
         self.image = image
         self.directory = directory
-        self.args = tuple(args)
-        self.metrics_listen = metrics_listen
-        self.metrics_secure_listen = metrics_secure_listen
+        self.inherited = inherited
 
     async def _existing(self, path: str) -> Json | None:
         try:
@@ -213,9 +224,7 @@ class DedicatedDeployer:
         """Apply the policy's objects; ForeignObject (nothing applied) when one of their
         names is taken by an object polsched did not make for this policy."""
         objs = render(record, namespace=self.namespace, image=self.image,
-                      directory=self.directory, extra_args=self.args,
-                      metrics_listen=self.metrics_listen,
-                      metrics_secure_listen=self.metrics_secure_listen)
+                      directory=self.directory, inherited=self.inherited)
         for obj in objs:
             existing = await self._existing(api_path(obj))
             if existing is not None and not ours(existing, record.name):

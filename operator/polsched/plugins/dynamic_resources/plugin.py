@@ -75,6 +75,7 @@ from polsched.dra import (
 from polsched.framework import device_classes as dc
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
+from polsched.framework import podgroups as pgs
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.interfaces import (
@@ -242,8 +243,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
                  features: Features = DEFAULT_FEATURES,
                  filter_timeout: float = FILTER_TIMEOUT_SECONDS,
-                 binding_timeout: float = BINDING_TIMEOUT_SECONDS) -> None:
+                 binding_timeout: float = BINDING_TIMEOUT_SECONDS,
+                 topology_aware: bool = False) -> None:
         self.listers = listers
+        # TopologyAwareWorkloadScheduling (fts.EnableTopologyAwareWorkloadScheduling).
+        self.topology_aware = topology_aware
         self.api = api
         self.features = features
         self.filter_timeout = filter_timeout
@@ -709,7 +713,12 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         docs/differences.md). Otherwise deallocateOrDeletePodClaims for each member that
         ran PreFilter, and Unschedulable "deallocation and deletion of ResourceClaims
         completed" whatever it did. (The PodGroup-scoped claims' cleanup is behind
-        DRAWorkloadResourceClaims, off in v1.37: not done.)"""
+        DRAWorkloadResourceClaims, off in v1.37: not done.) With
+        TopologyAwareWorkloadScheduling on, a PodGroup with schedulingConstraints is left
+        alone: Unschedulable without a reason ("not supporting topology-aware workloads")."""
+        if self.topology_aware and \
+                (group.pod_group.get("spec") or {}).get("schedulingConstraints") is not None:
+            return None, Status.unschedulable()
         members: dict[str, _State] | None = state.get(_GROUP_STATE_KEY)
         if members is None:
             return None, Status.error(ERR_NOT_FOUND)
@@ -1181,7 +1190,9 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> DynamicResources:
                             filter_timeout=_seconds(args, "filterTimeout",
                                                     FILTER_TIMEOUT_SECONDS),
                             binding_timeout=_seconds(args, "bindingTimeout",
-                                                     BINDING_TIMEOUT_SECONDS))
+                                                     BINDING_TIMEOUT_SECONDS),
+                            topology_aware=pgs.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
+                            in handle.features)
 
 
 __all__ = ["NAME", "DynamicResources", "claim_name", "new"]
