@@ -140,8 +140,11 @@ async def settled(client: ApiClient, w: World,
 def policy(name: str, scorer: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
             "metadata": {"name": name, "generation": 1, "uid": unique("uid")},
+            # The fencing filters stay (the operator's default tenancy refuses a policy
+            # without them); the nodes here have no taints and none is cordoned.
             "spec": {"schedulerName": name, "defaultPlugins": False,
-                     "filters": [{"name": "NodeAffinity"}, {"name": "NodeResourcesFit"}],
+                     "filters": [{"name": "NodeUnschedulable"}, {"name": "TaintToleration"},
+                                 {"name": "NodeAffinity"}, {"name": "NodeResourcesFit"}],
                      "scorers": [{"name": scorer, "weight": 1,
                                   "args": {"metricsIntervalSeconds": INTERVAL, **args}}]}}
 

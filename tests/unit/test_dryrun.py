@@ -47,6 +47,27 @@ def test_the_oldest_claimant_that_is_not_a_shadow_owns_a_scheduler_name() -> Non
     assert dryrun.owner_of(found, "nobody") is None
 
 
+def test_of_claimants_created_in_the_same_second_the_one_reported_running_keeps_the_name(
+        ) -> None:
+    """creationTimestamp has a resolution of one second: a policy applied right after the
+    owner, in the same second, must not take the name by sorting first (the operator ran
+    the owner and reported it Ready; the newcomer has no status yet)."""
+    owner = policy("b-first", "2026-02-01T00:00:00Z", "shared")
+    owner["status"] = {"conditions": [{"type": "Ready", "status": "True",
+                                       "reason": "Scheduling"}]}
+    newcomer = policy("a-second", "2026-02-01T00:00:00Z", "shared")
+    assert claims.owners([claims.ObjectClaim.of(newcomer),
+                          claims.ObjectClaim.of(owner)]) == {"shared": "b-first"}
+    # Without the report, the name order decides, as before.
+    del owner["status"]
+    assert claims.owners([claims.ObjectClaim.of(newcomer),
+                          claims.ObjectClaim.of(owner)]) == {"shared": "a-second"}
+    # An older claimant still wins over one reported running.
+    older = policy("c-older", "2026-01-01T00:00:00Z", "shared")
+    assert claims.owners([claims.ObjectClaim.of(o) for o in (newcomer, owner, older)]) == \
+        {"shared": "c-older"}
+
+
 def test_the_dry_run_commands_pick_the_policy_the_operator_runs() -> None:
     book = PolicyBook()
     for p in dryrun.policies_in(POLICIES):

@@ -60,6 +60,11 @@ class PolicyRecord:
         return claims.reported_conflicting(self.status)
 
     @property
+    def running(self) -> bool:
+        """The operator last reported it Ready (api.claims: wins a same-second tie)."""
+        return claims.reported_running(self.status)
+
+    @property
     def mode(self) -> RuntimeMode:
         return self.loaded.runtime.mode if self.loaded is not None else RuntimeMode.SHARED
 
