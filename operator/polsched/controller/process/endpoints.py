@@ -118,32 +118,38 @@ async def serve_metrics(listen: str | None, ready: Callable[[], bool],
     client that reviews its tokens, served on this loop."""
     thread = ServingThread()
     try:
-        served = await _serve(thread, listen, ready, healthy, health_listen, explain)
+        served = Endpoints(await _serve(thread, listen, ready, healthy, health_listen,
+                                        explain), thread)
+        if secure is not None:
+            served.on_loop.append(await _serve_secure(*secure, served))
     except BaseException:
         await thread.stop()
         raise
-    if secure is None:
-        return served
-    options, client = secure
+    if not served.runners and not served.on_loop:
+        await thread.stop()
+        return None
+    return served
+
+
+async def _serve_secure(options: secure_metrics.Options, client: ApiClient,
+                        served: Endpoints) -> web.AppRunner:
+    """--metrics-secure-listen on this loop; what `served` already serves is stopped if
+    it cannot be served."""
     try:
         runner = await secure_metrics.serve(options, client)
     except (OSError, ValueError, RuntimeError) as e:
-        if served is not None:
-            await served.cleanup()
+        await served.cleanup()
         raise SystemExit(f"polsched: --metrics-secure-listen {options.listen}: {e}") from e
     for addr in runner.addresses:
         host, port = addr[0], addr[1]
         log.info("serving /metrics to authorized tokens on https://%s:%s",
                  f"[{host}]" if ":" in host else host, port)
-    if served is None:
-        return Endpoints([], ServingThread(), [runner])
-    served.on_loop.append(runner)
-    return served
+    return runner
 
 
 async def _serve(thread: ServingThread, listen: str | None, ready: Callable[[], bool],
                  healthy: Callable[[], bool], health_listen: str | None,
-                 explain: Callable[[], str] | None) -> Endpoints | None:
+                 explain: Callable[[], str] | None) -> list[web.AppRunner]:
     explicit = listen is not None
     address = DEFAULT_METRICS_LISTEN if listen is None else listen
     runners: list[web.AppRunner] = []
@@ -179,7 +185,4 @@ async def _serve(thread: ServingThread, listen: str | None, ready: Callable[[], 
             host, port = addr[0], addr[1]
             log.info("serving /healthz and /readyz on http://%s:%s",
                      f"[{host}]" if ":" in host else host, port)
-    if not runners:
-        await thread.stop()
-        return None
-    return Endpoints(runners, thread)
+    return runners
