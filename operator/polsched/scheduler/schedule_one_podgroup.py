@@ -380,8 +380,11 @@ class _Tree:
             finally:
                 for revert in reversed(sub_reverts):
                     revert()
+            # What each PodGroup placed there on its own (explain's view of the domain);
+            # PlacementScore reads only the successful subtree's (below).
             outcome = PlacementOutcome(placement, res.status, [
-                m for leaf in _successful_leaves(info, sub) for m in leaf.members],
+                m for leaf in tree_leaves(info) if leaf.key in sub
+                and sub[leaf.key].status.ok for m in sub[leaf.key].members],
                 time.perf_counter() - started)
             if res.status.code is Code.ERROR:
                 res.placements = tried
@@ -402,8 +405,9 @@ class _Tree:
             root.placements, root.generated = tried, len(placements)
             results.update(first)
             return root
-        for outcome, res in feasible:
-            res.members = outcome.members  # the proposed assignments PlacementScore reads
+        for (_, res), sub in zip(feasible, subtrees, strict=True):
+            # makeCompositePodGroupAssignments: the successful leaves' members.
+            res.members = [m for leaf in _successful_leaves(info, sub) for m in leaf.members]
         i, st = _find_best_placement(pipeline, info, feasible)
         if i is None:
             res = PodGroupResult(st, state=cycle_state, placements=tried)
@@ -547,12 +551,26 @@ def complete_tree(root: PodGroupInfo, result: PodGroupResult) -> dict[str, PodGr
     return results
 
 
-def tree_members(root: PodGroupInfo, results: Mapping[str, PodGroupResult]
-                 ) -> list[MemberResult]:
-    """Every member result of the tree's PodGroups (the proposed assignments the
-    PodGroupPostFilter's rerun hands back)."""
-    return [m for leaf in tree_leaves(root) if leaf.key in results
-            for m in results[leaf.key].members]
+def apply_tree_post_filter(results: Mapping[str, PodGroupResult], pst: Status) -> None:
+    """applyPodGroupPostFilterResult over a tree's completed results: an error becomes
+    every group's status; otherwise the PodGroupPostFilter's message is appended to each
+    result's status, so a Status shared by several groups (complete_tree: a parent's and
+    the children it overrode) gets it once per group, as upstream appends through the
+    shared pointer."""
+    shared: dict[int, int] = {}
+    for r in results.values():
+        shared[id(r.status)] = shared.get(id(r.status), 0) + 1
+    appended: dict[int, Status] = {}
+    for r in results.values():
+        before = r.status
+        if pst.code is Code.ERROR:
+            r.status = pst
+            continue
+        if id(before) not in appended:
+            appended[id(before)] = Status(
+                before.code, (*before.reasons, *([pst.message] * shared[id(before)])),
+                before.plugin)
+        r.status = appended[id(before)]
 
 
 async def placement_capacity(pipeline: Pipeline, cache: ClusterCache,
@@ -742,6 +760,13 @@ class ScheduleOnePodGroup(ScheduleOne):
     """ScheduleOne with the pod-group cycle (schedule_one_podgroup.go's methods of
     upstream's Scheduler): what the engine runs for every popped pod and pod group."""
 
+    # PodGroups (by uid) this scheduler set PodGroupInitiallyScheduled=True on, newest last:
+    # the condition's write is asynchronous (the recorder), so the next cycle of a tree
+    # may read the PodGroup before the watch brings it back; upstream's patch is made in
+    # the cycle, before the next one reads the group. Bounded.
+    _scheduled_uids: dict[str, None] | None = None
+    MAX_SCHEDULED_UIDS = 10_000
+
     # -- the pod-group cycle (schedule_one_podgroup.go) ----------------------------------
     async def schedule_pod_group(self, profile: Profile, group: QueuedPodGroup) -> None:
         """scheduleOnePodGroup for a popped pod group: validate it, simulate every member on
@@ -926,22 +951,7 @@ class ScheduleOnePodGroup(ScheduleOne):
             for name, code in ran:
                 if name == DEFAULT_PREEMPTION:
                     metrics.workload_preemption_attempt(code)
-            # applyPodGroupPostFilterResult appends to each result's status; groups that
-            # share their parent's status (complete_tree) get it appended once per group.
-            shared: dict[int, int] = {}
-            for r in results.values():
-                shared[id(r.status)] = shared.get(id(r.status), 0) + 1
-            appended: dict[int, Status] = {}
-            for r in results.values():
-                before = r.status
-                if pst.code is Code.ERROR:
-                    r.status = pst
-                    continue
-                if id(before) not in appended:
-                    appended[id(before)] = Status(
-                        before.code, (*before.reasons, *([pst.message] * shared[id(before)])),
-                        before.plugin)
-                r.status = appended[id(before)]
+            apply_tree_post_filter(results, pst)
             final = results[info.key].status
             if pst.ok:
                 waiting = post or PodGroupPostFilterResult()
@@ -1019,6 +1029,15 @@ class ScheduleOnePodGroup(ScheduleOne):
                          and c.get("type") == pgs.POD_GROUP_INITIALLY_SCHEDULED), None)
         if existing is not None and existing.get("status") == "True" and status != "True":
             return
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if self._scheduled_uids is None:
+            self._scheduled_uids = {}
+        if status != "True" and uid and uid in self._scheduled_uids:
+            return  # True written, not observed yet: never back to False
+        if status == "True" and uid:
+            self._scheduled_uids[uid] = None
+            if len(self._scheduled_uids) > self.MAX_SCHEDULED_UIDS:
+                del self._scheduled_uids[next(iter(self._scheduled_uids))]
         generation = (obj.get("metadata") or {}).get("generation") or 0
         if existing is not None and existing.get("status") == status \
                 and existing.get("reason") == reason and existing.get("message") == message \

@@ -295,3 +295,26 @@ def test_the_decode_group_sees_the_prefill_group_already_placed() -> None:
     assert out.subtree["ns/prefill"].status.ok
     assert not out.subtree["ns/decode"].status.ok
     assert not cache.assumed_keys_by_scheduler()
+
+
+def test_a_deleted_root_sends_the_trees_members_back_to_wait_for_it() -> None:
+    composites, groups, members = prefill_decode("1", "1")
+    cache = cache_with([], composites, groups, [])
+    pipeline = pipeline_for(cache)
+    queue = SchedulingQueue()
+    queue.configure(pipeline.pre_enqueue_plugins, pipeline.queueing_hints(),
+                    pod_group_key_fn(pipeline), pod_group_lookup_fn(pipeline))
+    for m in members:
+        cache.on_pod_event("ADDED", m)
+        queue.add(PodInfo.from_json(m))
+    cache.on_composite_pod_group_event("DELETED", composites[0])
+    queue.regroup_trees()
+    assert queue.pop_nowait() is None
+    # Back again: the tree goes as one.
+    cache.on_composite_pod_group_event("ADDED", composites[0])
+    queue.regroup_trees()
+    queue.move(ev.COMPOSITE_POD_GROUP_ADD, None, composites[0])
+    first = queue.pop_nowait()
+    assert first is not None
+    group = queue.pop_group(first)
+    assert group is not None and group.key == ROOT and len(group.members) == 4
