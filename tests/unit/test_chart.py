@@ -409,3 +409,29 @@ def test_chart_version_is_the_package_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert chart["version"] == chart["appVersion"] == project["version"] \
         == polsched.__version__
+
+
+def test_feature_gates_set_the_operators_variable_as_render_does(helm: str,
+                                                                  tmp_path: Path) -> None:
+    """featureGates is render's --feature-gates: the operator's POLSCHED_FEATURE_GATES,
+    sorted by name; a value that is not a boolean is refused naming the gate."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"featureGates": {
+        "TopologyAwareWorkloadScheduling": True, "GenericWorkload": True,
+        "CompositePodGroup": False}}))
+    chart = helm_template(helm, "-f", str(values))
+    rendered = render_operator(
+        "--feature-gates",
+        "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=false")
+    assert_same_install(chart, rendered)
+    deployment = next(o for o in chart if o["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POLSCHED_FEATURE_GATES"] == (
+        "CompositePodGroup=false,GenericWorkload=true,TopologyAwareWorkloadScheduling=true")
+    default = next(o for o in helm_template(helm) if o["kind"] == "Deployment")
+    assert "POLSCHED_FEATURE_GATES" not in {
+        e["name"] for e in default["spec"]["template"]["spec"]["containers"][0]["env"]}
+    p = subprocess.run([helm, "template", "polsched", str(CHART), "--set",
+                        "featureGates.GenericWorkload=yes"], capture_output=True, text=True)
+    assert p.returncode != 0 and "featureGates.GenericWorkload" in p.stderr

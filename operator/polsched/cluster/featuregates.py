@@ -23,17 +23,18 @@ _ITEM = re.compile(r"[A-Za-z][A-Za-z0-9]{0,99}=(true|false)")
 MAX_LEN = 4096
 
 
-def parse(value: str) -> dict[str, bool]:
+def parse(value: str, source: str = ENV) -> dict[str, bool]:
     """`A=true,B=false` as {"A": True, "B": False}; the last setting of a gate wins, as in
-    component-base's flag parsing. Raises ValueError naming the variable and the bad item."""
+    component-base's flag parsing. Raises ValueError naming `source` (the variable or flag)
+    and the bad item."""
     if len(value) > MAX_LEN:
-        raise ValueError(f"{ENV}: longer than {MAX_LEN} characters")
+        raise ValueError(f"{source}: longer than {MAX_LEN} characters")
     gates: dict[str, bool] = {}
     if not value.strip():
         return gates
     for item in value.split(","):
         if not _ITEM.fullmatch(item):
-            raise ValueError(f"{ENV}: {item!r} is not Name=true|false (in {value!r})")
+            raise ValueError(f"{source}: {item!r} is not Name=true|false (in {value!r})")
         name, _, flag = item.partition("=")
         gates[name] = flag == "true"
     return gates

@@ -162,6 +162,11 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--webhook-allow-from", metavar="CIDR,...", default=None,
                    help="operator: the API server's networks; adds a NetworkPolicy that "
                         "lets only them reach the webhook (default: none, no NetworkPolicy)")
+    p.add_argument("--feature-gates", metavar="Name=true,...", default=None,
+                   help="operator: Kubernetes feature gates beyond v1.37's defaults that the "
+                        "cluster runs with (GenericWorkload, TopologyAwareWorkloadScheduling, "
+                        "...), set as the operator's POLSCHED_FEATURE_GATES and handed to "
+                        "Dedicated schedulers (default: none)")
     p.set_defaults(func=_run_render)
 
 

@@ -403,7 +403,8 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
                        if p.key != pod.key and not p.node_name]
     group = PodGroupInfo(pod.namespace, name, obj)
     # The PodGroupPostFilter plugins as the engine runs them, acting on nothing.
-    outcome, status = await pod_group_verdict(pipeline, cache, group, members)
+    verdict = await pod_group_verdict(pipeline, cache, group, members)
+    outcome, status = verdict.outcome, verdict.status
     out: list[GangMember] = []
     for i, m in enumerate(members):
         if i >= len(outcome.members):
@@ -446,8 +447,9 @@ async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodG
     need = pgs.effective_min_count(group.pod_group)
     feasible = [d for d in domains if d.feasible]
     if not domains:
-        why = (f"no node has the label {key}" if outcome.status.message ==
-               "no feasible placements found" else outcome.status.message)
+        algorithm = outcome.untried or outcome.status  # before the PodGroupPostFilter
+        why = (f"no node has the label {key}" if algorithm.message ==
+               "no feasible placements found" else algorithm.message)
     elif not feasible:
         closest = max(domains, key=lambda d: d.holds)
         why = (f"no {label} domain can hold {need} members; the closest "

@@ -27,6 +27,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from polsched.cluster import featuregates
 from polsched.objects import Json
 
 DEFAULT_NAMESPACE = "polsched-system"
@@ -88,13 +89,22 @@ def webhook_sources(cidrs: Iterable[str]) -> list[Json]:
     return peers
 
 
+def gate_list(value: str) -> str:
+    """`--feature-gates A=true,B=false` as the operator's POLSCHED_FEATURE_GATES, sorted by
+    name (the chart's featureGates map comes out so); "" for none. Raises ValueError naming
+    the bad item."""
+    gates = featuregates.parse(value, "--feature-gates")
+    return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
+
+
 def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
                        replicas: int = 1, directory: Path | None = None, *,
                        tenancy: Json | None = None,
-                       allow_from: Iterable[str] = ()) -> list[Json]:
+                       allow_from: Iterable[str] = (), feature_gates: str = "") -> list[Json]:
     """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration; with
     `tenancy`, the ConfigMap the operator reads it from; with `allow_from`, the
-    NetworkPolicy that lets only those networks reach the webhook)."""
+    NetworkPolicy that lets only those networks reach the webhook; with `feature_gates`,
+    the operator's POLSCHED_FEATURE_GATES)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory or _templates_dir())),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True)
@@ -104,7 +114,8 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
         selector=selector, labels={**selector, "app.kubernetes.io/part-of": "polsched"},
         metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT,
         tenancy_json=None if tenancy is None else tenancy_json(tenancy),
-        webhook_sources=webhook_sources(allow_from))
+        webhook_sources=webhook_sources(allow_from),
+        feature_gates=gate_list(feature_gates))
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -134,7 +145,7 @@ def rbac(namespace: str = DEFAULT_NAMESPACE) -> list[Json]:
 def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
                      crd: bool = True, with_rbac: bool = True, *,
                      tenancy: Json | None = None,
-                     allow_from: Iterable[str] = ()) -> list[Json]:
+                     allow_from: Iterable[str] = (), feature_gates: str = "") -> list[Json]:
     """Every object `kubectl apply -k manifests/` creates, in apply order."""
     import copy
 
@@ -145,7 +156,8 @@ def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = Non
         out += rbac(namespace)
     if crd:
         out.append(copy.deepcopy(crd_manifest()))
-    return out + operator_templated(namespace, image, tenancy=tenancy, allow_from=allow_from)
+    return out + operator_templated(namespace, image, tenancy=tenancy, allow_from=allow_from,
+                                    feature_gates=feature_gates)
 
 
 def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
@@ -184,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
             objs = operator_install(args.namespace, args.image, crd=not args.no_crd,
                                     with_rbac=not args.no_rbac, tenancy=tenancy,
                                     allow_from=[c for c in (args.webhook_allow_from or
-                                                            "").split(",") if c.strip()])
+                                                            "").split(",") if c.strip()],
+                                    feature_gates=args.feature_gates or "")
         except ValueError as e:
             print(f"polsched render operator: {e}", file=sys.stderr)
             return 1

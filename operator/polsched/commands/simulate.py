@@ -671,14 +671,15 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
         return decisions, outcome
     # The PodGroupPostFilter phase as the engine runs it, acting on nothing: a group that
     # would preempt is reported not placed with its message, as the first cycle leaves it.
-    result, status = await pod_group_verdict(pipeline, cache, info, pods)
-    untried = result.status
+    verdict = await pod_group_verdict(pipeline, cache, info, pods)
+    result, status = verdict.outcome, verdict.status
     outcome.message = status.message
     outcome.state = PLACED if status.ok else NOT_PLACED if status.rejected else GROUP_ERROR
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []
     for i, (d, pod) in enumerate(live):
         r = result.members[i] if i < len(result.members) else None
-        v = member_verdict(r, status, untried)  # the engine's submit, member by member
+        # the engine's submit, member by member
+        v = member_verdict(r, status, result.untried, verdict.waiting)
         if v.status is None and r is not None:
             placed.append((d, pod, r))
         elif v.status is None or not v.status.rejected:
