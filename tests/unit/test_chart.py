@@ -248,6 +248,34 @@ def test_tenancy_config_and_webhook_network_policy_install_as_render_does(
                                                "10.0.0.0/24,fd00::/64"))
 
 
+def test_webhook_client_auth_installs_as_render_does_and_the_operator_takes_it(
+        helm: str, tmp_path: Path) -> None:
+    """webhook.clientAuth.caBundle is render's --webhook-client-ca: the same ConfigMap,
+    mount and flag, which `polsched run` parses; without it, neither front end adds any."""
+    from polsched.controller.webhook.certificates import new_ca
+
+    ca, _ = new_ca()
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"webhook": {"clientAuth": {"caBundle": ca}}}))
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_text(ca)
+    chart = helm_template(helm, "-f", str(values))
+    assert_same_install(chart, render_operator("--webhook-client-ca", str(ca_file)))
+    (cm,) = [o for o in chart if o["metadata"]["name"] == "polsched-webhook-client-ca"]
+    assert cm["data"]["ca.crt"] == ca
+    args = run_args(chart)
+    assert args.webhook_client_ca == "/etc/polsched/webhook-client-ca/ca.crt"
+    mounts = deployment(chart)["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "webhook-client-ca", "mountPath": "/etc/polsched/webhook-client-ca",
+            "readOnly": True} in mounts
+    assert run_args(helm_template(helm)).webhook_client_ca is None
+    garbage = tmp_path / "garbage.crt"
+    garbage.write_text("not a certificate")
+    p = subprocess.run([str(Path(sys.executable).parent / "polsched"), "render", "operator",
+                        "--webhook-client-ca", str(garbage)], capture_output=True, text=True)
+    assert p.returncode == 1 and f"--webhook-client-ca {garbage}" in p.stderr, p.stderr
+
+
 def test_the_network_policy_lets_in_the_metrics_port_only_when_it_is_exposed(
         helm: str) -> None:
     def ports(*args: str) -> list[str]:

@@ -93,7 +93,8 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
         certs = rotator.ExternalCertificates(client, args.namespace,
                                              args.webhook_secret or rotator.DEFAULT_SECRET)
         return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
-                                           publish=None, ca_switch_delay=0.0)
+                                           publish=None, ca_switch_delay=0.0,
+                                           client_ca=getattr(args, "webhook_client_ca", None))
     if service is not None or args.webhook_secret is not None:
         certs = rotator.CertificateManager(client, args.namespace,
                                            args.webhook_secret or rotator.DEFAULT_SECRET, names,
@@ -104,7 +105,8 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
         configuration.CABundleInjector(client) if service is not None
         else configuration.URLConfiguration(client))
     return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
-                                       publish=publish)
+                                       publish=publish,
+                                       client_ca=getattr(args, "webhook_client_ca", None))
 
 
 async def own_image(client: ApiClient) -> str | None:
