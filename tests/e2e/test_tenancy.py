@@ -105,6 +105,54 @@ def test_a_replaced_policy_keeps_its_name_and_pods(harness: Harness, namespace: 
              "A binds once it owns the name")
 
 
+def test_a_name_held_for_a_deleted_owner_stays_held_across_a_restart(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    """The owner is deleted, and the operator restarts within the grace period: the new
+    process reads the hold back (Lease polsched-name-holds) and still keeps the name for
+    the owner, so the pod made meanwhile waits and goes to the re-created owner, never to
+    the other team's idle policy of the same schedulerName."""
+    h = harness
+    rid = unique("hold")
+    zone_a = nodes(f"{rid}-a", labels={"zone": "a"})
+    nodes(f"{rid}-b", labels={"zone": "b"})
+    sname = f"{rid}-s"
+    tenancy = tenancy_file(h, rid, {"nameGraceSeconds": 300})
+    op = h.operator(f"{rid}-op", "--tenancy-config", tenancy)
+    team_b = h.apply_policy(zone_policy(f"{rid}-b", "a", scheduler=sname))
+    h.wait_ready(team_b)
+    team_a = h.apply_policy(zone_policy(f"{rid}-a", "b", scheduler=sname))
+    wait_for(lambda: reason(h, team_a) == "SchedulerNameConflict", 10, "team A conflicts")
+
+    h.cluster.kubectl("delete", "spol", team_b)
+
+    def recorded() -> bool:
+        p = h.cluster.kubectl("get", "lease", "polsched-name-holds", "-n",
+                              OPERATOR_NAMESPACE, "-o", "json", check=False)
+        if p.returncode != 0:
+            return False
+        held = json.loads(json.loads(p.stdout)["metadata"]["annotations"][
+            "polsched.io/held-names"])
+        return bool(held.get(sname, {}).get("policy") == team_b)
+    wait_for(recorded, 10, "the hold recorded in the Lease")
+    h.create_pods(namespace, ["during-restart"], sname)
+    op.stop()
+    op = h.operator(f"{rid}-op2", "--tenancy-config", tenancy)
+    # The new process has synced every policy once this one is Ready.
+    probe = h.apply_policy(zone_policy(f"{rid}-probe", "a"))
+    h.wait_ready(probe)
+    assert f"schedulerName {sname!r} is held for the deleted SchedulingPolicy {team_b}" \
+        in op.log()
+    assert reason(h, team_a) == "SchedulerNameConflict"
+    assert "is held for" in str(h.condition(team_a, "Ready").get("message"))
+    assert "during-restart" not in h.bound(namespace)
+
+    h.apply_policy(zone_policy(team_b, "a", scheduler=sname))
+    h.wait_ready(team_b)
+    wait_for(lambda: h.bound(namespace).get("during-restart") == zone_a, 15,
+             "the pod bound by B's re-created policy")
+    assert reason(h, team_a) == "SchedulerNameConflict"
+
+
 def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> None:
     h = harness
     rid = unique("claims")

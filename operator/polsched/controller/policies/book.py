@@ -6,6 +6,8 @@ one, the older (creationTimestamp, then name) keeps it and the newer waits with
 Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admission); one
 reported so never takes the name from one that was not (api.claims.owners), so the owner
 keeps it across restarts, and after re-creating itself within the grace period.
+The holds themselves outlive a restart through controller.policies.holds (restore,
+held_until).
 Deleting the owner does not hand the name over at once: for the tenancy's
 nameGraceSeconds the name stays held for a policy of the owner's name, so that a delete
 and re-create (a GitOps replace) gets it back, and another team's idle policy never
@@ -154,6 +156,23 @@ class PolicyBook:
             if until <= now:
                 del self._released[sname]
         return dict(self._released)
+
+    def held_until(self, wall_now: float) -> dict[str, tuple[str, float]]:
+        """held(), with each end as wall-clock time (`wall_now`: the wall clock now), for
+        the record a restart reads back (controller.policies.holds)."""
+        now = self._clock()
+        return {s: (owner, wall_now + (until - now)) for s, (owner, until) in self.held().items()}
+
+    def restore(self, holds: Mapping[str, tuple[str, float]], wall_now: float) -> None:
+        """Hold again the names a previous process held (wall-clock ends, as held_until
+        gives them): a restart within the grace period keeps them held. No hold lasts
+        longer than this process's grace from now; one held here already is kept."""
+        grace = self.rules.tenancy.name_grace_seconds
+        now = self._clock()
+        for sname, (owner, until) in holds.items():
+            left = min(until - wall_now, grace)
+            if left > 0 and sname not in self._released:
+                self._released[sname] = (owner, now + left)
 
     def next_release(self) -> float | None:
         """Seconds until the first held name is released (None: none held)."""

@@ -37,6 +37,8 @@ from polsched.controller.policies import conditions as cond
 from polsched.controller.policies import extender_ca, lastgood
 from polsched.controller.policies.book import PolicyBook, PolicyRecord
 from polsched.controller.policies.events import PolicyEvents
+from polsched.controller.policies.holds import LEASE as _HOLDS_LEASE
+from polsched.controller.policies.holds import HoldStore
 from polsched.controller.policies.status import StatusView, StatusWriter
 from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
 from polsched.scheduler import metrics
@@ -92,7 +94,9 @@ class PolicyReconciler:
     operator runs every Shared one). `deployer`: set in the operator, deploys Dedicated
     policies while leading. `records_last_good`: set in the operator, writes the last-good
     record while leading. `rules`: the operator's reserved scheduler names and extender
-    destination policy.
+    destination policy. `holds`: set in the operator, where the names held for deleted
+    owners are recorded so that a restart within the grace period still holds them
+    (read before the first listing is synced, written when an owner is deleted).
 
     A fault in one policy never leaves it: any exception while loading, building or
     applying one policy's pipeline, extenders or shadow is caught here and shown in
@@ -103,7 +107,8 @@ class PolicyReconciler:
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  dedicated: DedicatedScope | None = None,
                  deployer: Deployer | None = None, records_last_good: bool = False,
-                 rules: AdmissionRules = DEFAULT_RULES) -> None:
+                 rules: AdmissionRules = DEFAULT_RULES,
+                 holds: HoldStore | None = None) -> None:
         self.client = client
         # Which policies this process schedules itself, and (Dedicated) the one policy.
         self.runs_mode: RuntimeMode = DEDICATED if dedicated is not None else SHARED
@@ -113,6 +118,8 @@ class PolicyReconciler:
         self.writer = writer
         self.rules = rules
         self.book = PolicyBook(rules)
+        self.holds = holds
+        self._holds_restored = holds is None
         self.events = PolicyEvents(client)
         self.deployer = deployer
         self.leading = deployer is None  # the deployer acts only while leading
@@ -192,6 +199,9 @@ class PolicyReconciler:
                 await self.forget(name)
                 continue
             live.append(body)
+        if not self._holds_restored:
+            async with self._lock:
+                await self._restore_holds()
         if not live:
             return
         async with self._lock:
@@ -219,9 +229,50 @@ class PolicyReconciler:
             for rec, took in loads:
                 metrics.policy_reload(rec.name, _reload_result(rec), took + synced)
 
+    async def _restore_holds(self) -> None:
+        """The names a previous process held for deleted owners (controller.policies.
+        holds), before the first listing is synced; retried at the next listing when the
+        record cannot be read."""
+        assert self.holds is not None
+        try:
+            stored = await self.holds.load()
+        except Exception as e:  # noqa: BLE001 - the webhook still refuses a second claimant
+            log.warning("the schedulerNames held for deleted policies could not be read "
+                        "from Lease %s/%s (%s); tried again at the next listing",
+                        self.holds.namespace, _HOLDS_LEASE, e)
+            return
+        self.book.restore(stored, self.holds.wall())
+        self._holds_restored = True
+        for sname, (owner, _) in sorted(self.book.held().items()):
+            log.info("schedulerName %r is held for the deleted SchedulingPolicy %s",
+                     sname, owner)
+        self._resync_on_release()
+
+    def _save_holds_soon(self) -> None:
+        """Record the names now held (an owner was just deleted) where a restart finds
+        them; in the background, so the deleted policy's scheduler stops at once."""
+        if self.holds is None:
+            return
+        store, holds = self.holds, self.book.held_until(self.holds.wall())
+
+        async def save() -> None:
+            try:
+                await store.save(holds)
+            except Exception as e:  # noqa: BLE001 - held in memory all the same
+                log.warning("the schedulerNames held for deleted policies could not be "
+                            "recorded in Lease %s/%s (%s): a restart within the grace "
+                            "period forgets them", store.namespace, _HOLDS_LEASE, e)
+
+        task = asyncio.get_running_loop().create_task(save())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def forget(self, name: str) -> None:
         async with self._lock:
+            held_before = self.book.held()
             rec = self.book.forget(name)
+            if rec is not None and self.book.held() != held_before:
+                self._save_holds_soon()
             self.writer.drop(name)
             self._deployed.pop(name, None)
             self._conflicts.pop(name, None)
