@@ -158,7 +158,8 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
 
 
 def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules,
-                  held: Callable[[], Mapping[str, tuple[str, float]]] | None = None
+                  held: Callable[[], Mapping[str, tuple[str, float]]] | None = None,
+                  recorded: Callable[[], Mapping[str, str]] | None = None
                   ) -> Coroutine[Any, Any, None]:
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
@@ -168,7 +169,7 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionR
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    admission.register(registry, rules, client, held)
+    admission.register(registry, rules, client, held, recorded)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -229,10 +230,14 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         # other claimants of them within the grace period).
         return reconcilers[-1].book.held() if reconcilers else {}
 
+    def recorded() -> dict[str, str]:
+        # The owners this process's book recorded (api.claims.owners keeps them).
+        return reconcilers[-1].book.recorded() if reconcilers else {}
+
     process = Process(client, cache, config, reconciler)
 
     def kopf() -> Coroutine[Any, Any, None]:
-        return serve_webhook(args, client, rules, held)
+        return serve_webhook(args, client, rules, held, recorded)
 
     # The process runs until kopf (serving the webhook) stops, or a signal.
     await process.run(kopf if args.webhook_listen else until_stopped,

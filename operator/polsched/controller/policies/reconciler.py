@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
+from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError, claims
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.api.loader import ca_bundle_problem
 from polsched.api.model import RuntimeMode
@@ -94,9 +94,10 @@ class PolicyReconciler:
     operator runs every Shared one). `deployer`: set in the operator, deploys Dedicated
     policies while leading. `records_last_good`: set in the operator, writes the last-good
     record while leading. `rules`: the operator's reserved scheduler names and extender
-    destination policy. `holds`: set in the operator, where the names held for deleted
-    owners are recorded so that a restart within the grace period still holds them
-    (read before the first listing is synced, written when an owner is deleted).
+    destination policy. `holds`: set in the operator, where the owner of each
+    schedulerName and the names held for deleted owners are recorded
+    (controller.policies.holds), so that a restart keeps them: read before the first
+    listing is synced, written by the leader whenever they change.
 
     A fault in one policy never leaves it: any exception while loading, building or
     applying one policy's pipeline, extenders or shadow is caught here and shown in
@@ -120,6 +121,10 @@ class PolicyReconciler:
         self.book = PolicyBook(rules)
         self.holds = holds
         self._holds_restored = holds is None
+        # (held names and their owners, recorded owners) last written; None: write.
+        self._names_saved: tuple[dict[str, str], dict[str, str]] | None = None
+        self._names_dirty = False
+        self._names_saving: asyncio.Task[None] | None = None
         self.events = PolicyEvents(client)
         self.deployer = deployer
         self.leading = deployer is None  # the deployer acts only while leading
@@ -201,8 +206,9 @@ class PolicyReconciler:
             live.append(body)
         if not self._holds_restored:
             async with self._lock:
-                await self._restore_holds()
+                await self._restore_names(bodies)
         if not live:
+            self.book.forget_unknown_owners()
             return
         async with self._lock:
             loads: list[tuple[PolicyRecord, float]] = []
@@ -221,6 +227,8 @@ class PolicyReconciler:
                 # A large valid policy takes ~1 s to load: let the loop turn between
                 # them (binds, events, the webhook) rather than after the whole listing.
                 await asyncio.sleep(0)
+            # A listing is whole: a recorded owner not in it was deleted meanwhile.
+            self.book.forget_unknown_owners()
             if not loads and not self._retry and not self._reseed:
                 return
             started = time.perf_counter()
@@ -229,50 +237,64 @@ class PolicyReconciler:
             for rec, took in loads:
                 metrics.policy_reload(rec.name, _reload_result(rec), took + synced)
 
-    async def _restore_holds(self) -> None:
-        """The names a previous process held for deleted owners (controller.policies.
-        holds), before the first listing is synced; retried at the next listing when the
-        record cannot be read."""
+    async def _restore_names(self, bodies: Sequence[Mapping[str, Any]]) -> None:
+        """The owners a previous process recorded and the names it held for deleted
+        owners (controller.policies.holds), before the first listing is synced; retried
+        at the next listing when the record cannot be read. With no record yet (the first
+        start of an operator that keeps one), the owners are taken once from what the
+        operator last reported in the status of `bodies` (the listing)."""
         assert self.holds is not None
         try:
             stored = await self.holds.load()
         except Exception as e:  # noqa: BLE001 - the webhook still refuses a second claimant
-            log.warning("the schedulerNames held for deleted policies could not be read "
-                        "from Lease %s/%s (%s); tried again at the next listing",
-                        self.holds.namespace, _HOLDS_LEASE, e)
+            log.warning("the owners of schedulerNames could not be read from Lease %s/%s "
+                        "(%s); tried again at the next listing", self.holds.namespace,
+                        _HOLDS_LEASE, e)
             return
-        self.book.restore(stored, self.holds.wall())
+        self.book.restore(stored.holds, self.holds.wall())
+        self.book.restore_recorded(stored.owners if stored.exists else claims.reported_owners(
+            claims.ObjectClaim.of(b) for b in bodies))
         self._holds_restored = True
         for sname, (owner, _) in sorted(self.book.held().items()):
             log.info("schedulerName %r is held for the deleted SchedulingPolicy %s",
                      sname, owner)
         self._resync_on_release()
 
-    def _save_holds_soon(self) -> None:
-        """Record the names now held (an owner was just deleted) where a restart finds
-        them; in the background, so the deleted policy's scheduler stops at once."""
-        if self.holds is None:
+    def _save_names_soon(self) -> None:
+        """Write the record (owners and holds) when it changed, in the background: a
+        policy's scheduler starts or stops without waiting for the write."""
+        store = self.holds
+        if store is None or not self.leading:
             return
-        store, holds = self.holds, self.book.held_until(self.holds.wall())
+        if self._names_snapshot() == self._names_saved:
+            return
+        self._names_dirty = True
+        if self._names_saving is not None and not self._names_saving.done():
+            return
 
         async def save() -> None:
-            try:
-                await store.save(holds)
-            except Exception as e:  # noqa: BLE001 - held in memory all the same
-                log.warning("the schedulerNames held for deleted policies could not be "
-                            "recorded in Lease %s/%s (%s): a restart within the grace "
-                            "period forgets them", store.namespace, _HOLDS_LEASE, e)
+            while self._names_dirty and self.leading:
+                self._names_dirty = False
+                snapshot = self._names_snapshot()
+                try:
+                    await store.save(self.book.held_until(store.wall()), snapshot[1])
+                except Exception as e:  # noqa: BLE001 - kept in memory all the same
+                    log.warning("the owners of schedulerNames could not be recorded in "
+                                "Lease %s/%s (%s): a restart may hand a name to another "
+                                "claimant", store.namespace, _HOLDS_LEASE, e)
+                    return
+                self._names_saved = snapshot
 
-        task = asyncio.get_running_loop().create_task(save())
+        self._names_saving = task = asyncio.get_running_loop().create_task(save())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _names_snapshot(self) -> tuple[dict[str, str], dict[str, str]]:
+        return ({s: o for s, (o, _) in self.book.held().items()}, self.book.recorded())
+
     async def forget(self, name: str) -> None:
         async with self._lock:
-            held_before = self.book.held()
             rec = self.book.forget(name)
-            if rec is not None and self.book.held() != held_before:
-                self._save_holds_soon()
             self.writer.drop(name)
             self._deployed.pop(name, None)
             self._conflicts.pop(name, None)
@@ -313,6 +335,7 @@ class PolicyReconciler:
             self.leading = leading
             if leading:
                 self._deployed.clear()  # re-apply: a previous leader may have left changes
+                self._names_saved = None  # and record the names as this process knows them
                 self._record_tried.clear()
                 self._reseed = True
                 await self._refresh_status()
@@ -394,6 +417,7 @@ class PolicyReconciler:
                     self._report(rec)
             except Exception:  # a status bug must not stop the other policies' status
                 log.exception("SchedulingPolicy %s: computing its status failed", rec.name)
+        self._save_names_soon()
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         if self.records_last_good and self.leading:
