@@ -106,11 +106,12 @@ def test_a_replaced_policy_keeps_its_name_and_pods(harness: Harness, namespace: 
 
 
 def test_a_name_held_for_a_deleted_owner_stays_held_across_a_restart(
-        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+        harness: Harness, namespace: str, nodes: NodeFactory, free_port: int) -> None:
     """The owner is deleted, and the operator restarts within the grace period: the new
     process reads the hold back (Lease polsched-names) and still keeps the name for
     the owner, so the pod made meanwhile waits and goes to the re-created owner, never to
-    the other team's idle policy of the same schedulerName."""
+    the other team's idle policy of the same schedulerName (made before the webhook was
+    there); the restarted operator's webhook admits the owner's re-creation."""
     h = harness
     rid = unique("hold")
     zone_a = nodes(f"{rid}-a", labels={"zone": "a"})
@@ -136,7 +137,8 @@ def test_a_name_held_for_a_deleted_owner_stays_held_across_a_restart(
     wait_for(recorded, 10, "the hold recorded in the Lease")
     h.create_pods(namespace, ["during-restart"], sname)
     op.stop()
-    op = h.operator(f"{rid}-op2", "--tenancy-config", tenancy)
+    op = h.operator(f"{rid}-op2", "--tenancy-config", tenancy,
+                    "--webhook-listen", f"127.0.0.1:{free_port}")
     # The new process has synced every policy once this one is Ready.
     probe = h.apply_policy(zone_policy(f"{rid}-probe", "a"))
     h.wait_ready(probe)
@@ -146,7 +148,18 @@ def test_a_name_held_for_a_deleted_owner_stays_held_across_a_restart(
     assert "is held for" in str(h.condition(team_a, "Ready").get("message"))
     assert "during-restart" not in h.bound(namespace)
 
-    h.apply_policy(zone_policy(team_b, "a", scheduler=sname))
+    # The webhook answers (a bad policy is refused), then admits B's re-creation.
+    bad = zone_policy(f"{rid}-bad", "a")
+    bad["spec"]["filters"].append(
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+    wait_for(lambda: h.cluster.kubectl("apply", "--dry-run=server", "-f", "-",
+                                       input=json.dumps(bad), check=False).returncode != 0,
+             20, "the webhook serving", interval=0.5)
+    try:
+        h.apply_policy(zone_policy(team_b, "a", scheduler=sname))
+    finally:
+        h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
+                          "--ignore-not-found", check=False)
     h.wait_ready(team_b)
     wait_for(lambda: h.bound(namespace).get("during-restart") == zone_a, 15,
              "the pod bound by B's re-created policy")

@@ -212,6 +212,8 @@ async def check_claim(client: ApiClient, policy: Policy, body: Mapping[str, Any]
                 f"{sname!r} is held for SchedulingPolicy {former[0]!r}, deleted a moment ago, "
                 f"so that re-creating it gets its name back; try again after the grace "
                 f"period, or choose another schedulerName", code=409)
+        if former is not None:
+            return  # the deleted owner re-created: its name comes back, whoever else claims it
     try:
         listed = await client.get(f"/apis/{GROUP}/{VERSION}/{PLURAL}")
     except Exception as e:  # noqa: BLE001 - unreadable: the operator still decides owners
