@@ -3,7 +3,7 @@ specs that do not), deleted and created again under the same name, claiming a fe
 schedulerNames, as watch events fed to the operator's book of policies
 (controller.policies.book.PolicyBook, what the reconciler keeps); restarts are a fresh
 book that reads back the running one's record of owners and holds (what the operator
-keeps in its Lease, controller.policies.holds) and sees the live objects in another
+keeps in its Lease, controller.policies.names) and sees the live objects in another
 order. The book's clock moves 10 s an event, so a deleted owner's name is held
 (PolicyBook.held, the tenancy's nameGraceSeconds, 300 s) for 30 events, past the end of
 many cases and released within the longer ones; a release happens between two events.

@@ -2,7 +2,7 @@
 
 A schedulerName is cluster-wide, like a kube-scheduler profile's. The operator records
 which policy owns each name (controller.policies.book, kept across restarts by
-controller.policies.holds in a Lease of its own namespace), and the recorded owner keeps
+controller.policies.names in a Lease of its own namespace), and the recorded owner keeps
 its name while it claims it: an owner re-created under its own name within the grace
 period is the newest claimant, yet keeps its name after the grace period and across
 restarts, and of claimants created in the same second (creationTimestamp has a resolution

@@ -33,7 +33,7 @@ from polsched.controller.dedicated.deployments import (
     DedicatedDeployer,
     Inherited,
 )
-from polsched.controller.policies.holds import HoldStore
+from polsched.controller.policies.names import NameStore
 from polsched.controller.policies.reconciler import PolicyReconciler
 from polsched.controller.process import credentials, namespaces, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
@@ -221,7 +221,7 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:
         made = PolicyReconciler(client, engine, writer, deployer=deployer,
                                 records_last_good=True, rules=rules,
-                                holds=HoldStore(client, args.namespace))
+                                names=NameStore(client, args.namespace))
         reconcilers.append(made)
         return made
 

@@ -7,7 +7,7 @@ Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admissio
 book records each name's owner, and the recorded owner keeps its name while it claims it
 (api.claims.owners), so an owner re-created within the grace period keeps it after the
 grace period too. Nothing a policy author can write (the status, annotations) enters the
-decision. The record and the holds outlive a restart through controller.policies.holds
+decision. The record and the holds outlive a restart through controller.policies.names
 (restore, held_until, recorded).
 Deleting the owner does not hand the name over at once: for the tenancy's
 nameGraceSeconds the name stays held for a policy of the owner's name, so that a delete
@@ -153,7 +153,7 @@ class PolicyBook:
 
     def held_until(self, wall_now: float) -> dict[str, tuple[str, float]]:
         """held(), with each end as wall-clock time (`wall_now`: the wall clock now), for
-        the record a restart reads back (controller.policies.holds)."""
+        the record a restart reads back (controller.policies.names)."""
         now = self._clock()
         return {s: (owner, wall_now + (until - now)) for s, (owner, until) in self.held().items()}
 

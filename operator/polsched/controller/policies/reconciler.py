@@ -37,8 +37,8 @@ from polsched.controller.policies import conditions as cond
 from polsched.controller.policies import extender_ca, lastgood
 from polsched.controller.policies.book import PolicyBook, PolicyRecord
 from polsched.controller.policies.events import PolicyEvents
-from polsched.controller.policies.holds import LEASE as _HOLDS_LEASE
-from polsched.controller.policies.holds import HoldStore
+from polsched.controller.policies.names import LEASE as _NAMES_LEASE
+from polsched.controller.policies.names import NameStore
 from polsched.controller.policies.status import StatusView, StatusWriter
 from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
 from polsched.scheduler import metrics
@@ -94,9 +94,9 @@ class PolicyReconciler:
     operator runs every Shared one). `deployer`: set in the operator, deploys Dedicated
     policies while leading. `records_last_good`: set in the operator, writes the last-good
     record while leading. `rules`: the operator's reserved scheduler names and extender
-    destination policy. `holds`: set in the operator, where the owner of each
+    destination policy. `names`: set in the operator, where the owner of each
     schedulerName and the names held for deleted owners are recorded
-    (controller.policies.holds), so that a restart keeps them: read before the first
+    (controller.policies.names), so that a restart keeps them: read before the first
     listing is synced, written by the leader whenever they change.
 
     A fault in one policy never leaves it: any exception while loading, building or
@@ -109,7 +109,7 @@ class PolicyReconciler:
                  dedicated: DedicatedScope | None = None,
                  deployer: Deployer | None = None, records_last_good: bool = False,
                  rules: AdmissionRules = DEFAULT_RULES,
-                 holds: HoldStore | None = None) -> None:
+                 names: NameStore | None = None) -> None:
         self.client = client
         # Which policies this process schedules itself, and (Dedicated) the one policy.
         self.runs_mode: RuntimeMode = DEDICATED if dedicated is not None else SHARED
@@ -119,8 +119,8 @@ class PolicyReconciler:
         self.writer = writer
         self.rules = rules
         self.book = PolicyBook(rules)
-        self.holds = holds
-        self._holds_restored = holds is None
+        self.names = names
+        self._names_restored = names is None
         # (held names and their owners, recorded owners) last written; None: write.
         self._names_saved: tuple[dict[str, str], dict[str, str]] | None = None
         self._names_dirty = False
@@ -204,7 +204,7 @@ class PolicyReconciler:
                 await self.forget(name)
                 continue
             live.append(body)
-        if not self._holds_restored:
+        if not self._names_restored:
             async with self._lock:
                 await self._restore_names(bodies)
         if not live:
@@ -239,22 +239,22 @@ class PolicyReconciler:
 
     async def _restore_names(self, bodies: Sequence[Mapping[str, Any]]) -> None:
         """The owners a previous process recorded and the names it held for deleted
-        owners (controller.policies.holds), before the first listing is synced; retried
+        owners (controller.policies.names), before the first listing is synced; retried
         at the next listing when the record cannot be read. With no record yet (the first
         start of an operator that keeps one), the owners are taken once from what the
         operator last reported in the status of `bodies` (the listing)."""
-        assert self.holds is not None
+        assert self.names is not None
         try:
-            stored = await self.holds.load()
+            stored = await self.names.load()
         except Exception as e:  # noqa: BLE001 - the webhook still refuses a second claimant
             log.warning("the owners of schedulerNames could not be read from Lease %s/%s "
-                        "(%s); tried again at the next listing", self.holds.namespace,
-                        _HOLDS_LEASE, e)
+                        "(%s); tried again at the next listing", self.names.namespace,
+                        _NAMES_LEASE, e)
             return
-        self.book.restore(stored.holds, self.holds.wall())
+        self.book.restore(stored.holds, self.names.wall())
         self.book.restore_recorded(stored.owners if stored.exists else claims.reported_owners(
             claims.ObjectClaim.of(b) for b in bodies))
-        self._holds_restored = True
+        self._names_restored = True
         for sname, (owner, _) in sorted(self.book.held().items()):
             log.info("schedulerName %r is held for the deleted SchedulingPolicy %s",
                      sname, owner)
@@ -263,7 +263,7 @@ class PolicyReconciler:
     def _save_names_soon(self) -> None:
         """Write the record (owners and holds) when it changed, in the background: a
         policy's scheduler starts or stops without waiting for the write."""
-        store = self.holds
+        store = self.names
         if store is None or not self.leading:
             return
         if self._names_snapshot() == self._names_saved:
@@ -281,7 +281,7 @@ class PolicyReconciler:
                 except Exception as e:  # noqa: BLE001 - kept in memory all the same
                     log.warning("the owners of schedulerNames could not be recorded in "
                                 "Lease %s/%s (%s): a restart may hand a name to another "
-                                "claimant", store.namespace, _HOLDS_LEASE, e)
+                                "claimant", store.namespace, _NAMES_LEASE, e)
                     return
                 self._names_saved = snapshot
 

@@ -99,7 +99,7 @@ def render_owners(owners: Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(owners.items())), separators=(",", ":"))
 
 
-class HoldStore:
+class NameStore:
     """Reads and writes the record of `namespace` (the operator's)."""
 
     def __init__(self, client: ApiClient, namespace: str,

@@ -1,4 +1,4 @@
-"""controller.policies.holds: the operator's record of schedulerName owners and holds
+"""controller.policies.names: the operator's record of schedulerName owners and holds
 reads back what was written, and what cannot be read is skipped, not trusted."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from polsched.controller.policies import holds
+from polsched.controller.policies import names
 
 pytestmark = pytest.mark.unit
 
 
 def test_a_record_reads_back_what_was_written() -> None:
     held = {"team-b": ("b", 1_800_000_000.25), "batch": ("old-batch", 1_800_000_300.0)}
-    assert holds.parse_holds(holds.render_holds(held)) == held
+    assert names.parse_holds(names.render_holds(held)) == held
     owners = {"team-b": "b", "gpu": "gpu-pool"}
-    assert holds.parse_owners(holds.render_owners(owners)) == owners
+    assert names.parse_owners(names.render_owners(owners)) == owners
 
 
 @pytest.mark.parametrize("annotation", [
@@ -28,7 +28,7 @@ def test_a_record_reads_back_what_was_written() -> None:
     json.dumps({"": {"policy": "b", "until": "2026-12-07T10:00:00Z"}}),
 ])
 def test_a_hold_that_does_not_parse_holds_nothing(annotation: str | None) -> None:
-    assert holds.parse_holds(annotation) == {}
+    assert names.parse_holds(annotation) == {}
 
 
 @pytest.mark.parametrize("annotation", [
@@ -36,12 +36,12 @@ def test_a_hold_that_does_not_parse_holds_nothing(annotation: str | None) -> Non
     json.dumps({"": "b"}), json.dumps({"s": {"policy": "b"}}),
 ])
 def test_an_owner_that_does_not_parse_owns_nothing(annotation: str | None) -> None:
-    assert holds.parse_owners(annotation) == {}
+    assert names.parse_owners(annotation) == {}
 
 
 def test_a_record_keeps_at_most_max_entries() -> None:
     many = {f"s{i}": {"policy": "b", "until": "2026-12-07T10:00:00Z"}
-            for i in range(holds.MAX_ENTRIES + 5)}
-    assert len(holds.parse_holds(json.dumps(many))) == holds.MAX_ENTRIES
-    owners = {f"s{i}": "b" for i in range(holds.MAX_ENTRIES + 5)}
-    assert len(holds.parse_owners(json.dumps(owners))) == holds.MAX_ENTRIES
+            for i in range(names.MAX_ENTRIES + 5)}
+    assert len(names.parse_holds(json.dumps(many))) == names.MAX_ENTRIES
+    owners = {f"s{i}": "b" for i in range(names.MAX_ENTRIES + 5)}
+    assert len(names.parse_owners(json.dumps(owners))) == names.MAX_ENTRIES
