@@ -264,7 +264,8 @@ class PolicyReconciler:
         """Write the record (owners and holds) when it changed, in the background: a
         policy's scheduler starts or stops without waiting for the write."""
         store = self.names
-        if store is None or not self.leading:
+        # Not before the record was read: a record not read back would be overwritten.
+        if store is None or not self.leading or not self._names_restored:
             return
         if self._names_snapshot() == self._names_saved:
             return
