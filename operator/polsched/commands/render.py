@@ -9,7 +9,8 @@ the operator use.
   template rendered with them (a unit test keeps the two equal). `--tenancy-config FILE`
   adds the admin's tenancy configuration (a ConfigMap the operator reads),
   `--webhook-allow-from CIDR,...` a NetworkPolicy that lets only the API server's networks
-  reach the webhook.
+  reach the webhook, `--webhook-client-ca FILE` the CA of the API server's webhook client
+  certificate (a ConfigMap) and the flag that makes the webhook serve no other client.
 - `render dedicated --policy F`: a Dedicated policy's Deployment, rendered by the
   operator's own function (controller.dedicated.deployments.render); its ServiceAccount and RBAC
   are the install's (manifests/rbac/dedicated.yaml).
@@ -78,6 +79,23 @@ def read_tenancy_file(path: str) -> Json:
     return config
 
 
+def read_client_ca_file(path: str) -> str:
+    """The PEM CA bundle of `path`, checked as the operator checks --webhook-client-ca;
+    ValueError naming the file."""
+    import ssl
+
+    try:
+        text = Path(path).read_text(encoding="ascii")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_verify_locations(cadata=text)
+    except (OSError, UnicodeDecodeError, ssl.SSLError) as e:
+        raise ValueError(f"--webhook-client-ca {path}: not a PEM file of CA certificates "
+                         f"({e})") from e
+    if not context.get_ca_certs():
+        raise ValueError(f"--webhook-client-ca {path}: holds no CA certificate")
+    return text
+
+
 def webhook_sources(cidrs: Iterable[str]) -> list[Json]:
     """NetworkPolicy peers for the API server's networks; ValueError names a bad one."""
     peers: list[Json] = []
@@ -100,11 +118,13 @@ def gate_list(value: str) -> str:
 def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
                        replicas: int = 1, directory: Path | None = None, *,
                        tenancy: Json | None = None,
-                       allow_from: Iterable[str] = (), feature_gates: str = "") -> list[Json]:
+                       allow_from: Iterable[str] = (),
+                       client_ca: str | None = None, feature_gates: str = "") -> list[Json]:
     """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration; with
     `tenancy`, the ConfigMap the operator reads it from; with `allow_from`, the
-    NetworkPolicy that lets only those networks reach the webhook; with `feature_gates`,
-    the operator's POLSCHED_FEATURE_GATES)."""
+    NetworkPolicy that lets only those networks reach the webhook; with `client_ca` (PEM),
+    its ConfigMap and --webhook-client-ca; with `feature_gates`, the operator's
+    POLSCHED_FEATURE_GATES)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory or _templates_dir())),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True)
@@ -114,7 +134,7 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
         selector=selector, labels={**selector, "app.kubernetes.io/part-of": "polsched"},
         metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT,
         tenancy_json=None if tenancy is None else tenancy_json(tenancy),
-        webhook_sources=webhook_sources(allow_from),
+        webhook_sources=webhook_sources(allow_from), webhook_client_ca=client_ca,
         feature_gates=gate_list(feature_gates))
     return [d for d in yaml.safe_load_all(text) if d]
 
@@ -145,7 +165,8 @@ def rbac(namespace: str = DEFAULT_NAMESPACE) -> list[Json]:
 def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
                      crd: bool = True, with_rbac: bool = True, *,
                      tenancy: Json | None = None,
-                     allow_from: Iterable[str] = (), feature_gates: str = "") -> list[Json]:
+                     allow_from: Iterable[str] = (),
+                     client_ca: str | None = None, feature_gates: str = "") -> list[Json]:
     """Every object `kubectl apply -k manifests/` creates, in apply order."""
     import copy
 
@@ -157,7 +178,7 @@ def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = Non
     if crd:
         out.append(copy.deepcopy(crd_manifest()))
     return out + operator_templated(namespace, image, tenancy=tenancy, allow_from=allow_from,
-                                    feature_gates=feature_gates)
+                                    client_ca=client_ca, feature_gates=feature_gates)
 
 
 def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
@@ -193,10 +214,13 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "operator":
         try:
             tenancy = read_tenancy_file(args.tenancy_config) if args.tenancy_config else None
+            client_ca = (read_client_ca_file(args.webhook_client_ca)
+                         if args.webhook_client_ca else None)
             objs = operator_install(args.namespace, args.image, crd=not args.no_crd,
                                     with_rbac=not args.no_rbac, tenancy=tenancy,
                                     allow_from=[c for c in (args.webhook_allow_from or
                                                             "").split(",") if c.strip()],
+                                    client_ca=client_ca,
                                     feature_gates=args.feature_gates or "")
         except ValueError as e:
             print(f"polsched render operator: {e}", file=sys.stderr)
