@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, overload
 
-from polsched.framework import events
+from polsched.framework import events, signers
 from polsched.framework.budget import NODES_PER_CHECK
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, PostFilterResult
@@ -69,6 +69,8 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.nominator import Nominator
 from polsched.framework.selectors import Matcher, NodeSet
@@ -344,6 +346,8 @@ class Pipeline:
         # Ignorable extenders go last (upstream: scheduler.go buildExtenders).
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        # The feature gates the plugins were built with (Handle.features).
+        self.features = handle.features if handle is not None else frozenset()
         # Pods nominated to nodes (shared by the engine's pipelines); None: none count.
         self._nominator = nominator
         # The search's state (scheduler.algorithm): the tie-break source and where the
@@ -361,6 +365,21 @@ class Pipeline:
         self._per_pod = any(e.when is not None for e in self.filters) or any(
             s.when is not None for s in self.scorers)
         self._sets: dict[tuple[bool, ...], PluginSet] = {}
+        # computeBatchablePlugins: pods are signed (OpportunisticBatching) only when
+        # every filter and scorer is a SignPlugin and no extender runs; polsched's `when`
+        # entries, which upstream lacks, turn it off too (a pod's plugins would be part
+        # of what it is).
+        self._signers: tuple[SignPlugin, ...] = ()
+        plugins: list[tuple[str, Plugin]] = [(e.name, e.plugin) for e in self.filters]
+        plugins += [(e.name, e.plugin) for e in self.scorers]
+        self.signable = not self.extenders and not self._per_pod and all(
+            isinstance(p, SignPlugin) for _, p in plugins)
+        if self.signable:
+            unique: dict[str, SignPlugin] = {}
+            for name, p in plugins:
+                if isinstance(p, SignPlugin):
+                    unique.setdefault(name, p)
+            self._signers = tuple(unique.values())
         # (what a plugin was built from, the plugin), set by the one builder
         # (scheduler.pipelines.build_pipeline): a hot reload's new pipeline takes over the
         # plugins whose entry did not change, with their warm per-node tables.
@@ -411,6 +430,20 @@ class Pipeline:
                 self._sets.clear()
             self._sets[mask] = got
         return got
+
+    def sign_pod(self, pod: PodInfo) -> str | None:
+        """SignPod: the pod's signature (two pods with the same one get the same
+        feasibility and scores on the same nodes in the same state), None when the
+        pipeline does not sign pods or one of its plugins cannot sign this one."""
+        if not self.signable:
+            return None
+        fragments: list[SignFragment] = []
+        for plugin in self._signers:
+            got = plugin.sign_pod(pod)
+            if got is None:
+                return None
+            fragments.extend(got)
+        return signers.signature(pod.scheduler_name, fragments)
 
     def queueing_hints(self) -> dict[str, tuple[events.ClusterEventWithHint, ...]]:
         """Plugin label -> the cluster events that may help a pod it rejected, with their
@@ -804,7 +837,8 @@ class Pipeline:
                     f'running PreScore plugin "{s.name}": {st.message}').with_plugin(s.name))
 
     def run_score_plugins(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                          plugins: PluginSet, explain: bool = False) -> Scores:
+                          plugins: PluginSet, explain: bool = False,
+                          raw_scores: dict[str, list[int]] | None = None) -> Scores:
         """RunScorePlugins: each scorer not skipped scores every node (score_nodes), its
         NormalizeScore maps the scores in place, and its weight multiplies them; errors
         raise PipelineError. Returns the weighted totals per node (same order) and each
@@ -824,6 +858,8 @@ class Pipeline:
                     f'running Score plugins: plugin "{s.name}" failed with: {raw.message}'
                 ).with_plugin(s.name))
             raw_copy = list(raw) if explain else raw
+            if raw_scores is not None:  # kept for the batch's rescoring (NodePluginScores)
+                raw_scores[s.name] = list(raw)
             normalized = raw if not explain else list(raw)
             if s.name in plugins.normalize:
                 st = s.plugin.normalize_score(  # type: ignore[attr-defined]
@@ -853,6 +889,48 @@ class Pipeline:
             out.weighted[s.name] = _Weighted(normalized, w)
         out.totals = totals
         return out
+
+    def run_raw_score_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                              plugins: PluginSet) -> dict[str, int]:
+        """RunRawScorePlugins: each scorer not skipped scores one node, before
+        NormalizeScore and the weights (the batch's rescoring of the node it chose last).
+        Errors raise PipelineError."""
+        out: dict[str, int] = {}
+        skip = state.skip_score
+        for s in plugins.scorers:
+            if s.name in skip:
+                continue
+            raw = s.plugin.score_nodes(state, pod, [node])
+            if isinstance(raw, Status):
+                raise PipelineError(Status.error(
+                    f'running Score plugins: plugin "{s.name}" failed with: {raw.message}'
+                ).with_plugin(s.name))
+            out[s.name] = raw[0]
+        return out
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo,
+                         raw_scores: dict[str, list[int]], n: int,
+                         plugins: PluginSet) -> list[int]:
+        """NormalizeScores: the weighted totals of `n` nodes from their raw scores per
+        scorer (a scorer not skipped without raw scores gives 0 on every node, as
+        upstream's empty NodeScore). Errors raise PipelineError."""
+        totals = [0] * n
+        skip = state.skip_score
+        for s in plugins.scorers:
+            if s.name in skip:
+                continue
+            scores = list(raw_scores.get(s.name) or [0] * n)
+            if s.name in plugins.normalize:
+                st = s.plugin.normalize_score(  # type: ignore[attr-defined]
+                    state, pod, scores)
+                if not st.ok:
+                    raise PipelineError(Status.error(
+                        f'running Normalize on Score plugins: plugin "{s.name}" failed '
+                        f"with: {st.message}").with_plugin(s.name))
+            w = s.weight
+            totals = list(map(operator.add, totals,
+                              map(operator.mul, scores, itertools.repeat(w))))
+        return totals
 
     # -- Reserve, Permit, PreBind, PostBind --------------------------------------------
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node: str,

@@ -33,9 +33,10 @@ from polsched.framework.interfaces import (
     Extender,
     ExtenderError,
 )
-from polsched.framework.runtime import Pipeline, PluginSet, Scores, go_list
+from polsched.framework.runtime import Narrowed, Pipeline, PluginSet, Scores, go_list
 from polsched.framework.status import Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.scheduler.batch import OpportunisticBatch, SortedNodes
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,9 @@ NO_LIMITS = SearchLimits()
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                        explain: bool = False, post_filter: bool = True,
                        group_state: CycleState | None = None,
-                       limits: SearchLimits = NO_LIMITS) -> ScheduleResult:
+                       limits: SearchLimits = NO_LIMITS,
+                       batch: OpportunisticBatch | None = None,
+                       cycle: int = 0) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
@@ -84,13 +87,20 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
     group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle).
     `limits`: what bounds the search (SearchLimits: the attempt's time budget, the
-    placement's nodes)."""
+    placement's nodes).
+    `batch`: the profile's OpportunisticBatch (scheduler.batch) and `cycle` the pod's
+    scheduling cycle: the pod may be placed on the node the kept ranking of an alike pod
+    hints at, and this search's ranking is kept for the next one. Not with `explain`, a
+    placement or a group's state (those search as if the gate were off)."""
     budget, placement = limits.budget, limits.placement
+    if explain or placement is not None or group_state is not None:
+        batch = None
     nodes = snapshot.nodes if placement is None else placement
     n_all = len(nodes)
     if n_all == 0:
         return ScheduleResult(None, fit_error=FitError(0))
     plugins = pipeline.plugins_for(pod)
+    signature = pipeline.sign_pod(pod) if batch is not None else None
     if pipeline.nominator is not None and not explain:
         nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins,
                                                         group_state, placement, budget)
@@ -98,10 +108,26 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
             # evaluateNominatedNode: the node preemption made room on is tried before
             # the others; when it fits it is the only feasible node looked at.
             node_name, nominated_state = nominated_first
+            if batch is not None:  # no hint for a nominated pod; the ranking is dropped
+                batch.get_node_hint(pod, signature, nominated_state, cycle, snapshot, plugins)
+                batch.store_schedule_results(signature, "", node_name, None, cycle)
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
     state = CycleState(group_state, budget)
+    pre = None
+    hint = ""
+    if batch is not None:
+        # findNodesThatFitPod: PreFilter, then GetNodeHint; the hint is tried alone first,
+        # as a nominated node (evaluateNominatedNode).
+        pre = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
+        if pre[0].ok:
+            hint = batch.get_node_hint(pod, signature, state, cycle, snapshot, plugins)
+            hinted = snapshot.get(hint) if hint else None
+            if hinted is not None and pipeline.run_filters_with_nominated(
+                    state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint)).ok:
+                batch.store_schedule_results(signature, hint, hint, None, cycle)
+                return ScheduleResult(hint, 1, 1, state=state)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
-                                                  explain, placement)
+                                                  explain, placement, pre)
     evaluated = len(feasible) + len(diagnosis.node_statuses)
     if feasible and pipeline.extenders:
         feasible = await find_nodes_that_pass_extenders(pipeline, pod, feasible, diagnosis)
@@ -124,10 +150,17 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
         return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
                               post_filter=post)
     if len(feasible) == 1 and not explain:
+        if batch is not None:
+            batch.store_schedule_results(signature, hint, feasible[0].name, None, cycle)
         return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
+    raw_scores: dict[str, list[int]] | None = {} if signature is not None else None
     scores = await prioritize_nodes(pipeline, state, pod, feasible, snapshot, plugins,
-                                    explain)
+                                    explain, raw_scores)
     best = select_host(pipeline, scores.totals)
+    if batch is not None:
+        others = SortedNodes([n.name for n in feasible], scores.totals, raw_scores or {},
+                             exclude=best)
+        batch.store_schedule_results(signature, hint, feasible[best].name, others, cycle)
     result = ScheduleResult(feasible[best].name, evaluated, len(feasible), state=state)
     result.deciding_scorer = deciding_scorer(best, scores.totals, scores.weighted)
     if explanation is not None:
@@ -201,15 +234,17 @@ def still_fits(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot, node_name: 
 def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
                             snapshot: Snapshot, plugins: PluginSet, explain: bool = False,
                             placement: Sequence[NodeInfo] | None = None,
+                            pre: tuple[Status, Narrowed] | None = None,
                             ) -> tuple[list[NodeInfo], FitError]:
     """schedule_one.go findNodesThatFitPod without the extenders: PreFilter, then Filter
     over the nodes (the `placement`'s only, when given) from where the previous search
     stopped (pipeline.next_start) until numFeasibleNodesToFind feasible nodes are found
-    (every node with `explain`)."""
+    (every node with `explain`). `pre`: PreFilter's outcome when the caller ran it on
+    `state` already."""
     all_nodes = snapshot.nodes if placement is None else list(placement)
     n_all = len(all_nodes)
     diagnosis = FitError(n_all)
-    st, pre_result = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
+    st, pre_result = pre or pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
     if not st.ok:
         diagnosis.pre_filter_msg = st.message
         diagnosis.node_statuses = {n.name: st for n in all_nodes}
@@ -240,11 +275,13 @@ def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
 
 async def prioritize_nodes(pipeline: Pipeline, state: CycleState, pod: PodInfo,
                            nodes: list[NodeInfo], snapshot: Snapshot, plugins: PluginSet,
-                           explain: bool = False) -> Scores:
+                           explain: bool = False,
+                           raw_scores: dict[str, list[int]] | None = None) -> Scores:
     """prioritizeNodes: PreScore, Score (normalized and weighted), then the prioritize
-    extenders' weighted scores added."""
+    extenders' weighted scores added. `raw_scores`, when given, gets each scorer's raw
+    scores (for the batch)."""
     pipeline.run_pre_score_plugins(state, pod, nodes, snapshot, plugins)
-    scores = pipeline.run_score_plugins(state, pod, nodes, plugins, explain)
+    scores = pipeline.run_score_plugins(state, pod, nodes, plugins, explain, raw_scores)
     if pipeline.extenders:
         await _extender_prioritize(pipeline, pod, nodes, scores)
     return scores

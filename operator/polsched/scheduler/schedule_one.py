@@ -242,7 +242,8 @@ class ScheduleOne:
             try:
                 result = a.result = await schedule_pod(
                     pipeline, a.pod, snapshot,
-                    limits=SearchLimits(new_budget(self.attempt_budget)))
+                    limits=SearchLimits(new_budget(self.attempt_budget)),
+                    batch=s.batch_for(pipeline), cycle=s.queue.scheduling_cycle)
             except PipelineError as err:
                 if isinstance(err, BudgetExceeded):
                     metrics.budget_exceeded(s.name)

@@ -97,6 +97,8 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     default_normalize,
 )
 from polsched.framework.registry import ArgsError
@@ -235,10 +237,17 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
                for r in (claim.get("status") or {}).get("reservedFor") or [])
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+class DynamicResources(SignPlugin,
+                       PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
                        PodGroupPostFilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions,
                        ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        if pod.spec.get("resourceClaims"):
+            return None  # pods with DRA resource claims are not signable
+        return []
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
                  features: Features = DEFAULT_FEATURES,
