@@ -88,6 +88,9 @@ class Workload:
     # The workload uses DRA objects (ResourceSlices, claims): the bench cleans them up and
     # checks the allocations.
     dra: bool = False
+    # KubeSchedulerConfiguration pluginConfig for kube-scheduler's profile (polsched's
+    # policy_spec says the same in its own terms).
+    plugin_config: tuple[dict[str, Any], ...] = ()
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -120,6 +123,21 @@ class Workload:
         """(collection path, object) created before the pods (a Service, say); removed by
         the runner's cleanup."""
         return []
+
+
+def default_node(i: int) -> dict[str, Any]:
+    """scheduler_perf's templates/node-default.yaml (createNodes without a template):
+    4 CPU, 32Gi, 110 pods, Ready, no taint and no topology label, allocatable as
+    capacity; only the bench's cleanup label and the hostname are added."""
+    name = node_name(i)
+    res = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  NODE_LABEL: "true"}},
+            "spec": {},
+            "status": {"capacity": res, "allocatable": res,
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "reason": "Bench"}]}}
 
 
 GANG_GATES = "GenericWorkload=true"
@@ -160,18 +178,7 @@ class Gangs(Workload):
         return f"gang-{g}"
 
     def node(self, i: int) -> dict[str, Any]:
-        """scheduler_perf's templates/node-default.yaml (createNodes without a template):
-        4 CPU, 32Gi, 110 pods, Ready, no taint and no topology label, allocatable as
-        capacity; only the bench's cleanup label and the hostname are added."""
-        name = node_name(i)
-        res = {"pods": "110", "cpu": "4", "memory": "32Gi"}
-        return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                                      NODE_LABEL: "true"}},
-                "spec": {},
-                "status": {"capacity": res, "allocatable": res,
-                           "conditions": [{"type": "Ready", "status": "True",
-                                           "reason": "Bench"}]}}
+        return default_node(i)
 
     def _pod(self, name: str, scheduler_name: str) -> dict[str, Any]:
         """templates/gang-pod.yaml's container: pause 3.10.1, 100m CPU and 100Mi."""
@@ -693,6 +700,50 @@ class DynamicResources(Workload):
                 "spec": self.claim_template()["spec"]["spec"]}
 
 
+# scheduler_perf batching/scheduler-config-no-topology.yaml: PodTopologySpread without
+# default constraints, so that pods without constraints of their own can be signed.
+NO_DEFAULT_SPREAD = {"defaultingType": "List", "defaultConstraints": []}
+
+
+@dataclass(frozen=True)
+class Batching(Workload):
+    """scheduler_perf batching HostPortConflict (k8s.io/kubernetes@v1.37.1
+    test/integration/scheduler_perf/batching/performance-config.yaml): nodes of
+    templates/node-default.yaml and as many pods of templates/pod-hostport-80.yaml (host
+    port 80, 100m and 100Mi: one pod per node), with PodTopologySpread's defaultingType
+    List and no default constraints in both schedulers (kube-scheduler: its pluginConfig,
+    as scheduler-config-no-topology.yaml; polsched: the plugin's args in the policy), so
+    that every pod is signed and OpportunisticBatching (on by default in both) places each
+    pod on the hint from the one before. Upstream runs 20000 nodes and 20000 pods; the
+    warm-up pod takes no host port, so it leaves every node to the measured pods."""
+
+    plugin_config: tuple[dict[str, Any], ...] = (
+        {"name": "PodTopologySpread", "args": NO_DEFAULT_SPREAD},)
+
+    def node(self, i: int) -> dict[str, Any]:
+        return default_node(i)
+
+    def _pod(self, name: str, scheduler_name: str, port: bool) -> dict[str, Any]:
+        p = pod_base(name, scheduler_name)
+        c: dict[str, Any] = {"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                             "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}
+        if port:
+            c["ports"] = [{"containerPort": 80, "hostPort": 80}]
+        p["spec"]["containers"] = [c]
+        return p
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod(f"bench-pod-{i:05d}", scheduler_name, True)
+
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod("bench-pod-00000", scheduler_name, False)
+
+    def policy_spec(self) -> dict[str, Any]:
+        entry = {"name": "PodTopologySpread", "args": NO_DEFAULT_SPREAD}
+        return {"runtime": {"mode": "Shared"}, "filters": [entry],
+                "scorers": [{**entry, "weight": 2}]}
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)",
              rounds=3),
@@ -749,6 +800,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "ResourceClaimTemplate, 10 devices per node, half allocated before the "
                      "run (scheduler_perf SchedulingWithResourceClaimTemplate "
                      "5000pods_500nodes)", equivalence=DynamicResources.__doc__ or ""),
+    # Upstream's 20000Nodes_20000Pods, at 5000 (the large workload's size) on this machine.
+    Batching("batching", 5000, 5000,
+             "identical pods, one per node (host port 80), PodTopologySpread without "
+             "default constraints: OpportunisticBatching's shape (scheduler_perf batching "
+             "HostPortConflict 20000Nodes_20000Pods, 5000 nodes)",
+             equivalence=Batching.__doc__ or ""),
     LoadAware("load-aware", 500, 2000,
               "load-aware: LoadVariationRiskBalancing on real usage from the Metrics API "
               "(kwok usage -> metrics-server) against the default plugins, same pods",

@@ -95,6 +95,11 @@ class SignPlugin(Plugin):
         status from SignPod), so it is never batched."""
         raise NotImplementedError
 
+    def signs_no_pod(self) -> bool:
+        """Whether sign_pod refuses every pod whatever it is (PodTopologySpread with
+        default constraints): the pipeline then never signs, and never batches."""
+        return False
+
 
 class PreEnqueuePlugin(Plugin):
     def pre_enqueue(self, pod: PodInfo) -> Status:

@@ -373,7 +373,7 @@ class Pipeline:
         plugins: list[tuple[str, Plugin]] = [(e.name, e.plugin) for e in self.filters]
         plugins += [(e.name, e.plugin) for e in self.scorers]
         self.signable = not self.extenders and not self._per_pod and all(
-            isinstance(p, SignPlugin) for _, p in plugins)
+            isinstance(p, SignPlugin) and not p.signs_no_pod() for _, p in plugins)
         if self.signable:
             unique: dict[str, SignPlugin] = {}
             for name, p in plugins:

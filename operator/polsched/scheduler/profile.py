@@ -129,9 +129,10 @@ class Profile:
     def batch_for(self, pipeline: Pipeline) -> OpportunisticBatch | None:
         """The profile's OpportunisticBatch for `pipeline` (a new one after a hot reload,
         as upstream's new framework); None when the gate is off or the pipeline signs no
-        pod (an extender, a plugin that cannot sign, a `when` entry). Upstream still runs
-        the batch then, to count a no_hint and a pod_not_batchable flush per pod; polsched
-        leaves its batch metrics at zero instead of paying for them on every pod."""
+        pod (an extender, a plugin that cannot sign, a `when` entry, PodTopologySpread
+        with default constraints: the default policy). Upstream still runs the batch
+        then, to count a no_hint and a pod_not_batchable flush per pod; polsched leaves
+        its batch metrics at zero instead of paying for them on every pod."""
         if signers.OPPORTUNISTIC_BATCHING not in pipeline.features or not pipeline.signable:
             return None
         if self._batch is None or self._batch.pipeline is not pipeline:

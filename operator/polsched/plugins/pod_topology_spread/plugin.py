@@ -31,9 +31,12 @@ class PodTopologySpread(SignPlugin, Filtering, Scoring, ev.EnqueueExtensions):
         # type's included: under the default profile no pod is batched).
         if pod.spec.get("topologySpreadConstraints"):
             return None
-        if self.system_defaulted or self.args.default_constraints:
+        if self.signs_no_pod():
             return None
         return []
+
+    def signs_no_pod(self) -> bool:
+        return self.system_defaulted or bool(self.args.default_constraints)
 
     def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
         r, a = ev.Resource, ev.ActionType
