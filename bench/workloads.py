@@ -414,6 +414,39 @@ class PodAntiAffinity(Workload):
         return out
 
 
+class PodAffinity(Workload):
+    """scheduler_perf SchedulingPodAffinity (5000Nodes_5000Pods, threshold 70 pods/s):
+    nodes in one zone; every pod (initial and measured) is labelled color=blue with a
+    required pod affinity to color=blue pods in both namespaces, topologyKey
+    topology.kubernetes.io/zone (templates/pod-with-pod-affinity.yaml). As many initial
+    pods as nodes (bench-other, as scheduler_perf's sched-0) are created bound, one per
+    node, before the scheduler starts; the measured pods (bench, as sched-1) are the same
+    for every scheduler (polsched: default plugins, InterPodAffinity)."""
+
+    def node(self, i: int) -> dict[str, Any]:
+        return perf_node(i, 1)
+
+    def _pod(self, name: str, scheduler_name: str, namespace: str) -> dict[str, Any]:
+        p = perf_pod(name, scheduler_name, namespace, {"app": "bench", "color": "blue"})
+        p["spec"]["affinity"] = {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"color": "blue"}},
+                "topologyKey": ZONE, "namespaces": [NAMESPACE, OTHER_NAMESPACE]}]}}
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+        return p
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod(f"bench-pod-{i:05d}", scheduler_name, NAMESPACE)
+
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        out = []
+        for i in range(self.nodes):
+            p = self._pod(f"bench-init-{i:05d}", scheduler_name, OTHER_NAMESPACE)
+            p["spec"]["nodeName"] = node_name(i)
+            out.append(p)
+        return out
+
+
 class TopologySpreading(Workload):
     """scheduler_perf TopologySpreading (5000Nodes_5000Pods): nodes in three zones; the
     initial pods (pod-default, no labels that matter) are created bound, spread round-robin
@@ -776,6 +809,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                     "required pod anti-affinity per hostname, after 1000 initial pods "
                     "(scheduler_perf SchedulingPodAntiAffinity 5000Nodes_2000Pods)",
                     equivalence=PodAntiAffinity.__doc__ or ""),
+    PodAffinity("pod-affinity", 5000, 5000,
+                "required pod affinity per zone, after 5000 initial pods (scheduler_perf "
+                "SchedulingPodAffinity 5000Nodes_5000Pods)",
+                equivalence=PodAffinity.__doc__ or ""),
     TopologySpreading("topology-spreading", 5000, 5000,
                       "zone spread constraint maxSkew 5, after 5000 initial pods "
                       "(scheduler_perf TopologySpreading 5000Nodes_5000Pods)",

@@ -125,7 +125,7 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
             if hinted is not None and pipeline.run_filters_with_nominated(
                     state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint)).ok:
                 batch.store_schedule_results(signature, hint, hint, None, cycle)
-                return ScheduleResult(hint, 1, 1, state=state)
+                return ScheduleResult(hint, 1, 1, state=state, hint_ties=batch.hint_ties)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
                                                   explain, placement, pre)
     evaluated = len(feasible) + len(diagnosis.node_statuses)

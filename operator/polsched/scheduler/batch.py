@@ -60,7 +60,7 @@ class SortedNodes:
     scores per scorer (NodePluginScores.RawScores) for a later NormalizeScore. Sorted when
     first read: a search stores its ranking for every pod, most are never read."""
 
-    __slots__ = ("_exclude", "_keys", "_sorted", "names", "raw", "totals")
+    __slots__ = ("_exclude", "_keys", "_sorted", "last_ties", "names", "raw", "totals")
 
     def __init__(self, names: Sequence[str], totals: Sequence[int],
                  raw: dict[str, list[int]], exclude: int = -1) -> None:
@@ -71,6 +71,8 @@ class SortedNodes:
         self._exclude = exclude
         self._keys: list[int] = []
         self._sorted = False
+        # How many nodes tied for the last node popped.
+        self.last_ties = 0
 
     def __len__(self) -> int:
         return len(self.names) - (self._exclude >= 0 and not self._sorted)
@@ -96,7 +98,7 @@ class SortedNodes:
         if not self._sorted:
             self._sort()
         keys = self._keys
-        ties = bisect.bisect_right(keys, keys[0])
+        ties = self.last_ties = bisect.bisect_right(keys, keys[0])
         i = rng.randrange(ties) if ties > 1 else 0
         del keys[i]
         for scores in self.raw.values():
@@ -130,6 +132,8 @@ class OpportunisticBatch:
         self._last = _Cycle()
         # The pods placed on their hint (upstream's batchedPods, for tests).
         self.batched_pods = 0
+        # How many kept nodes tied for the last hint.
+        self.hint_ties = 0
 
     # -- GetNodeHint ---------------------------------------------------------------------
     def get_node_hint(self, pod: PodInfo, signature: str | None, state: CycleState,
@@ -142,6 +146,7 @@ class OpportunisticBatch:
                                                                       plugins):
             assert self._state is not None
             hint = self._state.nodes.pop(self.pipeline.rng)
+            self.hint_ties = self._state.nodes.last_ties
         if not hint:
             metrics.batch_attempt(self.profile, NO_HINT)
         metrics.node_hint(self.profile, bool(hint), time.perf_counter() - began)

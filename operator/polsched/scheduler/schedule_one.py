@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# On a pod placed on an OpportunisticBatching hint: how many kept nodes tied for it.
+HINT_TIES_ANNOTATION = "polsched.io/hint-ties"
 # How many times a decision is retried when its node filled up while extenders answered.
 RECHECK_RETRIES = 3
 # A binding cycle's nomination patch answered after this long is logged (it holds the
@@ -278,9 +280,12 @@ class ScheduleOne:
         s, pipeline, result = a.profile, a.pipeline, a.result
         assert pipeline is not None and result is not None
         if self._annotate:
-            a.annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
-                             FEASIBLE_NODES_ANNOTATION:
-                                 f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+            annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
+                           FEASIBLE_NODES_ANNOTATION:
+                               f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+            if result.hint_ties:
+                annotations[HINT_TIES_ANNOTATION] = str(result.hint_ties)
+            a.annotations = annotations
         if result.state is not None:
             a.state = result.state
         plugins = a.plugins = pipeline.plugins_for(a.pod)

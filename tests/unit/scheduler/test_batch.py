@@ -198,3 +198,18 @@ def test_the_gate_is_on_by_default_and_can_be_turned_off() -> None:
     assert signers.OPPORTUNISTIC_BATCHING in featuregates.scheduler_features({})
     off = {featuregates.ENV: "OpportunisticBatching=false"}
     assert signers.OPPORTUNISTIC_BATCHING not in featuregates.scheduler_features(off)
+
+
+def test_a_hint_among_tied_nodes_says_how_many_tied() -> None:
+    # Identical nodes: after the first pod, the kept nodes all score alike, and the hint
+    # is one of them at random (conformance counts such a pod as a tie).
+    pl = pipeline()
+    batch = OpportunisticBatch(pl, "test")
+    snapshot = Snapshot([make_node().name(f"n{i}").allocatable(
+        {"cpu": "4", "memory": "8Gi", "pods": "110"}).info() for i in range(4)])
+    first = asyncio.run(schedule_pod(pl, hostport_pod(0), snapshot, batch=batch, cycle=1))
+    assert first.node is not None and first.hint_ties == 0
+    place(snapshot, hostport_pod(0), first.node)
+    second = asyncio.run(schedule_pod(pl, hostport_pod(1), snapshot, batch=batch, cycle=2))
+    assert batch.batched_pods == 1
+    assert second.hint_ties == 3
