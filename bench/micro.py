@@ -137,7 +137,7 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
         p["spec"].setdefault("tolerations", []).extend(
             {"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute",
              "tolerationSeconds": 300} for k in ("not-ready", "unreachable"))
-        if isinstance(workload, wl.DynamicResources):
+        if isinstance(workload, wl.DynamicResources) and workload.template_claims:
             # What the resourceclaim controller does before the pod can be tried: the claim
             # from the template, owned by the pod, named in the pod's status.
             claim = workload.generated_claim(p)
@@ -162,8 +162,15 @@ def write_allocations(cache: ClusterCache, pod: Any, node: str, result: Any) -> 
     for i, alloc in zip(state.to_allocate, state.by_node[node], strict=True):
         raw = state.claims[i].raw
         meta = raw["metadata"]
-        updated = {**raw, "metadata": {**meta, "resourceVersion": str(
-                       int(meta["resourceVersion"]) + 1_000_000)},
+        if "resourceVersion" in meta:
+            meta = {**meta, "resourceVersion": str(int(meta["resourceVersion"]) + 1_000_000)}
+        else:  # DRA-backed extended resources: the claim PreBind creates, owned by the pod
+            meta = {**meta, "name": f"{pod.name}-extended-resources-x",
+                    "namespace": pod.namespace, "uid": f"ext-{pod.uid}",
+                    "resourceVersion": "1", "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                         "uid": pod.uid, "controller": True}]}
+        updated = {**raw, "metadata": meta,
                    "status": {"allocation": alloc, "reservedFor": [
                        {"resource": "pods", "name": pod.name, "uid": pod.uid}]}}
         cache.on_object_event(ls.RESOURCE_CLAIM, "MODIFIED", updated)

@@ -605,6 +605,9 @@ class DynamicResources(Workload):
     devices_per_node: int = 10
     init_claims_per_node: int = 5
     dra: bool = True
+    # The measured pods' claims come from a ResourceClaimTemplate (kube-controller-manager
+    # makes them before the pods can be tried); False: the scheduler makes them.
+    template_claims: bool = True
 
     def node(self, i: int) -> dict[str, Any]:
         n = perf_node(i, 3)
@@ -733,6 +736,50 @@ class DynamicResources(Workload):
                 "spec": self.claim_template()["spec"]["spec"]}
 
 
+DRA_EXTENDED_CLASS_PREFIX = "test-class-"
+
+
+@dataclass(frozen=True)
+class DRAExtendedResources(DynamicResources):
+    """scheduler_perf dra/extendedresource ExtendedResource Explicit_25classes_5000pods_500nodes
+    (threshold 120 pods/s): the DRA workload's nodes and ResourceSlices (10 devices each),
+    `classes` DeviceClasses test-class-K selecting the driver with extendedResourceName
+    example.com/gpu-K (deviceclass-extended-resource.yaml), and pods that request one
+    example.com/gpu-(i mod classes) as an extended resource
+    (pod-with-extended-resource.yaml): no claim in the pod, the scheduler allocates a
+    device and makes the pod's claim itself (DRAExtendedResource, GA in v1.37). Upstream's
+    2500 initial pods, scheduled unmeasured before the measured ones, are left out: here
+    2500 measured pods on 5000 devices. The same pods for every scheduler (polsched:
+    default plugins, NodeResourcesFit and DynamicResources)."""
+
+    classes: int = 25
+    init_claims_per_node: int = 0
+    template_claims: bool = False
+
+    def extended_resource(self, i: int) -> str:
+        return f"example.com/gpu-{i % self.classes}"
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = pod_base(f"bench-pod-{i:05d}", scheduler_name)
+        one = {self.extended_resource(i): "1"}
+        p["spec"]["containers"][0]["resources"] = {"requests": one, "limits": one}
+        return p
+
+    def device_classes(self) -> list[dict[str, Any]]:
+        return [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                 "metadata": {"name": f"{DRA_EXTENDED_CLASS_PREFIX}{k}"},
+                 "spec": {"selectors": [{"cel": {
+                     "expression": f'device.driver == "{DRA_DRIVER}"'}}],
+                     "extendedResourceName": self.extended_resource(k)}}
+                for k in range(self.classes)]
+
+    def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        out = [(f"{RESOURCE_API}/deviceclasses", c) for c in self.device_classes()]
+        out += [(f"{RESOURCE_API}/resourceslices", self.resource_slice(i))
+                for i in range(self.nodes)]
+        return out
+
+
 # scheduler_perf batching/scheduler-config-no-topology.yaml: PodTopologySpread without
 # default constraints, so that pods without constraints of their own can be signed.
 NO_DEFAULT_SPREAD = {"defaultingType": "List", "defaultConstraints": []}
@@ -843,6 +890,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              "default constraints: OpportunisticBatching's shape (scheduler_perf batching "
              "HostPortConflict 20000Nodes_20000Pods, 5000 nodes)",
              equivalence=Batching.__doc__ or ""),
+    DRAExtendedResources("dra-extended", 500, 2500,
+                         "DRA-backed extended resources: pods request example.com/gpu-K "
+                         "(25 DeviceClasses with extendedResourceName), no claim of their "
+                         "own (scheduler_perf dra/extendedresource "
+                         "Explicit_25classes_5000pods_500nodes, without the 2500 initial "
+                         "pods)", equivalence=DRAExtendedResources.__doc__ or ""),
     LoadAware("load-aware", 500, 2000,
               "load-aware: LoadVariationRiskBalancing on real usage from the Metrics API "
               "(kwok usage -> metrics-server) against the default plugins, same pods",
