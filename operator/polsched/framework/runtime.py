@@ -473,7 +473,7 @@ class Pipeline:
         budget = state.budget
         for f in plugins.pre_filter:
             if budget is not None:
-                budget.check(f"PreFilter before {f.name}")
+                budget.check("PreFilter before %s", f.name)
             st = f.plugin.pre_filter(state, pod, snapshot)  # type: ignore[attr-defined]
             if isinstance(st, PreFilterResult):
                 if st.node_names is None:
@@ -629,7 +629,7 @@ class Pipeline:
                     break
                 checked += 1
                 if budget is not None and not checked % NODES_PER_CHECK:
-                    budget.check(f"Filter after {p} of {n_nodes} nodes")
+                    budget.check("Filter after %d of %d nodes", p, n_nodes)
                 feasible.extend(order[prev:p])
                 node = order[p]
                 node_name = node.name
@@ -657,7 +657,7 @@ class Pipeline:
         budget = state.budget
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
             if budget is not None and not processed % NODES_PER_CHECK:
-                budget.check(f"Filter after {processed} of {n_nodes} nodes")
+                budget.check("Filter after %d of %d nodes", processed, n_nodes)
             processed += 1
             node_name = node.name
             if nominated and node_name in nominated:
@@ -828,7 +828,7 @@ class Pipeline:
         budget = state.budget
         for s in plugins.pre_score:
             if budget is not None:
-                budget.check(f"PreScore before {s.name}")
+                budget.check("PreScore before %s", s.name)
             st = s.plugin.pre_score(state, pod, nodes, snapshot)  # type: ignore[attr-defined]
             if st.code is Code.SKIP:
                 state.skip_score.add(s.name)
@@ -851,7 +851,7 @@ class Pipeline:
             if s.name in skip:
                 continue
             if budget is not None:
-                budget.check(f"Score before {s.name}")
+                budget.check("Score before %s", s.name)
             raw = s.plugin.score_nodes(state, pod, nodes)
             if isinstance(raw, Status):
                 raise PipelineError(Status.error(

@@ -446,7 +446,7 @@ class InterPodAffinityFilter(SignPlugin, PreFilterPlugin, PreFilterExtensions, F
             if not node.pods_with_required_anti_affinity:
                 return ()
             if budget is not None:  # the attempt's time budget, once per node walked
-                budget.check(f"PreFilter {NAME}, the existing pods' anti-affinity terms")
+                budget.check("PreFilter %s, the existing pods' anti-affinity terms", NAME)
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 if other.has_required_anti_affinity:
@@ -475,8 +475,8 @@ class InterPodAffinityFilter(SignPlugin, PreFilterPlugin, PreFilterExtensions, F
 
         def share(node: NodeInfo) -> Share:
             if budget is not None:  # the attempt's time budget, once per node walked
-                budget.check(f"PreFilter {NAME}, the pod's {len(affinity) + len(anti)} "
-                             "required terms")
+                budget.check("PreFilter %s, the pod's %d required terms", NAME,
+                             len(affinity) + len(anti))
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 ns_labels = None if lookup is None else lookup.get(other.namespace)
@@ -770,7 +770,7 @@ class InterPodAffinityScorer(SignPlugin, PreScorePlugin, ScorePlugin, ScoreExten
             if not node.labels:
                 return ()
             if budget is not None:  # the attempt's time budget, once per node walked
-                budget.check(f"PreScore {NAME}")
+                budget.check("PreScore %s", NAME)
             found: list[tuple[str, str, int]] = []
             for other in node.pods.values():
                 if has_constraints:

@@ -622,7 +622,7 @@ class DynamicResources(SignPlugin,
         s.allocator.deadline = time.monotonic() + self.filter_timeout
         budget = state.budget
         if budget is not None:  # the attempt's time budget (framework.budget) ends it first
-            budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+            budget.check("Filter %s, allocating devices on node %s", NAME, node.name)
             s.allocator.deadline = min(s.allocator.deadline, budget.deadline)
         claims = [s.claims[i].claim for i in indexes]
         if s.extended is not None and s.extended in indexes:
@@ -636,7 +636,7 @@ class DynamicResources(SignPlugin,
         except AllocatorError as e:
             if "took too long" in str(e):
                 if budget is not None:
-                    budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+                    budget.check("Filter %s, allocating devices on node %s", NAME, node.name)
                 return Status.error(f"node {node.name}: timed out trying to allocate devices")
             return Status.error(str(e))
         if results is None or len(results) != len(indexes):
