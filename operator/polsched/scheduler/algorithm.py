@@ -115,6 +115,7 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     state = CycleState(group_state, budget)
     pre = None
     hint = ""
+    hint_rejected: tuple[str, Status] | None = None
     if batch is not None:
         # findNodesThatFitPod: PreFilter, then GetNodeHint; the hint is tried alone first,
         # as a nominated node (evaluateNominatedNode).
@@ -122,12 +123,16 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
         if pre[0].ok:
             hint = batch.get_node_hint(pod, signature, state, cycle, snapshot, plugins)
             hinted = snapshot.get(hint) if hint else None
-            if hinted is not None and pipeline.run_filters_with_nominated(
-                    state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint)).ok:
-                batch.store_schedule_results(signature, hint, hint, None, cycle)
-                return ScheduleResult(hint, 1, 1, state=state, hint_ties=batch.hint_ties)
+            if hinted is not None:
+                st = pipeline.run_filters_with_nominated(
+                    state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint))
+                if st.ok:
+                    batch.store_schedule_results(signature, hint, hint, None, cycle)
+                    return ScheduleResult(hint, 1, 1, state=state,
+                                          hint_ties=batch.hint_ties)
+                hint_rejected = (hint, st)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
-                                                  explain, placement, pre)
+                                                  explain, placement, pre, hint_rejected)
     evaluated = len(feasible) + len(diagnosis.node_statuses)
     if feasible and pipeline.extenders:
         feasible = await find_nodes_that_pass_extenders(pipeline, pod, feasible, diagnosis)
@@ -235,12 +240,16 @@ def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
                             snapshot: Snapshot, plugins: PluginSet, explain: bool = False,
                             placement: Sequence[NodeInfo] | None = None,
                             pre: tuple[Status, Narrowed] | None = None,
+                            tried_first: tuple[str, Status] | None = None,
                             ) -> tuple[list[NodeInfo], FitError]:
     """schedule_one.go findNodesThatFitPod without the extenders: PreFilter, then Filter
     over the nodes (the `placement`'s only, when given) from where the previous search
     stopped (pipeline.next_start) until numFeasibleNodesToFind feasible nodes are found
     (every node with `explain`). `pre`: PreFilter's outcome when the caller ran it on
-    `state` already."""
+    `state` already. `tried_first`: a node tried alone before the search (a batch's hint)
+    and how it was rejected: upstream's evaluateNominatedNode records that in the
+    search's NodeToStatus, so when the search does not reach the node again it still
+    counts among the processed nodes (nextStartNodeIndex) and the evaluated ones."""
     all_nodes = snapshot.nodes if placement is None else list(placement)
     n_all = len(all_nodes)
     diagnosis = FitError(n_all)
@@ -268,6 +277,11 @@ def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
         pipeline.percentage_of_nodes_to_score, n_nodes)
     feasible, processed = pipeline.run_filter_plugins_on_nodes(
         state, pod, snapshot, nodes, plugins, to_find, diagnosis.node_statuses)
+    if tried_first is not None:
+        name, st = tried_first
+        if name not in diagnosis.node_statuses and all(n.name != name for n in feasible):
+            diagnosis.node_statuses[name] = st
+            processed += 1
     if n_all:
         pipeline.next_start = (pipeline.next_start + processed) % n_all
     return feasible, diagnosis

@@ -213,3 +213,23 @@ def test_a_hint_among_tied_nodes_says_how_many_tied() -> None:
     second = asyncio.run(schedule_pod(pl, hostport_pod(1), snapshot, batch=batch, cycle=2))
     assert batch.batched_pods == 1
     assert second.hint_ties == 3
+
+
+def test_a_rejected_hint_counts_among_the_processed_nodes_as_upstream() -> None:
+    # evaluateNominatedNode records the hint's rejection in the search's NodeToStatus:
+    # when the search then stops before the hint's node, nextStartNodeIndex moves one
+    # node further than the search alone would move it.
+    pl = pipeline()
+    batch = OpportunisticBatch(pl, "test")
+    snapshot = Snapshot([make_node().name(f"n{i:03d}").allocatable(
+        {"cpu": "4", "memory": "8Gi", "pods": "110"}).info() for i in range(200)])
+    run(pl, snapshot, [hostport_pod(0)], batch, first_cycle=1)
+    assert pl.next_start == 100  # numFeasibleNodesToFind: 100 of 200 nodes
+    for i in range(100):  # every node the first search saw now holds port 80
+        place(snapshot, hostport_pod(1000 + i), f"n{i:03d}")
+    before = batch.batched_pods
+    got = run(pl, snapshot, [hostport_pod(1)], batch, first_cycle=2)
+    assert batch.batched_pods == before  # the hint was rejected
+    assert got[0] is not None and int(got[0][1:]) >= 100
+    # The search visited nodes 100..199 (100 feasible found) and the hint's node counts.
+    assert pl.next_start == (100 + 100 + 1) % 200
