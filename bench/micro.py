@@ -61,13 +61,12 @@ from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
 from polsched.cluster import featuregates  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
-from polsched.framework import signers  # noqa: E402
 from polsched.framework.budget import new_budget  # noqa: E402
 from polsched.framework.interfaces import Handle  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.algorithm import SearchLimits, schedule_pod  # noqa: E402
-from polsched.scheduler.batch import OpportunisticBatch  # noqa: E402
+from polsched.scheduler.batch import new_batch  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
@@ -193,9 +192,7 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
     wall0 = wallclock()
     # As the engine (Profile.batch_for): a batch when the gate is on and the pipeline signs
     # pods; each pod is the next scheduling cycle.
-    batch = (OpportunisticBatch(pipeline, "bench")
-             if signers.OPPORTUNISTIC_BATCHING in pipeline.features and pipeline.signable
-             else None)
+    batch = new_batch(pipeline, "bench")
     for cycle, obj in enumerate(pods, 1):
         t0 = clock()
         cache.on_pod_event("ADDED", obj)

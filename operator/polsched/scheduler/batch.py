@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import PipelineError
 from polsched.framework.runtime import Pipeline, PluginSet
@@ -118,6 +119,18 @@ class _Cycle:
     count: int = 0
     chosen: str = ""
     succeeded: bool = False
+
+
+def new_batch(pipeline: Pipeline, profile: str) -> OpportunisticBatch | None:
+    """The OpportunisticBatch a profile runs `pipeline` with; None when the gate is off
+    or the pipeline signs no pod (an extender, a plugin that cannot sign, a `when` entry,
+    PodTopologySpread with default constraints: the default policy). Upstream still runs
+    the batch then, to count a no_hint and a pod_not_batchable flush per pod; polsched
+    leaves its batch metrics at zero instead of paying for them on every pod. The engine
+    (Profile.batch_for), `polsched simulate` and bench/micro.py all make theirs here."""
+    if signers.OPPORTUNISTIC_BATCHING not in pipeline.features or not pipeline.signable:
+        return None
+    return OpportunisticBatch(pipeline, profile)
 
 
 class OpportunisticBatch:

@@ -18,12 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from polsched.framework import pod_bounds, signers
+from polsched.framework import pod_bounds
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.scheduler import metrics
-from polsched.scheduler.batch import OpportunisticBatch
+from polsched.scheduler.batch import OpportunisticBatch, new_batch
 from polsched.scheduler.pipelines import pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.queue.journal import EventJournal
 from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
@@ -128,15 +128,11 @@ class Profile:
 
     def batch_for(self, pipeline: Pipeline) -> OpportunisticBatch | None:
         """The profile's OpportunisticBatch for `pipeline` (a new one after a hot reload,
-        as upstream's new framework); None when the gate is off or the pipeline signs no
-        pod (an extender, a plugin that cannot sign, a `when` entry, PodTopologySpread
-        with default constraints: the default policy). Upstream still runs the batch
-        then, to count a no_hint and a pod_not_batchable flush per pod; polsched leaves
-        its batch metrics at zero instead of paying for them on every pod."""
-        if signers.OPPORTUNISTIC_BATCHING not in pipeline.features or not pipeline.signable:
-            return None
+        as upstream's new framework; batch.new_batch says when there is none)."""
         if self._batch is None or self._batch.pipeline is not pipeline:
-            self._batch = OpportunisticBatch(pipeline, self.name)
+            self._batch = new_batch(pipeline, self.name)
+            if self._batch is None:
+                return None
         return self._batch
 
     # -- what the engine changes ---------------------------------------------------------
