@@ -205,8 +205,8 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         else:
             ts = t1
         result = run_sync(schedule_pod(pipeline, pod, snapshot,
-                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0])),
-                                       batch=batch, cycle=cycle))
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]),
+                                                           batch=batch, cycle=cycle)))
         t2 = clock()
         node = result.node
         if node is None:

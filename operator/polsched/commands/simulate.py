@@ -71,7 +71,7 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
 from polsched.scheduler import load_status
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod
 from polsched.scheduler.batch import new_batch
 from polsched.scheduler.pipelines import build_pipeline, nominator_of, pod_group_key_fn
 from polsched.scheduler.profile import namespace_selected, not_selected_message
@@ -531,8 +531,7 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                                                        features=featuregates.scheduler_features(),
                                                        nominator=nominator),
                                         extenders, rng=random.Random(SEED))
-    # OpportunisticBatching as the engine runs it: each planned entry is the next cycle.
-    batch = new_batch(pipeline, policy.scheduler_name)
+    batch = new_batch(pipeline, policy.scheduler_name)  # as the engine; an entry is a cycle
     out: list[Decision] = []
     groups: list[GroupOutcome] = []
     last = time.monotonic()
@@ -555,7 +554,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         if _not_selected(policy, cache, pod, d):
             continue
         try:
-            result = await schedule_pod(pipeline, pod, cache.snapshot, batch=batch, cycle=cycle)
+            result = await schedule_pod(pipeline, pod, cache.snapshot,
+                                        limits=SearchLimits(batch=batch, cycle=cycle))
         except PipelineError as e:
             d.reason = f"error: {e}"
             d.reasons = (d.reason,)

@@ -274,6 +274,9 @@ class Scores:
     weighted: dict[str, Sequence[int]] = field(default_factory=dict)
     # With explain: scorer name -> (raw scores, normalized scores).
     explained: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
+    # Scorer name -> its raw scores (NodePluginScores.RawScores), kept by a pipeline that
+    # batches (Pipeline.keeps_raw_scores) for the batch's later NormalizeScore.
+    raw: dict[str, list[int]] = field(default_factory=dict)
 
 
 class _Weighted(Sequence[int]):
@@ -370,6 +373,9 @@ class Pipeline:
         # entries, which upstream lacks, turn it off too (a pod's plugins would be part
         # of what it is).
         self._signers: tuple[SignPlugin, ...] = ()
+        # Set below: whether Score keeps each scorer's raw scores (Scores.raw) for the
+        # batch (OpportunisticBatching on and pods signed).
+        self.keeps_raw_scores = False
         plugins: list[tuple[str, Plugin]] = [(e.name, e.plugin) for e in self.filters]
         plugins += [(e.name, e.plugin) for e in self.scorers]
         self.signable = not self.extenders and not self._per_pod and all(
@@ -380,6 +386,8 @@ class Pipeline:
                 if isinstance(p, SignPlugin):
                     unique.setdefault(name, p)
             self._signers = tuple(unique.values())
+        self.keeps_raw_scores = self.signable and \
+            signers.OPPORTUNISTIC_BATCHING in self.features
         # (what a plugin was built from, the plugin), set by the one builder
         # (scheduler.pipelines.build_pipeline): a hot reload's new pipeline takes over the
         # plugins whose entry did not change, with their warm per-node tables.
@@ -837,14 +845,14 @@ class Pipeline:
                     f'running PreScore plugin "{s.name}": {st.message}').with_plugin(s.name))
 
     def run_score_plugins(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                          plugins: PluginSet, explain: bool = False,
-                          raw_scores: dict[str, list[int]] | None = None) -> Scores:
+                          plugins: PluginSet, explain: bool = False) -> Scores:
         """RunScorePlugins: each scorer not skipped scores every node (score_nodes), its
         NormalizeScore maps the scores in place, and its weight multiplies them; errors
         raise PipelineError. Returns the weighted totals per node (same order) and each
         scorer's weighted scores (and, with `explain`, its raw and normalized ones)."""
         totals = [0] * len(nodes)
         out = Scores(totals)
+        raw_scores = out.raw if self.keeps_raw_scores else None
         skip = state.skip_score
         budget = state.budget
         for s in plugins.scorers:

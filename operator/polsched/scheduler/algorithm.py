@@ -33,7 +33,7 @@ from polsched.framework.interfaces import (
     Extender,
     ExtenderError,
 )
-from polsched.framework.runtime import Narrowed, Pipeline, PluginSet, Scores, go_list
+from polsched.framework.runtime import Pipeline, PluginSet, Scores, go_list
 from polsched.framework.status import Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.scheduler.batch import OpportunisticBatch, SortedNodes
@@ -68,6 +68,11 @@ class SearchLimits:
 
     budget: AttemptBudget | None = None
     placement: Sequence[NodeInfo] | None = None
+    # The profile's OpportunisticBatch (scheduler.batch) and the engine's scheduling cycle
+    # of this attempt: the pod may be placed on the hint an alike pod's ranking gives, and
+    # this search's ranking is kept for the next one. None: no batching.
+    batch: OpportunisticBatch | None = None
+    cycle: int = 0
 
 
 NO_LIMITS = SearchLimits()
@@ -76,9 +81,7 @@ NO_LIMITS = SearchLimits()
 async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
                        explain: bool = False, post_filter: bool = True,
                        group_state: CycleState | None = None,
-                       limits: SearchLimits = NO_LIMITS,
-                       batch: OpportunisticBatch | None = None,
-                       cycle: int = 0) -> ScheduleResult:
+                       limits: SearchLimits = NO_LIMITS) -> ScheduleResult:
     """schedule_one.go schedulePod: decide a node for `pod`, or say why none fits (the
     PostFilter plugins, DefaultPreemption among them, run then). Raises PipelineError when
     a plugin or a non-ignorable extender fails (the pod is retried with backoff).
@@ -87,12 +90,10 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
     group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle).
     `limits`: what bounds the search (SearchLimits: the attempt's time budget, the
-    placement's nodes).
-    `batch`: the profile's OpportunisticBatch (scheduler.batch) and `cycle` the pod's
-    scheduling cycle: the pod may be placed on the node the kept ranking of an alike pod
-    hints at, and this search's ranking is kept for the next one. Not with `explain`, a
-    placement or a group's state (those search as if the gate were off)."""
-    budget, placement = limits.budget, limits.placement
+    placement's nodes, the batch). No batching with `explain`, a placement or a group's
+    state (those search as if the gate were off)."""
+    budget, placement, batch, cycle = limits.budget, limits.placement, limits.batch, \
+        limits.cycle
     if explain or placement is not None or group_state is not None:
         batch = None
     nodes = snapshot.nodes if placement is None else placement
@@ -109,30 +110,42 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
             # the others; when it fits it is the only feasible node looked at.
             node_name, nominated_state = nominated_first
             if batch is not None:  # no hint for a nominated pod; the ranking is dropped
-                batch.get_node_hint(pod, signature, nominated_state, cycle, snapshot, plugins)
+                batch.get_node_hint(pod, signature, cycle, lambda: nominated_state,
+                                    snapshot, plugins)
                 batch.store_schedule_results(signature, "", node_name, None, cycle)
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
     state = CycleState(group_state, budget)
-    pre = None
     hint = ""
     hint_rejected: tuple[str, Status] | None = None
     if batch is not None:
         # findNodesThatFitPod: PreFilter, then GetNodeHint; the hint is tried alone first,
         # as a nominated node (evaluateNominatedNode).
-        pre = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
-        if pre[0].ok:
-            hint = batch.get_node_hint(pod, signature, state, cycle, snapshot, plugins)
-            hinted = snapshot.get(hint) if hint else None
-            if hinted is not None:
-                st = pipeline.run_filters_with_nominated(
-                    state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint))
-                if st.ok:
-                    batch.store_schedule_results(signature, hint, hint, None, cycle)
-                    return ScheduleResult(hint, 1, 1, state=state,
-                                          hint_ties=batch.hint_ties)
-                hint_rejected = (hint, st)
+        def pre_filtered() -> CycleState | None:
+            return state if pipeline.run_pre_filter_plugins(
+                state, pod, snapshot, plugins)[0].ok else None
+
+        hint, hint_state = batch.get_node_hint(pod, signature, cycle, pre_filtered,
+                                               snapshot, plugins)
+        hinted = snapshot.get(hint) if hint else None
+        if hinted is not None:
+            st = pipeline.run_filters_with_nominated(
+                state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint))
+            if st.ok:
+                batch.store_schedule_results(signature, hint, hint, None, cycle)
+                return ScheduleResult(hint, 1, 1, state=state, hint_ties=batch.hint_ties)
+            hint_rejected = (hint, st)
+        if hint_state is not None:  # PreFilter ran for the hint: the search starts afresh
+            state = CycleState(group_state, budget)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
-                                                  explain, placement, pre, hint_rejected)
+                                                  explain, placement)
+    if hint_rejected is not None:
+        # evaluateNominatedNode recorded the hint's rejection in the search's NodeToStatus:
+        # when the search did not reach that node again, it counts among the processed
+        # nodes (nextStartNodeIndex) and the evaluated ones.
+        name, st = hint_rejected
+        if name not in diagnosis.node_statuses and all(n.name != name for n in feasible):
+            diagnosis.node_statuses[name] = st
+            pipeline.next_start = (pipeline.next_start + 1) % n_all
     evaluated = len(feasible) + len(diagnosis.node_statuses)
     if feasible and pipeline.extenders:
         feasible = await find_nodes_that_pass_extenders(pipeline, pod, feasible, diagnosis)
@@ -158,13 +171,12 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
         if batch is not None:
             batch.store_schedule_results(signature, hint, feasible[0].name, None, cycle)
         return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
-    raw_scores: dict[str, list[int]] | None = {} if signature is not None else None
     scores = await prioritize_nodes(pipeline, state, pod, feasible, snapshot, plugins,
-                                    explain, raw_scores)
+                                    explain)
     best = select_host(pipeline, scores.totals)
     if batch is not None:
-        others = SortedNodes([n.name for n in feasible], scores.totals, raw_scores or {},
-                             exclude=best)
+        others = SortedNodes([n.name for n in feasible], scores.totals,
+                             scores.raw if signature is not None else {}, exclude=best)
         batch.store_schedule_results(signature, hint, feasible[best].name, others, cycle)
     result = ScheduleResult(feasible[best].name, evaluated, len(feasible), state=state)
     result.deciding_scorer = deciding_scorer(best, scores.totals, scores.weighted)
@@ -239,21 +251,15 @@ def still_fits(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot, node_name: 
 def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
                             snapshot: Snapshot, plugins: PluginSet, explain: bool = False,
                             placement: Sequence[NodeInfo] | None = None,
-                            pre: tuple[Status, Narrowed] | None = None,
-                            tried_first: tuple[str, Status] | None = None,
                             ) -> tuple[list[NodeInfo], FitError]:
     """schedule_one.go findNodesThatFitPod without the extenders: PreFilter, then Filter
     over the nodes (the `placement`'s only, when given) from where the previous search
     stopped (pipeline.next_start) until numFeasibleNodesToFind feasible nodes are found
-    (every node with `explain`). `pre`: PreFilter's outcome when the caller ran it on
-    `state` already. `tried_first`: a node tried alone before the search (a batch's hint)
-    and how it was rejected: upstream's evaluateNominatedNode records that in the
-    search's NodeToStatus, so when the search does not reach the node again it still
-    counts among the processed nodes (nextStartNodeIndex) and the evaluated ones."""
+    (every node with `explain`)."""
     all_nodes = snapshot.nodes if placement is None else list(placement)
     n_all = len(all_nodes)
     diagnosis = FitError(n_all)
-    st, pre_result = pre or pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
+    st, pre_result = pipeline.run_pre_filter_plugins(state, pod, snapshot, plugins)
     if not st.ok:
         diagnosis.pre_filter_msg = st.message
         diagnosis.node_statuses = {n.name: st for n in all_nodes}
@@ -277,11 +283,6 @@ def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
         pipeline.percentage_of_nodes_to_score, n_nodes)
     feasible, processed = pipeline.run_filter_plugins_on_nodes(
         state, pod, snapshot, nodes, plugins, to_find, diagnosis.node_statuses)
-    if tried_first is not None:
-        name, st = tried_first
-        if name not in diagnosis.node_statuses and all(n.name != name for n in feasible):
-            diagnosis.node_statuses[name] = st
-            processed += 1
     if n_all:
         pipeline.next_start = (pipeline.next_start + processed) % n_all
     return feasible, diagnosis
@@ -289,13 +290,11 @@ def find_nodes_that_fit_pod(pipeline: Pipeline, state: CycleState, pod: PodInfo,
 
 async def prioritize_nodes(pipeline: Pipeline, state: CycleState, pod: PodInfo,
                            nodes: list[NodeInfo], snapshot: Snapshot, plugins: PluginSet,
-                           explain: bool = False,
-                           raw_scores: dict[str, list[int]] | None = None) -> Scores:
+                           explain: bool = False) -> Scores:
     """prioritizeNodes: PreScore, Score (normalized and weighted), then the prioritize
-    extenders' weighted scores added. `raw_scores`, when given, gets each scorer's raw
-    scores (for the batch)."""
+    extenders' weighted scores added."""
     pipeline.run_pre_score_plugins(state, pod, nodes, snapshot, plugins)
-    scores = pipeline.run_score_plugins(state, pod, nodes, plugins, explain, raw_scores)
+    scores = pipeline.run_score_plugins(state, pod, nodes, plugins, explain)
     if pipeline.extenders:
         await _extender_prioritize(pipeline, pod, nodes, scores)
     return scores

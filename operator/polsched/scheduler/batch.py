@@ -149,21 +149,27 @@ class OpportunisticBatch:
         self.hint_ties = 0
 
     # -- GetNodeHint ---------------------------------------------------------------------
-    def get_node_hint(self, pod: PodInfo, signature: str | None, state: CycleState,
-                      cycle: int, snapshot: Snapshot, plugins: PluginSet) -> str:
-        """A node for `pod` from the kept ranking, "" when there is none (after PreFilter,
-        with the cycle's `state`)."""
+    def get_node_hint(self, pod: PodInfo, signature: str | None, cycle: int,
+                      pre_filtered: Callable[[], CycleState | None], snapshot: Snapshot,
+                      plugins: PluginSet) -> tuple[str, CycleState | None]:
+        """A node for `pod` from the kept ranking ("" when there is none), and the cycle's
+        state when PreFilter ran. `pre_filtered` runs PreFilter on the cycle's state (None
+        when it rejects the pod); it is called only when the kept ranking can serve the
+        pod, so a pod that cannot use it is searched with one PreFilter, as without a
+        batch (upstream runs PreFilter first, then GetNodeHint: the same decisions)."""
         began = time.perf_counter()
         hint = ""
-        if self._compatible(pod, signature, cycle) and self._refresh(pod, state, snapshot,
-                                                                      plugins):
-            assert self._state is not None
-            hint = self._state.nodes.pop(self.pipeline.rng)
-            self.hint_ties = self._state.nodes.last_ties
+        state = None
+        if self._compatible(pod, signature, cycle):
+            state = pre_filtered()
+            if state is not None and self._refresh(pod, state, snapshot, plugins):
+                assert self._state is not None
+                hint = self._state.nodes.pop(self.pipeline.rng)
+                self.hint_ties = self._state.nodes.last_ties
         if not hint:
             metrics.batch_attempt(self.profile, NO_HINT)
         metrics.node_hint(self.profile, bool(hint), time.perf_counter() - began)
-        return hint
+        return hint, state
 
     def _flush(self, reason: str) -> bool:
         """logUnusableState: counted; the state is replaced at the next store."""

@@ -252,8 +252,8 @@ class ScheduleOne:
             try:
                 result = a.result = await schedule_pod(
                     pipeline, a.pod, snapshot,
-                    limits=SearchLimits(new_budget(self.attempt_budget)),
-                    batch=s.batch_for(pipeline), cycle=a.cycle)
+                    limits=SearchLimits(new_budget(self.attempt_budget),
+                                        batch=s.batch_for(pipeline), cycle=a.cycle))
             except PipelineError as err:
                 if isinstance(err, BudgetExceeded):
                     metrics.budget_exceeded(s.name)

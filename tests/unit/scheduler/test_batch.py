@@ -15,7 +15,7 @@ from polsched.framework.interfaces import Handle
 from polsched.framework.runtime import Pipeline
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.scheduler import metrics
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod
 from polsched.scheduler.batch import MAX_BATCH_AGE, OpportunisticBatch
 from polsched.scheduler.pipelines import build_pipeline
 from tests.builders import make_node, make_pod
@@ -71,7 +71,8 @@ def run(pl: Pipeline, snapshot: Snapshot, pods: list[PodInfo],
         batch: OpportunisticBatch | None, first_cycle: int = 1) -> list[str | None]:
     out: list[str | None] = []
     for cycle, pod in enumerate(pods, first_cycle):
-        result = asyncio.run(schedule_pod(pl, pod, snapshot, batch=batch, cycle=cycle))
+        result = asyncio.run(schedule_pod(pl, pod, snapshot,
+                                          limits=SearchLimits(batch=batch, cycle=cycle)))
         out.append(result.node)
         if result.node is not None:
             place(snapshot, pod, result.node)
@@ -207,10 +208,12 @@ def test_a_hint_among_tied_nodes_says_how_many_tied() -> None:
     batch = OpportunisticBatch(pl, "test")
     snapshot = Snapshot([make_node().name(f"n{i}").allocatable(
         {"cpu": "4", "memory": "8Gi", "pods": "110"}).info() for i in range(4)])
-    first = asyncio.run(schedule_pod(pl, hostport_pod(0), snapshot, batch=batch, cycle=1))
+    first = asyncio.run(schedule_pod(pl, hostport_pod(0), snapshot,
+                                     limits=SearchLimits(batch=batch, cycle=1)))
     assert first.node is not None and first.hint_ties == 0
     place(snapshot, hostport_pod(0), first.node)
-    second = asyncio.run(schedule_pod(pl, hostport_pod(1), snapshot, batch=batch, cycle=2))
+    second = asyncio.run(schedule_pod(pl, hostport_pod(1), snapshot,
+                                      limits=SearchLimits(batch=batch, cycle=2)))
     assert batch.batched_pods == 1
     assert second.hint_ties == 3
 
