@@ -77,6 +77,9 @@ SENTINEL_RESOURCE = "conformance.polsched.io/sentinel"
 OPERATOR_NS = "polsched-system"
 DECIDING = "polsched.io/deciding-scorer"
 FEASIBLE = "polsched.io/feasible-nodes"
+# polsched's count of kept nodes that tied for an OpportunisticBatching hint: a hinted pod
+# is scored by neither side, so the tie is known from polsched's (identical) ranking.
+HINT_TIES = "polsched.io/hint-ties"
 
 DECISION_TIMEOUT = 15.0  # a pod neither bound nor failed by then is "pending"
 FIRST_WAIT = 2.0  # then a probe tells whether the scheduler passed the pod over
@@ -281,6 +284,9 @@ class Side:
                "clientConnection": {"kubeconfig": self.kubeconfig, "qps": 500, "burst": 500},
                "leaderElection": {"leaderElect": False},
                "profiles": [{"schedulerName": SCHEDULER_NAME}]}
+        if self.gates == scn.BATCHING_GATES:
+            cfg["profiles"][0]["pluginConfig"] = [  # type: ignore[index]
+                {"name": "PodTopologySpread", "args": scn.NO_DEFAULT_SPREAD}]
         if self.extender_url:
             cfg["extenders"] = [ext.config(self.extender_url)]
         path = self.dir / "kube-scheduler.yaml"
@@ -305,6 +311,10 @@ class Side:
         await asyncio.to_thread(wait_established, ["schedulingpolicies.polsched.io"],
                                 env=env)
         spec: Json = {"schedulerName": SCHEDULER_NAME}
+        if self.gates == scn.BATCHING_GATES:  # the same PodTopologySpread args as the oracle
+            entry = {"name": "PodTopologySpread", "args": scn.NO_DEFAULT_SPREAD}
+            spec["filters"] = [entry]
+            spec["scorers"] = [{**entry, "weight": 2}]
         if self.extender_url:
             spec["extenders"] = [ext.config(self.extender_url)]
         policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
@@ -1052,6 +1062,9 @@ class Side:
             feasible = ann.get(FEASIBLE, "")
             n = int(feasible.split("/")[0]) if feasible.split("/")[0].isdigit() else 0
             res.unique = n <= 1 or bool(ann.get(DECIDING))
+            ties = ann.get(HINT_TIES, "")
+            if ties.isdigit() and int(ties) > 1:
+                res.unique = False
 
 
 def _condition_message(c: Json) -> str:
@@ -1197,6 +1210,10 @@ async def _run_pair(scenarios: list[scn.Scenario], workdir: Path, gates: str, bi
                     extender_url: str, out: dict[str, list[ScenarioResult]], *,
                     progress: Callable[[str], None], keep: bool,
                     oracle_vs_oracle: bool) -> None:
+    if gates == scn.BATCHING_GATES:
+        # No extender: a profile with one signs no pod (upstream's
+        # computeBatchablePlugins), and the batching family is about signed pods.
+        extender_url = ""
     sides = [Side("kube", workdir, extender_url, gates=gates),
              Side("polsched", workdir, extender_url, gates=gates,
                   scheduler="kube" if oracle_vs_oracle else "polsched")]

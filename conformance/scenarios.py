@@ -1838,6 +1838,35 @@ def fam_gang_topology(b: Builder) -> None:
     TOPOLOGY_SHAPES[shape](Racks(b, shape))
 
 
+# -- the batching family (OpportunisticBatching) ------------------------------------------
+# Its pair of control planes runs the gate explicitly on (it is on by default) and both
+# schedulers with PodTopologySpread's defaultingType List and no default constraints
+# (scheduler_perf batching/scheduler-config-no-topology.yaml), so that pods are signed.
+BATCHING_GATES = "OpportunisticBatching=true"
+NO_DEFAULT_SPREAD: Json = {"defaultingType": "List", "defaultConstraints": []}
+
+
+def fam_batching(b: Builder) -> None:
+    """Alike pods in a row, which both schedulers place on the hint the previous pod's
+    ranking gives: one per node (host port 80, scheduler_perf's HostPortConflict), a
+    node's CPU nearly filled (ResourceSaturation), or small enough that the last chosen
+    node still fits and is re-scored; a different pod now and then (a new signature)."""
+    r = b.rng
+    nodes = b.nodes(r.randint(3, 8))
+    ns = b.namespace("a")
+    shape = ("hostport", "saturation", "small")[b.ordinal % 3]
+    for _ in range(r.randint(len(nodes), len(nodes) + 4)):
+        if shape == "hostport":
+            p = b.pod(ns, cpu="100m", memory="100Mi")
+            p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+        elif shape == "saturation":
+            p = b.pod(ns, cpu="900m", memory="1Gi")
+        else:
+            p = b.pod(ns, cpu="250m", memory="256Mi")
+        if b.maybe(0.1):  # another signature breaks the batch
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "50m"
+
+
 FAMILIES: dict[str, Callable[[Builder], None]] = {
     "resources": fam_resources,
     "init-sidecar": fam_init_sidecar,
@@ -1865,11 +1894,13 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "node-features": fam_node_features,
     "resize": fam_resize,
     "gang-topology": fam_gang_topology,
+    "batching": fam_batching,
 }
 FAMILY_NAMES = list(FAMILIES)
 # Families played on control planes with feature gates of their own (hack/cluster.sh's
 # POLSCHED_FEATURE_GATES; the oracle gets them too): family -> gate list.
-FAMILY_GATES = {"gang": GANG_GATES, "gang-topology": TOPOLOGY_GATES}
+FAMILY_GATES = {"gang": GANG_GATES, "gang-topology": TOPOLOGY_GATES,
+                "batching": BATCHING_GATES}
 
 
 def generate(seed: int, index: int, family: str | None = None,

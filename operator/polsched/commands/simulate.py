@@ -71,7 +71,8 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
 from polsched.scheduler import load_status
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod
+from polsched.scheduler.batch import new_batch
 from polsched.scheduler.pipelines import build_pipeline, nominator_of, pod_group_key_fn
 from polsched.scheduler.profile import namespace_selected, not_selected_message
 from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
@@ -530,11 +531,12 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                                                        features=featuregates.scheduler_features(),
                                                        nominator=nominator),
                                         extenders, rng=random.Random(SEED))
+    batch = new_batch(pipeline, policy.scheduler_name)  # as the engine; an entry is a cycle
     out: list[Decision] = []
     groups: list[GroupOutcome] = []
     last = time.monotonic()
     i = 0
-    for entry in the_plan.entries:
+    for cycle, entry in enumerate(the_plan.entries, 1):
         if progress is not None and time.monotonic() - last > 0.2:
             last = time.monotonic()
             progress(done_before + i, total)
@@ -552,7 +554,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         if _not_selected(policy, cache, pod, d):
             continue
         try:
-            result = await schedule_pod(pipeline, pod, cache.snapshot)
+            result = await schedule_pod(pipeline, pod, cache.snapshot,
+                                        limits=SearchLimits(batch=batch, cycle=cycle))
         except PipelineError as e:
             d.reason = f"error: {e}"
             d.reasons = (d.reason,)

@@ -492,7 +492,9 @@ class ScheduleOnePodGroup(ScheduleOne):
         feasible; otherwise every member is rejected and nothing stays assumed or
         reserved. A bug fails every member not yet handled as an error, never the loop."""
         started = time.perf_counter()
-        attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
+        self.cycles += 1  # one cycle for the whole group, as upstream's pod-group pop
+        attempts = {qp.key: Attempt(profile, qp, qp.pod, started, cycle=self.cycles)
+                    for qp in group.members}
         # How the cycle ended, for the queue's requeue of the group (an exception: error).
         outcome = GroupOutcome.ERROR
         try:

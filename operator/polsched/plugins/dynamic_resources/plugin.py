@@ -97,6 +97,8 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     default_normalize,
 )
 from polsched.framework.registry import ArgsError
@@ -235,10 +237,17 @@ def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
                for r in (claim.get("status") or {}).get("reservedFor") or [])
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+class DynamicResources(SignPlugin,
+                       PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
                        PodGroupPostFilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions,
                        ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        if pod.spec.get("resourceClaims"):
+            return None  # pods with DRA resource claims are not signable
+        return []
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
                  features: Features = DEFAULT_FEATURES,
@@ -613,7 +622,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         s.allocator.deadline = time.monotonic() + self.filter_timeout
         budget = state.budget
         if budget is not None:  # the attempt's time budget (framework.budget) ends it first
-            budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+            budget.check("Filter %s, allocating devices on node %s", NAME, node.name)
             s.allocator.deadline = min(s.allocator.deadline, budget.deadline)
         claims = [s.claims[i].claim for i in indexes]
         if s.extended is not None and s.extended in indexes:
@@ -627,7 +636,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         except AllocatorError as e:
             if "took too long" in str(e):
                 if budget is not None:
-                    budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+                    budget.check("Filter %s, allocating devices on node %s", NAME, node.name)
                 return Status.error(f"node {node.name}: timed out trying to allocate devices")
             return Status.error(str(e))
         if results is None or len(results) != len(indexes):
