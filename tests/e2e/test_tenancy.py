@@ -6,10 +6,7 @@ refuses a second claimant and a policy that switches off a fencing plugin."""
 from __future__ import annotations
 
 import json
-import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,24 +17,6 @@ from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-tenancy")))
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tenancy_file(h: Harness, name: str, config: dict[str, Any]) -> str:

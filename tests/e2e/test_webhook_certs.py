@@ -51,13 +51,6 @@ def harness(harness_session: Harness) -> Iterator[Harness]:
               "--ignore-not-found", check=False)
 
 
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def secret(h: Harness, name: str = SECRET) -> dict[str, str]:
     p = h.cluster.kubectl("get", "secret", name, "-n", OPERATOR_NAMESPACE, "-o",
                           "jsonpath={.data}", check=False)

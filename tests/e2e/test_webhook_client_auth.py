@@ -31,13 +31,6 @@ def harness(cluster: Cluster, tmp_path: Path) -> Iterator[Harness]:
                     "--ignore-not-found", check=False)
 
 
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def review(name: str) -> bytes:
     """An AdmissionReview as the API server sends one, for a policy the loader refuses."""
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
