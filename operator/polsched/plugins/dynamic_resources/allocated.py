@@ -30,6 +30,10 @@ class InFlight:
     # has shown it: its absence then means "not seen yet", not "deleted".
     seen: bool = True
     created_at: float = 0.0  # time.monotonic() of that create
+    # Pods of one pod-group cycle that share this allocation (a claim of their PodGroup,
+    # or one they all name): the allocation leaves when the last of them is unreserved
+    # (upstream's inFlightAllocation.sharers).
+    sharers: int = 1
 
 
 class ClaimTracker:
