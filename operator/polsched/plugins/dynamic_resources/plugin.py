@@ -358,6 +358,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         raw = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
         if raw is None:
             return None, f'resourceclaim.resource.k8s.io "{name}" not found'
+        raw = self.tracker.assumed(raw)
         if (raw.get("metadata") or {}).get("deletionTimestamp"):
             return None, f'resourceclaim "{name}" is being deleted'
         if check_owner:
@@ -1227,6 +1228,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if entry is not None:
                 entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
                                        or "")
+                entry.written = written
             return written
         raise _BindError(f"claim {ns}/{name}: still conflicting after {_CONFLICT_RETRIES} "
                          "attempts")
