@@ -737,7 +737,7 @@ class Side:
             await self._settle(sc, uids, deleted, step_tries)
             snap = self._snapshot(sc, i, pods, groups, uids, deleted)
             if sc.claims:
-                await self._report_claims(snap, pods, uids)
+                await self._report_claims(snap, pods, uids, groups)
             out.extend(snap)
         self._watched_ns = set()
         return out
@@ -965,11 +965,28 @@ class Side:
         return out
 
     async def _report_claims(self, snap: list[PodResult], pods: list[str],
-                             uids: dict[str, str]) -> None:
+                             uids: dict[str, str], groups: list[str]) -> None:
         """Stepped scenarios with claims (scenario.claims): each bound pod's devices, and
-        per claim what its status.reservedFor names ("podgroups/NAME", "pods/NAME,...")."""
+        per claim what its status.reservedFor names ("podgroups/NAME", "pods/NAME,...");
+        each PodGroup's own claims, whatever its members are doing (allocated where, or
+        not; reserved for whom: PodGroupPostFilter frees them)."""
         assert self.client is not None
         by_name = {r.pod.split("/", 1)[1]: r for r in snap}
+        for key in groups:
+            ns, name = key.split("/", 1)
+            res = by_name.get(f"podgroup/{name}")
+            pg = self.podgroups.get(key)
+            if res is None or pg is None:
+                continue
+            made = {c.get("name"): c.get("resourceClaimName") for c in
+                    (pg.get("status") or {}).get("resourceClaimStatuses") or []}
+            for gc in (pg.get("spec") or {}).get("resourceClaims") or []:
+                claim_name = gc.get("resourceClaimName") or made.get(gc.get("name"))
+                if not claim_name:
+                    res.devices.append(f"{gc.get('name')}: no claim")
+                    continue
+                res.devices.append(f"{gc.get('name')}: " + await self._claim_state(
+                    ns, str(claim_name)))
         for key in pods:
             ns, name = key.split("/", 1)
             res = by_name.get(name)
@@ -997,6 +1014,24 @@ class Side:
                     refs[str(ref.get("resource"))].append(str(ref.get("name")))
                 res.devices.append(f"{pc['name']} reservedFor: " + " ".join(
                     f"{k}/{','.join(sorted(v))}" for k, v in sorted(refs.items())))
+
+    async def _claim_state(self, ns: str, name: str) -> str:
+        """"<pool>/<device>,... reservedFor <resource>/<names>..." of a claim, or why not."""
+        assert self.client is not None
+        try:
+            claim = await self.client.get(
+                f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")
+        except ApiError as e:
+            return str(e.status)
+        status = claim.get("status") or {}
+        devs = ",".join(f"{r.get('pool')}/{r.get('device')}" for r in
+                        ((status.get("allocation") or {}).get("devices") or {}).get("results")
+                        or []) or "not allocated"
+        refs: dict[str, list[str]] = defaultdict(list)
+        for ref in status.get("reservedFor") or []:
+            refs[str(ref.get("resource"))].append(str(ref.get("name")))
+        return f"{devs} reservedFor " + (" ".join(
+            f"{k}/{','.join(sorted(v))}" for k, v in sorted(refs.items())) or "nobody")
 
     async def _devices(self, pod: Json) -> list[str]:
         """The devices a bound pod's claims got (status.allocation of each claim), and
