@@ -44,12 +44,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
+from polsched.commands.output import ProgressBar as ProgressBar
 from polsched.commands.snapshot import (
     KIND_ORDER,
     SnapshotError,
@@ -61,7 +62,7 @@ from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
 from polsched.framework.diagnosis import FitError, PipelineError
-from polsched.framework.interfaces import Handle, PodGroupInfo
+from polsched.framework.interfaces import ExtensionPoint, Handle, PodGroupInfo
 from polsched.framework.load import static_load
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
@@ -69,6 +70,7 @@ from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
+from polsched.plugins.dynamic_resources.simulated import pre_bind_claims
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
 from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import SearchLimits, schedule_pod
@@ -565,8 +567,10 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             continue
         # Assume, Reserve and Permit as the engine's scheduling cycle does: what a plugin
         # holds for the pod (DynamicResources' devices) is held from the next pod too.
-        if _assume(pipeline, cache, nominator, result.state, pod, result.node, d)[0] is None:
+        assumed, _ = _assume(pipeline, cache, nominator, result.state, pod, result.node, d)
+        if assumed is None:
             continue
+        _pre_bind(pipeline, cache, result.state, assumed, result.node)
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
     waiting: dict[str, GroupOutcome] = {}
@@ -620,6 +624,16 @@ def _assume(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator, state
     d.reason = rejection(st, node).message if st.rejected else f"error: {st.message}"
     d.reasons = (d.reason,)
     return None, st
+
+
+def _pre_bind(pipeline: Pipeline, cache: ClusterCache, state: Any, pod: PodInfo,
+              node: str) -> None:
+    """The claims as DynamicResources' PreBind would leave them (allocated, reserved for
+    the pod or its PodGroup), fed to the cache: the next pods meet them as in the cluster
+    (simulated.pre_bind_claims)."""
+    plugins = pipeline.plugins_for(pod).at(ExtensionPoint.PRE_BIND)
+    for claim in pre_bind_claims(plugins, state, pod, node):
+        cache.on_object_event(ls.RESOURCE_CLAIM, "MODIFIED", claim)
 
 
 def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
@@ -714,7 +728,8 @@ async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
             d.reasons = (d.reason,)
         held = []
         outcome.state = NOT_PLACED
-    for d, _, r in held:
+    for d, assumed, r in held:
+        _pre_bind(pipeline, cache, r.state, assumed, r.node)
         d.node = r.node
         d.deciding_scorer = r.result.deciding_scorer if r.result is not None else ""
     return decisions, outcome
@@ -736,7 +751,8 @@ def _plan_for(policy: Policy, objects: Sequence[Json], scheduler_name: str, repl
     do the pod's claims exist? GangScheduling: does the group exist, with enough
     members?), and its GangScheduling tells the group members."""
     gates = build_pipeline(policy, Handle(listers=gate_cache.listers,
-                                          pod_groups=gate_cache.pod_groups))
+                                          pod_groups=gate_cache.pod_groups,
+                                          features=featuregates.scheduler_features()))
     out = plan(objects, scheduler_name, replay, gates.pre_enqueue_plugins,
                pod_group_key_fn(gates))
     out.scheduler_name, out.pod_groups = scheduler_name, gate_cache.pod_groups.served
@@ -1122,33 +1138,6 @@ def verdict(r: Report, conditions: Sequence[FailOn]) -> tuple[int, list[str]]:
     if not tripped:
         return 0, []
     return min(code for code, _ in tripped), [why for _, why in tripped]
-
-
-# -- progress -----------------------------------------------------------------------------
-class ProgressBar:
-    """A one-line bar on a terminal, shown once a run has taken `after` seconds."""
-
-    def __init__(self, stream: TextIO, after: float = 2.0) -> None:
-        self.stream = stream
-        self.after = after
-        self.start = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        elapsed = time.monotonic() - self.start
-        if elapsed < self.after or not total:
-            return
-        self.shown = True
-        width = 30
-        filled = width * done // total
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                          f"decisions, {elapsed:.0f} s")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 # -- the command --------------------------------------------------------------------------
