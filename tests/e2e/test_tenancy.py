@@ -319,8 +319,8 @@ def test_the_installs_tenancy_configmap_and_network_policy_are_accepted(
     """What `render operator --tenancy-config --webhook-allow-from` (and the chart) add is
     accepted by the API server as rendered: the ConfigMap, the Deployment that mounts it
     and the NetworkPolicy with named ports (server-side dry run: nothing is created)."""
-    objs = render.operator_templated(namespace, tenancy={"nameGraceSeconds": 60},
-                                     allow_from=["10.96.0.1/32", "fd00::/120"])
+    objs = render.operator_templated(namespace, options=render.InstallOptions(
+        tenancy={"nameGraceSeconds": 60}, allow_from=("10.96.0.1/32", "fd00::/120")))
     kept = [o for o in objs if o["kind"] in ("ConfigMap", "Deployment", "NetworkPolicy")]
     assert len(kept) == 3
     p = cluster.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",

@@ -23,6 +23,7 @@ import ipaddress
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -115,16 +116,25 @@ def gate_list(value: str) -> str:
     return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
 
 
+@dataclass(frozen=True)
+class InstallOptions:
+    """What `render operator` adds to the install: with `tenancy`, the ConfigMap the
+    operator reads it from; with `allow_from`, the NetworkPolicy that lets only those
+    networks reach the webhook; with `client_ca` (PEM), its ConfigMap and
+    --webhook-client-ca; with `feature_gates`, the operator's POLSCHED_FEATURE_GATES."""
+
+    tenancy: Json | None = None
+    allow_from: tuple[str, ...] = ()
+    client_ca: str | None = None
+    feature_gates: str = ""
+
+
 def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-                       replicas: int = 1, directory: Path | None = None, *,
-                       tenancy: Json | None = None,
-                       allow_from: Iterable[str] = (),
-                       client_ca: str | None = None, feature_gates: str = "") -> list[Json]:
-    """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration; with
-    `tenancy`, the ConfigMap the operator reads it from; with `allow_from`, the
-    NetworkPolicy that lets only those networks reach the webhook; with `client_ca` (PEM),
-    its ConfigMap and --webhook-client-ca; with `feature_gates`, the operator's
-    POLSCHED_FEATURE_GATES)."""
+                       replicas: int = 1, directory: Path | None = None,
+                       options: InstallOptions = InstallOptions()) -> list[Json]:
+    """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration, and
+    what `options` adds)."""
+    tenancy = options.tenancy
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory or _templates_dir())),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True)
@@ -134,8 +144,8 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
         selector=selector, labels={**selector, "app.kubernetes.io/part-of": "polsched"},
         metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT,
         tenancy_json=None if tenancy is None else tenancy_json(tenancy),
-        webhook_sources=webhook_sources(allow_from), webhook_client_ca=client_ca,
-        feature_gates=gate_list(feature_gates))
+        webhook_sources=webhook_sources(options.allow_from),
+        webhook_client_ca=options.client_ca, feature_gates=gate_list(options.feature_gates))
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -163,10 +173,8 @@ def rbac(namespace: str = DEFAULT_NAMESPACE) -> list[Json]:
 
 
 def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-                     crd: bool = True, with_rbac: bool = True, *,
-                     tenancy: Json | None = None,
-                     allow_from: Iterable[str] = (),
-                     client_ca: str | None = None, feature_gates: str = "") -> list[Json]:
+                     crd: bool = True, with_rbac: bool = True,
+                     options: InstallOptions = InstallOptions()) -> list[Json]:
     """Every object `kubectl apply -k manifests/` creates, in apply order."""
     import copy
 
@@ -177,8 +185,7 @@ def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = Non
         out += rbac(namespace)
     if crd:
         out.append(copy.deepcopy(crd_manifest()))
-    return out + operator_templated(namespace, image, tenancy=tenancy, allow_from=allow_from,
-                                    client_ca=client_ca, feature_gates=feature_gates)
+    return out + operator_templated(namespace, image, options=options)
 
 
 def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
@@ -216,12 +223,12 @@ def run(args: argparse.Namespace) -> int:
             tenancy = read_tenancy_file(args.tenancy_config) if args.tenancy_config else None
             client_ca = (read_client_ca_file(args.webhook_client_ca)
                          if args.webhook_client_ca else None)
+            options = InstallOptions(
+                tenancy=tenancy, client_ca=client_ca, feature_gates=args.feature_gates or "",
+                allow_from=tuple(c for c in (args.webhook_allow_from or "").split(",")
+                                 if c.strip()))
             objs = operator_install(args.namespace, args.image, crd=not args.no_crd,
-                                    with_rbac=not args.no_rbac, tenancy=tenancy,
-                                    allow_from=[c for c in (args.webhook_allow_from or
-                                                            "").split(",") if c.strip()],
-                                    client_ca=client_ca,
-                                    feature_gates=args.feature_gates or "")
+                                    with_rbac=not args.no_rbac, options=options)
         except ValueError as e:
             print(f"polsched render operator: {e}", file=sys.stderr)
             return 1

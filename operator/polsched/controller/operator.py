@@ -34,7 +34,7 @@ from polsched.controller.dedicated.deployments import (
     Inherited,
 )
 from polsched.controller.policies.names import NameStore
-from polsched.controller.policies.reconciler import PolicyReconciler
+from polsched.controller.policies.reconciler import OperatorDuties, PolicyReconciler
 from polsched.controller.process import credentials, namespaces, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
 from polsched.controller.process.server import (
@@ -94,7 +94,7 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
         certs = rotator.ExternalCertificates(client, args.namespace,
                                              args.webhook_secret or rotator.DEFAULT_SECRET)
         return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
-                                           publish=None, ca_switch_delay=0.0,
+                                           publish=None, timing=server.Timing(ca_switch_delay=0.0),
                                            client_ca=getattr(args, "webhook_client_ca", None))
     if service is not None or args.webhook_secret is not None:
         certs = rotator.CertificateManager(client, args.namespace,
@@ -219,9 +219,9 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     reconcilers: list[PolicyReconciler] = []
 
     def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:
-        made = PolicyReconciler(client, engine, writer, deployer=deployer,
-                                records_last_good=True, rules=rules,
+        duties = OperatorDuties(deployer=deployer, records_last_good=True,
                                 names=NameStore(client, args.namespace))
+        made = PolicyReconciler(client, engine, writer, duties=duties, rules=rules)
         reconcilers.append(made)
         return made
 

@@ -87,14 +87,26 @@ class DedicatedScope:
     mounted_cas: tuple[str, Path] | None = None
 
 
+@dataclass(frozen=True)
+class OperatorDuties:
+    """What the operator's reconciler does besides running policies (none of it in a
+    Dedicated scheduler): `deployer` deploys Dedicated policies while leading;
+    `records_last_good` writes the last-good record while leading; `names` records the
+    owner of each schedulerName and the names held for deleted owners."""
+
+    deployer: Deployer | None = None
+    records_last_good: bool = False
+    names: NameStore | None = None
+
+
 class PolicyReconciler:
     """Runs policies in `engine`.
 
     `dedicated`: set in a Dedicated scheduler, which runs its one Dedicated policy (the
-    operator runs every Shared one). `deployer`: set in the operator, deploys Dedicated
-    policies while leading. `records_last_good`: set in the operator, writes the last-good
-    record while leading. `rules`: the operator's reserved scheduler names and extender
-    destination policy. `names`: set in the operator, where the owner of each
+    operator runs every Shared one). `duties` (OperatorDuties), set in the operator:
+    `deployer` deploys Dedicated policies while leading; `records_last_good` writes the
+    last-good record while leading. `rules`: the operator's reserved scheduler names and
+    extender destination policy. `names`: set in the operator, where the owner of each
     schedulerName and the names held for deleted owners are recorded
     (controller.policies.names), so that a restart keeps them: read before the first
     listing is synced, written by the leader whenever they change.
@@ -107,9 +119,10 @@ class PolicyReconciler:
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  dedicated: DedicatedScope | None = None,
-                 deployer: Deployer | None = None, records_last_good: bool = False,
-                 rules: AdmissionRules = DEFAULT_RULES,
-                 names: NameStore | None = None) -> None:
+                 duties: OperatorDuties = OperatorDuties(),
+                 rules: AdmissionRules = DEFAULT_RULES) -> None:
+        deployer, records_last_good, names = duties.deployer, duties.records_last_good, \
+            duties.names
         self.client = client
         # Which policies this process schedules itself, and (Dedicated) the one policy.
         self.runs_mode: RuntimeMode = DEDICATED if dedicated is not None else SHARED

@@ -14,6 +14,7 @@ import logging
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -60,6 +61,20 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
     metrics.webhook_certificate(validity(certs.cert)[1].timestamp())
 
 
+@dataclass(frozen=True)
+class Timing:
+    """How often the served certificates are checked (`check_interval`, seconds), how long a
+    new CA is published before its certificate is served (`ca_switch_delay`), and the
+    backoff between failed starts."""
+
+    check_interval: float = CHECK_INTERVAL
+    ca_switch_delay: float = CA_SWITCH_DELAY
+    backoff: Callable[[], Backoff] = Backoff
+
+
+DEFAULT_TIMING = Timing()
+
+
 class ManagedWebhookServer:
     """A kopf webhook server whose certificates come from a CertificateManager.
 
@@ -77,18 +92,16 @@ class ManagedWebhookServer:
     def __init__(self, listen: str, manager: CertificateSource, *,
                  service: tuple[str, str, int] | None = None,
                  publish: Publisher | None = None,
-                 check_interval: float = CHECK_INTERVAL,
-                 ca_switch_delay: float = CA_SWITCH_DELAY,
-                 backoff: Callable[[], Backoff] = Backoff,
+                 timing: Timing = DEFAULT_TIMING,
                  client_ca: str | None = None) -> None:
         self.host, self.port = split_listen(listen)
         self.client_ca = client_ca
         self.manager = manager
         self.service = service
         self.publish = publish
-        self.check_interval = check_interval
-        self.ca_switch_delay = ca_switch_delay
-        self.backoff = backoff
+        self.check_interval = timing.check_interval
+        self.ca_switch_delay = timing.ca_switch_delay
+        self.backoff = timing.backoff
         self.current: Certificates | None = None
 
     async def _publish(self, certs: Certificates) -> bool:
