@@ -59,12 +59,14 @@ for p in (ROOT, ROOT / "operator"):
 from bench import workloads as wl  # noqa: E402
 from bench.schedulers import polsched_policy  # noqa: E402
 from polsched.api import load_policy  # noqa: E402
+from polsched.cluster import featuregates  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
 from polsched.framework.budget import new_budget  # noqa: E402
 from polsched.framework.interfaces import Handle  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.algorithm import SearchLimits, schedule_pod  # noqa: E402
+from polsched.scheduler.batch import new_batch  # noqa: E402
 from polsched.scheduler.pipelines import build_pipeline  # noqa: E402
 
 SCHEDULER_NAME = "polsched-bench"
@@ -118,7 +120,10 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
     policy_obj["metadata"]["generation"] = 1
     policy_obj["spec"]["schedulerName"] = SCHEDULER_NAME
     # The engine's handle: plugins read the cache's listers (the DRA objects, Services).
-    pipeline = build_pipeline(load_policy(policy_obj, CATALOG), Handle(listers=cache.listers))
+    # The engine's feature gates (POLSCHED_FEATURE_GATES over v1.37's defaults:
+    # OpportunisticBatching on unless turned off).
+    pipeline = build_pipeline(load_policy(policy_obj, CATALOG), Handle(
+        listers=cache.listers, features=featuregates.scheduler_features()))
     pipeline.rng = random.Random(7)  # a fixed tie-break sequence: comparable digests
     pods = []
     for i in range(workload.pods):
@@ -131,7 +136,7 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
         p["spec"].setdefault("tolerations", []).extend(
             {"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute",
              "tolerationSeconds": 300} for k in ("not-ready", "unreachable"))
-        if isinstance(workload, wl.DynamicResources):
+        if isinstance(workload, wl.DynamicResources) and workload.template_claims:
             # What the resourceclaim controller does before the pod can be tried: the claim
             # from the template, owned by the pod, named in the pod's status.
             claim = workload.generated_claim(p)
@@ -156,8 +161,15 @@ def write_allocations(cache: ClusterCache, pod: Any, node: str, result: Any) -> 
     for i, alloc in zip(state.to_allocate, state.by_node[node], strict=True):
         raw = state.claims[i].raw
         meta = raw["metadata"]
-        updated = {**raw, "metadata": {**meta, "resourceVersion": str(
-                       int(meta["resourceVersion"]) + 1_000_000)},
+        if "resourceVersion" in meta:
+            meta = {**meta, "resourceVersion": str(int(meta["resourceVersion"]) + 1_000_000)}
+        else:  # DRA-backed extended resources: the claim PreBind creates, owned by the pod
+            meta = {**meta, "name": f"{pod.name}-extended-resources-x",
+                    "namespace": pod.namespace, "uid": f"ext-{pod.uid}",
+                    "resourceVersion": "1", "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                         "uid": pod.uid, "controller": True}]}
+        updated = {**raw, "metadata": meta,
                    "status": {"allocation": alloc, "reservedFor": [
                        {"resource": "pods", "name": pod.name, "uid": pod.uid}]}}
         cache.on_object_event(ls.RESOURCE_CLAIM, "MODIFIED", updated)
@@ -178,7 +190,10 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
     unscheduled = 0
     cpu0 = clock()
     wall0 = wallclock()
-    for obj in pods:
+    # As the engine (Profile.batch_for): a batch when the gate is on and the pipeline signs
+    # pods; each pod is the next scheduling cycle.
+    batch = new_batch(pipeline, "bench")
+    for cycle, obj in enumerate(pods, 1):
         t0 = clock()
         cache.on_pod_event("ADDED", obj)
         pod = cache.pods[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"]
@@ -190,7 +205,8 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         else:
             ts = t1
         result = run_sync(schedule_pod(pipeline, pod, snapshot,
-                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]),
+                                                           batch=batch, cycle=cycle)))
         t2 = clock()
         node = result.node
         if node is None:
@@ -224,6 +240,7 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         "decide_ms_per_pod": round(decide / n * 1000, 3),
         "cpu_s": round(cpu_s, 3), "wall_s": round(wall, 3),
         "unscheduled": unscheduled,
+        "batched": batch.batched_pods if batch is not None else 0,
         "placements": digest.hexdigest()[:16],
         **({} if shadows is None else {
             "shadow_cpu_s": round(shadow_t, 3),

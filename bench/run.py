@@ -162,9 +162,9 @@ async def clean(api: Any) -> None:
 
 
 async def clean_dra(api: Any) -> None:
-    """The DRA workload's objects: claims in both namespaces (their delete-protection
+    """The DRA workloads' objects: claims in both namespaces (their delete-protection
     finalizer removed: no driver or kubelet runs here to release the devices), templates,
-    slices and the class. Cheap when there are none."""
+    slices and the classes. Cheap when there are none."""
     res = wl.RESOURCE_API
     for ns in (wl.NAMESPACE, wl.OTHER_NAMESPACE):
         path = f"{res}/namespaces/{ns}/resourceclaims"
@@ -172,8 +172,9 @@ async def clean_dra(api: Any) -> None:
         await delete_all(api, f"{res}/namespaces/{ns}/resourceclaimtemplates")
     await delete_all(api, f"{res}/resourceslices")
     for dc in (await api.list(f"{res}/deviceclasses")).get("items") or ():
-        if dc["metadata"]["name"] == wl.DRA_CLASS:
-            await api.delete(f"{res}/deviceclasses/{wl.DRA_CLASS}")
+        name = dc["metadata"]["name"]
+        if name == wl.DRA_CLASS or name.startswith(wl.DRA_EXTENDED_CLASS_PREFIX):
+            await api.delete(f"{res}/deviceclasses/{name}")
 
 
 async def delete_all_dra(api: Any, path: str) -> None:
@@ -426,7 +427,7 @@ async def one_run(ctx: Context, api: Any, w: wl.Workload, runner: Runner,
             api, PODS, measure.encode([w.pod(i, runner.key, runner.scheduler_name)
                                        for i in range(w.pods)]), ctx.args.concurrency)
         harness_cpu = time.process_time() - cpu0
-        if w.dra:
+        if isinstance(w, wl.DynamicResources) and w.template_claims:
             await wait_claims(api, w, 60 + w.pods / 10)
     t_start = time.monotonic()
     runner.start(w, extender_url)

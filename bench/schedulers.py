@@ -156,7 +156,9 @@ class KubeScheduler(Runner):
             "clientConnection": {"kubeconfig": self.kubeconfig, "qps": KUBE_QPS,
                                  "burst": KUBE_BURST},
             "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": n}
+            "profiles": [{"schedulerName": n,
+                          **({"pluginConfig": list(workload.plugin_config)}
+                             if workload.plugin_config else {})}
                          for n in many.scheduler_names(workload, self.scheduler_name)],
         }
         if workload.extender and extender_url:

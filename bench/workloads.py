@@ -88,6 +88,9 @@ class Workload:
     # The workload uses DRA objects (ResourceSlices, claims): the bench cleans them up and
     # checks the allocations.
     dra: bool = False
+    # KubeSchedulerConfiguration pluginConfig for kube-scheduler's profile (polsched's
+    # policy_spec says the same in its own terms).
+    plugin_config: tuple[dict[str, Any], ...] = ()
 
     def scaled(self, scale: float) -> Workload:
         from dataclasses import replace
@@ -120,6 +123,21 @@ class Workload:
         """(collection path, object) created before the pods (a Service, say); removed by
         the runner's cleanup."""
         return []
+
+
+def default_node(i: int) -> dict[str, Any]:
+    """scheduler_perf's templates/node-default.yaml (createNodes without a template):
+    4 CPU, 32Gi, 110 pods, Ready, no taint and no topology label, allocatable as
+    capacity; only the bench's cleanup label and the hostname are added."""
+    name = node_name(i)
+    res = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  NODE_LABEL: "true"}},
+            "spec": {},
+            "status": {"capacity": res, "allocatable": res,
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "reason": "Bench"}]}}
 
 
 GANG_GATES = "GenericWorkload=true"
@@ -160,18 +178,7 @@ class Gangs(Workload):
         return f"gang-{g}"
 
     def node(self, i: int) -> dict[str, Any]:
-        """scheduler_perf's templates/node-default.yaml (createNodes without a template):
-        4 CPU, 32Gi, 110 pods, Ready, no taint and no topology label, allocatable as
-        capacity; only the bench's cleanup label and the hostname are added."""
-        name = node_name(i)
-        res = {"pods": "110", "cpu": "4", "memory": "32Gi"}
-        return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                                      NODE_LABEL: "true"}},
-                "spec": {},
-                "status": {"capacity": res, "allocatable": res,
-                           "conditions": [{"type": "Ready", "status": "True",
-                                           "reason": "Bench"}]}}
+        return default_node(i)
 
     def _pod(self, name: str, scheduler_name: str) -> dict[str, Any]:
         """templates/gang-pod.yaml's container: pause 3.10.1, 100m CPU and 100Mi."""
@@ -407,6 +414,39 @@ class PodAntiAffinity(Workload):
         return out
 
 
+class PodAffinity(Workload):
+    """scheduler_perf SchedulingPodAffinity (5000Nodes_5000Pods, threshold 70 pods/s):
+    nodes in one zone; every pod (initial and measured) is labelled color=blue with a
+    required pod affinity to color=blue pods in both namespaces, topologyKey
+    topology.kubernetes.io/zone (templates/pod-with-pod-affinity.yaml). As many initial
+    pods as nodes (bench-other, as scheduler_perf's sched-0) are created bound, one per
+    node, before the scheduler starts; the measured pods (bench, as sched-1) are the same
+    for every scheduler (polsched: default plugins, InterPodAffinity)."""
+
+    def node(self, i: int) -> dict[str, Any]:
+        return perf_node(i, 1)
+
+    def _pod(self, name: str, scheduler_name: str, namespace: str) -> dict[str, Any]:
+        p = perf_pod(name, scheduler_name, namespace, {"app": "bench", "color": "blue"})
+        p["spec"]["affinity"] = {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"color": "blue"}},
+                "topologyKey": ZONE, "namespaces": [NAMESPACE, OTHER_NAMESPACE]}]}}
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+        return p
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod(f"bench-pod-{i:05d}", scheduler_name, NAMESPACE)
+
+    def init_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        out = []
+        for i in range(self.nodes):
+            p = self._pod(f"bench-init-{i:05d}", scheduler_name, OTHER_NAMESPACE)
+            p["spec"]["nodeName"] = node_name(i)
+            out.append(p)
+        return out
+
+
 class TopologySpreading(Workload):
     """scheduler_perf TopologySpreading (5000Nodes_5000Pods): nodes in three zones; the
     initial pods (pod-default, no labels that matter) are created bound, spread round-robin
@@ -565,6 +605,9 @@ class DynamicResources(Workload):
     devices_per_node: int = 10
     init_claims_per_node: int = 5
     dra: bool = True
+    # The measured pods' claims come from a ResourceClaimTemplate (kube-controller-manager
+    # makes them before the pods can be tried); False: the scheduler makes them.
+    template_claims: bool = True
 
     def node(self, i: int) -> dict[str, Any]:
         n = perf_node(i, 3)
@@ -693,6 +736,94 @@ class DynamicResources(Workload):
                 "spec": self.claim_template()["spec"]["spec"]}
 
 
+DRA_EXTENDED_CLASS_PREFIX = "test-class-"
+
+
+@dataclass(frozen=True)
+class DRAExtendedResources(DynamicResources):
+    """scheduler_perf dra/extendedresource ExtendedResource Explicit_25classes_5000pods_500nodes
+    (threshold 120 pods/s): the DRA workload's nodes and ResourceSlices (10 devices each),
+    `classes` DeviceClasses test-class-K selecting the driver with extendedResourceName
+    example.com/gpu-K (deviceclass-extended-resource.yaml), and pods that request one
+    example.com/gpu-(i mod classes) as an extended resource
+    (pod-with-extended-resource.yaml): no claim in the pod, the scheduler allocates a
+    device and makes the pod's claim itself (DRAExtendedResource, GA in v1.37). Upstream's
+    2500 initial pods, scheduled unmeasured before the measured ones, are left out: here
+    2500 measured pods on 5000 devices. The same pods for every scheduler (polsched:
+    default plugins, NodeResourcesFit and DynamicResources)."""
+
+    classes: int = 25
+    init_claims_per_node: int = 0
+    template_claims: bool = False
+
+    def extended_resource(self, i: int) -> str:
+        return f"example.com/gpu-{i % self.classes}"
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        p = pod_base(f"bench-pod-{i:05d}", scheduler_name)
+        one = {self.extended_resource(i): "1"}
+        p["spec"]["containers"][0]["resources"] = {"requests": one, "limits": one}
+        return p
+
+    def device_classes(self) -> list[dict[str, Any]]:
+        return [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                 "metadata": {"name": f"{DRA_EXTENDED_CLASS_PREFIX}{k}"},
+                 "spec": {"selectors": [{"cel": {
+                     "expression": f'device.driver == "{DRA_DRIVER}"'}}],
+                     "extendedResourceName": self.extended_resource(k)}}
+                for k in range(self.classes)]
+
+    def extra_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        out = [(f"{RESOURCE_API}/deviceclasses", c) for c in self.device_classes()]
+        out += [(f"{RESOURCE_API}/resourceslices", self.resource_slice(i))
+                for i in range(self.nodes)]
+        return out
+
+
+# scheduler_perf batching/scheduler-config-no-topology.yaml: PodTopologySpread without
+# default constraints, so that pods without constraints of their own can be signed.
+NO_DEFAULT_SPREAD = {"defaultingType": "List", "defaultConstraints": []}
+
+
+@dataclass(frozen=True)
+class Batching(Workload):
+    """scheduler_perf batching HostPortConflict (k8s.io/kubernetes@v1.37.1
+    test/integration/scheduler_perf/batching/performance-config.yaml): nodes of
+    templates/node-default.yaml and as many pods of templates/pod-hostport-80.yaml (host
+    port 80, 100m and 100Mi: one pod per node), with PodTopologySpread's defaultingType
+    List and no default constraints in both schedulers (kube-scheduler: its pluginConfig,
+    as scheduler-config-no-topology.yaml; polsched: the plugin's args in the policy), so
+    that every pod is signed and OpportunisticBatching (on by default in both) places each
+    pod on the hint from the one before. Upstream runs 20000 nodes and 20000 pods; the
+    warm-up pod takes no host port, so it leaves every node to the measured pods."""
+
+    plugin_config: tuple[dict[str, Any], ...] = (
+        {"name": "PodTopologySpread", "args": NO_DEFAULT_SPREAD},)
+
+    def node(self, i: int) -> dict[str, Any]:
+        return default_node(i)
+
+    def _pod(self, name: str, scheduler_name: str, port: bool) -> dict[str, Any]:
+        p = pod_base(name, scheduler_name)
+        c: dict[str, Any] = {"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                             "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}
+        if port:
+            c["ports"] = [{"containerPort": 80, "hostPort": 80}]
+        p["spec"]["containers"] = [c]
+        return p
+
+    def pod(self, i: int, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod(f"bench-pod-{i:05d}", scheduler_name, True)
+
+    def warmup_pod(self, scheduler: str, scheduler_name: str) -> dict[str, Any]:
+        return self._pod("bench-pod-00000", scheduler_name, False)
+
+    def policy_spec(self) -> dict[str, Any]:
+        entry = {"name": "PodTopologySpread", "args": NO_DEFAULT_SPREAD}
+        return {"runtime": {"mode": "Shared"}, "filters": [entry],
+                "scorers": [{**entry, "weight": 2}]}
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("basic", 500, 2000, "plain pods, default plugins (scheduler_perf SchedulingBasic)",
              rounds=3),
@@ -725,6 +856,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                     "required pod anti-affinity per hostname, after 1000 initial pods "
                     "(scheduler_perf SchedulingPodAntiAffinity 5000Nodes_2000Pods)",
                     equivalence=PodAntiAffinity.__doc__ or ""),
+    PodAffinity("pod-affinity", 5000, 5000,
+                "required pod affinity per zone, after 5000 initial pods (scheduler_perf "
+                "SchedulingPodAffinity 5000Nodes_5000Pods)",
+                equivalence=PodAffinity.__doc__ or ""),
     TopologySpreading("topology-spreading", 5000, 5000,
                       "zone spread constraint maxSkew 5, after 5000 initial pods "
                       "(scheduler_perf TopologySpreading 5000Nodes_5000Pods)",
@@ -749,6 +884,18 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "ResourceClaimTemplate, 10 devices per node, half allocated before the "
                      "run (scheduler_perf SchedulingWithResourceClaimTemplate "
                      "5000pods_500nodes)", equivalence=DynamicResources.__doc__ or ""),
+    # Upstream's 20000Nodes_20000Pods, at 5000 (the large workload's size) on this machine.
+    Batching("batching", 5000, 5000,
+             "identical pods, one per node (host port 80), PodTopologySpread without "
+             "default constraints: OpportunisticBatching's shape (scheduler_perf batching "
+             "HostPortConflict 20000Nodes_20000Pods, 5000 nodes)",
+             equivalence=Batching.__doc__ or ""),
+    DRAExtendedResources("dra-extended", 500, 2500,
+                         "DRA-backed extended resources: pods request example.com/gpu-K "
+                         "(25 DeviceClasses with extendedResourceName), no claim of their "
+                         "own (scheduler_perf dra/extendedresource "
+                         "Explicit_25classes_5000pods_500nodes, without the 2500 initial "
+                         "pods)", equivalence=DRAExtendedResources.__doc__ or ""),
     LoadAware("load-aware", 500, 2000,
               "load-aware: LoadVariationRiskBalancing on real usage from the Metrics API "
               "(kwok usage -> metrics-server) against the default plugins, same pods",

@@ -77,6 +77,9 @@ SENTINEL_RESOURCE = "conformance.polsched.io/sentinel"
 OPERATOR_NS = "polsched-system"
 DECIDING = "polsched.io/deciding-scorer"
 FEASIBLE = "polsched.io/feasible-nodes"
+# polsched's count of kept nodes that tied for an OpportunisticBatching hint: a hinted pod
+# is scored by neither side, so the tie is known from polsched's (identical) ranking.
+HINT_TIES = "polsched.io/hint-ties"
 
 DECISION_TIMEOUT = 15.0  # a pod neither bound nor failed by then is "pending"
 FIRST_WAIT = 2.0  # then a probe tells whether the scheduler passed the pod over
@@ -96,6 +99,14 @@ SETTLE_TIMEOUT = 30.0
 # group's next retry, up to 10 s x sqrt(members) later, and with a quiet spell alone
 # whether that retry fell inside the step was a race (gang family, min_increase, seed 7).
 BACKOFF_QUIET = 11.5
+
+# Members of one pod-group cycle sharing an unallocated claim all go to PreBind with the
+# claim as PreFilter saw it; the first status write wins and every other member fails with
+# this error once and is bound at its retry (kube-scheduler v1.37.1 bindClaim, polsched
+# alike). Which member wins is a race between the binding goroutines (it varies between
+# kube-scheduler runs), so in scenarios with claims these notes are left out of a pod's
+# events and counted per PodGroup instead (conformance/FINDINGS.md).
+PREBIND_RACE = "got allocated elsewhere in the meantime"
 
 _SCORE_LINE = re.compile(
     r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(\d+)')
@@ -283,6 +294,9 @@ class Side:
                "clientConnection": {"kubeconfig": self.kubeconfig, "qps": 500, "burst": 500},
                "leaderElection": {"leaderElect": False},
                "profiles": [{"schedulerName": SCHEDULER_NAME}]}
+        if self.gates == scn.BATCHING_GATES:
+            cfg["profiles"][0]["pluginConfig"] = [  # type: ignore[index]
+                {"name": "PodTopologySpread", "args": scn.NO_DEFAULT_SPREAD}]
         if self.extender_url:
             cfg["extenders"] = [ext.config(self.extender_url)]
         path = self.dir / "kube-scheduler.yaml"
@@ -307,6 +321,10 @@ class Side:
         await asyncio.to_thread(wait_established, ["schedulingpolicies.polsched.io"],
                                 env=env)
         spec: Json = {"schedulerName": SCHEDULER_NAME}
+        if self.gates == scn.BATCHING_GATES:  # the same PodTopologySpread args as the oracle
+            entry = {"name": "PodTopologySpread", "args": scn.NO_DEFAULT_SPREAD}
+            spec["filters"] = [entry]
+            spec["scorers"] = [{**entry, "weight": 2}]
         if self.extender_url:
             spec["extenders"] = [ext.config(self.extender_url)]
         policy = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
@@ -731,7 +749,10 @@ class Side:
                 else:
                     raise ValueError(f"scenario {sc.index}: unknown action {a.op!r}")
             await self._settle(sc, uids, deleted, step_tries)
-            out.extend(self._snapshot(sc, i, pods, groups, uids, deleted))
+            snap = self._snapshot(sc, i, pods, groups, uids, deleted)
+            if sc.claims:
+                await self._report_claims(snap, pods, uids, groups)
+            out.extend(snap)
         self._watched_ns = set()
         return out
 
@@ -878,6 +899,8 @@ class Side:
             attempt's text instead."""
             first: dict[str, str] = {}
             for e in self.all_events.get(uid, ()):
+                if sc.claims and PREBIND_RACE in e:
+                    continue  # counted per PodGroup instead (see PREBIND_RACE)
                 first.setdefault(e.split(":", 1)[0], mask(e))
             return " | ".join(first[r] for r in sorted(first)) or None
 
@@ -898,6 +921,7 @@ class Side:
                                                    "parentCompositePodGroupName"))}
         bound_in: dict[str, int] = defaultdict(int)
         members_in: dict[str, int] = defaultdict(int)
+        raced_in: dict[str, int] = defaultdict(int)
         for key in pods:
             ns, name = key.split("/", 1)
             res = PodResult(f"{step}/{name}")
@@ -912,6 +936,9 @@ class Side:
             group = ((cur["spec"].get("schedulingGroup") or {}).get("podGroupName"))
             if group:
                 members_in[f"{ns}/{group}"] += 1
+                if sc.claims and any(PREBIND_RACE in e for e in self.all_events.get(
+                        uids[key], ())):
+                    raced_in[f"{ns}/{group}"] += 1
             if cur["spec"].get("nodeName"):
                 res.outcome = "bound"
                 if group:
@@ -939,6 +966,8 @@ class Side:
                 res.outcome = "missing"
                 continue
             res.outcome = f"{bound_in[key]} of {members_in[key]} members bound"
+            if raced_in[key]:
+                res.outcome += f", {raced_in[key]} lost the claim's PreBind race"
             if domains_in[key]:
                 res.domain = ",".join(sorted(domains_in[key]))
             res.message = "; ".join(
@@ -951,6 +980,75 @@ class Side:
                 mask(f"condition {c.get('type')}={c.get('status')}: {c.get('message') or ''}")
                 for c in (pg.get("status") or {}).get("conditions") or ()]
         return out
+
+    async def _report_claims(self, snap: list[PodResult], pods: list[str],
+                             uids: dict[str, str], groups: list[str]) -> None:
+        """Stepped scenarios with claims (scenario.claims): each bound pod's devices, and
+        per claim what its status.reservedFor names ("podgroups/NAME", "pods/NAME,...");
+        each PodGroup's own claims, whatever its members are doing (allocated where, or
+        not; reserved for whom: PodGroupPostFilter frees them)."""
+        assert self.client is not None
+        by_name = {r.pod.split("/", 1)[1]: r for r in snap}
+        for key in groups:
+            ns, name = key.split("/", 1)
+            res = by_name.get(f"podgroup/{name}")
+            pg = self.podgroups.get(key)
+            if res is None or pg is None:
+                continue
+            made = {c.get("name"): c.get("resourceClaimName") for c in
+                    (pg.get("status") or {}).get("resourceClaimStatuses") or []}
+            for gc in (pg.get("spec") or {}).get("resourceClaims") or []:
+                claim_name = gc.get("resourceClaimName") or made.get(gc.get("name"))
+                if not claim_name:
+                    res.devices.append(f"{gc.get('name')}: no claim")
+                    continue
+                res.devices.append(f"{gc.get('name')}: " + await self._claim_state(
+                    ns, str(claim_name)))
+        for key in pods:
+            ns, name = key.split("/", 1)
+            res = by_name.get(name)
+            cur = self.pods.get(key)
+            if res is None or res.outcome != "bound" or cur is None or \
+                    cur["metadata"]["uid"] != uids[key]:
+                continue
+            res.devices = await self._devices(cur)
+            current = await self.client.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+            generated = {c["name"]: c.get("resourceClaimName") for c in
+                         (current.get("status") or {}).get("resourceClaimStatuses") or []}
+            for pc in (cur.get("spec") or {}).get("resourceClaims") or []:
+                claim_name = pc.get("resourceClaimName") or generated.get(pc["name"])
+                if not claim_name:
+                    continue
+                try:
+                    claim = await self.client.get(
+                        f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/"
+                        f"{claim_name}")
+                except ApiError as e:
+                    res.devices.append(f"{pc['name']} reservedFor: {e.status}")
+                    continue
+                refs: dict[str, list[str]] = defaultdict(list)
+                for ref in (claim.get("status") or {}).get("reservedFor") or []:
+                    refs[str(ref.get("resource"))].append(str(ref.get("name")))
+                res.devices.append(f"{pc['name']} reservedFor: " + " ".join(
+                    f"{k}/{','.join(sorted(v))}" for k, v in sorted(refs.items())))
+
+    async def _claim_state(self, ns: str, name: str) -> str:
+        """"<pool>/<device>,... reservedFor <resource>/<names>..." of a claim, or why not."""
+        assert self.client is not None
+        try:
+            claim = await self.client.get(
+                f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")
+        except ApiError as e:
+            return str(e.status)
+        status = claim.get("status") or {}
+        devs = ",".join(f"{r.get('pool')}/{r.get('device')}" for r in
+                        ((status.get("allocation") or {}).get("devices") or {}).get("results")
+                        or []) or "not allocated"
+        refs: dict[str, list[str]] = defaultdict(list)
+        for ref in status.get("reservedFor") or []:
+            refs[str(ref.get("resource"))].append(str(ref.get("name")))
+        return f"{devs} reservedFor " + (" ".join(
+            f"{k}/{','.join(sorted(v))}" for k, v in sorted(refs.items())) or "nobody")
 
     async def _devices(self, pod: Json) -> list[str]:
         """The devices a bound pod's claims got (status.allocation of each claim), and
@@ -1059,6 +1157,9 @@ class Side:
             feasible = ann.get(FEASIBLE, "")
             n = int(feasible.split("/")[0]) if feasible.split("/")[0].isdigit() else 0
             res.unique = n <= 1 or bool(ann.get(DECIDING))
+            ties = ann.get(HINT_TIES, "")
+            if ties.isdigit() and int(ties) > 1:
+                res.unique = False
 
 
 def _condition_message(c: Json) -> str:
@@ -1204,6 +1305,10 @@ async def _run_pair(scenarios: list[scn.Scenario], workdir: Path, gates: str, bi
                     extender_url: str, out: dict[str, list[ScenarioResult]], *,
                     progress: Callable[[str], None], keep: bool,
                     oracle_vs_oracle: bool) -> None:
+    if gates == scn.BATCHING_GATES:
+        # No extender: a profile with one signs no pod (upstream's
+        # computeBatchablePlugins), and the batching family is about signed pods.
+        extender_url = ""
     sides = [Side("kube", workdir, extender_url, gates=gates),
              Side("polsched", workdir, extender_url, gates=gates,
                   scheduler="kube" if oracle_vs_oracle else "polsched")]

@@ -132,6 +132,8 @@ class Scenario:
     # Stepped scenarios: whether each bound member's node is decided by construction (one
     # feasible node), so that the node is compared; otherwise only counts per group are.
     exact_nodes: bool = False
+    # A stepped scenario whose bound pods' claims are reported (devices, reservedFor).
+    claims: bool = False
     shape: str = ""  # the gang family's scenario shape (gang_fits, min_decrease, ...)
     # The gang-topology family: the node label its PodGroups' topology constraints name
     # (the runner reports each bound member's domain by it).
@@ -156,6 +158,8 @@ class Scenario:
             out["exact_nodes"] = self.exact_nodes
             if self.topology_key:
                 out["topology_key"] = self.topology_key
+            if self.claims:
+                out["claims"] = True
             out["steps"] = [[a.to_json() for a in step] for step in self.steps]
         return out
 
@@ -2003,6 +2007,221 @@ def fam_gang_composite(b: Builder) -> None:
     COMPOSITE_SHAPES[shape](Trees(b, shape))
 
 
+# -- the batching family (OpportunisticBatching) ------------------------------------------
+# Its pair of control planes runs the gate explicitly on (it is on by default) and both
+# schedulers with PodTopologySpread's defaultingType List and no default constraints
+# (scheduler_perf batching/scheduler-config-no-topology.yaml), so that pods are signed.
+BATCHING_GATES = "OpportunisticBatching=true"
+NO_DEFAULT_SPREAD: Json = {"defaultingType": "List", "defaultConstraints": []}
+
+
+def fam_batching(b: Builder) -> None:
+    """Alike pods in a row, which both schedulers place on the hint the previous pod's
+    ranking gives: one per node (host port 80, scheduler_perf's HostPortConflict), a
+    node's CPU nearly filled (ResourceSaturation), or small enough that the last chosen
+    node still fits and is re-scored; a different pod now and then (a new signature)."""
+    r = b.rng
+    nodes = b.nodes(r.randint(3, 8))
+    ns = b.namespace("a")
+    shape = ("hostport", "saturation", "small")[b.ordinal % 3]
+    for _ in range(r.randint(len(nodes), len(nodes) + 4)):
+        if shape == "hostport":
+            p = b.pod(ns, cpu="100m", memory="100Mi")
+            p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+        elif shape == "saturation":
+            p = b.pod(ns, cpu="900m", memory="1Gi")
+        else:
+            p = b.pod(ns, cpu="250m", memory="256Mi")
+        if b.maybe(0.1):  # another signature breaks the batch
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "50m"
+
+
+# -- the dra-workload family (DRAWorkloadResourceClaims) ------------------------------------
+WORKLOAD_CLAIM_GATES = ("DynamicResourceAllocation=true,GenericWorkload=true,"
+                        "DRAWorkloadResourceClaims=true")
+
+
+class Claims(Gang):
+    """A gang scenario with devices: `gpu_node(...)` adds a node whose ResourceSlice offers
+    `gpus` devices, `shared(...)` a claim (or template) of the PodGroup that its members
+    name, `own(...)` a template each member gets a claim of its own from. Placement is
+    decided by construction (which node has the devices, selectors), so node names and
+    devices are compared exactly; every bound pod's claims are reported with what their
+    status.reservedFor names (the PodGroup or pods)."""
+
+    def __init__(self, b: Builder, shape: str) -> None:
+        super().__init__(b, shape)
+        b.sc.exact_nodes = True
+        b.sc.claims = True
+
+    def gpu_node(self, cpu: int, gpus: int, pool: str = "") -> Json:
+        n = self.b.node(str(cpu), "8Gi", labels={"pool": pool} if pool else None)
+        name = n["metadata"]["name"]
+        if gpus:
+            self.b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                        "metadata": {"name": f"{name}-gpu", "labels": {NODE_LABEL: "true"}},
+                        "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                                 "pool": {"name": name, "generation": 1,
+                                          "resourceSliceCount": 1},
+                                 "devices": [{"name": f"gpu-{i}"} for i in range(gpus)]}})
+        return n
+
+    def _spec(self, count: int) -> Json:
+        return {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount",
+            "count": count}}]}}
+
+    def shared(self, name: str, template: bool, count: int = 1) -> Json:
+        """A claim (or a template) for the PodGroup: its spec.resourceClaims entry."""
+        if template:
+            self.b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                        "metadata": {"name": name, "namespace": self.ns},
+                        "spec": {"spec": self._spec(count)}})
+            return {"name": "shared", "resourceClaimTemplateName": name}
+        self.b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                    "metadata": {"name": name, "namespace": self.ns},
+                    "spec": self._spec(count)})
+        return {"name": "shared", "resourceClaimName": name}
+
+    def own(self, name: str) -> Json:
+        self.b.obj({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": name, "namespace": self.ns},
+                    "spec": {"spec": self._spec(1)}})
+        return {"name": "own", "resourceClaimTemplateName": name}
+
+    def cgroup(self, name: str, min_count: int | None, claims: list[Json]) -> Action:
+        pg = podgroup(self.ns, name, min_count)
+        pg["spec"]["resourceClaims"] = claims
+        return self.create(pg)
+
+    def cmembers(self, group: str, count: int, cpu: str, claims: list[Json], *,
+                 start: int = 0, **spec: Any) -> list[Action]:
+        return [self.pod(f"{group}{i}", group, cpu, resourceClaims=claims, **spec)
+                for i in range(start, start + count)]
+
+
+def _wc_shared_fits(g: Claims) -> None:
+    """A gang whose members share one device of their PodGroup (a claim, or one made from
+    a template for the group): all land on the one node with devices, the claim reserved
+    for the PodGroup."""
+    r = g.b.rng
+    g.gpu_node(8, 0)
+    g.gpu_node(8, r.randint(1, 2))
+    k = r.randint(2, 3)
+    shared = g.shared(f"{g.b.p}-shared", template=g.b.maybe())
+    g.step(g.cgroup("a", k, [shared]))
+    g.each(g.cmembers("a", k, "1", [shared]))
+
+
+def _wc_shared_too_small(g: Claims) -> None:
+    """The node with the devices cannot hold the whole gang: nothing is bound (the other
+    node has room but no device for the shared claim)."""
+    r = g.b.rng
+    g.gpu_node(2, 1)
+    g.gpu_node(8, 0)
+    k = r.randint(2, 3)
+    shared = g.shared(f"{g.b.p}-shared", template=g.b.maybe())
+    g.step(g.cgroup("a", k, [shared]))
+    g.each(g.cmembers("a", k, "1500m", [shared]))
+
+
+def _wc_shared_and_own(g: Claims) -> None:
+    """Each member has a device of its own besides the group's shared one: the node with
+    enough devices for both takes the gang, or none fits (one device too few). The pod's
+    own claim comes first: with the shared one first, which devices the claims get
+    depends on which member wins the PreBind race (PREBIND_RACE in the runner; the
+    allocations of a later member go to its claims in the wrong order, FINDINGS.md)."""
+    r = g.b.rng
+    k = 2
+    g.gpu_node(8, k + 1 - (1 if g.b.maybe(0.3) else 0))
+    g.gpu_node(8, 1)
+    shared = g.shared(f"{g.b.p}-shared", template=g.b.maybe())
+    own = g.own(f"{g.b.p}-own")
+    claims = [own, shared]
+    g.step(g.cgroup("a", k, [shared]))
+    g.each(g.cmembers("a", k, r.choice(["500m", "1"]), claims))
+
+
+def _wc_basic_one_by_one(g: Claims) -> None:
+    """A basic PodGroup whose members come one at a time: the first allocates the group's
+    claim for the PodGroup, the later ones find it reserved for their group and follow it
+    to its node (until the node is full)."""
+    r = g.b.rng
+    g.gpu_node(r.choice([2, 3]), 1)
+    g.gpu_node(8, 1)
+    shared = g.shared(f"{g.b.p}-shared", template=g.b.maybe(), count=1)
+    g.step(g.cgroup("a", None, [shared]))
+    for a in g.cmembers("a", r.randint(2, 4), "1", [shared]):
+        g.step(a)
+
+
+def _wc_not_a_group_claim(g: Claims) -> None:
+    """Members name a claim that is not their PodGroup's (another name in the pod than in
+    the group): each member reserves it for itself; the claim stays shared by the pods."""
+    r = g.b.rng
+    g.gpu_node(8, 1)
+    g.gpu_node(8, 0)
+    k = r.randint(2, 3)
+    shared = g.shared(f"{g.b.p}-shared", template=False)
+    other = {**shared, "name": "mine"}
+    g.step(g.cgroup("a", k, [shared]))
+    g.each(g.cmembers("a", k, "1", [other]))
+
+
+def _wc_reallocate(g: Claims) -> None:
+    """A gang bound with its group's claim on one node is deleted; new members of the
+    same group may only go to another node: PodGroupPostFilter frees the group's claim
+    there (deallocated; or, when no node is left to try the claim on, the PodGroup
+    taken out of its reservedFor), and the claim is allocated anew where the members fit,
+    if they do."""
+    r = g.b.rng
+    g.gpu_node(4, 1, pool="a")
+    g.gpu_node(4, 1 if g.b.maybe(0.7) else 0, pool="b")
+    shared = g.shared(f"{g.b.p}-shared", template=g.b.maybe())
+    g.step(g.cgroup("x", 1, [shared]))
+    first = g.cmembers("x", 1, "1", [shared], nodeSelector={"pool": "a"})
+    g.each(first)
+    g.step(g.delete("x0"))
+    # pool c: no node at all, so the claim is unusable nowhere and the PodGroup is taken
+    # out of its reservedFor instead.
+    pool = r.choice(["b", "b", "c"])
+    g.step(*g.cmembers("x", 1, "1", [shared], start=1, nodeSelector={"pool": pool}))
+
+
+def _wc_two_groups(g: Claims) -> None:
+    """Two gangs, each with a claim of its own group, one device per node: the first
+    takes the node its selector names, the second gets the other node's device."""
+    r = g.b.rng
+    g.gpu_node(8, 1, pool="a")
+    g.gpu_node(8, 1, pool="b")
+    sa = g.shared(f"{g.b.p}-sa", template=g.b.maybe())
+    sb = {**g.shared(f"{g.b.p}-sb", template=g.b.maybe())}
+    k = r.randint(1, 2)
+    g.step(g.cgroup("a", k, [sa]), g.cgroup("b", k, [sb]))
+    g.each(g.cmembers("a", k, "1", [sa], nodeSelector={"pool": "a"}))
+    g.each(g.cmembers("b", k, "1", [sb]))
+
+
+WORKLOAD_CLAIM_SHAPES: dict[str, Callable[[Claims], None]] = {
+    "shared_fits": _wc_shared_fits,
+    "shared_too_small": _wc_shared_too_small,
+    "shared_and_own": _wc_shared_and_own,
+    "basic_one_by_one": _wc_basic_one_by_one,
+    "not_a_group_claim": _wc_not_a_group_claim,
+    "reallocate": _wc_reallocate,
+    "two_groups": _wc_two_groups,
+}
+
+
+def fam_dra_workload(b: Builder) -> None:
+    """PodGroups with ResourceClaims shared by their members (PodGroup
+    spec.resourceClaims), played on control planes with WORKLOAD_CLAIM_GATES: a stepped
+    scenario of one of WORKLOAD_CLAIM_SHAPES, cycled by the scenario's rank in the family;
+    the runner reports each bound pod's devices and what its claims are reserved for."""
+    shape = list(WORKLOAD_CLAIM_SHAPES)[b.ordinal % len(WORKLOAD_CLAIM_SHAPES)]
+    WORKLOAD_CLAIM_SHAPES[shape](Claims(b, shape))
+
+
 FAMILIES: dict[str, Callable[[Builder], None]] = {
     "resources": fam_resources,
     "init-sidecar": fam_init_sidecar,
@@ -2030,12 +2249,15 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "node-features": fam_node_features,
     "resize": fam_resize,
     "gang-topology": fam_gang_topology,
+    "batching": fam_batching,
+    "dra-workload": fam_dra_workload,
     "gang-composite": fam_gang_composite,
 }
 FAMILY_NAMES = list(FAMILIES)
 # Families played on control planes with feature gates of their own (hack/cluster.sh's
 # POLSCHED_FEATURE_GATES; the oracle gets them too): family -> gate list.
 FAMILY_GATES = {"gang": GANG_GATES, "gang-topology": TOPOLOGY_GATES,
+                "batching": BATCHING_GATES, "dra-workload": WORKLOAD_CLAIM_GATES,
                 "gang-composite": COMPOSITE_GATES}
 
 

@@ -12,6 +12,9 @@
 #   hack/cluster.sh status [DIR]
 #
 # DIR/kubeconfig is the admin kubeconfig (user polsched-admin in group system:masters).
+# kube-apiserver presents DIR/pki/webhook-client.crt to admission webhooks (signed by
+# DIR/pki/webhook-client-ca.crt; DIR/admission.yaml), as an admin configures it for
+# polsched's --webhook-client-ca.
 # Environment: POLSCHED_NO_KWOK=1 skips kwok; POLSCHED_APISERVER_ARGS and
 # POLSCHED_KCM_ARGS add flags to kube-apiserver and kube-controller-manager.
 # POLSCHED_FEATURE_GATES (`make cluster FEATURE_GATES=GenericWorkload=true`), a
@@ -134,6 +137,54 @@ pki() {
   )
 }
 
+# The API server authenticates itself to admission webhooks with a client certificate
+# (docs/security.md, "Who may reach the webhook"): its own CA, apart from the cluster's
+# (which signs the users' certificates), so a webhook that trusts only it
+# (--webhook-client-ca DIR/pki/webhook-client-ca.crt) serves the API server and no one
+# else. The AdmissionConfiguration names it for every webhook ("*"); a webhook that asks
+# for no client certificate is not sent one.
+webhook_client() {
+  local p="$dir/pki"
+  if [[ ! -f "$p/webhook-client.crt" ]]; then
+    (
+      cd "$p"
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout webhook-client-ca.key \
+        -out webhook-client-ca.crt -days 3650 -subj "/CN=polsched-local-webhook-client-ca" 2>/dev/null
+      openssl req -newkey rsa:2048 -nodes -keyout webhook-client.key -out webhook-client.csr \
+        -subj "/CN=kube-apiserver-webhook-client" 2>/dev/null
+      printf 'extendedKeyUsage=clientAuth\n' > client.ext
+      openssl x509 -req -in webhook-client.csr -CA webhook-client-ca.crt \
+        -CAkey webhook-client-ca.key -CAcreateserial -out webhook-client.crt -days 3650 \
+        -extfile client.ext 2>/dev/null
+      rm -f webhook-client.csr client.ext
+    )
+  fi
+  cat > "$dir/webhook-kubeconfig.yaml" <<KC
+apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: $p/webhook-client.crt
+    client-key: $p/webhook-client.key
+KC
+  cat > "$dir/admission.yaml" <<AC
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/webhook-kubeconfig.yaml
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/webhook-kubeconfig.yaml
+AC
+}
+
 kubeconfig() {
   local port=$1 b64="base64 -w0"
   cat > "$dir/kubeconfig.tmp" <<KC
@@ -184,6 +235,7 @@ up() {
   # A start that fails half-way leaves nothing running.
   trap 'down >/dev/null 2>&1' ERR
   pki
+  webhook_client
   if [[ -n "${POLSCHED_METRICS:-}" ]]; then
     "$here/metrics.sh" pki "$dir"
     metrics_args=$("$here/metrics.sh" apiserver-args "$dir")
@@ -235,6 +287,7 @@ up() {
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
     --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
     --client-ca-file "$dir/pki/ca.crt" \
+    --admission-control-config-file "$dir/admission.yaml" \
     --service-account-key-file "$dir/pki/sa.pub" \
     --service-account-signing-key-file "$dir/pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc \

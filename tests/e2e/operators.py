@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +30,13 @@ from tests.e2e.rbac import (
 POLSCHED = str(ROOT / ".venv" / "bin" / "polsched")
 GROUP, VERSION, PLURAL = "polsched.io", "v1alpha1", "schedulingpolicies"
 T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 at the time of asking (servers here bind loopback only)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def response_json(resp: object) -> Any:

@@ -14,30 +14,17 @@ properties (all bound, the messages), never times.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, NodeFactory, unique
+from tests.conftest import NodeFactory, unique
 from tests.e2e.operators import Harness, pod_manifest, response_json, wait_for, zone_policy
 
 pytestmark = pytest.mark.e2e
 
 BUDGET = "0.02"
 R = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-@pytest.fixture(scope="module")
-def harness_module(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-budget")))
-
-
-@pytest.fixture
-def harness(harness_module: Harness) -> Iterator[Harness]:
-    yield harness_module
-    harness_module.reset()
 
 
 def expensive_terms(n: int) -> list[dict[str, Any]]:

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, NodeFactory, unique
+from tests.conftest import NodeFactory, unique
 from tests.e2e.operators import (
     GROUP,
     VERSION,
@@ -50,17 +48,6 @@ def expression_policy(name: str, expression: str) -> dict[str, Any]:
             "spec": {"schedulerName": name, "filters": [
                 {"name": "Expression", "args": {"expression": "true"}},
                 {"name": "Expression", "args": {"expression": expression}}]}}
-
-
-@pytest.fixture(scope="module")
-def harness_module(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-cel")))
-
-
-@pytest.fixture
-def harness(harness_module: Harness) -> Iterator[Harness]:
-    yield harness_module
-    harness_module.reset()
 
 
 def failed_scheduling(h: Harness, namespace: str, pod: str, containing: str = "") -> str:

@@ -16,17 +16,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from polsched.api import load_policy
 from polsched.cluster.client import ApiClient
@@ -47,24 +44,6 @@ from tests.e2e.scheduling import RUN, bound_node, eventually, failed_scheduling,
 # The operator's peak RSS may grow by at most this while 300 MB answers arrive (it was
 # ~50 MiB before and after on the dev machine; buffering one answer adds 300 MB or more).
 RSS_GROWTH_BOUND_BYTES = 64 * 1024 * 1024
-
-
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-containment")))
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def policy_events(h: Harness, name: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+import yaml
 from kubernetes import client
 
 from tests.builders import make_pod
@@ -61,3 +62,39 @@ def test_bind_pod_with_v1_binding(cluster: Cluster, namespace: str, nodes: NodeF
                                                           "name": node}}))
     assert second.returncode != 0
     assert "already" in (second.stderr + second.stdout)
+
+
+def test_a_status_patch_carrying_another_pods_uid_is_refused(cluster: Cluster,
+                                                             namespace: str) -> None:
+    """hack/e2e/kwok-stages.yaml's pod-stop stages put the stopped pod's uid in their
+    status patch, because kwok patches by name: when an e2e spec deletes a pod and at once
+    creates another of the same name, the old pod's stop must not make the new one Failed.
+    The guard is the API server's: metadata.uid is immutable."""
+    name = unique("same-name")
+    cluster.apply(make_pod().typed().name(name).namespace(namespace).scheduler("nobody")
+                  .container(image="busybox").obj())
+    pod = cluster.kubectl_json("get", "pod", name, "-n", namespace)
+    stale = {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"},
+             "status": {"phase": "Failed"}}
+    p = cluster.kubectl("patch", "pod", name, "-n", namespace, "--subresource", "status",
+                        "--type", "strategic", "-p", json.dumps(stale), check=False)
+    assert p.returncode != 0 and "uid" in p.stderr, p.stderr
+    assert cluster.kubectl_json("get", "pod", name, "-n", namespace)["status"]["phase"] \
+        == "Pending"
+    same = {"metadata": {"uid": pod["metadata"]["uid"]}, "status": {"phase": "Failed"}}
+    cluster.kubectl("patch", "pod", name, "-n", namespace, "--subresource", "status",
+                    "--type", "strategic", "-p", json.dumps(same))
+    assert cluster.kubectl_json("get", "pod", name, "-n", namespace)["status"]["phase"] \
+        == "Failed"
+
+
+def test_kwoks_pod_stop_stages_carry_the_pods_uid() -> None:
+    stages = [d for d in yaml.safe_load_all(
+        (ROOT / "hack" / "e2e" / "kwok-stages.yaml").read_text()) if d]
+    stops = [s for s in stages if s["metadata"]["name"].startswith("pod-stop")]
+    assert len(stops) == 2
+    for s in stops:
+        patches = s["spec"]["next"]["patches"]
+        assert "statusTemplate" not in s["spec"]["next"]
+        assert [p["subresource"] for p in patches] == ["status"]
+        assert "uid: {{ .metadata.uid | Quote }}" in patches[0]["template"]

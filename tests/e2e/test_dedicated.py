@@ -30,17 +30,6 @@ from tests.e2e.rbac import (
 NS = OPERATOR_NAMESPACE
 
 
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-dedicated")))
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
-
-
 def deployment(h: Harness, name: str) -> dict[str, Any] | None:
     p = h.cluster.kubectl("get", "deployment", name, "-n", NS, "-o", "json", check=False)
     return json.loads(p.stdout) if p.returncode == 0 else None

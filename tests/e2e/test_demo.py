@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,15 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HACK
+from tests.e2e.operators import free_port
 
 POLICIES = {"label-priority", "cel-rules", "bin-packing", "zone-spread", "gpu-isolation",
             "extender-example"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ the same nodes, and the notes of their FailedScheduling events must be the same 
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,15 +19,10 @@ import yaml
 from polsched.cluster.client import ApiClient
 from polsched.objects import Json
 from tests.conftest import Cluster, NodeFactory, unique
+from tests.e2e.operators import free_port
 from tests.e2e.scheduling import RUN, eventually, pod_manifest, run_engine
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class KubeScheduler:

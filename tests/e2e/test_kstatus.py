@@ -7,26 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, NodeFactory, unique
+from tests.conftest import NodeFactory, unique
 from tests.e2e.argocd import health
 from tests.e2e.operators import Harness, wait_for, zone_policy
-
-
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-kstatus")))
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
 
 
 def kubectl_wait_ready(h: Harness, name: str) -> subprocess.Popen[str]:

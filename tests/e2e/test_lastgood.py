@@ -14,7 +14,7 @@ import pytest
 from polsched.cluster.client import ApiClient
 from polsched.controller.policies import conditions as cond
 from polsched.controller.policies import lastgood
-from polsched.controller.policies.reconciler import PolicyReconciler
+from polsched.controller.policies.reconciler import OperatorDuties, PolicyReconciler
 from polsched.controller.policies.status import StatusWriter
 from polsched.scheduler.engine import Engine
 from tests.conftest import Cluster, unique
@@ -59,7 +59,8 @@ def run(cluster: Cluster, records: bool,
         operator = ApiClient.from_kubeconfig(str(operator_kubeconfig(cluster)))
         engine = Engine(operator)
         writer = StatusWriter(operator, lambda _: None, enabled=False)
-        r = PolicyReconciler(operator, engine, writer, records_last_good=records)
+        r = PolicyReconciler(operator, engine, writer,
+                             duties=OperatorDuties(records_last_good=records))
         try:
             await body(client, r)
         finally:

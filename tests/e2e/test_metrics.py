@@ -5,33 +5,11 @@ metric names, and a policy's reloads are counted by result."""
 from __future__ import annotations
 
 import re
-import socket
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.operators import Harness, pod_manifest, wait_for, zone_policy
-
-
-@pytest.fixture(scope="module")
-def harness_module(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-metrics")))
-
-
-@pytest.fixture
-def harness(harness_module: Harness) -> Iterator[Harness]:
-    yield harness_module
-    harness_module.reset()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.conftest import NodeFactory, unique
+from tests.e2e.operators import Harness, free_port, pod_manifest, wait_for, zone_policy
 
 
 def get(url: str) -> tuple[int, str]:

@@ -5,7 +5,6 @@ it: the listener is off by default)."""
 
 from __future__ import annotations
 
-import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cluster, unique
-from tests.e2e.operators import Harness, wait_for
+from tests.e2e.operators import Harness, free_port, wait_for
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "monitoring" / \
@@ -34,12 +33,6 @@ def review_rbac(cluster: Cluster) -> Iterator[None]:
     cluster.kubectl("apply", "-f", str(RBAC))
     yield
     cluster.kubectl("delete", "-f", str(RBAC), "--ignore-not-found")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str, token: str | None) -> tuple[int, str]:

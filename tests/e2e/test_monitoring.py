@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import promql_parser
-import pytest
 import yaml
 
 from polsched.scheduler import metrics
-from tests.conftest import Cluster, NodeFactory, unique
-from tests.e2e.operators import Harness, pod_manifest, wait_for, zone_policy
+from tests.conftest import NodeFactory, unique
+from tests.e2e.operators import Harness, free_port, pod_manifest, wait_for, zone_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "manifests" / "monitoring"
@@ -32,23 +30,6 @@ TARGET_LABELS = frozenset({"job", "instance", "namespace", "pod", "service", "co
                            "endpoint"})
 # Series Prometheus makes itself.
 SYNTHETIC = frozenset({"up"})
-
-
-@pytest.fixture(scope="module")
-def harness_module(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-monitoring")))
-
-
-@pytest.fixture
-def harness(harness_module: Harness) -> Iterator[Harness]:
-    yield harness_module
-    harness_module.reset()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(url: str) -> str:

@@ -7,35 +7,12 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from tests.conftest import Cluster, NodeFactory, unique
+from tests.conftest import NodeFactory, unique
 from tests.e2e.operators import Harness, response_json, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
-
-
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-operator")))
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
 
 
 def zone_nodes(h: Harness, nodes: NodeFactory, rid: str, zones: dict[str, int],

@@ -98,6 +98,8 @@ OPERATOR_MAY: list[Check] = SCHEDULER_MAY + [
     ("create", "leases.coordination.k8s.io", NS, "its Lease (create is never by name)"),
     ("get", "leases.coordination.k8s.io/polsched-operator", NS, "its Lease"),
     ("update", "leases.coordination.k8s.io/polsched-operator", NS, "its Lease"),
+    ("get", "leases.coordination.k8s.io/polsched-names", NS, "the names held"),
+    ("update", "leases.coordination.k8s.io/polsched-names", NS, "the names held"),
     ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io/polsched.io",
      None, "injects its CA into its own webhook configuration"),
     ("get", "secrets/ext-ca", NS, "extender CAs in its namespace"),
@@ -155,6 +157,8 @@ DEDICATED_MAY_NOT: list[Check] = SCHEDULER_MAY_NOT + [
     # issue 36: one write of leaseDurationSeconds parked the operator
     ("update", "leases.coordination.k8s.io/polsched-operator", NS, "the operator's Lease"),
     ("get", "leases.coordination.k8s.io/polsched-operator", NS, "the operator's Lease"),
+    ("update", "leases.coordination.k8s.io/polsched-names", NS,
+     "the names held for deleted policies"),
     ("create", "leases.coordination.k8s.io", NS, "Leases only in their own namespace"),
     ("get", "secrets/polsched-webhook-tls", NS, "the webhook's keys"),
     ("get", "secrets/polsched-webhook-ca", NS, "the webhook's CA key"),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,6 @@ pytestmark = pytest.mark.e2e
 
 RUN = "e2e.polsched.io/run"
 RANK = "e2e.polsched.io/rank"
-
-
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-simulate")))
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
 
 
 def ranked_policy(name: str, rid: str, *, reverse: bool = False, paused: bool = False,

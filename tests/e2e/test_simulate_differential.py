@@ -51,6 +51,9 @@ UNPREDICTABLE = {
     "preemption": "simulate reports a preemptor unschedulable: it has no time in which the "
                   "victims are evicted and the pod retried",
     "gang": "a stepped scenario: PodGroups, minCount changes and deletions over time",
+    "dra-workload": "a stepped scenario (PodGroups whose claims the resourceclaim "
+                    "controller makes, members deleted), on control planes with "
+                    "DRAWorkloadResourceClaims on",
     "extender": "the suite's extender server runs beside the conformance pair only",
 }
 FAMILIES = [f for f in scn.FAMILY_NAMES if f not in UNPREDICTABLE]

@@ -6,10 +6,7 @@ refuses a second claimant and a policy that switches off a fencing plugin."""
 from __future__ import annotations
 
 import json
-import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,24 +17,6 @@ from tests.e2e.operators import Harness, wait_for, zone_policy
 from tests.e2e.rbac import OPERATOR_NAMESPACE
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="session")
-def harness_session(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Harness:
-    return Harness(cluster, Path(tmp_path_factory.mktemp("polsched-tenancy")))
-
-
-@pytest.fixture
-def harness(harness_session: Harness) -> Iterator[Harness]:
-    yield harness_session
-    harness_session.reset()
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tenancy_file(h: Harness, name: str, config: dict[str, Any]) -> str:
@@ -103,6 +82,103 @@ def test_a_replaced_policy_keeps_its_name_and_pods(harness: Harness, namespace: 
     h.create_pods(namespace, ["after-grace"], sname)
     wait_for(lambda: h.bound(namespace).get("after-grace") == zone_b, 15,
              "A binds once it owns the name")
+
+
+def test_a_name_held_for_a_deleted_owner_stays_held_across_a_restart(
+        harness: Harness, namespace: str, nodes: NodeFactory, free_port: int) -> None:
+    """The owner is deleted, and the operator restarts within the grace period: the new
+    process reads the hold back (Lease polsched-names) and still keeps the name for
+    the owner, so the pod made meanwhile waits and goes to the re-created owner, never to
+    the other team's idle policy of the same schedulerName (made before the webhook was
+    there); the restarted operator's webhook admits the owner's re-creation."""
+    h = harness
+    rid = unique("hold")
+    zone_a = nodes(f"{rid}-a", labels={"zone": "a"})
+    nodes(f"{rid}-b", labels={"zone": "b"})
+    sname = f"{rid}-s"
+    tenancy = tenancy_file(h, rid, {"nameGraceSeconds": 300})
+    op = h.operator(f"{rid}-op", "--tenancy-config", tenancy)
+    team_b = h.apply_policy(zone_policy(f"{rid}-b", "a", scheduler=sname))
+    h.wait_ready(team_b)
+    team_a = h.apply_policy(zone_policy(f"{rid}-a", "b", scheduler=sname))
+    wait_for(lambda: reason(h, team_a) == "SchedulerNameConflict", 10, "team A conflicts")
+
+    h.cluster.kubectl("delete", "spol", team_b)
+
+    def recorded() -> bool:
+        p = h.cluster.kubectl("get", "lease", "polsched-names", "-n",
+                              OPERATOR_NAMESPACE, "-o", "json", check=False)
+        if p.returncode != 0:
+            return False
+        held = json.loads(json.loads(p.stdout)["metadata"]["annotations"][
+            "polsched.io/held-names"])
+        return bool(held.get(sname, {}).get("policy") == team_b)
+    wait_for(recorded, 10, "the hold recorded in the Lease")
+    h.create_pods(namespace, ["during-restart"], sname)
+    op.stop()
+    op = h.operator(f"{rid}-op2", "--tenancy-config", tenancy,
+                    "--webhook-listen", f"127.0.0.1:{free_port}")
+    # The new process has synced every policy once this one is Ready.
+    probe = h.apply_policy(zone_policy(f"{rid}-probe", "a"))
+    h.wait_ready(probe)
+    assert f"schedulerName {sname!r} is held for the deleted SchedulingPolicy {team_b}" \
+        in op.log()
+    assert reason(h, team_a) == "SchedulerNameConflict"
+    assert "is held for" in str(h.condition(team_a, "Ready").get("message"))
+    assert "during-restart" not in h.bound(namespace)
+
+    # The webhook answers (a bad policy is refused), then admits B's re-creation.
+    bad = zone_policy(f"{rid}-bad", "a")
+    bad["spec"]["filters"].append(
+        {"name": "Expression", "args": {"expression": "node.metadata.name =="}})
+    wait_for(lambda: h.cluster.kubectl("apply", "--dry-run=server", "-f", "-",
+                                       input=json.dumps(bad), check=False).returncode != 0,
+             20, "the webhook serving", interval=0.5)
+    try:
+        h.apply_policy(zone_policy(team_b, "a", scheduler=sname))
+    finally:
+        h.cluster.kubectl("delete", "validatingwebhookconfiguration", "polsched.io",
+                          "--ignore-not-found", check=False)
+    h.wait_ready(team_b)
+    wait_for(lambda: h.bound(namespace).get("during-restart") == zone_a, 15,
+             "the pod bound by B's re-created policy")
+    assert reason(h, team_a) == "SchedulerNameConflict"
+
+
+def test_a_status_written_by_others_does_not_move_a_name(
+        harness: Harness, namespace: str, nodes: NodeFactory) -> None:
+    """Whoever may patch schedulingpolicies/status rewrites the reports while the operator
+    is down: team A's idle policy says it runs, team B's (the owner) that it conflicts;
+    before, ownership read these reports, and A took B's name and pods. The restarted
+    operator keeps B the owner (its record, in its own namespace), and B's pods go to B."""
+    h = harness
+    rid = unique("status")
+    zone_a = nodes(f"{rid}-a", labels={"zone": "a"})
+    nodes(f"{rid}-b", labels={"zone": "b"})
+    sname = f"{rid}-s"
+    op = h.operator(f"{rid}-op")
+    team_b = h.apply_policy(zone_policy(f"{rid}-b", "a", scheduler=sname))
+    h.wait_ready(team_b)
+    team_a = h.apply_policy(zone_policy(f"{rid}-a", "b", scheduler=sname))
+    wait_for(lambda: reason(h, team_a) == "SchedulerNameConflict", 10, "team A conflicts")
+    op.stop()
+
+    def report(name: str, ready: dict[str, str]) -> None:
+        h.cluster.kubectl("patch", "spol", name, "--subresource=status", "--type=merge",
+                          "-p", json.dumps({"status": {"conditions": [
+                              {**ready, "type": "Ready",
+                               "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    report(team_a, {"status": "True", "reason": "Scheduling", "message": "runs"})
+    report(team_b, {"status": "False", "reason": "SchedulerNameConflict", "message": "no"})
+    h.operator(f"{rid}-op2")
+    probe = h.apply_policy(zone_policy(f"{rid}-probe", "a"))
+    h.wait_ready(probe)
+    h.create_pods(namespace, ["after-restart"], sname)
+    wait_for(lambda: h.bound(namespace).get("after-restart") == zone_a, 15,
+             "B binds after the restart")
+    wait_for(lambda: reason(h, team_a) == "SchedulerNameConflict", 10,
+             "team A told again that it conflicts")
+    h.wait_ready(team_b)
 
 
 def test_webhook_checks_who_claims_a_name(harness: Harness, free_port: int) -> None:
@@ -243,8 +319,8 @@ def test_the_installs_tenancy_configmap_and_network_policy_are_accepted(
     """What `render operator --tenancy-config --webhook-allow-from` (and the chart) add is
     accepted by the API server as rendered: the ConfigMap, the Deployment that mounts it
     and the NetworkPolicy with named ports (server-side dry run: nothing is created)."""
-    objs = render.operator_templated(namespace, tenancy={"nameGraceSeconds": 60},
-                                     allow_from=["10.96.0.1/32", "fd00::/120"])
+    objs = render.operator_templated(namespace, options=render.InstallOptions(
+        tenancy={"nameGraceSeconds": 60}, allow_from=("10.96.0.1/32", "fd00::/120")))
     kept = [o for o in objs if o["kind"] in ("ConfigMap", "Deployment", "NetworkPolicy")]
     assert len(kept) == 3
     p = cluster.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",

@@ -51,13 +51,6 @@ def harness(harness_session: Harness) -> Iterator[Harness]:
               "--ignore-not-found", check=False)
 
 
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def secret(h: Harness, name: str = SECRET) -> dict[str, str]:
     p = h.cluster.kubectl("get", "secret", name, "-n", OPERATOR_NAMESPACE, "-o",
                           "jsonpath={.data}", check=False)
@@ -363,7 +356,9 @@ def test_a_running_server_renews_in_place(cluster: Cluster, harness: Harness,
         manager = rotator.CertificateManager(client, OPERATOR_NAMESPACE, SECRET,
                                              ["127.0.0.1"], now=now)
         server = webhook_server.ManagedWebhookServer(f"127.0.0.1:{free_port}", manager,
-                                                     check_interval=0.1, ca_switch_delay=0.1)
+                                                     timing=webhook_server.Timing(
+                                                         check_interval=0.1,
+                                                         ca_switch_delay=0.1))
 
         async def fn(*_: Any, **__: Any) -> Any:
             return {}

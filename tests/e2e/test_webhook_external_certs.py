@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,13 +47,6 @@ def harness(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
                     "--ignore-not-found", check=False)
     cluster.kubectl("delete", "secret", SECRET, CA_SECRET, "-n", OPERATOR_NAMESPACE,
                     "--ignore-not-found", check=False)
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def issue(names: list[str]) -> dict[str, str]:

@@ -2,7 +2,8 @@
 invariants only a whole run can judge (time against estimated cost); a summary.
 
 Time against cost: the CEL cost model (cel/cost.py) exists so that an expression's price
-is known before it runs. The worker times the Expression plugin's evaluations and sums
+is known before it runs. The worker times the Expression plugin's evaluations (CPU time,
+so a worker waiting for a core is not flagged) and sums
 the units they were charged; a case whose seconds per charged unit are far above the
 run's median is one the model underprices (finding 1 of issue 36: `matches('\\w{200}')`
 was charged a few hundred units and took 110 ms per evaluation compiling its pattern).

@@ -2,10 +2,11 @@
 specs that do not), deleted and created again under the same name, claiming a few
 schedulerNames, as watch events fed to the operator's book of policies
 (controller.policies.book.PolicyBook, what the reconciler keeps); restarts are a fresh
-book that sees the live objects in another order. The book's clock moves 10 s an event, so a
-deleted owner's name is held (PolicyBook.held, the tenancy's nameGraceSeconds, 300 s) for
-30 events, past the end of many cases and released within the longer ones; a release
-happens between two events.
+book that reads back the running one's record of owners and holds (what the operator
+keeps in its Lease, controller.policies.names) and sees the live objects in another
+order. The book's clock moves 10 s an event, so a deleted owner's name is held
+(PolicyBook.held, the tenancy's nameGraceSeconds, 300 s) for 30 events, past the end of
+many cases and released within the longer ones; a release happens between two events.
 
 A case is the list of events, drawn when it is generated (uids, generations and
 creationTimestamps included), so that it replays from its seed and index.
@@ -21,10 +22,10 @@ Invariants, after every event:
 - a spec that does not load never replaces the one that runs: the record keeps the
   policy it had;
 - a policy deleted and created again starts over: nothing of the old object is kept;
-and at each restart, when every live spec loads: the fresh book, and the dry run's view of
-the same objects (api.claims over the objects as written, what explain and simulate use),
-name the same owners as the running book, but for the names the running book holds (a
-hold is the running process's memory of a delete; a fresh one has none).
+and at each restart, when every live spec loads: the fresh book names the same owners
+and holds the same names as the running book, and the dry run's view of the same objects
+(api.claims over the objects with the status the operator writes, what explain and
+simulate use) names the same owners but for the names held.
 """
 
 from __future__ import annotations
@@ -95,6 +96,16 @@ def generate(rng: random.Random) -> Json:
     return {"events": events}
 
 
+def _reported(obj: Json, owners: dict[str, str]) -> Json:
+    """`obj` with the Ready condition the operator writes for it (owners: book.owners)."""
+    name = obj["metadata"]["name"]
+    if name in owners.values():
+        ready = {"type": "Ready", "status": "True", "reason": "Scheduling"}
+    else:
+        ready = {"type": "Ready", "status": "False", "reason": claims.CONFLICT_REASON}
+    return {**obj, "status": {"conditions": [ready]}}
+
+
 def _check(book: PolicyBook, out: Json, where: str) -> None:
     owners = book.owners()
     held = book.held()
@@ -145,19 +156,29 @@ def run(case: Json, out: Json) -> None:
                 book.forget(ev["name"])
                 live.pop(ev["name"], None)
             else:
-                fresh = PolicyBook()
+                fresh = PolicyBook(clock=lambda: now[0])
+                fresh.restore(book.held_until(now[0]), now[0])
+                fresh.restore_recorded(book.recorded())
                 for name in ev["order"]:
                     fresh.observe(live[name])
+                fresh.forget_unknown_owners()
                 if all(r.error is None for r in book.records()):
-                    dry = claims.owners(claims.ObjectClaim.of(o) for o in live.values())
+                    running = book.owners()
+                    reported = [claims.ObjectClaim.of(_reported(o, running))
+                                for o in live.values()]
+                    dry = claims.owners(reported, claims.reported_owners(reported))
                     held = book.held()
-                    running = {s: o for s, o in book.owners().items() if s not in held}
-                    for who, got in (("restart", fresh.owners()), ("dry-run", dry)):
-                        got = {s: o for s, o in got.items() if s not in held}
-                        if got != running:
+                    for who, got, skip in (("restart", fresh.owners(), set()),
+                                           ("dry-run", dry, set(held))):
+                        got = {s: o for s, o in got.items() if s not in skip}
+                        want = {s: o for s, o in running.items() if s not in skip}
+                        if got != want:
                             out["violations"].append(
-                                f"owner:{where}: after a {who} {got!r}, running "
-                                f"{running!r}")
+                                f"owner:{where}: after a {who} {got!r}, running {want!r}")
+                    if fresh.held().keys() != held.keys():
+                        out["violations"].append(f"hold:{where}: after a restart "
+                                                 f"{sorted(fresh.held())!r} held, running "
+                                                 f"{sorted(held)!r}")
                 _check(fresh, out, f"{where} fresh")
         except BaseException as err:  # noqa: BLE001 - the invariant: nothing escapes
             out["violations"].append(f"escape:events: {where}: {type(err).__name__}: "

@@ -214,16 +214,92 @@ def test_metrics_stay_on_loopback_unless_exposed_and_the_service_monitor_scrapes
     assert p.returncode != 0 and "needs metrics.service.enabled" in p.stderr
 
 
-def test_tenancy_reserves_scheduler_names_and_refuses_what_is_not_enforced(helm: str) -> None:
+def test_tenancy_reserves_scheduler_names(helm: str) -> None:
     objs = helm_template(helm, "--set", "tenancy.reservedSchedulerNames={volcano,kai}")
     args = deployment(objs)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--reserved-scheduler-names") + 1] == "volcano,kai"
-    p = subprocess.run([helm, "template", str(CHART), "--set", "tenancy.teams[0].name=a"],
+
+
+TEAMS = [{"name": "team-a", "groups": ["team-a"], "schedulerNames": ["team-a-*"]},
+         {"name": "gitops", "users": ["system:serviceaccount:argocd:app"],
+          "schedulerNames": ["*"]}]
+
+
+def test_tenancy_teams_grant_their_names_and_may_write_policies(
+        helm: str, tmp_path: Path) -> None:
+    """Each of tenancy.teams is a grant of its schedulerNames to its groups and users in
+    the tenancy configuration (after tenancy.config's, as render installs the same
+    configuration written out) and a binding of the ClusterRole that writes policies."""
+    from polsched.api.tenancy import parse_tenancy
+
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"tenancy": {"config": TENANCY, "teams": TEAMS}}))
+    chart = helm_template(helm, "-f", str(values))
+    expanded = {**TENANCY, "schedulerNames": TENANCY["schedulerNames"] + [
+        {"names": ["team-a-*"], "groups": ["team-a"]},
+        {"names": ["*"], "users": ["system:serviceaccount:argocd:app"]}]}
+    config = tmp_path / "tenancy.yaml"
+    config.write_text(yaml.safe_dump({"apiVersion": "polsched.io/v1alpha1",
+                                      "kind": "SchedulingTenancy", **expanded}))
+    rendered = by_key(render_operator("--tenancy-config", str(config)))
+    got = by_key([without_helm(o) for o in chart])
+    for kind, name in (("ConfigMap", "polsched-tenancy"), ("Deployment", "polsched-operator")):
+        (k,) = [k for k in rendered if k[1] == kind and k[3] == name]
+        assert got[k] == rendered[k], k
+    (cm,) = [o for o in chart if o["metadata"]["name"] == "polsched-tenancy"]
+    tenancy = parse_tenancy(json.loads(cm["data"]["tenancy.json"]))
+    assert not tenancy.claim_refusal("team-a-batch", "alice", ["team-a"])
+    assert tenancy.claim_refusal("team-b-batch", "alice", ["team-a"])
+    assert not tenancy.claim_refusal("anything", "system:serviceaccount:argocd:app", [])
+    assert not tenancy.claim_refusal("team-a-x", "bob", ["team-a"])
+    role = [o for o in chart if o["kind"] == "ClusterRole"
+            and o["metadata"]["name"] == "polsched-policy-author"]
+    assert role and role[0]["rules"] == [{
+        "apiGroups": ["polsched.io"], "resources": ["schedulingpolicies"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+    bindings = {o["metadata"]["name"]: o["subjects"] for o in chart
+                if o["kind"] == "ClusterRoleBinding"
+                and o["roleRef"]["name"] == "polsched-policy-author"}
+    assert bindings == {
+        "polsched-policy-author-team-a": [{"apiGroup": "rbac.authorization.k8s.io",
+                                           "kind": "Group", "name": "team-a"}],
+        "polsched-policy-author-gitops": [{"apiGroup": "rbac.authorization.k8s.io",
+                                           "kind": "User",
+                                           "name": "system:serviceaccount:argocd:app"}]}
+    # Teams alone make a configuration too; no teams, no role.
+    only = helm_template(helm, "--set", "tenancy.teams[0].name=a",
+                         "--set", "tenancy.teams[0].groups={a}",
+                         "--set", "tenancy.teams[0].schedulerNames={a-*}")
+    (cm,) = [o for o in only if o["metadata"]["name"] == "polsched-tenancy"]
+    assert json.loads(cm["data"]["tenancy.json"])["schedulerNames"] == [
+        {"names": ["a-*"], "groups": ["a"]}]
+    assert run_args(only).tenancy_config == "/etc/polsched/tenancy/tenancy.json"
+    assert not [o for o in helm_template(helm) if "polsched-policy-author" in
+                o["metadata"]["name"] or o["metadata"]["name"] == "polsched-tenancy"]
+
+
+@pytest.mark.parametrize("team, words", [
+    ({"groups": ["a"], "schedulerNames": ["a"]}, "tenancy.teams[0].name: required"),
+    ({"name": "Team_A", "groups": ["a"], "schedulerNames": ["a"]},
+     "tenancy.teams[0].name: \"Team_A\": lowercase"),
+    ({"name": "a", "groups": ["a"]}, "tenancy.teams[0].schedulerNames: required"),
+    ({"name": "a", "schedulerNames": ["a"]}, "tenancy.teams[0]: groups or users: required"),
+])
+def test_a_team_the_chart_cannot_install_names_the_field(
+        helm: str, tmp_path: Path, team: dict[str, Any], words: str) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"tenancy": {"teams": [team]}}))
+    p = subprocess.run([helm, "template", str(CHART), "-f", str(values)],
                        capture_output=True, text=True)
-    assert p.returncode != 0 and "not enforced yet" in p.stderr
+    assert p.returncode != 0 and words in p.stderr, p.stderr
+    twice = {"name": "a", "groups": ["a"], "schedulerNames": ["a"]}
+    values.write_text(yaml.safe_dump({"tenancy": {"teams": [twice, twice]}}))
+    p = subprocess.run([helm, "template", str(CHART), "-f", str(values)],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and 'tenancy.teams[1].name: "a" appears twice' in p.stderr
 
 
-TENANCY = {"schedulerNames": [{"names": ["team-a-*", "batch"], "groups": ["team-a"],
+TENANCY: dict[str, Any] = {"schedulerNames": [{"names": ["team-a-*", "batch"], "groups": ["team-a"],
                                "users": ["system:serviceaccount:argocd:app<&>"]}],
            "allowDisabling": ["NodeUnschedulable"], "nameGraceSeconds": 60,
            "dedicated": {"maxPolicies": 3, "maxReplicas": 2,
@@ -246,6 +322,34 @@ def test_tenancy_config_and_webhook_network_policy_install_as_render_does(
     assert_same_install(chart, render_operator("--tenancy-config", str(config),
                                                "--webhook-allow-from",
                                                "10.0.0.0/24,fd00::/64"))
+
+
+def test_webhook_client_auth_installs_as_render_does_and_the_operator_takes_it(
+        helm: str, tmp_path: Path) -> None:
+    """webhook.clientAuth.caBundle is render's --webhook-client-ca: the same ConfigMap,
+    mount and flag, which `polsched run` parses; without it, neither front end adds any."""
+    from polsched.controller.webhook.certificates import new_ca
+
+    ca, _ = new_ca()
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"webhook": {"clientAuth": {"caBundle": ca}}}))
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_text(ca)
+    chart = helm_template(helm, "-f", str(values))
+    assert_same_install(chart, render_operator("--webhook-client-ca", str(ca_file)))
+    (cm,) = [o for o in chart if o["metadata"]["name"] == "polsched-webhook-client-ca"]
+    assert cm["data"]["ca.crt"] == ca
+    args = run_args(chart)
+    assert args.webhook_client_ca == "/etc/polsched/webhook-client-ca/ca.crt"
+    mounts = deployment(chart)["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "webhook-client-ca", "mountPath": "/etc/polsched/webhook-client-ca",
+            "readOnly": True} in mounts
+    assert run_args(helm_template(helm)).webhook_client_ca is None
+    garbage = tmp_path / "garbage.crt"
+    garbage.write_text("not a certificate")
+    p = subprocess.run([str(Path(sys.executable).parent / "polsched"), "render", "operator",
+                        "--webhook-client-ca", str(garbage)], capture_output=True, text=True)
+    assert p.returncode == 1 and f"--webhook-client-ca {garbage}" in p.stderr, p.stderr
 
 
 def test_the_network_policy_lets_in_the_metrics_port_only_when_it_is_exposed(
@@ -409,3 +513,29 @@ def test_chart_version_is_the_package_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert chart["version"] == chart["appVersion"] == project["version"] \
         == polsched.__version__
+
+
+def test_feature_gates_set_the_operators_variable_as_render_does(helm: str,
+                                                                  tmp_path: Path) -> None:
+    """featureGates is render's --feature-gates: the operator's POLSCHED_FEATURE_GATES,
+    sorted by name; a value that is not a boolean is refused naming the gate."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"featureGates": {
+        "TopologyAwareWorkloadScheduling": True, "GenericWorkload": True,
+        "CompositePodGroup": False}}))
+    chart = helm_template(helm, "-f", str(values))
+    rendered = render_operator(
+        "--feature-gates",
+        "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=false")
+    assert_same_install(chart, rendered)
+    deployment = next(o for o in chart if o["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POLSCHED_FEATURE_GATES"] == (
+        "CompositePodGroup=false,GenericWorkload=true,TopologyAwareWorkloadScheduling=true")
+    default = next(o for o in helm_template(helm) if o["kind"] == "Deployment")
+    assert "POLSCHED_FEATURE_GATES" not in {
+        e["name"] for e in default["spec"]["template"]["spec"]["containers"][0]["env"]}
+    p = subprocess.run([helm, "template", "polsched", str(CHART), "--set",
+                        "featureGates.GenericWorkload=yes"], capture_output=True, text=True)
+    assert p.returncode != 0 and "featureGates.GenericWorkload" in p.stderr

@@ -5,11 +5,14 @@ known (xfail) cases, and a known case that now passes must lose its xfail."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from tests.fuzz import campaign, generators
+from polsched.framework import NodeInfo
+from polsched.plugins.expression import Budget, Evaluator, Outcome, PodView
+from tests.fuzz import campaign, generators, worker
 from tests.fuzz.minimise import minimise, signature
 
 pytestmark = pytest.mark.unit
@@ -50,3 +53,24 @@ def test_a_failing_case_is_minimised_to_what_its_violation_needs() -> None:
     assert signature("escape:loader: ValueError at x.py:3: y") == "escape:loader: ValueError"
     assert signature("victim:cycle: ns/a of priority 5 >= 1") == "victim:cycle"
     assert signature("hang: no answer after 10.0 s of CPU (60.0 s)") == "hang"
+
+
+def test_time_against_cost_counts_the_workers_cpu_not_its_waits_for_a_core() -> None:
+    """Seed 4040, case 8635: a worker under nice on a loaded machine waited for a core
+    inside one 50 us evaluation of `(true) ? 1000 : 0`, and the wall clock made the
+    expression look 14,000 times underpriced. A wait (here a sleep inside evaluate, which
+    burns no CPU) must not count; the units charged still do."""
+
+    class Waiting(Evaluator):
+        def evaluate(self, pod: PodView, node: NodeInfo, budget: Budget) -> Outcome:
+            time.sleep(0.1)
+            return super().evaluate(pod, node, budget)
+
+    case = next(c for name, c, _ in campaign.corpus_cases()
+                if name == "cost-expression-beside-huge-pod")
+    out = {"cel_seconds": 0.0, "cel_units": 0}
+    worker._measure_cel(case, case["policy"], out, Waiting)
+    evaluations = len(case["pods"]) * len(case["nodes"])
+    assert 0.1 * evaluations > campaign.COST_MIN_SECONDS  # the waits alone would be flagged
+    assert out["cel_units"] > 0
+    assert out["cel_seconds"] < campaign.COST_MIN_SECONDS

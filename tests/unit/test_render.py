@@ -184,7 +184,8 @@ def test_a_bad_tenancy_config_is_refused_naming_the_field(tmp_path: Path) -> Non
 
 
 def test_the_network_policy_lets_only_the_api_server_reach_the_webhook() -> None:
-    objs = render.operator_templated(allow_from=["10.0.0.0/24", "fd00::/64"])
+    objs = render.operator_templated(options=render.InstallOptions(
+        allow_from=("10.0.0.0/24", "fd00::/64")))
     (np,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
     dep = next(o for o in objs if o["kind"] == "Deployment")
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from polsched.commands import cli, simulate, simulate_groups, snapshot
+from polsched.scheduler import metrics
 from tests.builders import make_node, make_pod
 
 pytestmark = pytest.mark.unit
@@ -508,3 +509,30 @@ def test_a_nominated_pod_counts_in_simulate_as_in_explain(
     report = asyncio.run(explain.explain(load_policy(policy(), CATALOG), new, nodes,
                                          [nominated]))
     assert report.winner == "n2"
+
+
+def test_alike_pods_are_batched_as_the_engine_batches_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A policy whose PodTopologySpread has no default constraints signs pods, so the
+    # simulation places the second alike pod on the first one's kept ranking, as the
+    # engine would (OpportunisticBatching, on by default).
+    spread = {"name": "PodTopologySpread",
+              "args": {"defaultingType": "List", "defaultConstraints": []}}
+    p = {"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
+         "metadata": {"name": SCHED}, "spec": {"schedulerName": SCHED, "filters": [spread],
+                                               "scorers": [{**spread, "weight": 2}]}}
+    objects = [node("n1", 1, "a"), node("n2", 5, "a"), node("n3", 9, "b"),
+               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+               pod("first", created="2026-01-01T00:00:01Z"),
+               pod("second", created="2026-01-01T00:00:02Z")]
+    snap = tmp_path / "cluster.json"
+    snap.write_text(snapshot.dump(snapshot.as_list(objects), "json"))
+    f = tmp_path / "batching.yaml"
+    f.write_text(yaml.safe_dump(p))
+    key = (("profile", SCHED), ("result", "hint_used"))
+    before = metrics.BATCH_ATTEMPTS.values.get(key, 0.0)
+    code, out, err = run(capsys, "-f", str(f), "--snapshot", str(snap), "-o", "json")
+    assert code == 0, err
+    placed = {d["name"]: d["node"] for d in json.loads(out)["pods"]}
+    assert placed["first"] and placed["second"] and placed["first"] != placed["second"]
+    assert metrics.BATCH_ATTEMPTS.values.get(key, 0.0) == before + 1

@@ -288,6 +288,29 @@ def test_the_documented_example(capsys: pytest.CaptureFixture[str]) -> None:
             assert line in out.splitlines(), line
 
 
+def test_a_gang_waiting_on_its_preemption_gives_fitting_members_the_groups_status(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gang that fits once a lower-priority pod is evicted: the PodGroupPostFilter
+    (DefaultPreemption) nominates, so the engine leaves the group waiting on preemption
+    and a member that fit in the cycle gets the group's status as it is, without the
+    `pod group is unschedulable` prefix a plainly rejected group gives."""
+    low = pod("low", "2", node_name="n1", created=0)
+    members = [pod("a", "3", group="g", created=1), pod("b", "3", group="g", created=2)]
+    for m in members:
+        m["spec"]["priority"] = 10
+    group_ = pod_group("g", 2)
+    group_["spec"]["priority"] = 10
+    doc = as_json(tmp_path, capsys, [*base(), low, group_, *members])
+    assert nodes_of(doc) == {"a": None, "b": None}
+    g = group(doc, "g")
+    assert g["outcome"] == "not placed"
+    reasons = {p["name"]: p["reason"] for p in doc["pods"]}
+    # a fit on n2 in the cycle; b fit nowhere until `low` goes.
+    assert reasons["a"] == g["message"]
+    assert not reasons["a"].startswith("pod group is unschedulable")
+    assert reasons["b"].startswith("0/2 nodes are available")
+
+
 # -- CompositePodGroup (the gate on): a tree placed as the engine's composite cycle does --
 COMPOSITE_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
                    "CompositePodGroup=true")

@@ -1,17 +1,24 @@
 """Who owns a schedulerName when several SchedulingPolicies claim it.
 
-A schedulerName is cluster-wide, like a kube-scheduler profile's: the oldest claimant
-(metadata.creationTimestamp, then name) keeps it, except that a claimant the operator
-last reported as not owning it (Ready reason SchedulerNameConflict in its status) never
-takes it from one it did not: an owner re-created under its own name within the grace
-period (controller.policies.book) is the newest claimant, and keeps its name after the
-grace period and across restarts. creationTimestamp has a resolution of one second: of
-claimants created in the same second, one the operator already reported Ready keeps the
-name (the first one it ran), before the name order. A shadow policy (spec.shadowOf)
-claims none, since it decides the pods of the policy it shadows. The operator applies this rule
-(controller.policies.book.PolicyBook) and the dry-run commands repeat it
-(polsched.commands.dryrun), so that `polsched explain` and `simulate` pick the policy the
-operator runs. Pure: no I/O.
+A schedulerName is cluster-wide, like a kube-scheduler profile's. The operator records
+which policy owns each name (controller.policies.book, kept across restarts by
+controller.policies.names in a Lease of its own namespace), and the recorded owner keeps
+its name while it claims it: an owner re-created under its own name within the grace
+period is the newest claimant, yet keeps its name after the grace period and across
+restarts, and of claimants created in the same second (creationTimestamp has a resolution
+of one second) the one the operator ran first keeps it. A name with no recorded owner
+among its claimants goes to the oldest claimant (metadata.creationTimestamp, then name).
+A shadow policy (spec.shadowOf) claims none, since it decides the pods of the policy it
+shadows.
+
+Nothing a policy author writes decides ownership: not the status (which whoever may
+patch `schedulingpolicies/status` can write: an older claimant could clear its own
+SchedulerNameConflict report and take the name, or mark another's), not annotations;
+only creationTimestamp and the name, which the API server sets and fixes, and the
+operator's own record. The dry-run commands (polsched.commands.dryrun), which have no
+access to that record, read the operator's reports in the status instead
+(reported_owners), to predict the policy the operator runs: a prediction, never a
+decision. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -32,10 +39,6 @@ class Claim(Protocol):
     def claimed(self) -> str: ...     # the schedulerName it claims
     @property
     def shadow_of(self) -> str: ...   # spec.shadowOf, "" when not a shadow
-    @property
-    def conflicting(self) -> bool: ...  # reported_conflicting(its status)
-    @property
-    def running(self) -> bool: ...      # reported_running(its status)
 
 
 # The Ready reason the operator reports on a claimant that does not own its name
@@ -90,12 +93,28 @@ class ObjectClaim:
                    running=reported_running(obj.get("status")))
 
 
-def owners(claims: Iterable[Claim]) -> dict[str, str]:
+def owners(claims: Iterable[Claim],
+           recorded: Mapping[str, str] | None = None) -> dict[str, str]:
     """schedulerName -> the name of the policy that owns it: of the claimants that are not
-    shadows, the oldest (by creationTimestamp; in the same second, one reported running
-    first; then name) of those not reported conflicting, else the oldest."""
+    shadows, the one `recorded` names for it (the operator's record of owners), else the
+    oldest (by creationTimestamp, then name)."""
     out: dict[str, str] = {}
-    for c in sorted(claims, key=lambda c: (c.conflicting, c.created, not c.running, c.name)):
-        if not c.shadow_of:
+    for c in sorted(claims, key=lambda c: (c.created, c.name)):
+        if c.shadow_of:
+            continue
+        out.setdefault(c.claimed, c.name)
+        if recorded is not None and recorded.get(c.claimed) == c.name:
+            out[c.claimed] = c.name
+    return out
+
+
+def reported_owners(claims: Iterable[ObjectClaim]) -> dict[str, str]:
+    """schedulerName -> the policy the operator last reported running it (Ready=True,
+    not SchedulerNameConflict): what an offline tool, which cannot read the operator's
+    record, passes to owners() as `recorded`. The status may be written by others too:
+    use it to predict, never to decide."""
+    out: dict[str, str] = {}
+    for c in sorted(claims, key=lambda c: (c.created, c.name)):
+        if c.running and not c.conflicting and not c.shadow_of:
             out.setdefault(c.claimed, c.name)
     return out

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from polsched.framework import podgroups
+from polsched.framework import podgroups, signers
 
 ENV = "POLSCHED_FEATURE_GATES"
 # A bounded, plain list: component-base's --feature-gates syntax (Name=bool, comma-separated).
@@ -23,17 +23,18 @@ _ITEM = re.compile(r"[A-Za-z][A-Za-z0-9]{0,99}=(true|false)")
 MAX_LEN = 4096
 
 
-def parse(value: str) -> dict[str, bool]:
+def parse(value: str, source: str = ENV) -> dict[str, bool]:
     """`A=true,B=false` as {"A": True, "B": False}; the last setting of a gate wins, as in
-    component-base's flag parsing. Raises ValueError naming the variable and the bad item."""
+    component-base's flag parsing. Raises ValueError naming `source` (the variable or flag)
+    and the bad item."""
     if len(value) > MAX_LEN:
-        raise ValueError(f"{ENV}: longer than {MAX_LEN} characters")
+        raise ValueError(f"{source}: longer than {MAX_LEN} characters")
     gates: dict[str, bool] = {}
     if not value.strip():
         return gates
     for item in value.split(","):
         if not _ITEM.fullmatch(item):
-            raise ValueError(f"{ENV}: {item!r} is not Name=true|false (in {value!r})")
+            raise ValueError(f"{source}: {item!r} is not Name=true|false (in {value!r})")
         name, _, flag = item.partition("=")
         gates[name] = flag == "true"
     return gates
@@ -53,17 +54,22 @@ def kube_scheduler_args(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def enabled(name: str, env: Mapping[str, str] | None = None) -> bool:
-    """Whether the environment's gate list turns `name` on (off when not listed: every gate
-    this is asked about is off by default in v1.37)."""
-    return parse(from_env(env)).get(name, False)
+    """Whether the environment's gate list turns `name` on (when not listed: on for the
+    gates of DEFAULT_ON, off for the others)."""
+    return parse(from_env(env)).get(name, name in DEFAULT_ON)
 
 
 # The gates polsched itself reads (framework.interfaces.Handle.features); every other
 # listed gate only reaches the control plane and kube-scheduler.
 TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = podgroups.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
+OPPORTUNISTIC_BATCHING = signers.OPPORTUNISTIC_BATCHING
+# The gates polsched reads that v1.37 turns on by default: on unless the list says =false.
+DEFAULT_ON = frozenset({OPPORTUNISTIC_BATCHING})
 
 
 def scheduler_features(env: Mapping[str, str] | None = None) -> frozenset[str]:
     """The gates of the environment's list that are on, for the Handle polsched's plugins
     are built with (the engine, explain and simulate read the same variable)."""
-    return frozenset(name for name, on in parse(from_env(env)).items() if on)
+    gates = parse(from_env(env))
+    return frozenset(name for name, on in gates.items() if on) | frozenset(
+        name for name in DEFAULT_ON if gates.get(name, True))

@@ -54,6 +54,15 @@ def _run_operator(args: argparse.Namespace) -> int:
         raise SystemExit("polsched: --webhook-ca-secret must name another Secret than "
                          "--webhook-secret: the CA key stays apart from the serving "
                          "certificate")
+    if args.webhook_client_ca is not None:
+        if not args.webhook_listen:
+            raise SystemExit("polsched: --webhook-client-ca needs --webhook-listen")
+        from polsched.commands.render import read_client_ca_file
+
+        try:  # the webhook's task would otherwise fail later
+            read_client_ca_file(args.webhook_client_ca)
+        except ValueError as e:
+            raise SystemExit(f"polsched: {e}") from e
     from polsched.controller.process import boot
 
     def load() -> boot.Main:  # imported while the cache's lists are answered
@@ -162,6 +171,15 @@ def _add_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--webhook-allow-from", metavar="CIDR,...", default=None,
                    help="operator: the API server's networks; adds a NetworkPolicy that "
                         "lets only them reach the webhook (default: none, no NetworkPolicy)")
+    p.add_argument("--feature-gates", metavar="Name=true,...", default=None,
+                   help="operator: Kubernetes feature gates beyond v1.37's defaults that the "
+                        "cluster runs with (GenericWorkload, TopologyAwareWorkloadScheduling, "
+                        "...), set as the operator's POLSCHED_FEATURE_GATES and handed to "
+                        "Dedicated schedulers (default: none)")
+    p.add_argument("--webhook-client-ca", metavar="FILE", default=None,
+                   help="operator: the CA (PEM) of the API server's webhook client "
+                        "certificate; adds the ConfigMap polsched-webhook-client-ca and "
+                        "makes the webhook serve only clients it signed (default: none)")
     p.set_defaults(func=_run_render)
 
 

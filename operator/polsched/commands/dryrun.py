@@ -36,8 +36,10 @@ def owner_of(policies: Iterable[Json], scheduler_name: str) -> Json | None:
     several claim it (api.claims.owners: the owner the operator would keep); None if none
     claims it."""
     by_name = {claims.ObjectClaim.of(p).name: p for p in policies}
-    owner = claims.owners(claims.ObjectClaim.of(p) for p in by_name.values()
-                          ).get(scheduler_name)
+    found = [claims.ObjectClaim.of(p) for p in by_name.values()]
+    # The operator's record of owners is not readable here: its reports in the status
+    # stand in for it (a prediction; the operator decides without them).
+    owner = claims.owners(found, claims.reported_owners(found)).get(scheduler_name)
     return by_name[owner] if owner is not None else None
 
 

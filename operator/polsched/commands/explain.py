@@ -23,7 +23,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -430,7 +430,8 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
                        if p.key != pod.key and not p.node_name]
     group = PodGroupInfo(pod.namespace, name, obj)
     # The PodGroupPostFilter plugins as the engine runs them, acting on nothing.
-    outcome, status = await pod_group_verdict(pipeline, cache, group, members)
+    verdict = await pod_group_verdict(pipeline, cache, group, members)
+    outcome, status = verdict.outcome, verdict.status
     out: list[GangMember] = []
     for i, m in enumerate(members):
         if i >= len(outcome.members):
@@ -467,8 +468,11 @@ async def _explain_tree(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo, o
     members = [pod] + [p for leaf in leaves for p in groups.state(leaf.key).unscheduled_pods()
                        if p.key != pod.key and not p.node_name]
     scheduled = sum(groups.state(leaf.key).scheduled_pods_count for leaf in leaves)
-    outcome, status = await pod_group_verdict(pipeline, cache, info, members)
-    results = complete_tree(info, outcome)
+    verdict = await pod_group_verdict(pipeline, cache, info, members)
+    outcome, status = verdict.outcome, verdict.status
+    # Each PodGroup's result completed from the algorithm's statuses (the root's before
+    # its PodGroupPostFilter message; the root's own line says the final one).
+    results = complete_tree(info, replace(outcome, status=outcome.untried or outcome.status))
     by_pod = {m.pod.key: (m, results[leaf.key]) for leaf in leaves
               for m in results[leaf.key].members}
     # What each PodGroup placed in the trial before its result was completed from its
@@ -536,8 +540,9 @@ async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodG
         need, unit = pgs.effective_min_count(group.pod_group), "members"
     feasible = [d for d in domains if d.feasible]
     if not domains:
-        why = (f"no node has the label {key}" if outcome.status.message ==
-               "no feasible placements found" else outcome.status.message)
+        algorithm = outcome.untried or outcome.status  # before the PodGroupPostFilter
+        why = (f"no node has the label {key}" if algorithm.message ==
+               "no feasible placements found" else algorithm.message)
     elif not feasible:
         closest = max(domains, key=lambda d: d.holds)
         why = (f"no {label} domain can hold {need} {unit}; the closest "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any, TextIO
 
 import yaml
@@ -60,3 +61,29 @@ def write(text: str, path: str | None, stdout: TextIO | None = None) -> None:
             f.write(text)
     else:
         (stdout or sys.stdout).write(text)
+
+
+class ProgressBar:
+    """A one-line bar on a terminal, shown once a run has taken `after` seconds."""
+
+    def __init__(self, stream: TextIO, after: float = 2.0) -> None:
+        self.stream = stream
+        self.after = after
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = time.monotonic() - self.start
+        if elapsed < self.after or not total:
+            return
+        self.shown = True
+        width = 30
+        filled = width * done // total
+        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                          f"decisions, {elapsed:.0f} s")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -9,7 +9,8 @@ the operator use.
   template rendered with them (a unit test keeps the two equal). `--tenancy-config FILE`
   adds the admin's tenancy configuration (a ConfigMap the operator reads),
   `--webhook-allow-from CIDR,...` a NetworkPolicy that lets only the API server's networks
-  reach the webhook.
+  reach the webhook, `--webhook-client-ca FILE` the CA of the API server's webhook client
+  certificate (a ConfigMap) and the flag that makes the webhook serve no other client.
 - `render dedicated --policy F`: a Dedicated policy's Deployment, rendered by the
   operator's own function (controller.dedicated.deployments.render); its ServiceAccount and RBAC
   are the install's (manifests/rbac/dedicated.yaml).
@@ -22,11 +23,13 @@ import ipaddress
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 import yaml
 
+from polsched.cluster import featuregates
 from polsched.objects import Json
 
 DEFAULT_NAMESPACE = "polsched-system"
@@ -77,6 +80,23 @@ def read_tenancy_file(path: str) -> Json:
     return config
 
 
+def read_client_ca_file(path: str) -> str:
+    """The PEM CA bundle of `path`, checked as the operator checks --webhook-client-ca;
+    ValueError naming the file."""
+    import ssl
+
+    try:
+        text = Path(path).read_text(encoding="ascii")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_verify_locations(cadata=text)
+    except (OSError, UnicodeDecodeError, ssl.SSLError) as e:
+        raise ValueError(f"--webhook-client-ca {path}: not a PEM file of CA certificates "
+                         f"({e})") from e
+    if not context.get_ca_certs():
+        raise ValueError(f"--webhook-client-ca {path}: holds no CA certificate")
+    return text
+
+
 def webhook_sources(cidrs: Iterable[str]) -> list[Json]:
     """NetworkPolicy peers for the API server's networks; ValueError names a bad one."""
     peers: list[Json] = []
@@ -88,13 +108,33 @@ def webhook_sources(cidrs: Iterable[str]) -> list[Json]:
     return peers
 
 
+def gate_list(value: str) -> str:
+    """`--feature-gates A=true,B=false` as the operator's POLSCHED_FEATURE_GATES, sorted by
+    name (the chart's featureGates map comes out so); "" for none. Raises ValueError naming
+    the bad item."""
+    gates = featuregates.parse(value, "--feature-gates")
+    return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    """What `render operator` adds to the install: with `tenancy`, the ConfigMap the
+    operator reads it from; with `allow_from`, the NetworkPolicy that lets only those
+    networks reach the webhook; with `client_ca` (PEM), its ConfigMap and
+    --webhook-client-ca; with `feature_gates`, the operator's POLSCHED_FEATURE_GATES."""
+
+    tenancy: Json | None = None
+    allow_from: tuple[str, ...] = ()
+    client_ca: str | None = None
+    feature_gates: str = ""
+
+
 def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-                       replicas: int = 1, directory: Path | None = None, *,
-                       tenancy: Json | None = None,
-                       allow_from: Iterable[str] = ()) -> list[Json]:
-    """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration; with
-    `tenancy`, the ConfigMap the operator reads it from; with `allow_from`, the
-    NetworkPolicy that lets only those networks reach the webhook)."""
+                       replicas: int = 1, directory: Path | None = None,
+                       options: InstallOptions = InstallOptions()) -> list[Json]:
+    """The objects of operator.yaml.j2 (Deployment, Services, webhook configuration, and
+    what `options` adds)."""
+    tenancy = options.tenancy
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory or _templates_dir())),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True)
@@ -104,7 +144,8 @@ def operator_templated(namespace: str = DEFAULT_NAMESPACE, image: str | None = N
         selector=selector, labels={**selector, "app.kubernetes.io/part-of": "polsched"},
         metrics_port=METRICS_PORT, health_port=HEALTH_PORT, webhook_port=WEBHOOK_PORT,
         tenancy_json=None if tenancy is None else tenancy_json(tenancy),
-        webhook_sources=webhook_sources(allow_from))
+        webhook_sources=webhook_sources(options.allow_from),
+        webhook_client_ca=options.client_ca, feature_gates=gate_list(options.feature_gates))
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -132,9 +173,8 @@ def rbac(namespace: str = DEFAULT_NAMESPACE) -> list[Json]:
 
 
 def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = None,
-                     crd: bool = True, with_rbac: bool = True, *,
-                     tenancy: Json | None = None,
-                     allow_from: Iterable[str] = ()) -> list[Json]:
+                     crd: bool = True, with_rbac: bool = True,
+                     options: InstallOptions = InstallOptions()) -> list[Json]:
     """Every object `kubectl apply -k manifests/` creates, in apply order."""
     import copy
 
@@ -145,7 +185,7 @@ def operator_install(namespace: str = DEFAULT_NAMESPACE, image: str | None = Non
         out += rbac(namespace)
     if crd:
         out.append(copy.deepcopy(crd_manifest()))
-    return out + operator_templated(namespace, image, tenancy=tenancy, allow_from=allow_from)
+    return out + operator_templated(namespace, image, options=options)
 
 
 def dedicated(policy_obj: Json, namespace: str = DEFAULT_NAMESPACE,
@@ -181,10 +221,14 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "operator":
         try:
             tenancy = read_tenancy_file(args.tenancy_config) if args.tenancy_config else None
+            client_ca = (read_client_ca_file(args.webhook_client_ca)
+                         if args.webhook_client_ca else None)
+            options = InstallOptions(
+                tenancy=tenancy, client_ca=client_ca, feature_gates=args.feature_gates or "",
+                allow_from=tuple(c for c in (args.webhook_allow_from or "").split(",")
+                                 if c.strip()))
             objs = operator_install(args.namespace, args.image, crd=not args.no_crd,
-                                    with_rbac=not args.no_rbac, tenancy=tenancy,
-                                    allow_from=[c for c in (args.webhook_allow_from or
-                                                            "").split(",") if c.strip()])
+                                    with_rbac=not args.no_rbac, options=options)
         except ValueError as e:
             print(f"polsched render operator: {e}", file=sys.stderr)
             return 1

@@ -44,12 +44,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from polsched.api import API_VERSION, KIND, Policy, PolicyError, load_policy
 from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
+from polsched.commands.output import ProgressBar as ProgressBar
 from polsched.commands.simulate_groups import (
     GROUP_ERROR,
     NOT_PLACED,
@@ -64,6 +65,7 @@ from polsched.commands.simulate_groups import (
     decide_tree,
     mark_unschedulable,
     not_selected,
+    pre_bind,
 )
 from polsched.commands.snapshot import (
     KIND_ORDER,
@@ -84,7 +86,8 @@ from polsched.objects import Json
 from polsched.plugins import CATALOG
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
 from polsched.scheduler import load_status
-from polsched.scheduler.algorithm import schedule_pod
+from polsched.scheduler.algorithm import SearchLimits, schedule_pod
+from polsched.scheduler.batch import new_batch
 from polsched.scheduler.pipelines import build_pipeline, nominator_of, pod_group_key_fn
 from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
 
@@ -462,11 +465,12 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
                                                        features=featuregates.scheduler_features(),
                                                        nominator=nominator),
                                         extenders, rng=random.Random(SEED))
+    batch = new_batch(pipeline, policy.scheduler_name)  # as the engine; an entry is a cycle
     out: list[Decision] = []
     groups: list[GroupOutcome] = []
     last = time.monotonic()
     i = 0
-    for entry in the_plan.entries:
+    for cycle, entry in enumerate(the_plan.entries, 1):
         if progress is not None and time.monotonic() - last > 0.2:
             last = time.monotonic()
             progress(done_before + i, total)
@@ -490,7 +494,8 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         if not_selected(policy, cache, pod, d):
             continue
         try:
-            result = await schedule_pod(pipeline, pod, cache.snapshot)
+            result = await schedule_pod(pipeline, pod, cache.snapshot,
+                                        limits=SearchLimits(batch=batch, cycle=cycle))
         except PipelineError as e:
             d.reason = f"error: {e}"
             d.reasons = (d.reason,)
@@ -500,8 +505,10 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             continue
         # Assume, Reserve and Permit as the engine's scheduling cycle does: what a plugin
         # holds for the pod (DynamicResources' devices) is held from the next pod too.
-        if assume(pipeline, cache, nominator, result.state, pod, result.node, d)[0] is None:
+        assumed, _ = assume(pipeline, cache, nominator, result.state, pod, result.node, d)
+        if assumed is None:
             continue
+        pre_bind(pipeline, cache, result.state, assumed, result.node)
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
     waiting: dict[str, GroupOutcome] = {}
@@ -544,7 +551,8 @@ def _plan_for(policy: Policy, objects: Sequence[Json], scheduler_name: str, repl
     do the pod's claims exist? GangScheduling: does the group exist, with enough
     members?), and its GangScheduling tells the group members."""
     gates = build_pipeline(policy, Handle(listers=gate_cache.listers,
-                                          pod_groups=gate_cache.pod_groups))
+                                          pod_groups=gate_cache.pod_groups,
+                                          features=featuregates.scheduler_features()))
     out = plan(objects, scheduler_name, replay, gates.pre_enqueue_plugins,
                pod_group_key_fn(gates))
     out.scheduler_name, out.pod_groups = scheduler_name, gate_cache.pod_groups.served
@@ -930,33 +938,6 @@ def verdict(r: Report, conditions: Sequence[FailOn]) -> tuple[int, list[str]]:
     if not tripped:
         return 0, []
     return min(code for code, _ in tripped), [why for _, why in tripped]
-
-
-# -- progress -----------------------------------------------------------------------------
-class ProgressBar:
-    """A one-line bar on a terminal, shown once a run has taken `after` seconds."""
-
-    def __init__(self, stream: TextIO, after: float = 2.0) -> None:
-        self.stream = stream
-        self.after = after
-        self.start = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        elapsed = time.monotonic() - self.start
-        if elapsed < self.after or not total:
-            return
-        self.shown = True
-        width = 30
-        filled = width * done // total
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                          f"decisions, {elapsed:.0f} s")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 # -- the command --------------------------------------------------------------------------

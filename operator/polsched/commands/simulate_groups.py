@@ -2,9 +2,9 @@
 pod-group cycle (scheduler.schedule_one_podgroup) runs it, acting on nothing: one PodGroup
 (`decide_group`), or a tree rooted at a CompositePodGroup (`decide_tree`); the records
 every decision goes into (Decision, GroupOutcome, Entry) and the steps every decision
-shares (the engine's assume, Reserve and Permit: `assume`; a namespace the policy does
-not select: `not_selected`; a FitError's texts: `mark_unschedulable`). simulate.py plans
-the cycles and reports them.
+shares (the engine's assume, Reserve and Permit: `assume`; the claims PreBind would write:
+`pre_bind`; a namespace the policy does not select: `not_selected`; a FitError's texts:
+`mark_unschedulable`). simulate.py plans the cycles and reports them.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from typing import Any
 
 from polsched.api import Policy
 from polsched.cluster.cache import ClusterCache
+from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
 from polsched.framework.diagnosis import FitError
-from polsched.framework.interfaces import PodGroupInfo
+from polsched.framework.interfaces import ExtensionPoint, PodGroupInfo
 from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
 from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
+from polsched.plugins.dynamic_resources.simulated import pre_bind_claims
 from polsched.scheduler.profile import namespace_selected, not_selected_message
 from polsched.scheduler.schedule_one import rejection, reserve_and_permit
 from polsched.scheduler.schedule_one_podgroup import (
@@ -146,6 +148,16 @@ def assume(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator, state:
     return None, st
 
 
+def pre_bind(pipeline: Pipeline, cache: ClusterCache, state: Any, pod: PodInfo,
+             node: str) -> None:
+    """The claims as DynamicResources' PreBind would leave them (allocated, reserved for
+    the pod or its PodGroup), fed to the cache: the next pods meet them as in the cluster
+    (simulated.pre_bind_claims)."""
+    plugins = pipeline.plugins_for(pod).at(ExtensionPoint.PRE_BIND)
+    for claim in pre_bind_claims(plugins, state, pod, node):
+        cache.on_object_event(ls.RESOURCE_CLAIM, "MODIFIED", claim)
+
+
 def mark_unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
     d.reason = fe.message if fe is not None else fallback
     if fe is not None and fe.pre_filter_msg:
@@ -198,25 +210,25 @@ async def decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
         return decisions, outcome
     # The PodGroupPostFilter phase as the engine runs it, acting on nothing: a group that
     # would preempt is reported not placed with its message, as the first cycle leaves it.
-    result, status = await pod_group_verdict(pipeline, cache, info, pods)
-    untried = result.status
+    verdict = await pod_group_verdict(pipeline, cache, info, pods)
+    result, status = verdict.outcome, verdict.status
     outcome.message = status.message
     outcome.state = PLACED if status.ok else NOT_PLACED if status.rejected else GROUP_ERROR
-    placed = member_verdicts(live, result.members, status, untried)
+    placed = member_verdicts(live, result.members, status, result.untried, verdict.waiting)
     if hold(pipeline, cache, nominator, placed):
         outcome.state = NOT_PLACED
     return decisions, outcome
 
 
 def member_verdicts(live: Sequence[tuple[Decision, PodInfo]], members: Sequence[MemberResult],
-                     status: Status, untried: Status | None
-                     ) -> list[tuple[Decision, PodInfo, MemberResult]]:
-    """The engine's submit, member by member (member_verdict): each rejected member's
-    decision; the members to assume."""
+                    status: Status, untried: Status | None, waiting: bool
+                    ) -> list[tuple[Decision, PodInfo, MemberResult]]:
+    """The engine's submit, member by member (member_verdict; `waiting`: the group waits
+    on preemption): each rejected member's decision; the members to assume."""
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []
     for i, (d, pod) in enumerate(live):
         r = members[i] if i < len(members) else None
-        v = member_verdict(r, status, untried)
+        v = member_verdict(r, status, untried, waiting)
         if v.status is None and r is not None:
             placed.append((d, pod, r))
         elif v.status is None or not v.status.rejected:
@@ -270,9 +282,11 @@ async def decide_tree(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
     results = complete_tree(info, result)
     for r in results.values():
         r.untried = r.status
+    waiting = False  # the root waits on preemption (its PodGroupPostFilter succeeded)
     if result.status.code is Code.UNSCHEDULABLE:
         _, pst = await pod_group_post_filter(pipeline, cache, info, pods, result)
         apply_tree_post_filter(results, pst)
+        waiting = pst.ok
     placed: list[tuple[Decision, PodInfo, MemberResult]] = []
     for leaf in leaves:
         res, o = results[leaf.key], outcomes[leaf.key]
@@ -280,7 +294,7 @@ async def decide_tree(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
         o.message = st.message
         o.state = PLACED if st.ok else NOT_PLACED if st.rejected else GROUP_ERROR
         mine = [(d, p) for d, p in live if d.group == leaf.key]
-        placed += member_verdicts(mine, res.members, st, res.untried)
+        placed += member_verdicts(mine, res.members, st, res.untried, waiting)
     if hold(pipeline, cache, nominator, placed):
         for o in outcomes.values():
             o.state = NOT_PLACED if o.state == PLACED else o.state
@@ -311,7 +325,8 @@ def hold(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator,
             d.reason = permit.message
             d.reasons = (d.reason,)
         return True
-    for d, _, r in held:
+    for d, assumed, r in held:
+        pre_bind(pipeline, cache, r.state, assumed, r.node)
         d.node = r.node
         d.deciding_scorer = r.result.deciding_scorer if r.result is not None else ""
     return False

@@ -33,7 +33,8 @@ from polsched.controller.dedicated.deployments import (
     DedicatedDeployer,
     Inherited,
 )
-from polsched.controller.policies.reconciler import PolicyReconciler
+from polsched.controller.policies.names import NameStore
+from polsched.controller.policies.reconciler import OperatorDuties, PolicyReconciler
 from polsched.controller.process import credentials, namespaces, secure_metrics
 from polsched.controller.process.leases import LeaseTiming
 from polsched.controller.process.server import (
@@ -93,7 +94,8 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
         certs = rotator.ExternalCertificates(client, args.namespace,
                                              args.webhook_secret or rotator.DEFAULT_SECRET)
         return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
-                                           publish=None, ca_switch_delay=0.0)
+                                           publish=None, timing=server.Timing(ca_switch_delay=0.0),
+                                           client_ca=getattr(args, "webhook_client_ca", None))
     if service is not None or args.webhook_secret is not None:
         certs = rotator.CertificateManager(client, args.namespace,
                                            args.webhook_secret or rotator.DEFAULT_SECRET, names,
@@ -104,7 +106,8 @@ def webhook_server(args: argparse.Namespace, client: ApiClient) -> kopf.WebhookS
         configuration.CABundleInjector(client) if service is not None
         else configuration.URLConfiguration(client))
     return server.ManagedWebhookServer(args.webhook_listen, certs, service=service,
-                                       publish=publish)
+                                       publish=publish,
+                                       client_ca=getattr(args, "webhook_client_ca", None))
 
 
 async def own_image(client: ApiClient) -> str | None:
@@ -155,7 +158,8 @@ def register_handlers(registry: kopf.OperatorRegistry, kubeconfig: str | None) -
 
 
 def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionRules,
-                  held: Callable[[], Mapping[str, tuple[str, float]]] | None = None
+                  held: Callable[[], Mapping[str, tuple[str, float]]] | None = None,
+                  recorded: Callable[[], Mapping[str, str]] | None = None
                   ) -> Coroutine[Any, Any, None]:
     """kopf, for the admission webhook (--webhook-listen) and nothing else: set up now (a
     flag it cannot use ends the process before anything starts), run by awaiting the
@@ -165,7 +169,7 @@ def serve_webhook(args: argparse.Namespace, client: ApiClient, rules: AdmissionR
 
     registry = kopf.OperatorRegistry()
     register_handlers(registry, args.kubeconfig)
-    admission.register(registry, rules, client, held)
+    admission.register(registry, rules, client, held, recorded)
     settings = settings_for(args, client)
     return kopf.operator(registry=registry, settings=settings, clusterwide=True,
                          standalone=True)
@@ -215,8 +219,9 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
     reconcilers: list[PolicyReconciler] = []
 
     def reconciler(engine: Engine, writer: StatusWriter) -> PolicyReconciler:
-        made = PolicyReconciler(client, engine, writer, deployer=deployer,
-                                records_last_good=True, rules=rules)
+        duties = OperatorDuties(deployer=deployer, records_last_good=True,
+                                names=NameStore(client, args.namespace))
+        made = PolicyReconciler(client, engine, writer, duties=duties, rules=rules)
         reconcilers.append(made)
         return made
 
@@ -225,10 +230,14 @@ async def operate(args: argparse.Namespace, *, client: ApiClient,
         # other claimants of them within the grace period).
         return reconcilers[-1].book.held() if reconcilers else {}
 
+    def recorded() -> dict[str, str]:
+        # The owners this process's book recorded (api.claims.owners keeps them).
+        return reconcilers[-1].book.recorded() if reconcilers else {}
+
     process = Process(client, cache, config, reconciler)
 
     def kopf() -> Coroutine[Any, Any, None]:
-        return serve_webhook(args, client, rules, held)
+        return serve_webhook(args, client, rules, held, recorded)
 
     # The process runs until kopf (serving the webhook) stops, or a signal.
     await process.run(kopf if args.webhook_listen else until_stopped,

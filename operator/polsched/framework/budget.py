@@ -57,9 +57,12 @@ class AttemptBudget:
     def expired(self) -> bool:
         return self._clock() > self.deadline
 
-    def check(self, where: str) -> None:
+    def check(self, where: str, *args: object) -> None:
+        """`where`, with `args` %-formatted into it only when the budget is past: the
+        checks run every few nodes, and formatting each place was most of their cost."""
         if self._clock() > self.deadline:
-            raise BudgetExceeded(Status.error(budget_message(self.seconds, where)))
+            raise BudgetExceeded(Status.error(budget_message(
+                self.seconds, where % args if args else where)))
 
 
 def new_budget(seconds: float | None) -> AttemptBudget | None:

@@ -12,8 +12,9 @@ class Budget(Protocol):
     def deadline(self) -> float:
         """time.monotonic() past which the attempt is over its budget."""
 
-    def check(self, where: str) -> None:
-        """Raise budget.BudgetExceeded (a PipelineError) if past the deadline."""
+    def check(self, where: str, *args: object) -> None:
+        """Raise budget.BudgetExceeded (a PipelineError) if past the deadline, naming
+        `where` with `args` %-formatted into it."""
 
 
 class CycleState:

@@ -154,3 +154,6 @@ class ScheduleResult:
     # The cycle's state (what PreFilter/Filter computed), for Reserve, Permit and the
     # binding cycle.
     state: CycleState | None = None
+    # Placed on an OpportunisticBatching hint: how many kept nodes tied for it (the pick
+    # among them was random); 0 when the node came from a search.
+    hint_ties: int = 0

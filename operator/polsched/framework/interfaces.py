@@ -79,6 +79,28 @@ class Plugin:
         return self.NAME
 
 
+# A fragment of a pod's scheduling signature (fwk.SignFragment): the signer's name (the
+# pod field it reads, framework.signers) and a JSON-able value.
+SignFragment = tuple[str, Any]
+
+
+class SignPlugin(Plugin):
+    """fwk.SignPlugin (OpportunisticBatching, KEP-5598): what of a pod this plugin's
+    PreFilter, Filter, PreScore and Score read. Two pods with equal fragments from every
+    plugin get the same feasibility and scores on the same nodes in the same state.
+    A pipeline signs pods only when each of its filters and scorers is a SignPlugin."""
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """The pod's fragments; None: the pod cannot be signed (upstream's Unschedulable
+        status from SignPod), so it is never batched."""
+        raise NotImplementedError
+
+    def signs_no_pod(self) -> bool:
+        """Whether sign_pod refuses every pod whatever it is (PodTopologySpread with
+        default constraints): the pipeline then never signs, and never batches."""
+        return False
+
+
 class PreEnqueuePlugin(Plugin):
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """Success lets the pod into the active queue; anything else keeps it out (it
@@ -510,9 +532,11 @@ class Handle:
     # Handle.Activate: move these pending pods to the active queue (GangScheduling's
     # Permit activates a group's unscheduled members). None where nothing is queued.
     activate: Callable[[Sequence[PodInfo]], None] | None = None
-    # The Kubernetes feature gates turned on beyond v1.37's defaults (POLSCHED_FEATURE_GATES,
-    # polsched.cluster.featuregates): TopologyAwareWorkloadScheduling makes the builder
-    # add the placement plugins and the pod-group cycle run the placement algorithm.
+    # The Kubernetes feature gates that are on (POLSCHED_FEATURE_GATES with v1.37's
+    # defaults, polsched.cluster.featuregates.scheduler_features): TopologyAwareWorkload-
+    # Scheduling makes the builder add the placement plugins and the pod-group cycle run
+    # the placement algorithm; OpportunisticBatching lets the engine batch alike pods
+    # (scheduler.batch). Empty here, so offline callers and tests turn them on by name.
     features: frozenset[str] = frozenset()
 
 

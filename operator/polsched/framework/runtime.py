@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, overload
 
-from polsched.framework import events
+from polsched.framework import events, signers
 from polsched.framework.budget import NODES_PER_CHECK
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.diagnosis import FitError, PipelineError, PostFilterResult
@@ -69,6 +69,8 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.nominator import Nominator
 from polsched.framework.selectors import Matcher, NodeSet
@@ -272,6 +274,9 @@ class Scores:
     weighted: dict[str, Sequence[int]] = field(default_factory=dict)
     # With explain: scorer name -> (raw scores, normalized scores).
     explained: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
+    # Scorer name -> its raw scores (NodePluginScores.RawScores), kept by a pipeline that
+    # batches (Pipeline.keeps_raw_scores) for the batch's later NormalizeScore.
+    raw: dict[str, list[int]] = field(default_factory=dict)
 
 
 class _Weighted(Sequence[int]):
@@ -344,6 +349,8 @@ class Pipeline:
         # Ignorable extenders go last (upstream: scheduler.go buildExtenders).
         self.extenders = tuple(sorted(extenders, key=lambda e: e.ignorable))
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        # The feature gates the plugins were built with (Handle.features).
+        self.features = handle.features if handle is not None else frozenset()
         # Pods nominated to nodes (shared by the engine's pipelines); None: none count.
         self._nominator = nominator
         # The search's state (scheduler.algorithm): the tie-break source and where the
@@ -361,6 +368,26 @@ class Pipeline:
         self._per_pod = any(e.when is not None for e in self.filters) or any(
             s.when is not None for s in self.scorers)
         self._sets: dict[tuple[bool, ...], PluginSet] = {}
+        # computeBatchablePlugins: pods are signed (OpportunisticBatching) only when
+        # every filter and scorer is a SignPlugin and no extender runs; polsched's `when`
+        # entries, which upstream lacks, turn it off too (a pod's plugins would be part
+        # of what it is).
+        self._signers: tuple[SignPlugin, ...] = ()
+        # Set below: whether Score keeps each scorer's raw scores (Scores.raw) for the
+        # batch (OpportunisticBatching on and pods signed).
+        self.keeps_raw_scores = False
+        plugins: list[tuple[str, Plugin]] = [(e.name, e.plugin) for e in self.filters]
+        plugins += [(e.name, e.plugin) for e in self.scorers]
+        self.signable = not self.extenders and not self._per_pod and all(
+            isinstance(p, SignPlugin) and not p.signs_no_pod() for _, p in plugins)
+        if self.signable:
+            unique: dict[str, SignPlugin] = {}
+            for name, p in plugins:
+                if isinstance(p, SignPlugin):
+                    unique.setdefault(name, p)
+            self._signers = tuple(unique.values())
+        self.keeps_raw_scores = self.signable and \
+            signers.OPPORTUNISTIC_BATCHING in self.features
         # (what a plugin was built from, the plugin), set by the one builder
         # (scheduler.pipelines.build_pipeline): a hot reload's new pipeline takes over the
         # plugins whose entry did not change, with their warm per-node tables.
@@ -412,6 +439,20 @@ class Pipeline:
             self._sets[mask] = got
         return got
 
+    def sign_pod(self, pod: PodInfo) -> str | None:
+        """SignPod: the pod's signature (two pods with the same one get the same
+        feasibility and scores on the same nodes in the same state), None when the
+        pipeline does not sign pods or one of its plugins cannot sign this one."""
+        if not self.signable:
+            return None
+        fragments: list[SignFragment] = []
+        for plugin in self._signers:
+            got = plugin.sign_pod(pod)
+            if got is None:
+                return None
+            fragments.extend(got)
+        return signers.signature(pod.scheduler_name, fragments)
+
     def queueing_hints(self) -> dict[str, tuple[events.ClusterEventWithHint, ...]]:
         """Plugin label -> the cluster events that may help a pod it rejected, with their
         hints (EnqueueExtensions), for the scheduling queue."""
@@ -440,7 +481,7 @@ class Pipeline:
         budget = state.budget
         for f in plugins.pre_filter:
             if budget is not None:
-                budget.check(f"PreFilter before {f.name}")
+                budget.check("PreFilter before %s", f.name)
             st = f.plugin.pre_filter(state, pod, snapshot)  # type: ignore[attr-defined]
             if isinstance(st, PreFilterResult):
                 if st.node_names is None:
@@ -596,7 +637,7 @@ class Pipeline:
                     break
                 checked += 1
                 if budget is not None and not checked % NODES_PER_CHECK:
-                    budget.check(f"Filter after {p} of {n_nodes} nodes")
+                    budget.check("Filter after %d of %d nodes", p, n_nodes)
                 feasible.extend(order[prev:p])
                 node = order[p]
                 node_name = node.name
@@ -624,7 +665,7 @@ class Pipeline:
         budget = state.budget
         for node in (nodes[start:] + nodes[:start]) if start else nodes:
             if budget is not None and not processed % NODES_PER_CHECK:
-                budget.check(f"Filter after {processed} of {n_nodes} nodes")
+                budget.check("Filter after %d of %d nodes", processed, n_nodes)
             processed += 1
             node_name = node.name
             if nominated and node_name in nominated:
@@ -795,7 +836,7 @@ class Pipeline:
         budget = state.budget
         for s in plugins.pre_score:
             if budget is not None:
-                budget.check(f"PreScore before {s.name}")
+                budget.check("PreScore before %s", s.name)
             st = s.plugin.pre_score(state, pod, nodes, snapshot)  # type: ignore[attr-defined]
             if st.code is Code.SKIP:
                 state.skip_score.add(s.name)
@@ -811,19 +852,22 @@ class Pipeline:
         scorer's weighted scores (and, with `explain`, its raw and normalized ones)."""
         totals = [0] * len(nodes)
         out = Scores(totals)
+        raw_scores = out.raw if self.keeps_raw_scores else None
         skip = state.skip_score
         budget = state.budget
         for s in plugins.scorers:
             if s.name in skip:
                 continue
             if budget is not None:
-                budget.check(f"Score before {s.name}")
+                budget.check("Score before %s", s.name)
             raw = s.plugin.score_nodes(state, pod, nodes)
             if isinstance(raw, Status):
                 raise PipelineError(Status.error(
                     f'running Score plugins: plugin "{s.name}" failed with: {raw.message}'
                 ).with_plugin(s.name))
             raw_copy = list(raw) if explain else raw
+            if raw_scores is not None:  # kept for the batch's rescoring (NodePluginScores)
+                raw_scores[s.name] = list(raw)
             normalized = raw if not explain else list(raw)
             if s.name in plugins.normalize:
                 st = s.plugin.normalize_score(  # type: ignore[attr-defined]
@@ -853,6 +897,48 @@ class Pipeline:
             out.weighted[s.name] = _Weighted(normalized, w)
         out.totals = totals
         return out
+
+    def run_raw_score_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                              plugins: PluginSet) -> dict[str, int]:
+        """RunRawScorePlugins: each scorer not skipped scores one node, before
+        NormalizeScore and the weights (the batch's rescoring of the node it chose last).
+        Errors raise PipelineError."""
+        out: dict[str, int] = {}
+        skip = state.skip_score
+        for s in plugins.scorers:
+            if s.name in skip:
+                continue
+            raw = s.plugin.score_nodes(state, pod, [node])
+            if isinstance(raw, Status):
+                raise PipelineError(Status.error(
+                    f'running Score plugins: plugin "{s.name}" failed with: {raw.message}'
+                ).with_plugin(s.name))
+            out[s.name] = raw[0]
+        return out
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo,
+                         raw_scores: dict[str, list[int]], n: int,
+                         plugins: PluginSet) -> list[int]:
+        """NormalizeScores: the weighted totals of `n` nodes from their raw scores per
+        scorer (a scorer not skipped without raw scores gives 0 on every node, as
+        upstream's empty NodeScore). Errors raise PipelineError."""
+        totals = [0] * n
+        skip = state.skip_score
+        for s in plugins.scorers:
+            if s.name in skip:
+                continue
+            scores = list(raw_scores.get(s.name) or [0] * n)
+            if s.name in plugins.normalize:
+                st = s.plugin.normalize_score(  # type: ignore[attr-defined]
+                    state, pod, scores)
+                if not st.ok:
+                    raise PipelineError(Status.error(
+                        f'running Normalize on Score plugins: plugin "{s.name}" failed '
+                        f"with: {st.message}").with_plugin(s.name))
+            w = s.weight
+            totals = list(map(operator.add, totals,
+                              map(operator.mul, scores, itertools.repeat(w))))
+        return totals
 
     # -- Reserve, Permit, PreBind, PostBind --------------------------------------------
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node: str,

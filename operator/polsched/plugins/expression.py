@@ -41,7 +41,8 @@ request):
   than its static estimate plus the conversion of one view.
 - per pod: each evaluation that runs (a cached outcome is free) is charged its cost with
   the sizes measured (the static estimate for expressions under CHEAP_COST) plus
-  VIEW_VALUE_COST per value of a view converted for it, against POD_COST_BUDGET units
+  the conversion of every view converted for it (VIEW_VALUE_COST per value, one unit per
+  VIEW_CHARS_PER_UNIT characters of its strings and keys), against POD_COST_BUDGET units
   (about 0.1 s) shared by the Expression entries of one scheduling attempt. Past it the
   filter rejects the remaining nodes (UnschedulableAndUnresolvable, BUDGET_MESSAGE) and
   the scorer fails the attempt: the pod gets a FailedScheduling naming the budget, and the
@@ -127,8 +128,17 @@ POD_COST_BUDGET = 1_000_000
 # `'gpu' in node.metadata.labels`, 512 units at the declared 256 labels, is charged for
 # the node's real labels: a cold cache of 5000 nodes must not look 5000 times that dear.
 CHEAP_COST = 100
-# The CEL library converts a view to its own values at about 1.5 us per value.
+# The CEL library converts a view to its own values at about 1.5 us per value, and
+# copies its strings and map keys at up to about 3 ns per character (measured: 25 strings
+# of 60,000 characters, which count as 27 values, took as long as 1000 short values).
 VIEW_VALUE_COST = 20
+VIEW_CHARS_PER_UNIT = 16
+
+
+def conversion_cost(values: int, chars: int) -> int:
+    """What converting a view of `values` values holding `chars` characters costs."""
+    return values * VIEW_VALUE_COST + chars // VIEW_CHARS_PER_UNIT
+
 BUDGET_MESSAGE = (f"node(s) were not evaluated: the pod's Expression evaluations used "
                   f"their budget of {POD_COST_BUDGET} cost units for one scheduling attempt")
 # Each Expression entry may spend at most this many units a second (about a fifth of the
@@ -388,13 +398,13 @@ class Rate:
 class PodView:
     """The part of a pod an expression reads, and a key equal for pods whose parts are
     equal (the replicas of one Deployment, when the expression reads their labels);
-    its measured sizes, how many values converting it costs, and why it is refused
+    its measured sizes, what converting it costs (conversion_cost), and why it is refused
     (an input over its bound) or ""."""
 
     view: Json
     key: str
     sizes: Sizes
-    values: int = 0
+    conversion: int = 0
     refused: str = ""
 
 
@@ -447,17 +457,19 @@ class Evaluator:
             return _NO_POD
         view = project(pod.raw, self.c.pod_paths)
         try:  # before the key: an inflated pod is never serialized whole
-            sizes, values = celcost.measure(view, self.c.pod_checks)
+            sizes, values, chars = celcost.measure(view, self.c.pod_checks)
         except celcost.InputBoundError as err:
             return PodView(view, "", {}, refused=(
                 f"the pod exceeds an input bound of expression {self.c.source}: {err}"))
-        return PodView(view, json.dumps(view, sort_keys=True, default=str), sizes, values)
+        return PodView(view, json.dumps(view, sort_keys=True, default=str), sizes,
+                       conversion_cost(values, chars))
 
     def _measure_node(self, view: Json) -> tuple[Sizes, int, Outcome | None]:
-        """The node view's sizes and value count, or the refusal of a node over a bound."""
+        """The node view's sizes and conversion cost, or the refusal of a node over a
+        bound."""
         try:
-            sizes, values = celcost.measure(view, self.c.node_checks)
-            return sizes, values, None
+            sizes, values, chars = celcost.measure(view, self.c.node_checks)
+            return sizes, conversion_cost(values, chars), None
         except celcost.InputBoundError as err:
             return {}, 0, (False, Refused(
                 f"node(s) exceed an input bound of expression {self.c.source}: {err}"))
@@ -482,8 +494,7 @@ class Evaluator:
 
     def evaluate_pod(self, pod: PodView, budget: Budget) -> Outcome:
         """For per_pod expressions."""
-        spent = self._spend(self.c.charge(pod.sizes, {}) + pod.values * VIEW_VALUE_COST,
-                            budget)
+        spent = self._spend(self.c.charge(pod.sizes, {}) + pod.conversion, budget)
         if spent is not None:
             return spent
         context: dict[str, Any] = {"pod": pod.view} if self.c.reads_pod else {}
@@ -497,9 +508,9 @@ class Evaluator:
             if hit is not None and hit[0] is node.raw:
                 return hit[1]
             view = project(node.raw, c.node_paths)
-            sizes, values, refused = self._measure_node(view)
+            sizes, conversion, refused = self._measure_node(view)
             if refused is None:
-                spent = self._spend(c.charge({}, sizes) + values * VIEW_VALUE_COST, budget)
+                spent = self._spend(c.charge({}, sizes) + conversion, budget)
                 if spent is not None:
                     return spent
             outcome = refused or self._run(
@@ -509,10 +520,10 @@ class Evaluator:
         entry = self._entries.get(node.name)
         if entry is None or entry.raw is not node.raw:
             view = project(node.raw, c.node_paths)
-            sizes, values, refused = self._measure_node(view)
+            sizes, conversion, refused = self._measure_node(view)
             context = None
             if refused is None:
-                spent = self._spend(values * VIEW_VALUE_COST, budget)
+                spent = self._spend(conversion, budget)
                 if spent is not None:
                     return spent
                 try:
@@ -528,8 +539,7 @@ class Evaluator:
         if entry.context is None:
             assert entry.refused is not None
             return entry.refused
-        spent = self._spend(c.charge(pod.sizes, entry.sizes) + pod.values * VIEW_VALUE_COST,
-                            budget)
+        spent = self._spend(c.charge(pod.sizes, entry.sizes) + pod.conversion, budget)
         if spent is not None:
             return spent
         # The context is ours alone and a cycle runs without awaiting, so replacing its

@@ -13,8 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import MAX_NODE_SCORE, Handle, PreScorePlugin, ScorePlugin
+from polsched.framework.interfaces import (
+    MAX_NODE_SCORE,
+    Handle,
+    PreScorePlugin,
+    ScorePlugin,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -78,8 +86,15 @@ def _pod_images(pod: PodInfo, snapshot_image_nodes: Mapping[str, int],
     return _PodImages(spread, count)
 
 
-class ImageLocality(PreScorePlugin, ScorePlugin):
+class ImageLocality(SignPlugin, PreScorePlugin, ScorePlugin):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        spec = pod.spec
+        names = {normalized_image_name(str(c.get("image") or ""))
+                 for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()))}
+        return [(signers.IMAGE_NAMES, sorted(names))]
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                   snapshot: Snapshot) -> Status:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import Budget, CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -38,6 +39,8 @@ from polsched.framework.interfaces import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import Matcher, SelectorError, compile_label_selector
@@ -370,9 +373,20 @@ _AFFINITY = "affinity"
 _ANTI = "anti"
 
 
-class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
+class InterPodAffinityFilter(SignPlugin, PreFilterPlugin, PreFilterExtensions, FilterPlugin,
                              ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        # Not signable with inter-pod (anti-)affinity of its own; else its labels, which
+        # existing pods' terms may select (unless those terms are ignored).
+        if pod.affinity.get("podAffinity") is not None or \
+                pod.affinity.get("podAntiAffinity") is not None:
+            return None
+        if self.args.ignore_preferred_terms_of_existing_pods:
+            return []
+        return [(signers.LABELS, dict(pod.labels))]
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         self.args = args
@@ -432,7 +446,7 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
             if not node.pods_with_required_anti_affinity:
                 return ()
             if budget is not None:  # the attempt's time budget, once per node walked
-                budget.check(f"PreFilter {NAME}, the existing pods' anti-affinity terms")
+                budget.check("PreFilter %s, the existing pods' anti-affinity terms", NAME)
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 if other.has_required_anti_affinity:
@@ -461,8 +475,8 @@ class InterPodAffinityFilter(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
 
         def share(node: NodeInfo) -> Share:
             if budget is not None:  # the attempt's time budget, once per node walked
-                budget.check(f"PreFilter {NAME}, the pod's {len(affinity) + len(anti)} "
-                             "required terms")
+                budget.check("PreFilter %s, the pod's %d required terms", NAME,
+                             len(affinity) + len(anti))
             found: dict[tuple[Hashable, str], int] = {}
             for other in node.pods.values():
                 ns_labels = None if lookup is None else lookup.get(other.namespace)
@@ -691,8 +705,19 @@ def _preferred_signature(pod: PodInfo) -> str:
                       default=str)
 
 
-class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
+class InterPodAffinityScorer(SignPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        # Not signable with inter-pod (anti-)affinity of its own; else its labels, which
+        # existing pods' terms may select (unless those terms are ignored).
+        if pod.affinity.get("podAffinity") is not None or \
+                pod.affinity.get("podAntiAffinity") is not None:
+            return None
+        if self.args.ignore_preferred_terms_of_existing_pods:
+            return []
+        return [(signers.LABELS, dict(pod.labels))]
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         self.args = args
@@ -745,7 +770,7 @@ class InterPodAffinityScorer(PreScorePlugin, ScorePlugin, ScoreExtensions):
             if not node.labels:
                 return ()
             if budget is not None:  # the attempt's time budget, once per node walked
-                budget.check(f"PreScore {NAME}")
+                budget.check("PreScore %s", NAME)
             found: list[tuple[str, str, int]] = []
             for other in node.pods.values():
                 if has_constraints:

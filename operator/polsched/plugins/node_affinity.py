@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -26,6 +27,8 @@ from polsched.framework.interfaces import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     default_normalize,
 )
 from polsched.framework.nodeaffinity import (
@@ -82,9 +85,15 @@ def _named_nodes(required: Any) -> frozenset[str] | None:
     return frozenset(union)
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin, ScorePlugin,
+class NodeAffinity(SignPlugin,
+                   PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin, ScorePlugin,
                    ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.NODE_AFFINITY, signers.node_affinity(pod)),
+                (signers.NODE_SELECTOR, dict(pod.node_selector))]
 
     def __init__(self, added_required: tuple[Term, ...] | None,
                  added_preferred: tuple[tuple[int, Term], ...]) -> None:

@@ -18,8 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -110,8 +117,12 @@ def declared_features(node: Json) -> tuple[str, ...]:
     return tuple((node.get("status") or {}).get("declaredFeatures") or ())
 
 
-class NodeDeclaredFeatures(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+class NodeDeclaredFeatures(SignPlugin, PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.FEATURES, sorted(self._requirements(pod)))]
 
     def __init__(self, features: Sequence[Feature] = ALL_FEATURES,
                  version: Version = SCHEDULER_VERSION) -> None:

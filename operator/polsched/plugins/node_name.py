@@ -5,12 +5,20 @@ Copies kube-scheduler's nodename plugin (pkg/scheduler/framework/plugins/nodenam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin, PreFilterResult
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    PreFilterResult,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -22,8 +30,12 @@ ERR_REASON = "node(s) didn't match the requested node name"
 _MISMATCH = Status.unresolvable(ERR_REASON)
 
 
-class NodeName(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+class NodeName(SignPlugin, PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.NODE_NAME, pod.node_name)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> Status | PreFilterResult:

@@ -12,8 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import HostPort, NodeInfo, PodInfo, Snapshot
@@ -59,8 +66,12 @@ def fits_ports(wanted: Sequence[HostPort], used: set[HostPort]) -> bool:
     return True
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+class NodePorts(SignPlugin, PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.HOST_PORTS, signers.host_ports(pod))]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         wanted = wanted_host_ports(pod.spec)

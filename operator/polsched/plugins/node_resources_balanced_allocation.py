@@ -16,13 +16,17 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
+from polsched.framework import device_classes as dc
 from polsched.framework import resources as res
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     MAX_NODE_SCORE,
     Handle,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.listers import Listers
 from polsched.framework.registry import ArgsError, PluginSpec
@@ -81,8 +85,16 @@ def balanced_score(requested: Sequence[int], allocated: Sequence[int],
     return _HALF + div_trunc(_HALF + with_pod - without_pod, 2)
 
 
-class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
+class NodeResourcesBalancedAllocation(SignPlugin, PreScorePlugin, ScorePlugin):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        # As NodeResourcesFit's: not signable with an extended resource a DeviceClass serves.
+        if self.listers is not None and signers.requests_dra_extended_resource(
+                pod, dc.resolver_for(self.listers)):
+            return None
+        return [(signers.RESOURCES, signers.resources(pod))]
 
     def __init__(self, resources: Sequence[str], listers: Listers | None = None) -> None:
         self.vectors = ResourceVectors(resources, use_requested=True)

@@ -21,7 +21,7 @@ from typing import Any
 from polsched.framework import device_classes as dc
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
-from polsched.framework import names
+from polsched.framework import names, signers
 from polsched.framework import resources as res
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
@@ -35,6 +35,8 @@ from polsched.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import NodeSet
@@ -423,9 +425,17 @@ class _PodRequest:
         return not (self.cpu or self.memory or self.ephemeral or self.scalars)
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
+class NodeResourcesFit(SignPlugin, PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
                        ScorePlugin, PlacementScorePlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        # Not signable when a requested extended resource is a DeviceClass's
+        # (DRAExtendedResource: DynamicResources may allocate it per node).
+        if self._pod_request(pod).dra:
+            return None
+        return [(signers.RESOURCES, signers.resources(pod))]
 
     def __init__(self, ignored_resources: frozenset[str], ignored_groups: frozenset[str],
                  strategy: ScoringStrategy, listers: ls.Listers | None = None) -> None:

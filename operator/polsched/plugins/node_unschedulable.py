@@ -8,12 +8,20 @@ taints are not read; the pod is checked against the taint the node controller wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, NodeSetFilter, PreFilterPlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    NodeSetFilter,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SKIP, SUCCESS, Status
@@ -35,8 +43,13 @@ def _tolerates_unschedulable(pod: PodInfo) -> bool:
                      NO_SCHEDULE)
 
 
-class NodeUnschedulable(PreFilterPlugin, FilterPlugin, NodeSetFilter, ev.EnqueueExtensions):
+class NodeUnschedulable(SignPlugin,
+                        PreFilterPlugin, FilterPlugin, NodeSetFilter, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.TOLERATIONS, signers.tolerations(pod))]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
         # A pod that tolerates the taint passes on every node: no Filter call needed.

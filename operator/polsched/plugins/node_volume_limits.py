@@ -17,13 +17,20 @@ preventPodSchedulingIfMissing (CSIDrivers are not watched: a driver is taken as 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -40,8 +47,12 @@ class _NotFound(Exception):
     pass
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+class NodeVolumeLimits(SignPlugin, PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def events_to_register(self) -> list[ev.ClusterEventWithHint]:
         """EventsToRegister, without VolumeAttachment deletes (not watched)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
@@ -23,6 +24,8 @@ from polsched.framework.interfaces import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     default_normalize,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
@@ -95,9 +98,13 @@ def _no_args(args: Mapping[str, Any] | None, name: str) -> None:
         raise ArgsError("", f"{name} takes no args; remove them")
 
 
-class TaintToleration(PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
+class TaintToleration(SignPlugin, PreFilterPlugin, FilterPlugin, NodeSetFilter, PreScorePlugin,
                       ScorePlugin, ScoreExtensions, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.TOLERATIONS, signers.tolerations(pod))]
 
     # -- filter ------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:

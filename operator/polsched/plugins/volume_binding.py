@@ -36,6 +36,7 @@ from typing import Any
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     ApiWriter,
@@ -46,6 +47,8 @@ from polsched.framework.interfaces import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
@@ -185,9 +188,13 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
     return shape[-1][1]
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
+class VolumeBinding(SignPlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin,
                     ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, listers: ls.Listers, api: ApiWriter | None, bind_timeout: float,
                  shape: Sequence[tuple[int, int]]) -> None:

@@ -16,18 +16,21 @@ volumerestrictions/volume_restrictions.go):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.interfaces import (
     FilterPlugin,
     Handle,
     PreFilterExtensions,
     PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
@@ -93,9 +96,13 @@ def is_volume_conflict(vol: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return False
 
 
-class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin,
+class VolumeRestrictions(SignPlugin, PreFilterPlugin, PreFilterExtensions, FilterPlugin,
                          ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def events_to_register(self) -> list[ev.ClusterEventWithHint]:
         A, R = ev.ActionType, ev.Resource

@@ -11,14 +11,21 @@ among the PV's values ("a__b" lists several zones).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from polsched.framework import events as ev
 from polsched.framework import listers as ls
+from polsched.framework import signers
 from polsched.framework.cycle_state import CycleState
-from polsched.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin
+from polsched.framework.interfaces import (
+    FilterPlugin,
+    Handle,
+    PreFilterPlugin,
+    SignFragment,
+    SignPlugin,
+)
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.status import SKIP, SUCCESS, Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
@@ -64,8 +71,12 @@ def pv_topologies(pv: Mapping[str, Any]) -> list[PVTopology]:
     return out
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
+class VolumeZone(SignPlugin, PreFilterPlugin, FilterPlugin, ev.EnqueueExtensions):
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def events_to_register(self) -> list[ev.ClusterEventWithHint]:
         A, R = ev.ActionType, ev.Resource

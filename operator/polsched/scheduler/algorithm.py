@@ -36,6 +36,7 @@ from polsched.framework.interfaces import (
 from polsched.framework.runtime import Pipeline, PluginSet, Scores, go_list
 from polsched.framework.status import Status
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.scheduler.batch import OpportunisticBatch, SortedNodes
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ class SearchLimits:
 
     budget: AttemptBudget | None = None
     placement: Sequence[NodeInfo] | None = None
+    # The profile's OpportunisticBatch (scheduler.batch) and the engine's scheduling cycle
+    # of this attempt: the pod may be placed on the hint an alike pod's ranking gives, and
+    # this search's ranking is kept for the next one. None: no batching.
+    batch: OpportunisticBatch | None = None
+    cycle: int = 0
 
 
 NO_LIMITS = SearchLimits()
@@ -84,13 +90,18 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
     (schedulingAlgorithm with IsPodGroupSchedulingCycle); `group_state` is then the
     group's CycleState, which the member's own links to (GetPodGroupSchedulingCycle).
     `limits`: what bounds the search (SearchLimits: the attempt's time budget, the
-    placement's nodes)."""
-    budget, placement = limits.budget, limits.placement
+    placement's nodes, the batch). No batching with `explain`, a placement or a group's
+    state (those search as if the gate were off)."""
+    budget, placement, batch, cycle = limits.budget, limits.placement, limits.batch, \
+        limits.cycle
+    if explain or placement is not None or group_state is not None:
+        batch = None
     nodes = snapshot.nodes if placement is None else placement
     n_all = len(nodes)
     if n_all == 0:
         return ScheduleResult(None, fit_error=FitError(0))
     plugins = pipeline.plugins_for(pod)
+    signature = pipeline.sign_pod(pod) if batch is not None else None
     if pipeline.nominator is not None and not explain:
         nominated_first = await evaluate_nominated_node(pipeline, pod, snapshot, plugins,
                                                         group_state, placement, budget)
@@ -98,10 +109,43 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
             # evaluateNominatedNode: the node preemption made room on is tried before
             # the others; when it fits it is the only feasible node looked at.
             node_name, nominated_state = nominated_first
+            if batch is not None:  # no hint for a nominated pod; the ranking is dropped
+                batch.get_node_hint(pod, signature, cycle, lambda: nominated_state,
+                                    snapshot, plugins)
+                batch.store_schedule_results(signature, "", node_name, None, cycle)
             return ScheduleResult(node_name, 1, 1, state=nominated_state)
     state = CycleState(group_state, budget)
+    hint = ""
+    hint_rejected: tuple[str, Status] | None = None
+    if batch is not None:
+        # findNodesThatFitPod: PreFilter, then GetNodeHint; the hint is tried alone first,
+        # as a nominated node (evaluateNominatedNode).
+        def pre_filtered() -> CycleState | None:
+            return state if pipeline.run_pre_filter_plugins(
+                state, pod, snapshot, plugins)[0].ok else None
+
+        hint, hint_state = batch.get_node_hint(pod, signature, cycle, pre_filtered,
+                                               snapshot, plugins)
+        hinted = snapshot.get(hint) if hint else None
+        if hinted is not None:
+            st = pipeline.run_filters_with_nominated(
+                state, pod, hinted, plugins, pipeline.nominated_pods_on(pod, hint))
+            if st.ok:
+                batch.store_schedule_results(signature, hint, hint, None, cycle)
+                return ScheduleResult(hint, 1, 1, state=state, hint_ties=batch.hint_ties)
+            hint_rejected = (hint, st)
+        if hint_state is not None:  # PreFilter ran for the hint: the search starts afresh
+            state = CycleState(group_state, budget)
     feasible, diagnosis = find_nodes_that_fit_pod(pipeline, state, pod, snapshot, plugins,
                                                   explain, placement)
+    if hint_rejected is not None:
+        # evaluateNominatedNode recorded the hint's rejection in the search's NodeToStatus:
+        # when the search did not reach that node again, it counts among the processed
+        # nodes (nextStartNodeIndex) and the evaluated ones.
+        name, st = hint_rejected
+        if name not in diagnosis.node_statuses and all(n.name != name for n in feasible):
+            diagnosis.node_statuses[name] = st
+            pipeline.next_start = (pipeline.next_start + 1) % n_all
     evaluated = len(feasible) + len(diagnosis.node_statuses)
     if feasible and pipeline.extenders:
         feasible = await find_nodes_that_pass_extenders(pipeline, pod, feasible, diagnosis)
@@ -124,10 +168,16 @@ async def schedule_pod(pipeline: Pipeline, pod: PodInfo, snapshot: Snapshot,
         return ScheduleResult(None, evaluated, 0, diagnosis, explanation=explanation,
                               post_filter=post)
     if len(feasible) == 1 and not explain:
+        if batch is not None:
+            batch.store_schedule_results(signature, hint, feasible[0].name, None, cycle)
         return ScheduleResult(feasible[0].name, evaluated, 1, state=state)
     scores = await prioritize_nodes(pipeline, state, pod, feasible, snapshot, plugins,
                                     explain)
     best = select_host(pipeline, scores.totals)
+    if batch is not None:
+        others = SortedNodes([n.name for n in feasible], scores.totals,
+                             scores.raw if signature is not None else {}, exclude=best)
+        batch.store_schedule_results(signature, hint, feasible[best].name, others, cycle)
     result = ScheduleResult(feasible[best].name, evaluated, len(feasible), state=state)
     result.deciding_scorer = deciding_scorer(best, scores.totals, scores.weighted)
     if explanation is not None:

@@ -527,6 +527,29 @@ PODS_REFUSED = Counter(
     "refusal message",
     labels=("profile",))
 
+# OpportunisticBatching (KEP-5598; scheduler.batch), as pkg/scheduler/metrics/metrics.go.
+BATCH_ATTEMPTS = Counter(
+    "scheduler_batch_attempts_total", "Counts of results when we attempt to use batching.",
+    labels=("profile", "result"))
+BATCH_CACHE_FLUSHED = Counter(
+    "scheduler_batch_cache_flushed_total", "Counts of cache flushes by reason.",
+    labels=("profile", "reason"))
+BATCH_RESCORE_ATTEMPTS = Counter(
+    "scheduler_batch_rescore_attempts_total",
+    "Counts of rescore attempts during opportunistic batching.", labels=("profile",))
+# metrics.ExponentialBuckets(0.00001, 2, 12): 0.01 ms to ~20 ms.
+BATCH_BUCKETS = exponential_buckets(0.00001, 2, 12)
+GET_NODE_HINT_DURATION = Histogram(
+    "scheduler_get_node_hint_duration_seconds", "Latency for getting a node hint.",
+    BATCH_BUCKETS, labels=("hinted", "profile"))
+STORE_SCHEDULE_RESULTS_DURATION = Histogram(
+    "scheduler_store_schedule_results_duration_seconds",
+    "Latency for storing scheduling results.", BATCH_BUCKETS, labels=("profile",))
+BATCH_RESCORE_DURATION = Histogram(
+    "scheduler_batch_rescore_duration_seconds",
+    "Latency for rescoring a node during opportunistic batching.", BATCH_BUCKETS,
+    labels=("profile",))
+
 Metric = Counter | Gauge | Histogram | Sampled
 
 ALL: tuple[Metric, ...] = (*PROCESS,
@@ -543,7 +566,9 @@ ALL: tuple[Metric, ...] = (*PROCESS,
     POLICY_RELOADS, RELOAD_DURATION,
     FIRST_DECISION_GENERATION, FIRST_DECISION_TIME, FIRST_DECISION_WAIT, FIRST_DECISION_IDLE,
     GC_PAUSE, GC_THRESHOLD, GC_FROZEN, EVENTS_DROPPED, NODE_METRICS_REQUESTS,
-    BUDGET_EXCEEDED, PODS_REFUSED)
+    BUDGET_EXCEEDED, PODS_REFUSED, BATCH_ATTEMPTS, BATCH_CACHE_FLUSHED,
+    BATCH_RESCORE_ATTEMPTS, GET_NODE_HINT_DURATION, STORE_SCHEDULE_RESULTS_DURATION,
+    BATCH_RESCORE_DURATION)
 
 
 # -- the hooks -------------------------------------------------------------------------
@@ -557,6 +582,28 @@ def schedule_attempt(profile: str, result: str, seconds: float) -> None:
 
 def budget_exceeded(profile: str) -> None:
     BUDGET_EXCEEDED.inc((("profile", profile),))
+
+
+def batch_attempt(profile: str, result: str) -> None:
+    BATCH_ATTEMPTS.inc((("profile", profile), ("result", result)))
+
+
+def batch_flushed(profile: str, reason: str) -> None:
+    BATCH_CACHE_FLUSHED.inc((("profile", profile), ("reason", reason)))
+
+
+def batch_rescore(profile: str, seconds: float) -> None:
+    BATCH_RESCORE_ATTEMPTS.inc((("profile", profile),))
+    BATCH_RESCORE_DURATION.observe((("profile", profile),), seconds)
+
+
+def node_hint(profile: str, hinted: bool, seconds: float) -> None:
+    GET_NODE_HINT_DURATION.observe(
+        (("hinted", "hint" if hinted else "no_hint"), ("profile", profile)), seconds)
+
+
+def store_schedule_results(profile: str, seconds: float) -> None:
+    STORE_SCHEDULE_RESULTS_DURATION.observe((("profile", profile),), seconds)
 
 
 def pod_refused(profile: str) -> None:

@@ -23,6 +23,7 @@ from polsched.framework.runtime import Pipeline
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.scheduler import metrics
+from polsched.scheduler.batch import OpportunisticBatch, new_batch
 from polsched.scheduler.pipelines import pod_group_key_fn, pod_group_lookup_fn
 from polsched.scheduler.queue.journal import EventJournal
 from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
@@ -74,6 +75,8 @@ class Profile:
         self.name = policy.scheduler_name
         self.policy = policy
         self.pipeline = pipeline
+        # OpportunisticBatching's kept ranking, for the pipeline it was kept with.
+        self._batch: OpportunisticBatch | None = None
         self.recorder = recorder
         self.counters = counters
         self.queue = SchedulingQueue(journal=journal)
@@ -122,6 +125,15 @@ class Profile:
         for queue, n in zip(_PENDING_QUEUES, sizes, strict=True):
             metrics.pending_pods(name, queue, n)
         metrics.unschedulable_pool(name, self.queue.unschedulable_pods)
+
+    def batch_for(self, pipeline: Pipeline) -> OpportunisticBatch | None:
+        """The profile's OpportunisticBatch for `pipeline` (a new one after a hot reload,
+        as upstream's new framework; batch.new_batch says when there is none)."""
+        if self._batch is None or self._batch.pipeline is not pipeline:
+            self._batch = new_batch(pipeline, self.name)
+            if self._batch is None:
+                return None
+        return self._batch
 
     # -- what the engine changes ---------------------------------------------------------
     def swap(self, policy: Policy, pipeline: Pipeline) -> None:

@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 # feasible one or the best totals tied; and "feasible/evaluated" nodes.
 DECIDING_SCORER_ANNOTATION = "polsched.io/deciding-scorer"
 FEASIBLE_NODES_ANNOTATION = "polsched.io/feasible-nodes"
+# On a pod placed on an OpportunisticBatching hint: how many kept nodes tied for it.
+HINT_TIES_ANNOTATION = "polsched.io/hint-ties"
 # How many times a decision is retried when its node filled up while extenders answered.
 RECHECK_RETRIES = 3
 # A binding cycle's nomination patch answered after this long is logged (it holds the
@@ -96,6 +98,9 @@ class Attempt:
     annotations: Mapping[str, str] | None = None
     # In its binding cycle (counted in scheduler_goroutines{operation="binding"}).
     binding: bool = False
+    # The engine's scheduling cycle of this attempt (upstream's CurrentCycle, counted over
+    # every profile): OpportunisticBatching uses a ranking only in the very next cycle.
+    cycle: int = 0
 
 
 def reserve_and_permit(pipeline: Pipeline, state: CycleState, assumed: PodInfo, node: str,
@@ -165,6 +170,10 @@ class ScheduleOne:
         self._waiting_pods = waiting_pods
         self._annotate = settings.annotate_decisions
         self._bindings = 0  # binding cycles under way, every profile's
+        # Scheduling cycles begun, every profile's (SchedulingQueue's schedulingCycle is
+        # one counter for all profiles upstream: a pod of another profile in between
+        # ends a batch).
+        self.cycles = 0
 
     # -- skipPodSchedule -----------------------------------------------------------------
     def current(self, pod: PodInfo) -> PodInfo | None:
@@ -183,7 +192,8 @@ class ScheduleOne:
         """scheduleOne for a popped pod: the scheduling cycle, then the binding cycle in
         the background when it has anything to wait for. A bug fails the attempt as an
         error, never the scheduling loop."""
-        a = Attempt(profile, qp, qp.pod, time.perf_counter())
+        self.cycles += 1
+        a = Attempt(profile, qp, qp.pod, time.perf_counter(), cycle=self.cycles)
         qp.initial_attempt = qp.initial_attempt or a.started
         if not profile.runnable.is_set():
             profile.restore(qp)
@@ -242,7 +252,8 @@ class ScheduleOne:
             try:
                 result = a.result = await schedule_pod(
                     pipeline, a.pod, snapshot,
-                    limits=SearchLimits(new_budget(self.attempt_budget)))
+                    limits=SearchLimits(new_budget(self.attempt_budget),
+                                        batch=s.batch_for(pipeline), cycle=a.cycle))
             except PipelineError as err:
                 if isinstance(err, BudgetExceeded):
                     metrics.budget_exceeded(s.name)
@@ -277,9 +288,12 @@ class ScheduleOne:
         s, pipeline, result = a.profile, a.pipeline, a.result
         assert pipeline is not None and result is not None
         if self._annotate:
-            a.annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
-                             FEASIBLE_NODES_ANNOTATION:
-                                 f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+            annotations = {DECIDING_SCORER_ANNOTATION: result.deciding_scorer,
+                           FEASIBLE_NODES_ANNOTATION:
+                               f"{result.feasible_nodes}/{result.evaluated_nodes}"}
+            if result.hint_ties:
+                annotations[HINT_TIES_ANNOTATION] = str(result.hint_ties)
+            a.annotations = annotations
         if result.state is not None:
             a.state = result.state
         plugins = a.plugins = pipeline.plugins_for(a.pod)

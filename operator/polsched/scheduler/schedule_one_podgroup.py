@@ -668,21 +668,51 @@ def member_verdict(res: MemberResult | None, status: Status,
     return MemberVerdict(res.status)
 
 
+def apply_pod_group_post_filter(outcome: PodGroupResult,
+                                post: PodGroupPostFilterResult | None,
+                                pst: Status) -> PodGroupPostFilterResult | None:
+    """applyPodGroupPostFilterResult on a rejected group's `outcome`: its status before
+    the phase becomes `untried` (what a member not tried gets); an error becomes the
+    group's status, else the phase's message is appended to it. Returns the group's
+    waitingOnPreemption result (members nominated from it) when the phase succeeded,
+    else None. The engine's cycle and the offline tools' verdict both apply it."""
+    outcome.untried = outcome.status
+    if pst.code is Code.ERROR:
+        outcome.status = pst
+        return None
+    outcome.status = Status(outcome.status.code, (*outcome.status.reasons, pst.message),
+                            outcome.status.plugin)
+    return (post or PodGroupPostFilterResult()) if pst.ok else None
+
+
+@dataclass(frozen=True)
+class PodGroupVerdict:
+    """What the pod-group cycle would decide (`pod_group_verdict`): the algorithm's
+    result (`outcome.status` is the group's final status, `outcome.untried` its status
+    before the PodGroupPostFilter phase) and whether the group would wait on preemption."""
+
+    outcome: PodGroupResult
+    waiting: bool
+
+    @property
+    def status(self) -> Status:
+        return self.outcome.status
+
+
 async def pod_group_verdict(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
-                            pods: Sequence[PodInfo]) -> tuple[PodGroupResult, Status]:
+                            pods: Sequence[PodInfo]) -> PodGroupVerdict:
     """The pod-group cycle's decision without acting on it (polsched explain and simulate):
     pod_group_algorithm, then for a rejected group the PodGroupPostFilter phase, whose
     error becomes the group's status and whose message is otherwise appended
     (applyPodGroupPostFilterResult). Nothing is evicted or deallocated: the pipeline of an
-    offline tool has no API writer, and DefaultPreemption only chooses victims. Returns the
-    algorithm's result (its status untouched) and the group's final status."""
+    offline tool has no API writer, and DefaultPreemption only chooses victims. The
+    outcome's status becomes the group's final status, as in the engine's cycle."""
     outcome = await pod_group_algorithm(pipeline, cache, group, pods)
-    status = outcome.status
-    if status.code is Code.UNSCHEDULABLE:
-        _, pst = await pod_group_post_filter(pipeline, cache, group, pods, outcome)
-        status = pst if pst.code is Code.ERROR else \
-            Status(status.code, (*status.reasons, pst.message), status.plugin)
-    return outcome, status
+    waiting = None
+    if outcome.status.code is Code.UNSCHEDULABLE:
+        post, pst = await pod_group_post_filter(pipeline, cache, group, pods, outcome)
+        waiting = apply_pod_group_post_filter(outcome, post, pst)
+    return PodGroupVerdict(outcome, waiting is not None)
 
 
 async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
@@ -775,7 +805,9 @@ class ScheduleOnePodGroup(ScheduleOne):
         feasible; otherwise every member is rejected and nothing stays assumed or
         reserved. A bug fails every member not yet handled as an error, never the loop."""
         started = time.perf_counter()
-        attempts = {qp.key: Attempt(profile, qp, qp.pod, started) for qp in group.members}
+        self.cycles += 1  # one cycle for the whole group, as upstream's pod-group pop
+        attempts = {qp.key: Attempt(profile, qp, qp.pod, started, cycle=self.cycles)
+                    for qp in group.members}
         # How the cycle ended, for the queue's requeue of the group (an exception: error).
         outcome = GroupOutcome.ERROR
         try:
@@ -856,16 +888,9 @@ class ScheduleOnePodGroup(ScheduleOne):
             for name, code in ran:  # DefaultPreemption's PodGroupPostFilter, deferred count
                 if name == DEFAULT_PREEMPTION:
                     metrics.workload_preemption_attempt(code)
-            outcome.untried = outcome.status
-            if pst.code is Code.ERROR:
-                outcome.status = pst
-            else:
-                outcome.status = Status(outcome.status.code,
-                                        (*outcome.status.reasons, pst.message),
-                                        outcome.status.plugin)
-                if pst.ok:
-                    waiting = post or PodGroupPostFilterResult()
-                    self._preempt_for_group(s, info, live, waiting)
+            waiting = apply_pod_group_post_filter(outcome, post, pst)
+            if waiting is not None:
+                self._preempt_for_group(s, info, live, waiting)
         self._submit_pod_group(s, info, live, outcome, waiting)
         for a in live:
             attempts.pop(a.queued.key, None)

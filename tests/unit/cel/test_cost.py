@@ -78,12 +78,24 @@ def test_measure_reads_only_what_the_estimate_asked() -> None:
     static = estimate(tree, b)
     pod = {"spec": {"containers": [{"image": "xy"}, {"image": "xyz"}],
                     "volumes": [{}] * 500}}  # not read: not measured, not refused
-    sizes, values = measure(pod, Checks.of("pod", b))
+    sizes, values, chars = measure(pod, Checks.of("pod", b))
     assert values == 1 + 2 + 2 * 2 + 1 + 500
+    assert chars == len("spec" "containers" "image" "xy" "image" "xyz" "volumes")
     assert sizes[("pod", "spec", "containers")] == 2
     assert sizes[("pod", "spec", "containers", ITER, "image")] == 3
     actual = estimate(tree, Measured(sizes, {}))
     assert actual < static
+
+
+def test_measure_counts_the_characters_a_conversion_copies() -> None:
+    """Few values can hold megabytes: the CEL library copies every string and key of a
+    view, so measure reports the characters beside the values (seed 4040's check)."""
+    b = Bounds()
+    estimate(parse("size(pod.spec.affinity) > 0"), b)
+    view = {"spec": {"affinity": {"k": ["v" * 60_000] * 25}}}
+    _, values, chars = measure(view, Checks.of("pod", b))
+    assert values == 1 + 1 + 1 + 1 + 25
+    assert chars == 25 * 60_000 + len("spec" "affinity" "k")
 
 
 def test_measure_refuses_inputs_over_their_bound_naming_the_path() -> None:

@@ -115,21 +115,24 @@ def conflicting(b: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_re_created_owner_keeps_its_name_after_the_grace_period_and_a_restart() -> None:
-    """Team B's replace makes it the newest claimant: team A's idle, older policy, which
-    the operator reported as conflicting, does not take the name once the grace period
-    is over, nor when the operator restarts (a new book, from the objects)."""
+    """Team B's replace makes it the newest claimant: team A's idle, older policy does
+    not take the name once the grace period is over, nor when the operator restarts (a
+    new book, from the objects and the record the first one kept)."""
     clock = Clock()
     book = PolicyBook(clock=clock)
     book.observe(body("team-b", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    assert book.owner_of("s") == "team-b"  # the operator syncs after each event
     book.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
                                   schedulerName="s")))
     assert book.owner_of("s") == "team-b"
     book.forget("team-b")
     recreated = body("team-b", created="2026-01-03T00:00:00Z", uid="again", schedulerName="s")
     book.observe(recreated)
+    assert book.owner_of("s") == "team-b"  # held for it
     clock.now += DEFAULT_NAME_GRACE_SECONDS + 1
     assert not book.held() and book.owner_of("s") == "team-b"
     restarted = PolicyBook()
+    restarted.restore_recorded(book.recorded())
     restarted.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
                                        schedulerName="s")))
     restarted.observe(recreated)
@@ -139,3 +142,70 @@ def test_a_re_created_owner_keeps_its_name_after_the_grace_period_and_a_restart(
     later.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
                                    schedulerName="s")))
     assert later.owner_of("s") == "team-a"
+
+
+def test_a_hold_recorded_by_one_book_holds_in_the_next() -> None:
+    """A restart within the grace period: the new book, given the record the old one
+    wrote (held_until, as wall-clock ends), holds the name for the deleted owner for the
+    rest of the grace period, and no longer than its own grace from now."""
+    clock, wall = Clock(), 1_800_000_000.0
+    book = PolicyBook(clock=clock)
+    book.observe(body("team-b", created="2026-01-01T00:00:00Z", schedulerName="s"))
+    book.observe(body("team-a", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    book.forget("team-b")
+    clock.now += 100
+    record = book.held_until(wall + 100)
+    assert record == {"s": ("team-b", wall + DEFAULT_NAME_GRACE_SECONDS)}
+
+    restarted = PolicyBook(clock=Clock())
+    restarted.observe(body("team-a", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    assert restarted.owner_of("s") == "team-a"  # what a restart did before
+    restarted.restore(record, wall + 150)
+    assert restarted.owner_of("s") is None and restarted.held()["s"][0] == "team-b"
+    assert restarted.next_release() == DEFAULT_NAME_GRACE_SECONDS - 150
+    restarted.observe(body("team-b", created="2026-01-03T00:00:00Z", uid="again",
+                           schedulerName="s"))
+    assert restarted.owner_of("s") == "team-b"
+
+    # A record past its end holds nothing; one reaching beyond the grace is cut to it.
+    later = PolicyBook(clock=Clock())
+    later.observe(body("team-a", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    later.restore(record, wall + DEFAULT_NAME_GRACE_SECONDS)
+    assert later.owner_of("s") == "team-a"
+    later.restore({"s": ("team-b", wall + 10**9)}, wall)
+    assert later.next_release() == DEFAULT_NAME_GRACE_SECONDS
+
+
+def ready(b: dict[str, Any]) -> dict[str, Any]:
+    """`b` with a status saying it runs, as whoever may patch the status can write it."""
+    return {**b, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Scheduling"}]}}
+
+
+def test_no_status_an_author_writes_moves_a_name() -> None:
+    """Ownership reads no status: team A (older, idle) clears its SchedulerNameConflict
+    report and says it runs, and marks team B's policy conflicting; B keeps its name, in
+    this process and after a restart, and A is still the one refused."""
+    clock = Clock()
+    book = PolicyBook(clock=clock)
+    book.observe(body("team-b", created="2026-01-02T00:00:00Z", schedulerName="s"))
+    assert book.owner_of("s") == "team-b"  # the operator syncs after each event
+    book.observe(conflicting(body("team-a", created="2026-01-01T00:00:00Z",
+                                  schedulerName="s")))
+    assert book.owner_of("s") == "team-b"
+    book.observe(ready(body("team-a", created="2026-01-01T00:00:00Z", schedulerName="s")))
+    book.observe(conflicting(body("team-b", created="2026-01-02T00:00:00Z",
+                                  schedulerName="s")))
+    assert book.owner_of("s") == "team-b"
+    restarted = PolicyBook()
+    restarted.restore_recorded(book.recorded())
+    restarted.observe(ready(body("team-a", created="2026-01-01T00:00:00Z",
+                                 schedulerName="s")))
+    restarted.observe(conflicting(body("team-b", created="2026-01-02T00:00:00Z",
+                                       schedulerName="s")))
+    assert restarted.owner_of("s") == "team-b"
+    # Annotations neither (the last-good record is the only one the operator reads).
+    annotated = body("team-a", created="2026-01-01T00:00:00Z", schedulerName="s")
+    annotated["metadata"]["annotations"] = {"polsched.io/owner": "team-a"}
+    restarted.observe(annotated)
+    assert restarted.owner_of("s") == "team-b"

@@ -45,6 +45,33 @@ def test_webhook_service_without_listen_is_refused_before_connecting(
     assert str(exc.value) == "polsched: --webhook-service needs --webhook-listen (where to serve)"
 
 
+@pytest.mark.parametrize("content, words", [
+    (None, "not a PEM file of CA certificates"),
+    ("not a certificate", "not a PEM file of CA certificates"),
+])
+def test_a_webhook_client_ca_it_cannot_verify_with_stops_the_operator_at_start(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str | None,
+        words: str) -> None:
+    from polsched.commands import cli
+    from polsched.controller.process import boot
+
+    def never(*_a: object, **_k: object) -> int:
+        raise AssertionError("boot.run reached")
+
+    monkeypatch.setattr(boot, "run", never)
+    ca = tmp_path / "ca.crt"
+    if content is not None:
+        ca.write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "--kubeconfig", str(tmp_path / "missing"),
+                  "--webhook-listen", "127.0.0.1:9443", "--webhook-client-ca", str(ca)])
+    assert str(exc.value).startswith(f"polsched: --webhook-client-ca {ca}: {words}")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "--kubeconfig", str(tmp_path / "missing"),
+                  "--webhook-client-ca", str(ca)])
+    assert str(exc.value) == "polsched: --webhook-client-ca needs --webhook-listen"
+
+
 def test_default_scheduler_and_reserved_names_are_refused_with_the_field() -> None:
     from polsched.api.admission import AdmissionRules
 

@@ -314,7 +314,8 @@ def test_the_server_waits_for_certificates_instead_of_ending() -> None:
 
     async def main() -> Any:
         server = webhook_server.ManagedWebhookServer(
-            f"127.0.0.1:{port}", source, backoff=lambda: Backoff(initial=0.01, cap=0.02))
+            f"127.0.0.1:{port}", source,
+            timing=webhook_server.Timing(backoff=lambda: Backoff(initial=0.01, cap=0.02)))
 
         async def fn(*_: Any, **__: Any) -> Any:
             return {}

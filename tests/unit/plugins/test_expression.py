@@ -470,6 +470,50 @@ def test_the_scorer_ends_the_attempt_when_the_budget_is_spent() -> None:
     assert run_scorer(s, p, nodes[:3])[0] == [16, 16, 16]  # each container has 2 keys
 
 
+def test_a_pod_view_of_huge_strings_is_charged_by_their_length() -> None:
+    """The CEL library copies a view's strings on every evaluation of a pod-and-node
+    expression; 250 affinity values of 6,000 characters (1.5 MB, which the API server
+    admits) were charged as 253 values, so 40 nodes cost a fraction of the budget while
+    copying 60 MB. Charged by length, the pod's budget stops them after a few nodes."""
+    f = new_filter({"expression": "has(pod.spec.affinity) && node.metadata.labels.zone != ''"})
+    term = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["v" * 6000] * 250}]}
+    huge = make_pod().name("p").namespace("ns").container(image="x").affinity(
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                          {"nodeSelectorTerms": [term]}}}).info()
+    view = f._eval.pod_view(huge)
+    assert not view.refused  # within every input bound: only its cost stops it
+    assert view.conversion >= 250 * 6000 // expression.VIEW_CHARS_PER_UNIT
+    statuses = run_filter(f, huge, [node(f"n{i}", zone="a") for i in range(40)])
+    passed = [st for st in statuses if st.ok]
+    assert 0 < len(passed) <= expression.POD_COST_BUDGET // view.conversion
+    assert all(st.message == expression.BUDGET_MESSAGE for st in statuses[len(passed):])
+    # a pod of short values of the same shape is charged by its values and fits
+    term["matchExpressions"][0]["values"] = ["v"] * 250
+    short = make_pod().name("q").namespace("ns").container(image="x").affinity(
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                          {"nodeSelectorTerms": [term]}}}).info()
+    assert all(st.ok for st in run_filter(f, short, [node(f"n{i}", zone="a")
+                                                     for i in range(40)]))
+
+
+def test_an_expression_that_reads_no_pod_converts_none_of_it() -> None:
+    """Seed 4040's flagged case: `(true) ? 1000 : 0` beside a pod of 1.9 MB. The
+    expression reads neither variable, so the pod is never projected or converted and
+    each evaluation is charged its static cost alone."""
+    s = new_scorer({"expression": "(true) ? 1000 : 0"})
+    term = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["v" * 630] * 1000}]}
+    huge = make_pod().name("p").namespace("ns").container(image="x").affinity(
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                          {"nodeSelectorTerms": [term] * 3}}}).info()
+    view = s._eval.pod_view(huge)
+    assert view.view == {} and view.conversion == 0
+    nodes = [node(f"n{i}") for i in range(3)]
+    state = CycleState()
+    assert s.pre_score(state, huge, nodes, Snapshot(nodes)).ok
+    spent = expression.POD_COST_BUDGET - expression.Budget.of(state).left
+    assert spent == s.compiled.static_cost  # once per pod: it reads no node either
+
+
 def test_cached_outcomes_cost_nothing() -> None:
     f = new_filter({"expression": "node.metadata.labels.zone == 'a'"})
     nodes = [node(f"n{i}", zone="a") for i in range(50)]
@@ -493,7 +537,8 @@ def test_the_api_reference_states_the_budgets_the_code_enforces() -> None:
     section = doc[doc.index("### Expression budgets"):doc.index("## status")]
     for figure in (expression.STATIC_COST_LIMIT, expression.POD_COST_BUDGET,
                    cost.DEFAULT_ITEMS, cost.DEFAULT_CHARS, cost.MAX_VIEW_VALUES,
-                   expression.VIEW_VALUE_COST, expression.RATE_UNITS_PER_SECOND,
+                   expression.VIEW_VALUE_COST, expression.VIEW_CHARS_PER_UNIT,
+                   expression.RATE_UNITS_PER_SECOND,
                    expression.compile_expression(bomb(4)).static_cost):
         assert f"{figure} " in section, figure
     assert expression.BUDGET_MESSAGE.split(": ")[1] in section
@@ -541,7 +586,8 @@ def test_evaluations_are_charged_for_the_sizes_they_meet_not_the_declared_bounds
     n = node("n1", ok="yes", a="b")
     assert f.filter(state, pod("p"), n).ok
     spent = expression.POD_COST_BUDGET - expression.Budget.of(state).left
-    conversion = 5 * expression.VIEW_VALUE_COST  # {metadata: {labels: {ok, a}}}
+    # {metadata: {labels: {ok, a}}}: 5 values; "metadata" "labels" "ok" "yes" "a" "b"
+    conversion = expression.conversion_cost(5, 8 + 6 + 2 + 3 + 1 + 1)
     assert 0 < spent - conversion < f.compiled.static_cost / 10
 
 

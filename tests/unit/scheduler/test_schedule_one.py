@@ -21,7 +21,7 @@ from polsched.api import load_policy
 from polsched.cluster.cache import ClusterCache
 from polsched.cluster.client import ApiClient
 from polsched.framework import events as ev
-from polsched.framework import pod_bounds
+from polsched.framework import pod_bounds, signers
 from polsched.framework.interfaces import Handle
 from polsched.framework.nominator import Nominator
 from polsched.framework.types import PodInfo
@@ -194,8 +194,8 @@ class World:
             (("profile", SCHEDULER), ("queue", queue)), 0)
 
 
-def world(*nodes: Json, groups: Sequence[Json] = (), attempt_budget: float | None = None
-          ) -> World:
+def world(*nodes: Json, groups: Sequence[Json] = (), attempt_budget: float | None = None,
+          spec: Json | None = None, features: frozenset[str] = frozenset()) -> World:
     cache = ClusterCache(None)
     cache.pod_groups.served = True
     for n in nodes:
@@ -206,10 +206,10 @@ def world(*nodes: Json, groups: Sequence[Json] = (), attempt_budget: float | Non
     waiting: dict[str, WaitingPod] = {}  # the Permit plugins' and the attempts' alike
     policy = load_policy({"apiVersion": "polsched.io/v1alpha1", "kind": "SchedulingPolicy",
                           "metadata": {"name": "p", "generation": 1},
-                          "spec": {"schedulerName": SCHEDULER}}, CATALOG)
+                          "spec": {"schedulerName": SCHEDULER, **(spec or {})}}, CATALOG)
     pipeline = build_pipeline(policy, Handle(listers=cache.listers, nominator=nominator,
                                              pod_groups=cache.pod_groups,
-                                             waiting_pods=waiting))
+                                             waiting_pods=waiting, features=features))
     recorder = RecordingRecorder()
     profile = Profile(policy, pipeline, recorder, Counters())
     profile.runnable.set()
@@ -488,5 +488,49 @@ def test_without_a_budget_the_same_attempt_binds() -> None:
         [b] = w.binder.binds
         assert b.node == "n1"
         assert not metrics.BUDGET_EXCEEDED.values
+
+    asyncio.run(run())
+
+
+# -- OpportunisticBatching -----------------------------------------------------------------
+NO_DEFAULT_SPREAD: Json = {"name": "PodTopologySpread",
+                           "args": {"defaultingType": "List", "defaultConstraints": []}}
+
+
+def test_alike_pods_in_a_row_are_batched_and_another_profiles_cycle_between_ends_it() -> None:
+    # The cycle count is the engine's, over every profile (upstream's one queue): a pod of
+    # another policy decided between two alike pods may have changed any node.
+    async def run() -> None:
+        w = world(node("n1", "4"), node("n2", "4"), node("n3", "4"),
+                  spec={"filters": [NO_DEFAULT_SPREAD],
+                        "scorers": [{**NO_DEFAULT_SPREAD, "weight": 2}]},
+                  features=frozenset({signers.OPPORTUNISTIC_BATCHING}))
+        w.add_pods(pod("a", "1"), pod("b", "1"), pod("c", "1"))
+        await w.cycle()
+        await w.cycle()
+        batch = w.profile.batch_for(w.profile.pipeline)
+        assert batch is not None and batch.batched_pods == 1
+        hinted = metrics.BATCH_ATTEMPTS.values[(("profile", SCHEDULER),
+                                                ("result", "hint_used"))]
+        assert hinted == 1
+        # Another profile's pod: its own queue, the same engine.
+        other_policy = load_policy({"apiVersion": "polsched.io/v1alpha1",
+                                    "kind": "SchedulingPolicy",
+                                    "metadata": {"name": "q", "generation": 1},
+                                    "spec": {"schedulerName": "other"}}, CATALOG)
+        other = Profile(other_policy, build_pipeline(other_policy, Handle(
+            listers=w.cache.listers)), w.recorder, Counters())
+        other.runnable.set()
+        other.started = True
+        x = {**pod("x", "1"), "spec": {**pod("x", "1")["spec"], "schedulerName": "other"}}
+        w.cache.on_pod_event("ADDED", x)
+        other.enqueue(w.cache.pods["ns/x"], w.cache.namespaces)
+        qp = other.queue.pop_nowait()
+        assert qp is not None
+        await w.attempts.schedule_one(other, qp)
+        await w.cycle()  # c: the next cycle of its profile, not of the engine
+        assert batch.batched_pods == 1
+        assert metrics.BATCH_CACHE_FLUSHED.values[(("profile", SCHEDULER),
+                                                   ("reason", "pod_skipped"))] == 1
 
     asyncio.run(run())

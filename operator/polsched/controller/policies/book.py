@@ -2,10 +2,13 @@
 that loaded, and who owns which schedulerName.
 
 A schedulerName is cluster-wide, like a kube-scheduler profile: when two policies claim
-one, the older (creationTimestamp, then name) keeps it and the newer waits with
-Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admission); one
-reported so never takes the name from one that was not (api.claims.owners), so the owner
-keeps it across restarts, and after re-creating itself within the grace period.
+one, the older (creationTimestamp, then name) gets it and the newer waits with
+Ready=False/SchedulerNameConflict (the webhook refuses the newer one at admission). The
+book records each name's owner, and the recorded owner keeps its name while it claims it
+(api.claims.owners), so an owner re-created within the grace period keeps it after the
+grace period too. Nothing a policy author can write (the status, annotations) enters the
+decision. The record and the holds outlive a restart through controller.policies.names
+(restore, held_until, recorded).
 Deleting the owner does not hand the name over at once: for the tenancy's
 nameGraceSeconds the name stays held for a policy of the owner's name, so that a delete
 and re-create (a GitOps replace) gets it back, and another team's idle policy never
@@ -55,16 +58,6 @@ class PolicyRecord:
     shadow_refusal: str = ""
 
     @property
-    def conflicting(self) -> bool:
-        """The operator last reported it as not owning its name (api.claims)."""
-        return claims.reported_conflicting(self.status)
-
-    @property
-    def running(self) -> bool:
-        """The operator last reported it Ready (api.claims: wins a same-second tie)."""
-        return claims.reported_running(self.status)
-
-    @property
     def mode(self) -> RuntimeMode:
         return self.loaded.runtime.mode if self.loaded is not None else RuntimeMode.SHARED
 
@@ -91,6 +84,8 @@ class PolicyBook:
         self._clock = clock
         # schedulerName -> (the policy that owned it when deleted, until when it is held)
         self._released: dict[str, tuple[str, float]] = {}
+        # schedulerName -> the policy that owns it, as last decided (owners())
+        self._recorded: dict[str, str] = {}
 
     def observe(self, body: Mapping[str, Any]) -> tuple[PolicyRecord, bool]:
         """Record the object as seen in a watch event. Loads the spec when its generation
@@ -140,6 +135,7 @@ class PolicyBook:
     def forget(self, name: str) -> PolicyRecord | None:
         was_owner = self.owners()
         rec = self._records.pop(name, None)
+        self._recorded = {s: o for s, o in self._recorded.items() if o != name}
         if rec is not None and was_owner.get(rec.claimed) == name:
             grace = self.rules.tenancy.name_grace_seconds
             if grace > 0:
@@ -154,6 +150,33 @@ class PolicyBook:
             if until <= now:
                 del self._released[sname]
         return dict(self._released)
+
+    def held_until(self, wall_now: float) -> dict[str, tuple[str, float]]:
+        """held(), with each end as wall-clock time (`wall_now`: the wall clock now), for
+        the record a restart reads back (controller.policies.names)."""
+        now = self._clock()
+        return {s: (owner, wall_now + (until - now)) for s, (owner, until) in self.held().items()}
+
+    def recorded(self) -> dict[str, str]:
+        """schedulerName -> its owner as last decided: what a restart must read back
+        (restore_recorded) so that the same policies keep their names."""
+        return dict(self._recorded)
+
+    def restore_recorded(self, recorded: Mapping[str, str]) -> None:
+        """The owners a previous process recorded; names decided here already are kept."""
+        for sname, owner in recorded.items():
+            self._recorded.setdefault(sname, owner)
+
+    def restore(self, holds: Mapping[str, tuple[str, float]], wall_now: float) -> None:
+        """Hold again the names a previous process held (wall-clock ends, as held_until
+        gives them): a restart within the grace period keeps them held. No hold lasts
+        longer than this process's grace from now; one held here already is kept."""
+        grace = self.rules.tenancy.name_grace_seconds
+        now = self._clock()
+        for sname, (owner, until) in holds.items():
+            left = min(until - wall_now, grace)
+            if left > 0 and sname not in self._released:
+                self._released[sname] = (owner, now + left)
 
     def next_release(self) -> float | None:
         """Seconds until the first held name is released (None: none held)."""
@@ -170,16 +193,27 @@ class PolicyBook:
 
     def owners(self) -> dict[str, str]:
         """schedulerName -> the name of the policy that owns it (api.claims.owners: the
-        oldest claimant that is not a shadow), except that a held name (held()) is owned
-        only by a policy of its former owner's name, and by nobody while there is none."""
-        out = claims.owners(self._records.values())
+        recorded owner while it claims the name, else the oldest claimant that is not a
+        shadow), except that a held name (held()) is owned only by a policy of its former
+        owner's name, and by nobody while there is none. Records the result."""
+        out = claims.owners(self._records.values(), self._recorded)
         for sname, (former, _) in self.held().items():
             rec = self._records.get(former)
             if rec is not None and rec.claimed == sname and not rec.shadow_of:
                 out[sname] = former
             else:
                 out.pop(sname, None)
+        # The record follows the decision, except for a recorded owner this book has not
+        # seen (yet): a restart observes its listing one object at a time.
+        recorded = {s: o for s, o in self._recorded.items() if o not in self._records}
+        recorded.update(out)
+        self._recorded = recorded
         return out
+
+    def forget_unknown_owners(self) -> None:
+        """Drop the recorded owners that are not in the book, once it holds a whole
+        listing: policies deleted while no process watched."""
+        self._recorded = {s: o for s, o in self._recorded.items() if o in self._records}
 
     def owner_of(self, scheduler_name: str) -> str | None:
         return self.owners().get(scheduler_name)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError
+from polsched.api import GROUP, PLURAL, VERSION, FieldError, Policy, PolicyError, claims
 from polsched.api.admission import DEFAULT_RULES, AdmissionRules
 from polsched.api.loader import ca_bundle_problem
 from polsched.api.model import RuntimeMode
@@ -37,6 +37,8 @@ from polsched.controller.policies import conditions as cond
 from polsched.controller.policies import extender_ca, lastgood
 from polsched.controller.policies.book import PolicyBook, PolicyRecord
 from polsched.controller.policies.events import PolicyEvents
+from polsched.controller.policies.names import LEASE as _NAMES_LEASE
+from polsched.controller.policies.names import NameStore
 from polsched.controller.policies.status import StatusView, StatusWriter
 from polsched.extender.client import ExtenderSetupError, HTTPExtender, build_extenders
 from polsched.scheduler import metrics
@@ -85,14 +87,29 @@ class DedicatedScope:
     mounted_cas: tuple[str, Path] | None = None
 
 
+@dataclass(frozen=True)
+class OperatorDuties:
+    """What the operator's reconciler does besides running policies (none of it in a
+    Dedicated scheduler): `deployer` deploys Dedicated policies while leading;
+    `records_last_good` writes the last-good record while leading; `names` records the
+    owner of each schedulerName and the names held for deleted owners."""
+
+    deployer: Deployer | None = None
+    records_last_good: bool = False
+    names: NameStore | None = None
+
+
 class PolicyReconciler:
     """Runs policies in `engine`.
 
     `dedicated`: set in a Dedicated scheduler, which runs its one Dedicated policy (the
-    operator runs every Shared one). `deployer`: set in the operator, deploys Dedicated
-    policies while leading. `records_last_good`: set in the operator, writes the last-good
-    record while leading. `rules`: the operator's reserved scheduler names and extender
-    destination policy.
+    operator runs every Shared one). `duties` (OperatorDuties), set in the operator:
+    `deployer` deploys Dedicated policies while leading; `records_last_good` writes the
+    last-good record while leading. `rules`: the operator's reserved scheduler names and
+    extender destination policy. `names`: set in the operator, where the owner of each
+    schedulerName and the names held for deleted owners are recorded
+    (controller.policies.names), so that a restart keeps them: read before the first
+    listing is synced, written by the leader whenever they change.
 
     A fault in one policy never leaves it: any exception while loading, building or
     applying one policy's pipeline, extenders or shadow is caught here and shown in
@@ -102,8 +119,10 @@ class PolicyReconciler:
 
     def __init__(self, client: ApiClient, engine: Engine, writer: StatusWriter, *,
                  dedicated: DedicatedScope | None = None,
-                 deployer: Deployer | None = None, records_last_good: bool = False,
+                 duties: OperatorDuties = OperatorDuties(),
                  rules: AdmissionRules = DEFAULT_RULES) -> None:
+        deployer, records_last_good, names = duties.deployer, duties.records_last_good, \
+            duties.names
         self.client = client
         # Which policies this process schedules itself, and (Dedicated) the one policy.
         self.runs_mode: RuntimeMode = DEDICATED if dedicated is not None else SHARED
@@ -113,6 +132,12 @@ class PolicyReconciler:
         self.writer = writer
         self.rules = rules
         self.book = PolicyBook(rules)
+        self.names = names
+        self._names_restored = names is None
+        # (held names and their owners, recorded owners) last written; None: write.
+        self._names_saved: tuple[dict[str, str], dict[str, str]] | None = None
+        self._names_dirty = False
+        self._names_saving: asyncio.Task[None] | None = None
         self.events = PolicyEvents(client)
         self.deployer = deployer
         self.leading = deployer is None  # the deployer acts only while leading
@@ -192,7 +217,11 @@ class PolicyReconciler:
                 await self.forget(name)
                 continue
             live.append(body)
+        if not self._names_restored:
+            async with self._lock:
+                await self._restore_names(bodies)
         if not live:
+            self.book.forget_unknown_owners()
             return
         async with self._lock:
             loads: list[tuple[PolicyRecord, float]] = []
@@ -211,6 +240,8 @@ class PolicyReconciler:
                 # A large valid policy takes ~1 s to load: let the loop turn between
                 # them (binds, events, the webhook) rather than after the whole listing.
                 await asyncio.sleep(0)
+            # A listing is whole: a recorded owner not in it was deleted meanwhile.
+            self.book.forget_unknown_owners()
             if not loads and not self._retry and not self._reseed:
                 return
             started = time.perf_counter()
@@ -218,6 +249,62 @@ class PolicyReconciler:
             synced = time.perf_counter() - started
             for rec, took in loads:
                 metrics.policy_reload(rec.name, _reload_result(rec), took + synced)
+
+    async def _restore_names(self, bodies: Sequence[Mapping[str, Any]]) -> None:
+        """The owners a previous process recorded and the names it held for deleted
+        owners (controller.policies.names), before the first listing is synced; retried
+        at the next listing when the record cannot be read. With no record yet (the first
+        start of an operator that keeps one), the owners are taken once from what the
+        operator last reported in the status of `bodies` (the listing)."""
+        assert self.names is not None
+        try:
+            stored = await self.names.load()
+        except Exception as e:  # noqa: BLE001 - the webhook still refuses a second claimant
+            log.warning("the owners of schedulerNames could not be read from Lease %s/%s "
+                        "(%s); tried again at the next listing", self.names.namespace,
+                        _NAMES_LEASE, e)
+            return
+        self.book.restore(stored.holds, self.names.wall())
+        self.book.restore_recorded(stored.owners if stored.exists else claims.reported_owners(
+            claims.ObjectClaim.of(b) for b in bodies))
+        self._names_restored = True
+        for sname, (owner, _) in sorted(self.book.held().items()):
+            log.info("schedulerName %r is held for the deleted SchedulingPolicy %s",
+                     sname, owner)
+        self._resync_on_release()
+
+    def _save_names_soon(self) -> None:
+        """Write the record (owners and holds) when it changed, in the background: a
+        policy's scheduler starts or stops without waiting for the write."""
+        store = self.names
+        # Not before the record was read: a record not read back would be overwritten.
+        if store is None or not self.leading or not self._names_restored:
+            return
+        if self._names_snapshot() == self._names_saved:
+            return
+        self._names_dirty = True
+        if self._names_saving is not None and not self._names_saving.done():
+            return
+
+        async def save() -> None:
+            while self._names_dirty and self.leading:
+                self._names_dirty = False
+                snapshot = self._names_snapshot()
+                try:
+                    await store.save(self.book.held_until(store.wall()), snapshot[1])
+                except Exception as e:  # noqa: BLE001 - kept in memory all the same
+                    log.warning("the owners of schedulerNames could not be recorded in "
+                                "Lease %s/%s (%s): a restart may hand a name to another "
+                                "claimant", store.namespace, _NAMES_LEASE, e)
+                    return
+                self._names_saved = snapshot
+
+        self._names_saving = task = asyncio.get_running_loop().create_task(save())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _names_snapshot(self) -> tuple[dict[str, str], dict[str, str]]:
+        return ({s: o for s, (o, _) in self.book.held().items()}, self.book.recorded())
 
     async def forget(self, name: str) -> None:
         async with self._lock:
@@ -262,6 +349,7 @@ class PolicyReconciler:
             self.leading = leading
             if leading:
                 self._deployed.clear()  # re-apply: a previous leader may have left changes
+                self._names_saved = None  # and record the names as this process knows them
                 self._record_tried.clear()
                 self._reseed = True
                 await self._refresh_status()
@@ -343,6 +431,7 @@ class PolicyReconciler:
                     self._report(rec)
             except Exception:  # a status bug must not stop the other policies' status
                 log.exception("SchedulingPolicy %s: computing its status failed", rec.name)
+        self._save_names_soon()
         if self.deployer is not None and self.leading:
             await self._deploy(owners)
         if self.records_last_good and self.leading:

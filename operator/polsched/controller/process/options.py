@@ -204,10 +204,19 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "when the Secret changes, never writing it nor the caBundle (which "
                         "cert-manager's CA injector fills); needs --webhook-service "
                         "(default %(default)s)")
+    p.add_argument("--webhook-client-ca", metavar="FILE", default=None,
+                   help="authenticate the API server: serve the webhook only to clients "
+                        "presenting a certificate signed by a CA of this PEM file, as the "
+                        "API server does with an AdmissionConfiguration whose "
+                        "WebhookAdmissionConfiguration kubeConfigFile names a client "
+                        "certificate; read at start (docs/security.md, 'Who may reach the "
+                        "webhook'; default: any client)")
     p.add_argument("--annotate-decisions", action="store_true",
                    help="record on each pod bound, through its Binding, the scorer that "
                         "decided (annotation polsched.io/deciding-scorer) and how many nodes "
-                        "were feasible (polsched.io/feasible-nodes); off by default since it "
+                        "were feasible (polsched.io/feasible-nodes; on a pod placed on an "
+                        "OpportunisticBatching hint, polsched.io/hint-ties: how many kept "
+                        "nodes tied for it); off by default since it "
                         "writes to users' pods (`make demo` turns it on for its table)")
     p.add_argument("--shadow-budget", type=float, default=0.2, metavar="SHARE",
                    help="the share of time the shadow policies of one policy may take for "

@@ -136,6 +136,8 @@ async def check_shadow(client: ApiClient, policy: Policy) -> None:
 
 # schedulerName -> (the deleted policy it is held for, until when): PolicyBook.held.
 Held = Callable[[], Mapping[str, tuple[str, float]]]
+# schedulerName -> the policy the operator recorded as its owner: PolicyBook.recorded.
+Recorded = Callable[[], Mapping[str, str]]
 
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
@@ -194,7 +196,7 @@ class Myself:
 
 
 async def check_claim(client: ApiClient, policy: Policy, body: Mapping[str, Any],
-                      held: Held | None = None) -> None:
+                      held: Held | None = None, recorded: Recorded | None = None) -> None:
     """One owner per schedulerName: refuse a policy whose name another existing policy
     owns (api.claims.owners, as the operator decides), and a name held for a deleted
     owner within the grace period (controller.policies.book) for anyone but a policy of
@@ -210,6 +212,8 @@ async def check_claim(client: ApiClient, policy: Policy, body: Mapping[str, Any]
                 f"{sname!r} is held for SchedulingPolicy {former[0]!r}, deleted a moment ago, "
                 f"so that re-creating it gets its name back; try again after the grace "
                 f"period, or choose another schedulerName", code=409)
+        if former is not None:
+            return  # the deleted owner re-created: its name comes back, whoever else claims it
     try:
         listed = await client.get(f"/apis/{GROUP}/{VERSION}/{PLURAL}")
     except Exception as e:  # noqa: BLE001 - unreadable: the operator still decides owners
@@ -220,7 +224,8 @@ async def check_claim(client: ApiClient, policy: Policy, body: Mapping[str, Any]
                               sname, "")
     others = [c for item in _items(listed)
               if (c := claims.ObjectClaim.of(item)).name != policy.name]
-    owner = claims.owners([*others, this]).get(sname)
+    owner = claims.owners([*others, this], recorded() if recorded is not None else None
+                          ).get(sname)
     if owner is not None and owner != policy.name:
         raise kopf.AdmissionError(
             f"SchedulingPolicy {policy.name!r} is invalid: spec.schedulerName: {sname!r} is "
@@ -277,7 +282,8 @@ def same_spec(body: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
 
 def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RULES,
              client: ApiClient | None = None,
-             held: Held | None = None) -> Callable[..., Coroutine[Any, Any, None]]:
+             held: Held | None = None,
+             recorded: Recorded | None = None) -> Callable[..., Coroutine[Any, Any, None]]:
     """Install the handler (kopf routes /validate-policy to it) and return it. The policy
     is loaded off the scheduling loop, VALIDATION_CONCURRENCY at a time. The requesting
     user must be granted the schedulerName, and on an UPDATE the one claimed before
@@ -303,7 +309,7 @@ def register(registry: kopf.OperatorRegistry, rules: AdmissionRules = DEFAULT_RU
             check_grant(rules, policy, user, before)
         if client is None or unchanged:
             return
-        await check_claim(client, policy, new, held)
+        await check_claim(client, policy, new, held, recorded)
         await check_ca_secrets(client, policy, user)
         if policy.shadow_of:
             await check_shadow(client, policy)

@@ -14,6 +14,7 @@ import logging
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,6 +41,15 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024
 CA_SWITCH_DELAY = 10.0
 
 
+def require_client_certificates(context: ssl.SSLContext, ca_file: str) -> None:
+    """Accept only TLS clients presenting a certificate that a CA of `ca_file` (PEM)
+    signed: the API server's, as its AdmissionConfiguration presents it to webhooks
+    (WebhookAdmissionConfiguration kubeConfigFile). Others fail the handshake before a
+    byte of a request is read. ssl.SSLError or OSError for a file that is not a CA bundle."""
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(cafile=ca_file)
+
+
 def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
     """Serve `certs` on `context` from the next handshake on (ssl reads the files now)."""
     with tempfile.TemporaryDirectory(prefix="polsched-webhook-") as d:
@@ -49,6 +59,20 @@ def load_into(context: ssl.SSLContext, certs: Certificates) -> None:
         key.write_text(certs.key)
         context.load_cert_chain(str(crt), str(key))
     metrics.webhook_certificate(validity(certs.cert)[1].timestamp())
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often the served certificates are checked (`check_interval`, seconds), how long a
+    new CA is published before its certificate is served (`ca_switch_delay`), and the
+    backoff between failed starts."""
+
+    check_interval: float = CHECK_INTERVAL
+    ca_switch_delay: float = CA_SWITCH_DELAY
+    backoff: Callable[[], Backoff] = Backoff
+
+
+DEFAULT_TIMING = Timing()
 
 
 class ManagedWebhookServer:
@@ -61,21 +85,23 @@ class ManagedWebhookServer:
     and `publish.withdraw()` is called when the server stops. Checks the certificates
     every `check_interval` seconds; a renewal goes into the running server's SSL
     context, no restart. `current` is what it serves (None before it serves):
-    `current.not_after` is the serving certificate's expiry."""
+    `current.not_after` is the serving certificate's expiry. With `client_ca` (a PEM
+    file), only clients presenting a certificate one of its CAs signed are served
+    (require_client_certificates)."""
 
     def __init__(self, listen: str, manager: CertificateSource, *,
                  service: tuple[str, str, int] | None = None,
                  publish: Publisher | None = None,
-                 check_interval: float = CHECK_INTERVAL,
-                 ca_switch_delay: float = CA_SWITCH_DELAY,
-                 backoff: Callable[[], Backoff] = Backoff) -> None:
+                 timing: Timing = DEFAULT_TIMING,
+                 client_ca: str | None = None) -> None:
         self.host, self.port = split_listen(listen)
+        self.client_ca = client_ca
         self.manager = manager
         self.service = service
         self.publish = publish
-        self.check_interval = check_interval
-        self.ca_switch_delay = ca_switch_delay
-        self.backoff = backoff
+        self.check_interval = timing.check_interval
+        self.ca_switch_delay = timing.ca_switch_delay
+        self.backoff = timing.backoff
         self.current: Certificates | None = None
 
     async def _publish(self, certs: Certificates) -> bool:
@@ -122,6 +148,8 @@ class ManagedWebhookServer:
 
         certs = await self._first_certificates()
         context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        if self.client_ca is not None:
+            require_client_certificates(context, self.client_ca)
         load_into(context, certs)
         app = aiohttp.web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.add_routes([aiohttp.web.post("/{id:.*}", serve)])

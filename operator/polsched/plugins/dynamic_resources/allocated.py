@@ -25,11 +25,18 @@ UNSEEN_GRACE_SECONDS = 60.0
 class InFlight:
     allocation: dict[str, Any]
     written_rv: str | None = None  # the claim's resourceVersion once PreBind wrote it
+    # The claim as PreBind wrote it (upstream's AssumeClaimAfterAPICall): what a pod tried
+    # before the cache has caught up sees (ClaimTracker.assumed).
+    written: dict[str, Any] | None = None
     key: str = ""  # the claim's "namespace/name" in the listers, when known
     # False for a claim PreBind created (the extended-resources claim) until the cache
     # has shown it: its absence then means "not seen yet", not "deleted".
     seen: bool = True
     created_at: float = 0.0  # time.monotonic() of that create
+    # Pods of one pod-group cycle that share this allocation (a claim of their PodGroup,
+    # or one they all name): the allocation leaves when the last of them is unreserved
+    # (upstream's inFlightAllocation.sharers).
+    sharers: int = 1
 
 
 class ClaimTracker:
@@ -71,6 +78,21 @@ class ClaimTracker:
             rv = (claim.get("metadata") or {}).get("resourceVersion") or ""
             if _rv_at_least(rv, entry.written_rv):
                 del self.in_flight[uid]
+
+
+    def assumed(self, claim: Json) -> Json:
+        """The claim as the assume cache has it: what PreBind wrote while the cache still
+        shows an older version, else `claim` (a member of a pod-group cycle that lost the
+        PreBind race, retried at once, finds the claim allocated as upstream does)."""
+        if not self.in_flight:
+            return claim
+        meta = claim.get("metadata") or {}
+        entry = self.in_flight.get(str(meta.get("uid") or ""))
+        if entry is None or entry.written is None or entry.written_rv is None:
+            return claim
+        if _rv_at_least(str(meta.get("resourceVersion") or ""), entry.written_rv):
+            return claim
+        return entry.written
 
 
 def _rv_at_least(rv: str, want: str) -> bool:

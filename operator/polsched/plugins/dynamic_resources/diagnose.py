@@ -25,8 +25,10 @@ from polsched.dra import (
 )
 from polsched.dra.model import ALL, Device, Request, Slice
 from polsched.framework import device_classes as dc
+from polsched.framework import podgroups as pgs
 from polsched.framework.cycle_state import CycleState
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
+from polsched.plugins.dynamic_resources import workload
 from polsched.plugins.dynamic_resources.plugin import _STATE_KEY, DynamicResources, _State
 
 
@@ -145,9 +147,15 @@ def diagnose(plugin: DynamicResources, pod: PodInfo, node: NodeRef,
                     for r in (alloc.get("devices") or {}).get("results") or []]
             where = ("this node" if info.node_filter is None or node_matches(
                 node, None, False, info.node_filter) else "another node")
+            # DRAWorkloadResourceClaims: the claim is the PodGroup's, held for the group
+            # while it lives (PodGroupPostFilter frees it when no member is placed).
+            group = pgs.pod_group_name(pod)
+            held = (f", reserved for its PodGroup {group}" if group and plugin.workload_claims
+                    and workload.reserved_for_pod(pod, info.raw, True)
+                    and not workload.reserved_for_pod(pod, info.raw, False) else "")
             report.allocated_claims.append(
                 f"claim {info.claim.key}: already allocated ({', '.join(devs)}), usable on "
-                f"{where}")
+                f"{where}{held}")
     if s.allocator is None or not indexes:
         return report
     claims = [s.claims[i].claim for i in indexes]

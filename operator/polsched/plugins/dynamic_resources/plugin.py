@@ -46,17 +46,23 @@ the devices come from the structured allocator (allocator.py).
 
 NodeResourcesFit and BalancedAllocation score such resources from the node's devices
 (extended_score.py).
+
+- Pod groups (GenericWorkload): in one pod-group cycle a member reuses the allocation an
+  earlier member's Reserve put in flight for a claim they share (upstream's
+  pendingAllocations); the allocation leaves when its last sharer is unreserved.
+- DRAWorkloadResourceClaims (beta, off; workload.py): a member's claim that is one of its
+  PodGroup's spec.resourceClaims is reserved for the PodGroup; a claim reserved for the
+  group counts as reserved for its members; a claim a template made for the group serves
+  them; PodGroupPostFilter frees the group's claims when no member is placed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
-import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,17 +103,24 @@ from polsched.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     default_normalize,
 )
 from polsched.framework.registry import ArgsError
 from polsched.framework.status import SKIP, SUCCESS, Code, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
-from polsched.plugins.dynamic_resources import extended
+from polsched.plugins.dynamic_resources import extended, workload
 from polsched.plugins.dynamic_resources.allocated import (
     AllocatedIndex,
     InFlight,
     add_allocation,
     tracker_for,
+)
+from polsched.plugins.dynamic_resources.device_state import (
+    _has_binding_conditions,
+    apply_taint_rules,
+    claim_ready_for_binding,
 )
 
 log = logging.getLogger(__name__)
@@ -117,6 +130,10 @@ _STATE_KEY = "PreFilter" + NAME
 # The group CycleState's key (the same stateKey upstream): each member's PreFilter state,
 # by pod key, for PodGroupPostFilter (podGroupStateData.podsStateData).
 _GROUP_STATE_KEY = _STATE_KEY
+# The group CycleState's pending allocations (podGroupStateData.pendingAllocations): claim
+# uid -> the uids of the members whose Reserve put the allocation in flight in this cycle;
+# a later member reuses the allocation instead of allocating the claim again.
+_GROUP_PENDING_KEY = _STATE_KEY + "/pendingAllocations"
 # fwk.ErrNotFound's text: what reading a state never written returns.
 ERR_NOT_FOUND = "not found"
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -155,6 +172,9 @@ class _ClaimInfo:
     # The special claim for extended resources served by devices (DRAExtendedResource):
     # in memory (extended.SPECIAL_NAME) until PreBind creates it.
     extended: bool = False
+    # An allocation an earlier member of the same pod-group cycle put in flight for this
+    # (unallocated) claim: reused as it is, not allocated again.
+    pending: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +210,9 @@ class _State:
     pod_spec: Json = field(default_factory=dict)
     # The claim PreBind created ((namespace, name)): Unreserve deletes it.
     ext_created: tuple[str, str] | None = None
+    # DRAWorkloadResourceClaims: per pod claim (spec.resourceClaims order), the object its
+    # claim is reserved for (the pod, or its PodGroup); None with the gate off.
+    bindings: list[dict[str, str]] | None = None
 
     def allocating(self, node_name: str) -> list[int]:
         """The indexes into claims whose allocations by_node[node_name] holds."""
@@ -218,45 +241,39 @@ def claim_name(pod: PodInfo, pod_claim: Mapping[str, Any]) -> tuple[str | None, 
                          f'"{pod_claim.get("name")}": none of the supported fields are set')
 
 
-def _is_for_pod(pod: PodInfo, claim: Json) -> str:
-    meta = claim.get("metadata") or {}
-    if meta.get("namespace") != pod.namespace:
-        return (f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} is not in the same "
-                f"namespace as Pod {pod.namespace}/{pod.name}")
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("uid") == pod.uid and ref.get("controller"):
-            return ""
-    return (f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} was not created for "
-            f"Pod {pod.namespace}/{pod.name} (Pod is not owner)")
-
-
-def _reserved_for_pod(pod: PodInfo, claim: Json) -> bool:
-    return any(r.get("uid") == pod.uid
-               for r in (claim.get("status") or {}).get("reservedFor") or [])
-
-
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
+class DynamicResources(SignPlugin,
+                       PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin,
                        PodGroupPostFilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions,
                        ReservePlugin, PreBindPlugin, ev.EnqueueExtensions):
     NAME = NAME
 
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        if pod.spec.get("resourceClaims"):
+            return None  # pods with DRA resource claims are not signable
+        return []
+
     def __init__(self, listers: ls.Listers, api: ApiWriter | None,
-                 features: Features = DEFAULT_FEATURES,
-                 filter_timeout: float = FILTER_TIMEOUT_SECONDS,
-                 binding_timeout: float = BINDING_TIMEOUT_SECONDS,
-                 topology_aware: bool = False) -> None:
+                 features: Features = DEFAULT_FEATURES, *,
+                 timeouts: tuple[float, float] = (FILTER_TIMEOUT_SECONDS,
+                                                  BINDING_TIMEOUT_SECONDS),
+                 gates: Collection[str] = (), pod_groups: pgs.PodGroups | None = None) -> None:
+        """`timeouts`: filterTimeout and bindingTimeout; `gates`: the feature gates on."""
         self.listers = listers
+        # DRAWorkloadResourceClaims (fts.EnableDRAWorkloadResourceClaims): PodGroup claims
+        # shared by the members (workload.py); `pod_groups` holds the PodGroup objects.
+        self.workload_claims = workload.GATE in gates
+        self.pod_groups = pod_groups
         # TopologyAwareWorkloadScheduling (fts.EnableTopologyAwareWorkloadScheduling).
-        self.topology_aware = topology_aware
+        self.topology_aware = pgs.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING in gates
         self.api = api
         self.features = features
-        self.filter_timeout = filter_timeout
-        self.binding_timeout = binding_timeout
+        self.filter_timeout, self.binding_timeout = timeouts
         self.tracker = tracker_for(listers)
         # Parsed objects per object identity (the cache replaces a dict on every change).
         self._parsed: dict[int, tuple[Json, Any]] = {}
         # Unreserve's API calls in flight (kept referenced until done).
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         # Selector verdicts per device, across pods (valid while the slice is unchanged).
         self._matches: MatchCache = {}
         # Slices with the DeviceTaintRules' taints, per parsed slice, for one generation of
@@ -349,10 +366,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         raw = self.listers.get(ls.RESOURCE_CLAIM, name, pod.namespace)
         if raw is None:
             return None, f'resourceclaim.resource.k8s.io "{name}" not found'
+        raw = self.tracker.assumed(raw)
         if (raw.get("metadata") or {}).get("deletionTimestamp"):
             return None, f'resourceclaim "{name}" is being deleted'
         if check_owner:
-            why = _is_for_pod(pod, raw)
+            why = workload.is_for_pod(pod, raw, self.workload_claims)
             if why:
                 return None, why
         return raw, ""
@@ -404,12 +422,28 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 ext.node_filter = ext_alloc.get("nodeSelector")
             s.extended = len(s.claims)
             s.claims.append(ext)
+        if self.workload_claims:
+            why = self._bindings(pod, pod_claims, s)
+            if why:
+                return Status.unresolvable(why)
         if not s.claims:
             return SKIP
+        pending: dict[str, set[str]] | None = None
+        if state.pod_group is not None:
+            pending = state.pod_group.get(_GROUP_PENDING_KEY)
         for i, info in enumerate(s.claims):
             if info.allocated:
                 continue
-            if info.uid in self.tracker.in_flight:
+            entry = self.tracker.in_flight.get(info.uid)
+            if pending is not None and pending.get(info.uid) and entry is not None:
+                # Sharing is limited to one pod-group cycle: a claim an earlier member
+                # reserved (a claim of their PodGroup, or one they all name) keeps that
+                # allocation and its nodes.
+                info.pending = entry.allocation
+                info.node_filter = entry.allocation.get("nodeSelector")
+                s.to_allocate.append(i)
+                continue
+            if entry is not None:
                 return Status.unresolvable(
                     f"resource claim {info.claim.key} is in the process of being allocated")
             if info.extended:
@@ -439,6 +473,37 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if s.to_allocate:
             s.allocator = self._allocator()
         return SUCCESS
+
+    def pod_group(self, pod: PodInfo) -> tuple[Json | None, str]:
+        """getPodGroupSnapshot: the pod's PodGroup with the gate on (None when the pod is
+        in none), or why it cannot be read."""
+        name = pgs.pod_group_name(pod)
+        if not self.workload_claims or name is None:
+            return None, ""
+        group = self.pod_groups.get(pod.namespace, name) if self.pod_groups else None
+        if group is None:
+            return None, f'podgroup.scheduling.k8s.io "{name}" not found'
+        return group, ""
+
+    def _bindings(self, pod: PodInfo, pod_claims: Sequence[Any], s: _State) -> str:
+        """podResourceClaimBindings: for each pod claim the object it is reserved for."""
+        group, why = self.pod_group(pod)
+        if why:
+            return why
+        s.bindings = []
+        for pc in pod_claims:
+            ref, why = workload.bind_to(pod, group, pc if isinstance(pc, Mapping) else {})
+            if ref is None:
+                return why
+            s.bindings.append(ref)
+        return ""
+
+    def binding(self, s: _State, index: int, pod: PodInfo) -> dict[str, str]:
+        """claimStore.getBinding: the pod for the extended-resources claim and whenever no
+        binding is known."""
+        if s.bindings is None or index >= len(s.bindings) or s.claims[index].extended:
+            return workload.pod_ref(pod)
+        return s.bindings[index]
 
     def _pre_filter_extended(self, pod: PodInfo, s: _State) -> Json | None:
         """preFilterExtendedResources: when a DeviceClass serves one of the pod's
@@ -613,28 +678,32 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         s.allocator.deadline = time.monotonic() + self.filter_timeout
         budget = state.budget
         if budget is not None:  # the attempt's time budget (framework.budget) ends it first
-            budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+            budget.check("Filter %s, allocating devices on node %s", NAME, node.name)
             s.allocator.deadline = min(s.allocator.deadline, budget.deadline)
-        claims = [s.claims[i].claim for i in indexes]
-        if s.extended is not None and s.extended in indexes:
+        # Allocations an earlier member of the pod-group cycle made are not allocated again:
+        # they follow the new ones (upstream's pendingResult), in that order.
+        fresh = [i for i in indexes if s.claims[i].pending is None]
+        reused = [s.claims[i].pending for i in indexes if s.claims[i].pending is not None]
+        claims = [s.claims[i].claim for i in fresh]
+        if s.extended is not None and s.extended in fresh:
             variant = s.ext_by_node[node.name]
             assert variant is not None  # allocating() leaves the claim out otherwise
-            claims[indexes.index(s.extended)] = variant.claim
+            claims[fresh.index(s.extended)] = variant.claim
         try:
-            results = s.allocator.allocate(ref, claims)
+            results = s.allocator.allocate(ref, claims) if claims else []
         except NodeAllocationError as e:
             return Status.unresolvable(str(e))
         except AllocatorError as e:
             if "took too long" in str(e):
                 if budget is not None:
-                    budget.check(f"Filter {NAME}, allocating devices on node {node.name}")
+                    budget.check("Filter %s, allocating devices on node %s", NAME, node.name)
                 return Status.error(f"node {node.name}: timed out trying to allocate devices")
             return Status.error(str(e))
-        if results is None or len(results) != len(indexes):
+        if results is None or len(results) != len(fresh):
             return Status.unresolvable(CANNOT_ALLOCATE)
         if unavailable:
             return self._unavailable(s, unavailable)
-        s.by_node[node.name] = results
+        s.by_node[node.name] = [*results, *(r for r in reused if r is not None)]
         return SUCCESS
 
     @staticmethod
@@ -697,7 +766,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         s: _State | None = state.get(_STATE_KEY)
         if s is None:
             return None, Status.error(ERR_NOT_FOUND)
-        return None, await self._deallocate(s, pod)
+        return None, (await self._deallocate(s, pod))[1]
 
     # -- PodGroupPostFilter ------------------------------------------------------------------
     async def pod_group_post_filter(self, handle: FrameworkHandle, state: CycleState,
@@ -712,8 +781,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         PodGroupPostFilter plugins: not found`, as upstream (mirrored on purpose,
         docs/differences.md). Otherwise deallocateOrDeletePodClaims for each member that
         ran PreFilter, and Unschedulable "deallocation and deletion of ResourceClaims
-        completed" whatever it did. (The PodGroup-scoped claims' cleanup is behind
-        DRAWorkloadResourceClaims, off in v1.37: not done.) With
+        completed" whatever it did. With DRAWorkloadResourceClaims on, when a member freed
+        nothing, the PodGroup's own claims are cleaned up (deallocate_group_claims). With
         TopologyAwareWorkloadScheduling on, a PodGroup with schedulingConstraints is left
         alone: Unschedulable without a reason ("not supporting topology-aware workloads")."""
         if self.topology_aware and \
@@ -722,22 +791,96 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         members: dict[str, _State] | None = state.get(_GROUP_STATE_KEY)
         if members is None:
             return None, Status.error(ERR_NOT_FOUND)
+        unreserve_group = False
         for pod in pods:
             s = members.get(pod.key)
             if s is None:
                 continue
-            st = await self._deallocate(s, pod)
+            found, st = await self._deallocate(s, pod)
             if st.code is Code.ERROR:
                 return None, st
+            if not found:
+                unreserve_group = True
+        if unreserve_group and self.workload_claims and pods:
+            group_st = await self.deallocate_group_claims(members, pods[0])
+            if group_st is not None:
+                return None, group_st
         return None, Status.unschedulable(
             "deallocation and deletion of ResourceClaims completed")
 
-    async def _deallocate(self, s: _State, pod: PodInfo) -> Status:
+    async def deallocate_group_claims(self, members: Mapping[str, _State],
+                                      pod: PodInfo) -> Status | None:
+        """deallocatePodGroupClaims: when none of the group's members is assumed or bound,
+        free what blocks the group: first an allocated claim Filter found unusable that is
+        reserved for nobody or for this PodGroup alone (its allocation cleared), else the
+        first allocated claim of the PodGroup's own that is reserved for it (the PodGroup
+        taken out of reservedFor). None: nothing was done."""
+        name = pgs.pod_group_name(pod)
+        if name is None:
+            return None
+        if self.pod_groups is not None and \
+                self.pod_groups.state(f"{pod.namespace}/{name}").scheduled_pods_count > 0:
+            return None
+        group, why = self.pod_group(pod)
+        if group is None:
+            return Status.error(why)
+        gmeta = group.get("metadata") or {}
+        # Upstream walks a map (a random order, on purpose); members in the cycle's order
+        # here.
+        for s in members.values():
+            for i in sorted(s.unavailable):
+                raw = s.claims[i].raw
+                reserved = (raw.get("status") or {}).get("reservedFor") or []
+                if reserved and not workload.reserved_only_for(raw, str(gmeta.get("uid"))):
+                    continue
+                st = await self._clear_allocation(raw)
+                return st or Status.unschedulable(
+                    "deallocation of PodGroup ResourceClaim completed")
+        for gc in workload.group_claims(group):
+            claim_name_, check_owner, err = workload.name_from_pod_group(group, gc)
+            if err:
+                return Status.error(err)
+            if claim_name_ is None:
+                continue
+            got = self.listers.get(ls.RESOURCE_CLAIM, claim_name_, pod.namespace)
+            if got is None:
+                return Status.error(f'resourceclaim.resource.k8s.io "{claim_name_}" not found')
+            raw = got
+            if check_owner and workload.is_for_pod_group(group, raw):
+                continue
+            if (raw.get("status") or {}).get("allocation") is None or \
+                    not workload.reserved_for_pod(pod, raw, True):
+                continue
+            meta = raw.get("metadata") or {}
+            if await self._unreserve_claim(str(meta.get("namespace")), str(meta.get("name")),
+                                           str(meta.get("uid")), str(gmeta.get("uid"))):
+                return Status.unschedulable("ResourceClaim unreserved for PodGroup")
+        return None
+
+    async def _clear_allocation(self, raw: Json) -> Status | None:
+        """The claim's status without reservedFor, allocation and devices (UpdateStatus);
+        an error Status when the API refuses."""
+        assert self.api is not None
+        claim: dict[str, Any] = _copy(raw)
+        status = claim.setdefault("status", {})
+        for key in ("reservedFor", "allocation", "devices"):
+            status.pop(key, None)
+        meta = raw.get("metadata") or {}
+        path = (f"{RESOURCE_API}/namespaces/{meta.get('namespace')}/resourceclaims/"
+                f"{meta.get('name')}/status")
+        try:
+            await self.api.request("PUT", path, body=claim)
+        except Exception as e:  # noqa: BLE001 - the client raises its own error types
+            return Status.error(_api_message(e))
+        return None
+
+    async def _deallocate(self, s: _State, pod: PodInfo) -> tuple[bool, Status]:
         """deallocateOrDeletePodClaims: when a claim Filter found unusable is reserved for
         no pod but this one, clear its allocation (and reservations and device status) so
-        that the next attempt can allocate it anew; Unschedulable either way."""
+        that the next attempt can allocate it anew; Unschedulable either way. The flag:
+        whether a claim was found to free."""
         if not s.claims or self.api is None:
-            return Status.unschedulable()
+            return False, Status.unschedulable()
         ext = s.claims[s.extended] if s.extended is not None else None
         for i in sorted(s.unavailable):
             if i == s.extended:
@@ -746,18 +889,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             reserved = (raw.get("status") or {}).get("reservedFor") or []
             if len(reserved) > 1 or (len(reserved) == 1 and reserved[0].get("uid") != pod.uid):
                 continue
-            claim: dict[str, Any] = _copy(raw)
-            status = claim.setdefault("status", {})
-            for key in ("reservedFor", "allocation", "devices"):
-                status.pop(key, None)
-            meta = raw.get("metadata") or {}
-            path = (f"{RESOURCE_API}/namespaces/{meta.get('namespace')}/resourceclaims/"
-                    f"{meta.get('name')}/status")
-            try:
-                await self.api.request("PUT", path, body=claim)
-            except Exception as e:  # noqa: BLE001 - the client raises its own error types
-                return Status.error(_api_message(e))
-            return Status.unschedulable("deallocation of ResourceClaim completed")
+            st = await self._clear_allocation(raw)
+            if st is not None:
+                return True, st
+            return True, Status.unschedulable("deallocation of ResourceClaim completed")
         if ext is not None and not extended.is_special(ext.raw):
             # The special claim of an earlier attempt: delete it, so the next attempt
             # starts anew.
@@ -765,9 +900,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             try:
                 await self.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
             except Exception as e:  # noqa: BLE001 - the client raises its own error types
-                return Status.error(_api_message(e))
-            return Status.unschedulable("deletion of ResourceClaim completed")
-        return Status.unschedulable()
+                return True, Status.error(_api_message(e))
+            return True, Status.unschedulable("deletion of ResourceClaim completed")
+        return False, Status.unschedulable()
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -783,25 +918,48 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         # The allocator's results may be shared with other pods' cycles (its memo): the
         # pod's own copies go in flight and into the claims.
         results = s.by_node[node_name] = [_copy(r) for r in results]
+        pending: dict[str, set[str]] | None = None
+        if state.pod_group is not None:
+            pending = state.pod_group.get(_GROUP_PENDING_KEY)
+            if pending is None:
+                pending = {}
+                state.pod_group.write(_GROUP_PENDING_KEY, pending)
         for i, alloc in zip(indexes, results, strict=True):
-            uid = s.claims[i].uid
-            if uid in self.tracker.in_flight:
-                return Status.error(f"internal error, claim {s.claims[i].claim.key} is "
+            info = s.claims[i]
+            uid = info.uid
+            entry = self.tracker.in_flight.get(uid)
+            if entry is not None and info.pending is not None:
+                # SignalClaimPendingAllocation: one more member shares the allocation.
+                entry.sharers += 1
+            elif entry is not None:
+                return Status.error(f"internal error, claim {info.claim.key} is "
                                     "already being allocated")
-            meta = s.claims[i].raw.get("metadata") or {}
-            self.tracker.in_flight[uid] = InFlight(
-                alloc, key=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
+            else:
+                meta = info.raw.get("metadata") or {}
+                self.tracker.in_flight[uid] = InFlight(
+                    alloc, key=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
             s.reserved.append(uid)
+            if pending is not None:
+                pending.setdefault(uid, set()).add(pod.uid)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         s: _State | None = state.get(_STATE_KEY)
         if s is None:
             return
+        pending: dict[str, set[str]] | None = None
+        if state.pod_group is not None:
+            pending = state.pod_group.get(_GROUP_PENDING_KEY)
         for uid in s.reserved:
             entry = self.tracker.in_flight.get(uid)
             if entry is not None and entry.written_rv is None:
+                # MaybeRemoveClaimPendingAllocation: the last sharer takes it out.
+                if entry.sharers > 1:
+                    entry.sharers -= 1
+                    continue
                 del self.tracker.in_flight[uid]
+                if pending is not None:
+                    pending.pop(uid, None)
         s.reserved.clear()
         created, s.ext_created = s.ext_created, None
         # A claim PreBind already reserved for the pod (a later step failed): take the pod
@@ -831,9 +989,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return
-            task = loop.create_task(self._delete_extended_claim(*created))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            deleting = loop.create_task(self._delete_extended_claim(*created))
+            self._tasks.add(deleting)
+            deleting.add_done_callback(self._tasks.discard)
 
     async def _delete_extended_claim(self, ns: str, name: str) -> None:
         try:
@@ -870,7 +1028,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if getattr(e, "status", None) != 404:
                 raise
 
-    async def _unreserve_claim(self, ns: str, name: str, uid: str, pod_uid: str) -> None:
+    async def _unreserve_claim(self, ns: str, name: str, uid: str, pod_uid: str) -> bool:
+        """Take `pod_uid` (a pod's, or a PodGroup's) out of the claim's reservedFor (a
+        strategic merge patch of the status); whether that worked."""
         assert self.api is not None
         patch = {"metadata": {"uid": uid},
                  "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}}
@@ -879,8 +1039,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 "PATCH", f"{RESOURCE_API}/namespaces/{ns}/resourceclaims/{name}/status",
                 body=patch, content_type="application/strategic-merge-patch+json")
         except Exception:  # noqa: BLE001 - upstream logs and goes on; so do we
-            log.warning("unreserve: could not remove pod %s from claim %s/%s", pod_uid, ns,
+            log.warning("unreserve: could not remove %s from claim %s/%s", pod_uid, ns,
                         name, exc_info=True)
+            return False
+        return True
 
     # -- PreBind --------------------------------------------------------------------------------
     def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -898,7 +1060,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                            strict=False))
         waits = False
         for i, info in enumerate(s.claims):
-            if _reserved_for_pod(pod, info.raw):
+            if workload.reserved_for_pod(pod, info.raw, self.workload_claims):
                 alloc = (info.raw.get("status") or {}).get("allocation")
             else:
                 if info.extended and results.get(i) is None and not info.claim.requests:
@@ -906,13 +1068,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 try:
                     if info.extended and extended.is_special(info.raw):
                         await self._create_extended_claim(s, info, node_name)
-                    written = await self._bind_claim(pod, info, results.get(i))
+                    binding = self.binding(s, i, pod)
+                    written = await self._bind_claim(info, results.get(i), binding)
                     if info.extended:
                         await self._patch_extended_status(pod, s, written, node_name)
                 except _BindError as e:
                     return Status.error(str(e))
                 meta = written.get("metadata") or {}
-                if not info.extended:
+                # Unreserve takes the pod out again; a claim reserved for the PodGroup
+                # stays (the other members may need it; PodGroupPostFilter frees it).
+                if not info.extended and binding.get("resource") == "pods":
                     s.written.append((str(meta.get("namespace")), str(meta.get("name")),
                                       str(meta.get("uid"))))
                 alloc = (written.get("status") or {}).get("allocation")
@@ -1016,9 +1181,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                 return Status.error("device binding timeout: context deadline exceeded")
             await asyncio.sleep(BINDING_POLL_SECONDS)
 
-    async def _bind_claim(self, pod: PodInfo, info: _ClaimInfo,
-                          allocation: dict[str, Any] | None) -> dict[str, Any]:
-        """bindClaim: finalizer, then status.allocation and status.reservedFor."""
+    async def _bind_claim(self, info: _ClaimInfo, allocation: dict[str, Any] | None,
+                          binding: dict[str, str]) -> dict[str, Any]:
+        """bindClaim: finalizer, then status.allocation and `binding` (the pod or its
+        PodGroup) in status.reservedFor."""
         assert self.api is not None
         meta = info.raw.get("metadata") or {}
         ns, name = meta.get("namespace"), meta.get("name")
@@ -1056,8 +1222,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                         "allocationTimestamp"):
                     status["allocation"] = {**status["allocation"], "allocationTimestamp":
                                             _now()}
-                status["reservedFor"] = [*(status.get("reservedFor") or []),
-                                         {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+                status["reservedFor"] = [*(status.get("reservedFor") or []), dict(binding)]
                 written = await self.api.request("PUT", f"{path}/status", body=claim)
             except _BindError:
                 raise
@@ -1071,6 +1236,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if entry is not None:
                 entry.written_rv = str((written.get("metadata") or {}).get("resourceVersion")
                                        or "")
+                entry.written = written
             return written
         raise _BindError(f"claim {ns}/{name}: still conflicting after {_CONFLICT_RETRIES} "
                          "attempts")
@@ -1078,67 +1244,6 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
 class _BindError(Exception):
     pass
-
-
-def apply_taint_rules(s: model.Slice, rules: list[Json]) -> model.Slice:
-    """The slice with the taints of the DeviceTaintRules that select its devices (by
-    driver, pool and device name; ResourceSlice tracker's applyPatches)."""
-    added: dict[int, list[Json]] = {}
-    for rule in rules:
-        spec = rule.get("spec") or {}
-        sel = spec.get("deviceSelector") or {}
-        if sel.get("driver") is not None and sel["driver"] != s.driver:
-            continue
-        if sel.get("pool") is not None and sel["pool"] != s.pool:
-            continue
-        taint = spec.get("taint")
-        if not isinstance(taint, Mapping):
-            continue
-        for i, d in enumerate(s.devices):
-            if sel.get("device") is not None and sel["device"] != d.name:
-                continue
-            added.setdefault(i, []).append(dict(taint))
-    if not added:
-        return s
-    devices = tuple(dataclasses.replace(d, taints=(*d.taints, *added[i])) if i in added else d
-                    for i, d in enumerate(s.devices))
-    return dataclasses.replace(s, devices=devices)
-
-
-def _has_binding_conditions(alloc: Mapping[str, Any] | None) -> bool:
-    return any(r.get("bindingConditions") for r in
-               ((alloc or {}).get("devices") or {}).get("results") or [])
-
-
-def claim_ready_for_binding(claim: Json) -> tuple[bool, str]:
-    """isClaimReadyForBinding: (ready, why binding failed)."""
-    status = claim.get("status") or {}
-    alloc = status.get("allocation")
-    if alloc is None:
-        return False, ""
-    devices = status.get("devices") or []
-    for r in (alloc.get("devices") or {}).get("results") or []:
-        if not r.get("bindingConditions"):
-            continue
-        dev = next((d for d in devices if (d.get("driver"), d.get("pool"), d.get("device"))
-                    == (r.get("driver"), r.get("pool"), r.get("device"))), None)
-        if dev is None:
-            return False, ""
-        conds = {c.get("type"): c for c in dev.get("conditions") or []}
-        for name in r.get("bindingFailureConditions") or []:
-            c = conds.get(name)
-            if c is not None and c.get("status") == "True":
-                meta = claim.get("metadata") or {}
-                # Go's %q of the message (a JSON string is that, for the text drivers
-                # write).
-                quoted = json.dumps(str(c.get("message", "")), ensure_ascii=False)
-                return False, (f"claim={meta.get('name')}, reason={c.get('reason', '')}, "
-                               f"message={quoted}")
-        for name in r.get("bindingConditions") or []:
-            c = conds.get(name)
-            if c is None or c.get("status") != "True":
-                return False, ""
-    return True, ""
 
 
 def _api_message(e: BaseException) -> str:
@@ -1186,13 +1291,9 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> DynamicResources:
     if extra:
         raise ArgsError(extra[0], f"unknown field; {NAME} takes filterTimeout and "
                                   "bindingTimeout")
-    return DynamicResources(handle.listers, handle.api,
-                            filter_timeout=_seconds(args, "filterTimeout",
-                                                    FILTER_TIMEOUT_SECONDS),
-                            binding_timeout=_seconds(args, "bindingTimeout",
-                                                     BINDING_TIMEOUT_SECONDS),
-                            topology_aware=pgs.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
-                            in handle.features)
-
+    timeouts = (_seconds(args, "filterTimeout", FILTER_TIMEOUT_SECONDS),
+                _seconds(args, "bindingTimeout", BINDING_TIMEOUT_SECONDS))
+    return DynamicResources(handle.listers, handle.api, timeouts=timeouts,
+                            gates=handle.features, pod_groups=handle.pod_groups)
 
 __all__ = ["NAME", "DynamicResources", "claim_name", "new"]

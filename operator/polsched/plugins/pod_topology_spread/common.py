@@ -300,7 +300,7 @@ class SpreadBase:
             if require_all and not has_keys(labels, constraints):
                 return ()
             if budget is not None:
-                budget.check(f"{NAME}, counting the pods its constraints select")
+                budget.check("%s, counting the pods its constraints select", NAME)
             if not inclusion:
                 inclusion.append(NodeInclusion(pod))
             includes = inclusion[0].includes
@@ -375,7 +375,7 @@ class SpreadBase:
 
                 def matching(node: NodeInfo, selector: Matcher = selector) -> Share:
                     if budget is not None:
-                        budget.check(f"{NAME}, counting the pods its constraints select")
+                        budget.check("%s, counting the pods its constraints select", NAME)
                     n = count_matching(node, selector, namespace)
                     return ((0, node_class(node), n),) if n else ()
 

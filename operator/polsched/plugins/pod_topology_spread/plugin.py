@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polsched.framework import events as ev
-from polsched.framework.interfaces import Handle
+from polsched.framework.interfaces import Handle, SignFragment, SignPlugin
 from polsched.framework.registry import PluginSpec
 from polsched.framework.types import PodInfo
 from polsched.plugins.pod_topology_spread.args import DEFAULT_ARGS, DO_NOT_SCHEDULE, parse_args
@@ -18,12 +18,25 @@ from polsched.plugins.pod_topology_spread.filtering import Filtering
 from polsched.plugins.pod_topology_spread.scoring import Scoring
 
 
-class PodTopologySpread(Filtering, Scoring, ev.EnqueueExtensions):
+class PodTopologySpread(SignPlugin, Filtering, Scoring, ev.EnqueueExtensions):
     """One plugin at two extension points, as upstream's one type whose methods live in
     filtering.go and scoring.go: Filtering and Scoring share SpreadBase's state (the
     memo of counts, the compiled constraints)."""
 
     NAME = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | None:
+        """SignPod (OpportunisticBatching): what of the pod this plugin reads."""
+        # Not signable with constraints of its own or default ones (the System defaulting
+        # type's included: under the default profile no pod is batched).
+        if pod.spec.get("topologySpreadConstraints"):
+            return None
+        if self.signs_no_pod():
+            return None
+        return []
+
+    def signs_no_pod(self) -> bool:
+        return self.system_defaulted or bool(self.args.default_constraints)
 
     def events_to_register(self) -> tuple[ev.ClusterEventWithHint, ...]:
         r, a = ev.Resource, ev.ActionType

@@ -79,3 +79,20 @@ def test_created_claim_never_seen_is_forgotten_after_the_grace(
     now[0] += 2
     tracker.settle(listers)
     assert "u1" not in tracker.in_flight
+
+
+def test_a_claim_prebind_wrote_is_seen_as_written_until_the_cache_catches_up() -> None:
+    # AssumeClaimAfterAPICall: a pod tried between PreBind's write and the watch event
+    # (a gang member that lost the PreBind race, retried at once) meets the claim
+    # allocated, not an allocation in flight.
+    tracker = ClaimTracker()
+    stale = claim("c", "u1", "10")
+    written = {**claim("c", "u1", "12"), "status": {"allocation": {"devices": {}}}}
+    tracker.in_flight["u1"] = InFlight(allocation={"devices": {}}, written_rv="12",
+                                       key="ns/c", written=written)
+    assert tracker.assumed(stale) is written
+    caught_up = claim("c", "u1", "12")
+    assert tracker.assumed(caught_up) is caught_up
+    # Not written yet (Reserve only): the cache's copy.
+    tracker.in_flight["u1"] = InFlight(allocation={"devices": {}}, key="ns/c")
+    assert tracker.assumed(stale) is stale

@@ -252,7 +252,7 @@ def test_the_allocator_speaks_before_an_unusable_allocated_claim() -> None:
 
 def test_a_failed_binding_reads_as_upstreams_error() -> None:
     """isClaimReadyForBinding's text: the message quoted as Go's %q (double quotes)."""
-    from polsched.plugins.dynamic_resources.plugin import claim_ready_for_binding
+    from polsched.plugins.dynamic_resources.device_state import claim_ready_for_binding
     c = bound_claim("c", [{"type": "failed", "status": "True", "reason": "Detached",
                            "message": "it's gone"}])
     assert claim_ready_for_binding(c) == (
