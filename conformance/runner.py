@@ -130,6 +130,8 @@ _PATHS = {
                               True),
     "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
     "PodGroup": (f"/apis/{scn.PODGROUP_API}/namespaces/{{ns}}/podgroups", True),
+    "CompositePodGroup": (f"/apis/{scn.COMPOSITE_API}/namespaces/{{ns}}/compositepodgroups",
+                          True),
 }
 
 
@@ -732,7 +734,9 @@ class Side:
                     if a.obj["kind"] == "Pod":
                         uids[key] = made["metadata"]["uid"]
                         pods.append(key)
-                    else:
+                    elif a.obj["kind"] == "PodGroup":
+                        # A CompositePodGroup has no condition of its own to compare; its
+                        # PodGroups' members and conditions say how it was placed.
                         groups.append(key)
                 elif a.op == "min-count":
                     await self.client.patch(
@@ -908,10 +912,13 @@ class Side:
         domains = {n["metadata"]["name"]: n["metadata"]["labels"][sc.topology_key]
                    for n in sc.nodes if sc.topology_key in n["metadata"].get("labels", {})}
         domains_in: dict[str, set[str]] = defaultdict(set)
-        # The PodGroups with a topology constraint: their members' domains are compared
+        # The PodGroups with a topology constraint, or under a CompositePodGroup (whose
+        # scenarios all constrain their roots): their members' domains are compared
         # (another group's members land where ties take them).
         constrained = {k for k, pg in self.podgroups.items()
-                       if sc.topology_key and (pg.get("spec") or {}).get("schedulingConstraints")}
+                       if sc.topology_key and ((pg.get("spec") or {}).get("schedulingConstraints")
+                                               or (pg.get("spec") or {}).get(
+                                                   "parentCompositePodGroupName"))}
         bound_in: dict[str, int] = defaultdict(int)
         members_in: dict[str, int] = defaultdict(int)
         raced_in: dict[str, int] = defaultdict(int)

@@ -1307,12 +1307,17 @@ OTHER_SCHEDULER = "conformance-other"  # a scheduler name nobody serves
 
 
 def podgroup(ns: str, name: str, min_count: int | None, *,
-             priority_class: str | None = None, topology: str | None = None) -> Json:
+             priority_class: str | None = None, topology: str | None = None,
+             parent: str | None = None) -> Json:
     """A PodGroup with a gang policy of `min_count`, or a basic policy when None; with
     `topology`, the constraint to keep it in one domain of that node label
-    (TopologyAwareWorkloadScheduling)."""
+    (TopologyAwareWorkloadScheduling); with `parent`, a child of that CompositePodGroup
+    (CompositePodGroup; the API then wants a workloadRef, which nobody reads here)."""
     policy: Json = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     spec: Json = {"schedulingPolicy": policy}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+        spec["workloadRef"] = {"workloadName": WORKLOAD, "templateName": name}
     if priority_class:
         spec["priorityClassName"] = priority_class
     if topology:
@@ -1842,6 +1847,166 @@ def fam_gang_topology(b: Builder) -> None:
     TOPOLOGY_SHAPES[shape](Racks(b, shape))
 
 
+# -- the gang-composite family (CompositePodGroup) -------------------------------------------
+COMPOSITE_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
+                   "CompositePodGroup=true")
+COMPOSITE_API = "scheduling.k8s.io/v1alpha3"
+WORKLOAD = "conformance"
+
+
+def composite_podgroup(ns: str, name: str, min_groups: int | None, *,
+                       topology: str | None = None, parent: str | None = None) -> Json:
+    """A CompositePodGroup with a gang policy of `min_groups` children, or a basic policy
+    when None; with `topology`, the constraint to keep its whole tree in one domain."""
+    policy: Json = {"basic": {}} if min_groups is None \
+        else {"gang": {"minGroupCount": min_groups}}
+    spec: Json = {"schedulingPolicy": policy,
+                  "workloadRef": {"workloadName": WORKLOAD, "templateName": name}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    return {"apiVersion": COMPOSITE_API, "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+class Trees(Racks):
+    """A composite scenario: racks of nodes and trees of groups. Every tree is made in
+    the same order, which keeps kube-scheduler's own races out: the root
+    CompositePodGroup first, then its PodGroups, one step each in the order of their names
+    (children are placed in order of creation, then of name, and creationTimestamp has
+    one-second resolution), then their members one step each. Until the last member
+    completes the tree's quorum every member waits at PreEnqueue in the tree's entity, so
+    the tree goes as one. (Made the other way round, the root last, the members leave
+    incompletePodGroupPods one by one when it appears, and kube-scheduler may pop the
+    tree with only some of them: seen once in 25 scenarios, see FINDINGS.md.)"""
+
+    def tree(self, root: str, min_groups: int | None,
+             children: list[tuple[str, int | None, int, str]], *,
+             key: str | None = RACK, child_key: dict[str, str] | None = None,
+             member_order: list[str] | None = None) -> None:
+        """`root` over PodGroups (name, minCount, members, cpu per member); members of
+        the children in `member_order` (default: the children's names in order)."""
+        self.step(self.create(composite_podgroup(self.ns, root, min_groups, topology=key)))
+        for name, k, _, _ in sorted(children):
+            self.step(self.group(name, k, parent=root,
+                                 topology=(child_key or {}).get(name)))
+        spec = {c[0]: c for c in children}
+        for name in member_order or sorted(spec):
+            _, _, n, cpu = spec[name]
+            self.each(self.members(name, n, cpu))
+
+
+def _cpg_one_rack_holds_both(g: Trees) -> None:
+    """Prefill and decode must share a rack: the small rack holds one of them only (the
+    parent's gang of 2 groups fails there), the big one holds both."""
+    r = g.b.rng
+    for n in r.sample([1, 2], 2):
+        g.rack(n, 4)
+    cpu = r.choice(["1500m", "2"])
+    g.tree("infer", 2, [("decode", 2, 2, cpu), ("prefill", 2, 2, cpu)])
+
+
+def _cpg_no_rack_holds_both(g: Trees) -> None:
+    """Racks alike, each holding one child but not both: nothing bound; the first child
+    gets the parent's status, the second its own."""
+    r = g.b.rng
+    for _ in range(r.randint(1, 2)):
+        g.rack(1, 4)
+    g.tree("infer", 2, [("decode", 2, 2, "1500m"), ("prefill", 2, 2, "1500m")])
+
+
+def _cpg_min_group_one(g: Trees) -> None:
+    """minGroupCount 1 (or a basic parent): the tree may go as soon as one child is
+    complete. The child too big for the rack gets its members first (the tree goes, and
+    is rejected, with the other child still empty, then short of one member); once the
+    other child is complete it is bound and the big one keeps its own rejection."""
+    r = g.b.rng
+    g.rack(2, 4)
+    big = r.choice(["decode", "prefill"])
+    small = "prefill" if big == "decode" else "decode"
+    min_groups = r.choice([1, None])
+    g.tree("infer", min_groups, [(c, 2, 2, "5" if c == big else "1")
+                                 for c in ("decode", "prefill")], member_order=[big, small])
+
+
+def _cpg_child_constraint(g: Trees) -> None:
+    """A child with its own constraint (one host) inside its parent's rack: the parent
+    picks the only rack that fits, the child a host in it."""
+    r = g.b.rng
+    g.rack(1, 2)
+    g.rack(2, r.choice([4, 6]))
+    g.tree("infer", 2, [("decode", 2, 2, "1"), ("prefill", 2, 2, "1500m")],
+           child_key={"prefill": HOSTNAME})
+
+
+def _cpg_no_label(g: Trees) -> None:
+    """The root's constraint names a label no node has: no placement at all; every member
+    gets the root's status."""
+    g.rack(1, 8)
+    g.tree("infer", 2, [("decode", 1, 1, "1"), ("prefill", 1, 1, "1")],
+           key="topology.polsched.io/missing")
+
+
+def _cpg_two_trees(g: Trees) -> None:
+    """Two workloads one after the other: the first takes the rack it fills most
+    (NodeResourcesFit's placement score), the second the other rack or nothing."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 6)
+    g.tree("a", 2, [("a-decode", 1, 1, "1500m"), ("a-prefill", 1, 1, "1500m")])
+    # 7 CPUs fit nowhere: both racks fail at the first child alike.
+    cpu = r.choice(["1500m", "7"])
+    g.tree("b", 2, [("b-decode", 1, 1, cpu), ("b-prefill", 1, 1, cpu)])
+
+
+def _cpg_nested(g: Trees) -> None:
+    """Three levels: a rack for the root, a composite gang of two PodGroups under it
+    beside a PodGroup of its own; the big rack alone holds everything."""
+    r = g.b.rng
+    for n in r.sample([1, 2], 2):
+        g.rack(n, 4)
+    g.step(g.create(composite_podgroup(g.ns, "infer", 2, topology=RACK)))
+    g.step(g.group("router", 1, parent="infer"))
+    g.step(g.create(composite_podgroup(g.ns, "serve", 2, parent="infer")))
+    for name in ("decode", "prefill"):
+        g.step(g.group(name, 2, parent="serve"))
+    g.each(g.members("router", 1, r.choice(["500m", "1"])))
+    for name in ("decode", "prefill"):
+        g.each(g.members(name, 2, "1"))
+
+
+def _cpg_late_member(g: Trees) -> None:
+    """A placed tree pins a later member of one of its PodGroups to its rack; it fits
+    there, or it does not (though the other rack has room) and stays pending."""
+    r = g.b.rng
+    g.rack(1, 4)
+    g.rack(1, 3)  # the fuller rack for the tree (MostAllocated): it goes there
+    g.tree("infer", 2, [("decode", 1, 1, "1"), ("prefill", 1, 1, "1")])
+    g.step(g.pod("decode1", "decode", r.choice(["1", "3"])))
+
+
+COMPOSITE_SHAPES: dict[str, Callable[[Trees], None]] = {
+    "one_rack_holds_both": _cpg_one_rack_holds_both,
+    "no_rack_holds_both": _cpg_no_rack_holds_both,
+    "min_group_one": _cpg_min_group_one,
+    "child_constraint": _cpg_child_constraint,
+    "no_label": _cpg_no_label,
+    "two_trees": _cpg_two_trees,
+    "nested": _cpg_nested,
+    "late_member": _cpg_late_member,
+}
+
+
+def fam_gang_composite(b: Builder) -> None:
+    """Hierarchical gangs (CompositePodGroup over PodGroups, a rack for the root), played on
+    control planes with COMPOSITE_GATES: a stepped scenario of one of COMPOSITE_SHAPES,
+    cycled by the scenario's rank in the family; the runner reports each bound member's
+    rack."""
+    shape = list(COMPOSITE_SHAPES)[b.ordinal % len(COMPOSITE_SHAPES)]
+    COMPOSITE_SHAPES[shape](Trees(b, shape))
+
+
 # -- the batching family (OpportunisticBatching) ------------------------------------------
 # Its pair of control planes runs the gate explicitly on (it is on by default) and both
 # schedulers with PodTopologySpread's defaultingType List and no default constraints
@@ -2086,12 +2251,14 @@ FAMILIES: dict[str, Callable[[Builder], None]] = {
     "gang-topology": fam_gang_topology,
     "batching": fam_batching,
     "dra-workload": fam_dra_workload,
+    "gang-composite": fam_gang_composite,
 }
 FAMILY_NAMES = list(FAMILIES)
 # Families played on control planes with feature gates of their own (hack/cluster.sh's
 # POLSCHED_FEATURE_GATES; the oracle gets them too): family -> gate list.
 FAMILY_GATES = {"gang": GANG_GATES, "gang-topology": TOPOLOGY_GATES,
-                "batching": BATCHING_GATES, "dra-workload": WORKLOAD_CLAIM_GATES}
+                "batching": BATCHING_GATES, "dra-workload": WORKLOAD_CLAIM_GATES,
+                "gang-composite": COMPOSITE_GATES}
 
 
 def generate(seed: int, index: int, family: str | None = None,

@@ -23,7 +23,9 @@
 # also gets --runtime-config=scheduling.k8s.io/v1beta1=true, because v1.37 serves
 # Workload and PodGroup only there and keeps that beta version off by default
 # (pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault;
-# pkg/registry/scheduling/rest/storage_scheduling.go also wants the gate). Unset, every
+# pkg/registry/scheduling/rest/storage_scheduling.go also wants the gate); with
+# CompositePodGroup=true also scheduling.k8s.io/v1alpha3=true, the only (alpha, off by
+# default) version that serves CompositePodGroup. Unset, every
 # command line is exactly upstream's defaults. The gates are kept in DIR/feature-gates:
 # `up` with other gates than the running cluster's restarts it.
 # POLSCHED_REAL_NODE=1 (`make cluster REAL_NODE=1`) adds a real node (hack/node.sh: a
@@ -62,6 +64,7 @@ gates=${POLSCHED_FEATURE_GATES:-}
 gate_args=()
 apiserver_gate_args=()
 generic_workload=false
+composite_pod_group=false
 if [[ -n "$gates" ]]; then
   IFS=',' read -r -a _items <<< "$gates"
   for _item in "${_items[@]}"; do
@@ -75,9 +78,15 @@ if [[ -n "$gates" ]]; then
   # The last setting of a gate wins, as in component-base's flag parsing.
   for _item in "${_items[@]}"; do
     if [[ "${_item%%=*}" == GenericWorkload ]]; then generic_workload=${_item#*=}; fi
+    if [[ "${_item%%=*}" == CompositePodGroup ]]; then composite_pod_group=${_item#*=}; fi
   done
-  if [[ "$generic_workload" == true ]]; then
-    apiserver_gate_args+=(--runtime-config scheduling.k8s.io/v1beta1=true)
+  runtime_config=()
+  if [[ "$generic_workload" == true ]]; then runtime_config+=(scheduling.k8s.io/v1beta1=true); fi
+  # CompositePodGroup is served only as scheduling.k8s.io/v1alpha3, an alpha version
+  # that kube-apiserver keeps off unless --runtime-config names it.
+  if [[ "$composite_pod_group" == true ]]; then runtime_config+=(scheduling.k8s.io/v1alpha3=true); fi
+  if ((${#runtime_config[@]})); then
+    apiserver_gate_args+=(--runtime-config "$(IFS=,; echo "${runtime_config[*]}")")
   fi
 fi
 stop_one() { pid_stop "$dir" "$1" 5; }

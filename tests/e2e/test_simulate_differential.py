@@ -35,7 +35,7 @@ from conformance import scenarios as scn
 from conformance.runner import PodResult, Side
 
 from polsched.api import load_policy
-from polsched.commands import simulate, snapshot
+from polsched.commands import simulate, simulate_groups, snapshot
 from polsched.objects import Json
 from polsched.plugins import CATALOG
 
@@ -127,7 +127,7 @@ def shares_a_claim(sc: scn.Scenario, step: scn.PodStep) -> bool:
     return bool(claims(step) & before)
 
 
-def verdict(engine: PodResult, predicted: simulate.Decision, *,
+def verdict(engine: PodResult, predicted: simulate_groups.Decision, *,
             message: bool = True) -> tuple[str, bool]:
     """(the difference, "" when none; whether the clusters diverge from here). `message`:
     whether an unschedulable pod's message is compared too."""

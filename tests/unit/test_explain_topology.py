@@ -116,3 +116,72 @@ def test_with_the_gate_off_explain_says_the_constraint_is_not_applied(
     assert "TopologyAwareWorkloadScheduling is off here" in t.why
     # The default algorithm spreads the gang over both racks.
     assert {m.node for m in report.gang.members} == {"a1", "b1"}
+
+
+# -- a composite tree (CompositePodGroup on): the root's domains, each PodGroup's result --
+COMPOSITE_GATES = GATES + ",CompositePodGroup=true"
+
+
+def composite_objects() -> list[Json]:
+    root = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": "infer", "namespace": "ns",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                     "schedulingConstraints": {"topology": [{"key": RACK}]}}}
+    children = []
+    for i, name in enumerate(("prefill", "decode")):
+        children.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                         "metadata": {"name": name, "namespace": "ns", "generation": 1,
+                                      "creationTimestamp": f"2026-01-01T00:00:0{i + 1}Z"},
+                         "spec": {"parentCompositePodGroupName": "infer",
+                                  "schedulingPolicy": {"gang": {"minCount": 2}}}})
+    return [root, *children]
+
+
+def tree_member(name: str, group_name: str, cpu: str) -> Json:
+    return (make_pod().name(name).namespace("ns").uid(f"uid-{name}").pod_group(group_name)
+            .container(image="x", requests={"cpu": cpu, "memory": "1Gi"}).obj())
+
+
+def test_a_pending_tree_is_told_which_rack_came_closest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(featuregates.ENV, COMPOSITE_GATES)
+    # Each rack (one 4-CPU node) holds prefill's 2 x 1500m but not decode's too.
+    members = [tree_member(f"prefill-{i}", "prefill", "1500m") for i in range(2)] + \
+        [tree_member(f"decode-{i}", "decode", "1500m") for i in range(2)]
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), members[0],
+                                 [node("a1", "a"), node("b1", "b")], members[1:],
+                                 objects=composite_objects()))
+    gang = report.gang
+    assert gang is not None and gang.group == "composite:ns/infer" and not gang.fits
+    assert gang.min_count == 2
+    t = gang.topology
+    assert t is not None and t.chosen is None
+    assert [(d.domain, d.holds, d.feasible) for d in t.domains] == [
+        ("a", 1, False), ("b", 1, False)]
+    assert t.why == f"no {RACK} domain can hold 2 groups; the closest (a) holds 1"
+    by_group = {c.group: c for c in gang.children}
+    assert not by_group["ns/prefill"].fits and not by_group["ns/decode"].fits
+    # prefill fit on its own, so it gets its parent's status, as the engine submits it.
+    assert by_group["ns/prefill"].message == gang.message.split(", pod group preemption")[0]
+    why = {m.pod: m.reason for m in gang.members}
+    assert why["ns/prefill-0"].startswith("its group fit, its parent did not: ")
+    assert why["ns/decode-0"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert why["ns/decode-1"].startswith("not tried: ")
+    text = format_report(report)
+    assert "CompositePodGroup ns/infer (gang of groups, minGroupCount 2)" in text
+    assert t.why in text
+
+
+def test_a_tree_that_fits_names_each_members_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(featuregates.ENV, COMPOSITE_GATES)
+    members = [tree_member(f"prefill-{i}", "prefill", "1") for i in range(2)] + \
+        [tree_member(f"decode-{i}", "decode", "1") for i in range(2)]
+    report = asyncio.run(explain(load_policy(POLICY, CATALOG), members[0],
+                                 [node("a1", "a"), node("b1", "b", "2")], members[1:],
+                                 objects=composite_objects()))
+    gang = report.gang
+    assert gang is not None and gang.fits
+    assert gang.topology is not None and gang.topology.chosen == "a"
+    assert {m.pod: m.node for m in gang.members} == {
+        f"ns/{p}-{i}": "a1" for p in ("prefill", "decode") for i in range(2)}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from polsched.commands import cli, simulate, snapshot
+from polsched.commands import cli, simulate, simulate_groups, snapshot
 from polsched.scheduler import metrics
 from tests.builders import make_node, make_pod
 
@@ -217,7 +217,7 @@ def test_markdown_report(capsys: pytest.CaptureFixture[str], files: dict[str, Pa
 
 
 def test_markdown_folds_long_sections() -> None:
-    decisions = [simulate.Decision("ns", f"p{i}", "n") for i in range(30)]
+    decisions = [simulate_groups.Decision("ns", f"p{i}", "n") for i in range(30)]
     r = simulate.Report("p", "s", "f", 1, decisions)
     out = simulate.format_markdown(r)
     assert "<details><summary>Pods (30)</summary>" in out

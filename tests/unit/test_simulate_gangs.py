@@ -309,3 +309,68 @@ def test_a_gang_waiting_on_its_preemption_gives_fitting_members_the_groups_statu
     assert reasons["a"] == g["message"]
     assert not reasons["a"].startswith("pod group is unschedulable")
     assert reasons["b"].startswith("0/2 nodes are available")
+
+
+# -- CompositePodGroup (the gate on): a tree placed as the engine's composite cycle does --
+COMPOSITE_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
+                   "CompositePodGroup=true")
+RACK = "example.com/rack"
+
+
+def rack_node(name: str, rack: str, cpu: str = "4") -> dict[str, Any]:
+    n = node(name, 1, cpu)
+    n["metadata"]["labels"][RACK] = rack
+    return n
+
+
+def composite(name: str, min_groups: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": NS,
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": min_groups}},
+                     "schedulingConstraints": {"topology": [{"key": RACK}]}}}
+
+
+def child(name: str, min_count: int, created: int) -> dict[str, Any]:
+    g = pod_group(name, min_count)
+    g["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{created:02d}Z"
+    g["spec"]["parentCompositePodGroupName"] = "infer"
+    return g
+
+
+def test_prefill_and_decode_are_placed_together_in_one_rack(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLSCHED_FEATURE_GATES", COMPOSITE_GATES)
+    # Rack a (one node) holds prefill only; rack b holds both.
+    objs = [rack_node("a1", "a"), rack_node("b1", "b"), rack_node("b2", "b"),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+            composite("infer", 2), child("prefill", 2, 1), child("decode", 2, 2),
+            *(pod(f"prefill-{i}", "2", group="prefill", created=3 + i) for i in range(2)),
+            *(pod(f"decode-{i}", "2", group="decode", created=5 + i) for i in range(2))]
+    doc = as_json(tmp_path, capsys, objs)
+    assert set(nodes_of(doc).values()) <= {"b1", "b2"}
+    assert all(n is not None for n in nodes_of(doc).values())
+    assert group(doc, "prefill")["outcome"] == "placed"
+    assert group(doc, "decode")["outcome"] == "placed"
+
+
+def test_a_tree_no_rack_holds_places_nothing_with_upstreams_texts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLSCHED_FEATURE_GATES", COMPOSITE_GATES)
+    objs = [rack_node("a1", "a"),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+            composite("infer", 2), child("prefill", 1, 1), child("decode", 1, 2),
+            pod("prefill-0", "3", group="prefill", created=3),
+            pod("decode-0", "3", group="decode", created=4)]
+    doc = as_json(tmp_path, capsys, objs)
+    assert nodes_of(doc) == {"prefill-0": None, "decode-0": None}
+    reasons = {p["name"]: p["reason"] for p in doc["pods"]}
+    # prefill (first child) fit alone: it gets its parent's status; decode its own.
+    assert reasons["prefill-0"] == (
+        "pod group is unschedulable, 0/1 placements are available, first placement status: "
+        "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining")
+    assert reasons["decode-0"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert group(doc, "prefill")["outcome"] == "not placed"
+    assert group(doc, "decode")["outcome"] == "not placed"

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import aiohttp
 
+from polsched.cluster import featuregates
 from polsched.cluster.backoff import Backoff, retry_delay
 from polsched.cluster.client import ApiClient, ApiError, is_unreachable
 from polsched.framework import listers as ls
@@ -50,6 +51,10 @@ NAMESPACES = ls.NAMESPACE.path
 # lists them, as kube-scheduler's informer exists only with the gate on.
 POD_GROUP_VERSION = "/apis/" + pgs.API_VERSION
 POD_GROUPS = pgs.PATH
+# scheduling.k8s.io/v1alpha3 CompositePodGroups: watched only with the CompositePodGroup gate
+# on (POLSCHED_FEATURE_GATES, as kube-scheduler's informer) and discovery listing them.
+COMPOSITE_VERSION = "/apis/" + pgs.COMPOSITE_API_VERSION
+COMPOSITE_POD_GROUPS = pgs.COMPOSITE_PATH
 
 
 class CacheListener:
@@ -90,6 +95,9 @@ class CacheListener:
 
     def pod_group_changed(self, old: Json | None, new: Json | None) -> None:
         """A PodGroup was added (old None), updated or deleted (new None)."""
+
+    def composite_pod_group_changed(self, old: Json | None, new: Json | None) -> None:
+        """A CompositePodGroup was added (old None), updated or deleted (new None)."""
 
 
 def _counts_changed(listener: CacheListener, name: str) -> None:
@@ -313,6 +321,14 @@ class ClusterCache:
         new = None if kind == "DELETED" else obj
         self._notify(lambda x: x.pod_group_changed(old, new), "pod_group_changed")
 
+    def on_composite_pod_group_event(self, kind: str, obj: Json) -> None:
+        """A CompositePodGroup: record it in the forest, tell the listeners."""
+        _drop_managed_fields(obj)
+        old = self.pod_groups.apply_composite(kind, obj)
+        new = None if kind == "DELETED" else obj
+        self._notify(lambda x: x.composite_pod_group_changed(old, new),
+                     "composite_pod_group_changed")
+
     # -- bookkeeping ----------------------------------------------------------------------
     def _place(self, pod: PodInfo, node_name: str) -> None:
         key = pod.key
@@ -399,6 +415,8 @@ class ClusterCache:
         # decided) as soon as it is listed, and plugins read these for it.
         for kind in ls.KINDS:
             resources.append((kind.path, functools.partial(self.on_object_event, kind)))
+        if self.pod_groups.served and self.pod_groups.composite:
+            resources.append((COMPOSITE_POD_GROUPS, self.on_composite_pod_group_event))
         if self.pod_groups.served:  # before pods: PreEnqueue reads the groups
             resources.append((POD_GROUPS, self.on_pod_group_event))
         resources.append((PODS, self.on_pod_event))
@@ -421,7 +439,25 @@ class ClusterCache:
         served = any(isinstance(r, Mapping) and r.get("name") == "podgroups"
                      for r in doc.get("resources") or ())
         self.pod_groups.served = served
+        if served and featuregates.enabled(pgs.COMPOSITE_POD_GROUP):
+            self.pod_groups.set_composite(await self._serves(COMPOSITE_VERSION,
+                                                             "compositepodgroups"))
         return served
+
+    async def _serves(self, version: str, resource: str) -> bool:
+        """Whether discovery of `version` lists `resource` (an error: no)."""
+        assert self._client is not None
+        try:
+            doc = await self._client.get(version)
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("discovery of %s failed: %s", version, err)
+            return False
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("discovery of %s failed: %s", version, err)
+            return False
+        return any(isinstance(r, Mapping) and r.get("name") == resource
+                   for r in doc.get("resources") or ())
 
     def prefetch(self) -> None:
         """Send the initial lists now; start() applies their answers. For a process that
@@ -446,6 +482,9 @@ class ClusterCache:
             client = self._client
             self._lists[POD_GROUPS] = asyncio.ensure_future(
                 client.list_all(POD_GROUPS, page_size=self._page_size))
+            if self.pod_groups.composite:
+                self._lists[COMPOSITE_POD_GROUPS] = asyncio.ensure_future(
+                    client.list_all(COMPOSITE_POD_GROUPS, page_size=self._page_size))
         resources = self._resources()
         # Every list is sent at once (one round trip, not thirteen in a row, before the
         # first pod can be queued), unless prefetch() sent them already; the answers are
@@ -487,6 +526,8 @@ class ClusterCache:
             return {n.name: n.raw for n in self.snapshot.nodes}
         if path == POD_GROUPS:
             return dict(self.pod_groups.objects)
+        if path == COMPOSITE_POD_GROUPS:
+            return dict(self.pod_groups.composites)
         kind = next(k for k in ls.KINDS if k.path == path)
         return dict(self.listers.objects[kind.name])
 
@@ -504,7 +545,7 @@ class ClusterCache:
         for obj in listing.get("items") or ():
             meta = obj.get("metadata") or {}
             key = meta.get("name") or ""
-            if path in (PODS, POD_GROUPS) or path in _NAMESPACED_PATHS:
+            if path in (PODS, POD_GROUPS, COMPOSITE_POD_GROUPS) or path in _NAMESPACED_PATHS:
                 key = f"{meta.get('namespace') or ''}/{key}"
             seen.add(key)
             prev = known.get(key)

@@ -23,7 +23,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,11 @@ from polsched.scheduler.algorithm import schedule_pod
 from polsched.scheduler.pipelines import build_pipeline, nominator_of
 from polsched.scheduler.schedule_one_podgroup import (
     PodGroupResult,
+    build_tree,
+    complete_tree,
     placement_capacity,
     pod_group_verdict,
+    tree_leaves,
 )
 
 
@@ -154,6 +157,17 @@ class TopologyReport:
 
 
 @dataclass(frozen=True)
+class ChildReport:
+    """One PodGroup of a composite tree in the engine's trial: whether it fit and its
+    status (what its PodGroupInitiallyScheduled condition would say, before any
+    preemption text)."""
+
+    group: str
+    fits: bool
+    message: str
+
+
+@dataclass(frozen=True)
 class GangReport:
     """The pod group of the pod explained, as the pod-group cycle sees it now: minCount
     (None: a basic group), members already scheduled, each pending member's outcome, and
@@ -166,6 +180,9 @@ class GangReport:
     fits: bool
     message: str
     topology: TopologyReport | None = None
+    # A tree rooted at a CompositePodGroup (`group` is then "composite:ns/name" and
+    # `min_count` its minGroupCount): each of its PodGroups.
+    children: list[ChildReport] = field(default_factory=list)
 
     def to_json(self) -> Json:
         out: Json = {"podGroup": self.group, "minCount": self.min_count,
@@ -175,6 +192,9 @@ class GangReport:
                                   "tried": m.tried} for m in self.members]}
         if self.topology is not None:
             out["topology"] = self.topology.to_json()
+        if self.children:
+            out["podGroups"] = [{"podGroup": c.group, "fits": c.fits, "message": c.message}
+                                for c in self.children]
         return out
 
 
@@ -296,6 +316,11 @@ async def explain(policy: Policy, pod: Json, nodes: Iterable[Json], pods: Iterab
         elif o.get("kind") == "PodGroup":  # the cluster serves them: gangs as upstream
             cache.pod_groups.served = True
             cache.on_pod_group_event("ADDED", o)
+        elif o.get("kind") == pgs.COMPOSITE_KIND:
+            cache.on_composite_pod_group_event("ADDED", o)
+    # CompositePodGroup on, as the operator's cache has it: PodGroups' parents count.
+    cache.pod_groups.set_composite(cache.pod_groups.served and pgs.COMPOSITE_POD_GROUP
+                                   in featuregates.scheduler_features())
     # The engine's construction, with listers filled from the objects given.
     pipeline: Pipeline = build_pipeline(
         policy, Handle(listers=cache.listers, nominator=nominator, load=node_load,
@@ -398,6 +423,8 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
         return GangReport(key, None, 0, [], False,
                           f'waiting for pods\'s pod group "{name}" to appear in scheduling '
                           "queue")
+    if cache.pod_groups.composite and pgs.parent_name(obj) is not None:
+        return await _explain_tree(pipeline, cache, pod, obj)
     state = cache.pod_groups.state(key)
     members = [pod] + [p for p in state.unscheduled_pods()
                        if p.key != pod.key and not p.node_name]
@@ -423,6 +450,62 @@ async def _explain_gang(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo
                       status.ok, status.message, topology)
 
 
+async def _explain_tree(pipeline: Pipeline, cache: ClusterCache, pod: PodInfo, obj: Json
+                        ) -> GangReport:
+    """For a member of a PodGroup under a CompositePodGroup: the cycle of its whole tree
+    (the recursive algorithm, pod_group_verdict) with every PodGroup's pending members,
+    the pod explained first; each PodGroup's result (completed from its parent's, as the
+    engine submits them) and the root's placements."""
+    groups = cache.pod_groups
+    root = groups.root_of(pod.namespace, pgs.object_key(obj).split("/", 1)[1])
+    info = build_tree(groups, root) if root is not None else None
+    if root is None or info is None:
+        parent = pgs.parent_name(obj) or ""
+        return GangReport(pgs.composite_key(pod.namespace, parent), None, 0, [], False,
+                          "failed to build hierarchy snapshot: composite pod group object "
+                          f"not found in state for {pgs.composite_key(pod.namespace, parent)}")
+    leaves = tree_leaves(info)
+    members = [pod] + [p for leaf in leaves for p in groups.state(leaf.key).unscheduled_pods()
+                       if p.key != pod.key and not p.node_name]
+    scheduled = sum(groups.state(leaf.key).scheduled_pods_count for leaf in leaves)
+    verdict = await pod_group_verdict(pipeline, cache, info, members)
+    outcome, status = verdict.outcome, verdict.status
+    # Each PodGroup's result completed from the algorithm's statuses (the root's before
+    # its PodGroupPostFilter message; the root's own line says the final one).
+    results = complete_tree(info, replace(outcome, status=outcome.untried or outcome.status))
+    by_pod = {m.pod.key: (m, results[leaf.key]) for leaf in leaves
+              for m in results[leaf.key].members}
+    # What each PodGroup placed in the trial before its result was completed from its
+    # parent's (a child that fit under a parent that did not).
+    trial = {m.pod.key for r in (outcome.subtree or {}).values() for m in r.members
+             if m.status.ok}
+    out: list[GangMember] = []
+    for m in members:
+        found = by_pod.get(m.key)
+        if found is None:
+            leaf = results.get(pgs.pod_group_key(m) or "")
+            why = leaf.status.message if leaf is not None else status.message
+            if m.key in trial:
+                out.append(GangMember(m.key, None, f"its group fit, its parent did not: {why}"))
+            else:
+                out.append(GangMember(m.key, None, f"not tried: {why}", tried=False))
+            continue
+        r, leaf = found
+        if r.status.ok and leaf.status.ok:
+            out.append(GangMember(m.key, r.node))
+        elif r.status.ok:
+            out.append(GangMember(m.key, None, leaf.status.message))
+        else:
+            out.append(GangMember(m.key, None, r.fit_error.message if r.fit_error
+                                  is not None else r.status.message))
+    children = [ChildReport(leaf.key, results[leaf.key].status.ok,
+                            results[leaf.key].status.message) for leaf in leaves]
+    topology = await _explain_topology(pipeline, cache, info, members, outcome, scheduled)
+    need = pgs.min_group_count(info.pod_group)
+    return GangReport(info.key, need, scheduled, out, status.ok, status.message, topology,
+                      children)
+
+
 async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                             members: Sequence[PodInfo], outcome: PodGroupResult,
                             scheduled: int) -> TopologyReport | None:
@@ -440,11 +523,21 @@ async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodG
     label = key if key is not None else "placement"
     domains = []
     for tried in outcome.placements:
-        holds = scheduled + await placement_capacity(pipeline, cache, members, tried.placement)
+        if group.composite:
+            # A composite group's room in a domain: its PodGroups that fit there in the
+            # engine's trial (minGroupCount counts groups, not members).
+            holds = len({pgs.pod_group_key(m.pod) for m in tried.members})
+        else:
+            holds = scheduled + await placement_capacity(pipeline, cache, members,
+                                                         tried.placement)
         domains.append(DomainReport(tried.placement.name, len(tried.placement.nodes), holds,
                                     tried.status.ok, "" if tried.status.ok
                                     else tried.status.message, tried.scores, tried.total))
-    need = pgs.effective_min_count(group.pod_group)
+    if group.composite:
+        groups_needed = pgs.min_group_count(group.pod_group)
+        need, unit = (1 if groups_needed is None else groups_needed), "groups"
+    else:
+        need, unit = pgs.effective_min_count(group.pod_group), "members"
     feasible = [d for d in domains if d.feasible]
     if not domains:
         algorithm = outcome.untried or outcome.status  # before the PodGroupPostFilter
@@ -452,7 +545,7 @@ async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodG
                "no feasible placements found" else algorithm.message)
     elif not feasible:
         closest = max(domains, key=lambda d: d.holds)
-        why = (f"no {label} domain can hold {need} members; the closest "
+        why = (f"no {label} domain can hold {need} {unit}; the closest "
                f"({closest.domain or 'every node'}) holds {closest.holds}")
     elif len(feasible) == 1:
         why = (f"{feasible[0].domain or 'every node'} is the only {label} domain that "
@@ -473,10 +566,21 @@ async def _explain_topology(pipeline: Pipeline, cache: ClusterCache, group: PodG
 
 
 def _format_gang(g: GangReport) -> list[str]:
-    kind = f"gang, minCount {g.min_count}" if g.min_count is not None else "basic group"
     fit = sum(m.node is not None for m in g.members)
-    out = [f"PodGroup {g.group} ({kind}): {g.scheduled} member(s) already scheduled, "
-           f"{fit} of {len(g.members)} pending member(s) fit"]
+    composite, ns, name = pgs.split_key(g.group)
+    if composite:
+        kind = (f"gang of groups, minGroupCount {g.min_count}" if g.min_count is not None
+                else "basic")
+        out = [f"CompositePodGroup {ns}/{name} ({kind}): {g.scheduled} member(s) already "
+               f"scheduled, {fit} of {len(g.members)} pending member(s) fit"]
+        rows = [["PODGROUP", "FITS", "STATUS"]]
+        for c in g.children:
+            rows.append([c.group, "yes" if c.fits else "no", c.message or "-"])
+        out += [dryrun.table(rows)]
+    else:
+        kind = f"gang, minCount {g.min_count}" if g.min_count is not None else "basic group"
+        out = [f"PodGroup {g.group} ({kind}): {g.scheduled} member(s) already scheduled, "
+               f"{fit} of {len(g.members)} pending member(s) fit"]
     rows = [["MEMBER", "NODE", "WHY NOT"]]
     for m in g.members:
         rows.append([m.pod, m.node or "-", m.reason])
@@ -729,10 +833,17 @@ async def live(args: argparse.Namespace) -> Report:
                 continue  # not served (an older server) or not allowed: left empty
             objects += [{**o, "kind": kind.name} for o in listed.get("items") or ()]
         try:  # PodGroups, when the cluster serves them (GenericWorkload)
-            listed = await client.get("/apis/scheduling.k8s.io/v1beta1/podgroups")
-            objects += [{**o, "kind": "PodGroup"} for o in listed.get("items") or ()]
+            listed = await client.get(pgs.PATH)
+            objects += [{**o, "kind": pgs.KIND} for o in listed.get("items") or ()]
         except ApiError:
             pass
+        if pgs.COMPOSITE_POD_GROUP in featuregates.scheduler_features():
+            try:  # CompositePodGroups (scheduling.k8s.io/v1alpha3), with the gate on
+                listed = await client.get(pgs.COMPOSITE_PATH)
+                objects += [{**o, "kind": pgs.COMPOSITE_KIND}
+                            for o in listed.get("items") or ()]
+            except ApiError:
+                pass
         # Node usage as the load-aware scorers read it now (nothing when the Metrics API
         # is not served), and when the running scheduler last saw the nodes without it.
         try:

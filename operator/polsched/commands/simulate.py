@@ -51,6 +51,22 @@ from polsched.cluster import featuregates
 from polsched.cluster.cache import ClusterCache
 from polsched.commands import dryrun
 from polsched.commands.output import ProgressBar as ProgressBar
+from polsched.commands.simulate_groups import (
+    GROUP_ERROR,
+    NOT_PLACED,
+    PLACED,
+    WAITING,
+    Decision,
+    Entry,
+    GroupOutcome,
+    Planned,
+    assume,
+    decide_group,
+    decide_tree,
+    mark_unschedulable,
+    not_selected,
+    pre_bind,
+)
 from polsched.commands.snapshot import (
     KIND_ORDER,
     SnapshotError,
@@ -61,30 +77,19 @@ from polsched.extender.client import ExtenderSetupError, HTTPExtender
 from polsched.framework import listers as ls
 from polsched.framework import podgroups as pgs
 from polsched.framework import resources as res
-from polsched.framework.diagnosis import FitError, PipelineError
-from polsched.framework.interfaces import ExtensionPoint, Handle, PodGroupInfo
+from polsched.framework.diagnosis import PipelineError
+from polsched.framework.interfaces import Handle
 from polsched.framework.load import static_load
-from polsched.framework.nominator import Nominator
 from polsched.framework.runtime import Pipeline
-from polsched.framework.status import SUCCESS, Code, Status
 from polsched.framework.types import PodInfo
 from polsched.objects import Json
 from polsched.plugins import CATALOG
-from polsched.plugins.dynamic_resources.simulated import pre_bind_claims
 from polsched.plugins.gang_scheduling import NAME as GANG_SCHEDULING
 from polsched.scheduler import load_status
 from polsched.scheduler.algorithm import SearchLimits, schedule_pod
 from polsched.scheduler.batch import new_batch
 from polsched.scheduler.pipelines import build_pipeline, nominator_of, pod_group_key_fn
-from polsched.scheduler.profile import namespace_selected, not_selected_message
 from polsched.scheduler.queue.scheduling_queue import SchedulingQueue
-from polsched.scheduler.schedule_one import rejection, reserve_and_permit
-from polsched.scheduler.schedule_one_podgroup import (
-    MemberResult,
-    member_verdict,
-    pod_group_verdict,
-    validate_pod_group,
-)
 
 SEED = 0
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -99,72 +104,6 @@ EXIT_CHANGED = 5
 
 class SimulateError(Exception):
     """Something the user has to fix; printed without a traceback."""
-
-
-# -- results ------------------------------------------------------------------------------
-@dataclass
-class Decision:
-    namespace: str
-    name: str
-    node: str | None
-    # Why it would not schedule (the FailedScheduling message), "" when it would.
-    reason: str = ""
-    # The distinct per-node reasons ("Insufficient cpu"), for the histogram.
-    reasons: tuple[str, ...] = ()
-    deciding_scorer: str = ""
-    replayed: bool = False
-    # Where it runs now (replayed pods only).
-    current_node: str | None = None
-    # The pod group it was decided with ("namespace/name"), "" for a pod decided alone.
-    group: str = ""
-    # The PreEnqueue plugin that keeps it out of the queue ("" when it was decided).
-    gated_by: str = ""
-    # Its turn in the queue is not known (Plan.order_unknown): the prediction depends on it.
-    order_unknown: bool = False
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-# What became of a pod group (GroupOutcome.state).
-PLACED = "placed"  # the cycle succeeded: its members that fit are placed
-NOT_PLACED = "not placed"  # rejected as a whole: none of its members is placed
-WAITING = "waiting"  # held at PreEnqueue: no cycle
-GROUP_ERROR = "error"  # the cycle failed (validation, a plugin error)
-
-
-@dataclass
-class GroupOutcome:
-    """One pod group in the simulation: its pod-group cycle's verdict (PLACED, NOT_PLACED,
-    GROUP_ERROR) with the group's message (its PodGroupInitiallyScheduled message, as
-    `polsched explain` gives it), or WAITING with the PreEnqueue text; the members, in the
-    cycle's order, and how many were already bound."""
-
-    group: str  # "namespace/name"
-    min_count: int | None  # None: a basic group
-    state: str
-    message: str = ""
-    members: list[str] = field(default_factory=list)  # pod keys
-    already_scheduled: int = 0
-    # False: the PodGroup object does not exist (its members wait for it).
-    exists: bool = True
-
-    @property
-    def gang(self) -> bool:
-        return self.min_count is not None
-
-    @property
-    def kind(self) -> str:
-        return "gang" if self.gang else "basic" if self.exists else "unknown"
-
-    def to_json(self, decisions: Mapping[str, Decision]) -> Json:
-        return {"podGroup": self.group, "minCount": self.min_count,
-                "kind": self.kind, "outcome": self.state,
-                "message": self.message, "alreadyScheduled": self.already_scheduled,
-                "members": [{"pod": k, "node": decisions[k].node if k in decisions else None,
-                             "reason": (decisions[k].reason or None) if k in decisions
-                             else None} for k in self.members]}
 
 
 @dataclass
@@ -322,7 +261,8 @@ def _ingesters(cache: ClusterCache) -> dict[str, Callable[[str, Json], None]]:
     does not hold are not fed (scheduling does not read them)."""
     out: dict[str, Callable[[str, Json], None]] = {
         "Node": cache.on_node_event, "Pod": cache.on_pod_event,
-        pgs.KIND: cache.on_pod_group_event}
+        pgs.KIND: cache.on_pod_group_event,
+        pgs.COMPOSITE_KIND: cache.on_composite_pod_group_event}
     for kind in ls.KINDS:
         out[kind.name] = functools.partial(cache.on_object_event, kind)
     return out
@@ -342,6 +282,10 @@ def build_cache(objects: Sequence[Json], leave_out: frozenset[str] = frozenset()
     groups = cache.pod_groups
     groups.served = any(o.get("kind") == pgs.KIND for o in objects) if pod_groups is None \
         else pod_groups
+    # CompositePodGroup: with the gate on, PodGroups' parents count (as the engine's cache
+    # with the gate on and scheduling.k8s.io/v1alpha3 served).
+    groups.set_composite(groups.served and pgs.COMPOSITE_POD_GROUP
+                         in featuregates.scheduler_features())
     if scheduler_name is not None:
         groups.responsible = scheduler_name.__eq__
     feed = _ingesters(cache)
@@ -384,18 +328,6 @@ def _usage(cache: ClusterCache) -> dict[str, Usage]:
 # -- the run ------------------------------------------------------------------------------
 Progress = Callable[[int, int], None]
 # (pending pod object, replayed, current node)
-Planned = tuple[Json, bool, str | None]
-
-
-@dataclass
-class Entry:
-    """What one scheduling cycle decides: one pod, or a pod group's members popped
-    together (`group` its "namespace/name"), in the cycle's order."""
-
-    pods: list[Planned]
-    group: str = ""
-
-
 @dataclass
 class Plan:
     """The cycles to run, in order, and the pods the cluster is emptied of."""
@@ -543,8 +475,14 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             last = time.monotonic()
             progress(done_before + i, total)
         i += len(entry.pods)
+        if entry.group and pgs.split_key(entry.group)[0]:
+            decisions, outcomes = await decide_tree(policy, pipeline, cache, nominator,
+                                                     entry)
+            out += decisions
+            groups += outcomes
+            continue
         if entry.group:
-            decisions, outcome = await _decide_group(policy, pipeline, cache, nominator,
+            decisions, outcome = await decide_group(policy, pipeline, cache, nominator,
                                                      entry)
             out += decisions
             groups.append(outcome)
@@ -553,7 +491,7 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
         pod = PodInfo.from_json(obj)
         d = Decision(pod.namespace, pod.name, None, replayed=replayed, current_node=current)
         out.append(d)
-        if _not_selected(policy, cache, pod, d):
+        if not_selected(policy, cache, pod, d):
             continue
         try:
             result = await schedule_pod(pipeline, pod, cache.snapshot,
@@ -563,14 +501,14 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
             d.reasons = (d.reason,)
             continue
         if result.node is None:
-            _unschedulable(d, result.fit_error)
+            mark_unschedulable(d, result.fit_error)
             continue
         # Assume, Reserve and Permit as the engine's scheduling cycle does: what a plugin
         # holds for the pod (DynamicResources' devices) is held from the next pod too.
-        assumed, _ = _assume(pipeline, cache, nominator, result.state, pod, result.node, d)
+        assumed, _ = assume(pipeline, cache, nominator, result.state, pod, result.node, d)
         if assumed is None:
             continue
-        _pre_bind(pipeline, cache, result.state, assumed, result.node)
+        pre_bind(pipeline, cache, result.state, assumed, result.node)
         d.node = result.node
         d.deciding_scorer = result.deciding_scorer
     waiting: dict[str, GroupOutcome] = {}
@@ -595,144 +533,6 @@ async def decide(policy: Policy, objects: Sequence[Json], the_plan: Plan,
     for d in out:
         d.order_unknown = not d.replayed and d.key in the_plan.order_unknown
     return out, groups, cache
-
-
-def _not_selected(policy: Policy, cache: ClusterCache, pod: PodInfo, d: Decision) -> bool:
-    """The policy's namespaceSelector leaves the pod out: the engine parks it, with this
-    warning (scheduler.profile)."""
-    if namespace_selected(policy, pod, cache.namespaces):
-        return False
-    d.reason = not_selected_message(policy, pod)
-    d.reasons = ("namespace not selected",)
-    return True
-
-
-def _assume(pipeline: Pipeline, cache: ClusterCache, nominator: Nominator, state: Any,
-            pod: PodInfo, node: str, d: Decision) -> tuple[PodInfo | None, Status]:
-    """The engine's assume, Reserve and Permit (schedule_one.reserve_and_permit): the pod
-    assumed, and Permit's status (Wait: held until a Permit plugin allows it); on a
-    rejection, forgotten with handle_failure's message in `d`, and None."""
-    assumed = cache.assume(pod, node)
-    nominator.remove(pod.key)
-    plugins = pipeline.plugins_for(assumed)
-    if state is None or not plugins.binding:
-        return assumed, SUCCESS
-    st, _ = reserve_and_permit(pipeline, state, assumed, node, plugins)
-    if st.ok or st.code is Code.WAIT:
-        return assumed, st
-    cache.forget(assumed)
-    d.reason = rejection(st, node).message if st.rejected else f"error: {st.message}"
-    d.reasons = (d.reason,)
-    return None, st
-
-
-def _pre_bind(pipeline: Pipeline, cache: ClusterCache, state: Any, pod: PodInfo,
-              node: str) -> None:
-    """The claims as DynamicResources' PreBind would leave them (allocated, reserved for
-    the pod or its PodGroup), fed to the cache: the next pods meet them as in the cluster
-    (simulated.pre_bind_claims)."""
-    plugins = pipeline.plugins_for(pod).at(ExtensionPoint.PRE_BIND)
-    for claim in pre_bind_claims(plugins, state, pod, node):
-        cache.on_object_event(ls.RESOURCE_CLAIM, "MODIFIED", claim)
-
-
-def _unschedulable(d: Decision, fe: FitError | None, fallback: str = "no node fits") -> None:
-    d.reason = fe.message if fe is not None else fallback
-    if fe is not None and fe.pre_filter_msg:
-        d.reasons = (fe.pre_filter_msg,)
-    elif fe is not None:
-        d.reasons = tuple(sorted({r for st in fe.node_statuses.values()
-                                  for r in st.reasons})) or (d.reason,)
-    else:
-        d.reasons = (d.reason,)
-
-
-async def _decide_group(policy: Policy, pipeline: Pipeline, cache: ClusterCache,
-                        nominator: Nominator, entry: Entry
-                        ) -> tuple[list[Decision], GroupOutcome]:
-    """One pod-group cycle, as ScheduleOne.schedule_pod_group runs it: validate the group,
-    run pod_group_algorithm (a simulation it reverts), PodGroupPostFilter for a rejected
-    group, then submit as submitPodGroupAlgorithmResult: only when the group succeeded are
-    its members that fit assumed and reserved; a rejected group places nothing, its
-    members that fit getting `pod group is unschedulable, <the group's message>`."""
-    namespace, _, name = entry.group.partition("/")
-    decisions: list[Decision] = []
-    live: list[tuple[Decision, PodInfo]] = []
-    for obj, replayed, current in entry.pods:
-        pod = PodInfo.from_json(obj)
-        d = Decision(pod.namespace, pod.name, None, replayed=replayed, current_node=current,
-                     group=entry.group)
-        decisions.append(d)
-        if not _not_selected(policy, cache, pod, d):
-            live.append((d, pod))
-    groups = cache.pod_groups
-    obj_group = groups.get(namespace, name)
-    outcome = GroupOutcome(entry.group, pgs.min_count(obj_group), GROUP_ERROR,
-                           members=[d.key for d in decisions],
-                           already_scheduled=groups.state(entry.group).scheduled_pods_count)
-    if obj_group is None:  # PreEnqueue lets no member through without it: not reached
-        outcome.message = f'podgroup.scheduling.k8s.io "{name}" not found'
-    if not live or obj_group is None:
-        for d in decisions:
-            d.reason = d.reason or f"error: {outcome.message}"
-            d.reasons = d.reasons or (d.reason,)
-        return decisions, outcome
-    info = PodGroupInfo(namespace, name, obj_group)
-    pods = [p for _, p in live]
-    err = validate_pod_group(groups, info, pods, policy.scheduler_name)
-    if err:
-        outcome.message = err
-        for d, _ in live:
-            d.reason = f"error: {err}"
-            d.reasons = (d.reason,)
-        return decisions, outcome
-    # The PodGroupPostFilter phase as the engine runs it, acting on nothing: a group that
-    # would preempt is reported not placed with its message, as the first cycle leaves it.
-    verdict = await pod_group_verdict(pipeline, cache, info, pods)
-    result, status = verdict.outcome, verdict.status
-    outcome.message = status.message
-    outcome.state = PLACED if status.ok else NOT_PLACED if status.rejected else GROUP_ERROR
-    placed: list[tuple[Decision, PodInfo, MemberResult]] = []
-    for i, (d, pod) in enumerate(live):
-        r = result.members[i] if i < len(result.members) else None
-        # the engine's submit, member by member
-        v = member_verdict(r, status, result.untried, verdict.waiting)
-        if v.status is None and r is not None:
-            placed.append((d, pod, r))
-        elif v.status is None or not v.status.rejected:
-            d.reason = f"error: {v.status.message if v.status is not None else ''}"
-            d.reasons = (d.reason,)
-        elif v.group or r is None:
-            d.reason = v.status.message
-            d.reasons = (d.reason,)
-        else:
-            _unschedulable(d, v.fit_error or rejection(v.status, r.node))
-    # prepareForBindingCycle: assume and Reserve for real, so the pods after the group
-    # see its members (Permit lets a gang through: the cycle reached minCount).
-    held: list[tuple[Decision, PodInfo, MemberResult]] = []
-    permit = SUCCESS
-    for d, pod, r in placed:
-        assumed, st = _assume(pipeline, cache, nominator, r.state, pod, r.node, d)
-        if assumed is not None:
-            held.append((d, assumed, r))
-            permit = st
-    if held and permit.code is Code.WAIT:
-        # The last member held still waits at Permit (GangScheduling: a member failed
-        # Reserve and the gang is short of minCount), so every member held waits: no
-        # later Permit allows them, and they time out bound to nothing.
-        for d, assumed, r in held:
-            pipeline.run_reserve_plugins_unreserve(r.state, assumed, r.node,
-                                                   pipeline.plugins_for(assumed))
-            cache.forget(assumed)
-            d.reason = permit.message
-            d.reasons = (d.reason,)
-        held = []
-        outcome.state = NOT_PLACED
-    for d, assumed, r in held:
-        _pre_bind(pipeline, cache, r.state, assumed, r.node)
-        d.node = r.node
-        d.deciding_scorer = r.result.deciding_scorer if r.result is not None else ""
-    return decisions, outcome
 
 
 @dataclass(frozen=True)

@@ -69,14 +69,16 @@ def _kind(lister: ls.Kind, required: bool = False) -> Kind:
 
 # Nodes, every kind the cache keeps for plugins (framework.listers.KINDS: namespaces,
 # volumes, services, workload controllers, PDBs, priority classes), the policies (the
-# baseline `current` of a simulation), PodGroups (scheduling.k8s.io/v1beta1, where the
-# cluster serves them: the gangs `polsched simulate` places all or nothing) and, last,
-# pods: the order they are fed to a cache.
+# baseline `current` of a simulation), CompositePodGroups (scheduling.k8s.io/v1alpha3) and
+# PodGroups (scheduling.k8s.io/v1beta1), where the cluster serves them: the gangs `polsched
+# simulate` places all or nothing, and, last, pods: the order they are fed to a cache.
 POD_GROUPS = Kind(pgs.API_VERSION, pgs.KIND, pgs.PATH)
+COMPOSITE_POD_GROUPS = Kind(pgs.COMPOSITE_API_VERSION, pgs.COMPOSITE_KIND, pgs.COMPOSITE_PATH)
 KINDS: tuple[Kind, ...] = (
     Kind("v1", "Node", "/api/v1/nodes", required=True),
     *(_kind(k, required=k is ls.NAMESPACE) for k in ls.KINDS),
     Kind(API_VERSION, KIND, f"/apis/{API_VERSION}/{PLURAL}"),
+    COMPOSITE_POD_GROUPS,
     POD_GROUPS,
     Kind("v1", "Pod", "/api/v1/pods", required=True),
 )
@@ -352,8 +354,10 @@ async def _live(args: argparse.Namespace, node_metrics: bool = False) -> list[Js
     client = connection.client(args)
     kinds = (*KINDS, NODE_METRICS) if node_metrics else KINDS
     def warn(message: str) -> None:
-        # A cluster without GenericWorkload serves no PodGroups: nothing to say.
-        if not message.startswith(f"{POD_GROUPS.plural} left out: 404"):
+        # A cluster without GenericWorkload (or CompositePodGroup) serves no PodGroups (or
+        # CompositePodGroups): nothing to say.
+        if not message.startswith((f"{POD_GROUPS.plural} left out: 404",
+                                   f"{COMPOSITE_POD_GROUPS.plural} left out: 404")):
             print(f"polsched snapshot: {message}", file=sys.stderr)
 
     try:

@@ -91,6 +91,7 @@ class Resource(enum.StrEnum):
     POD_DISRUPTION_BUDGET = "policy/PodDisruptionBudget"
     PRIORITY_CLASS = "scheduling.k8s.io/PriorityClass"
     POD_GROUP = "scheduling.k8s.io/PodGroup"
+    COMPOSITE_POD_GROUP = "scheduling.k8s.io/CompositePodGroup"
     WILDCARD = "*"
 
 
@@ -188,6 +189,9 @@ NODE_DELETE = ClusterEvent(Resource.NODE, ActionType.DELETE)
 POD_GROUP_ADD = ClusterEvent(Resource.POD_GROUP, ActionType.ADD)
 POD_GROUP_UPDATE = ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE)
 POD_GROUP_DELETE = ClusterEvent(Resource.POD_GROUP, ActionType.DELETE)
+COMPOSITE_POD_GROUP_ADD = ClusterEvent(Resource.COMPOSITE_POD_GROUP, ActionType.ADD)
+COMPOSITE_POD_GROUP_UPDATE = ClusterEvent(Resource.COMPOSITE_POD_GROUP, ActionType.UPDATE)
+COMPOSITE_POD_GROUP_DELETE = ClusterEvent(Resource.COMPOSITE_POD_GROUP, ActionType.DELETE)
 EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, ActionType.ALL,
                                            UNSCHEDULABLE_TIMEOUT)
 EVENT_FORCE_ACTIVATE = ClusterEvent(Resource.WILDCARD, ActionType.ALL, FORCE_ACTIVATE)

@@ -35,7 +35,7 @@ from polsched.framework.diagnosis import FitError, PostFilterResult
 from polsched.framework.listers import Listers
 from polsched.framework.load import LoadSource
 from polsched.framework.nominator import Nominator
-from polsched.framework.podgroups import PodGroups
+from polsched.framework.podgroups import COMPOSITE_PREFIX, PodGroups
 from polsched.framework.selectors import NodeSet
 from polsched.framework.status import SUCCESS, Status
 from polsched.framework.types import Json, NodeInfo, PodInfo, Snapshot
@@ -224,11 +224,22 @@ class PlacementProgress:
 @dataclass(frozen=True)
 class PodGroupInfo:
     """The pod group a pod-group cycle places (fwk.PodGroupInfo): its namespace, name and
-    PodGroup object (scheduling.k8s.io/v1beta1, as the API server sends it)."""
+    PodGroup object (scheduling.k8s.io/v1beta1, as the API server sends it). With
+    CompositePodGroup on, a node of a tree: a CompositePodGroup (`composite`, its object
+    in `pod_group`) has `children` (PodGroups and CompositePodGroups, in GetChildGroups'
+    order); a PodGroup has none."""
 
     namespace: str
     name: str
     pod_group: Json
+    composite: bool = False
+    children: tuple[PodGroupInfo, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """fwk.PodGroupKey / CompositePodGroupKey (framework.podgroups' key forms)."""
+        return f"{COMPOSITE_PREFIX}{self.namespace}/{self.name}" if self.composite \
+            else f"{self.namespace}/{self.name}"
 
 
 class PlacementFeasiblePlugin(Plugin):

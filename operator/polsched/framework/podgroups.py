@@ -37,6 +37,54 @@ REASON_SCHEDULER_ERROR = "SchedulerError"
 # and DynamicResources' PodGroupPostFilter leaves groups with schedulingConstraints alone.
 TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = "TopologyAwareWorkloadScheduling"
 
+# Hierarchical gangs (alpha gate CompositePodGroup, scheduling.k8s.io/v1alpha3): a
+# CompositePodGroup is the parent of PodGroups and of other CompositePodGroups
+# (spec.parentCompositePodGroupName, in the same namespace); the queue schedules a tree
+# from its root as one entity (backend/queue/workload_forest.go).
+COMPOSITE_POD_GROUP = "CompositePodGroup"
+COMPOSITE_API_VERSION = "scheduling.k8s.io/v1alpha3"
+COMPOSITE_KIND = "CompositePodGroup"
+COMPOSITE_PATH = f"/apis/{COMPOSITE_API_VERSION}/compositepodgroups"
+# WorkloadMaxTreeDepth: deeper trees are refused (helper.GetPodGroupStates).
+MAX_TREE_DEPTH = 4
+# A composite group's key is "composite:namespace/name" (fwk.CompositePodGroupKey); a
+# PodGroup's stays "namespace/name". No namespace starts with "composite:" (a DNS label).
+COMPOSITE_PREFIX = "composite:"
+
+
+def composite_key(namespace: str, name: str) -> str:
+    return f"{COMPOSITE_PREFIX}{namespace}/{name}"
+
+
+def split_key(key: str) -> tuple[bool, str, str]:
+    """(composite, namespace, name) of a group key."""
+    composite = key.startswith(COMPOSITE_PREFIX)
+    ns, _, name = key.removeprefix(COMPOSITE_PREFIX).partition("/")
+    return composite, ns, name
+
+
+def parent_name(obj: Json | None) -> str | None:
+    """spec.parentCompositePodGroupName of a PodGroup or CompositePodGroup, or None."""
+    spec = (obj or {}).get("spec")
+    name = spec.get("parentCompositePodGroupName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def min_group_count(cpg: Json | None) -> int | None:
+    """spec.schedulingPolicy.gang.minGroupCount of a CompositePodGroup; None when basic."""
+    policy = ((cpg or {}).get("spec") or {}).get("schedulingPolicy") or {}
+    gang = policy.get("gang")
+    if not isinstance(gang, Mapping):
+        return None
+    value = gang.get("minGroupCount")
+    return value if isinstance(value, int) else 0
+
+
+def _created(obj: Json) -> str:
+    meta = obj.get("metadata") or {}
+    ts = meta.get("creationTimestamp")
+    return ts if isinstance(ts, str) else ""
+
 
 def pod_group_name(pod: PodInfo) -> str | None:
     """The PodGroup a pod belongs to (spec.schedulingGroup.podGroupName), or None."""
@@ -173,6 +221,14 @@ class PodGroups:
         self.responsible: Callable[[str], bool] | None = None
         # Bumped (responsible_changed) whenever what `responsible` answers may change.
         self.responsible_epoch = 0
+        # CompositePodGroup on (the gate, and scheduling.k8s.io/v1alpha3 served): a
+        # PodGroup's parentCompositePodGroupName counts only then, as upstream's
+        # podGroupHasParent.
+        self.composite = False
+        self.composites: dict[str, Json] = {}
+        # The forest: a composite group's key -> its children's keys (PodGroups and
+        # CompositePodGroups observed with it as their parent).
+        self._children: dict[str, set[str]] = {}
 
     def responsible_changed(self) -> None:
         """The set of schedulerNames served changed: counts are computed again."""
@@ -218,18 +274,134 @@ class PodGroups:
     def __iter__(self) -> Iterator[str]:
         return iter(self.objects)
 
+    # -- the forest of composite groups (workload_forest.go) ------------------------------
+    def _parent(self, obj: Json | None, composite: bool) -> str | None:
+        """The parent's name: a PodGroup's counts only with CompositePodGroup on."""
+        if not composite and not self.composite:
+            return None
+        return parent_name(obj)
+
+    def get_composite(self, namespace: str, name: str) -> Json | None:
+        return self.composites.get(f"{namespace}/{name}")
+
+    def root_of(self, namespace: str, name: str, composite: bool = False) -> str | None:
+        """The key of the root of the tree the group belongs to (getRootLookupInfo...):
+        the group's own key when it has no parent; None while a group on the way up is
+        not observed, or on a cycle or a tree deeper than MAX_TREE_DEPTH."""
+        obj = (self.composites if composite else self.objects).get(f"{namespace}/{name}")
+        if obj is None:
+            return None
+        key = composite_key(namespace, name) if composite else f"{namespace}/{name}"
+        parent = self._parent(obj, composite)
+        seen: set[str] = set()
+        while parent is not None:
+            if parent in seen or len(seen) >= MAX_TREE_DEPTH:
+                return None
+            seen.add(parent)
+            cpg = self.composites.get(f"{namespace}/{parent}")
+            if cpg is None:
+                return None
+            key = composite_key(namespace, parent)
+            parent = parent_name(cpg)
+        return key
+
+    def entity_key(self, namespace: str, name: str) -> str:
+        """The queue's key for the members of PodGroup `name`: its tree's root, or the
+        PodGroup's own key while that root is not known (lookup() is then None, and the
+        members wait in incompletePodGroupPods)."""
+        return self.root_of(namespace, name) or f"{namespace}/{name}"
+
+    def lookup(self, key: str) -> Json | None:
+        """The object of a queue key when it is a complete root: a PodGroup without a
+        parent, or a root CompositePodGroup; None otherwise."""
+        composite, ns, name = split_key(key)
+        if self.root_of(ns, name, composite) != key:
+            return None
+        return self.get_composite(ns, name) if composite else self.get(ns, name)
+
+    def children(self, key: str) -> list[str]:
+        """The child keys of a composite group, in upstream's order (GetChildGroups: by
+        creationTimestamp, then by name)."""
+        def order(child: str) -> tuple[str, str]:
+            composite, ns, name = split_key(child)
+            obj = (self.composites if composite else self.objects).get(f"{ns}/{name}")
+            return (_created(obj) if obj is not None else "", name)
+        return sorted(self._children.get(key, ()), key=order)
+
+    def leaves(self, key: str) -> list[str]:
+        """The PodGroup keys under a group key (itself for a PodGroup), depth-bounded."""
+        out: list[str] = []
+
+        def walk(k: str, depth: int) -> None:
+            if not split_key(k)[0]:
+                out.append(k)
+                return
+            if depth >= MAX_TREE_DEPTH:
+                return
+            for child in self.children(k):
+                walk(child, depth + 1)
+        walk(key, 0)
+        return out
+
+    def subtree_scheduled(self, key: str) -> list[PodInfo]:
+        """The scheduled members of every PodGroup under `key` (GetPodGroupStates)."""
+        return [p for leaf in self.leaves(key) for p in self.state(leaf).scheduled_pods()]
+
+    def _link(self, obj: Json, composite: bool, add: bool) -> None:
+        ns, name = object_key(obj).split("/", 1)
+        parent = self._parent(obj, composite)
+        if parent is None:
+            return
+        pkey = composite_key(ns, parent)
+        child = composite_key(ns, name) if composite else f"{ns}/{name}"
+        if add:
+            self._children.setdefault(pkey, set()).add(child)
+            return
+        kids = self._children.get(pkey)
+        if kids is not None:
+            kids.discard(child)
+            if not kids:
+                del self._children[pkey]
+
+    def apply_composite(self, event: str, obj: Json) -> Json | None:
+        """A CompositePodGroup ADDED / MODIFIED / DELETED; returns the previous version."""
+        key = object_key(obj)
+        old = self.composites.pop(key, None) if event == "DELETED" \
+            else self.composites.get(key)
+        if old is not None:
+            self._link(old, True, False)
+        if event != "DELETED":
+            self.composites[key] = obj
+            self._link(obj, True, True)
+        return old
+
+    def set_composite(self, on: bool) -> None:
+        """Turn CompositePodGroup on or off: PodGroups' parents are read again."""
+        if on == self.composite:
+            return
+        for obj in self.objects.values():
+            self._link(obj, False, False)
+        self.composite = on
+        for obj in self.objects.values():
+            self._link(obj, False, True)
+
     # -- writing (the cache) --------------------------------------------------------------
     def apply(self, event: str, obj: Json) -> Json | None:
         """A PodGroup ADDED / MODIFIED / DELETED; returns the previous version."""
         key = object_key(obj)
         if event == "DELETED":
             old = self.objects.pop(key, None)
+            if old is not None:
+                self._link(old, False, False)
             state = self.states.get(key)
             if state is not None and not state.all_pods:
                 del self.states[key]
             return old
         old = self.objects.get(key)
+        if old is not None:
+            self._link(old, False, False)
         self.objects[key] = obj
+        self._link(obj, False, True)
         return old
 
     def pod_added(self, pod: PodInfo) -> None:

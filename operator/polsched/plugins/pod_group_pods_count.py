@@ -2,15 +2,15 @@
 of its members.
 
 Copies kube-scheduler v1.37's podgrouppodscount plugin
-(pkg/scheduler/framework/plugins/podgrouppodscount/podgroup_pods_count.go,
-CompositePodGroup off), a PlacementScore plugin of weight 1 that the default profile runs
-when the TopologyAwareWorkloadScheduling gate is on; here the builder
-(scheduler.pipelines) adds it when Handle.features has that gate.
+(pkg/scheduler/framework/plugins/podgrouppodscount/podgroup_pods_count.go), a
+PlacementScore plugin of weight 1 that the default profile runs when the
+TopologyAwareWorkloadScheduling gate is on; here the builder (scheduler.pipelines) adds it
+when Handle.features has that gate.
 
-ScorePlacement: the group's scheduled members (assumed or bound) plus the members placed
-in the placement. NormalizePlacementScore: scaled by the highest count to 0..100 (the
-group's minCount plays no part, so that close counts get close scores); a highest count
-of 0 is an error (upstream's text).
+ScorePlacement: the group's scheduled members (assumed or bound; of every PodGroup under a
+composite group) plus the members placed in the placement. NormalizePlacementScore:
+scaled by the highest count to 0..100 (the group's minCount plays no part, so that close
+counts get close scores); a highest count of 0 is an error (upstream's text).
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ class PodGroupPodsCount(PlacementScorePlugin):
 
     def score_placement(self, state: CycleState, group: PodGroupInfo,
                         placement: PodGroupAssignments) -> tuple[int, Status]:
-        scheduled = 0 if self._groups is None else \
-            self._groups.state(f"{group.namespace}/{group.name}").scheduled_pods_count
+        # getScheduledPodsCount: every PodGroup's under a composite group.
+        groups = self._groups
+        scheduled = 0 if groups is None else \
+            sum(groups.state(leaf).scheduled_pods_count for leaf in groups.leaves(group.key))
         return scheduled + len(placement.assignments), SUCCESS
 
     def normalize_placement_scores(self, state: CycleState, group: PodGroupInfo,

@@ -2,16 +2,17 @@
 domain of the node label it names, one placement per domain.
 
 Copies kube-scheduler v1.37's topologyaware plugin
-(pkg/scheduler/framework/plugins/topologyaware/topology_placement.go, CompositePodGroup
-off), which the default profile runs when the TopologyAwareWorkloadScheduling gate is on
+(pkg/scheduler/framework/plugins/topologyaware/topology_placement.go), which the default
+profile runs when the TopologyAwareWorkloadScheduling gate is on
 (apis/config/v1/default_plugins.go applyTopologyAwareWorkloadScheduling); here the
 builder (scheduler.pipelines) adds it when Handle.features has that gate.
 
-- A PodGroup without `spec.schedulingConstraints.topology` gets the parent placement (every
-  node) unchanged.
+- A PodGroup (or CompositePodGroup) without `spec.schedulingConstraints.topology` gets the
+  parent placement (every node, or its parent composite group's domain) unchanged.
 - Otherwise one placement per value of the label `topology[0].key` (the API allows one
   constraint), with the nodes that carry it; nodes without the label are in none.
-- When members of the group are already scheduled (assumed or bound), only their domain
+- When members of the group (of any PodGroup under a composite group) are already
+  scheduled (assumed or bound), only their domain
   is generated; members in different domains, or on a node without the label, are an
   error (upstream's texts).
 
@@ -66,8 +67,8 @@ class TopologyPlacement(PlacementGeneratePlugin):
         if key is None:
             return [parent], SUCCESS
         required: str | None = None
-        scheduled = [] if self._groups is None else \
-            self._groups.state(f"{group.namespace}/{group.name}").scheduled_pods()
+        # getScheduledPods: every PodGroup's under a composite group (GetPodGroupStates).
+        scheduled = [] if self._groups is None else self._groups.subtree_scheduled(group.key)
         if scheduled:
             required, err = _scheduled_domain(key, scheduled,
                                               {n.name: n for n in parent.nodes})

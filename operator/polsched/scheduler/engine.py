@@ -497,12 +497,30 @@ class Engine(CacheListener):
                     s.queue.pod_group_deleted(key)
                 else:
                     s.queue.pod_group_added(key)
+        if self.cache.pod_groups.composite and (
+                old is None or new is None or pg.parent_name(old) != pg.parent_name(new)):
+            # A tree gained or lost a PodGroup (not a status write: those come often).
+            for s in self._schedulers.values():
+                s.queue.regroup_trees()
         if old is None:
             self._move(ev.POD_GROUP_ADD, None, new)
         elif new is None:
             self._move(ev.POD_GROUP_DELETE, old, None)
         else:
             self._move(ev.POD_GROUP_UPDATE, old, new)
+
+    def composite_pod_group_changed(self, old: Json | None, new: Json | None) -> None:
+        # AddCompositePodGroup / DeleteCompositePodGroup: the trees' roots may have
+        # changed (members join their root or wait for it), then the event's hints.
+        if old is None or new is None or pg.parent_name(old) != pg.parent_name(new):
+            for s in self._schedulers.values():
+                s.queue.regroup_trees()
+        if old is None:
+            self._move(ev.COMPOSITE_POD_GROUP_ADD, None, new)
+        elif new is None:
+            self._move(ev.COMPOSITE_POD_GROUP_DELETE, old, None)
+        else:
+            self._move(ev.COMPOSITE_POD_GROUP_UPDATE, old, new)
 
     def _activate_pods(self, pods: Sequence[PodInfo]) -> None:
         """Handle.Activate: these pending pods go to their queue's activeQ."""

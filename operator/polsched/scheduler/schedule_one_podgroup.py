@@ -92,6 +92,10 @@ class PodGroupResult:
     placements: list[PlacementOutcome] | None = None
     chosen: str | None = None
     generated: int = 0  # how many placements were generated
+    # A composite group's (CompositePodGroup): the result of every group of its tree that
+    # was evaluated, by key (the chosen placement's, or the first one's when none fit),
+    # its own included. None for a PodGroup.
+    subtree: dict[str, PodGroupResult] | None = None
 
 
 @dataclass
@@ -118,7 +122,9 @@ async def pod_group_algorithm(pipeline: Pipeline, cache: ClusterCache, group: Po
     before this returns: the algorithm is a simulation. `budget_seconds`: each member's
     search has that time budget (framework.budget); None: none."""
     cycle_state = CycleState()
-    if pipeline.placement_algorithm:
+    if group.composite:
+        out = await _composite_root(pipeline, cache, group, pods, budget_seconds)
+    elif pipeline.placement_algorithm:
         out = await _placement_algorithm(pipeline, cache, group, pods, cycle_state,
                                          budget_seconds)
     else:
@@ -196,15 +202,17 @@ def _as_error(st: Status) -> str:
 
 async def _placement_algorithm(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
                                pods: Sequence[PodInfo], cycle_state: CycleState,
-                               budget_seconds: float | None = None) -> PodGroupResult:
+                               budget_seconds: float | None = None,
+                               nodes: Sequence[NodeInfo] | None = None) -> PodGroupResult:
     """podGroupSchedulingPlacementAlgorithm: the PlacementGenerate plugins' placements out
     of every node; the default algorithm in each (reverted after each); none feasible:
     the first one's result, Unschedulable `0/N placements are available, first placement
     status: ...`; one: that one; more: the PlacementScore plugins choose
     (findBestPodGroupPlacement). The result keeps every placement tried
-    (`placements`, for the metrics and explain) and the chosen one's name."""
-    placements, st = pipeline.run_placement_generate_plugins(cycle_state, group,
-                                                             cache.snapshot.nodes)
+    (`placements`, for the metrics and explain) and the chosen one's name. `nodes`: the
+    parent composite group's placement (ListNodesInPlacement); None: every node."""
+    placements, st = pipeline.run_placement_generate_plugins(
+        cycle_state, group, cache.snapshot.nodes if nodes is None else nodes)
     if not st.ok:
         return PodGroupResult(st, state=cycle_state, placements=[])
     out = await _try_placements(pipeline, cache, group, pods, cycle_state, placements,
@@ -269,6 +277,300 @@ def _find_best_placement(pipeline: Pipeline, group: PodGroupInfo,
     for (outcome, _), ps in zip(feasible, scores, strict=True):
         outcome.scores, outcome.total = ps.scores, ps.total
     return select_host(pipeline, [ps.total for ps in scores]), SUCCESS
+
+
+# -- composite groups (CompositePodGroup: podGroupSchedulingRecursiveAlgorithm) ---------------
+def leaf_pods(pods: Sequence[PodInfo]) -> dict[str, list[PodInfo]]:
+    """A tree's queued members by their PodGroup's key (QueuedPodInfos), in order."""
+    out: dict[str, list[PodInfo]] = {}
+    for pod in pods:
+        key = pgs.pod_group_key(pod)
+        if key is not None:
+            out.setdefault(key, []).append(pod)
+    return out
+
+
+def build_tree(groups: pgs.PodGroups, key: str, depth: int = 0) -> PodGroupInfo | None:
+    """The PodGroupInfo of a group and, for a composite one, of its tree as the cache
+    holds it now (buildQueuedPodGroupInfo, reconciled with the snapshot); None when an
+    object is gone or the tree is deeper than WorkloadMaxTreeDepth."""
+    composite, ns, name = pgs.split_key(key)
+    obj = groups.get_composite(ns, name) if composite else groups.get(ns, name)
+    if obj is None or depth >= pgs.MAX_TREE_DEPTH:
+        return None
+    if not composite:
+        return PodGroupInfo(ns, name, obj)
+    children = []
+    for child in groups.children(key):
+        info = build_tree(groups, child, depth + 1)
+        if info is None:
+            return None
+        children.append(info)
+    return PodGroupInfo(ns, name, obj, composite=True, children=tuple(children))
+
+
+def tree_leaves(info: PodGroupInfo) -> list[PodGroupInfo]:
+    """The PodGroups of a tree, depth first in GetChildGroups' order."""
+    if not info.composite:
+        return [info]
+    return [leaf for child in info.children for leaf in tree_leaves(child)]
+
+
+class _Tree:
+    """What one composite cycle shares: the pipeline, the cache, the members by PodGroup
+    and each member's time budget."""
+
+    def __init__(self, pipeline: Pipeline, cache: ClusterCache,
+                 pods: Mapping[str, Sequence[PodInfo]], budget: float | None) -> None:
+        self.pipeline, self.cache, self.pods, self.budget = pipeline, cache, pods, budget
+
+    async def recursive(self, info: PodGroupInfo, nodes: Sequence[NodeInfo],
+                        results: dict[str, PodGroupResult],
+                        reverts: list[Callable[[], None]]) -> PodGroupResult:
+        """podGroupSchedulingRecursiveAlgorithm: a PodGroup by its own algorithm in the
+        parent's placement (`nodes`), its chosen members assumed again for the groups
+        after it (assumeSubtreeWithRevert, reverts added to `reverts`); a composite
+        group by the placement algorithm of composite groups."""
+        if info.composite:
+            return await self.composite(info, nodes, results, reverts)
+        pods = self.pods.get(info.key, [])
+        if self.pipeline.placement_algorithm:
+            res = await _placement_algorithm(self.pipeline, self.cache, info, pods,
+                                             CycleState(), self.budget, nodes)
+        else:
+            res = await _default_algorithm(self.pipeline, self.cache, info, pods,
+                                           CycleState(), Placement("", tuple(nodes)),
+                                           self.budget)
+        results[info.key] = res
+        if res.status.ok:
+            st = _assume_members(self.pipeline, self.cache, res.members, reverts)
+            if not st.ok:
+                res = PodGroupResult(Status.error(f"failed to assume the subtree: {st.message}"),
+                                     state=res.state)
+                results[info.key] = res
+        return res
+
+    async def composite(self, info: PodGroupInfo, nodes: Sequence[NodeInfo],
+                        results: dict[str, PodGroupResult],
+                        reverts: list[Callable[[], None]]) -> PodGroupResult:
+        """compositePodGroupSchedulingPlacementAlgorithm: the PlacementGenerate plugins'
+        placements of the composite group out of its parent's; in each, its children one
+        after another (compositePodGroupSchedulingDefaultAlgorithm), reverted after each;
+        none feasible: the first one's subtree, Unschedulable `0/N placements are
+        available, first placement status: ...`; otherwise the PlacementScore plugins
+        choose among the feasible ones (every member of the subtree's successful
+        PodGroups counts), and the chosen subtree's members are assumed again."""
+        pipeline = self.pipeline
+        cycle_state = CycleState()
+        placements, st = pipeline.run_placement_generate_plugins(cycle_state, info, nodes)
+        if not st.ok:
+            res = PodGroupResult(st, state=cycle_state, placements=[])
+            results[info.key] = res
+            return res
+        tried: list[PlacementOutcome] = []
+        first: dict[str, PodGroupResult] | None = None
+        feasible: list[tuple[PlacementOutcome, PodGroupResult]] = []
+        subtrees: list[dict[str, PodGroupResult]] = []
+        for placement in placements:
+            started = time.perf_counter()
+            sub: dict[str, PodGroupResult] = {}
+            sub_reverts: list[Callable[[], None]] = []
+            try:
+                res = await self.children(info, placement, sub, sub_reverts)
+            finally:
+                for revert in reversed(sub_reverts):
+                    revert()
+            # What each PodGroup placed there on its own (explain's view of the domain);
+            # PlacementScore reads only the successful subtree's (below).
+            outcome = PlacementOutcome(placement, res.status, [
+                m for leaf in tree_leaves(info) if leaf.key in sub
+                and sub[leaf.key].status.ok for m in sub[leaf.key].members],
+                time.perf_counter() - started)
+            if res.status.code is Code.ERROR:
+                res.placements = tried
+                results[info.key] = res
+                return res
+            tried.append(outcome)
+            if first is None:
+                first = sub
+            if res.status.ok:
+                feasible.append((outcome, res))
+                subtrees.append(sub)
+        if not feasible:
+            assert first is not None
+            root = first[info.key]
+            root.status = Status.unschedulable(
+                POD_GROUP_UNSCHEDULABLE, f"0/{len(placements)} placements are available, "
+                f"first placement status: {_as_error(root.status)}")
+            root.placements, root.generated = tried, len(placements)
+            results.update(first)
+            return root
+        for (_, res), sub in zip(feasible, subtrees, strict=True):
+            # makeCompositePodGroupAssignments: the successful leaves' members.
+            res.members = [m for leaf in _successful_leaves(info, sub) for m in leaf.members]
+        i, st = _find_best_placement(pipeline, info, feasible)
+        if i is None:
+            res = PodGroupResult(st, state=cycle_state, placements=tried)
+            results[info.key] = res
+            return res
+        chosen, best = feasible[i]
+        best_sub = subtrees[i]
+        st = _assume_members(pipeline, self.cache, best.members, reverts)
+        if not st.ok:
+            res = PodGroupResult(Status.error(f"failed to assume the subtree: {st.message}"),
+                                 state=cycle_state, placements=tried)
+            results[info.key] = res
+            return res
+        results.update(best_sub)
+        best.members = []
+        best.placements, best.chosen, best.generated = tried, chosen.placement.name, \
+            len(placements)
+        return best
+
+    async def children(self, info: PodGroupInfo, placement: Placement,
+                       results: dict[str, PodGroupResult],
+                       reverts: list[Callable[[], None]]) -> PodGroupResult:
+        """compositePodGroupSchedulingDefaultAlgorithm: PlacementFeasible first
+        (Remaining = the children), then each child in GetChildGroups' order, recursively,
+        PlacementFeasible after each (Scheduled = the children that succeeded), stopping
+        at Unschedulable; a final Wait is Unschedulable. A child's error is the group's.
+        What the children assumed stays for the caller (`reverts`) when the group
+        succeeds and is reverted here when it fails."""
+        pipeline = self.pipeline
+        state = CycleState()
+        mine: list[Callable[[], None]] = []
+        out = PodGroupResult(Status.unschedulable(POD_GROUP_UNSCHEDULABLE), state=state)
+        try:
+            progress = PlacementProgress(len(info.children), 0)
+            st = pipeline.run_placement_feasible_plugins(state, info, progress,
+                                                         pipeline.plugins)
+            if st.code in (Code.UNSCHEDULABLE, Code.ERROR):
+                out.status = st
+                return out
+            any_scheduled = False
+            for child in info.children:
+                res = await self.recursive(child, placement.nodes, results, mine)
+                if res.status.code is Code.ERROR:
+                    out.status = Status.error("composite pod group evaluation failed due to "
+                                              f"child error: {res.status.message}")
+                    return out
+                any_scheduled = any_scheduled or res.any_scheduled
+                progress = PlacementProgress(progress.remaining - 1,
+                                             progress.scheduled + (1 if res.status.ok else 0))
+                st = pipeline.run_placement_feasible_plugins(state, info, progress,
+                                                             pipeline.plugins)
+                if st.code in (Code.UNSCHEDULABLE, Code.ERROR):
+                    break
+            if st.code is Code.WAIT:
+                st = Status.unschedulable(POD_GROUP_UNSCHEDULABLE, *st.reasons)
+            out.status = st
+            out.any_scheduled = any_scheduled and st.ok
+            return out
+        finally:
+            results[info.key] = out
+            if out.status.ok:
+                reverts.extend(mine)
+            else:
+                for revert in reversed(mine):
+                    revert()
+
+
+def _successful_leaves(root: PodGroupInfo, results: Mapping[str, PodGroupResult]
+                       ) -> list[PodGroupResult]:
+    """successfulLeafResults: the results of the PodGroups whose ancestors and selves
+    succeeded and that placed members."""
+    out: list[PodGroupResult] = []
+
+    def walk(info: PodGroupInfo) -> None:
+        res = results.get(info.key)
+        if res is None or not res.status.ok:
+            return
+        for child in info.children:
+            walk(child)
+        if not info.composite and res.members:
+            out.append(res)
+    walk(root)
+    return out
+
+
+def _assume_members(pipeline: Pipeline, cache: ClusterCache, members: Sequence[MemberResult],
+                    reverts: list[Callable[[], None]]) -> Status:
+    """assumeAndReserveWithRevert of every member that was placed (its search's node and
+    CycleState); the reverts go to `reverts`."""
+    for m in members:
+        if not m.status.ok or not m.node:
+            continue
+        plugins = pipeline.plugins_for(m.pod)
+        assumed = cache.assume(m.pod, m.node)
+        st = pipeline.run_reserve_plugins_reserve(m.state, assumed, m.node, plugins)
+
+        def revert(state: CycleState = m.state, pod: PodInfo = assumed,
+                   node: str = m.node, ps: Any = plugins) -> None:
+            pipeline.run_reserve_plugins_unreserve(state, pod, node, ps)
+            cache.forget(pod)
+        if not st.ok:
+            revert()
+            return st
+        reverts.append(revert)
+    return SUCCESS
+
+
+async def _composite_root(pipeline: Pipeline, cache: ClusterCache, group: PodGroupInfo,
+                          pods: Sequence[PodInfo], budget_seconds: float | None
+                          ) -> PodGroupResult:
+    """runRootSchedulingAlgorithm for a CompositePodGroup root: the recursive algorithm
+    on every node, everything it assumed reverted; the root's result carries every
+    evaluated group's (`subtree`)."""
+    tree = _Tree(pipeline, cache, leaf_pods(pods), budget_seconds)
+    results: dict[str, PodGroupResult] = {}
+    reverts: list[Callable[[], None]] = []
+    try:
+        root = await tree.recursive(group, cache.snapshot.nodes, results, reverts)
+    finally:
+        for revert in reversed(reverts):
+            revert()
+    root.subtree = results
+    return root
+
+
+def complete_tree(root: PodGroupInfo, result: PodGroupResult) -> dict[str, PodGroupResult]:
+    """completeCompositePodGroupAlgorithmResultMap: every group of the tree gets a result;
+    a group that was not evaluated, or that succeeded under a parent that failed, gets
+    its parent's status (the same Status, as upstream shares the pointer)."""
+    results = dict(result.subtree or {})
+    results[root.key] = result
+
+    def walk(info: PodGroupInfo, parent: Status) -> None:
+        res = results.get(info.key)
+        if res is None or (not parent.ok and res.status.ok):
+            res = PodGroupResult(parent)
+            results[info.key] = res
+        for child in info.children:
+            walk(child, res.status)
+    walk(root, SUCCESS)
+    return results
+
+
+def apply_tree_post_filter(results: Mapping[str, PodGroupResult], pst: Status) -> None:
+    """applyPodGroupPostFilterResult over a tree's completed results: an error becomes
+    every group's status; otherwise the PodGroupPostFilter's message is appended to each
+    result's status, so a Status shared by several groups (complete_tree: a parent's and
+    the children it overrode) gets it once per group, as upstream appends through the
+    shared pointer."""
+    shared: dict[int, int] = {}
+    for r in results.values():
+        shared[id(r.status)] = shared.get(id(r.status), 0) + 1
+    appended: dict[int, Status] = {}
+    for r in results.values():
+        before = r.status
+        if pst.code is Code.ERROR:
+            r.status = pst
+            continue
+        if id(before) not in appended:
+            appended[id(before)] = Status(
+                before.code, (*before.reasons, *([pst.message] * shared[id(before)])),
+                before.plugin)
+        r.status = appended[id(before)]
 
 
 async def placement_capacity(pipeline: Pipeline, cache: ClusterCache,
@@ -428,8 +730,12 @@ async def pod_group_post_filter(pipeline: Pipeline, cache: ClusterCache, group: 
         if st.reasons and st.reasons[0] == POD_GROUP_UNSCHEDULABLE:
             # errPodGroupUnschedulable is the status's error, not one of its reasons.
             st = Status(st.code, st.reasons[1:], st.plugin)
+        # A composite group: the members of every PodGroup evaluated (each result's).
+        members = again.members if again.subtree is None else [
+            m for key, r in again.subtree.items() if not pgs.split_key(key)[0]
+            for m in r.members]
         return [ProposedAssignment(m.pod, m.node if m.status.ok else "", m.state)
-                for m in again.members], st
+                for m in members], st
 
     return await pipeline.run_pod_group_post_filter_plugins(
         outcome.state, group, pods, cache.snapshot, rerun, pipeline.plugins, ran)
@@ -470,8 +776,8 @@ def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequen
         err = validate(pod)
         if err:
             return err
-    state = groups.state(f"{info.namespace}/{info.name}")
-    for pod in state.scheduled_pods():
+    # validateScheduledPods: of every PodGroup under a composite group.
+    for pod in groups.subtree_scheduled(info.key):
         err = validate(pod)
         if err:
             return err
@@ -483,6 +789,13 @@ def validate_pod_group(groups: pgs.PodGroups, info: PodGroupInfo, queued: Sequen
 class ScheduleOnePodGroup(ScheduleOne):
     """ScheduleOne with the pod-group cycle (schedule_one_podgroup.go's methods of
     upstream's Scheduler): what the engine runs for every popped pod and pod group."""
+
+    # PodGroups (by uid) this scheduler set PodGroupInitiallyScheduled=True on, newest last:
+    # the condition's write is asynchronous (the recorder), so the next cycle of a tree
+    # may read the PodGroup before the watch brings it back; upstream's patch is made in
+    # the cycle, before the next one reads the group. Bounded.
+    _scheduled_uids: dict[str, None] | None = None
+    MAX_SCHEDULED_UIDS = 10_000
 
     # -- the pod-group cycle (schedule_one_podgroup.go) ----------------------------------
     async def schedule_pod_group(self, profile: Profile, group: QueuedPodGroup) -> None:
@@ -526,6 +839,8 @@ class ScheduleOnePodGroup(ScheduleOne):
         """The cycle's steps; every member handled leaves `attempts`. Returns the root
         status's outcome for the queue."""
         groups = self._cache.pod_groups
+        if group.composite:
+            return await self._composite_cycle(s, group, attempts, started)
         pod_group = groups.get(group.namespace, group.name)
         if pod_group is None:
             # reconcilePodGroupWithSnapshot: the group went away after the pop; its
@@ -542,20 +857,7 @@ class ScheduleOnePodGroup(ScheduleOne):
             self._update_pod_group_condition(s, info, "False", pgs.REASON_SCHEDULER_ERROR,
                                              err)
             return GroupOutcome.ERROR
-        # skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile.
-        live: list[Attempt] = []
-        for key in list(attempts):
-            a = attempts[key]
-            pod = self.current(a.queued.pod)
-            if pod is None:
-                s.done(attempts.pop(key).queued)
-                continue
-            if not s.namespace_selected(pod, self._cache.namespaces):
-                s.done(attempts.pop(key).queued)
-                self._hooks.enqueue(s, pod)
-                continue
-            a.queued.pod = a.pod = pod
-            live.append(a)
+        live = self._live(s, attempts)
         if not live:
             return GroupOutcome.SUCCESS
         pipeline = s.pipeline
@@ -595,6 +897,95 @@ class ScheduleOnePodGroup(ScheduleOne):
         # submitPodGroupAlgorithmResult's metric: the group's final status (after its
         # PodGroupPostFilter), not `root`.
         final = outcome.status
+        if final.ok:
+            result = metrics.SCHEDULED
+        elif final.rejected:
+            result = metrics.UNSCHEDULABLE if waiting is None else metrics.WAITING_ON_PREEMPTION
+        else:
+            result = metrics.ERROR
+        metrics.pod_group_attempt(s.name, result, time.perf_counter() - started)
+        if root.ok:
+            return GroupOutcome.SUCCESS
+        return GroupOutcome.REJECTED if root.rejected else GroupOutcome.ERROR
+
+    def _live(self, s: Profile, attempts: dict[str, Attempt]) -> list[Attempt]:
+        """skipPodGroupPodSchedule: members deleted, bound or assumed meanwhile leave."""
+        live: list[Attempt] = []
+        for key in list(attempts):
+            a = attempts[key]
+            pod = self.current(a.queued.pod)
+            if pod is None:
+                s.done(attempts.pop(key).queued)
+                continue
+            if not s.namespace_selected(pod, self._cache.namespaces):
+                s.done(attempts.pop(key).queued)
+                self._hooks.enqueue(s, pod)
+                continue
+            a.queued.pod = a.pod = pod
+            live.append(a)
+        return live
+
+    async def _composite_cycle(self, s: Profile, group: QueuedPodGroup,
+                               attempts: dict[str, Attempt],
+                               started: float) -> GroupOutcome:
+        """The cycle of a tree rooted at a CompositePodGroup (CompositePodGroup on): the
+        tree as the cache holds it, validated as one group (the root's priority); the
+        recursive algorithm; for a rejected root the PodGroupPostFilter phase, its message
+        appended to every group's status (applyPodGroupPostFilterResult); then each
+        PodGroup's members and PodGroupInitiallyScheduled condition, as
+        submitPodGroupAlgorithmResult does per PodGroup, every group's result completed
+        from its parent's (completeCompositePodGroupAlgorithmResult)."""
+        groups = self._cache.pod_groups
+        info = build_tree(groups, group.key) if groups.lookup(group.key) is not None \
+            else None
+        if info is None:
+            # reconcilePodGroupWithSnapshot: the tree changed after the pop.
+            err = f'compositepodgroup.scheduling.k8s.io "{group.name}" not found'
+            for key in list(attempts):
+                self.handle_failure(attempts.pop(key), Status.error(err))
+            return GroupOutcome.ERROR
+        leaves = tree_leaves(info)
+        err = self._validate_pod_group(s, info, [a.queued.pod for a in attempts.values()])
+        if err:  # handlePodGroupFailureBeforeScheduling; updatePodGroupConditionWithError
+            for key in list(attempts):
+                self.handle_failure(attempts.pop(key), Status.error(err))
+            for leaf in leaves:
+                self._update_pod_group_condition(s, leaf, "False",
+                                                 pgs.REASON_SCHEDULER_ERROR, err)
+            return GroupOutcome.ERROR
+        live = self._live(s, attempts)
+        if not live:
+            return GroupOutcome.SUCCESS
+        pipeline = s.pipeline
+        for a in live:
+            a.pipeline = pipeline
+        pods = [a.pod for a in live]
+        outcome = await pod_group_algorithm(pipeline, self._cache, info, pods,
+                                            self.attempt_budget)
+        metrics.pod_group_algorithm(time.perf_counter() - started)
+        results = complete_tree(info, outcome)
+        for r in results.values():
+            r.untried = r.status
+        root = outcome.status
+        waiting: PodGroupPostFilterResult | None = None
+        final = outcome.status
+        if outcome.status.code is Code.UNSCHEDULABLE:
+            ran: list[tuple[str, Code]] = []
+            post, pst = await pod_group_post_filter(pipeline, self._cache, info, pods,
+                                                    outcome, ran)
+            for name, code in ran:
+                if name == DEFAULT_PREEMPTION:
+                    metrics.workload_preemption_attempt(code)
+            apply_tree_post_filter(results, pst)
+            final = results[info.key].status
+            if pst.ok:
+                waiting = post or PodGroupPostFilterResult()
+                self._preempt_for_group(s, info, live, waiting)
+        for leaf in leaves:
+            mine = [a for a in live if pgs.pod_group_key(a.pod) == leaf.key]
+            self._submit_pod_group(s, leaf, mine, results[leaf.key], waiting)
+        for a in live:
+            attempts.pop(a.queued.key, None)
         if final.ok:
             result = metrics.SCHEDULED
         elif final.rejected:
@@ -663,6 +1054,15 @@ class ScheduleOnePodGroup(ScheduleOne):
                          and c.get("type") == pgs.POD_GROUP_INITIALLY_SCHEDULED), None)
         if existing is not None and existing.get("status") == "True" and status != "True":
             return
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if self._scheduled_uids is None:
+            self._scheduled_uids = {}
+        if status != "True" and uid and uid in self._scheduled_uids:
+            return  # True written, not observed yet: never back to False
+        if status == "True" and uid:
+            self._scheduled_uids[uid] = None
+            if len(self._scheduled_uids) > self.MAX_SCHEDULED_UIDS:
+                del self._scheduled_uids[next(iter(self._scheduled_uids))]
         generation = (obj.get("metadata") or {}).get("generation") or 0
         if existing is not None and existing.get("status") == status \
                 and existing.get("reason") == reason and existing.get("message") == message \

@@ -155,6 +155,41 @@ class PodGroupQueue(QueueCore):
                 held[qp.key] = qp
 
     @changes_sizes
+    def regroup_trees(self) -> None:
+        """CompositePodGroup on, a PodGroup or CompositePodGroup came or went: the trees'
+        roots may have changed (workload_forest.go). Members held in
+        incompletePodGroupPods whose root is now observed join it (AddPodGroup /
+        AddCompositePodGroup); queued members whose root is no longer their group's, or
+        whose group is no complete root any more, leave it and join their root or wait
+        in incompletePodGroupPods (DeletePodGroup / DeleteCompositePodGroup). A group in
+        its cycle is regrouped when it comes back (group_done)."""
+        if self._group_of is None:
+            return
+        now = self._clock()
+        moved: list[QueuedPod] = []
+        for key in list(self._incomplete):
+            held = self._incomplete[key]
+            for mkey, qp in list(held.items()):
+                target = self._group_of(qp.pod)
+                if target is None or target == key and (
+                        self._pod_group is not None and self._pod_group(key) is None):
+                    continue
+                del held[mkey]
+                moved.append(qp)
+            if not held:
+                del self._incomplete[key]
+        for g in list(self._groups.values()):
+            complete = self._pod_group is None or self._pod_group(g.key) is not None
+            for m in list(g.members):
+                if complete and self._group_of(m.pod) == g.key:
+                    continue
+                if self._groups.get(g.key) is g:
+                    self._remove_member(g, m.key)
+                moved.append(m)
+        for qp in moved:
+            self._add_member(qp, now)
+
+    @changes_sizes
     def pop_group(self, qp: QueuedPod) -> QueuedPodGroup | None:
         """After pop_nowait: the pod group popped as one unit when `qp` is the first of its
         members (every queued member now in flight, in upstream's order); None for a plain

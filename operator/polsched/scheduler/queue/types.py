@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polsched.framework import events as ev
+from polsched.framework.podgroups import split_key
 from polsched.framework.types import PodInfo
 
 # Plugin label -> the events it registered, with hints (framework.events.hint_map).
@@ -113,7 +114,7 @@ class QueuedPodGroup:
     add_unschedulable, add_backoff, restore) and then calls
     SchedulingQueue.group_done(key, outcome) (AddAttemptedPodGroupIfNeeded)."""
 
-    key: str  # "namespace/podGroupName"
+    key: str  # "namespace/podGroupName", or a CompositePodGroup root's "composite:ns/name"
     members: list[QueuedPod]
     timestamp: float = 0.0
     # The PodGroup's priority (PodGroupPriority): orders the group in activeQ.
@@ -137,11 +138,16 @@ class QueuedPodGroup:
 
     @property
     def namespace(self) -> str:
-        return self.key.partition("/")[0]
+        return split_key(self.key)[1]
 
     @property
     def name(self) -> str:
-        return self.key.partition("/")[2]
+        return split_key(self.key)[2]
+
+    @property
+    def composite(self) -> bool:
+        """Whether the group is a tree rooted at a CompositePodGroup."""
+        return split_key(self.key)[0]
 
     @property
     def gated(self) -> bool:
