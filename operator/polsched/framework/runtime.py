@@ -711,7 +711,13 @@ class Pipeline:
         return out
 
     def nominated_pods_on(self, pod: PodInfo, node_name: str) -> Sequence[PodInfo]:
-        return self.nominated_pods(pod).get(node_name, ())
+        """nominated_pods(pod)'s entry for one node, without walking the other nodes (a
+        preemption's dry run asks once per victim and candidate node)."""
+        nominator = self._nominator
+        if nominator is None or not len(nominator):
+            return ()
+        return [p for p in nominator.pods_for_node(node_name)
+                if p.priority >= pod.priority and p.uid != pod.uid]
 
     def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo,
                                    plugins: PluginSet, nominated: Sequence[PodInfo]) -> Status:
