@@ -102,6 +102,9 @@ class PodInfo:
     def __post_init__(self) -> None:
         self.key = f"{self.namespace}/{self.name}"
         affinity = self.affinity
+        if not affinity:  # most pods
+            self.has_affinity = self.has_required_anti_affinity = False
+            return
         self.has_affinity = bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
         anti = affinity.get("podAntiAffinity") or {}
         self.has_required_anti_affinity = bool(
