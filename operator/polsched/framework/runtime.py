@@ -96,7 +96,7 @@ class FilterEntry:
     # the same plugin. Reasons, skips and explanations are keyed by it.
     label: str = ""
 
-    @property
+    @functools.cached_property  # read per filter and node: an attribute after the first
     def name(self) -> str:
         return self.label or self.plugin.name
 
@@ -108,7 +108,7 @@ class ScoreEntry:
     when: Matcher | None = None
     label: str = ""
 
-    @property
+    @functools.cached_property  # read per filter and node: an attribute after the first
     def name(self) -> str:
         return self.label or self.plugin.name
 
