@@ -4,6 +4,7 @@
   .venv/bin/python bench/micro.py                       # basic, large, labels, affinity
   .venv/bin/python bench/micro.py --workloads basic --plugins
   .venv/bin/python bench/micro.py --workloads basic --profile 30   # cProfile, top 30
+  .venv/bin/python bench/micro.py --workloads preemption --preemptors 10   # + preemptions
 
 The cluster is built exactly as the engine holds it: a real ClusterCache fed the bench's
 node objects (bench/workloads.py: capacity, zone/tier/priority labels, every 20th node
