@@ -4,6 +4,7 @@
   .venv/bin/python bench/micro.py                       # basic, large, labels, affinity
   .venv/bin/python bench/micro.py --workloads basic --plugins
   .venv/bin/python bench/micro.py --workloads basic --profile 30   # cProfile, top 30
+  .venv/bin/python bench/micro.py --workloads preemption --preemptors 10   # + preemptions
 
 The cluster is built exactly as the engine holds it: a real ClusterCache fed the bench's
 node objects (bench/workloads.py: capacity, zone/tier/priority labels, every 20th node
@@ -63,6 +64,7 @@ from polsched.cluster import featuregates  # noqa: E402
 from polsched.cluster.cache import ClusterCache  # noqa: E402
 from polsched.framework.budget import new_budget  # noqa: E402
 from polsched.framework.interfaces import Handle  # noqa: E402
+from polsched.framework.nominator import Nominator  # noqa: E402
 from polsched.framework.runtime import Pipeline  # noqa: E402
 from polsched.plugins import CATALOG  # noqa: E402
 from polsched.scheduler.algorithm import SearchLimits, schedule_pod  # noqa: E402
@@ -122,8 +124,13 @@ def build(workload: wl.Workload) -> tuple[ClusterCache, Pipeline, list[dict[str,
     # The engine's handle: plugins read the cache's listers (the DRA objects, Services).
     # The engine's feature gates (POLSCHED_FEATURE_GATES over v1.37's defaults:
     # OpportunisticBatching on unless turned off).
+    # --preemptors: the engine's nominator, and DefaultPreemption's candidate offset drawn
+    # from a seeded rng of its own (the pipeline's tie-break rng is set below).
+    preempting = isinstance(workload, wl.Preemption) and PREEMPTORS[0] > 0
     pipeline = build_pipeline(load_policy(policy_obj, CATALOG), Handle(
-        listers=cache.listers, features=featuregates.scheduler_features()))
+        listers=cache.listers, features=featuregates.scheduler_features(),
+        nominator=Nominator() if preempting else None),
+        rng=random.Random(11) if preempting else None)
     pipeline.rng = random.Random(7)  # a fixed tie-break sequence: comparable digests
     pods = []
     for i in range(workload.pods):
@@ -193,7 +200,14 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
     # As the engine (Profile.batch_for): a batch when the gate is on and the pipeline signs
     # pods; each pod is the next scheduling cycle.
     batch = new_batch(pipeline, "bench")
+    preemption = workload if isinstance(workload, wl.Preemption) else None
+    every = PREEMPTORS[0] if preemption is not None else 0
+    preempt_t, preemptions = 0.0, 0
     for cycle, obj in enumerate(pods, 1):
+        if preemption is not None and every and cycle % every == 0:
+            t = clock()
+            preemptions += preempt_one(preemption, cache, pipeline, preemptions, digest)
+            preempt_t += clock() - t
         t0 = clock()
         cache.on_pod_event("ADDED", obj)
         pod = cache.pods[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"]
@@ -242,12 +256,61 @@ def run_workload(workload: wl.Workload) -> dict[str, Any]:
         "unscheduled": unscheduled,
         "batched": batch.batched_pods if batch is not None else 0,
         "placements": digest.hexdigest()[:16],
+        **({} if not every else {
+            "preemptions": preemptions,
+            "preempt_ms_per_preemptor": round(preempt_t / max(1, preemptions) * 1000, 3)}),
         **({} if shadows is None else {
             "shadow_cpu_s": round(shadow_t, 3),
             "wall_pods_per_s": round(n / wall, 1),
             "shadow": {k: v for s in shadows.shadows.values()
                        for k, v in s.stats.to_status().items() if k != "lastDisagreements"}}),
     }
+
+
+def preempt_one(workload: wl.Preemption, cache: ClusterCache, pipeline: Pipeline, k: int,
+                digest: Any) -> int:
+    """One preemptor the engine's way (--preemptors): its first attempt fails on every
+    (full) node and DefaultPreemption's PostFilter nominates a node and names victims; the
+    nominator records the nomination, the victims' deletions arrive as watch events, and
+    the second attempt places the preemptor (on the nominated node, its victims gone).
+    Both attempts and the victims' removal are timed (CPU); the nomination, the victims
+    and the placement go into the digest. Returns 1 when a node was nominated."""
+    obj = workload.high_pod(k, SCHEDULER_NAME)
+    meta = obj["metadata"]
+    meta.update(uid=f"high-{k:06d}", resourceVersion=str(900000 + k),
+                creationTimestamp="2026-01-01T00:00:00Z")
+    obj["spec"]["priority"] = 9999999  # what the Priority admission plugin resolves
+    cache.on_pod_event("ADDED", obj)
+    pod = cache.pods[f"{meta['namespace']}/{meta['name']}"]
+    snapshot = cache.snapshot
+    nominator = pipeline.nominator
+    assert nominator is not None
+    result = run_sync(schedule_pod(pipeline, pod, snapshot,
+                                   limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
+    post = result.post_filter
+    if result.node is None and (post is None or not post.nominated_node):
+        digest.update(b"preempt -\n")
+        cache.on_pod_event("DELETED", obj)
+        return 0
+    node = result.node
+    if node is None:
+        assert post is not None and post.nominated_node
+        digest.update(f"preempt {post.nominated_node} ".encode()
+                      + " ".join(v.key for v in post.victims).encode() + b"\n")
+        nominator.add(pod, post.nominated_node)
+        for v in post.victims:
+            cache.on_pod_event("DELETED", v.raw)
+        result = run_sync(schedule_pod(pipeline, pod, cache.snapshot,
+                                       limits=SearchLimits(new_budget(ATTEMPT_BUDGET[0]))))
+        nominator.remove(pod.key)
+        node = result.node
+    digest.update(f"high {node}\n".encode())
+    if node is not None:
+        cache.assume(pod, node)
+        cache.on_pod_event("MODIFIED", {**obj, "spec": {**obj["spec"], "nodeName": node},
+                                        "metadata": {**meta, "resourceVersion": str(
+                                            950000 + k)}})
+    return 1
 
 
 def shadow_set(workload: wl.Workload) -> Any:
@@ -326,6 +389,9 @@ def profile(workload: wl.Workload, top: int) -> str:
 # --attempt-budget: each decision runs under the engine's time budget (framework.budget),
 # as ScheduleOne runs it; 0 (the default here): none, to measure what the checks cost.
 ATTEMPT_BUDGET: list[float] = [0.0]
+# --preemptors N: on the preemption workload, a preemptor before every Nth measured pod
+# (0: none, the measured pods only).
+PREEMPTORS: list[int] = [0]
 
 
 def main() -> int:
@@ -342,8 +408,13 @@ def main() -> int:
     ap.add_argument("--attempt-budget", type=float, default=0.0, metavar="SECONDS",
                     help="decide under the engine's per-attempt time budget (the operator's "
                          "default is 1); 0: no budget (default)")
+    ap.add_argument("--preemptors", type=int, default=0, metavar="N",
+                    help="preemption workload: a high-priority pod that must preempt before "
+                         "every Nth measured pod, timed apart (preempt_ms_per_preemptor); "
+                         "0: none (default)")
     args = ap.parse_args()
     ATTEMPT_BUDGET[0] = args.attempt_budget
+    PREEMPTORS[0] = args.preemptors
     results = []
     for name in args.workloads.split(","):
         w = wl.WORKLOADS[name]

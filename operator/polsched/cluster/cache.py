@@ -610,7 +610,7 @@ class ClusterCache:
 
 
 _NAMESPACED_PATHS = frozenset(k.path for k in ls.KINDS if k.namespaced)
-_POD_FIELDS = [f.name for f in dataclasses.fields(PodInfo)]
+_POD_FIELDS = [f.name for f in dataclasses.fields(PodInfo) if f.init]  # __post_init__ sets the rest
 _POD_VALUES = operator.attrgetter(*_POD_FIELDS)
 _NODE_NAME_AT = _POD_FIELDS.index("node_name")
 

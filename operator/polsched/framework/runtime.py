@@ -30,7 +30,7 @@ import logging
 import operator
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar, overload
 
 from polsched.framework import events, signers
@@ -96,7 +96,7 @@ class FilterEntry:
     # the same plugin. Reasons, skips and explanations are keyed by it.
     label: str = ""
 
-    @property
+    @functools.cached_property  # read per filter and node: an attribute after the first
     def name(self) -> str:
         return self.label or self.plugin.name
 
@@ -108,7 +108,7 @@ class ScoreEntry:
     when: Matcher | None = None
     label: str = ""
 
-    @property
+    @functools.cached_property  # read per filter and node: an attribute after the first
     def name(self) -> str:
         return self.label or self.plugin.name
 
@@ -306,13 +306,23 @@ class _Weighted(Sequence[int]):
 _copy_generations = itertools.count(-(1 << 40), -(1 << 20))
 
 
+_NODE_FIELDS = [f.name for f in fields(NodeInfo)]
+_NODE_VALUES = operator.attrgetter(*_NODE_FIELDS)
+# The fields a copy gets its own container of, and where they sit in _NODE_FIELDS.
+_NODE_COPIED = tuple((_NODE_FIELDS.index(name), kind) for name, kind in (
+    ("requested", dict), ("pods", dict), ("used_ports", set)))
+_NODE_GENERATION_AT = _NODE_FIELDS.index("generation")
+
+
 def node_copy(node: NodeInfo) -> NodeInfo:
     """A copy of `node` whose pods may be added and removed (NodeInfo.Snapshot); the live
-    NodeInfo is not touched."""
-    trial = replace(node, requested=dict(node.requested), pods=dict(node.pods),
-                    used_ports=set(node.used_ports))
-    trial.generation = next(_copy_generations)
-    return trial
+    NodeInfo is not touched. dataclasses.replace without its generic per-field work
+    (preemption copies each candidate node)."""
+    values = list(_NODE_VALUES(node))
+    for i, kind in _NODE_COPIED:
+        values[i] = kind(values[i])
+    values[_NODE_GENERATION_AT] = next(_copy_generations)
+    return NodeInfo(*values)
 
 
 # How many distinct combinations of `when` entries a pipeline remembers the PluginSet of.
@@ -711,7 +721,13 @@ class Pipeline:
         return out
 
     def nominated_pods_on(self, pod: PodInfo, node_name: str) -> Sequence[PodInfo]:
-        return self.nominated_pods(pod).get(node_name, ())
+        """nominated_pods(pod)'s entry for one node, without walking the other nodes (a
+        preemption's dry run asks once per victim and candidate node)."""
+        nominator = self._nominator
+        if nominator is None or not len(nominator):
+            return ()
+        return [p for p in nominator.pods_for_node(node_name)
+                if p.priority >= pod.priority and p.uid != pod.uid]
 
     def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo,
                                    plugins: PluginSet, nominated: Sequence[PodInfo]) -> Status:

@@ -42,7 +42,16 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin else Status(self.code, self.reasons, plugin)
+        if self.plugin:
+            return self
+        key = (id(self), plugin)
+        got = _LABELLED.get(key)
+        if got is not None:
+            return got
+        out = Status(self.code, self.reasons, plugin)
+        if id(self) in _SHARED_IDS:  # alive for good: its id names it for good
+            _LABELLED[key] = out
+        return out
 
     @staticmethod
     def unschedulable(*reasons: str) -> Status:
@@ -58,4 +67,27 @@ class Status:
 
 
 SUCCESS = Status()
+
+# shared(): one Status per (code, reasons), kept for the life of the process, and each
+# one's with_plugin results, keyed by its id (never reused: the statuses stay alive). A
+# filter that rejects many nodes with the same reasons (NodeResourcesFit's "Insufficient
+# cpu" on every full node, and again in each of preemption's dry runs) then builds no
+# Status per node. Bounded: past _SHARED_MAX distinct ones, shared() builds afresh.
+_SHARED_MAX = 1024
+_SHARED: dict[tuple[Code, tuple[str, ...]], Status] = {}
+_SHARED_IDS: set[int] = set()
+_LABELLED: dict[tuple[int, str], Status] = {}
+
+
+def shared(code: Code, reasons: tuple[str, ...]) -> Status:
+    """Status(code, reasons), the same object for the same arguments (see _SHARED)."""
+    key = (code, reasons)
+    got = _SHARED.get(key)
+    if got is not None:
+        return got
+    st = Status(code, reasons)
+    if len(_SHARED) < _SHARED_MAX:
+        _SHARED[key] = st
+        _SHARED_IDS.add(id(st))
+    return st
 SKIP = Status(Code.SKIP)

@@ -27,7 +27,9 @@ _node_epoch = [0]
 
 class NodeChanges:
     """The names of nodes as they change, in order: every NodeInfo change (its generation
-    moves) and every node the cache adds to or removes from its snapshot. A consumer holding
+    moves; not a copy's, whose generation is negative: a what-if of preemption or of the
+    nominated pods leaves the node itself as it was) and every node the cache adds to or
+    removes from its snapshot. A consumer holding
     results per node (plugins/node_memo.Aggregate) remembers its `position` and later
     revisits only the nodes named since, instead of walking every node. Bounded: the oldest
     names go, and a consumer whose position is older than what is kept starts over."""
@@ -89,10 +91,24 @@ class PodInfo:
     # The spec's requests alone (NodeResourcesFit's PreFilter and score); the same object
     # as `requests` when the status says nothing of resources.
     spec_requests: dict[str, int] = field(default_factory=dict)
+    # "namespace/name", set once: the queue, the cache, the nominator and preemption's dry
+    # runs (per victim and candidate node) look it up far more often than pods are built.
+    key: str = field(init=False)
+    # Whether the pod has pod (anti-)affinity terms, and required anti-affinity ones: read
+    # by NodeInfo.add_pod / remove_pod on every placement and in every preemption dry run.
+    has_affinity: bool = field(init=False)
+    has_required_anti_affinity: bool = field(init=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
+        affinity = self.affinity
+        if not affinity:  # most pods
+            self.has_affinity = self.has_required_anti_affinity = False
+            return
+        self.has_affinity = bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+        anti = affinity.get("podAntiAffinity") or {}
+        self.has_required_anti_affinity = bool(
+            anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
 
     @property
     def spec(self) -> Json:
@@ -108,15 +124,6 @@ class PodInfo:
     def nominated_node(self) -> str:
         """status.nominatedNodeName ("" when unset)."""
         return str((self.raw.get("status") or {}).get("nominatedNodeName") or "")
-
-    @property
-    def has_affinity(self) -> bool:
-        return bool(self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity"))
-
-    @property
-    def has_required_anti_affinity(self) -> bool:
-        anti = self.affinity.get("podAntiAffinity") or {}
-        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
 
     @classmethod
     def from_json(cls, pod: Json) -> PodInfo:
@@ -239,7 +246,8 @@ class NodeInfo:
         self.pods_with_affinity += pod.has_affinity
         self.pods_with_required_anti_affinity += pod.has_required_anti_affinity
         self.generation += 1
-        NODE_CHANGES.note(self.name)
+        if self.generation >= 0:  # not a copy (framework.runtime.node_copy)
+            NODE_CHANGES.note(self.name)
 
     def remove_pod(self, pod: PodInfo) -> bool:
         old = self.pods.pop(pod.key, None)
@@ -254,7 +262,8 @@ class NodeInfo:
         self.pods_with_affinity -= old.has_affinity
         self.pods_with_required_anti_affinity -= old.has_required_anti_affinity
         self.generation += 1
-        NODE_CHANGES.note(self.name)
+        if self.generation >= 0:  # not a copy (framework.runtime.node_copy)
+            NODE_CHANGES.note(self.name)
         return True
 
 

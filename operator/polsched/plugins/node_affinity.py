@@ -45,7 +45,7 @@ from polsched.framework.nodeaffinity import (
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import NodeSet, SelectorError
-from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.status import SKIP, SUCCESS, Code, Status, shared
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
 NAME = "NodeAffinity"
@@ -58,7 +58,7 @@ _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 _PRE_SCORE_NODES_KEY = "PreScoreNodes" + NAME
 
-_POD_MISMATCH = Status.unresolvable(ERR_REASON_POD)
+_POD_MISMATCH = shared(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_POD,))
 _ENFORCED_MISMATCH = Status.unresolvable(ERR_REASON_ENFORCED)
 
 

@@ -40,7 +40,7 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import NodeSet
-from polsched.framework.status import SUCCESS, Code, Status
+from polsched.framework.status import SUCCESS, Code, Status, shared
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.node_memo import NodeMemo, SnapshotSync, SyncedValues
 
@@ -632,7 +632,7 @@ class NodeResourcesFit(SignPlugin, PreFilterPlugin, FilterPlugin, NodeSetFilter,
         if not reasons:
             return SUCCESS
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return Status(code, tuple(reasons))
+        return shared(code, tuple(reasons))
 
     # -- score -------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],

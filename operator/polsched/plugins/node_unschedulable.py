@@ -24,7 +24,7 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import NodeSet
-from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.status import SKIP, SUCCESS, Code, Status, shared
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.taint_toleration import NO_SCHEDULE, compile_tolerations, tolerates
 
@@ -35,7 +35,7 @@ ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 _PRE_FILTER_KEY = "PreFilter" + NAME
-_UNSCHEDULABLE = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+_UNSCHEDULABLE = shared(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNSCHEDULABLE,))
 
 
 def _tolerates_unschedulable(pod: PodInfo) -> bool:

@@ -30,7 +30,7 @@ from polsched.framework.interfaces import (
 )
 from polsched.framework.registry import ArgsError, PluginSpec
 from polsched.framework.selectors import NodeSet
-from polsched.framework.status import SUCCESS, Status
+from polsched.framework.status import SUCCESS, Code, Status, shared
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 
 NAME = "TaintToleration"
@@ -192,7 +192,7 @@ class TaintToleration(SignPlugin, PreFilterPlugin, FilterPlugin, NodeSetFilter, 
         return ev.QUEUE if was_untolerated and not is_untolerated else ev.QUEUE_SKIP
 
 
-_UNTOLERATED = Status.unresolvable(ERR_REASON_UNTOLERATED)
+_UNTOLERATED = shared(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNTOLERATED,))
 
 
 def _count_untolerated_prefer_no_schedule(taints: Iterable[Mapping[str, Any]],

@@ -6,6 +6,7 @@ group's preemption and by the executor (the condition it writes)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ def pod_terminating_by_preemption(pod: PodInfo) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)  # the sort keys of every dry run parse the same times
 def _parse_time(value: str) -> float | None:
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

@@ -22,7 +22,7 @@ from polsched.framework.selectors import (
     NodeSet,
     SelectorError,
 )
-from polsched.framework.status import SKIP, SUCCESS, Status
+from polsched.framework.status import SKIP, SUCCESS, Code, Status, shared
 from polsched.framework.types import NodeInfo, PodInfo, Snapshot
 from polsched.plugins.pod_topology_spread.args import DO_NOT_SCHEDULE
 from polsched.plugins.pod_topology_spread.common import (
@@ -194,5 +194,5 @@ class Filtering(SpreadBase, PreFilterPlugin, PreFilterExtensions, FilterPlugin, 
 
 # filter_nodes: a topologyKey with more domains is left to Filter per node
 _MAX_DOMAINS_FOR_SETS = 64
-_CONSTRAINTS_NOT_MATCH = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+_CONSTRAINTS_NOT_MATCH = shared(Code.UNSCHEDULABLE, (ERR_REASON_CONSTRAINTS_NOT_MATCH,))
 _NODE_LABEL_NOT_MATCH = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
