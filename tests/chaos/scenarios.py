@@ -486,7 +486,7 @@ def slow_extender(w: World) -> Result:
     for it. The victim's pace (binds per second, first to last, as the recorder's watch
     sees them) under each attack, over its solo pace in the same run: issue 36 finding 5."""
     s = w.scenario("slowext")
-    s.make_nodes(8, cpu="128", memory="256Gi", pods="1000")  # 3600 pods in a full run
+    s.make_nodes(8, cpu="128", memory="256Gi", pods="900")  # 3600 pods in a full run
     release = threading.Event()
     attack = {"mode": "slow"}
 
