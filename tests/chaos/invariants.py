@@ -9,6 +9,8 @@ restarts) and policy statuses (polled) for the length of a scenario. At the end:
 - no pod that fits is left Pending after the grace period (lost);
 - status is exact (boundPods and bindsTotal) and no counter ever went backwards;
 - the operator never crashed and its log has no traceback.
+The recorder also notes when it saw each pod bound (`pace`): the slow-extender scenario
+compares a victim policy's drain pace under attack with its solo pace (Findings.slowed).
 """
 
 from __future__ import annotations
@@ -71,16 +73,18 @@ class Findings:
     status_errors: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
+    # A victim policy whose pace fell below its bound against its solo baseline.
+    slowed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.double_bound or self.overcommitted or self.status_errors
-                    or self.crashes or self.tracebacks)
+                    or self.crashes or self.tracebacks or self.slowed)
 
     def merge(self, other: Findings) -> None:
         self.pods += other.pods
         for name in ("lost", "double_bound", "overcommitted", "status_errors", "crashes",
-                     "tracebacks"):
+                     "tracebacks", "slowed"):
             getattr(self, name).extend(getattr(other, name))
 
     def line(self) -> str:
@@ -92,12 +96,14 @@ class Findings:
             out += f" crashes={len(self.crashes)}"
         if self.tracebacks:
             out += f" tracebacks={len(self.tracebacks)}"
+        if self.slowed:
+            out += f" slowed={len(self.slowed)}"
         return out
 
     def details(self) -> list[str]:
         out: list[str] = []
         for name in ("lost", "double_bound", "overcommitted", "status_errors", "crashes",
-                     "tracebacks"):
+                     "tracebacks", "slowed"):
             items = getattr(self, name)
             if items:
                 out.append(f"  {name}: {items[:8]}{' ...' if len(items) > 8 else ''}")
@@ -115,6 +121,8 @@ class Recorder:
         self.initial_nodes: dict[str, Json] = {}
         self.initial_rv = 0
         self.counters: dict[str, list[tuple[int, int]]] = {}
+        # pod name -> (schedulerName, monotonic time its bind was seen): paces of drains.
+        self.bound_at: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -167,8 +175,15 @@ class Recorder:
                     rv = obj["metadata"].get("resourceVersion") or rv
                     if kind == "BOOKMARK":
                         continue
+                    seen = time.monotonic()
                     with self._lock:
                         self.events.append((int(rv), resource, kind, obj))
+                        spec = obj.get("spec") or {}
+                        name = obj["metadata"]["name"]
+                        if (resource == "pod" and spec.get("nodeName")
+                                and name not in self.bound_at):
+                            self.bound_at[name] = (str(spec.get("schedulerName") or ""),
+                                                   seen)
             except asyncio.CancelledError:
                 raise
             except ApiError as e:
@@ -193,6 +208,15 @@ class Recorder:
                     if not seq or seq[-1] != pair:
                         seq.append(pair)
             await asyncio.sleep(0.2)
+
+    def pace(self, scheduler: str) -> tuple[int, float]:
+        """(pods, pods per second) of the binds of `scheduler`'s pods seen so far: from
+        its first bind to its last, as the watch delivered them."""
+        with self._lock:
+            times = sorted(t for s, t in self.bound_at.values() if s == scheduler)
+        if len(times) < 2 or times[-1] <= times[0]:
+            return len(times), 0.0
+        return len(times), (len(times) - 1) / (times[-1] - times[0])
 
     # -- checks ------------------------------------------------------------------------------
     def check(self, findings: Findings, scheduled: dict[str, int]) -> None:

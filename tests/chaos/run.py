@@ -10,6 +10,9 @@ line per scenario with its figures and the invariants' counts, then a summary li
     chaos: pods=N lost=0 double-bound=0 overcommitted=0 takeover=Xs
            throughput-ratio=R (a policy's throughput while another's bind extender
            hangs, over its throughput when healthy)
+           pace-ratio=P (a victim policy's drain pace while another's filter extender
+           times out, over its solo pace in the same run; below
+           scenarios.MIN_PACE_RATIO it fails the slow-extender scenario)
 
 Exits 1 when any invariant fails (the details follow the scenario's line).
 """
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         total = Findings()
         takeovers: list[float] = []
         ratios: list[float] = []
+        paces: list[float] = []
         failed: list[str] = []
         for name, scenario in SCENARIOS:
             if only and name not in only:
@@ -120,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                 takeovers.append(float(figures["takeover_s"]))
             if figures.get("throughput_ratio") is not None:
                 ratios.append(float(figures["throughput_ratio"]))
+            if figures.get("pace_ratio") is not None:
+                paces.append(float(figures["pace_ratio"]))
             verdict = "ok" if findings.ok else "FAIL"
             extra = " ".join(f"{k}={v}" for k, v in figures.items())
             print(f"{name:20s} {verdict:4s} {findings.line()} {extra} ({took:.0f}s)",
@@ -131,10 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 show_logs(world.made[first:])
         takeover = f"{max(takeovers):.1f}s" if takeovers else "-"
         ratio = f"{min(ratios):.2f}" if ratios else "-"
+        pace = f"{min(paces):.2f}" if paces else "-"
         print(f"chaos: pods={total.pods} lost={len(total.lost)} "
               f"double-bound={len(total.double_bound)} "
               f"overcommitted={len(total.overcommitted)} takeover={takeover} "
-              f"throughput-ratio={ratio} failed={len(failed)} "
+              f"throughput-ratio={ratio} pace-ratio={pace} failed={len(failed)} "
               f"({time.monotonic() - started:.0f}s)", flush=True)
         return 1 if failed else 0
     finally:

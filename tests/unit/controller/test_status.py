@@ -129,6 +129,28 @@ def test_a_status_echo_adopts_only_counters_that_are_ahead() -> None:
     asyncio.run(main())
 
 
+def test_a_policy_that_never_bound_still_gets_binds_total_written() -> None:
+    """A standby (or a replica not yet leading) that sees the policy's status before any
+    count was written takes no bindsTotal from it: once it writes, bindsTotal 0 is in
+    the patch (the chaos suite's slow-extender attacker, which never binds, showed none)."""
+    import asyncio
+
+    from polsched.controller.policies.status import StatusWriter
+
+    async def main() -> None:
+        writer = StatusWriter(None, lambda _: None,  # type: ignore[arg-type]
+                              enabled=False)
+        writer.update("p", VIEW, {})
+        writer.observed("p", {"conditions": [{"type": "Ready", "status": "True"}]})
+        written = dict(writer.written("p"))
+        await writer.close()
+        assert "bindsTotal" not in written
+        patch = changed_fields(compose(VIEW, stats(), written, "T"), written)
+        assert patch["bindsTotal"] == 0
+
+    asyncio.run(main())
+
+
 def test_metrics_available_follows_the_engine_and_goes_with_the_load_aware_scorers() -> None:
     from dataclasses import replace
 

@@ -218,9 +218,12 @@ class StatusWriter:
         take them. Whether anything was taken."""
         before = dict(slot.written)
         seen = _int(observed_status.get("bindsTotal"))
-        if seen > _int(slot.written.get("bindsTotal")) or (
-                seen == _int(slot.written.get("bindsTotal"))
-                and not self._enabled.is_set()):
+        # A status without bindsTotal has no pair to take: taking it as 0 would make the
+        # slot believe 0 was written, and a policy that never binds would never show it.
+        if observed_status.get("bindsTotal") is not None and (
+                seen > _int(slot.written.get("bindsTotal")) or (
+                    seen == _int(slot.written.get("bindsTotal"))
+                    and not self._enabled.is_set())):
             # The pair goes together: the ledger counts on from it.
             slot.written["bindsTotal"] = seen
             if observed_status.get("lastBindTime"):
