@@ -24,29 +24,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polsched.cluster.client import ApiClient, ApiError
+from polsched.framework.resources import parse_quantity
 from polsched.objects import Json
 
 
 def cpu_milli(q: str | None) -> int:
-    if not q:
-        return 0
-    q = str(q)
-    if q.endswith("m"):
-        return int(q[:-1])
-    return int(float(q) * 1000)
-
-
-_UNITS = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "K": 1000, "M": 1000**2, "G": 1000**3}
+    return int(parse_quantity(q) * 1000) if q else 0
 
 
 def mem_bytes(q: str | None) -> int:
-    if not q:
-        return 0
-    q = str(q)
-    for suffix, mult in _UNITS.items():
-        if q.endswith(suffix):
-            return int(float(q[: -len(suffix)]) * mult)
-    return int(float(q))
+    """A quantity in any of the API server's forms (the production parser: `1k` as the
+    API server writes 1000, `1Gi`, `1e3`)."""
+    return int(parse_quantity(q)) if q else 0
 
 
 def pod_request(pod: Json) -> tuple[int, int]:
@@ -286,7 +275,8 @@ class Recorder:
 
 def _allocatable(node: Json) -> tuple[int, int, int]:
     a = (node.get("status") or {}).get("allocatable") or {}
-    return cpu_milli(a.get("cpu")), mem_bytes(a.get("memory")), int(a.get("pods") or 110)
+    pods = int(parse_quantity(a.get("pods") or "110"))  # 1000 pods come as `1k`
+    return cpu_milli(a.get("cpu")), mem_bytes(a.get("memory")), pods
 
 
 def check_logs(findings: Findings, logs: dict[str, str],
