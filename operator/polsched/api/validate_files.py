@@ -33,9 +33,12 @@ YAML_SUFFIXES = (".yaml", ".yml")
 STDIN = "-"
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.CSafeLoader):
     """SafeLoader that refuses duplicate keys, as kubectl's YAML decoder does: with
-    PyYAML's default the last one silently wins and half a policy disappears."""
+    PyYAML's default the last one silently wins and half a policy disappears. libyaml's
+    parser (PyYAML's wheels carry it) composes the node tree, with the same marks, 2.6x
+    faster than the pure-Python one: the fuzzer timed out `polsched validate` on a 1.7 MB
+    policy (6.3 s of CPU; 2.4 s with it)."""
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
